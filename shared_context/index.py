@@ -1,0 +1,613 @@
+"""The loaded index: record lists plus everything a query needs, precomputed once.
+
+Build it with `Index.from_records(...)` (the loaders in `shared_context.loaders` do this for
+GraphRAG output folders). After construction an `Index` is read-only; only `add_vectors` may attach
+vector tables (engines do this at set-up with an offline embedder).
+
+Versions (`Index.version`): "v3" (GraphRAG ≥ 2.0 tables without the `create_final_` prefix and with
+community `parent`/`children`), "v2" (unprefixed tables, communities without parent/children),
+"v1" (`create_final_*` tables with `title`, list `document_ids` in text units), "v0" (`create_final_*`
+with `name` instead of `title`, communities/levels from `create_final_nodes`), "v3-partial"
+(entities/relationships/text units only, e.g. a LightRAG export; no communities or reports) and
+"graphroute" (records built in memory).
+
+Dangling-reference policy (GraphRAG indexes in the wild contain some; GraphRAG itself keeps them):
+- fatal (`IndexFormatError`): duplicate ids, duplicate entity titles, duplicate community numbers,
+  a relationship neither of whose endpoints names an entity (the join is clearly broken);
+- recorded in `Index.warnings` and skipped in the adjacency: one unknown relationship endpoint
+  (its position is -1 in `relationship_endpoints`), unknown text-unit / entity / relationship ids
+  in link lists, community members that are not entities, reports of unknown communities, text
+  units whose document is unknown.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from itertools import chain
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from shared_context.errors import IndexFormatError
+from shared_context.records import (
+    Claim,
+    Community,
+    CommunityReport,
+    Document,
+    Entity,
+    Relationship,
+    TextUnit,
+)
+from shared_context.tokens import Tokenizer, get_tokenizer
+from shared_context.vectors import VECTOR_TARGETS, VectorTable
+
+__all__ = ["Index", "VectorTable", "token_cache_dir"]
+
+_TOKEN_FIELDS = (
+    "entity_tokens",
+    "relationship_tokens",
+    "text_unit_tokens",
+    "report_tokens",
+    "report_summary_tokens",
+    "claim_tokens",
+)
+_TOKEN_CACHE_FORMAT = "1"
+_COUNT_BATCH = 20_000
+
+
+def token_cache_dir() -> Path:
+    """Where token counts are cached: `$GRAPHROUTE_CACHE_DIR/tokens` or `~/.cache/graphroute/tokens`."""
+    base = os.environ.get("GRAPHROUTE_CACHE_DIR")
+    root = Path(base) if base else Path.home() / ".cache" / "graphroute"
+    return root / "tokens"
+
+
+def _file_for(source_files: dict[str, str], table: str) -> str:
+    return source_files.get(table, table)
+
+
+def _check_unique(values: Sequence[Any], file: str, column: str) -> dict[Any, int]:
+    """Map value -> position, raising IndexFormatError on duplicates."""
+    pos = {v: i for i, v in enumerate(values)}
+    if len(pos) != len(values):
+        dups = [v for v, n in Counter(values).items() if n > 1]
+        raise IndexFormatError(
+            f"{len(dups)} duplicate values (e.g. {dups[0]!r}); every row needs a unique value",
+            file=file,
+            column=column,
+        )
+    return pos
+
+
+def _group(keys: np.ndarray, values: np.ndarray, n: int, order: np.ndarray | None = None) -> list[list[int]]:
+    """Group `values` by integer `keys` in [0, n), each group sorted by `order` (default: value)."""
+    if len(keys) == 0:
+        return [[] for _ in range(n)]
+    sort_by = values if order is None else order
+    idx = np.lexsort((sort_by, keys))
+    flat = values[idx].tolist()
+    ends = np.cumsum(np.bincount(keys, minlength=n)).tolist()
+    out: list[list[int]] = []
+    start = 0
+    for end in ends:
+        out.append(flat[start:end])
+        start = end
+    return out
+
+
+def _lookup_lists(lists: Sequence[Sequence[str]], pos: dict[str, int]) -> tuple[np.ndarray, np.ndarray, int]:
+    """Flatten id lists into (row, target position) pairs; returns also the number of unknown ids."""
+    lengths = np.fromiter((len(x) for x in lists), dtype=np.int64, count=len(lists))
+    rows = np.repeat(np.arange(len(lists), dtype=np.int64), lengths)
+    targets = np.fromiter(
+        (pos.get(x, -1) for x in chain.from_iterable(lists)), dtype=np.int64, count=int(lengths.sum())
+    )
+    ok = targets >= 0
+    return rows[ok], targets[ok], int((~ok).sum())
+
+
+def _unique_pairs(a: np.ndarray, b: np.ndarray, n_b: int) -> tuple[np.ndarray, np.ndarray]:
+    if len(a) == 0:
+        return a, b
+    codes = np.unique(a * max(n_b, 1) + b)
+    return codes // max(n_b, 1), codes % max(n_b, 1)
+
+
+def _count(tokenizer: Tokenizer, texts: list[str]) -> np.ndarray:
+    out = np.zeros(len(texts), dtype=np.int32)
+    for start in range(0, len(texts), _COUNT_BATCH):
+        out[start : start + _COUNT_BATCH] = tokenizer.count_many(texts[start : start + _COUNT_BATCH])
+    return out
+
+
+class Index:
+    """A GraphRAG index loaded into memory with id maps, adjacency lists and token counts.
+
+    Attribute names are a contract other packages rely on (see ARCHITECTURE.md):
+    record lists `entities, relationships, text_units, communities, community_reports, claims,
+    documents`; id maps `entity_pos, entity_by_title, relationship_pos, text_unit_pos, document_pos,
+    claim_pos, community_pos (community number -> position), report_pos (community number ->
+    report position)`; adjacency `entity_relationships` (sorted by combined_degree desc, weight desc,
+    position), `entity_text_units`, `text_unit_entities`, `text_unit_relationships`, `entity_claims`,
+    `entity_communities` (community numbers, shallowest level first), `relationship_endpoints`
+    ((R, 2) int64 entity positions, -1 when a title names no entity), `communities_by_level`,
+    `reports_by_level` (report positions), `levels`, `text_unit_document` (document position or -1);
+    token counts (np.int32, aligned with the lists) `entity_tokens, relationship_tokens,
+    text_unit_tokens, report_tokens, report_summary_tokens, claim_tokens`; `vectors`.
+    """
+
+    path: Path | None
+    version: str
+    tokenizer: Tokenizer
+    warnings: list[str]
+    source_files: dict[str, str]
+    entities: list[Entity]
+    relationships: list[Relationship]
+    text_units: list[TextUnit]
+    communities: list[Community]
+    community_reports: list[CommunityReport]
+    claims: list[Claim]
+    documents: list[Document]
+    entity_pos: dict[str, int]
+    entity_by_title: dict[str, int]
+    relationship_pos: dict[str, int]
+    text_unit_pos: dict[str, int]
+    document_pos: dict[str, int]
+    claim_pos: dict[str, int]
+    community_pos: dict[int, int]
+    report_pos: dict[int, int]
+    entity_relationships: list[list[int]]
+    entity_text_units: list[list[int]]
+    text_unit_entities: list[list[int]]
+    text_unit_relationships: list[list[int]]
+    entity_claims: list[list[int]]
+    entity_communities: list[list[int]]
+    relationship_endpoints: np.ndarray
+    communities_by_level: dict[int, list[int]]
+    reports_by_level: dict[int, list[int]]
+    levels: list[int]
+    text_unit_document: list[int]
+    entity_tokens: np.ndarray
+    relationship_tokens: np.ndarray
+    text_unit_tokens: np.ndarray
+    report_tokens: np.ndarray
+    report_summary_tokens: np.ndarray
+    claim_tokens: np.ndarray
+    vectors: dict[str, VectorTable]
+
+    _frozen: bool = False
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if self._frozen:
+            raise AttributeError(
+                f"Index is read-only after load (tried to set {name!r}); use add_vectors for vectors"
+            )
+        object.__setattr__(self, name, value)
+
+    # ------------------------------------------------------------------ construction
+
+    @classmethod
+    def from_records(
+        cls,
+        *,
+        entities: Iterable[Entity],
+        relationships: Iterable[Relationship],
+        text_units: Iterable[TextUnit],
+        communities: Iterable[Community] = (),
+        community_reports: Iterable[CommunityReport] = (),
+        claims: Iterable[Claim] = (),
+        documents: Iterable[Document] = (),
+        vectors: Iterable[VectorTable] | dict[str, VectorTable] | None = None,
+        version: str = "graphroute",
+        path: str | Path | None = None,
+        tokenizer: Tokenizer | str | None = None,
+        source_files: dict[str, str] | None = None,
+        warnings: Iterable[str] = (),
+        token_cache_key: str | None = None,
+    ) -> Index:
+        """Validate the records, derive missing links and precompute everything a query needs.
+
+        `token_cache_key` (set by the loaders from file paths, sizes and mtimes) enables the on-disk
+        token-count cache; in-memory indexes are counted every time.
+        """
+        self = object.__new__(cls)
+        self.path = Path(path) if path is not None else None
+        self.version = version
+        if tokenizer is None or isinstance(tokenizer, str):
+            self.tokenizer = get_tokenizer(tokenizer) if tokenizer else get_tokenizer()
+        else:
+            self.tokenizer = tokenizer
+        self.warnings = list(warnings)
+        self.source_files = dict(source_files or {})
+        self.entities = list(entities)
+        self.relationships = list(relationships)
+        self.text_units = list(text_units)
+        self.communities = list(communities)
+        self.community_reports = list(community_reports)
+        self.claims = list(claims)
+        self.documents = list(documents)
+        self._build_id_maps()
+        self._build_graph()
+        self._build_text_unit_links()
+        self._build_claims()
+        self._build_communities()
+        self._build_documents()
+        self._build_token_counts(token_cache_key)
+        self.vectors = {}
+        if vectors is not None:
+            tables = vectors.values() if isinstance(vectors, dict) else vectors
+            for table in tables:
+                self._attach(table)
+        self._frozen = True
+        return self
+
+    def _file(self, table: str) -> str:
+        return _file_for(self.source_files, table)
+
+    def _build_id_maps(self) -> None:
+        self.entity_pos = _check_unique([e.id for e in self.entities], self._file("entities"), "id")
+        self.entity_by_title = _check_unique(
+            [e.title for e in self.entities], self._file("entities"), "title"
+        )
+        self.relationship_pos = _check_unique(
+            [r.id for r in self.relationships], self._file("relationships"), "id"
+        )
+        self.text_unit_pos = _check_unique([t.id for t in self.text_units], self._file("text_units"), "id")
+        self.document_pos = _check_unique([d.id for d in self.documents], self._file("documents"), "id")
+        self.claim_pos = _check_unique([c.id for c in self.claims], self._file("covariates"), "id")
+        self.community_pos = _check_unique(
+            [c.community for c in self.communities], self._file("communities"), "community"
+        )
+        self.report_pos = _check_unique(
+            [r.community for r in self.community_reports], self._file("community_reports"), "community"
+        )
+
+    def _build_graph(self) -> None:
+        """Relationship endpoints and per-entity relationship lists, pre-sorted for local search."""
+        n_ent, n_rel = len(self.entities), len(self.relationships)
+        titles = self.entity_by_title
+        src = np.fromiter((titles.get(r.source, -1) for r in self.relationships), dtype=np.int64, count=n_rel)
+        tgt = np.fromiter((titles.get(r.target, -1) for r in self.relationships), dtype=np.int64, count=n_rel)
+        both = (src < 0) & (tgt < 0)
+        if both.any():
+            bad = [self.relationships[i].source for i in np.flatnonzero(both)[:1]]
+            raise IndexFormatError(
+                f"{int(both.sum())} relationships name no entity at either end (e.g. {bad[0]!r}); "
+                "source/target must be entity titles",
+                file=self._file("relationships"),
+                column="source",
+            )
+        for col, arr, attr in (("source", src, "source"), ("target", tgt, "target")):
+            missing = np.flatnonzero(arr < 0)
+            if len(missing):
+                example = getattr(self.relationships[int(missing[0])], attr)
+                self.warnings.append(
+                    f"{self._file('relationships')}: column {col!r}: {len(missing)} values name no entity "
+                    f"(e.g. {example!r}); those relationships are kept and listed under their other endpoint"
+                )
+        self.relationship_endpoints = (
+            np.stack([src, tgt], axis=1) if n_rel else np.zeros((0, 2), dtype=np.int64)
+        )
+        self._derive_degrees(src, tgt)
+        combined = np.fromiter((r.combined_degree for r in self.relationships), dtype=np.float64, count=n_rel)
+        weight = np.fromiter((r.weight for r in self.relationships), dtype=np.float64, count=n_rel)
+        positions = np.arange(n_rel, dtype=np.int64)
+        rank = np.empty(n_rel, dtype=np.int64)
+        rank[np.lexsort((positions, -weight, -combined))] = positions
+        self_loop = src == tgt
+        keys = np.concatenate([src, tgt[~self_loop]])
+        rels = np.concatenate([positions, positions[~self_loop]])
+        ok = keys >= 0
+        self.entity_relationships = _group(keys[ok], rels[ok], n_ent, order=rank[rels[ok]])
+
+    def _derive_degrees(self, src: np.ndarray, tgt: np.ndarray) -> None:
+        """Fill entity degree / relationship combined_degree when the tables lacked them (all zero)."""
+        if not self.relationships:
+            return
+        need_entity = bool(self.entities) and all(e.degree == 0 for e in self.entities)
+        need_combined = all(r.combined_degree == 0 for r in self.relationships)
+        if not (need_entity or need_combined):
+            return
+        n_ent = len(self.entities)
+        ok = (src >= 0) & (tgt >= 0) & (src != tgt)
+        lo, hi = np.minimum(src[ok], tgt[ok]), np.maximum(src[ok], tgt[ok])
+        a, b = _unique_pairs(lo, hi, n_ent)
+        degree = (
+            np.bincount(np.concatenate([a, b]), minlength=n_ent) if n_ent else np.zeros(0, dtype=np.int64)
+        )
+        if need_entity:
+            for e, d in zip(self.entities, degree.tolist(), strict=True):
+                e.degree = d
+        if need_combined:
+            deg_list = [e.degree for e in self.entities]
+            for r, s, t in zip(self.relationships, src.tolist(), tgt.tolist(), strict=True):
+                r.combined_degree = (deg_list[s] if s >= 0 else 0) + (deg_list[t] if t >= 0 else 0)
+            self.warnings.append(
+                f"{self._file('relationships')}: column 'combined_degree' missing; derived from entity degrees"
+            )
+
+    def _build_text_unit_links(self) -> None:
+        """entity <-> text unit and text unit -> relationship links, taking the union of both sides."""
+        n_ent, n_rel, n_tu = len(self.entities), len(self.relationships), len(self.text_units)
+        e_rows, e_tus, e_bad = _lookup_lists([e.text_unit_ids for e in self.entities], self.text_unit_pos)
+        t_rows, t_ents, t_bad = _lookup_lists([t.entity_ids for t in self.text_units], self.entity_pos)
+        self._warn_dangling(e_bad, "entities", "text_unit_ids", "text unit")
+        self._warn_dangling(t_bad, "text_units", "entity_ids", "entity")
+        ents, tus = _unique_pairs(np.concatenate([e_rows, t_ents]), np.concatenate([e_tus, t_rows]), n_tu)
+        self.entity_text_units = _group(ents, tus, n_ent)
+        self.text_unit_entities = _group(tus, ents, n_tu)
+
+        r_rows, r_tus, r_bad = _lookup_lists(
+            [r.text_unit_ids for r in self.relationships], self.text_unit_pos
+        )
+        u_rows, u_rels, u_bad = _lookup_lists(
+            [t.relationship_ids for t in self.text_units], self.relationship_pos
+        )
+        self._warn_dangling(r_bad, "relationships", "text_unit_ids", "text unit")
+        self._warn_dangling(u_bad, "text_units", "relationship_ids", "relationship")
+        rels, tus2 = _unique_pairs(np.concatenate([r_rows, u_rels]), np.concatenate([r_tus, u_rows]), n_tu)
+        self.text_unit_relationships = _group(tus2, rels, n_tu)
+
+        # Fill the record fields a table did not carry (e.g. LightRAG text units have no entity_ids).
+        if len(t_rows) == 0 and len(ents):
+            for tu, members in zip(self.text_units, self.text_unit_entities, strict=True):
+                tu.entity_ids = [self.entities[i].id for i in members]
+        if len(e_rows) == 0 and len(ents):
+            for ent, units in zip(self.entities, self.entity_text_units, strict=True):
+                ent.text_unit_ids = [self.text_units[j].id for j in units]
+        if len(u_rows) == 0 and len(rels):
+            for tu, members in zip(self.text_units, self.text_unit_relationships, strict=True):
+                tu.relationship_ids = [self.relationships[i].id for i in members]
+        if len(r_rows) == 0 and len(rels):
+            rel_units = _group(rels, tus2, n_rel)
+            for rel, units in zip(self.relationships, rel_units, strict=True):
+                rel.text_unit_ids = [self.text_units[j].id for j in units]
+
+    def _warn_dangling(self, count: int, table: str, column: str, what: str) -> None:
+        if count:
+            self.warnings.append(
+                f"{self._file(table)}: column {column!r}: {count} ids name no {what}; ignored"
+            )
+
+    def _build_claims(self) -> None:
+        n = len(self.claims)
+        subj = np.fromiter(
+            (self.entity_by_title.get(c.subject, -1) for c in self.claims), dtype=np.int64, count=n
+        )
+        ok = subj >= 0
+        self.entity_claims = _group(subj[ok], np.arange(n, dtype=np.int64)[ok], len(self.entities))
+        bad_units = sum(1 for c in self.claims if c.text_unit_id and c.text_unit_id not in self.text_unit_pos)
+        self._warn_dangling(bad_units, "covariates", "text_unit_id", "text unit")
+
+    def _build_communities(self) -> None:
+        n_ent = len(self.entities)
+        rows, members, bad = _lookup_lists([c.entity_ids for c in self.communities], self.entity_pos)
+        self._warn_dangling(bad, "communities", "entity_ids", "entity")
+        numbers = np.fromiter(
+            (c.community for c in self.communities), dtype=np.int64, count=len(self.communities)
+        )
+        levels = np.fromiter((c.level for c in self.communities), dtype=np.int64, count=len(self.communities))
+        span = int(numbers.max()) + 1 if len(numbers) else 1
+        comm_numbers = numbers[rows]
+        self.entity_communities = _group(
+            members, comm_numbers, n_ent, order=levels[rows] * span + comm_numbers
+        )
+        self._derive_hierarchy()
+        self.communities_by_level = {}
+        for c in sorted(self.communities, key=lambda c: (c.level, c.community)):
+            self.communities_by_level.setdefault(c.level, []).append(c.community)
+
+        unknown = [r.community for r in self.community_reports if r.community not in self.community_pos]
+        if self.communities and unknown:
+            self.warnings.append(
+                f"{self._file('community_reports')}: column 'community': {len(unknown)} reports name no community "
+                f"in {self._file('communities')} (e.g. {unknown[0]})"
+            )
+        self.reports_by_level = {}
+        for pos, report in enumerate(self.community_reports):
+            community = (
+                self.communities[self.community_pos[report.community]]
+                if (report.community in self.community_pos)
+                else None
+            )
+            if community is not None and report.parent == -1 and not report.children:
+                report.parent, report.children = community.parent, list(community.children)
+            self.reports_by_level.setdefault(report.level, []).append(pos)
+        self.reports_by_level = dict(sorted(self.reports_by_level.items()))
+        self.levels = sorted(set(self.communities_by_level) | set(self.reports_by_level))
+        if not self.community_reports:
+            self.warnings.append("no community reports: global search and DRIFT primers have nothing to read")
+
+    def _derive_hierarchy(self) -> None:
+        """Older schemas had no parent/children: link each community to the community one level up
+        that holds most of its entities."""
+        if not self.communities:
+            return
+        if any(c.parent != -1 or c.children for c in self.communities):
+            return
+        levels = sorted({c.level for c in self.communities})
+        if len(levels) < 2:
+            return
+        level_of = {c.community: c.level for c in self.communities}
+        entity_comm_at: list[dict[int, int]] = [
+            {level_of[c]: c for c in comms} for comms in self.entity_communities
+        ]
+        for comm in self.communities:
+            if comm.level == levels[0]:
+                continue
+            up = levels[levels.index(comm.level) - 1]
+            votes = Counter(
+                entity_comm_at[self.entity_pos[e]].get(up, -1)
+                for e in comm.entity_ids
+                if e in self.entity_pos
+            )
+            votes.pop(-1, None)
+            if votes:
+                comm.parent = min(votes.items(), key=lambda kv: (-kv[1], kv[0]))[0]
+        for comm in self.communities:
+            if comm.parent in self.community_pos:
+                self.communities[self.community_pos[comm.parent]].children.append(comm.community)
+        for comm in self.communities:
+            comm.children.sort()
+        self.warnings.append(
+            f"{self._file('communities')}: no parent/children columns; hierarchy derived from entity membership"
+        )
+
+    def _build_documents(self) -> None:
+        doc_of: dict[str, int] = {}
+        for d_pos, doc in enumerate(self.documents):
+            for tu_id in doc.text_unit_ids:
+                doc_of.setdefault(tu_id, d_pos)
+        result: list[int] = []
+        unknown = 0
+        for tu in self.text_units:
+            pos = self.document_pos.get(tu.document_id, -1) if tu.document_id else -1
+            if pos < 0:
+                pos = doc_of.get(tu.id, -1)
+                if tu.document_id and self.documents:
+                    unknown += 1
+            if pos >= 0 and not tu.document_id:
+                tu.document_id = self.documents[pos].id
+            result.append(pos)
+        self.text_unit_document = result
+        self._warn_dangling(unknown, "text_units", "document_id", "document")
+
+    # ------------------------------------------------------------------ token counts
+
+    def _token_texts(self) -> dict[str, list[str]]:
+        return {
+            "entity_tokens": [e.description for e in self.entities],
+            "relationship_tokens": [r.description for r in self.relationships],
+            "text_unit_tokens": [t.text for t in self.text_units],
+            "report_tokens": [r.full_content for r in self.community_reports],
+            "report_summary_tokens": [r.summary for r in self.community_reports],
+            "claim_tokens": [c.description for c in self.claims],
+        }
+
+    def _build_token_counts(self, cache_key: str | None) -> None:
+        lengths = {
+            "entity_tokens": len(self.entities),
+            "relationship_tokens": len(self.relationships),
+            "text_unit_tokens": len(self.text_units),
+            "report_tokens": len(self.community_reports),
+            "report_summary_tokens": len(self.community_reports),
+            "claim_tokens": len(self.claims),
+        }
+        cache_file = None
+        if cache_key is not None:
+            digest = hashlib.sha256(
+                f"{_TOKEN_CACHE_FORMAT}|{cache_key}|{self.tokenizer.encoding_name}".encode()
+            ).hexdigest()
+            cache_file = token_cache_dir() / f"{digest}.npz"
+            cached = _read_token_cache(cache_file, lengths)
+            if cached is not None:
+                for name, arr in cached.items():
+                    setattr(self, name, arr)
+                return
+        for name, texts in self._token_texts().items():
+            setattr(self, name, _count(self.tokenizer, texts))
+        if cache_file is not None:
+            _write_token_cache(cache_file, {name: getattr(self, name) for name in _TOKEN_FIELDS})
+
+    # ------------------------------------------------------------------ vectors
+
+    def _attach(self, table: VectorTable) -> None:
+        target = getattr(self, VECTOR_TARGETS[table.name])
+        if len(table) and (int(table.positions.min()) < 0 or int(table.positions.max()) >= len(target)):
+            raise IndexFormatError(
+                f"vector table {table.name!r} points outside the {len(target)} {VECTOR_TARGETS[table.name]}",
+                file=table.source,
+            )
+        existing = self.vectors.get(table.name)
+        if existing is not None and existing.dim != table.dim:
+            self.warnings.append(
+                f"vector table {table.name!r} from {existing.source} (dim {existing.dim}) replaced by "
+                f"{table.source} (dim {table.dim})"
+            )
+        self.vectors[table.name] = table
+
+    def add_vectors(self, table: VectorTable) -> None:
+        """Attach (or replace) a vector table; positions must point into the matching record list."""
+        self._attach(table)
+
+    def check_embedding_dim(self, dim: int, model: str | None = None) -> None:
+        """Raise IndexFormatError when a stored vector table does not match the configured embedder."""
+        for table in self.vectors.values():
+            if table.dim != dim:
+                who = f"the configured embedder{f' ({model})' if model else ''}"
+                column = "vector" if "lancedb" in table.source else "embedding"
+                raise IndexFormatError(
+                    f"has dimension {table.dim} but {who} produces {dim}; re-embed the index with that "
+                    "model or configure the embedder the index was built with"
+                    + (f" ({table.model})" if table.model else ""),
+                    file=table.source,
+                    column=column,
+                )
+
+    # ------------------------------------------------------------------ convenience
+
+    def entity_title(self, pos: int) -> str:
+        return self.entities[pos].title
+
+    def document_for_text_unit(self, text_unit_id: str) -> Document | None:
+        pos = self.text_unit_pos.get(text_unit_id)
+        if pos is None:
+            return None
+        doc = self.text_unit_document[pos]
+        return self.documents[doc] if doc >= 0 else None
+
+    def stats(self) -> dict[str, Any]:
+        return {
+            "path": str(self.path) if self.path else None,
+            "version": self.version,
+            "tokenizer": self.tokenizer.encoding_name,
+            "entities": len(self.entities),
+            "relationships": len(self.relationships),
+            "text_units": len(self.text_units),
+            "communities": len(self.communities),
+            "community_reports": len(self.community_reports),
+            "claims": len(self.claims),
+            "documents": len(self.documents),
+            "levels": list(self.levels),
+            "reports_per_level": {lvl: len(p) for lvl, p in self.reports_by_level.items()},
+            "entities_without_community": sum(1 for c in self.entity_communities if not c),
+            "vectors": {
+                name: {"rows": len(t), "dim": t.dim, "source": t.source, "model": t.model}
+                for name, t in self.vectors.items()
+            },
+            "warnings": len(self.warnings),
+        }
+
+    def __repr__(self) -> str:
+        return (
+            f"Index(version={self.version!r}, entities={len(self.entities)}, relationships={len(self.relationships)}, "
+            f"text_units={len(self.text_units)}, community_reports={len(self.community_reports)}, path={self.path})"
+        )
+
+
+def _read_token_cache(path: Path, lengths: dict[str, int]) -> dict[str, np.ndarray] | None:
+    """Cached counts, or None when absent, unreadable or not matching the record counts."""
+    try:
+        if not path.exists():
+            return None
+        with np.load(path) as data:
+            out = {name: np.asarray(data[name], dtype=np.int32) for name in _TOKEN_FIELDS}
+    except Exception:  # a broken cache must never break loading
+        return None
+    if any(len(out[name]) != lengths[name] for name in _TOKEN_FIELDS):
+        return None
+    return out
+
+
+def _write_token_cache(path: Path, arrays: dict[str, np.ndarray]) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f"{path.stem}.{os.getpid()}.tmp.npz")
+        np.savez(tmp, **arrays)  # type: ignore[arg-type]
+        os.replace(tmp, path)
+    except Exception:  # read-only home, full disk...: counting again next time is fine
+        return
