@@ -1,0 +1,29 @@
+# Two entry points: `make demo` and `make test`. Both create .venv and install the project if needed.
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed-stamp
+DEMO_INDEX := .graphroute-cache/demo_index
+
+.PHONY: demo test lint install clean-demo bench
+
+$(STAMP): pyproject.toml
+	@test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check --upgrade pip
+	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+	$(PY) -c "import router, engines, shared_context, indexer"
+	@touch $(STAMP)
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	$(PY) -m router.demo --index $(DEMO_INDEX)
+
+test: $(STAMP)
+	$(PY) -m pytest
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
+
+clean-demo:
+	rm -rf $(DEMO_INDEX)

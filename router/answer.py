@@ -1,0 +1,76 @@
+"""`Answer`: what `Router.ask` returns — the text, the route, the engine used, citations and usage."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from engines.usage import Usage
+
+if TYPE_CHECKING:
+    from engines.result import SearchResult
+    from router.classifier import RouteDecision
+
+
+@dataclass
+class Escalation:
+    from_engine: str
+    to_engine: str
+    reason: str
+
+
+@dataclass
+class Answer:
+    question: str
+    standalone_question: str
+    text: str
+    route: RouteDecision
+    engine: str  # the engine that produced `text` (may differ from route.engine after step-down or escalation)
+    usage: Usage
+    model: str
+    offline: bool
+    seconds: float
+    result: SearchResult | None = None
+    plan: list[str] = field(default_factory=list)
+    stepped_down_from: str | None = None
+    escalations: list[Escalation] = field(default_factory=list)
+    degraded: list[str] = field(default_factory=list)
+
+    @property
+    def citations(self) -> list[Any]:
+        return list(self.result.citations) if self.result is not None else []
+
+    @property
+    def document_ids(self) -> list[str]:
+        return list(self.result.document_ids) if self.result is not None else []
+
+    @property
+    def text_unit_ids(self) -> list[str]:
+        return list(self.result.text_unit_ids) if self.result is not None else []
+
+    def to_dict(self) -> dict[str, Any]:
+        route = self.route
+        return {
+            "question": self.question,
+            "standalone_question": self.standalone_question,
+            "text": self.text,
+            "route": {
+                "engine": route.engine,
+                "confidence": route.confidence,
+                "probabilities": dict(route.probabilities),
+                "reasons": list(route.reasons),
+                "method": getattr(route, "method", "model"),
+            },
+            "engine": self.engine,
+            "stepped_down_from": self.stepped_down_from,
+            "plan": list(self.plan),
+            "escalations": [e.__dict__ for e in self.escalations],
+            "degraded": list(self.degraded),
+            "model": self.model,
+            "offline": self.offline,
+            "seconds": self.seconds,
+            "citations": [c.to_dict() if hasattr(c, "to_dict") else c.__dict__ for c in self.citations],
+            "document_ids": self.document_ids,
+            "text_unit_ids": self.text_unit_ids,
+            "usage": self.usage.to_dict(),
+        }
