@@ -1,0 +1,218 @@
+"""The `graphroute` command: `index`, `ask`, `questions`, `demo`."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.markdown import Markdown
+from rich.panel import Panel
+from rich.table import Table
+
+
+class CliError(Exception):
+    """A user-facing error: printed without a traceback, exit code 2."""
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="graphroute", description="Route questions over a GraphRAG index.")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    ix = sub.add_parser("index", help="build a GraphRAG-compatible index from a folder of .txt/.md files")
+    ix.add_argument("input", help="folder of documents")
+    ix.add_argument("--out", required=True, help="index output folder")
+    ix.add_argument("rest", nargs=argparse.REMAINDER, help="further indexer options (see `graphroute index -h`)")
+
+    ask = sub.add_parser("ask", help="answer a question, routed to the best engine")
+    ask.add_argument("question")
+    ask.add_argument("--index", required=True, help="GraphRAG output folder")
+    ask.add_argument("--mode", default="auto", choices=["auto", "local", "global", "drift", "basic"])
+    ask.add_argument("--config", help="graphroute.toml (default: ./graphroute.toml if present)")
+    ask.add_argument("--history", help="JSON file with earlier turns: [{'role': 'user', 'content': ...}, ...]")
+    ask.add_argument("--max-cost", type=float, help="budget: US dollars for this question")
+    ask.add_argument("--max-calls", type=int, help="budget: model calls for this question")
+    ask.add_argument("--deadline", type=float, help="budget: seconds for this question")
+    ask.add_argument("--json", action="store_true", help="print the whole answer as JSON")
+    ask.add_argument("--stream", action="store_true", help="stream progress and the answer as it is written")
+
+    qs = sub.add_parser("questions", help="suggest next questions, each labelled with its route")
+    qs.add_argument("--index", required=True)
+    qs.add_argument("--n", type=int, default=5)
+    qs.add_argument("--history", nargs="*", default=[], help="earlier questions, oldest first")
+    qs.add_argument("--config")
+    qs.add_argument("--json", action="store_true")
+    return p
+
+
+def _load_router(index: str, config_path: str | None) -> Any:
+    from engines import load_config
+    from router.router import Router
+    from shared_context import IndexFormatError, load_index
+
+    if not Path(index).exists():
+        raise CliError(f"index folder not found: {index}")
+    cfg_path = config_path or ("graphroute.toml" if Path("graphroute.toml").exists() else None)
+    try:
+        config = load_config(cfg_path)
+        return Router(load_index(index), config=config)
+    except IndexFormatError as exc:
+        raise CliError(f"cannot read the index: {exc}") from exc
+    except ValueError as exc:  # pydantic validation / config errors name the key
+        raise CliError(str(exc)) from exc
+
+
+def _usage_table(usage: Any) -> Table:
+    t = Table(title="usage", show_lines=False)
+    for col in ("stage", "calls", "prompt tok", "output tok", "cached", "cost $", "seconds"):
+        t.add_column(col, justify="right" if col != "stage" else "left")
+    for name, s in usage.stages.items():
+        t.add_row(name, str(s.llm_calls), str(s.prompt_tokens), str(s.output_tokens), str(s.cached_calls),
+                  f"{s.cost:.5f}", f"{s.seconds:.3f}")
+    tot = usage.total
+    t.add_row("total", str(tot.llm_calls), str(tot.prompt_tokens), str(tot.output_tokens),
+              str(tot.cached_calls), f"{tot.cost:.5f}", f"{tot.seconds:.3f}", style="bold")
+    return t
+
+
+def render_answer(console: Console, answer: Any, *, show_text: bool = True) -> None:
+    route = answer.route
+    if show_text:
+        console.print(Panel(Markdown(answer.text or "(empty)"), title=f"answer — {answer.engine} search"))
+    probs = ", ".join(f"{k} {v:.2f}" for k, v in sorted(route.probabilities.items(), key=lambda kv: -kv[1]))
+    console.print(f"[bold]route[/bold]: {route.engine} (confidence {route.confidence:.2f}; {probs})")
+    for reason in route.reasons:
+        console.print(f"  • {reason}")
+    if answer.standalone_question != answer.question:
+        console.print(f"[bold]standalone question[/bold]: {answer.standalone_question}")
+    if answer.stepped_down_from:
+        console.print(f"[yellow]stepped down[/yellow] from {answer.stepped_down_from} to fit the budget")
+    for esc in answer.escalations:
+        console.print(f"[yellow]escalated[/yellow] {esc.from_engine} → {esc.to_engine}: {esc.reason}")
+    for d in answer.degraded:
+        console.print(f"[red]degraded[/red]: {d}")
+    if answer.citations:
+        ct = Table(title="citations")
+        for col in ("source", "id", "documents"):
+            ct.add_column(col)
+        for c in answer.citations[:20]:
+            docs = ", ".join(getattr(c, "document_titles", []) or getattr(c, "document_ids", [])) or "—"
+            ct.add_row(str(getattr(c, "kind", "")), str(getattr(c, "id", "")), docs)
+        console.print(ct)
+    console.print(_usage_table(answer.usage))
+    console.print(f"model: {answer.model}{' (offline, no API key configured)' if answer.offline else ''}; "
+                  f"{answer.seconds:.2f}s")
+
+
+def _cmd_ask(args: argparse.Namespace, console: Console) -> int:
+    from router.budget import Budget, BudgetError
+    from router.router import Done, EngineEvent, Escalated, RouteDecided
+
+    router = _load_router(args.index, args.config)
+    history = None
+    if args.history:
+        try:
+            history = json.loads(Path(args.history).read_text())
+        except (OSError, json.JSONDecodeError) as exc:
+            raise CliError(f"cannot read --history {args.history}: {exc}") from exc
+    try:
+        budget = Budget(args.max_cost, args.max_calls, args.deadline)
+    except BudgetError as exc:
+        raise CliError(str(exc)) from exc
+
+    async def run() -> Any:
+        answer = None
+        streaming_text = False
+        async for ev in router.astream(args.question, history=history, mode=args.mode, budget=budget,
+                                       deltas=args.stream and not args.json):
+            if args.json:
+                if isinstance(ev, Done):
+                    answer = ev.answer
+                continue
+            if isinstance(ev, RouteDecided) and args.stream:
+                console.print(f"[dim]route: {ev.decision.engine} → running {ev.engine}[/dim]")
+            elif isinstance(ev, EngineEvent) and args.stream:
+                from engines.events import AnswerDelta, Progress
+
+                if isinstance(ev.event, AnswerDelta):
+                    streaming_text = True
+                    console.print(ev.event.text, end="", soft_wrap=True, highlight=False, markup=False)
+                elif isinstance(ev.event, Progress):
+                    console.print(f"[dim]{ev.event.stage}: {ev.event.message}[/dim]")
+            elif isinstance(ev, Escalated) and args.stream:
+                console.print(f"\n[yellow]escalating {ev.escalation.from_engine} → {ev.escalation.to_engine}[/yellow]")
+            elif isinstance(ev, Done):
+                answer = ev.answer
+        if streaming_text:
+            console.print()
+        return answer
+
+    try:
+        answer = asyncio.run(run())
+    except (ValueError, BudgetError) as exc:
+        raise CliError(str(exc)) from exc
+    if args.json:
+        print(json.dumps(answer.to_dict(), indent=2, ensure_ascii=False, default=str))
+    else:
+        render_answer(console, answer, show_text=not args.stream)
+    return 0
+
+
+def _cmd_questions(args: argparse.Namespace, console: Console) -> int:
+    from engines import QuestionGenerator
+
+    router = _load_router(args.index, args.config)
+    if args.n < 1 or args.n > 50:
+        raise CliError("--n must be between 1 and 50")
+    gen = QuestionGenerator(router.index, router.models, config=router.config.questions)
+    result = asyncio.run(gen.generate(list(args.history), n=args.n))
+    if args.json:
+        print(json.dumps(
+            {"questions": [{"text": q.text, "engine": q.engine, "confidence": q.confidence}
+                           for q in result.questions],
+             "usage": result.usage.to_dict()}, indent=2, ensure_ascii=False))
+        return 0
+    t = Table(title="suggested questions")
+    t.add_column("#", justify="right")
+    t.add_column("question")
+    t.add_column("route")
+    for i, q in enumerate(result.questions, 1):
+        t.add_row(str(i), q.text, f"{q.engine or '?'}" + (f" ({q.confidence:.2f})" if q.confidence else ""))
+    console.print(t)
+    console.print(_usage_table(result.usage))
+    return 0
+
+
+def _cmd_index(args: argparse.Namespace) -> int:
+    from indexer import cli_main
+
+    return int(cli_main([args.input, "--out", args.out, *args.rest]) or 0)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    console = Console()
+    err = Console(stderr=True)
+    try:
+        if args.command == "ask":
+            return _cmd_ask(args, console)
+        if args.command == "questions":
+            return _cmd_questions(args, console)
+        if args.command == "index":
+            return _cmd_index(args)
+    except CliError as exc:
+        err.print(f"[red]error:[/red] {exc}")
+        return 2
+    except KeyboardInterrupt:
+        err.print("interrupted")
+        return 130
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

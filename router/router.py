@@ -1,0 +1,354 @@
+"""`Router`: classify each question, plan within the budget, answer with the right engine, escalate when empty.
+
+One Router holds one immutable index and engines built once; it keeps no per-question state, so many
+callers can `aask` concurrently.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from engines.models.base import Message
+from engines.usage import Usage
+from router.answer import Answer, Escalation
+from router.budget import LADDER, Budget, BudgetError, Plan, PlanStep, check_fit
+from router.rewrite import normalise_history, rewrite_question, user_turns
+
+ENGINES = ("local", "global", "drift", "basic")
+MODES = ("auto", *ENGINES)
+# Where to go when an engine finds nothing (no linked entities, every map score 0, empty context).
+ESCALATION: dict[str, tuple[str, ...]] = {
+    "local": ("global", "basic"),
+    "global": ("local", "basic"),
+    "drift": ("global", "basic"),
+    "global_prerank": ("local", "basic"),
+    "basic": (),
+}
+MAX_QUESTION_CHARS = 20_000
+
+
+# ---- events streamed by Router.astream -------------------------------------------------------------
+
+
+@dataclass
+class RouteDecided:
+    decision: Any  # RouteDecision
+    engine: str  # engine chosen after the budget plan
+    plan: list[str]
+
+
+@dataclass
+class EngineEvent:
+    engine: str
+    event: Any  # engines.events.Progress / AnswerDelta / ContextReady
+
+
+@dataclass
+class Escalated:
+    escalation: Escalation
+
+
+@dataclass
+class Done:
+    answer: Answer
+
+
+def _validate_question(question: str) -> str:
+    if not isinstance(question, str):
+        raise TypeError(f"question must be a string, got {type(question).__name__}")
+    q = question.strip()
+    if not q:
+        raise ValueError("question is empty")
+    if len(q) > MAX_QUESTION_CHARS:
+        raise ValueError(f"question is too long ({len(q)} characters; the limit is {MAX_QUESTION_CHARS})")
+    return q
+
+
+class Router:
+    """Answers questions over one index, choosing local, global, DRIFT or basic search per question."""
+
+    def __init__(self, index: Any, config: Any | None = None, models: Any | None = None) -> None:
+        from engines import load_config
+
+        self.index = index
+        self.config = config if config is not None else load_config()
+        self.models = models if models is not None else _build_models(self.config, index)
+        self._engines: dict[str, Any] = {}
+        self._lock = threading.Lock()
+
+    @classmethod
+    def from_index(cls, path: str | Path, config: Any | None = None) -> Router:
+        from shared_context import load_index
+
+        return cls(load_index(path), config=config)
+
+    # ---- engines, built once --------------------------------------------------------------------
+
+    def engine(self, name: str) -> Any:
+        with self._lock:
+            if name not in self._engines:
+                self._engines[name] = self._make_engine(name)
+            return self._engines[name]
+
+    def _make_engine(self, name: str, **global_overrides: Any) -> Any:
+        from engines import BasicSearch, DriftSearch, GlobalSearch, LocalSearch
+
+        cfg = self.config
+        if name == "local":
+            return LocalSearch(self.index, self.models, config=cfg.local)
+        if name == "global":
+            return GlobalSearch(self.index, self.models, config=cfg.global_search)
+        if name == "global_prerank":
+            overrides = {"prerank": True, **global_overrides}
+            return GlobalSearch(self.index, self.models, config=cfg.global_search.model_copy(update=overrides))
+        if name == "drift":
+            return DriftSearch(self.index, self.models, config=cfg.drift)
+        if name == "basic":
+            return BasicSearch(self.index, self.models, config=cfg.basic)
+        raise ValueError(f"unknown engine {name!r}; choose one of {', '.join(ENGINES)}")
+
+    def _prerank_engine(self, budget: Budget | None) -> Any:
+        """Global search with pre-ranking; its map-call cap follows the call budget."""
+        cap = self.config.global_search.max_map_calls or 4
+        if budget is not None and budget.max_llm_calls is not None:
+            cap = max(1, min(cap, budget.max_llm_calls - 2))  # leave room for the reduce (and a classify)
+        return self._make_engine("global_prerank", max_map_calls=cap)
+
+    # ---- the question pipeline ------------------------------------------------------------------
+
+    async def _prepare(
+        self, question: str, history: Sequence[Message | str] | None, mode: str, usage: Usage
+    ) -> tuple[str, list[Message], Any]:
+        from router.classifier import classify
+
+        if mode not in MODES:
+            raise ValueError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
+        turns = normalise_history(history)
+        standalone = question
+        if turns and self.config.router.rewrite_followups:
+            t0 = time.perf_counter()
+            standalone, completions = await rewrite_question(question, turns, self.models.chat("rewrite"))
+            for c in completions:
+                usage.add_completion("rewrite", c)
+            usage.add_seconds("rewrite", time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        decision = classify(standalone, self.index, history=user_turns(turns))
+        if (
+            mode == "auto"
+            and not self.models.offline
+            and decision.confidence < self.config.router.llm_classifier_threshold
+        ):
+            decision = await self._llm_second_opinion(standalone, decision, usage)
+        usage.add_seconds("classify", time.perf_counter() - t0)
+        if mode != "auto":
+            decision = replace(
+                decision,
+                engine=mode if mode != "basic" else decision.engine,
+                reasons=[f"mode '{mode}' requested by the caller", *decision.reasons],
+            )
+        return standalone, turns, decision
+
+    async def _llm_second_opinion(self, question: str, decision: Any, usage: Usage) -> Any:
+        from router.classifier import classify_with_llm
+
+        try:
+            new_decision, completions = await classify_with_llm(
+                question, self.models.chat("classify"), decision, self.config.router.llm_classifier_threshold
+            )
+        except Exception as exc:  # a failed second opinion must never fail the question
+            return replace(decision, reasons=[*decision.reasons, f"model classifier unavailable: {exc}"])
+        for c in completions:
+            usage.add_completion("classify", c)
+        return new_decision
+
+    def plan(self, question: str, engine: str, budget: Budget | None) -> tuple[Plan, Any]:
+        """Pick the first engine on the step-down ladder whose estimate fits the budget (no model calls)."""
+        ladder = LADDER.get(engine, (engine,))
+        if budget is None or budget.unlimited:
+            return Plan(chosen=engine), self.engine(engine)
+        steps: list[PlanStep] = []
+        for name in ladder:
+            eng = self._prerank_engine(budget) if name == "global_prerank" else self.engine(name)
+            est = eng.estimate(question)
+            why = check_fit(est, budget)
+            steps.append(PlanStep(name, est.llm_calls, est.cost, est.seconds_guess, not why, why))
+            if not why:
+                return Plan(chosen=name, steps=steps), eng
+        raise BudgetError(
+            "no engine fits the budget: " + "; ".join(f"{s.engine} needs {s.why_not}" for s in steps)
+        )
+
+    async def _run(self, eng: Any, question: str, turns: list[Message], deadline: float | None) -> Any:
+        coro = eng.search(question, history=turns or None)
+        if deadline is None:
+            return await coro
+        return await asyncio.wait_for(coro, timeout=max(0.001, deadline - time.perf_counter()))
+
+    async def aask(
+        self,
+        question: str,
+        history: Sequence[Message | str] | None = None,
+        mode: str = "auto",
+        budget: Budget | None = None,
+    ) -> Answer:
+        answer: Answer | None = None
+        async for event in self.astream(question, history=history, mode=mode, budget=budget, deltas=False):
+            if isinstance(event, Done):
+                answer = event.answer
+        assert answer is not None  # astream always ends with Done or raises
+        return answer
+
+    def ask(
+        self,
+        question: str,
+        history: Sequence[Message | str] | None = None,
+        mode: str = "auto",
+        budget: Budget | None = None,
+    ) -> Answer:
+        """Synchronous form of `aask` (runs its own event loop; from async code use `aask`)."""
+        coro = self.aask(question, history=history, mode=mode, budget=budget)
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return asyncio.run(coro)
+        # Called from inside a running loop (e.g. Jupyter): run in a worker thread with its own loop.
+        box: dict[str, Any] = {}
+
+        def worker() -> None:
+            try:
+                box["value"] = asyncio.run(coro)
+            except BaseException as exc:
+                box["error"] = exc
+
+        t = threading.Thread(target=worker)
+        t.start()
+        t.join()
+        if "error" in box:
+            raise box["error"]
+        return box["value"]  # type: ignore[no-any-return]
+
+    async def astream(
+        self,
+        question: str,
+        history: Sequence[Message | str] | None = None,
+        mode: str = "auto",
+        budget: Budget | None = None,
+        *,
+        deltas: bool = True,
+    ) -> AsyncIterator[Any]:
+        """Yield `RouteDecided`, engine progress/answer deltas (`EngineEvent`), `Escalated`, then `Done`."""
+        from engines.events import AnswerDelta, Final
+
+        started = time.perf_counter()
+        q = _validate_question(question)
+        usage = Usage()
+        cfg_budget = self.config.router
+        if budget is None and any(
+            v is not None for v in (cfg_budget.max_cost, cfg_budget.max_llm_calls, cfg_budget.deadline_s)
+        ):
+            budget = Budget(cfg_budget.max_cost, cfg_budget.max_llm_calls, cfg_budget.deadline_s)
+        deadline = started + budget.deadline_s if budget and budget.deadline_s else None
+
+        standalone, turns, decision = await self._prepare(q, history, mode, usage)
+        target = "basic" if mode == "basic" else decision.engine
+        plan, eng = self.plan(standalone, target, budget)
+        yield RouteDecided(decision, plan.chosen, plan.describe())
+
+        degraded: list[str] = []
+        escalations: list[Escalation] = []
+        current = plan.chosen
+        tried = [current]
+        result = None
+        while True:
+            try:
+                result = None
+                async for ev in self._stream_engine(eng, standalone, turns, deadline):
+                    if isinstance(ev, Final):
+                        result = ev.result
+                    elif deltas or not isinstance(ev, AnswerDelta):
+                        yield EngineEvent(current, ev)
+            except TimeoutError:
+                degraded.append(f"{current}: deadline of {budget.deadline_s if budget else '?'}s reached")
+                result = None
+            if result is not None:
+                usage.merge(result.usage)
+                degraded.extend(f"{d.stage}: {d.reason}" for d in result.degraded)
+            empty = result is None or result.empty
+            if not empty or not self.config.router.escalate_on_empty:
+                break
+            nxt = next((e for e in ESCALATION.get(current, ()) if e not in tried), None)
+            if nxt is None or (deadline is not None and time.perf_counter() >= deadline):
+                break
+            if budget is not None and not budget.unlimited:
+                est = self.engine(nxt).estimate(standalone)
+                spent = usage.total
+                remaining = Budget(
+                    None if budget.max_cost is None else max(0.0, budget.max_cost - spent.cost),
+                    None if budget.max_llm_calls is None else budget.max_llm_calls - spent.llm_calls,
+                    None,
+                ) if (budget.max_llm_calls is None or budget.max_llm_calls - spent.llm_calls >= 1) else None
+                if remaining is None or check_fit(est, remaining):
+                    degraded.append(f"escalation to {nxt} skipped: over the remaining budget")
+                    break
+            reason = "found nothing" if result is not None else "failed or timed out"
+            if result is not None and result.details.get("empty_reason"):
+                reason = str(result.details["empty_reason"])
+            esc = Escalation(current, nxt, reason)
+            escalations.append(esc)
+            yield Escalated(esc)
+            current, eng = nxt, self.engine(nxt)
+            tried.append(nxt)
+
+        if result is None:
+            raise RuntimeError(
+                f"{current} search failed: " + ("; ".join(degraded) or "no result")
+            )
+        answer = Answer(
+            question=q,
+            standalone_question=standalone,
+            text=result.response,
+            route=decision,
+            engine=current,
+            usage=usage,
+            model=result.model,
+            offline=result.offline,
+            seconds=time.perf_counter() - started,
+            result=result,
+            plan=plan.describe(),
+            stepped_down_from=target if plan.chosen != target else None,
+            escalations=escalations,
+            degraded=degraded,
+        )
+        yield Done(answer)
+
+    async def _stream_engine(
+        self, eng: Any, question: str, turns: list[Message], deadline: float | None
+    ) -> AsyncIterator[Any]:
+        stream = eng.stream(question, history=turns or None).__aiter__()
+        while True:
+            if deadline is None:
+                try:
+                    ev = await stream.__anext__()
+                except StopAsyncIteration:
+                    return
+            else:
+                remaining = deadline - time.perf_counter()
+                if remaining <= 0:
+                    raise TimeoutError
+                try:
+                    ev = await asyncio.wait_for(stream.__anext__(), timeout=remaining)
+                except StopAsyncIteration:
+                    return
+            yield ev
+
+
+def _build_models(config: Any, index: Any) -> Any:
+    from engines.models.factory import Models
+
+    return Models.from_config(config.models, index=index)
