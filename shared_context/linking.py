@@ -1,0 +1,482 @@
+"""Entity linking: question (+ newest user turns) -> ranked entities with one merged score.
+
+Signals
+- exact: an entity title (or an alias: the title without a leading article / honorific such as "THE",
+  "MR.") occurs in the query as a whole-word phrase, compared case-insensitively on normalised tokens
+  (possessives and plurals reduced, so "Scrooge's" and "the Cratchits" match SCROOGE / CRATCHIT).
+  CJK text has no word boundaries, so CJK titles match as character substrings.
+- lexical: BM25 over titles (boosted x2) and descriptions. Words are lower-cased and lightly stemmed;
+  CJK runs become character bigrams, so Chinese works without a segmenter.
+- semantic: cosine with the stored `entity_description` vectors, only when a query vector of the same
+  dimension is given (the engine embeds the query with the embedder the index was built with).
+
+The BM25 matrices are built once per Index (a weak side table, see `tables.per_index_cache`) as sparse
+CSC postings; a query touches only the posting lists of its own terms.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any, Literal
+
+import numpy as np
+import scipy.sparse as sp
+
+from shared_context.records import Entity
+from shared_context.tables import per_index_cache
+
+__all__ = [
+    "LexicalIndex",
+    "LinkResult",
+    "LinkedEntity",
+    "exact_tokens",
+    "lexical_scores",
+    "lexical_terms",
+    "link_entities",
+]
+
+_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
+_TOKEN_RE = re.compile(rf"[{_CJK}]+|[^\W{_CJK}_]+")
+_CJK_RE = re.compile(rf"[{_CJK}]")
+_POSSESSIVE_RE = re.compile(r"['’]s\b|(?<=s)['’](?=\s|$)", re.IGNORECASE)
+_MAX_EXACT_NGRAM = 16
+_TITLE_BOOST = 2.0
+_K1, _B = 1.2, 0.75
+
+_STOPWORD_TEXT = """a an the and or but if of at by for with about against between into through during before after
+    above below to from up down in out on off over under again further then once here there when where why
+    how all any both each few more most other some such no nor not only own same so than too very can will
+    just should now is are was were be been being have has had having do does did doing i me my we our you
+    your he him his she her it its they them their what which who whom this that these those am would could
+    as also there's what's who's tell describe explain list give show find name compare summarize summarise
+    please us s t"""
+_STOPWORDS = frozenset(_STOPWORD_TEXT.split())
+# Leading words dropped from a title to form its alias ("THE GHOST" -> "GHOST", "MR. FEZZIWIG" -> "FEZZIWIG").
+_ALIAS_PREFIXES = ("the", "a", "an", "mr", "mrs", "ms", "miss", "dr", "sir", "lady", "lord", "saint", "st")
+
+Table = Literal["entities", "reports", "text_units"]
+
+
+# ---------------------------------------------------------------------------- tokenisation
+
+
+@lru_cache(maxsize=200_000)
+def _stem(word: str) -> str:
+    """Light English stemming: plural endings only (keeps names recognisable)."""
+    if len(word) <= 3 or not word.isascii() or not word.isalpha():
+        return word
+    if word.endswith("ies") and len(word) > 4:
+        return word[:-3] + "y"
+    if word.endswith(("sses", "shes", "ches", "xes", "zes")):
+        return word[:-2]
+    if word.endswith("s") and not word.endswith(("ss", "us", "is")):
+        return word[:-1]
+    return word
+
+
+def _runs(text: str) -> list[str]:
+    return _TOKEN_RE.findall(_POSSESSIVE_RE.sub("", text.lower()))
+
+
+def exact_tokens(text: str) -> list[str]:
+    """Tokens for phrase matching: stemmed words, and single characters for CJK runs."""
+    out: list[str] = []
+    for run in _runs(text):
+        if _CJK_RE.match(run):
+            out.extend(run)
+        else:
+            out.append(_stem(run))
+    return out
+
+
+def lexical_terms(text: str) -> list[str]:
+    """Tokens for BM25: stemmed non-stopwords, and character bigrams of CJK runs."""
+    out: list[str] = []
+    for run in _runs(text):
+        if _CJK_RE.match(run):
+            if len(run) == 1:
+                out.append(run)
+            else:
+                out.extend(run[i : i + 2] for i in range(len(run) - 1))
+        elif run not in _STOPWORDS:
+            out.append(_stem(run))
+    return out
+
+
+# ---------------------------------------------------------------------------- BM25
+
+
+class LexicalIndex:
+    """BM25 weights of one text field as a (documents x terms) CSC matrix."""
+
+    def __init__(self, texts: Sequence[str]) -> None:
+        vocab: dict[str, int] = {}
+        doc_ids: list[int] = []
+        term_ids: list[int] = []
+        lengths = np.zeros(len(texts), dtype=np.float64)
+        for d, text in enumerate(texts):
+            terms = lexical_terms(text) if text else []
+            lengths[d] = len(terms)
+            ids = [vocab.setdefault(t, len(vocab)) for t in terms]
+            term_ids.extend(ids)
+            doc_ids.extend([d] * len(ids))
+        n_docs, n_terms = len(texts), len(vocab)
+        self.vocab = vocab
+        self.n_docs = n_docs
+        if not term_ids:
+            self.matrix = sp.csc_matrix((n_docs, max(n_terms, 1)), dtype=np.float32)
+            return
+        rows = np.asarray(doc_ids, dtype=np.int64)
+        cols = np.asarray(term_ids, dtype=np.int64)
+        tf = sp.coo_matrix((np.ones(len(rows), dtype=np.float64), (rows, cols)), shape=(n_docs, n_terms)).tocsc()
+        tf.sum_duplicates()
+        df = np.diff(tf.indptr).astype(np.float64)
+        idf = np.log1p((n_docs - df + 0.5) / (df + 0.5))
+        avgdl = max(float(lengths.mean()), 1e-9)
+        norm = _K1 * (1 - _B + _B * lengths / avgdl)  # per document
+        term_of_entry = np.repeat(np.arange(n_terms), np.diff(tf.indptr))
+        values = tf.data
+        tf.data = (idf[term_of_entry] * values * (_K1 + 1) / (values + norm[tf.indices])).astype(np.float32)
+        self.matrix = tf
+
+    def scores(self, terms: Sequence[str]) -> np.ndarray:
+        out = np.zeros(self.n_docs, dtype=np.float32)
+        m = self.matrix
+        for term in dict.fromkeys(terms):  # unique, stable
+            t = self.vocab.get(term)
+            if t is None:
+                continue
+            lo, hi = m.indptr[t], m.indptr[t + 1]
+            out[m.indices[lo:hi]] += m.data[lo:hi]
+        return out
+
+    def postings(self, term: str) -> np.ndarray:
+        t = self.vocab.get(term)
+        if t is None:
+            return np.zeros(0, dtype=np.int32)
+        return np.asarray(self.matrix.indices[self.matrix.indptr[t] : self.matrix.indptr[t + 1]])
+
+
+@dataclass
+class _EntityLinkIndex:
+    titles: LexicalIndex
+    descriptions: LexicalIndex
+    exact: dict[tuple[str, ...], list[int]]  # normalised title -> entity positions
+    alias: dict[tuple[str, ...], list[int]]  # normalised alias -> entity positions
+    max_ngram: int
+    degree: np.ndarray
+    title_upper: dict[str, int]
+
+
+def _alias_key(key: tuple[str, ...]) -> tuple[str, ...] | None:
+    rest = key
+    while rest and rest[0] in _ALIAS_PREFIXES:
+        rest = rest[1:]
+    if rest and rest != key and not all(t in _STOPWORDS for t in rest):
+        return rest
+    return None
+
+
+def _build_entity_index(entities: Sequence[Entity]) -> _EntityLinkIndex:
+    exact: dict[tuple[str, ...], list[int]] = {}
+    alias: dict[tuple[str, ...], list[int]] = {}
+    longest = 1
+    for pos, ent in enumerate(entities):
+        key = tuple(exact_tokens(ent.title))
+        if not key or all(t in _STOPWORDS for t in key):
+            continue
+        exact.setdefault(key, []).append(pos)
+        longest = max(longest, len(key))
+        akey = _alias_key(key)
+        if akey is not None:
+            alias.setdefault(akey, []).append(pos)
+    title_upper: dict[str, int] = {}
+    for pos, ent in enumerate(entities):
+        title_upper.setdefault(ent.title.strip().upper(), pos)
+    return _EntityLinkIndex(
+        titles=LexicalIndex([e.title for e in entities]),
+        descriptions=LexicalIndex([e.description for e in entities]),
+        exact=exact,
+        alias=alias,
+        max_ngram=min(longest, _MAX_EXACT_NGRAM),
+        degree=np.fromiter((e.degree for e in entities), dtype=np.float64, count=len(entities)),
+        title_upper=title_upper,
+    )
+
+
+def _entity_index(index: Any) -> _EntityLinkIndex:
+    return per_index_cache(index, "linking.entities", lambda: _build_entity_index(index.entities))
+
+
+def _table_index(index: Any, table: Table) -> LexicalIndex:
+    if table == "reports":
+        return per_index_cache(
+            index,
+            "linking.reports",
+            lambda: LexicalIndex([f"{r.title}\n{r.full_content or r.summary}" for r in index.community_reports]),
+        )
+    if table == "text_units":
+        return per_index_cache(index, "linking.text_units", lambda: LexicalIndex([t.text for t in index.text_units]))
+    raise ValueError(f"unknown table {table!r}; expected 'entities', 'reports' or 'text_units'")
+
+
+def lexical_scores(index: Any, table: Table, query: str) -> np.ndarray:
+    """Raw BM25 score of every record of `table` (aligned with the index's list) for `query`.
+
+    For entities it is `2 * BM25(title) + BM25(description)`.
+    """
+    terms = lexical_terms(query)
+    if table == "entities":
+        ent = _entity_index(index)
+        return _TITLE_BOOST * ent.titles.scores(terms) + ent.descriptions.scores(terms)
+    return _table_index(index, table).scores(terms)
+
+
+# ---------------------------------------------------------------------------- results
+
+
+@dataclass(frozen=True)
+class LinkedEntity:
+    position: int
+    entity: Entity
+    score: float  # merged, in [0, 1]
+    exact: bool
+    lexical: float  # normalised to [0, 1] (best lexical match of the query = 1)
+    semantic: float  # normalised to [0, 1] (best cosine of the query = 1); 0 when not used
+    included: bool = False  # forced by include_entity_names
+
+    @property
+    def title(self) -> str:
+        return self.entity.title
+
+
+@dataclass
+class LinkResult:
+    entities: list[LinkedEntity]
+    mode: str  # "exact+lexical" or "exact+lexical+embedding"
+    query_text: str
+    notes: list[str] = field(default_factory=list)
+    unknown_names: list[str] = field(default_factory=list)
+
+    @property
+    def positions(self) -> list[int]:
+        return [e.position for e in self.entities]
+
+    @property
+    def titles(self) -> list[str]:
+        return [e.entity.title for e in self.entities]
+
+
+# ---------------------------------------------------------------------------- linking
+
+
+def _exact_strengths(ent: _EntityLinkIndex, tokens: list[str], n: int) -> np.ndarray:
+    """1.0 for a title matched by a maximal phrase, 0.8 for an alias, 0.6 for a title that only occurs
+    inside a longer matched title (e.g. CHRISTMAS inside "Ghost of Christmas Past")."""
+    strength = np.zeros(n, dtype=np.float64)
+    spans: list[tuple[int, int, list[int], float]] = []
+    for length in range(min(ent.max_ngram, len(tokens)), 0, -1):
+        for start in range(len(tokens) - length + 1):
+            key = tuple(tokens[start : start + length])
+            for table, value in ((ent.exact, 1.0), (ent.alias, 0.8)):
+                hit = table.get(key)
+                if hit:
+                    spans.append((start, start + length, hit, value))
+    covered: list[tuple[int, int]] = []
+    for start, end, hits, value in spans:  # longest first
+        inside = any(s <= start and end <= e and (e - s) > (end - start) for s, e in covered)
+        v = 0.6 if inside else value
+        for pos in hits:
+            strength[pos] = max(strength[pos], v)
+        covered.append((start, end))
+    return strength
+
+
+_QUOTED_RE = re.compile(r"\"([^\"]{2,80})\"|“([^”]{2,80})”|(?:^|\s)'([^']{2,80})'(?=\W|$)")
+_WORD_RE = re.compile(r"[\w][\w'’.\-]*")
+_CONNECTORS = frozenset({"of", "the", "de", "van", "von", "der", "la", "le", "du", "da"})
+
+
+def _name_spans(query: str) -> list[str]:
+    """Quoted spans and runs of capitalised words that look like names."""
+    spans = [next(g for g in m.groups() if g) for m in _QUOTED_RE.finditer(query)]
+    words = _WORD_RE.findall(_QUOTED_RE.sub(" ", query))
+    current: list[str] = []
+
+    def flush() -> None:
+        while current and current[-1].lower() in _CONNECTORS:
+            current.pop()
+        if current:
+            spans.append(" ".join(current))
+        current.clear()
+
+    for word in words:
+        bare = word.rstrip(".'’")
+        low = bare.lower()
+        is_cap = bare[:1].isupper() and low not in _STOPWORDS and not _CJK_RE.match(bare)
+        if is_cap or (current and low in _CONNECTORS):
+            current.append(bare)
+        else:
+            flush()
+    flush()
+    return list(dict.fromkeys(s.strip() for s in spans if s.strip()))
+
+
+def _is_known(ent: _EntityLinkIndex, span: str) -> bool:
+    """A span is known when titles/aliases cover it, or its remaining words all occur in one title
+    (e.g. "Agent Alex Mercer" = AGENT + ALEX MERCER; "Scrooge" inside EBENEZER SCROOGE)."""
+    tokens = exact_tokens(span)
+    covered = [False] * len(tokens)
+    for length in range(min(ent.max_ngram, len(tokens)), 0, -1):
+        for start in range(len(tokens) - length + 1):
+            key = tuple(tokens[start : start + length])
+            if key in ent.exact or key in ent.alias:
+                covered[start : start + length] = [True] * length
+    rest = " ".join(t for t, c in zip(tokens, covered, strict=True) if not c)
+    terms = lexical_terms(rest)
+    if not terms:
+        return True
+    common: np.ndarray | None = None
+    for term in terms:
+        docs = ent.titles.postings(term)
+        common = docs if common is None else np.intersect1d(common, docs, assume_unique=True)
+        if len(common) == 0:
+            return False
+    return True
+
+
+def _resolve_names(index: Any, ent: _EntityLinkIndex, names: Sequence[str], notes: list[str], what: str) -> list[int]:
+    out: list[int] = []
+    for name in names:
+        pos = index.entity_by_title.get(name)
+        if pos is None:
+            pos = ent.title_upper.get(name.strip().upper())
+        if pos is None:
+            notes.append(f"{what} entity {name!r} is not in the index")
+            continue
+        if pos not in out:
+            out.append(pos)
+    return out
+
+
+def _semantic(index: Any, query_vector: np.ndarray | None, notes: list[str]) -> np.ndarray | None:
+    table = getattr(index, "vectors", {}).get("entity_description")
+    if query_vector is None:
+        if table is not None:
+            notes.append(
+                f"entity vectors exist (dim {table.dim}{', model ' + table.model if table.model else ''}) "
+                "but no query vector was given; linked lexically"
+            )
+        return None
+    if table is None:
+        notes.append("the index has no entity_description vectors; linked lexically")
+        return None
+    q = np.asarray(query_vector, dtype=np.float32).reshape(-1)
+    if q.shape[0] != table.dim:
+        notes.append(
+            f"entity vectors were made by a model we cannot call (dim {table.dim}"
+            f"{', ' + table.model if table.model else ''}; query vector dim {q.shape[0]}); linked lexically"
+        )
+        return None
+    sims = np.clip(table.similarities(q).astype(np.float64), 0.0, None)
+    full = np.zeros(len(index.entities), dtype=np.float64)
+    full[table.positions] = sims
+    return full
+
+
+def link_entities(
+    index: Any,
+    query: str,
+    *,
+    history_turns: Sequence[str] = (),
+    query_vector: np.ndarray | None = None,
+    k: int = 10,
+    include: Sequence[str] = (),
+    exclude: Sequence[str] = (),
+) -> LinkResult:
+    """Rank the index's entities for `query` (+ `history_turns`, newest first) and keep the best `k`.
+
+    Merge formula (documented contract):
+        lexical  = BM25 / max BM25 over entities               (in [0, 1])
+        semantic = max(cos, 0) / max over entities             (in [0, 1]; only with a usable vector)
+        base     = lexical                    without embedding
+                 = 0.5 * lexical + 0.5 * semantic   with embedding
+        score    = 0.5 * exact + 0.5 * base   where exact is 1.0 (title), 0.8 (alias), 0.6 (title nested
+                                              in a longer matched title) or 0
+    so every full-title match (score >= 0.5) ranks above every entity without an exact match.
+    Ties go to the higher-degree entity, then the lower position. Included names come first (score 1),
+    excluded names are removed from everything, and the result never holds more than
+    max(k, number of included entities).
+    """
+    if k < 0:
+        raise ValueError(f"k must be >= 0, got {k}")
+    if isinstance(history_turns, str):
+        history_turns = [history_turns]
+    text = "\n".join([query or "", *[t for t in history_turns if t]]).strip()
+    n = len(index.entities)
+    notes: list[str] = []
+    if n == 0:
+        return LinkResult([], "exact+lexical", text, ["the index has no entities"], [])
+    ent = _entity_index(index)
+    excluded = set(_resolve_names(index, ent, exclude, notes, "excluded"))
+    included = [p for p in _resolve_names(index, ent, include, notes, "included") if p not in excluded]
+
+    semantic = _semantic(index, query_vector, notes) if text else None
+    mode = "exact+lexical+embedding" if semantic is not None else "exact+lexical"
+    linked: list[LinkedEntity] = [
+        LinkedEntity(p, index.entities[p], 1.0, True, 0.0, 0.0, included=True) for p in included
+    ]
+    taken = set(included) | excluded
+    room = max(k - len(linked), 0)
+
+    if not text:
+        notes.append("empty query: entities ranked by degree")
+        order = np.lexsort((np.arange(n), -ent.degree))
+        for p in order.tolist():
+            if len(linked) >= max(k, len(included)):
+                break
+            if p not in taken:
+                linked.append(LinkedEntity(p, index.entities[p], 0.0, False, 0.0, 0.0))
+        return LinkResult(linked, mode, text, notes, [])
+
+    exact = _exact_strengths(ent, exact_tokens(text), n)
+    lexical = _TITLE_BOOST * ent.titles.scores(lexical_terms(text)).astype(np.float64)
+    lexical += ent.descriptions.scores(lexical_terms(text))
+    top = float(lexical.max())
+    if top > 0:
+        lexical /= top
+    base = lexical
+    if semantic is not None:
+        best = float(semantic.max())
+        if best > 0:
+            semantic = semantic / best
+        base = 0.5 * lexical + 0.5 * semantic
+    score = 0.5 * exact + 0.5 * base
+
+    if room:
+        candidates = np.flatnonzero(score > 0)
+        if taken:
+            candidates = candidates[~np.isin(candidates, np.fromiter(taken, dtype=np.int64))]
+        if len(candidates) > room:
+            # keep everything tied with the room-th best, then order exactly
+            cut = np.partition(score[candidates], len(candidates) - room)[len(candidates) - room]
+            candidates = candidates[score[candidates] >= cut]
+        order = candidates[np.lexsort((candidates, -ent.degree[candidates], -score[candidates]))][:room]
+        for p in order.tolist():
+            linked.append(
+                LinkedEntity(
+                    p,
+                    index.entities[p],
+                    float(score[p]),
+                    bool(exact[p] > 0),
+                    float(lexical[p]),
+                    float(semantic[p]) if semantic is not None else 0.0,
+                )
+            )
+    if len(linked) == len(included):
+        notes.append("no entity matched the query")
+    unknown = [s for s in _name_spans(text) if not _is_known(ent, s)]
+    return LinkResult(linked, mode, text, notes, unknown)

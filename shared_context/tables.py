@@ -1,0 +1,200 @@
+"""Context tables: rendering (the format in ARCHITECTURE.md), token budgets and per-index side caches.
+
+A section is `-----{Name}-----` followed by a `|`-delimited CSV table (QUOTE_MINIMAL, `\\n` line ends,
+header first). Sections carry no trailing newline so that joining them with `"\\n\\n"` leaves exactly one
+blank line between them. A section with no rows is the empty string (never a bare header or `[]`).
+
+Budgets are counted on the *rendered* rows, i.e. after CSV quoting (GraphRAG counts the unquoted row and
+then writes quoted text, so its sections overshoot — bug 18). `SectionBuilder.finish` re-counts the final
+text with the tokenizer and drops rows from the end until it fits, so a section never exceeds its budget.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from shared_context.tokens import Tokenizer
+
+__all__ = [
+    "ContextSection",
+    "SectionBuilder",
+    "format_value",
+    "join_sections",
+    "per_index_cache",
+    "render_row",
+    "render_table",
+    "section_title",
+]
+
+_QUOTE_TRIGGERS = ('|', '"', "\n", "\r")
+
+T = TypeVar("T")
+
+
+def format_value(value: Any) -> str:
+    """Cell text: None -> "", floats without noise (1.0 -> "1.0", 0.123456 -> "0.1235")."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return str(value)
+    if isinstance(value, float):
+        if value != value:  # NaN
+            return ""
+        rounded = round(value, 4)
+        return str(int(rounded)) + ".0" if rounded == int(rounded) else str(rounded)
+    return str(value)
+
+
+def _quote(cell: str) -> str:
+    # Same rule as csv.QUOTE_MINIMAL with delimiter "|" and quotechar '"' (checked in the tests).
+    if any(ch in cell for ch in _QUOTE_TRIGGERS):
+        return '"' + cell.replace('"', '""') + '"'
+    return cell
+
+
+def render_row(cells: Sequence[Any]) -> str:
+    """One CSV line (without the line terminator)."""
+    return "|".join(_quote(format_value(c)) for c in cells)
+
+
+def section_title(name: str) -> str:
+    return f"-----{name}-----"
+
+
+def render_table(name: str, header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """A whole section; "" when there are no rows."""
+    if not rows:
+        return ""
+    lines = [section_title(name), render_row(header), *(render_row(r) for r in rows)]
+    return "\n".join(lines)
+
+
+def join_sections(texts: Sequence[str]) -> str:
+    return "\n\n".join(t for t in texts if t)
+
+
+@dataclass
+class ContextSection:
+    """One rendered table plus the records behind it (in-context rows first, then candidates)."""
+
+    name: str
+    text: str
+    tokens: int
+    budget: int
+    records: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def in_context(self) -> list[dict[str, Any]]:
+        return [r for r in self.records if r.get("in_context")]
+
+
+class SectionBuilder:
+    """Adds rows greedily under a token budget, counting each rendered (quoted) row.
+
+    `add` returns False when a row does not fit; callers may keep trying smaller rows. The running
+    count adds `tokens(row + "\\n")` per row, which is how BPE splits at line ends in practice; `finish`
+    then counts the real text and trims from the end in the rare case the estimate was short.
+    """
+
+    def __init__(self, name: str, header: Sequence[str], tokenizer: Tokenizer, budget: int) -> None:
+        self.name = name
+        self.header = list(header)
+        self.tokenizer = tokenizer
+        self.budget = max(int(budget), 0)
+        self._head = section_title(name) + "\n" + render_row(self.header)
+        self.head_tokens = tokenizer.count(self._head + "\n")
+        self.lines: list[str] = []
+        self.records: list[dict[str, Any]] = []
+        self.used = self.head_tokens
+
+    @property
+    def remaining(self) -> int:
+        return self.budget - self.used
+
+    def row_tokens(self, line: str) -> int:
+        return self.tokenizer.count(line + "\n")
+
+    def add_line(self, line: str, tokens: int, record: dict[str, Any] | None = None) -> bool:
+        """Add an already rendered row whose token count (with its line end) is known."""
+        if self.used + tokens > self.budget:
+            return False
+        self.lines.append(line)
+        self.records.append(dict(record or {}, in_context=True))
+        self.used += tokens
+        return True
+
+    def add(self, cells: Sequence[Any], record: dict[str, Any] | None = None) -> bool:
+        line = render_row(cells)
+        return self.add_line(line, self.row_tokens(line), record)
+
+    def add_truncated(
+        self, cells: Sequence[Any], field_index: int, record: dict[str, Any] | None = None, *, suffix: str = " …"
+    ) -> bool:
+        """Add a row whose `field_index` cell is cut so the row fits the remaining budget.
+
+        Used for a single record larger than the whole section (e.g. a report's full text): better a
+        truncated record than an empty section. Returns False when not even the other cells fit.
+        """
+        cells = list(cells)
+        original = format_value(cells[field_index])
+        cells[field_index] = ""
+        base = self.row_tokens(render_row(cells))
+        room = self.remaining - base - self.tokenizer.count(suffix) - 2  # 2: quotes the cut text may need
+        if room <= 0:
+            return False
+        cut = self.tokenizer.truncate(original, room)
+        while cut:
+            cells[field_index] = cut + suffix
+            if self.add(cells, dict(record or {}, truncated=True)):
+                return True
+            # quoting/merging made it a little longer than estimated: shave and retry
+            cut = self.tokenizer.truncate(cut, max(self.tokenizer.count(cut) - 8, 0))
+        return False
+
+    def __len__(self) -> int:
+        return len(self.lines)
+
+    def text(self) -> str:
+        if not self.lines:
+            return ""
+        return self._head + "\n" + "\n".join(self.lines)
+
+    def finish(self) -> ContextSection:
+        """Render, verify the exact count and trim rows from the end until the section fits."""
+        text = self.text()
+        tokens = self.tokenizer.count(text)
+        while self.lines and tokens > self.budget:
+            self.lines.pop()
+            self.records.pop()
+            text = self.text()
+            tokens = self.tokenizer.count(text)
+        self.used = tokens
+        return ContextSection(self.name, text, tokens, self.budget, list(self.records))
+
+
+# ---------------------------------------------------------------------------- per-index side caches
+
+_caches: weakref.WeakKeyDictionary[Any, dict[str, Any]] = weakref.WeakKeyDictionary()
+_cache_lock = threading.Lock()
+
+
+def per_index_cache(index: Any, name: str, build: Callable[[], T]) -> T:
+    """Return `build()` computed once per index (kept beside it, never stored on it).
+
+    The Index is read-only, so derived query structures (BM25 matrices, row token counts) live in a
+    weak side table and disappear with the index.
+    """
+    with _cache_lock:
+        slot = _caches.get(index)
+        if slot is None:
+            slot = {}
+            _caches[index] = slot
+        if name in slot:
+            return slot[name]  # type: ignore[no-any-return]
+    value = build()
+    with _cache_lock:
+        return slot.setdefault(name, value)  # type: ignore[no-any-return]
