@@ -539,13 +539,12 @@ class Index:
         for table in self.vectors.values():
             if table.dim != dim:
                 who = f"the configured embedder{f' ({model})' if model else ''}"
-                column = "vector" if "lancedb" in table.source else "embedding"
                 raise IndexFormatError(
                     f"has dimension {table.dim} but {who} produces {dim}; re-embed the index with that "
                     "model or configure the embedder the index was built with"
                     + (f" ({table.model})" if table.model else ""),
                     file=table.source,
-                    column=column,
+                    column=table.column,
                 )
 
     # ------------------------------------------------------------------ convenience
@@ -564,6 +563,7 @@ class Index:
         return {
             "path": str(self.path) if self.path else None,
             "version": self.version,
+            "format": "csv" if any(f.endswith(".csv") for f in self.source_files.values()) else "parquet",
             "tokenizer": self.tokenizer.encoding_name,
             "entities": len(self.entities),
             "relationships": len(self.relationships),

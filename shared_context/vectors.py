@@ -39,6 +39,7 @@ class VectorTable:
     matrix: np.ndarray  # float32 (n, dim), rows L2-normalised
     source: str  # file or folder the vectors came from, or e.g. "offline-embedder"
     model: str | None = None  # embedding model name when known
+    column: str | None = None  # column the vectors were read from ("vector", "embedding", ...)
 
     def __post_init__(self) -> None:
         if self.name not in VECTOR_TARGETS:
@@ -65,6 +66,7 @@ class VectorTable:
         matrix: np.ndarray,
         source: str,
         model: str | None = None,
+        column: str | None = None,
     ) -> VectorTable:
         """Construct a table, normalising rows and coercing dtypes."""
         return cls(
@@ -73,6 +75,7 @@ class VectorTable:
             matrix=normalise_rows(matrix),
             source=source,
             model=model,
+            column=column,
         )
 
     @property

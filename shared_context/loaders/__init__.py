@@ -1,0 +1,140 @@
+"""`load_index(path)`: read a GraphRAG output folder of any schema version into an `Index`.
+
+Supported layouts (see `files.py` and `schema.py` for the column differences):
+v3 and v2 parquet tables, v1 and v0 `create_final_*` tables (with `create_final_nodes`), the same
+tables written as CSV, and partial exports with only entities / relationships / text units
+(e.g. a LightRAG knowledge graph; `version == "v3-partial"`, no community reports).
+Vectors come from `lancedb/<name>.lance`, `embeddings.<name>[.<model>].parquet` and v0's
+`description_embedding` column. Every problem raises `IndexFormatError` naming file and column.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+from shared_context.errors import IndexFormatError
+from shared_context.index import Index
+from shared_context.loaders.files import IndexFiles, detect_version, locate, read_table
+from shared_context.loaders.schema import (
+    build_claims,
+    build_communities,
+    build_documents,
+    build_entities,
+    build_relationships,
+    build_reports,
+    build_text_units,
+    node_stats,
+)
+from shared_context.loaders.vector_files import (
+    IdLookup,
+    read_embedding_parquets,
+    read_inline_entity_vectors,
+    read_lancedb,
+)
+from shared_context.tokens import get_tokenizer
+from shared_context.vectors import VectorTable
+
+__all__ = ["IndexFormatError", "load_index"]
+
+
+def _cache_key(files: IndexFiles) -> str:
+    """Identity of the table files: path, size and mtime of each (tables are never edited in place)."""
+    parts = [str(files.root.resolve())]
+    for table in sorted(files.files):
+        st = files.files[table].stat()
+        parts.append(f"{table}={files.files[table].name}:{st.st_size}:{st.st_mtime_ns}")
+    return hashlib.sha256("|".join(parts).encode()).hexdigest()
+
+
+def load_index(
+    path: str | Path,
+    *,
+    embedding_dim: int | None = None,
+    tokenizer: str = "o200k_base",
+) -> Index:
+    """Load, validate and precompute a GraphRAG index folder.
+
+    `embedding_dim`: the configured embedder's dimension; a stored vector table of another
+    dimension raises `IndexFormatError` naming the table. `tokenizer`: tiktoken encoding used for
+    every token count (GraphRAG 3 uses o200k_base).
+    """
+    files = locate(path)
+    tok = get_tokenizer(tokenizer)
+    warnings: list[str] = []
+
+    entities_t = read_table(files, "entities")
+    relationships_t = read_table(files, "relationships")
+    text_units_t = read_table(files, "text_units")
+    assert entities_t is not None and relationships_t is not None and text_units_t is not None
+    nodes_t = read_table(files, "nodes")
+    communities_t = read_table(files, "communities")
+    reports_t = read_table(files, "community_reports")
+    version = detect_version(files, entities_t, text_units_t)
+
+    node_degree, node_members = node_stats(nodes_t)
+    entities = build_entities(entities_t, node_degree)
+    relationships = build_relationships(relationships_t)
+    text_units = build_text_units(text_units_t)
+    title_to_id = {e.title: e.id for e in entities}
+    communities = build_communities(communities_t, node_members, title_to_id)
+    reports = build_reports(reports_t)
+    claims = build_claims(read_table(files, "covariates"))
+    documents = build_documents(read_table(files, "documents"))
+    if not communities and "communities" not in files.files and reports:
+        warnings.append(
+            f"{files.rel('community_reports')}: no communities table; community membership unknown"
+        )
+
+    inline = read_inline_entity_vectors(entities_t.table, entities_t.file, embedding_dim, warnings)
+    del entities_t, relationships_t, text_units_t, nodes_t, communities_t, reports_t  # free arrow memory
+
+    index = Index.from_records(
+        entities=entities,
+        relationships=relationships,
+        text_units=text_units,
+        communities=communities,
+        community_reports=reports,
+        claims=claims,
+        documents=documents,
+        version=version,
+        path=files.root,
+        tokenizer=tok,
+        source_files={table: p.name for table, p in files.files.items()},
+        warnings=warnings,
+        token_cache_key=_cache_key(files),
+    )
+    for table in _read_vectors(files, index, embedding_dim, inline):
+        index.add_vectors(table)
+    return index
+
+
+def _read_vectors(
+    files: IndexFiles, index: Index, embedding_dim: int | None, inline: VectorTable | None
+) -> list[VectorTable]:
+    report_by_number = {str(r.community): i for i, r in enumerate(index.community_reports)}
+    report_by_id = {r.id: i for i, r in enumerate(index.community_reports)}
+
+    def entity_lookup(vid: str) -> int:
+        pos = index.entity_pos.get(vid)
+        if pos is None and len(vid) == 32 and "-" not in vid:  # uuid stored without dashes
+            pos = index.entity_pos.get(f"{vid[:8]}-{vid[8:12]}-{vid[12:16]}-{vid[16:20]}-{vid[20:]}")
+        return -1 if pos is None else pos
+
+    def report_lookup(vid: str) -> int:
+        # v0 reports had no id column and were keyed by community number
+        return report_by_id.get(vid, report_by_number.get(vid, -1))
+
+    def text_unit_lookup(vid: str) -> int:
+        return index.text_unit_pos.get(vid, -1)
+
+    lookups: dict[str, IdLookup] = {
+        "entity_description": entity_lookup,
+        "community_full_content": report_lookup,
+        "text_unit_text": text_unit_lookup,
+    }
+    found = read_lancedb(files.root, lookups, embedding_dim, index.warnings)
+    found.update(read_embedding_parquets(files.root, lookups, embedding_dim, index.warnings, skip=set(found)))
+    if inline is not None and "entity_description" not in found:
+        found["entity_description"] = inline
+    return list(found.values())

@@ -1,0 +1,192 @@
+"""Typed column access over one table, with errors that name the file and the column.
+
+Tables are held as pyarrow tables: parquet columns keep their native types (list columns come back
+as Python lists without a pandas detour), CSV columns are all strings and are parsed the way
+GraphRAG's `split_list_column` does (brackets and quotes stripped, split on commas or newlines).
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from shared_context.errors import IndexFormatError
+
+_QUOTED = re.compile(r"'((?:[^'\\]|\\.)*)'|\"((?:[^\"\\]|\\.)*)\"")
+
+
+def split_list_value(value: Any) -> list[Any]:
+    """A list column value written as text (CSV) back to a list; lists pass through."""
+    if value is None:
+        return []
+    if isinstance(value, list):
+        return value
+    if isinstance(value, np.ndarray | tuple):
+        return list(value)
+    if not isinstance(value, str):
+        raise TypeError(type(value).__name__)
+    text = value.strip()
+    if not text or text in ("[]", "nan", "None"):
+        return []
+    if text.startswith("["):
+        for parse in (json.loads, ast.literal_eval):
+            try:
+                parsed = parse(text)
+            except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+                continue
+            if isinstance(parsed, list | tuple):
+                return list(parsed)
+        # numpy's repr, as written by pandas to_csv: ['a' 'b'\n 'c']
+        quoted = _QUOTED.findall(text)
+        if quoted:
+            return [a or b for a, b in quoted]
+    parts = re.split(r"[,\n]", text.strip("[]"))
+    return [p.strip().strip("'\"") for p in parts if p.strip().strip("'\"")]
+
+
+class TableData:
+    """One loaded table (`name` is the canonical v3 table name, `file` the file it came from)."""
+
+    def __init__(self, name: str, file: str, table: pa.Table, *, from_csv: bool = False) -> None:
+        self.name = name
+        self.file = file
+        self.table = table
+        self.from_csv = from_csv
+
+    def __len__(self) -> int:
+        return int(self.table.num_rows)
+
+    @property
+    def columns(self) -> list[str]:
+        return list(self.table.column_names)
+
+    def has(self, column: str) -> bool:
+        return column in self.table.column_names
+
+    def first_present(self, *columns: str) -> str | None:
+        return next((c for c in columns if self.has(c)), None)
+
+    def error(self, message: str, column: str | None = None) -> IndexFormatError:
+        return IndexFormatError(message, file=self.file, column=column)
+
+    def _column(self, column: str, required: bool) -> pa.ChunkedArray | None:
+        if column in self.table.column_names:
+            return self.table.column(column)
+        if required:
+            raise self.error(f"missing required column (columns present: {', '.join(self.columns)})", column)
+        return None
+
+    def require(self, *columns: str) -> None:
+        for column in columns:
+            self._column(column, True)
+
+    # -------------------------------------------------------------- scalars
+
+    def strings(
+        self, column: str, *, required: bool = True, default: str = "", non_empty: bool = False
+    ) -> list[str]:
+        col = self._column(column, required)
+        if col is None:
+            return [default] * len(self)
+        if pa.types.is_list(col.type) or pa.types.is_large_list(col.type) or pa.types.is_struct(col.type):
+            raise self.error(f"expected text but found {col.type}", column)
+        if not (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)):
+            col = col.cast(pa.string())
+        values: list[str | None] = col.to_pylist()
+        if non_empty:
+            missing = sum(1 for v in values if v is None or v == "")
+            if missing:
+                raise self.error(f"{missing} rows have no value; every row needs one", column)
+        return [default if v is None else v for v in values]
+
+    def _numeric(self, column: str, required: bool) -> np.ndarray | None:
+        col = self._column(column, required)
+        if col is None:
+            return None
+        if pa.types.is_integer(col.type) or pa.types.is_floating(col.type) or pa.types.is_boolean(col.type):
+            return np.asarray(col.to_numpy(zero_copy_only=False), dtype=np.float64)
+        if pa.types.is_string(col.type) or pa.types.is_large_string(col.type) or pa.types.is_null(col.type):
+            raw = pd.Series(col.to_pylist(), dtype=object)
+            blank = raw.isna() | (raw.astype(str).str.strip() == "")
+            nums = pd.to_numeric(raw.where(~blank, None), errors="coerce")
+            bad = nums.isna() & ~blank
+            if bad.any():
+                example = raw[bad].iloc[0]
+                raise self.error(f"{int(bad.sum())} values are not numbers (e.g. {example!r})", column)
+            return np.asarray(nums.to_numpy(dtype=np.float64, na_value=np.nan))
+        raise self.error(f"expected a number but found {col.type}", column)
+
+    def floats(self, column: str, *, required: bool = True, default: float = 0.0) -> list[float]:
+        arr = self._numeric(column, required)
+        if arr is None:
+            return [default] * len(self)
+        return np.where(np.isnan(arr), default, arr).tolist()
+
+    def ints(self, column: str, *, required: bool = True, default: int = 0) -> list[int]:
+        arr = self._numeric(column, required)
+        if arr is None:
+            return [default] * len(self)
+        return np.where(np.isnan(arr), default, arr).astype(np.int64).tolist()
+
+    # -------------------------------------------------------------- lists
+
+    def lists(self, column: str, *, required: bool = False) -> list[list[Any]]:
+        """A list column (str[] or int[]); CSV strings are split like GraphRAG's split_list_column."""
+        col = self._column(column, required)
+        if col is None:
+            return [[] for _ in range(len(self))]
+        if (
+            pa.types.is_list(col.type)
+            or pa.types.is_large_list(col.type)
+            or pa.types.is_fixed_size_list(col.type)
+        ):
+            return [v if v is not None else [] for v in col.to_pylist()]
+        if pa.types.is_string(col.type) or pa.types.is_large_string(col.type) or pa.types.is_null(col.type):
+            return [split_list_value(v) for v in col.to_pylist()]
+        raise self.error(f"expected a list column but found {col.type}", column)
+
+    def str_lists(self, column: str, *, required: bool = False) -> list[list[str]]:
+        values = self.lists(column, required=required)
+        if values and any(v and not isinstance(v[0], str) for v in values[:100]):
+            return [[str(x) for x in v] for v in values]
+        return values
+
+    def int_lists(self, column: str, *, required: bool = False) -> list[list[int]]:
+        out: list[list[int]] = []
+        for row in self.lists(column, required=required):
+            try:
+                out.append([int(float(x)) for x in row])
+            except (TypeError, ValueError) as exc:
+                raise self.error(f"list values must be integers (e.g. {row!r})", column) from exc
+        return out
+
+    def records(self, column: str) -> list[list[dict[str, Any]]]:
+        """Findings: a list of {summary, explanation} per row (JSON text in CSV files)."""
+        col = self._column(column, False)
+        if col is None:
+            return [[] for _ in range(len(self))]
+        out: list[list[dict[str, Any]]] = []
+        for value in col.to_pylist():
+            items = split_list_value(value) if isinstance(value, str) else (value or [])
+            out.append([dict(x) for x in items if isinstance(x, dict)])
+        return out
+
+    def mappings(self, column: str) -> list[dict[str, Any]]:
+        col = self._column(column, False)
+        if col is None:
+            return [{} for _ in range(len(self))]
+        out: list[dict[str, Any]] = []
+        for value in col.to_pylist():
+            if isinstance(value, str) and value.strip().startswith("{"):
+                try:
+                    value = json.loads(value)
+                except ValueError:
+                    value = {}
+            out.append(dict(value) if isinstance(value, dict) else {})
+        return out
