@@ -25,7 +25,7 @@ import re
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal
 
@@ -161,7 +161,7 @@ class LoopbackServer:
         fault: Fault | None = None,
         times: int | None = None,
     ) -> Rule:
-        replies: list[ReplySpec] = list(reply) if isinstance(reply, list | tuple) else [reply]  # type: ignore[arg-type]
+        replies: list[ReplySpec] = list(reply) if isinstance(reply, list | tuple) else [reply]  # type: ignore[list-item]
         if not replies:
             raise ValueError("a rule needs at least one reply")
         rule = Rule(

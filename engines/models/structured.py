@@ -1,0 +1,165 @@
+"""Structured output that survives local models: JSON mode, repair, validation, one corrective retry.
+
+`complete_json` asks for JSON mode, repairs the reply (`json_repair_text`), coerces harmless
+differences (numeric strings such as "85", integral floats, a bare list where the schema wants an
+object with one list field) and validates against the pydantic schema. Out-of-range values are
+rejected, never clamped, so a rating of 9 on a 0–5 scale is reported rather than silently changed.
+On failure it retries once, showing the model its reply and the validation error; after that it
+raises `StructuredOutputError`, which carries every completion so usage is never lost.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import types
+import typing
+from typing import Any, TypeVar, Union, get_args, get_origin
+
+from pydantic import BaseModel, ValidationError
+
+from engines.models.base import ChatModel, Completion, Message
+from engines.models.errors import ModelError, StructuredOutputError
+from engines.models.json_repair_text import repair_candidates, repair_json_text
+
+__all__ = ["complete_json", "parse_structured", "repair_json_text"]
+
+M = TypeVar("M", bound=BaseModel)
+_NUMBER = re.compile(r"^\s*[-+]?\d+(\.\d+)?\s*%?\s*$")
+
+
+def _is_int_annotation(annotation: Any) -> bool:
+    if annotation is int:
+        return True
+    origin = get_origin(annotation)
+    if origin in (Union, types.UnionType):
+        return any(a is int for a in get_args(annotation))
+    return False
+
+
+def _model_of(annotation: Any) -> type[BaseModel] | None:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in get_args(annotation):
+        found = _model_of(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def _coerce(value: Any, schema: type[BaseModel]) -> Any:
+    """Normalise numbers for int fields ("85" → 85, 4.0 → 4, 4.6 → 5) and recurse into nested models."""
+    if not isinstance(value, dict):
+        return value
+    out = dict(value)
+    for name, field in schema.model_fields.items():
+        key = name if name in out else (field.alias if field.alias in out else None)
+        if key is None:
+            continue
+        item = out[key]
+        if _is_int_annotation(field.annotation):
+            if isinstance(item, str) and _NUMBER.match(item):
+                item = float(item.strip().rstrip("%").strip())
+            if isinstance(item, float) and math.isfinite(item):
+                item = math.floor(item + 0.5)  # half-up, so 4.5 → 5 (models write scores like 4.5)
+            out[key] = item
+            continue
+        nested = _model_of(field.annotation)
+        if nested is not None:
+            if isinstance(item, list):
+                out[key] = [_coerce(x, nested) for x in item]
+            else:
+                out[key] = _coerce(item, nested)
+    return out
+
+
+def _wrap_bare_list(value: Any, schema: type[BaseModel]) -> Any:
+    """A bare list where the schema is an object with exactly one list field: wrap it in that field."""
+    if not isinstance(value, list):
+        return value
+    list_fields = [n for n, f in schema.model_fields.items() if get_origin(f.annotation) in (list, typing.List)]  # noqa: UP006
+    if len(list_fields) == 1:
+        return {list_fields[0]: value}
+    return value
+
+
+def _describe(err: ValidationError) -> str:
+    parts = []
+    for e in err.errors()[:6]:
+        loc = ".".join(str(p) for p in e["loc"]) or "(root)"
+        parts.append(f"{loc}: {e['msg']} (got {e.get('input')!r})"[:300])
+    return "; ".join(parts)
+
+
+def parse_structured(text: str, schema: type[M]) -> M:
+    """Repair, coerce and validate `text`; `ValueError` with a readable reason when impossible."""
+    candidates = repair_candidates(text)
+    if not candidates:
+        preview = text.strip().replace("\n", " ")[:120]
+        raise ValueError(f"the reply contains no JSON object (it starts: {preview!r})")
+    first_error: str | None = None
+    for candidate in candidates:
+        try:
+            return schema.model_validate(_coerce(_wrap_bare_list(candidate, schema), schema))
+        except ValidationError as err:
+            first_error = first_error or _describe(err)
+    raise ValueError(f"the JSON does not match the {schema.__name__} schema: {first_error}")
+
+
+def _schema_hint(schema: type[BaseModel]) -> str:
+    return json.dumps(schema.model_json_schema(), separators=(",", ":"))[:1500]
+
+
+async def complete_json(
+    model: ChatModel,
+    messages: list[Message],
+    schema: type[M],
+    *,
+    task: str,
+    max_tokens: int | None = None,
+    temperature: float | None = None,
+) -> tuple[M, list[Completion]]:
+    """Ask `model` for JSON matching `schema`. Returns (parsed, completions) or raises StructuredOutputError."""
+    completions: list[Completion] = []
+    first = await model.complete(messages, task=task, json_schema=schema, max_tokens=max_tokens, temperature=temperature)
+    completions.append(first)
+    try:
+        return parse_structured(first.text, schema), completions
+    except ValueError as err:
+        error = str(err)
+    retry_messages: list[Message] = [
+        *messages,
+        {"role": "assistant", "content": first.text},
+        {
+            "role": "user",
+            "content": (
+                f"Your previous reply could not be used: {error}\n"
+                f"Reply again with ONLY one JSON object matching this JSON schema, with no prose and no "
+                f"code fences:\n{_schema_hint(schema)}"
+            ),
+        },
+    ]
+    try:
+        second = await model.complete(
+            retry_messages, task=task, json_schema=schema, max_tokens=max_tokens, temperature=temperature
+        )
+    except ModelError as exc:
+        raise StructuredOutputError(
+            f"{model.name} gave invalid {schema.__name__} JSON ({error}) and the corrective retry failed: {exc}",
+            completions=completions,
+            last_error=error,
+            schema_name=schema.__name__,
+            task=task,
+        ) from exc
+    completions.append(second)
+    try:
+        return parse_structured(second.text, schema), completions
+    except ValueError as err:
+        raise StructuredOutputError(
+            f"{model.name} did not return valid {schema.__name__} JSON after one corrective retry: {err}",
+            completions=completions,
+            last_error=str(err),
+            schema_name=schema.__name__,
+            task=task,
+        ) from None
