@@ -1,0 +1,100 @@
+"""PNG charts of a benchmark report (matplotlib, Agg backend: no display needed)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")  # before pyplot: the benchmark runs headless (CI, ssh)
+import matplotlib.pyplot as plt
+
+COLORS = {"local": "#1f77b4", "global": "#d62728", "drift": "#9467bd", "basic": "#7f7f7f", "router": "#2ca02c"}
+
+
+def latency_vs_cost(report: dict[str, Any], path: Path) -> Path | None:
+    """One point per engine: p50 latency (x, whisker to p95) against mean cost per query (y)."""
+    points = [(e, s) for e, s in report["summary"].items() if s["ok"]]
+    if not points:
+        return None
+    fig, ax = plt.subplots(figsize=(7, 4.5), dpi=110)
+    for engine, s in points:
+        p50, p95 = s["latency_p50_s"], s["latency_p95_s"]
+        cost = s["cost_mean"] * 1000  # per 1,000 questions reads better than fractions of a cent
+        color = COLORS.get(engine, "#333333")
+        ax.errorbar([p50], [cost], xerr=[[0.0], [max(0.0, p95 - p50)]], fmt="o", color=color, capsize=4,
+                    markersize=8, label=engine)
+        ax.annotate(engine, (p50, cost), textcoords="offset points", xytext=(6, 6), fontsize=9)
+    ax.set_xlabel("latency per question, s (dot p50, whisker to p95)")
+    ax.set_ylabel("cost per 1,000 questions, $")
+    ax.set_title(f"Latency vs cost per engine ({report['model']['spec']})")
+    ax.grid(True, alpha=0.3)
+    ax.set_xlim(left=0)
+    ax.set_ylim(bottom=0)
+    ax.legend(loc="best", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+def cost_per_query(report: dict[str, Any], path: Path) -> Path | None:
+    """Distribution of the cost of each question, per engine (box plot over successful runs)."""
+    engines = list(report["summary"])
+    data = [[r["cost"] * 1000 for r in report["rows"] if r["engine"] == e and r["ok"]] for e in engines]
+    kept = [(e, d) for e, d in zip(engines, data, strict=True) if d]
+    if not kept:
+        return None
+    fig, ax = plt.subplots(figsize=(7, 4.5), dpi=110)
+    box = ax.boxplot([d for _, d in kept], patch_artist=True, showmeans=True)
+    ax.set_xticks(range(1, len(kept) + 1), [e for e, _ in kept])
+    for patch, (engine, _) in zip(box["boxes"], kept, strict=True):
+        patch.set_facecolor(COLORS.get(engine, "#cccccc"))
+        patch.set_alpha(0.5)
+    ax.set_ylabel("cost per 1,000 questions, $")
+    ax.set_title(f"Cost per question by engine ({report['model']['spec']}; triangle = mean)")
+    ax.grid(True, axis="y", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+def calls_by_stage(report: dict[str, Any], path: Path) -> Path | None:
+    """Mean model calls per question, stacked by stage, per engine: where each engine spends its calls."""
+    engines = [e for e, s in report["summary"].items() if s["ok"]]
+    stage_means: dict[str, dict[str, float]] = {}
+    for engine in engines:
+        rows = [r for r in report["rows"] if r["engine"] == engine and r["ok"]]
+        for r in rows:
+            for stage, u in r["usage"]["stages"].items():
+                stage_means.setdefault(stage, {}).setdefault(engine, 0.0)
+                stage_means[stage][engine] += u["llm_calls"] / len(rows)
+    stages = [s for s, per in stage_means.items() if any(per.values())]
+    if not stages:
+        return None
+    fig, ax = plt.subplots(figsize=(7, 4.5), dpi=110)
+    bottom = [0.0] * len(engines)
+    for stage in stages:
+        values = [stage_means[stage].get(e, 0.0) for e in engines]
+        ax.bar(engines, values, bottom=bottom, label=stage)
+        bottom = [b + v for b, v in zip(bottom, values, strict=True)]
+    ax.set_ylabel("model calls per question (mean)")
+    ax.set_title("Model calls by stage")
+    ax.legend(fontsize=8, ncol=2)
+    ax.grid(True, axis="y", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+def write_charts(report: dict[str, Any], out_dir: Path) -> list[str]:
+    """Write every chart that has data; returns file names relative to `out_dir`."""
+    made = [
+        latency_vs_cost(report, out_dir / "latency_vs_cost.png"),
+        cost_per_query(report, out_dir / "cost_per_query.png"),
+        calls_by_stage(report, out_dir / "calls_by_stage.png"),
+    ]
+    return [p.name for p in made if p is not None]

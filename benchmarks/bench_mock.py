@@ -1,0 +1,181 @@
+"""The `--model mock:LATENCY_MS[:TOKENS_PER_S]` backend: a loopback OpenAI-compatible server whose replies
+come from the project's offline extractive model.
+
+Why this shape: the benchmark must exercise the real HTTP client (connection pool, retries, limiter,
+JSON mode, streaming) with a realistic per-call latency, and every engine must get a *valid* reply for
+every task (map JSON with scores, rate JSON, primer/follow-up JSON, question lists, rewrites, routes and
+plain answers). Scripting canned replies would make the answers fake and the call counts meaningless
+(e.g. DRIFT's follow-up tree depends on what the primer returns). So the server's default reply runs
+`OfflineChatModel` on the request's own messages: answers are the same extractive answers the offline
+mode gives, only the latency (and the transport) is simulated. The OpenAI request carries no `task`, so
+the task is recovered from the request: the JSON schema name in `response_format` when the client sends
+one, otherwise the prompt's own markers (the prompt contract in ARCHITECTURE.md keeps them stable).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel
+
+from benchmarks.bench_queries import BenchInputError
+from engines import schemas
+
+# task -> the schema its reply must satisfy (tasks not listed reply with plain text)
+TASK_SCHEMAS: dict[str, type[BaseModel]] = {
+    "global_map": schemas.MapResponse,
+    "rate": schemas.RateResponse,
+    "drift_primer": schemas.PrimerResponse,
+    "drift_followup": schemas.FollowupResponse,
+    "questions": schemas.QuestionList,
+    "rewrite": schemas.RewriteResponse,
+    "route": schemas.RouteResponse,
+}
+_SCHEMA_TASKS = {schema.__name__.lower(): task for task, schema in TASK_SCHEMAS.items()}
+
+_MOCK_SPEC = re.compile(r"^mock:(?P<latency>\d+(?:\.\d+)?)(?::(?P<tps>\d+(?:\.\d+)?))?$")
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """What `--model` asked for."""
+
+    kind: str  # "offline" | "mock" | "openai"
+    latency_ms: float = 0.0
+    tokens_per_s: float | None = None
+
+    @property
+    def label(self) -> str:
+        if self.kind != "mock":
+            return self.kind
+        tps = f":{self.tokens_per_s:g}" if self.tokens_per_s else ""
+        return f"mock:{self.latency_ms:g}{tps}"
+
+
+def parse_model_spec(spec: str) -> ModelSpec:
+    text = spec.strip().lower()
+    if text in ("offline", "openai"):
+        return ModelSpec(kind=text)
+    m = _MOCK_SPEC.match(text)
+    if m:
+        tps = float(m["tps"]) if m["tps"] else None
+        if tps is not None and tps <= 0:
+            raise BenchInputError(f"--model {spec!r}: tokens per second must be > 0")
+        return ModelSpec(kind="mock", latency_ms=float(m["latency"]), tokens_per_s=tps)
+    raise BenchInputError(
+        f"--model {spec!r} is not understood (use offline, openai, mock:LATENCY_MS or "
+        "mock:LATENCY_MS:TOKENS_PER_S, e.g. mock:300 or mock:300:80)"
+    )
+
+
+def detect_task(body: dict[str, Any]) -> str:
+    """Which engine task an OpenAI chat request is, from its schema name or its prompt markers."""
+    fmt = body.get("response_format")
+    if isinstance(fmt, dict):
+        name = str((fmt.get("json_schema") or {}).get("name", "")).lower()
+        if name in _SCHEMA_TASKS:
+            return _SCHEMA_TASKS[name]
+    messages = body.get("messages") or []
+    system = "\n".join(str(m.get("content") or "") for m in messages if m.get("role") == "system")
+    # Order matters: the most specific markers first.
+    if "-----Template-----" in system:
+        return "drift_hyde"
+    if "Overall question:" in system and "Max follow-ups:" in system:
+        return "drift_followup"
+    if "Number of questions:" in system:
+        return "questions"
+    if '"intermediate_answer"' in system:
+        return "drift_primer"
+    if '"rating"' in system:
+        return "rate"
+    if '"points"' in system:
+        return "global_map"
+    if "-----Conversation History-----" in system and '"question"' in system:
+        return "rewrite"
+    if '"engine"' in system and re.search(r"^Engines:", system, re.M):
+        return "route"
+    if "----Analyst" in system:
+        return "global_reduce" if "Analyst findings:" in system else "drift_reduce"
+    if "text passages" in system:
+        return "basic_answer"
+    return "local_answer"
+
+
+class OfflineResponder:
+    """Default reply of the loopback server: the offline extractive model answering the request.
+
+    Runs in the server's handler threads; each call gets its own event loop (the offline model is
+    pure computation, so no loop state is shared between threads). `tasks` counts what was served,
+    so the report can show the mix of tasks the engines asked for.
+    """
+
+    def __init__(self) -> None:
+        from engines.models.offline import OfflineChatModel
+
+        self.model = OfflineChatModel()
+        self.tasks: dict[str, int] = {}
+        self.invalid: dict[str, int] = {}
+        self._lock = threading.Lock()  # handler threads update the counters concurrently
+
+    def __call__(self, body: dict[str, Any]) -> str:
+        task = detect_task(body)
+        with self._lock:
+            self.tasks[task] = self.tasks.get(task, 0) + 1
+        messages = [{"role": str(m.get("role", "user")), "content": str(m.get("content") or "")}
+                    for m in body.get("messages") or []]
+        schema = TASK_SCHEMAS.get(task)
+        completion = asyncio.run(
+            self.model.complete(messages, task=task, json_schema=schema)  # type: ignore[arg-type]
+        )
+        text = completion.text
+        if schema is not None:
+            # A reply the client cannot parse is a bug in the offline model, not latency: count it
+            # (the report shows it) and still send it, so the client's repair path is what gets measured.
+            try:
+                schema.model_validate(json.loads(text))
+            except ValueError:
+                with self._lock:
+                    self.invalid[task] = self.invalid.get(task, 0) + 1
+        return text
+
+
+class MockBackend:
+    """Owns the loopback server for one benchmark run (start before the engines, stop after)."""
+
+    def __init__(self, spec: ModelSpec) -> None:
+        from engines.models.testserver import LoopbackServer
+
+        self.spec = spec
+        self.responder = OfflineResponder()
+        self.server = LoopbackServer(
+            latency_ms=spec.latency_ms, tokens_per_s=spec.tokens_per_s, default_reply=self.responder
+        )
+
+    def __enter__(self) -> MockBackend:
+        self.server.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.stop()
+
+    @property
+    def base_url(self) -> str:
+        return self.server.base_url
+
+    def stats(self) -> dict[str, Any]:
+        chat = self.server.chat_requests
+        return {
+            "base_url": self.base_url,
+            "latency_ms": self.spec.latency_ms,
+            "tokens_per_s": self.spec.tokens_per_s,
+            "chat_requests": len(chat),
+            "failed_requests": sum(1 for r in chat if r.status != 200),
+            "max_in_flight": self.server.max_in_flight,
+            "tasks_served": dict(sorted(self.responder.tasks.items())),
+            "invalid_json_replies": dict(sorted(self.responder.invalid.items())),
+        }

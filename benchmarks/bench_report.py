@@ -1,0 +1,192 @@
+"""Render a benchmark report: the terminal table (rich), `report.md` and `report.json`.
+
+The same string tables feed the terminal and the markdown, so both always show the same figures.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+SUMMARY_HEADERS = (
+    "engine", "runs", "failed", "degraded", "p50 s", "p95 s", "calls/q", "prompt tok/q", "output tok/q",
+    "$/query", "$ total", "cache hits",
+)
+
+
+def _num(value: float | None, digits: int = 2) -> str:
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "–"
+    return f"{value:,.{digits}f}"
+
+
+def _usd(value: float | None) -> str:
+    if value is None:
+        return "–"
+    return f"${value:.6f}" if value < 0.01 else f"${value:,.4f}"
+
+
+def _pct(value: float | None) -> str:
+    return "–" if value is None else f"{100 * value:+.1f} %"
+
+
+def summary_rows(report: dict[str, Any]) -> list[list[str]]:
+    out = []
+    for engine, s in report["summary"].items():
+        out.append([
+            engine, str(s["runs"]), str(s["failures"]), str(s["degraded"]),
+            _num(s["latency_p50_s"]), _num(s["latency_p95_s"]), _num(s["llm_calls_mean"], 1),
+            _num(s["prompt_tokens_mean"], 0), _num(s["output_tokens_mean"], 0), _usd(s["cost_mean"]),
+            _usd(s["cost_total"]), str(s["cached_calls_total"]),
+        ])
+    return out
+
+
+def savings_rows(router: dict[str, Any]) -> list[list[str]]:
+    rows = []
+    for base, s in router["savings"].items():
+        if s is None:
+            rows.append([f"always {base}", "not run", "", "", "", ""])
+            continue
+        rows.append([
+            f"always {base}", str(s["pairs"]),
+            f"{_usd(s['router_cost'])} vs {_usd(s['baseline_cost'])}", _pct(s["cost_saving_frac"]),
+            f"{_num(s['router_seconds'])} s vs {_num(s['baseline_seconds'])} s", _pct(s["time_saving_frac"]),
+        ])
+    return rows
+
+
+SAVINGS_HEADERS = ("router vs", "queries", "cost (router vs baseline)", "cost saved", "time (sum)", "time saved")
+
+
+def confusion_rows(quality: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
+    classes = quality["classes"]
+    headers = ["label \\ routed", *classes, "recall"]
+    rows = [[t, *(str(quality["confusion"][t][p]) for p in classes),
+             _num(quality["per_class"][t]["recall"])] for t in classes]
+    return headers, rows
+
+
+def markdown_table(headers: list[str] | tuple[str, ...], rows: list[list[str]]) -> str:
+    def esc(cell: str) -> str:
+        return cell.replace("|", "\\|")
+
+    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
+    lines += ["| " + " | ".join(esc(c) for c in r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def router_lines(router: dict[str, Any]) -> list[str]:
+    """Headline figures of the router in plain sentences (used by the terminal and the markdown)."""
+    lines = [
+        "route mix: " + ", ".join(f"{k} {v}" for k, v in router["route_mix"].items())
+        + "; engine used: " + ", ".join(f"{k} {v}" for k, v in router["engine_used_mix"].items())
+        + f"; escalations: {router['escalations']}",
+    ]
+    q = router.get("quality")
+    if q and q.get("n"):
+        lines.append(f"routing accuracy {_num(q['accuracy'], 3)} ({q['correct']}/{q['n']}), "
+                     f"macro-F1 {_num(q['macro_f1'], 3)}")
+        cpc = router.get("cost_per_correct_route")
+        lines.append(f"cost per correct route: {_usd(cpc)} (router cost on labelled queries / correct routes)")
+    else:
+        lines.append("no labels in the query set: accuracy and macro-F1 not computed")
+    return lines
+
+
+def render_markdown(report: dict[str, Any]) -> str:
+    cfg = report["config"]
+    model = report["model"]
+    pricing = report["pricing"]
+    parts = [
+        "# route-bench report",
+        "",
+        f"- index: `{cfg['index']}` ({_index_line(report['index'])})",
+        f"- queries: `{cfg['queries']}` — {report['queries']['count']} questions, "
+        f"{report['queries']['labelled']} labelled; repeat {cfg['repeat']}, concurrency {cfg['concurrency']}, "
+        f"seed {cfg['seed']}",
+        f"- model: `{model['spec']}` — {model['description']}",
+        f"- cost: {_pricing_line(pricing)}",
+        f"- latency = wall-clock seconds per question as the caller sees it; p50/p95 over "
+        f"{cfg['repeat']} × {report['queries']['count']} runs per engine",
+        f"- graphroute {report['packages'].get('graphroute', '?')}, Python {report['python']}, "
+        f"{report['created_utc']}",
+        "",
+        "## Per engine",
+        "",
+        markdown_table(SUMMARY_HEADERS, summary_rows(report)),
+        "",
+    ]
+    router = report.get("router")
+    if router:
+        parts += ["## Router", ""] + [f"- {line}" for line in router_lines(router)] + [""]
+        parts += [markdown_table(SAVINGS_HEADERS, savings_rows(router)), ""]
+        q = router.get("quality")
+        if q and q.get("n"):
+            headers, rows = confusion_rows(q)
+            parts += ["Confusion matrix (rows: label, columns: routed engine):", "",
+                      markdown_table(headers, rows), ""]
+    cons = report["consistency"]
+    parts += ["## Consistency", "",
+              f"{cons['checked_rows']} rows checked (totals = sum of stages; router calls = engines run alone "
+              f"+ router stages): {len(cons['problems'])} problem(s).", ""]
+    if cons["problems"]:
+        parts += [markdown_table(("engine", "query", "repeat", "check", "expected", "actual"),
+                                 [[p["engine"], p["query_id"], str(p["repeat"]), p["check"], str(p["expected"]),
+                                   str(p["actual"])] for p in cons["problems"]]), ""]
+    if report["failures"]:
+        parts += ["## Failures", "", markdown_table(
+            ("engine", "query", "repeat", "error"),
+            [[f["engine"], f["query_id"], str(f["repeat"]), f["error"][:200]] for f in report["failures"]]), ""]
+    if report.get("charts"):
+        parts += ["## Charts", ""] + [f"![{Path(c).stem}]({c})" for c in report["charts"]] + [""]
+    return "\n".join(parts)
+
+
+def _index_line(index: dict[str, Any]) -> str:
+    return ", ".join(f"{v} {k}" for k, v in index.items() if isinstance(v, int))
+
+
+def _pricing_line(pricing: dict[str, Any]) -> str:
+    if pricing["mode"] == "reported":
+        return "as reported by the model layer (provider token counts × the price table)"
+    chat = pricing.get("chat_usd_per_1m") or {}
+    emb = pricing.get("embedding_usd_per_1m") or {}
+    return (f"calls priced as if served by `{pricing['chat_model']}` (${chat.get('input', 0):g} in / "
+            f"${chat.get('output', 0):g} out per 1M tokens) and embeddings as `{pricing['embedding_model']}` "
+            f"(${emb.get('input', 0):g} per 1M)")
+
+
+def print_terminal(report: dict[str, Any], console: Any | None = None) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = console or Console()
+    table = Table(title=f"route-bench — {report['model']['spec']} — {report['queries']['count']} questions "
+                        f"× {report['config']['repeat']}")
+    for i, h in enumerate(SUMMARY_HEADERS):
+        table.add_column(h, justify="left" if i == 0 else "right")
+    for row in summary_rows(report):
+        table.add_row(*row)
+    console.print(table)
+    router = report.get("router")
+    if router:
+        for line in router_lines(router):
+            console.print(f"[bold]router[/bold] {line}")
+        sav = Table(title="router savings")
+        for h in SAVINGS_HEADERS:
+            sav.add_column(h)
+        for row in savings_rows(router):
+            sav.add_row(*row)
+        console.print(sav)
+    problems = report["consistency"]["problems"]
+    failures = report["failures"]
+    if problems or failures:
+        console.print(f"[red]{len(failures)} failed run(s), {len(problems)} consistency problem(s) "
+                      "— see report.md[/red]")
+
+
+def write_json(report: dict[str, Any], path: Path) -> None:
+    path.write_text(json.dumps(report, indent=2, ensure_ascii=False, default=str) + "\n", encoding="utf-8")

@@ -1,0 +1,292 @@
+"""`route-bench`: latency and cost of every engine and of the router, on your index and your questions.
+
+    route-bench --index PATH --queries FILE|builtin:NAME [--engines local,global,drift,basic,router]
+                [--model offline|mock:LATENCY_MS[:TOKENS_PER_S]|openai] [--repeat N] [--concurrency C]
+                [--out DIR] [--seed S] [--config graphroute.toml] [--price-as MODEL] [--limit N] [--no-progress]
+
+Writes `DIR/report.json` (every run: config, model, seed, package versions, per-query rows with per-stage
+usage), `DIR/report.md` and PNG charts, and prints a table. Exit codes: 0 all runs succeeded and every
+figure is consistent; 1 some run failed or a consistency check failed (both are listed in the report);
+2 bad input (missing index, unreadable queries, unknown engine, bad --model), with a message and no traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import platform
+import random
+import sys
+import time
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from benchmarks.bench_mock import MockBackend, ModelSpec, parse_model_spec
+from benchmarks.bench_queries import BenchInputError, Query, builtin_names, load_queries
+from benchmarks.bench_runner import (
+    TARGET_NAMES,
+    Pricing,
+    build_targets,
+    check_router_rows,
+    check_row,
+    run_benchmark,
+)
+from benchmarks.bench_stats import router_section, summarize_engine
+
+DEFAULT_PRICE_AS = "gpt-4.1-mini"
+DEFAULT_EMBEDDING_PRICE_AS = "text-embedding-3-small"
+PACKAGES = ("graphroute", "numpy", "pandas", "pyarrow", "pydantic", "openai", "httpx", "tiktoken",
+            "scikit-learn", "lancedb", "matplotlib", "rich")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="route-bench",
+        description="Measure latency, model calls, tokens and cost of each GraphRAG engine and of the router.",
+    )
+    p.add_argument("--index", required=True, help="GraphRAG index folder (the parquet output)")
+    p.add_argument("--queries", required=True,
+                   help="questions: .txt (one per line), .csv or .jsonl (columns question, optional id, label), "
+                        f"or builtin:NAME ({', '.join(builtin_names())})")
+    p.add_argument("--engines", default="local,global,drift,basic,router",
+                   help="comma-separated subset of local,global,drift,basic,router (default: all)")
+    p.add_argument("--model", default="offline",
+                   help="offline (extractive, no network), mock:LATENCY_MS[:TOKENS_PER_S] (loopback OpenAI server "
+                        "answering with the offline model after LATENCY_MS), or openai (graphroute.toml / env)")
+    p.add_argument("--repeat", type=int, default=1, help="runs per question and engine (default 1)")
+    p.add_argument("--concurrency", type=int, default=1, help="questions in flight per engine (default 1)")
+    p.add_argument("--out", default="route-bench-out", help="output folder (default ./route-bench-out)")
+    p.add_argument("--seed", type=int, default=0, help="seed for DRIFT templates and report shuffling (default 0)")
+    p.add_argument("--config", default=None, help="graphroute.toml with engine settings")
+    p.add_argument("--price-as", default=DEFAULT_PRICE_AS,
+                   help=f"offline/mock: price tokens as this model (default {DEFAULT_PRICE_AS})")
+    p.add_argument("--limit", type=int, default=None, help="use only the first N questions")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--quiet", action="store_true", help="no terminal table")
+    return p
+
+
+def parse_engines(text: str) -> list[str]:
+    names = [n.strip().lower() for n in text.split(",") if n.strip()]
+    if not names:
+        raise BenchInputError("--engines is empty (choose from " + ", ".join(TARGET_NAMES) + ")")
+    unknown = [n for n in names if n not in TARGET_NAMES]
+    if unknown:
+        raise BenchInputError(f"unknown engine {unknown[0]!r} in --engines (choose from {', '.join(TARGET_NAMES)})")
+    return list(dict.fromkeys(names))
+
+
+# ---- configuration of the model backend ---------------------------------------------------------
+
+
+def make_config(spec: ModelSpec, config_path: str | None, seed: int, base_url: str | None, price_as: str) -> Any:
+    """The GraphrouteConfig for this run: engine settings from `--config`, models from `--model`, seeds fixed."""
+    from engines.config import load_config
+    from engines.models.config import models_config_from_mapping
+
+    config = load_config(config_path)
+    if spec.kind == "offline":
+        # Ignore OPENAI_API_KEY & co: `--model offline` must never reach a network.
+        models = models_config_from_mapping({"chat": {"provider": "offline"}, "embedding": {"provider": "offline"}},
+                                            env={})
+        config = config.model_copy(update={"models": models})
+    elif spec.kind == "mock":
+        # The chat model is named after the priced model so the model layer prices calls as it would
+        # for the real thing; embeddings stay offline (the server's hash vectors carry no meaning).
+        models = models_config_from_mapping(
+            {"chat": {"provider": "openai", "base_url": base_url, "model": price_as},
+             "embedding": {"provider": "offline"}},
+            env={},
+        )
+        config = config.model_copy(update={"models": models})
+    elif config.models.offline:
+        raise BenchInputError("--model openai needs an endpoint: set OPENAI_API_KEY (or OPENAI_BASE_URL), or "
+                              "[models.chat] in graphroute.toml")
+    return config.model_copy(update={
+        "drift": config.drift.model_copy(update={"seed": seed}),
+        "global_search": config.global_search.model_copy(update={"random_state": seed}),
+    })
+
+
+def package_versions() -> dict[str, str]:
+    out = {}
+    for name in PACKAGES:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = "not installed"
+    return out
+
+
+def index_facts(index: Any) -> dict[str, Any]:
+    return {
+        "entities": len(index.entities),
+        "relationships": len(index.relationships),
+        "community_reports": len(index.community_reports),
+        "text_units": len(index.text_units),
+        "claims": len(index.claims),
+        "documents": len(index.documents),
+        "version": str(getattr(index, "version", "")),
+    }
+
+
+# ---- the run ------------------------------------------------------------------------------------
+
+
+def run(args: argparse.Namespace, queries: list[Query], engines: list[str], spec: ModelSpec) -> int:
+    from engines.models.config import PriceTable
+    from shared_context import load_index
+
+    index_path = Path(args.index)
+    random.seed(args.seed)
+    started = time.perf_counter()
+    try:
+        index = load_index(index_path)
+    except Exception as exc:  # any loader error is a bad --index for the user; say which and why
+        raise BenchInputError(f"cannot load index {index_path}: {exc}") from None
+
+    mock = MockBackend(spec) if spec.kind == "mock" else None
+    try:
+        if mock is not None:
+            mock.__enter__()
+        config = make_config(spec, args.config, args.seed, mock.base_url if mock else None, args.price_as)
+        table: PriceTable = config.models.prices
+        if spec.kind != "openai" and table.lookup(args.price_as) is None:
+            raise BenchInputError(f"--price-as {args.price_as!r}: no price known for this model "
+                                  f"(known: {', '.join(sorted(table.prices))})")
+        pricing = (Pricing("reported", config.models.chat.model, config.models.embedding.model, table)
+                   if spec.kind == "openai"
+                   else Pricing("priced_as", args.price_as, DEFAULT_EMBEDDING_PRICE_AS, table))
+        from engines.models.factory import Models
+
+        models = Models.from_config(config.models, index=index)
+        targets = build_targets(index, config, models, engines)
+        rows = _run_with_progress(targets, queries, args, pricing)
+        mock_stats = mock.stats() if mock else None
+    finally:
+        if mock is not None:
+            mock.__exit__(None, None, None)
+
+    report = build_report(args, queries, engines, spec, config, pricing, index, rows, mock_stats,
+                          time.perf_counter() - started)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    from benchmarks.bench_charts import write_charts
+    from benchmarks.bench_report import print_terminal, render_markdown, write_json
+
+    report["charts"] = write_charts(report, out)
+    write_json(report, out / "report.json")
+    (out / "report.md").write_text(render_markdown(report), encoding="utf-8")
+    if not args.quiet:
+        print_terminal(report)
+        print(f"report: {out / 'report.md'}, {out / 'report.json'}; charts: {', '.join(report['charts'])}")
+    return 1 if report["failures"] or report["consistency"]["problems"] else 0
+
+
+def _run_with_progress(targets: dict[str, Any], queries: list[Query], args: argparse.Namespace,
+                       pricing: Pricing) -> list[dict[str, Any]]:
+    total = len(targets) * len(queries) * args.repeat
+    kwargs = dict(repeat=args.repeat, concurrency=args.concurrency, pricing=pricing, seed=args.seed)
+    if args.no_progress:
+        return asyncio.run(run_benchmark(targets, queries, **kwargs))  # type: ignore[arg-type]
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  transient=True) as progress:
+        task = progress.add_task("route-bench", total=total)
+
+        def done(row: dict[str, Any]) -> None:
+            status = "ok" if row["ok"] else "FAILED"
+            progress.update(task, advance=1, description=f"{row['engine']:>6} {row['query_id']} {status}")
+
+        return asyncio.run(run_benchmark(targets, queries, on_done=done, **kwargs))  # type: ignore[arg-type]
+
+
+def build_report(args: argparse.Namespace, queries: list[Query], engines: list[str], spec: ModelSpec,
+                 config: Any, pricing: Pricing, index: Any, rows: list[dict[str, Any]],
+                 mock_stats: dict[str, Any] | None, wall_s: float) -> dict[str, Any]:
+    problems = [p for r in rows for p in check_row(r)] + check_router_rows(rows)
+    if mock_stats is not None:
+        # Every model call the engines counted must have reached the server once (no retries expected).
+        counted = sum(r["llm_calls"] - r["cached_calls"] for r in rows if r["ok"])
+        if counted != mock_stats["chat_requests"]:
+            problems.append({"engine": "*", "query_id": "*", "repeat": "*",
+                             "check": "model calls counted != chat requests the server received",
+                             "expected": mock_stats["chat_requests"], "actual": counted})
+    descriptions = {
+        "offline": "offline extractive model in-process (no network, zero latency)",
+        "mock": f"loopback OpenAI-compatible HTTP server, {spec.latency_ms:g} ms per call"
+                + (f", streaming at {spec.tokens_per_s:g} tokens/s" if spec.tokens_per_s else "")
+                + "; replies computed by the offline extractive model from each request",
+        "openai": f"OpenAI-compatible endpoint {config.models.chat.base_url or 'api.openai.com'}",
+    }
+    return {
+        "tool": "route-bench",
+        "created_utc": datetime.now(UTC).isoformat(timespec="seconds"),
+        "config": {
+            "index": str(args.index), "queries": args.queries, "engines": engines, "model": spec.label,
+            "repeat": args.repeat, "concurrency": args.concurrency, "seed": args.seed, "config_file": args.config,
+            "price_as": args.price_as, "limit": args.limit, "out": str(args.out),
+        },
+        "model": {
+            "spec": spec.label, "kind": spec.kind, "description": descriptions[spec.kind],
+            "chat_model": config.models.chat.model, "chat_provider": config.models.chat.provider,
+            "embedding_model": config.models.embedding.model, "mock_server": mock_stats,
+        },
+        "engine_config": config.model_dump(mode="json", exclude={"models"}),
+        "pricing": pricing.describe(),
+        "packages": package_versions(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "index": index_facts(index),
+        "queries": {"spec": args.queries, "count": len(queries),
+                    "labelled": sum(1 for q in queries if q.label)},
+        "summary": {e: summarize_engine(r for r in rows if r["engine"] == e) for e in engines},
+        "router": router_section(rows),
+        "consistency": {"checked_rows": sum(1 for r in rows if r["ok"]), "problems": problems},
+        "failures": [{"engine": r["engine"], "query_id": r["query_id"], "repeat": r["repeat"], "error": r["error"]}
+                     for r in rows if not r["ok"]],
+        "wall_seconds": wall_s,
+        "rows": rows,
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse already printed the usage error (or --help)
+        return int(exc.code or 0)
+    try:
+        if args.repeat < 1 or args.concurrency < 1:
+            raise BenchInputError("--repeat and --concurrency must be >= 1")
+        if args.limit is not None and args.limit < 1:
+            raise BenchInputError("--limit must be >= 1")
+        index_path = Path(args.index)
+        if not index_path.exists():
+            raise BenchInputError(f"index path not found: {index_path}")
+        if not index_path.is_dir():
+            raise BenchInputError(f"index path is not a folder: {index_path}")
+        engines = parse_engines(args.engines)
+        spec = parse_model_spec(args.model)
+        queries = load_queries(args.queries, limit=args.limit)
+        if args.config is not None and not Path(args.config).is_file():
+            raise BenchInputError(f"config file not found: {args.config}")
+        return run(args, queries, engines, spec)
+    except BenchInputError as err:
+        print(f"route-bench: error: {err}", file=sys.stderr)
+        return 2
+    except Exception as err:
+        from engines.models.errors import ModelConfigError
+
+        if isinstance(err, ModelConfigError):
+            print(f"route-bench: error: {err}", file=sys.stderr)
+            return 2
+        raise
+
+
+if __name__ == "__main__":
+    sys.exit(main())
