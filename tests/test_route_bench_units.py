@@ -1,0 +1,214 @@
+"""Unit tests of route-bench's parts: query loading, statistics, the mock backend's task detection,
+consistency checks and argument errors (the end-to-end runs are in test_route_bench_e2e.py)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from benchmarks import route_bench
+from benchmarks.bench_mock import TASK_SCHEMAS, detect_task, parse_model_spec
+from benchmarks.bench_queries import BenchInputError, load_queries
+from benchmarks.bench_runner import check_router_rows, check_row
+from benchmarks.bench_stats import percentile, router_savings, routing_quality
+from engines import prompts
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+CAROL = DATA / "christmas_carol_graphrag_index"
+
+
+# ---- queries --------------------------------------------------------------------------------------
+
+
+def test_text_queries_skip_blanks_and_comments(tmp_path: Path) -> None:
+    f = tmp_path / "q.txt"
+    f.write_text("Who is Scrooge?\n\n# skipped\nWhat are the themes?\n", encoding="utf-8")
+    qs = load_queries(str(f))
+    assert [(q.id, q.question, q.label) for q in qs] == [("q1", "Who is Scrooge?", None),
+                                                          ("q4", "What are the themes?", None)]
+
+
+def test_csv_and_jsonl_read_ids_and_labels(tmp_path: Path) -> None:
+    c = tmp_path / "q.csv"
+    c.write_text("id,question,label\na,Who is Marley?,local\nb,Main themes?,GLOBAL\n", encoding="utf-8")
+    assert [(q.id, q.label) for q in load_queries(str(c))] == [("a", "local"), ("b", "global")]
+    j = tmp_path / "q.jsonl"
+    j.write_text(json.dumps({"question": "Why?", "label": "drift"}) + "\n", encoding="utf-8")
+    assert load_queries(str(j))[0].label == "drift"
+
+
+@pytest.mark.parametrize(
+    ("content", "suffix", "message"),
+    [
+        ('{"question": "x", "label": "vector"}\n', ".jsonl", "not an engine"),
+        ("{not json\n", ".jsonl", "not valid JSON"),
+        ("id,text2\n1,x\n", ".csv", "needs a 'question' column"),
+        ('{"id": "a", "question": "x"}\n{"id": "a", "question": "y"}\n', ".jsonl", "duplicate query id"),
+        ("\n# only a comment\n", ".txt", "holds no questions"),
+    ],
+)
+def test_bad_query_files_name_the_problem(tmp_path: Path, content: str, suffix: str, message: str) -> None:
+    f = tmp_path / f"q{suffix}"
+    f.write_text(content, encoding="utf-8")
+    with pytest.raises(BenchInputError, match=message):
+        load_queries(str(f))
+
+
+def test_builtin_christmas_carol_set_is_labelled_and_balanced() -> None:
+    qs = load_queries("builtin:christmas_carol")
+    assert len(qs) >= 30
+    labels = {q.label for q in qs}
+    assert labels == {"local", "global", "drift"}
+    assert min(sum(q.label == lab for q in qs) for lab in labels) >= 8
+    with pytest.raises(BenchInputError, match="unknown built-in"):
+        load_queries("builtin:nope")
+
+
+# ---- stats ----------------------------------------------------------------------------------------
+
+
+def test_percentile_interpolates_like_numpy() -> None:
+    assert percentile([1.0, 2.0, 3.0, 4.0], 50) == 2.5
+    assert percentile([10.0], 95) == 10.0
+    assert percentile([0.0, 10.0], 95) == pytest.approx(9.5)
+    assert percentile([], 50) is None
+
+
+def test_routing_quality_macro_f1_by_hand() -> None:
+    pairs = [("local", "local"), ("local", "global"), ("global", "global"), ("drift", "local")]
+    q = routing_quality(pairs)
+    assert q["accuracy"] == 0.5
+    # local: P=1/2 R=1/2 F1=.5; global: P=1/2 R=1 F1=2/3; drift: 0  -> macro (0.5+0.6667+0)/3
+    assert q["macro_f1"] == pytest.approx((0.5 + 2 / 3 + 0) / 3)
+    assert q["confusion"]["drift"]["local"] == 1
+
+
+def _row(engine: str, qid: str, cost: float, seconds: float, calls: int, **extra: object) -> dict:
+    return {"engine": engine, "query_id": qid, "repeat": 0, "ok": True, "cost": cost, "seconds": seconds,
+            "llm_calls": calls, **extra}
+
+
+def test_router_savings_against_a_baseline() -> None:
+    rows = [_row("router", "a", 1.0, 1.0, 2), _row("router", "b", 1.0, 1.0, 2),
+            _row("global", "a", 4.0, 2.0, 8), _row("global", "b", 4.0, 2.0, 8)]
+    s = router_savings(rows, "global")
+    assert s is not None
+    assert s["cost_saving_frac"] == pytest.approx(0.75)
+    assert s["time_saving_frac"] == pytest.approx(0.5)
+    assert router_savings(rows, "drift") is None
+
+
+# ---- consistency ----------------------------------------------------------------------------------
+
+
+def _usage(stages: dict[str, int]) -> dict:
+    fields = ("llm_calls", "prompt_tokens", "output_tokens", "cached_calls", "embedding_calls", "embedding_tokens")
+    st = {k: {f: (v if f == "llm_calls" else 0) for f in fields} | {"cost": 0.0, "cost_reported": 0.0}
+          for k, v in stages.items()}
+    total = {f: sum(s[f] for s in st.values()) for f in (*fields, "cost", "cost_reported")}
+    return {"stages": st, "total": total}
+
+
+def test_check_row_flags_a_total_that_is_not_the_sum() -> None:
+    usage = _usage({"map": 3, "reduce": 1})
+    good = _row("global", "a", 0.0, 1.0, 4, usage=usage)
+    assert check_row(good) == []
+    usage["total"]["llm_calls"] = 5
+    bad = check_row(_row("global", "a", 0.0, 1.0, 5, usage=usage))
+    assert [p["check"] for p in bad] == ["total llm_calls != sum of stages"]
+
+
+def test_router_calls_checked_against_the_engine_run_alone() -> None:
+    local = _row("local", "a", 0.0, 1.0, 1, usage=_usage({"answer": 1}))
+    router = _row("router", "a", 0.0, 1.0, 2, usage=_usage({"classify": 1, "answer": 1}), tried=["local"])
+    assert check_router_rows([local, router]) == []
+    local_more = dict(local, llm_calls=2)
+    problems = check_router_rows([local_more, router])
+    assert len(problems) == 1 and "run alone" in problems[0]["check"]
+    assert problems[0]["expected"] == 3 and problems[0]["actual"] == 2
+
+
+# ---- mock backend ---------------------------------------------------------------------------------
+
+
+def test_model_spec_parsing() -> None:
+    assert parse_model_spec("mock:300").latency_ms == 300
+    spec = parse_model_spec("mock:50:80")
+    assert (spec.kind, spec.latency_ms, spec.tokens_per_s, spec.label) == ("mock", 50, 80, "mock:50:80")
+    assert parse_model_spec("offline").kind == "offline"
+    for bad in ("mock", "mock:abc", "gpt-4", "mock:10:0"):
+        with pytest.raises(BenchInputError):
+            parse_model_spec(bad)
+
+
+def _body(system: str, user: str = "Who is Scrooge?", fmt: dict | None = None) -> dict:
+    body: dict = {"model": "gpt-4.1-mini", "messages": [{"role": "system", "content": system},
+                                                        {"role": "user", "content": user}]}
+    if fmt is not None:
+        body["response_format"] = fmt
+    return body
+
+
+TABLE = "-----Reports-----\nid|title|content\n1|A|B\n"
+
+
+@pytest.mark.parametrize(
+    ("system", "task"),
+    [
+        (prompts.LOCAL_ANSWER.format(citation_rules="", response_type="x", context_data=TABLE), "local_answer"),
+        (prompts.BASIC_ANSWER.format(response_type="x", context_data="-----Sources-----\nid|text\n1|t\n"),
+         "basic_answer"),
+        (prompts.GLOBAL_MAP.format(max_length=100, context_data=TABLE), "global_map"),
+        (prompts.GLOBAL_REDUCE.format(max_length=100, general_knowledge="", response_type="x",
+                                      report_data=prompts.analyst_block(1, 80, "p")), "global_reduce"),
+        (prompts.RATE.format(context_data=TABLE), "rate"),
+        (prompts.DRIFT_HYDE.format(template="# T"), "drift_hyde"),
+        (prompts.DRIFT_PRIMER.format(context_data=TABLE), "drift_primer"),
+        (prompts.DRIFT_FOLLOWUP.format(global_query="q", k_followups=3, context_data=TABLE), "drift_followup"),
+        (prompts.DRIFT_REDUCE.format(response_type="x", report_data=prompts.analyst_block(1, 80, "p")),
+         "drift_reduce"),
+        (prompts.QUESTIONS.format(question_count=3, context_data=TABLE), "questions"),
+    ],
+)
+def test_detect_task_from_each_engine_prompt(system: str, task: str) -> None:
+    assert detect_task(_body(system)) == task
+
+
+def test_detect_task_prefers_the_json_schema_name() -> None:
+    for task, schema in TASK_SCHEMAS.items():
+        fmt = {"type": "json_schema", "json_schema": {"name": schema.__name__, "schema": {}}}
+        assert detect_task(_body("anything", fmt=fmt)) == task
+
+
+# ---- argument errors: message + exit code 2, never a traceback ---------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--index", "/nonexistent/idx", "--queries", "builtin:christmas_carol"], "index path not found"),
+        (["--index", str(CAROL), "--queries", "/nonexistent/q.txt"], "queries file not found"),
+        (["--index", str(CAROL), "--queries", "builtin:christmas_carol", "--engines", "local,vector"],
+         "unknown engine 'vector'"),
+        (["--index", str(CAROL), "--queries", "builtin:christmas_carol", "--model", "mock:fast"],
+         "is not understood"),
+        (["--index", str(CAROL), "--queries", "builtin:christmas_carol", "--repeat", "0"], "must be >= 1"),
+    ],
+)
+def test_bad_arguments_exit_2_with_a_message(argv: list[str], message: str, capsys: pytest.CaptureFixture[str],
+                                             tmp_path: Path) -> None:
+    assert route_bench.main([*argv, "--out", str(tmp_path), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert message in err
+    assert "Traceback" not in err
+
+
+def test_unreadable_index_is_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    empty = tmp_path / "empty_index"
+    empty.mkdir()
+    code = route_bench.main(["--index", str(empty), "--queries", "builtin:christmas_carol", "--limit", "1",
+                             "--out", str(tmp_path / "out"), "--no-progress"])
+    assert code == 2
+    assert "cannot load index" in capsys.readouterr().err
