@@ -1,0 +1,88 @@
+"""Basic search: the k text units most similar to the question, best first, under the token budget."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from engines import prompts
+from engines.base import Engine, QueryRun, check_question, vector_for
+from engines.config import BasicSearchConfig, GraphrouteConfig
+from engines.estimate import CostEstimate, estimate_basic
+from engines.events import ContextReady
+from engines.models.base import Message
+from engines.result import SearchResult
+
+if TYPE_CHECKING:
+    from shared_context.index import Index
+
+
+def top_text_units(index: Index, question: str, k: int, query_vector: Any = None) -> tuple[list[tuple[int, float]], str]:
+    """(text unit position, similarity) best first, and the method used ("vector" or "lexical")."""
+    if query_vector is not None:
+        return index.vectors["text_unit_text"].search(query_vector, k), "vector"
+    from shared_context.linking import lexical_scores
+
+    scores = np.asarray(lexical_scores(index, "text_units", question), dtype=np.float64)
+    order = sorted((i for i in range(len(scores)) if scores[i] > 0), key=lambda i: (-scores[i], i))[:k]
+    return [(i, float(scores[i])) for i in order], "lexical"
+
+
+def sources_section(index: Index, hits: list[tuple[int, float]], budget: int) -> tuple[Any, int]:
+    """The Sources table of `hits` in similarity order; a unit that does not fit is skipped, not the tail."""
+    from shared_context.tables import SectionBuilder
+
+    builder = SectionBuilder("Sources", ["id", "text"], index.tokenizer, budget)
+    skipped = 0
+    for pos, sim in hits:
+        unit = index.text_units[pos]
+        if not builder.add([unit.short_id, unit.text], {"id": unit.short_id, "similarity": round(sim, 4)}):
+            skipped += 1
+    return builder.finish(), skipped
+
+
+class BasicSearch(Engine):
+    name = "basic"
+    config: BasicSearchConfig
+
+    def _section(self, config: Any) -> BasicSearchConfig:
+        if config is None:
+            return BasicSearchConfig()
+        if isinstance(config, GraphrouteConfig):
+            return config.basic
+        if isinstance(config, BasicSearchConfig):
+            return config
+        raise TypeError(f"BasicSearch config must be a BasicSearchConfig or GraphrouteConfig, got {type(config).__name__}")
+
+    def estimate(self, question: str) -> CostEstimate:
+        return estimate_basic(self, question)
+
+    async def _run(self, run: QueryRun, question: str, history: list[Message]) -> SearchResult:
+        link_text, note = check_question(question, self.index)
+        if note:
+            run.degrade("entity_link", note)
+        qv = None
+        if vector_for(self.index, "text_unit_text", run.models):
+            with run.timed("entity_link"):
+                vectors = await run.embed("entity_link", [link_text])
+            qv = None if vectors is None else vectors[0]
+        with run.timed("build_context"):
+            hits, method = top_text_units(self.index, link_text, self.config.k, qv)
+            section, skipped = sources_section(self.index, hits, self.config.max_context_tokens)
+        await run.emit(ContextReady("build_context", section.tokens))
+        run.details.update(retrieval=method, hits=len(hits), skipped_over_budget=skipped)
+        system = prompts.BASIC_ANSWER.format(response_type=self.config.response_type, context_data=section.text)
+        messages: list[Message] = [{"role": "system", "content": system}, {"role": "user", "content": question}]
+        with run.timed("answer"):
+            completion = await run.stream_answer(
+                "answer", "basic_answer", messages,
+                max_tokens=self.config.max_answer_tokens, temperature=self.config.temperature,
+            )
+        return run.finish(
+            self.index,
+            response=completion.text,
+            context_text=section.text,
+            context_records={"Sources": list(section.records)} if section.records else {},
+            empty=not section.records,
+        )

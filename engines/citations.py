@@ -1,0 +1,141 @@
+"""Parse `[Data: Sources (1, 2); Reports (5, +more)]` references and resolve them to text units and documents.
+
+Resolution follows the index's own links: Sources are text units; Entities, Relationships and Claims
+point to the text units they were extracted from; Reports point to their community's text units. Every
+text unit then maps to its document. An id the index does not know is kept with `resolved=False`, so a
+model that invents ids is visible rather than silently dropped.
+"""
+
+from __future__ import annotations
+
+import re
+import weakref
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from shared_context.index import Index
+
+KINDS = ("Sources", "Entities", "Relationships", "Claims", "Reports")
+_KIND_ALIASES = {k.lower(): k for k in KINDS} | {
+    "source": "Sources",
+    "entity": "Entities",
+    "relationship": "Relationships",
+    "claim": "Claims",
+    "report": "Reports",
+    "covariates": "Claims",
+}
+_DATA_BLOCK = re.compile(r"\[Data:\s*([^\[\]]*)\]", re.IGNORECASE)
+_PART = re.compile(r"([A-Za-z][A-Za-z ]*?)\s*\(([^()]*)\)")
+
+
+@dataclass(frozen=True)
+class Citation:
+    kind: str  # Sources | Entities | Relationships | Claims | Reports
+    id: str  # the citation id as written (short id / community number)
+    text_unit_ids: list[str] = field(default_factory=list)
+    document_ids: list[str] = field(default_factory=list)
+    document_titles: list[str] = field(default_factory=list)
+    resolved: bool = True
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def parse_references(text: str) -> list[tuple[str, str]]:
+    """(kind, id) pairs in order of first appearance; `+more` and unknown dataset names are skipped."""
+    seen: dict[tuple[str, str], None] = {}
+    for block in _DATA_BLOCK.finditer(text or ""):
+        for name, ids in _PART.findall(block.group(1)):
+            kind = _KIND_ALIASES.get(name.strip().lower())
+            if kind is None:
+                continue
+            for raw in ids.split(","):
+                ident = raw.strip()
+                if not ident or ident.startswith("+") or ident.lower() == "more":
+                    continue
+                seen.setdefault((kind, ident), None)
+    return list(seen)
+
+
+@dataclass
+class _ShortIdMaps:
+    text_units: dict[str, int]
+    entities: dict[str, int]
+    relationships: dict[str, int]
+    claims: dict[str, int]
+
+
+_MAPS: weakref.WeakKeyDictionary[Any, _ShortIdMaps] = weakref.WeakKeyDictionary()
+
+
+def _maps(index: Index) -> _ShortIdMaps:
+    """Short-id -> position maps, computed once per (immutable) index."""
+    maps = _MAPS.get(index)
+    if maps is None:
+        maps = _ShortIdMaps(
+            text_units={t.short_id: i for i, t in enumerate(index.text_units)},
+            entities={e.short_id: i for i, e in enumerate(index.entities)},
+            relationships={r.short_id: i for i, r in enumerate(index.relationships)},
+            claims={c.short_id: i for i, c in enumerate(index.claims)},
+        )
+        _MAPS[index] = maps
+    return maps
+
+
+def _text_units_of(index: Index, kind: str, ident: str) -> list[str] | None:
+    m = _maps(index)
+    if kind == "Sources":
+        pos = m.text_units.get(ident)
+        return None if pos is None else [index.text_units[pos].id]
+    if kind == "Entities":
+        pos = m.entities.get(ident)
+        return None if pos is None else list(index.entities[pos].text_unit_ids)
+    if kind == "Relationships":
+        pos = m.relationships.get(ident)
+        return None if pos is None else list(index.relationships[pos].text_unit_ids)
+    if kind == "Claims":
+        pos = m.claims.get(ident)
+        if pos is None:
+            return None
+        unit = index.claims[pos].text_unit_id
+        return [unit] if unit else []
+    if kind == "Reports":
+        try:
+            number = int(ident)
+        except ValueError:
+            return None
+        cpos = index.community_pos.get(number)
+        if cpos is not None:
+            return list(index.communities[cpos].text_unit_ids)
+        return [] if number in index.report_pos else None
+    return None
+
+
+def resolve(index: Index, kind: str, ident: str) -> Citation:
+    units = _text_units_of(index, kind, ident)
+    if units is None:
+        return Citation(kind=kind, id=ident, resolved=False)
+    doc_ids: list[str] = []
+    titles: list[str] = []
+    for unit in units:
+        doc = index.document_for_text_unit(unit)
+        if doc is not None and doc.id not in doc_ids:
+            doc_ids.append(doc.id)
+            titles.append(doc.title)
+    return Citation(kind=kind, id=ident, text_unit_ids=units, document_ids=doc_ids, document_titles=titles)
+
+
+def resolve_citations(index: Index, text: str) -> list[Citation]:
+    """Every `[Data: ...]` reference in `text`, resolved against `index`."""
+    return [resolve(index, kind, ident) for kind, ident in parse_references(text)]
+
+
+def union_ids(citations: list[Citation]) -> tuple[list[str], list[str]]:
+    """(text unit ids, document ids) cited, each in first-seen order without duplicates."""
+    units: dict[str, None] = {}
+    docs: dict[str, None] = {}
+    for c in citations:
+        units.update(dict.fromkeys(c.text_unit_ids))
+        docs.update(dict.fromkeys(c.document_ids))
+    return list(units), list(docs)

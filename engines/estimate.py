@@ -1,0 +1,149 @@
+"""Cost estimates without any model call: pure arithmetic on the context the builders would produce.
+
+The router uses them to step down to a cheaper engine under a budget. Call counts are exact for local,
+basic and static/pre-ranked global (batches are built for real, with no model involved) and an upper
+bound for DRIFT; output tokens are typical lengths, not measurements.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
+
+from engines import prompts
+
+if TYPE_CHECKING:
+    from engines.basic import BasicSearch
+    from engines.drift import DriftSearch
+    from engines.global_search import GlobalSearch
+    from engines.local import LocalSearch
+
+# Typical output sizes (tokens) per task, from the prompts' length instructions.
+OUTPUT_GUESS = {
+    "local_answer": 600, "basic_answer": 500, "global_map": 400, "global_reduce": 800, "rate": 60,
+    "drift_hyde": 300, "drift_primer": 700, "drift_followup": 500, "drift_reduce": 800,
+}
+# Latency model for seconds_guess: a hosted model (first token + generation), or the offline model.
+CALL_LATENCY_S = 1.0
+OUTPUT_TOKENS_PER_S = 60.0
+OFFLINE_CALL_S = 0.02
+
+
+@dataclass(frozen=True)
+class CostEstimate:
+    llm_calls: int
+    prompt_tokens: int
+    output_tokens: int
+    cost: float
+    seconds_guess: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class _Tally:
+    def __init__(self, engine: Any, question: str) -> None:
+        self.engine = engine
+        self.tok = engine.index.tokenizer
+        self.q_tokens = self.tok.count(question) + 10  # + message framing
+        self.calls = 0
+        self.prompt = 0
+        self.output = 0
+        self.cost = 0.0
+        self.seconds = 0.0
+
+    def calls_of(self, stage: str, task: str, system_tokens: int, n: int = 1, *, waves: int | None = None,
+                 output: int | None = None) -> None:
+        if n <= 0:
+            return
+        out = OUTPUT_GUESS.get(task, 500) if output is None else output
+        prompt = system_tokens + self.q_tokens
+        self.calls += n
+        self.prompt += n * prompt
+        self.output += n * out
+        self.cost += n * self.engine.models.cost(stage, prompt, out)
+        offline = getattr(self.engine.models.chat(stage), "offline", False)
+        per_wave = OFFLINE_CALL_S if offline else CALL_LATENCY_S + out / OUTPUT_TOKENS_PER_S
+        self.seconds += (n if waves is None else waves) * per_wave
+
+    def result(self) -> CostEstimate:
+        return CostEstimate(self.calls, self.prompt, self.output, round(self.cost, 6), round(self.seconds, 3))
+
+
+def _template_tokens(engine: Any, template: str) -> int:
+    return int(engine.index.tokenizer.count(template))
+
+
+def estimate_local(engine: LocalSearch, question: str) -> CostEstimate:
+    t = _Tally(engine, question)
+    ctx = engine.builder.build(question)
+    t.calls_of("answer", "local_answer", ctx.tokens + _template_tokens(engine, prompts.LOCAL_ANSWER)
+               + _template_tokens(engine, prompts.CITATION_RULES),
+               output=engine.config.max_answer_tokens or OUTPUT_GUESS["local_answer"])
+    return t.result()
+
+
+def estimate_basic(engine: BasicSearch, question: str) -> CostEstimate:
+    from engines.basic import sources_section, top_text_units
+
+    t = _Tally(engine, question)
+    hits, _ = top_text_units(engine.index, question, engine.config.k)
+    section, _ = sources_section(engine.index, hits, engine.config.max_context_tokens)
+    t.calls_of("answer", "basic_answer", section.tokens + _template_tokens(engine, prompts.BASIC_ANSWER))
+    return t.result()
+
+
+def estimate_global(engine: GlobalSearch, question: str) -> CostEstimate:
+    t = _Tally(engine, question)
+    cfg = engine.config
+    if not engine.index.community_reports:
+        return t.result()
+    if cfg.dynamic_community_selection:
+        # Ratings: the root level in full plus, typically, one level of children; map over what is kept.
+        levels = sorted(engine.index.reports_by_level)
+        rated = sum(len(engine.index.reports_by_level[lv]) for lv in levels[:2])
+        t.calls_of("rate", "rate", 800, rated * cfg.dynamic_num_repeats,
+                   waves=math.ceil(rated / cfg.concurrency) * cfg.dynamic_num_repeats)
+    batches = list(engine.builder.build(question))
+    if cfg.max_map_calls is not None:
+        batches = batches[: cfg.max_map_calls]
+    if cfg.dynamic_community_selection:
+        batches = batches[: max(1, math.ceil(len(batches) / 2))]
+    map_system = _template_tokens(engine, prompts.GLOBAL_MAP)
+    n = len(batches)
+    if n:
+        for b in batches:
+            t.calls_of("map", "global_map", map_system + b.tokens, 1, waves=0)
+        offline = getattr(engine.models.chat("map"), "offline", False)
+        per = OFFLINE_CALL_S if offline else CALL_LATENCY_S + OUTPUT_GUESS["global_map"] / OUTPUT_TOKENS_PER_S
+        t.seconds += math.ceil(n / cfg.concurrency) * per
+        points_tokens = n * OUTPUT_GUESS["global_map"]
+        reduce_calls = 1
+        if points_tokens > cfg.data_max_tokens:  # batched reduce: partial answers, then a final merge
+            reduce_calls = math.ceil(points_tokens / cfg.data_max_tokens) + 1
+        reduce_system = _template_tokens(engine, prompts.GLOBAL_REDUCE)
+        per_reduce_input = min(points_tokens, cfg.data_max_tokens)
+        t.calls_of("reduce", "global_reduce", reduce_system + per_reduce_input, reduce_calls,
+                   waves=2 if reduce_calls > 1 else 1)
+    return t.result()
+
+
+def estimate_drift(engine: DriftSearch, question: str) -> CostEstimate:
+    """Upper bound: every fold and every follow-up slot is used."""
+    t = _Tally(engine, question)
+    cfg = engine.config
+    t.calls_of("primer", "drift_hyde", 1500 + _template_tokens(engine, prompts.DRIFT_HYDE))
+    tokens = engine.index.report_tokens
+    k = min(cfg.primer_top_k_reports, len(engine.index.community_reports))
+    if k:
+        mean_report = float(tokens.mean()) if len(tokens) else 0.0
+        folds = min(cfg.primer_folds, k)
+        fold_tokens = int(mean_report * k / folds) + _template_tokens(engine, prompts.DRIFT_PRIMER)
+        t.calls_of("primer", "drift_primer", fold_tokens, folds, waves=math.ceil(folds / cfg.concurrency))
+        follow_system = cfg.local_search_max_context_tokens + _template_tokens(engine, prompts.DRIFT_FOLLOWUP)
+        for _ in range(cfg.n_depth):
+            t.calls_of("followups", "drift_followup", follow_system, cfg.k_followups,
+                       waves=math.ceil(cfg.k_followups / cfg.concurrency))
+    t.calls_of("reduce", "drift_reduce", min(cfg.reduce_max_tokens, 600 * (1 + cfg.n_depth * cfg.k_followups)))
+    return t.result()

@@ -1,0 +1,162 @@
+"""Global search: map over community-report batches (0–100 scored points), then a batched reduce.
+
+Community selection: a static level (or every report), dynamic selection by model ratings
+(`dynamic_selection.py`), or zero-cost pre-ranking by similarity to the question with a budget of map
+calls / tokens applied before any model call.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from engines import prompts
+from engines.base import Engine, QueryRun, gather_bounded, make_params, reraise_bugs, vector_for
+from engines.config import GlobalSearchConfig, GraphrouteConfig
+from engines.dynamic_selection import select_communities, selection_details
+from engines.errors import EngineError
+from engines.estimate import CostEstimate, estimate_global
+from engines.events import ContextReady
+from engines.models.base import Message
+from engines.reduce import Point, ReduceSettings, batched_reduce
+from engines.result import SearchResult
+from engines.schemas import MapResponse
+
+if TYPE_CHECKING:
+    from shared_context.index import Index
+
+
+def community_params(cfg: GlobalSearchConfig) -> dict[str, Any]:
+    """CommunityContextParams fields; a map-call cap becomes a token budget the builder can honour."""
+    caps = [c for c in (cfg.max_context_tokens_total,
+                        cfg.max_map_calls * cfg.max_context_tokens if cfg.max_map_calls else None) if c]
+    return {
+        "max_context_tokens": cfg.max_context_tokens,
+        "community_level": cfg.community_level,
+        "prerank": cfg.prerank,
+        "max_tokens": min(caps) if caps else None,
+        "shuffle_data": cfg.shuffle_data,
+        "random_state": cfg.random_state,
+    }
+
+
+class GlobalSearch(Engine):
+    name = "global"
+    config: GlobalSearchConfig
+
+    def _section(self, config: Any) -> GlobalSearchConfig:
+        if config is None:
+            return GlobalSearchConfig()
+        if isinstance(config, GraphrouteConfig):
+            return config.global_search
+        if isinstance(config, GlobalSearchConfig):
+            return config
+        raise TypeError(
+            f"GlobalSearch config must be a GlobalSearchConfig or GraphrouteConfig, got {type(config).__name__}"
+        )
+
+    def __init__(self, index: Index, model: Any = None, *, embedder: Any = None, config: Any = None) -> None:
+        super().__init__(index, model, embedder=embedder, config=config)
+        from shared_context import CommunityContextBuilder, CommunityContextParams
+
+        self.builder = CommunityContextBuilder(index, make_params(CommunityContextParams, community_params(self.config)))
+
+    def estimate(self, question: str) -> CostEstimate:
+        return estimate_global(self, question)
+
+    async def build_batches(self, run: QueryRun | None, question: str, history: list[Message]) -> list[Any]:
+        """The map batches (no model call unless dynamic selection is on, which rates reports)."""
+        communities = None
+        if run is not None and self.config.dynamic_community_selection:
+            with run.timed("rate"):
+                sel = await select_communities(run, self.index, question, self.config)
+            run.details["dynamic_selection"] = selection_details(sel)
+            communities = sel.communities
+        qv = None
+        if run is not None and self.config.prerank and vector_for(self.index, "community_full_content", run.models):
+            with run.timed("entity_link"):
+                vectors = await run.embed("entity_link", [question])
+            qv = None if vectors is None else vectors[0]
+        if communities is not None and not communities:
+            return []
+        batches = list(self.builder.build(question, query_vector=qv, history=history or None, communities=communities))
+        if self.config.max_map_calls is not None and len(batches) > self.config.max_map_calls:
+            skipped = len(batches) - self.config.max_map_calls
+            batches = batches[: self.config.max_map_calls]
+            if run is not None:
+                run.degrade("map", f"map-call budget of {self.config.max_map_calls}: {skipped} batches not read")
+        return batches
+
+    async def _run(self, run: QueryRun, question: str, history: list[Message]) -> SearchResult:
+        if not self.index.community_reports:
+            run.degrade("build_context", "the index has no community reports")
+            run.details["reason"] = "no community reports"
+            return run.finish(self.index, response=prompts.NO_REPORTS_ANSWER, empty=True)
+        with run.timed("build_context"):
+            batches = await self.build_batches(run, question, history)
+        total_tokens = sum(b.tokens for b in batches)
+        run.details["batches"] = [{"number": i + 1, "tokens": b.tokens, "communities": list(b.communities)}
+                                  for i, b in enumerate(batches)]
+        await run.emit(ContextReady("build_context", total_tokens))
+        context_text = "\n\n".join(b.text for b in batches)
+        records = {"Reports": [{"id": str(c), "batch": i + 1, "in_context": True}
+                               for i, b in enumerate(batches) for c in b.communities]}
+        if not batches:
+            run.details["reason"] = "no community selected"
+            return run.finish(self.index, response=prompts.NO_DATA_ANSWER, context_text="", empty=True)
+
+        points = await self._map(run, question, batches)
+        if not points:
+            return run.finish(self.index, response=prompts.NO_DATA_ANSWER, context_text=context_text,
+                              context_records=records, empty=True)
+        settings = ReduceSettings(
+            task="global_reduce",
+            template=prompts.GLOBAL_REDUCE,
+            data_max_tokens=self.config.data_max_tokens,
+            response_type=self.config.response_type,
+            max_length=self.config.reduce_max_length,
+            general_knowledge=prompts.GENERAL_KNOWLEDGE if self.config.allow_general_knowledge
+            else prompts.NO_GENERAL_KNOWLEDGE,
+            concurrency=self.config.concurrency,
+            max_levels=self.config.max_reduce_levels,
+            temperature=self.config.temperature,
+        )
+        with run.timed("reduce"):
+            final = await batched_reduce(run, question, points, self.index.tokenizer, settings)
+        return run.finish(self.index, response=final.text, context_text=context_text, context_records=records)
+
+    async def _map(self, run: QueryRun, question: str, batches: list[Any]) -> list[Point]:
+        n = len(batches)
+        done = 0
+
+        async def one(batch: Any) -> MapResponse:
+            nonlocal done
+            system = prompts.GLOBAL_MAP.format(context_data=batch.text, max_length=self.config.map_max_length)
+            messages: list[Message] = [{"role": "system", "content": system}, {"role": "user", "content": question}]
+            parsed = await run.complete_json("map", "global_map", messages, MapResponse,
+                                             temperature=self.config.temperature)
+            done += 1
+            await run.progress("map", f"map batch {done}/{n}", done, n)
+            return parsed
+
+        with run.timed("map"):
+            results = await gather_bounded(self.config.concurrency, one, batches)
+        reraise_bugs(results)
+        failures = [(i, r) for i, r in enumerate(results) if isinstance(r, BaseException)]
+        for i, err in failures:
+            run.degrade("map", f"batch {i + 1}/{n}: {err}")
+        if len(failures) == n:
+            raise EngineError(f"all {n} map batches failed; first error: {failures[0][1]}", stage="map", engine=run.engine)
+        points: list[Point] = []
+        responses: list[dict[str, Any]] = []
+        for i, r in enumerate(results):
+            if isinstance(r, BaseException):
+                responses.append({"batch": i + 1, "error": str(r)})
+                continue
+            responses.append({"batch": i + 1, "points": [p.model_dump() for p in r.points]})
+            for p in r.points:
+                if p.score > 0 and p.description.strip():
+                    points.append(Point(float(p.score), p.description, i + 1, (len(points),)))
+        run.details["map_responses"] = responses
+        run.details["points_total"] = sum(len(r.get("points", [])) for r in responses)
+        run.details["points_kept"] = len(points)
+        return points

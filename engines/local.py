@@ -1,0 +1,93 @@
+"""Local search: the entity-centred context of `LocalContextBuilder` + one cited answer."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from engines import prompts
+from engines.base import Engine, QueryRun, check_question, make_params, vector_for
+from engines.config import GraphrouteConfig, LocalContextSettings, LocalSearchConfig
+from engines.estimate import CostEstimate, estimate_local
+from engines.events import ContextReady
+from engines.models.base import Message
+from engines.result import SearchResult
+
+if TYPE_CHECKING:
+    from shared_context.index import Index
+
+
+def local_builder(index: Index, settings: LocalContextSettings) -> Any:
+    from shared_context import LocalContextBuilder, LocalContextParams
+
+    return LocalContextBuilder(index, make_params(LocalContextParams, settings.builder_fields()))
+
+
+def context_records(ctx: Any) -> dict[str, list[dict[str, Any]]]:
+    return {section.name: list(section.records) for section in ctx.sections}
+
+
+async def link_vector(run: QueryRun, index: Index, text: str, stage: str = "entity_link") -> Any:
+    """The query vector for entity linking, when the index has entity vectors for this embedder."""
+    if not vector_for(index, "entity_description", run.models):
+        return None
+    with run.timed(stage):
+        vectors = await run.embed(stage, [text])
+    return None if vectors is None else vectors[0]
+
+
+class LocalSearch(Engine):
+    name = "local"
+    config: LocalSearchConfig
+
+    def _section(self, config: Any) -> LocalSearchConfig:
+        if config is None:
+            return LocalSearchConfig()
+        if isinstance(config, GraphrouteConfig):
+            return config.local
+        if isinstance(config, LocalSearchConfig):
+            return config
+        raise TypeError(f"LocalSearch config must be a LocalSearchConfig or GraphrouteConfig, got {type(config).__name__}")
+
+    def __init__(self, index: Index, model: Any = None, *, embedder: Any = None, config: Any = None) -> None:
+        super().__init__(index, model, embedder=embedder, config=config)
+        self.builder = local_builder(index, self.config)
+
+    def estimate(self, question: str) -> CostEstimate:
+        return estimate_local(self, question)
+
+    async def _run(self, run: QueryRun, question: str, history: list[Message]) -> SearchResult:
+        link_text, note = check_question(question, self.index)
+        if note:
+            run.degrade("entity_link", note)
+        qv = await link_vector(run, self.index, link_text)
+        with run.timed("build_context"):
+            ctx = self.builder.build(link_text, history or None, query_vector=qv)
+        await run.emit(ContextReady("build_context", ctx.tokens))
+        run.details["linked_entities"] = [
+            {"id": e.entity.short_id, "title": e.entity.title, "score": round(float(e.score), 4)} for e in ctx.entities
+        ]
+        link = getattr(ctx, "link", None)
+        if link is not None:
+            run.details["link_mode"] = getattr(link, "mode", "")
+            run.details["link_notes"] = list(getattr(link, "notes", []))
+        system = prompts.LOCAL_ANSWER.format(
+            citation_rules=prompts.CITATION_RULES,
+            response_type=self.config.response_type,
+            context_data=ctx.text,
+        )
+        messages: list[Message] = [{"role": "system", "content": system}, {"role": "user", "content": question}]
+        with run.timed("answer"):
+            completion = await run.stream_answer(
+                "answer",
+                "local_answer",
+                messages,
+                max_tokens=self.config.max_answer_tokens,
+                temperature=self.config.temperature,
+            )
+        return run.finish(
+            self.index,
+            response=completion.text,
+            context_text=ctx.text,
+            context_records=context_records(ctx),
+            empty=not ctx.entities or not ctx.text.strip(),
+        )

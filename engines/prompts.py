@@ -1,0 +1,165 @@
+"""Prompt templates of every engine, following the task contract in ARCHITECTURE.md.
+
+Rules every template keeps (the offline model and humans rely on them): the question is the last
+user message; data (context tables or analyst blocks) sits in the system message; scalar inputs are
+single `Key: value` lines; the instruction text never contains lines shaped like a table title
+(five dashes, a name, five dashes) or an analyst header, so only real data has that shape.
+Templates use `str.format`; literal braces are doubled.
+"""
+
+from __future__ import annotations
+
+CITATION_RULES = """Citations:
+- Support every statement with a data reference in this form: [Data: <dataset name> (record ids)].
+  Dataset names are the table names: Sources, Entities, Relationships, Reports, Claims.
+- Use the values of the id column of each table, never row numbers.
+- List at most 5 ids in one reference; if more records support the point, list the 5 most relevant and add "+more".
+  Example: "Scrooge refuses to donate to charity [Data: Sources (3, 7); Entities (12); Relationships (40, 41, 42, 43, 44, +more)]."
+- Leave out any statement for which the data gives no support."""
+
+LOCAL_ANSWER = """You are a careful research assistant answering a question about the data tables below.
+
+Goal: answer the user's question using only the information in the data tables, at the length and in the format given by the response type. Summarise what the tables say that is relevant, and combine facts from different tables where they agree.
+If the tables do not contain the answer, say plainly that the provided data does not answer the question, and say what the data does cover that is closest. Do not make anything up and do not add knowledge from outside the tables.
+
+{citation_rules}
+
+Style the answer in markdown, with sections and commentary as the length and format call for.
+
+Response type: {response_type}
+
+Data tables:
+
+{context_data}
+"""
+
+BASIC_ANSWER = """You are a careful research assistant answering a question from the text passages below.
+
+Goal: answer the user's question using only the passages, at the length and in the format given by the response type. If the passages do not contain the answer, say plainly that the provided data does not answer the question. Do not add knowledge from outside the passages.
+
+Citations: support every statement with [Data: Sources (ids)], using the values of the id column, at most 5 ids per reference then "+more". Leave out any statement the passages do not support.
+
+Response type: {response_type}
+
+Data tables:
+
+{context_data}
+"""
+
+GLOBAL_MAP = """You are an analyst reading a batch of community reports from a knowledge graph to answer the user's question.
+
+Produce a list of key points that help answer the question. Each point has:
+- "description": a comprehensive description of the point, ending with its report references, e.g. "... [Data: Reports (2, 7, 64, +more)]" (at most 5 ids per reference, ids from the id column);
+- "score": an integer from 0 to 100 for how important the point is to answering the question. A point that only says the reports do not answer the question scores 0.
+Use only the reports. Keep the original meaning of modal verbs such as "shall", "may" or "will". Limit the whole answer to {max_length} words.
+If nothing in the reports is relevant, return {{"points": []}}.
+
+Reply with JSON only, in this shape: {{"points": [{{"description": "point text [Data: Reports (ids)]", "score": 80}}]}}
+
+Data tables:
+
+{context_data}
+"""
+
+GLOBAL_REDUCE = """You are an editor merging the findings of several analysts into one answer to the user's question.
+
+Each analyst block below starts with the analyst number and an importance score; blocks come in descending order of importance.
+Remove what is irrelevant to the question, merge the rest into one answer at the length and in the format of the response type, styled in markdown, and keep every data reference ([Data: Reports (ids)] and any other [Data: ...] reference) exactly as given, at most 5 ids per reference then "+more".
+Do not mention the analysts or their scores. Keep the original meaning of modal verbs such as "shall", "may" or "will". Limit the answer to {max_length} words.
+If the analyst findings do not answer the question, say so plainly.
+{general_knowledge}
+Response type: {response_type}
+
+Analyst findings:
+
+{report_data}
+"""
+
+NO_GENERAL_KNOWLEDGE = "Use only the analysts' findings; do not add outside knowledge.\n"
+
+GENERAL_KNOWLEDGE = (
+    "You may add relevant general knowledge from outside the findings, but tag every such statement "
+    "with [LLM: verify] so the reader can check it.\n"
+)
+
+NO_DATA_ANSWER = "I am sorry but I am unable to answer this question given the provided data."
+
+NO_REPORTS_ANSWER = (
+    "Global search needs community reports, and this index has none (it was built without community "
+    "detection or report summarisation). Use local, DRIFT or basic search on this index instead."
+)
+
+RATE = """You rate how relevant a community report is to the user's question.
+
+Give a rating from 0 to 5: 0 means the report is unrelated, 1 that it is marginally related, 3 that it helps answer part of the question, and 5 that it answers the question directly. Rate it relevant even if it only helps with part of the question.
+Reply with JSON only, in this shape: {{"reason": "one sentence", "rating": 3}}
+
+Data tables:
+
+{context_data}
+"""
+
+DRIFT_HYDE = """Write a hypothetical answer to the user's question, shaped like the template report below: similar structure, sections and length.
+Do not introduce named entities (people, places, organisations) that are not in the question; the answer is a search probe, not a fact.
+Reply with the hypothetical answer only.
+
+-----Template-----
+{template}
+"""
+
+DRIFT_PRIMER = """You are exploring a knowledge graph to answer the user's question, starting from the community reports below (the most similar to the question).
+
+Reply with JSON only, with these keys:
+- "intermediate_answer": a markdown answer of about 2000 characters from these reports alone, beginning with a header that ties it to the question, citing reports as [Data: Reports (ids)];
+- "score": an integer from 0 to 100 for how well the intermediate answer addresses the question;
+- "follow_up_queries": at least 5 single, non-compound questions about specific entities, events or relationships that would help answer the question in more depth.
+Example shape: {{"intermediate_answer": "## ...", "score": 60, "follow_up_queries": ["Who is ...?"]}}
+
+Data tables:
+
+{context_data}
+"""
+
+DRIFT_FOLLOWUP = """You are answering one follow-up question that is part of a larger investigation of an overall question, using the data tables below. Pay particular attention to the Sources table and keep its details.
+
+Reply with JSON only, with these keys:
+- "response": a markdown answer to the follow-up question (the user's message), from the tables only, citing records as [Data: <dataset name> (ids)] with at most 5 ids then "+more". Do not try to answer the overall question here.
+- "score": an integer from 0 to 100 for how useful this answer is to the overall question.
+- "follow_up_queries": up to the maximum number of new single, non-compound questions worth asking next (an empty list when none is needed).
+Example shape: {{"response": "...", "score": 50, "follow_up_queries": ["..."]}}
+
+Overall question: {global_query}
+Max follow-ups: {k_followups}
+
+Data tables:
+
+{context_data}
+"""
+
+DRIFT_REDUCE = """You write the final answer to the user's question from the intermediate findings of a graph exploration below. Each analyst block starts with its number and a score; blocks come in descending order of score.
+Be specific, accurate and concise, at the length and in the format of the response type, in markdown. Keep the [Data: ...] references of the findings you use, at most 5 ids per reference then "+more". Use only the findings; if they do not answer the question, say so plainly. Do not mention the analysts.
+
+Response type: {response_type}
+
+Findings:
+
+{report_data}
+"""
+
+QUESTIONS = """You suggest the next questions a user could ask about the data tables below, given the questions asked so far (the last one is the user's message; earlier ones are in the tables when present).
+
+Write the requested number of questions. Each must be important or urgent given the data, answerable from the tables, and must not mention table names or data fields. If the user's questions name several entities, each suggested question should name all of them.
+Reply with JSON only, in this shape: {{"questions": ["...", "..."]}}
+
+Number of questions: {question_count}
+
+Data tables:
+
+{context_data}
+"""
+
+
+def analyst_block(number: int, score: int | float, text: str) -> str:
+    """One analyst block of the reduce input, exactly as the contract names it."""
+    shown = int(score) if float(score).is_integer() else round(float(score), 1)
+    return f"----Analyst {number}----\nImportance Score: {shown}\n{text.strip()}"

@@ -1,0 +1,127 @@
+"""Question generation: candidate next questions from the local context of the conversation so far.
+
+As GraphRAG's `LocalQuestionGen`: the last question drives the context (earlier ones are history; with
+no history the builder falls back to the best-connected entities). Unlike it, the output is a clean list
+(no bullets or blank lines), every call is counted, and each question is labelled with the engine the
+router's classifier would send it to (None when the classifier is not installed).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from engines import prompts
+from engines.base import ModelSet, QueryRun, normalise_history
+from engines.config import GraphrouteConfig, QuestionGenConfig
+from engines.local import context_records, link_vector, local_builder
+from engines.models.base import Embedder, Message
+from engines.schemas import QuestionList
+from engines.usage import Usage
+
+if TYPE_CHECKING:
+    from shared_context.index import Index
+
+_BULLET = re.compile(r"^\s*(?:[-*•]+|\d+[.)]|Q\d*[:.])\s*")
+NO_HISTORY_PROMPT = "What are the most important questions to ask about this data?"
+
+
+@dataclass(frozen=True)
+class GeneratedQuestion:
+    text: str
+    engine: str | None = None  # "local" | "global" | "drift" as the router would route it
+    confidence: float | None = None
+
+
+@dataclass
+class QuestionResult:
+    questions: list[GeneratedQuestion]
+    usage: Usage = field(default_factory=Usage)
+    context_text: str = ""
+    context_records: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    model: str = ""
+    offline: bool = False
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"questions": [asdict(q) for q in self.questions], "usage": self.usage.to_dict(),
+                "context_text": self.context_text, "model": self.model, "offline": self.offline,
+                "seconds": self.seconds}
+
+
+def clean_questions(raw: Sequence[str], n: int) -> list[str]:
+    """Strip bullets/numbering/quotes, drop blanks and duplicates, keep at most n."""
+    out: list[str] = []
+    seen: set[str] = set()
+    for item in raw:
+        for line in str(item).splitlines():
+            text = _BULLET.sub("", line).strip().strip('"“”\'').strip()
+            key = text.lower()
+            if text and key not in seen:
+                seen.add(key)
+                out.append(text)
+    return out[:n]
+
+
+def _labeller(index: Index) -> Any:
+    try:
+        from router.classifier import classify
+    except ImportError:
+        return None
+    return lambda q: classify(q, index)
+
+
+class QuestionGenerator:
+    def __init__(self, index: Index, model: Any = None, *, embedder: Embedder | None = None, config: Any = None):
+        self.index = index
+        full = config if isinstance(config, GraphrouteConfig) else None
+        if config is None:
+            self.config = QuestionGenConfig()
+        elif isinstance(config, GraphrouteConfig):
+            self.config = config.questions
+        elif isinstance(config, QuestionGenConfig):
+            self.config = config
+        else:
+            raise TypeError(f"QuestionGenerator config must be a QuestionGenConfig or GraphrouteConfig, "
+                            f"got {type(config).__name__}")
+        self.models = ModelSet(index, model, embedder, full)
+        self.builder = local_builder(index, self.config.local_context())
+
+    async def generate(self, history: Sequence[str] | Sequence[Message] | None = None, n: int | None = None
+                       ) -> QuestionResult:
+        count = self.config.n if n is None else n
+        if count < 1:
+            raise ValueError("n must be >= 1")
+        messages = normalise_history(history)
+        user_turns = [m for m in messages if m["role"] == "user"]
+        question = user_turns[-1]["content"].strip() if user_turns else ""
+        earlier = messages[: messages.index(user_turns[-1])] if user_turns else []
+
+        async def ignore(_: Any) -> None:
+            return None
+
+        run = QueryRun("questions", question, self.models, ignore)
+        qv = await link_vector(run, self.index, question) if question else None
+        with run.timed("build_context"):
+            ctx = self.builder.build(question, earlier or None, query_vector=qv)
+        system = prompts.QUESTIONS.format(question_count=count, context_data=ctx.text)
+        chat: list[Message] = [{"role": "system", "content": system},
+                               {"role": "user", "content": question or NO_HISTORY_PROMPT}]
+        with run.timed("answer"):
+            parsed = await run.complete_json("answer", "questions", chat, QuestionList, temperature=self.config.temperature)
+        label = _labeller(self.index)
+        out: list[GeneratedQuestion] = []
+        for text in clean_questions(parsed.questions, count):
+            if label is None:
+                out.append(GeneratedQuestion(text))
+                continue
+            decision = label(text)
+            out.append(GeneratedQuestion(text, getattr(decision, "engine", None),
+                                         getattr(decision, "confidence", None)))
+        answer_model = self.models.chat("answer")
+        import time
+
+        return QuestionResult(out, run.usage, ctx.text, context_records(ctx), answer_model.name,
+                              bool(getattr(answer_model, "offline", False)), time.perf_counter() - run.started)

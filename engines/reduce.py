@@ -1,0 +1,177 @@
+"""Batched reduce: merge scored points into one answer without dropping any for lack of room.
+
+GraphRAG sorts the points, appends them until `max_data_tokens` and silently drops the rest. Here the
+points are sorted by score (stable, so ties keep batch order) and split into batches that each fit the
+budget. One batch → one (streamed) reduce call. Several → each batch is reduced to a partial answer,
+and the partial answers (scored by their best point, so order is kept) are reduced again, recursively,
+until one batch remains. Every non-zero point therefore reaches a reduce call.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from engines import prompts
+from engines.base import QueryRun, gather_bounded, reraise_bugs
+from engines.errors import EngineError
+from engines.models.base import Completion, Message
+
+if TYPE_CHECKING:
+    from shared_context.tokens import Tokenizer
+
+# Tokens of the "\n\n" separator between analyst blocks (an upper bound; BPE may merge it).
+_SEPARATOR_TOKENS = 2
+
+
+@dataclass(frozen=True)
+class Point:
+    score: float
+    text: str
+    analyst: int  # 1-based batch (map) number, or partial-answer number at higher levels
+    ids: tuple[int, ...] = ()  # indices of the original points this one carries (for accounting)
+
+
+@dataclass
+class ReduceSettings:
+    task: str  # "global_reduce" | "drift_reduce"
+    template: str  # prompts.GLOBAL_REDUCE / prompts.DRIFT_REDUCE
+    data_max_tokens: int
+    response_type: str
+    max_length: int = 2000
+    general_knowledge: str = ""
+    concurrency: int = 8
+    max_levels: int = 6
+    temperature: float | None = 0.0
+    fields: dict[str, Any] = field(default_factory=dict)  # extra template slots
+
+
+def sort_points(points: list[Point]) -> list[Point]:
+    return sorted(points, key=lambda p: -p.score)  # stable: ties keep their order
+
+
+def _block(p: Point, number: int) -> str:
+    return prompts.analyst_block(number, p.score, p.text)
+
+
+def fit_point(p: Point, tokenizer: Tokenizer, budget: int) -> tuple[Point, bool]:
+    """A point whose block alone exceeds the budget is cut to fit (True when cut)."""
+    tokens = tokenizer.count(_block(p, p.analyst))
+    if tokens <= budget:
+        return p, False
+    overhead = tokens - tokenizer.count(p.text.strip())
+    keep = max(budget - overhead - 4, 1)
+    return Point(p.score, tokenizer.truncate(p.text, keep) + " …", p.analyst, p.ids), True
+
+
+def partition(points: list[Point], tokenizer: Tokenizer, budget: int) -> list[list[Point]]:
+    """Consecutive batches (in score order) whose rendered blocks each fit `budget`."""
+    batches: list[list[Point]] = []
+    current: list[Point] = []
+    used = 0
+    for p in points:
+        cost = tokenizer.count(_block(p, p.analyst)) + _SEPARATOR_TOKENS
+        if current and used + cost > budget:
+            batches.append(current)
+            current, used = [], 0
+        current.append(p)
+        used += cost
+    if current:
+        batches.append(current)
+    return batches
+
+
+def render(points: list[Point]) -> str:
+    return "\n\n".join(_block(p, p.analyst) for p in points)
+
+
+def _messages(settings: ReduceSettings, question: str, data: str) -> list[Message]:
+    system = settings.template.format(
+        report_data=data,
+        response_type=settings.response_type,
+        max_length=settings.max_length,
+        general_knowledge=settings.general_knowledge,
+        **settings.fields,
+    )
+    return [{"role": "system", "content": system}, {"role": "user", "content": question}]
+
+
+async def batched_reduce(
+    run: QueryRun, question: str, points: list[Point], tokenizer: Tokenizer, settings: ReduceSettings
+) -> Completion:
+    """Reduce `points` (any number) to one answer; the last call streams its deltas."""
+    info: dict[str, Any] = {"points_in": len(points), "levels": 0, "calls": 0, "batches_per_level": [],
+                            "points_truncated": 0, "points_lost": 0}
+    run.details["reduce"] = info
+    budget = settings.data_max_tokens
+    items = []
+    for p in sort_points(points):
+        fitted, cut = fit_point(p, tokenizer, budget)
+        items.append(fitted)
+        info["points_truncated"] += int(cut)
+    level = 0
+    while True:
+        level += 1
+        batches = partition(items, tokenizer, budget)
+        info["levels"] = level
+        info["batches_per_level"].append(len(batches))
+        if len(batches) == 1:
+            info["calls"] += 1
+            await run.progress("reduce", f"final reduce of {len(batches[0])} points", 1, 1)
+            final = await run.stream_answer(
+                "reduce", settings.task, _messages(settings, question, render(batches[0])),
+                temperature=settings.temperature,
+            )
+            if level == 1:
+                info["points_reduced"] = len(batches[0])
+            return final
+        if level >= settings.max_levels:
+            raise EngineError(f"reduce did not converge after {level} levels", stage="reduce", engine=run.engine)
+        items = await _reduce_level(run, question, batches, tokenizer, settings, level, info)
+
+
+async def _reduce_level(
+    run: QueryRun,
+    question: str,
+    batches: list[list[Point]],
+    tokenizer: Tokenizer,
+    settings: ReduceSettings,
+    level: int,
+    info: dict[str, Any],
+) -> list[Point]:
+    """Reduce each batch to a partial answer; partial answers keep the best score of their batch."""
+    # Cap each partial so that at least two always fit one budget: the next level has fewer items.
+    partial_tokens = max(64, settings.data_max_tokens // 2 - 32)
+    n = len(batches)
+    done = 0
+
+    async def one(batch: list[Point]) -> Completion:
+        nonlocal done
+        completion = await run.complete(
+            "reduce", settings.task, _messages(settings, question, render(batch)),
+            max_tokens=partial_tokens, temperature=settings.temperature,
+        )
+        done += 1
+        await run.progress("reduce", f"reduce level {level} batch {done}/{n}", done, n)
+        return completion
+
+    results = await gather_bounded(settings.concurrency, one, batches)
+    reraise_bugs(results)
+    info["calls"] += n
+    if level == 1:
+        info["points_reduced"] = sum(len(b) for b in batches)
+    partials: list[Point] = []
+    for i, (batch, res) in enumerate(zip(batches, results, strict=True)):
+        if isinstance(res, BaseException):
+            lost = sum(max(len(p.ids), 1) for p in batch)
+            info["points_lost"] += lost
+            run.degrade("reduce", f"reduce level {level} batch {i + 1}/{n} failed ({lost} points missing): {res}")
+            continue
+        ids = tuple(x for p in batch for x in p.ids)
+        fitted, _ = fit_point(
+            Point(max(p.score for p in batch), res.text, len(partials) + 1, ids), tokenizer, settings.data_max_tokens
+        )
+        partials.append(fitted)
+    if not partials:
+        raise EngineError(f"all {n} reduce batches failed at level {level}", stage="reduce", engine=run.engine)
+    return partials
