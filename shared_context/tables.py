@@ -30,7 +30,7 @@ __all__ = [
     "section_title",
 ]
 
-_QUOTE_TRIGGERS = ('|', '"', "\n", "\r")
+_QUOTE_TRIGGERS = ("|", '"', "\n", "\r")
 
 T = TypeVar("T")
 
@@ -86,10 +86,22 @@ class ContextSection:
     tokens: int
     budget: int
     records: list[dict[str, Any]] = field(default_factory=list)
+    builder: SectionBuilder | None = field(default=None, repr=False, compare=False)
 
     @property
     def in_context(self) -> list[dict[str, Any]]:
         return [r for r in self.records if r.get("in_context")]
+
+    def shrink(self, tokens: int) -> None:
+        """Free at least `tokens` by dropping rows from the end (their records become in_context=False)."""
+        if self.builder is None or not self.text:
+            return
+        self.builder.budget = max(self.tokens - tokens, 0)
+        kept = self.builder.finish()
+        dropped = self.in_context[len(kept.records) :]
+        for record in dropped:
+            record["in_context"] = False
+        self.text, self.tokens = kept.text, kept.tokens
 
 
 class SectionBuilder:
@@ -106,7 +118,7 @@ class SectionBuilder:
         self.tokenizer = tokenizer
         self.budget = max(int(budget), 0)
         self._head = section_title(name) + "\n" + render_row(self.header)
-        self.head_tokens = tokenizer.count(self._head + "\n")
+        self.head_tokens = _head_tokens(tokenizer, self._head + "\n")
         self.lines: list[str] = []
         self.records: list[dict[str, Any]] = []
         self.used = self.head_tokens
@@ -132,7 +144,12 @@ class SectionBuilder:
         return self.add_line(line, self.row_tokens(line), record)
 
     def add_truncated(
-        self, cells: Sequence[Any], field_index: int, record: dict[str, Any] | None = None, *, suffix: str = " …"
+        self,
+        cells: Sequence[Any],
+        field_index: int,
+        record: dict[str, Any] | None = None,
+        *,
+        suffix: str = " …",
     ) -> bool:
         """Add a row whose `field_index` cell is cut so the row fits the remaining budget.
 
@@ -173,7 +190,21 @@ class SectionBuilder:
             text = self.text()
             tokens = self.tokenizer.count(text)
         self.used = tokens
-        return ContextSection(self.name, text, tokens, self.budget, list(self.records))
+        return ContextSection(self.name, text, tokens, self.budget, list(self.records), builder=self)
+
+
+_head_cache: dict[tuple[str, str], int] = {}
+
+
+def _head_tokens(tokenizer: Tokenizer, head: str) -> int:
+    """Token count of a section title + header (a handful of distinct strings per process)."""
+    key = (tokenizer.encoding_name, head)
+    n = _head_cache.get(key)
+    if n is None:
+        n = tokenizer.count(head)
+        if len(_head_cache) < 4096:
+            _head_cache[key] = n
+    return n
 
 
 # ---------------------------------------------------------------------------- per-index side caches

@@ -1,0 +1,497 @@
+"""`LocalContextBuilder`: GraphRAG's mixed local context (history, reports, entities, relationships,
+claims, sources), built from the index's precomputed adjacency with GraphRAG's defects fixed.
+
+Budget flow (documented contract): the history table takes at most `conversation_history_prop` of
+`max_context_tokens` first; a few tokens are reserved for the blank lines joining sections; the rest
+(M) is split like GraphRAG (reports = M·community_prop, local = M·(1 − community_prop − text_unit_prop),
+sources = M·text_unit_prop), but what a section leaves unused flows on to the next one:
+reports → local (entities + relationships + claims) → sources. The whole text never exceeds
+`max_context_tokens` and each section never exceeds its (possibly enlarged) budget.
+
+Fixed GraphRAG defects: entity selection trimmed to `top_k_mapped_entities` (bug 3); no "[]" or empty
+sections (bug 4); reports fall back to their summary, or are truncated, when the full text does not fit;
+the history table keeps the newest turns (bug 5); relationship `links` are computed per query and never
+written into shared objects (bug 6); misspelled parameters are errors (bug 21); candidate reports are
+really found (bug 7); text units are cited by `short_id` (bug 23).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from shared_context.history import HISTORY_SECTION, build_history_section, recent_user_turns
+from shared_context.linking import LinkedEntity, LinkResult, link_entities
+from shared_context.tables import (
+    ContextSection,
+    SectionBuilder,
+    join_sections,
+    per_index_cache,
+    render_row,
+)
+from shared_context.text_unit_selection import select_text_units
+
+__all__ = ["LocalContext", "LocalContextBuilder", "LocalContextParams", "select_relationships"]
+
+SECTION_ORDER = (HISTORY_SECTION, "Reports", "Entities", "Relationships", "Claims", "Sources")
+_CLAIM_HEADER = ["id", "entity", "object_id", "status", "start_date", "end_date", "description"]
+
+
+class LocalContextParams(BaseModel):
+    """GraphRAG's local-search context parameters (names and effective defaults), plus strategy knobs."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    max_context_tokens: int = Field(default=12_000, ge=0)
+    text_unit_prop: float = Field(default=0.5, ge=0.0, le=1.0)
+    community_prop: float = Field(default=0.15, ge=0.0, le=1.0)
+    top_k_mapped_entities: int = Field(default=10, ge=0)
+    top_k_relationships: int = Field(default=10, ge=0)
+    conversation_history_max_turns: int = Field(default=5, ge=0)
+    conversation_history_user_turns_only: bool = True
+    # graphroute extension: cap on the history table's share of max_context_tokens (GraphRAG has none).
+    conversation_history_prop: float = Field(default=0.25, ge=0.0, le=1.0)
+    include_entity_rank: bool = True
+    rank_description: str = "number of relationships"
+    include_relationship_weight: bool = True
+    include_community_rank: bool = False
+    use_community_summary: bool = False
+    min_community_rank: float = 0
+    return_candidate_context: bool = False
+    text_unit_strategy: Literal["graphrag", "per_entity_cap", "round_robin", "weighted", "min_guarantee"] = (
+        "graphrag"
+    )
+    per_entity_cap: int = Field(default=3, ge=1)
+    min_units_per_entity: int = Field(default=1, ge=0)
+
+    @model_validator(mode="after")
+    def _props_fit(self) -> LocalContextParams:
+        if self.community_prop + self.text_unit_prop > 1:
+            raise ValueError(
+                f"community_prop ({self.community_prop}) + text_unit_prop ({self.text_unit_prop}) must not "
+                "exceed 1: together they are shares of the same context budget"
+            )
+        return self
+
+
+@dataclass
+class LocalContext:
+    text: str
+    tokens: int
+    sections: list[ContextSection]
+    entities: list[LinkedEntity]
+    link: LinkResult
+    text_unit_ids: list[str]
+    params: LocalContextParams
+    budgets: dict[str, int] = field(default_factory=dict)
+
+    def section(self, name: str) -> ContextSection | None:
+        return next((s for s in self.sections if s.name == name), None)
+
+    @property
+    def records(self) -> dict[str, list[dict[str, Any]]]:
+        return {s.name: s.records for s in self.sections}
+
+
+# ---------------------------------------------------------------------------- relationships
+
+
+@dataclass
+class _RelArrays:
+    combined: np.ndarray
+    weight: np.ndarray
+
+
+def _rel_arrays(index: Any) -> _RelArrays:
+    def build() -> _RelArrays:
+        rels = index.relationships
+        return _RelArrays(
+            np.fromiter((r.combined_degree for r in rels), dtype=np.float64, count=len(rels)),
+            np.fromiter((r.weight for r in rels), dtype=np.float64, count=len(rels)),
+        )
+
+    return per_index_cache(index, "local.rel_arrays", build)
+
+
+def _entity_rel_array(index: Any, entity: int) -> np.ndarray:
+    cache: dict[int, np.ndarray] = per_index_cache(index, "local.entity_rels", dict)
+    arr = cache.get(entity)
+    if arr is None:
+        arr = np.asarray(index.entity_relationships[entity], dtype=np.int64)
+        cache[entity] = arr
+    return arr
+
+
+def select_relationships(index: Any, entities: Sequence[int], top_k: int) -> tuple[list[int], list[int]]:
+    """(in-network, out-network) relationship positions for the entity set, GraphRAG's ranking:
+    in-network (both ends selected) by combined degree; out-network by (links, combined degree, weight),
+    where links = how many selected entities the outside endpoint connects to; at most
+    `top_k * len(entities)` out-network relationships. Only the entities' own adjacency is read."""
+    if not entities:
+        return [], []
+    parts = [_entity_rel_array(index, e) for e in entities]
+    rels = np.unique(np.concatenate(parts)) if len(parts) > 1 else parts[0]
+    if len(rels) == 0:
+        return [], []
+    arrays = _rel_arrays(index)
+    selected = np.asarray(sorted(set(entities)), dtype=np.int64)
+    ends = index.relationship_endpoints[rels]
+    inside = np.isin(ends, selected)
+    in_net = inside[:, 0] & inside[:, 1]
+    out_net = inside[:, 0] ^ inside[:, 1]
+    combined, weight = arrays.combined[rels], arrays.weight[rels]
+    in_rels = rels[in_net]
+    in_order = np.lexsort((in_rels, -weight[in_net], -combined[in_net]))
+    in_list = in_rels[in_order].tolist()
+    out_rels = rels[out_net]
+    if len(out_rels) == 0 or top_k == 0:
+        return in_list, []
+    o_ends = ends[out_net]
+    outside = np.where(inside[out_net][:, 0], o_ends[:, 1], o_ends[:, 0])
+    member = np.where(inside[out_net][:, 0], o_ends[:, 0], o_ends[:, 1])
+    # links(x): distinct selected entities linked to outside entity x (a dangling end, -1, is its own x)
+    pair_codes = np.unique((outside + 1) * (len(index.entities) + 1) + member)
+    linked_outside = pair_codes // (len(index.entities) + 1) - 1
+    uniq, counts = np.unique(linked_outside, return_counts=True)
+    links = counts[np.searchsorted(uniq, outside)]
+    order = np.lexsort((out_rels, -weight[out_net], -combined[out_net], -links))
+    return in_list, out_rels[order][: top_k * len(entities)].tolist()
+
+
+# ---------------------------------------------------------------------------- row caches
+
+
+def _row(index: Any, kind: str, pos: int, variant: tuple[Any, ...], cells: Any) -> tuple[str, int]:
+    """Rendered row and its token count (with line end), cached per index: rows only depend on the
+    record and the column options, never on the query."""
+    cache: dict[tuple[Any, ...], tuple[str, int]] = per_index_cache(index, "local.rows", dict)
+    key = (kind, pos, *variant)
+    hit = cache.get(key)
+    if hit is None:
+        line = render_row(cells() if callable(cells) else cells)
+        hit = (line, index.tokenizer.count(line + "\n"))
+        cache[key] = hit
+    return hit
+
+
+class LocalContextBuilder:
+    """Builds the local-search context for one query; pure and deterministic (see module docstring)."""
+
+    def __init__(self, index: Any, params: LocalContextParams | Mapping[str, Any] | None = None) -> None:
+        self.index = index
+        if params is None:
+            params = LocalContextParams()
+        elif not isinstance(params, LocalContextParams):
+            params = LocalContextParams.model_validate(dict(params))
+        self.params = params
+
+    def _params(self, overrides: Mapping[str, Any]) -> LocalContextParams:
+        if not overrides:
+            return self.params
+        return LocalContextParams.model_validate({**self.params.model_dump(), **overrides})
+
+    def build(
+        self,
+        query: str,
+        history: Sequence[Mapping[str, Any]] | None = None,
+        *,
+        query_vector: np.ndarray | None = None,
+        include_entity_names: Sequence[str] = (),
+        exclude_entity_names: Sequence[str] = (),
+        **overrides: Any,
+    ) -> LocalContext:
+        p = self._params(overrides)
+        index = self.index
+        tok = index.tokenizer
+        turns = recent_user_turns(history, p.conversation_history_max_turns)
+        link = link_entities(
+            index,
+            query,
+            history_turns=turns,
+            query_vector=query_vector,
+            k=p.top_k_mapped_entities,
+            include=include_entity_names,
+            exclude=exclude_entity_names,
+        )
+        sections: list[ContextSection] = []
+        budgets: dict[str, int] = {}
+        total = p.max_context_tokens
+        if history:
+            budgets[HISTORY_SECTION] = int(total * p.conversation_history_prop)
+            hist = build_history_section(
+                history,
+                tok,
+                budget=budgets[HISTORY_SECTION],
+                max_turns=p.conversation_history_max_turns,
+                user_turns_only=p.conversation_history_user_turns_only,
+            )
+            sections.append(hist)
+            total -= hist.tokens
+        separators = tok.count("\n\n") * (len(SECTION_ORDER) - 1)
+        m = max(total - separators, 0)
+
+        budgets["Reports"] = max(int(m * p.community_prop), 0)
+        reports = self._reports(link.entities, budgets["Reports"], p)
+        local_budget = max(int(m * (1 - p.community_prop - p.text_unit_prop)), 0)
+        local_budget += budgets["Reports"] - reports.tokens
+        local_sections = self._local(link.entities, local_budget, p)
+        used_local = sum(s.tokens for s in local_sections)
+        budgets["Entities"] = local_budget  # entities, relationships and claims share this budget
+        budgets["Sources"] = max(m - reports.tokens - used_local, 0)
+        sources = self._sources(link, budgets["Sources"], p)
+        sections.extend([reports, *local_sections, sources])
+        sections = [s for s in sections if s.text or s.records]
+
+        text = join_sections([s.text for s in sections])
+        tokens = tok.count(text)
+        while tokens > p.max_context_tokens:  # BPE merges across joins are rare; never overshoot anyway
+            victim = next(s for s in reversed(sections) if s.text)
+            victim.shrink(tokens - p.max_context_tokens)
+            text = join_sections([s.text for s in sections])
+            tokens = tok.count(text)
+        source_records = sources.in_context if sources.text else []
+        return LocalContext(
+            text=text,
+            tokens=tokens,
+            sections=sections,
+            entities=list(link.entities),
+            link=link,
+            text_unit_ids=[str(r["id"]) for r in source_records],
+            params=p,
+            budgets=budgets,
+        )
+
+    # ------------------------------------------------------------------ reports
+
+    def _reports(self, linked: Sequence[LinkedEntity], budget: int, p: LocalContextParams) -> ContextSection:
+        index = self.index
+        header = ["id", "title", "content"] + (["rank"] if p.include_community_rank else [])
+        builder = SectionBuilder("Reports", header, index.tokenizer, budget)
+        matches: dict[int, int] = {}
+        for e in linked:
+            for community in index.entity_communities[e.position]:
+                if community in index.report_pos:
+                    matches[community] = matches.get(community, 0) + 1
+        candidates = []
+        for community, count in matches.items():
+            report = index.community_reports[index.report_pos[community]]
+            if report.rank is not None and report.rank >= p.min_community_rank:
+                candidates.append((count, report))
+        # (matches, level, rank) descending: among communities holding as many selected entities, the
+        # deepest is the most specific, so it beats its ancestors; rank breaks the remaining ties.
+        candidates.sort(key=lambda cr: (-cr[0], -cr[1].level, -(cr[1].rank or 0.0), cr[1].community))
+        rejected: list[dict[str, Any]] = []
+        for count, report in candidates:
+            pos = index.report_pos[report.community]
+            rank_cells = [report.rank] if p.include_community_rank else []
+            record = {"id": report.short_id, "title": report.title, "rank": report.rank, "matches": count}
+            added = False
+            for use_summary in (True,) if p.use_community_summary else (False, True):
+                content = report.summary if use_summary else report.full_content
+                if not content:
+                    continue
+                line, n = _row(
+                    index,
+                    "report",
+                    pos,
+                    (use_summary, p.include_community_rank),
+                    lambda c=content, r=report, rc=rank_cells: [r.short_id, r.title, c, *rc],
+                )
+                if builder.add_line(line, n, dict(record, content=content)):
+                    added = True
+                    break
+            if not added and not len(builder):
+                content = report.summary if p.use_community_summary else report.full_content
+                added = builder.add_truncated(
+                    [report.short_id, report.title, content, *rank_cells], 2, dict(record, content=content)
+                )
+            if not added:
+                rejected.append(
+                    dict(record, content=report.summary if p.use_community_summary else report.full_content)
+                )
+        section = builder.finish()
+        if p.return_candidate_context:
+            section.records.extend(dict(r, in_context=False) for r in rejected)
+        return section
+
+    # ------------------------------------------------------------------ entities, relationships, claims
+
+    def _entity_cells(self, pos: int, p: LocalContextParams) -> list[Any]:
+        e = self.index.entities[pos]
+        return [e.short_id, e.title, e.description] + ([e.degree] if p.include_entity_rank else [])
+
+    def _entity_record(self, pos: int, p: LocalContextParams) -> dict[str, Any]:
+        e = self.index.entities[pos]
+        rec = {"id": e.short_id, "entity": e.title, "description": e.description, "position": pos}
+        if p.include_entity_rank:
+            rec[p.rank_description] = e.degree
+        return rec
+
+    def _rel_line(self, pos: int, p: LocalContextParams) -> tuple[str, int]:
+        r = self.index.relationships[pos]
+        cells = [r.short_id, r.source, r.target, r.description] + (
+            [r.weight] if p.include_relationship_weight else []
+        )
+        return _row(self.index, "rel", pos, (p.include_relationship_weight,), cells)
+
+    def _rel_record(self, pos: int, p: LocalContextParams) -> dict[str, Any]:
+        r = self.index.relationships[pos]
+        rec: dict[str, Any] = {
+            "id": r.short_id,
+            "source": r.source,
+            "target": r.target,
+            "description": r.description,
+            "position": pos,
+        }
+        if p.include_relationship_weight:
+            rec["weight"] = r.weight
+        return rec
+
+    def _claim_line(self, pos: int) -> tuple[str, int]:
+        c = self.index.claims[pos]
+        return _row(
+            self.index,
+            "claim",
+            pos,
+            (),
+            [c.short_id, c.subject, c.object, c.status, c.start_date, c.end_date, c.description],
+        )
+
+    def _claim_record(self, pos: int) -> dict[str, Any]:
+        c = self.index.claims[pos]
+        values = [c.short_id, c.subject, c.object, c.status, c.start_date, c.end_date, c.description]
+        return dict(zip(_CLAIM_HEADER, values, strict=True)) | {"position": pos}
+
+    def _local(
+        self, linked: Sequence[LinkedEntity], budget: int, p: LocalContextParams
+    ) -> list[ContextSection]:
+        index = self.index
+        tok = index.tokenizer
+        ent_header = ["id", "entity", "description"] + ([p.rank_description] if p.include_entity_rank else [])
+        ents = SectionBuilder("Entities", ent_header, tok, budget)
+        rejected_entities: list[int] = []
+        for e in linked:
+            line, n = _row(
+                index,
+                "entity",
+                e.position,
+                (p.include_entity_rank,),
+                lambda e=e: self._entity_cells(e.position, p),
+            )
+            if not ents.add_line(line, n, self._entity_record(e.position, p)):
+                rejected_entities.append(e.position)
+        ent_section = ents.finish()
+        in_table = [int(r["position"]) for r in ent_section.records]
+        rel_header = ["id", "source", "target", "description"] + (
+            ["weight"] if p.include_relationship_weight else []
+        )
+        rel_head = tok.count("-----Relationships-----\n" + render_row(rel_header) + "\n")
+        claim_head = tok.count("-----Claims-----\n" + render_row(_CLAIM_HEADER) + "\n")
+
+        # GraphRAG's rule: add entities one by one and keep the largest prefix whose relationships and
+        # claims fit together with the entity table (costs come from cached row counts, no rendering).
+        remaining = budget - ent_section.tokens
+        chosen: tuple[list[int], list[int]] = ([], [])
+        for size in range(1, len(in_table) + 1):
+            prefix = in_table[:size]
+            in_rels, out_rels = select_relationships(index, prefix, p.top_k_relationships)
+            rels = in_rels + out_rels
+            claims = [c for e in prefix for c in index.entity_claims[e]]
+            cost = (rel_head if rels else 0) + sum(self._rel_line(r, p)[1] for r in rels)
+            cost += (claim_head if claims else 0) + sum(self._claim_line(c)[1] for c in claims)
+            if cost > remaining:
+                if size == 1:  # not even the first entity's rows fit: take what fits of them, in order
+                    chosen = (rels, claims)
+                break
+            chosen = (rels, claims)
+        rel_builder = SectionBuilder("Relationships", rel_header, tok, remaining)
+        for r in chosen[0]:
+            rel_builder.add_line(*self._rel_line(r, p), self._rel_record(r, p))
+        rel_section = rel_builder.finish()
+        claim_builder = SectionBuilder("Claims", _CLAIM_HEADER, tok, remaining - rel_section.tokens)
+        for c in chosen[1]:
+            claim_builder.add_line(*self._claim_line(c), self._claim_record(c))
+        claim_section = claim_builder.finish()
+
+        if p.return_candidate_context:
+            self._add_local_candidates(linked, ent_section, rel_section, claim_section, p)
+        return [ent_section, rel_section, claim_section]
+
+    def _add_local_candidates(
+        self,
+        linked: Sequence[LinkedEntity],
+        ent_section: ContextSection,
+        rel_section: ContextSection,
+        claim_section: ContextSection,
+        p: LocalContextParams,
+    ) -> None:
+        """GraphRAG's candidate context: every relationship and claim of the selected entities and every
+        entity at the end of those relationships, marked in_context=False when not shown."""
+        index = self.index
+        selected = [e.position for e in linked]
+        shown_rels = {int(r["position"]) for r in rel_section.records}
+        cand_rels = sorted({r for e in selected for r in index.entity_relationships[e]} - shown_rels)
+        rel_section.records.extend(dict(self._rel_record(r, p), in_context=False) for r in cand_rels)
+        shown_entities = {int(r["position"]) for r in ent_section.records}
+        cand_entities = [e for e in selected if e not in shown_entities]
+        ends = index.relationship_endpoints[cand_rels] if cand_rels else np.zeros((0, 2), dtype=np.int64)
+        others = sorted(set(ends.ravel().tolist()) - shown_entities - set(cand_entities) - {-1})
+        ent_section.records.extend(
+            dict(self._entity_record(e, p), in_context=False) for e in [*cand_entities, *others]
+        )
+        shown_claims = {int(r["position"]) for r in claim_section.records}
+        claim_section.records.extend(
+            dict(self._claim_record(c), in_context=False)
+            for e in selected
+            for c in index.entity_claims[e]
+            if c not in shown_claims
+        )
+
+    # ------------------------------------------------------------------ sources
+
+    def _sources(self, link: LinkResult, budget: int, p: LocalContextParams) -> ContextSection:
+        index = self.index
+        builder = SectionBuilder("Sources", ["id", "text"], index.tokenizer, budget)
+        positions = [e.position for e in link.entities]
+
+        def unit_line(u: int) -> tuple[str, int]:
+            t = index.text_units[u]
+            return _row(index, "unit", u, (), [t.short_id, t.text])
+
+        candidates = select_text_units(
+            index,
+            positions,
+            strategy=p.text_unit_strategy,
+            scores=[e.score for e in link.entities],
+            budget=max(budget - builder.head_tokens, 0),
+            unit_cost=lambda u: unit_line(u)[1],
+            per_entity_cap=p.per_entity_cap,
+            min_units_per_entity=p.min_units_per_entity,
+        )
+        rejected: list[dict[str, Any]] = []
+        for cand in candidates:
+            t = index.text_units[cand.unit]
+            record = {
+                "id": t.short_id,
+                "text": t.text,
+                "entity": index.entities[cand.entity].title,
+                "position": cand.unit,
+            }
+            if builder.remaining <= 0:
+                rejected.append(record)
+                continue
+            line, n = unit_line(cand.unit)
+            if builder.add_line(line, n, record):
+                continue
+            if not len(builder) and builder.add_truncated([t.short_id, t.text], 1, record):
+                continue
+            rejected.append(record)
+        section = builder.finish()
+        if p.return_candidate_context:
+            shown = {int(r["position"]) for r in section.records}
+            section.records.extend(dict(r, in_context=False) for r in rejected if r["position"] not in shown)
+        return section

@@ -1,0 +1,168 @@
+"""Which text units (the `Sources` table) to show for the selected entities, in priority order.
+
+Every strategy returns candidates in the order the Sources table should try to add them; the builder
+adds them greedily under its budget. A text unit is credited to the first selected entity (in link
+order) that reaches it, as GraphRAG does. Within one entity, units are ranked by the number of the
+entity's relationships found in the unit (GraphRAG's rule), then by position.
+
+- `graphrag`: all units of entity 1, then entity 2, ... — a hot first entity can starve the rest.
+- `per_entity_cap`: the same, but at most `per_entity_cap` units per entity.
+- `round_robin`: one unit per entity per round, rounds repeated until every list is exhausted.
+- `weighted`: each entity first gets a token quota proportional to its link score and fills it with its
+  best units; the remaining units then compete in `graphrag` order.
+- `min_guarantee`: each entity first gets its best `min_units_per_entity` units (taken round-robin, so
+  the guarantee degrades evenly when the budget is tight), then the rest compete in `graphrag` order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from shared_context.tables import per_index_cache
+
+__all__ = ["STRATEGIES", "TextUnitStrategy", "UnitCandidate", "entity_units", "select_text_units"]
+
+TextUnitStrategy = Literal["graphrag", "per_entity_cap", "round_robin", "weighted", "min_guarantee"]
+STRATEGIES: tuple[str, ...] = ("graphrag", "per_entity_cap", "round_robin", "weighted", "min_guarantee")
+
+
+@dataclass(frozen=True)
+class UnitCandidate:
+    unit: int  # text unit position
+    entity: int  # entity position it is credited to
+    entity_rank: int  # index of that entity in the selection
+    relationships: int  # number of the entity's relationships found in the unit
+
+
+def entity_units(index: Any, entity: int) -> list[tuple[int, int]]:
+    """(unit position, relationship count) of one entity, best first. Cached per index."""
+    cache: dict[int, list[tuple[int, int]]] = per_index_cache(index, "text_units.by_entity", dict)
+    hit = cache.get(entity)
+    if hit is not None:
+        return hit
+    endpoints = index.relationship_endpoints
+    scored = []
+    for order, unit in enumerate(index.entity_text_units[entity]):
+        rels = index.text_unit_relationships[unit]
+        n = int(((endpoints[rels, 0] == entity) | (endpoints[rels, 1] == entity)).sum()) if rels else 0
+        scored.append((-n, order, unit))
+    scored.sort()
+    result = [(unit, -neg) for neg, _, unit in scored]
+    cache[entity] = result
+    return result
+
+
+def _graphrag_order(per_entity: list[list[tuple[int, int]]], entities: Sequence[int]) -> list[UnitCandidate]:
+    seen: set[int] = set()
+    out: list[UnitCandidate] = []
+    for rank, (entity, units) in enumerate(zip(entities, per_entity, strict=True)):
+        for unit, n in units:
+            if unit not in seen:
+                seen.add(unit)
+                out.append(UnitCandidate(unit, entity, rank, n))
+    return out
+
+
+def _rounds(
+    per_entity: list[list[tuple[int, int]]],
+    entities: Sequence[int],
+    seen: set[int],
+    limit: Sequence[int],
+) -> list[UnitCandidate]:
+    """Round-robin: each round every entity takes its next unseen unit, up to `limit[i]` units each."""
+    cursors = [0] * len(entities)
+    taken = [0] * len(entities)
+    out: list[UnitCandidate] = []
+    progress = True
+    while progress:
+        progress = False
+        for i, units in enumerate(per_entity):
+            if taken[i] >= limit[i]:
+                continue
+            while cursors[i] < len(units) and units[cursors[i]][0] in seen:
+                cursors[i] += 1
+            if cursors[i] < len(units):
+                unit, n = units[cursors[i]]
+                seen.add(unit)
+                out.append(UnitCandidate(unit, entities[i], i, n))
+                taken[i] += 1
+                progress = True
+    return out
+
+
+def select_text_units(
+    index: Any,
+    entities: Sequence[int],
+    *,
+    strategy: str = "graphrag",
+    scores: Sequence[float] | None = None,
+    budget: int = 0,
+    unit_cost: Callable[[int], int] | None = None,
+    per_entity_cap: int = 3,
+    min_units_per_entity: int = 1,
+) -> list[UnitCandidate]:
+    """Candidate text units for `entities` (positions, in link order), in the order to try them.
+
+    `scores` (link scores) and `budget` / `unit_cost` (tokens of a unit's rendered row) are used by
+    `weighted` only.
+    """
+    per_entity = [entity_units(index, e) for e in entities]
+    n = len(entities)
+    if strategy == "graphrag":
+        return _graphrag_order(per_entity, entities)
+    if strategy == "per_entity_cap":
+        seen: set[int] = set()
+        out: list[UnitCandidate] = []
+        for rank, (entity, units) in enumerate(zip(entities, per_entity, strict=True)):
+            taken = 0
+            for unit, count in units:
+                if taken >= per_entity_cap:
+                    break
+                if unit not in seen:
+                    seen.add(unit)
+                    out.append(UnitCandidate(unit, entity, rank, count))
+                    taken += 1
+        return out
+    if strategy == "round_robin":
+        return _rounds(per_entity, entities, set(), [len(u) for u in per_entity])
+    if strategy == "min_guarantee":
+        seen = set()
+        first = _rounds(per_entity, entities, seen, [min_units_per_entity] * n)
+        return first + [c for c in _graphrag_order(per_entity, entities) if c.unit not in seen]
+    if strategy == "weighted":
+        return _weighted(per_entity, entities, scores, budget, unit_cost)
+    raise ValueError(f"unknown text_unit_strategy {strategy!r}; expected one of {', '.join(STRATEGIES)}")
+
+
+def _weighted(
+    per_entity: list[list[tuple[int, int]]],
+    entities: Sequence[int],
+    scores: Sequence[float] | None,
+    budget: int,
+    unit_cost: Callable[[int], int] | None,
+) -> list[UnitCandidate]:
+    n = len(entities)
+    weights = [max(float(s), 0.0) for s in scores] if scores is not None else [1.0] * n
+    if len(weights) != n:
+        raise ValueError(f"weighted strategy needs one score per entity ({n}), got {len(weights)}")
+    total = sum(weights)
+    if total <= 0:
+        weights, total = [1.0] * n, float(n)
+    cost = unit_cost or (lambda _unit: 1)
+    seen: set[int] = set()
+    first: list[UnitCandidate] = []
+    for rank, (entity, units) in enumerate(zip(entities, per_entity, strict=True)):
+        quota = budget * weights[rank] / total
+        spent = 0
+        for unit, count in units:
+            if unit in seen:
+                continue
+            c = cost(unit)
+            if spent + c > quota:
+                continue  # a smaller unit further down may still fit this entity's quota
+            seen.add(unit)
+            spent += c
+            first.append(UnitCandidate(unit, entity, rank, count))
+    return first + [c for c in _graphrag_order(per_entity, entities) if c.unit not in seen]
