@@ -54,9 +54,12 @@ class RateLimitError(ModelError):
 class ModelResponseError(ModelError):
     """The provider answered with an error (5xx after retries, non-retryable 4xx) or an unusable body."""
 
-    def __init__(self, message: str, *, status_code: int | None = None, **kw: str | None) -> None:
+    def __init__(
+        self, message: str, *, status_code: int | None = None, retryable: bool = False, **kw: str | None
+    ) -> None:
         super().__init__(message, **kw)
         self.status_code = status_code
+        self.retryable = retryable  # e.g. a garbled body: worth another attempt
 
 
 class StructuredOutputError(ModelError):

@@ -133,7 +133,7 @@ def classify(exc: BaseException, *, base_url: str, model: str, timeout_s: float)
     if isinstance(exc, openai.APIResponseValidationError | openai.APIError):
         return Failure(False, ModelResponseError(f"{where} sent an unusable response: {exc}"))
     if isinstance(exc, ModelError):
-        return Failure(False, exc)
+        return Failure(bool(getattr(exc, "retryable", False)), exc)
     raise exc  # a bug of ours, not a model failure: let it surface
 
 

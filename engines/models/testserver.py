@@ -33,14 +33,17 @@ import numpy as np
 
 from shared_context.tokens import get_tokenizer
 
-FaultKind = Literal["rate_limit", "server_error", "hang", "bad_body", "truncate", "malformed", "empty", "no_json_mode"]
+FaultKind = Literal[
+    "rate_limit", "server_error", "http_error", "hang", "bad_body", "truncate", "malformed", "empty", "no_json_mode"
+]
 
 
 @dataclass(frozen=True)
 class Fault:
     """A failure the server injects.
 
-    rate_limit: HTTP 429 with `Retry-After: retry_after`; server_error: HTTP 500; hang: wait `hang_s`
+    rate_limit: HTTP 429 with `Retry-After: retry_after`; server_error: HTTP 500; http_error: HTTP
+    `status` (e.g. 401, 400); hang: wait `hang_s`
     then drop the connection; bad_body: HTTP 200 whose body is not JSON; truncate: the reply content
     cut to its first `keep` fraction (truncated JSON); malformed: the reply with single quotes and
     trailing commas; empty: empty content; no_json_mode: HTTP 400 "response_format is not supported".
@@ -50,6 +53,7 @@ class Fault:
     retry_after: float | str | None = 0.2
     hang_s: float = 30.0
     keep: float = 0.5
+    status: int = 400
 
 
 @dataclass(frozen=True)
@@ -281,7 +285,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
     def _error(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:
-        kind = {429: "rate_limit_exceeded", 500: "server_error", 400: "invalid_request_error"}.get(status, "error")
+        kind = {429: "rate_limit_exceeded", 500: "server_error", 400: "invalid_request_error",
+                401: "invalid_api_key"}.get(status, "error")
         self._send_json(status, {"error": {"message": message, "type": kind, "code": kind}}, headers)
 
     def _chunk(self, data: bytes) -> None:
@@ -336,6 +341,10 @@ class _Handler(BaseHTTPRequestHandler):
         if fault.kind == "server_error":
             rec.status = 500
             self._error(500, "The server had an error while processing your request")
+            return True
+        if fault.kind == "http_error":
+            rec.status = fault.status
+            self._error(fault.status, f"Injected HTTP {fault.status} error")
             return True
         if fault.kind == "hang":
             self.owner._sleep(fault.hang_s)

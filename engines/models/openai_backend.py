@@ -1,0 +1,397 @@
+"""Chat and embedding models on any OpenAI-compatible endpoint (OpenAI, Azure, Ollama, vLLM, …).
+
+The SDK runs with `max_retries=0`; retries, the deadline and the per-(endpoint, model) concurrency
+limit are ours (`retry.py`, `limiter.py`). Usage comes from the provider; when it reports none we count
+with tiktoken and mark the completion `usage_estimated`. Cost comes from the price table.
+One SDK client is kept per event loop, because an httpx client is bound to the loop it first ran on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+import weakref
+from collections.abc import AsyncIterator
+from typing import Any
+
+import numpy as np
+import openai
+from pydantic import BaseModel
+
+from engines.models.base import Completion, EmbeddingResult, Message
+from engines.models.cache import ModelCallCache, completion_key, embedding_key
+from engines.models.config import ModelEndpoint, PriceTable
+from engines.models.errors import ModelConfigError, ModelError, ModelResponseError, ModelTimeoutError
+from engines.models.limiter import DEFAULT_LIMITERS, ConcurrencyLimiter, LimiterRegistry
+from engines.models.retry import RetryPolicy, call_with_retries, classify
+from shared_context.tokens import get_tokenizer
+
+# Endpoints (base_url, model) that answered "response_format not supported": we stop asking.
+_NO_JSON_MODE: set[tuple[str, str]] = set()
+_NO_STREAM_OPTIONS: set[tuple[str, str]] = set()
+_flags_lock = threading.Lock()
+EMBEDDING_MAX_TOKENS = 8191  # OpenAI's per-input limit; longer inputs are truncated (counted as sent)
+
+
+def _estimate_prompt_tokens(messages: list[Message]) -> int:
+    tok = get_tokenizer()
+    return sum(tok.count(m["content"]) + 3 for m in messages) + 3  # OpenAI's chat framing overhead
+
+
+def _uses_max_completion_tokens(model: str) -> bool:
+    """Reasoning models reject `max_tokens`; everything else (and most local servers) only knows it."""
+    name = model.rsplit("/", 1)[-1]
+    return name.startswith(("o1", "o3", "o4", "gpt-5"))
+
+
+def _mentions(err: ModelError, *words: str) -> bool:
+    text = str(err).lower()
+    return any(w in text for w in words)
+
+
+class _ClientPool:
+    """One AsyncOpenAI client per running event loop."""
+
+    def __init__(self, endpoint: ModelEndpoint) -> None:
+        self._endpoint = endpoint
+        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, openai.AsyncOpenAI] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._lock = threading.Lock()
+
+    def get(self) -> openai.AsyncOpenAI:
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            client = self._clients.get(loop)
+            if client is None:
+                client = self._clients[loop] = make_client(self._endpoint)
+            return client
+
+    async def aclose(self) -> None:
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            client = self._clients.pop(loop, None)
+        if client is not None:
+            await client.close()
+
+
+def make_client(endpoint: ModelEndpoint) -> openai.AsyncOpenAI:
+    if endpoint.offline:
+        raise ModelConfigError(
+            "the OpenAI backend was asked to serve an offline endpoint; use engines.models.factory",
+            key="models.chat.provider",
+        )
+    key = endpoint.api_key.get_secret_value() if endpoint.api_key else None
+    if not key:
+        raise ModelConfigError(
+            f"models.chat.api_key: no API key for model {endpoint.model!r} (set OPENAI_API_KEY)",
+            key="models.chat.api_key",
+        )
+    if endpoint.provider == "azure":
+        return openai.AsyncAzureOpenAI(
+            azure_endpoint=endpoint.base_url or "",
+            azure_deployment=endpoint.azure_deployment,
+            api_version=endpoint.api_version,
+            api_key=key,
+            timeout=endpoint.timeout_s,
+            max_retries=0,
+        )
+    return openai.AsyncOpenAI(api_key=key, base_url=endpoint.base_url, timeout=endpoint.timeout_s, max_retries=0)
+
+
+class _EndpointUser:
+    """Shared plumbing: client pool, limiter, retry policy, readable endpoint name."""
+
+    def __init__(self, endpoint: ModelEndpoint, prices: PriceTable | None, limiter_registry: LimiterRegistry | None) -> None:
+        self.endpoint = endpoint
+        self.name = endpoint.model
+        self.offline = False
+        self.prices = prices or PriceTable()
+        self._clients = _ClientPool(endpoint)
+        registry = limiter_registry or DEFAULT_LIMITERS
+        self.limiter: ConcurrencyLimiter = registry.get(endpoint.limiter_key, endpoint.concurrency)
+        self.policy = RetryPolicy(
+            max_retries=endpoint.max_retries, total_deadline_s=endpoint.total_deadline_s, timeout_s=endpoint.timeout_s
+        )
+        self.base_url = endpoint.base_url or ("https://api.openai.com/v1" if endpoint.provider == "openai" else "azure")
+        # Azure addresses a deployment, everything else a model name.
+        self.api_model = endpoint.azure_deployment or endpoint.model
+
+    async def aclose(self) -> None:
+        """Close this event loop's HTTP client (others close when their loop is collected)."""
+        await self._clients.aclose()
+
+
+class OpenAIChatModel(_EndpointUser):
+    """`ChatModel` on an OpenAI-compatible chat-completions endpoint."""
+
+    def __init__(
+        self,
+        endpoint: ModelEndpoint,
+        prices: PriceTable | None = None,
+        *,
+        limiter_registry: LimiterRegistry | None = None,
+        cache: ModelCallCache | None = None,
+    ) -> None:
+        super().__init__(endpoint, prices, limiter_registry)
+        self.cache = cache
+
+    # ----------------------------------------------------------------- helpers
+    def _params(self, max_tokens: int | None, temperature: float | None) -> dict[str, Any]:
+        params: dict[str, Any] = {"model": self.api_model}
+        if max_tokens is not None:
+            params["max_completion_tokens" if _uses_max_completion_tokens(self.name) else "max_tokens"] = max_tokens
+        if temperature is not None:
+            params["temperature"] = temperature
+        return params
+
+    def _json_mode(self, json_schema: type[BaseModel] | None) -> bool:
+        if json_schema is None or self.endpoint.json_mode == "off":
+            return False
+        if self.endpoint.json_mode == "on":
+            return True
+        with _flags_lock:
+            return self.endpoint.limiter_key not in _NO_JSON_MODE
+
+    def _finish(self, messages: list[Message], text: str, usage: Any, started: float) -> Completion:
+        if usage is not None and getattr(usage, "prompt_tokens", None) is not None:
+            prompt, output, estimated = int(usage.prompt_tokens), int(usage.completion_tokens or 0), False
+        else:
+            prompt, output, estimated = _estimate_prompt_tokens(messages), get_tokenizer().count(text), True
+        return Completion(
+            text=text,
+            prompt_tokens=prompt,
+            output_tokens=output,
+            model=self.name,
+            seconds=time.monotonic() - started,
+            usage_estimated=estimated,
+            cost=self.prices.cost(self.name, prompt, output),
+        )
+
+    def _cache_key(self, messages: list[Message], task: str, schema: type[BaseModel] | None,
+                   max_tokens: int | None, temperature: float | None) -> str | None:
+        if self.cache is None:
+            return None
+        return completion_key(self.name, messages, task=task, schema_name=schema.__name__ if schema else None,
+                              max_tokens=max_tokens, temperature=temperature)
+
+    # ----------------------------------------------------------------- complete
+    async def complete(
+        self,
+        messages: list[Message],
+        *,
+        task: str = "answer",
+        json_schema: type[BaseModel] | None = None,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+    ) -> Completion:
+        key = self._cache_key(messages, task, json_schema, max_tokens, temperature)
+        if key is not None and self.cache is not None and (hit := self.cache.get(key)) is not None:
+            return hit
+        started = time.monotonic()
+        use_json = self._json_mode(json_schema)
+        try:
+            response = await self._create(messages, max_tokens, temperature, use_json)
+        except ModelResponseError as err:
+            if not (use_json and self.endpoint.json_mode == "auto" and err.status_code in (400, 422)
+                    and _mentions(err, "response_format", "json")):
+                err.task = err.task or task
+                raise
+            with _flags_lock:  # the server does not do JSON mode: remember, and ask plainly
+                _NO_JSON_MODE.add(self.endpoint.limiter_key)
+            response = await self._create(messages, max_tokens, temperature, False)
+        except ModelError as err:
+            err.task = err.task or task
+            raise
+        if not response.choices:
+            raise ModelResponseError(f"model {self.name!r} at {self.base_url} returned no choices", task=task)
+        text = response.choices[0].message.content or ""
+        completion = self._finish(messages, text, response.usage, started)
+        if key is not None and self.cache is not None and text:
+            self.cache.put(key, completion)
+        return completion
+
+    async def _create(self, messages: list[Message], max_tokens: int | None, temperature: float | None,
+                      use_json: bool) -> Any:
+        params = self._params(max_tokens, temperature)
+        if use_json:
+            params["response_format"] = {"type": "json_object"}
+
+        async def attempt(timeout: float) -> Any:
+            client = self._clients.get()
+            try:
+                return await client.chat.completions.create(messages=messages, timeout=timeout, **params)  # type: ignore[arg-type]
+            except ValueError as err:  # the SDK could not parse the body (not JSON)
+                raise ModelResponseError(
+                    f"model {self.name!r} at {self.base_url} sent a body that is not valid JSON: {err}", retryable=True
+                ) from None
+
+        return await call_with_retries(attempt, self.policy, base_url=self.base_url, model=self.name,
+                                       limiter=self.limiter)
+
+    # ----------------------------------------------------------------- stream
+    async def stream(
+        self,
+        messages: list[Message],
+        *,
+        task: str = "answer",
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+    ) -> AsyncIterator[str | Completion]:
+        """Yield text deltas, then one final Completion.
+
+        Retries cover opening the stream only; once text has been yielded a failure is raised as a
+        typed error (the caller already showed part of the answer). The limiter slot is held for the
+        whole stream, including backoff before it opens.
+        """
+        key = self._cache_key(messages, task, None, max_tokens, temperature)
+        if key is not None and self.cache is not None and (hit := self.cache.get(key)) is not None:
+            yield hit.text
+            yield hit
+            return
+        started = time.monotonic()
+        deadline = started + self.policy.total_deadline_s
+        params = self._params(max_tokens, temperature)
+        with _flags_lock:
+            want_usage = self.endpoint.limiter_key not in _NO_STREAM_OPTIONS
+        parts: list[str] = []
+        usage: Any = None
+        async with self.limiter.slot():
+            async def open_stream(timeout: float) -> Any:
+                kwargs: dict[str, Any] = dict(params, messages=messages, stream=True, timeout=timeout)
+                if want_usage:
+                    kwargs["stream_options"] = {"include_usage": True}
+                client = self._clients.get()
+                return await client.chat.completions.create(**kwargs)
+
+            try:
+                stream = await call_with_retries(open_stream, self.policy, base_url=self.base_url, model=self.name)
+            except ModelResponseError as err:
+                if not (want_usage and err.status_code in (400, 422) and _mentions(err, "stream_options")):
+                    err.task = err.task or task
+                    raise
+                with _flags_lock:
+                    _NO_STREAM_OPTIONS.add(self.endpoint.limiter_key)
+                want_usage = False
+                stream = await call_with_retries(open_stream, self.policy, base_url=self.base_url, model=self.name)
+            except ModelError as err:
+                err.task = err.task or task
+                raise
+            iterator = stream.__aiter__()
+            try:
+                while True:
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        raise ModelTimeoutError(
+                            f"model {self.name!r} at {self.base_url}: stream passed the "
+                            f"{self.policy.total_deadline_s:g} s deadline", task=task)
+                    try:
+                        chunk = await asyncio.wait_for(iterator.__anext__(), min(self.policy.timeout_s, remaining))
+                    except StopAsyncIteration:
+                        break
+                    if getattr(chunk, "usage", None) is not None:
+                        usage = chunk.usage
+                    for choice in chunk.choices or []:
+                        delta = choice.delta.content if choice.delta else None
+                        if delta:
+                            parts.append(delta)
+                            yield delta
+            except (openai.OpenAIError, TimeoutError) as exc:
+                failure = classify(exc, base_url=self.base_url, model=self.name, timeout_s=self.policy.timeout_s)
+                failure.error.message += " (while streaming; the partial answer was discarded)"
+                failure.error.task = task
+                raise failure.error from None
+            finally:
+                close = getattr(stream, "close", None)
+                if close is not None:
+                    await close()
+        completion = self._finish(messages, "".join(parts), usage, started)
+        if key is not None and self.cache is not None and completion.text:
+            self.cache.put(key, completion)
+        yield completion
+
+
+class OpenAIEmbedder(_EndpointUser):
+    """`Embedder` on `/v1/embeddings`: batched, concurrent within the limiter, float32 output."""
+
+    def __init__(
+        self,
+        endpoint: ModelEndpoint,
+        prices: PriceTable | None = None,
+        *,
+        limiter_registry: LimiterRegistry | None = None,
+        cache: ModelCallCache | None = None,
+    ) -> None:
+        super().__init__(endpoint, prices, limiter_registry)
+        self.dim = endpoint.dimensions or 0  # learned from the first reply when not configured
+        self.cache = cache
+
+    async def _embed_batch(self, texts: list[str]) -> tuple[np.ndarray, int | None]:
+        extra: dict[str, Any] = {"dimensions": self.endpoint.dimensions} if self.endpoint.dimensions else {}
+
+        async def attempt(timeout: float) -> Any:
+            client = self._clients.get()
+            try:
+                return await client.embeddings.create(model=self.api_model, input=texts, timeout=timeout, **extra)
+            except ValueError as err:
+                raise ModelResponseError(
+                    f"embedding model {self.name!r} at {self.base_url} sent an unusable body: {err}", retryable=True
+                ) from None
+
+        response = await call_with_retries(attempt, self.policy, base_url=self.base_url, model=self.name,
+                                           limiter=self.limiter)
+        rows = sorted(response.data, key=lambda d: d.index)
+        if len(rows) != len(texts):
+            raise ModelResponseError(
+                f"embedding model {self.name!r} returned {len(rows)} vectors for {len(texts)} inputs")
+        vectors = np.asarray([r.embedding for r in rows], dtype=np.float32)
+        tokens = getattr(response.usage, "prompt_tokens", None) if response.usage is not None else None
+        return vectors, tokens
+
+    async def embed(self, texts: list[str]) -> EmbeddingResult:
+        started = time.monotonic()
+        tok = get_tokenizer()
+        # The API rejects empty strings and inputs over its token limit.
+        prepared = [tok.truncate(t, EMBEDDING_MAX_TOKENS) if t.strip() else " " for t in texts]
+        keys = [embedding_key(self.name, self.endpoint.dimensions, t) for t in prepared] if self.cache else []
+        cached = self.cache.get_vectors(keys) if self.cache else {}
+        todo = [i for i in range(len(prepared)) if not keys or keys[i] not in cached]
+        size = self.endpoint.batch_size
+        batches = [todo[s : s + size] for s in range(0, len(todo), size)]
+        results = await asyncio.gather(*(self._embed_batch([prepared[i] for i in b]) for b in batches))
+        out: list[np.ndarray | None] = [None] * len(prepared)
+        prompt_tokens, estimated = 0, False
+        for i in range(len(prepared)):
+            if keys and keys[i] in cached:
+                out[i] = cached[keys[i]][0]
+        new_items: list[tuple[str, np.ndarray, int]] = []
+        for batch, (vectors, tokens) in zip(batches, results, strict=True):
+            counts = [tok.count(prepared[i]) for i in batch]
+            if tokens is None:
+                estimated = True
+                tokens = sum(counts)
+            prompt_tokens += tokens
+            for row, i in enumerate(batch):
+                out[i] = vectors[row]
+                if keys:
+                    new_items.append((keys[i], vectors[row], counts[row]))
+        if new_items and self.cache is not None:
+            self.cache.put_vectors(self.name, new_items)
+        dims = {v.shape[0] for v in out if v is not None}
+        if len(dims) > 1 or (self.dim and dims and dims != {self.dim}):
+            raise ModelResponseError(
+                f"embedding model {self.name!r} returned vectors of size {sorted(dims)}, expected {self.dim or 'one size'}"
+            )
+        if dims and not self.dim:
+            self.dim = dims.pop()
+        matrix = (np.vstack([v for v in out if v is not None]).astype(np.float32) if prepared
+                  else np.zeros((0, self.dim), dtype=np.float32))
+        return EmbeddingResult(
+            vectors=matrix,
+            prompt_tokens=prompt_tokens,
+            model=self.name,
+            seconds=time.monotonic() - started,
+            usage_estimated=estimated,
+            cost=self.prices.cost(self.name, prompt_tokens),
+        )
