@@ -1,0 +1,239 @@
+"""The offline extractive chat model: the default when no API key is configured.
+
+It honours each engine's prompt contract (ARCHITECTURE.md, "Tasks and the prompt contract")
+without any network or randomness: answers are sentences quoted from the supplied context,
+each cited with ids that exist in that context; scores come from term coverage; follow-up and
+candidate questions are built from the entities in the data. Same input, same bytes out.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import AsyncIterator, Sequence
+from typing import Any, Literal, get_args, get_origin
+
+from pydantic import BaseModel, ValidationError
+
+from engines.models.base import Completion, Message
+from engines.models.offline_answer import compose_answer, compose_reduce, no_answer_text
+from engines.models.offline_parse import ParsedPrompt, parse_messages
+from engines.models.offline_questions import generate_questions, rewrite, route
+from engines.models.offline_tasks import drift_followup, drift_hyde, drift_primer, global_map, rate
+from engines.schemas import (
+    FollowupResponse,
+    MapResponse,
+    PrimerResponse,
+    QuestionList,
+    RateResponse,
+    RewriteResponse,
+    RouteResponse,
+)
+from shared_context.tokens import get_tokenizer
+
+MODEL_NAME = "offline-extractive"
+_ANSWER_TASKS = frozenset({"answer", "local_answer", "basic_answer"})
+_REDUCE_TASKS = frozenset({"global_reduce", "drift_reduce", "reduce"})
+# A JSON schema passed without a known task still selects the matching behaviour.
+_TASK_BY_SCHEMA = {
+    MapResponse.__name__: "global_map",
+    RateResponse.__name__: "rate",
+    PrimerResponse.__name__: "drift_primer",
+    FollowupResponse.__name__: "drift_followup",
+    QuestionList.__name__: "questions",
+    RewriteResponse.__name__: "rewrite",
+    RouteResponse.__name__: "route",
+}
+_JSON_TASKS = frozenset(_TASK_BY_SCHEMA.values())
+
+
+class OfflineChatModel:
+    """Deterministic, network-free extractive model implementing the `ChatModel` protocol."""
+
+    name: str = MODEL_NAME
+    offline: bool = True
+
+    def __init__(
+        self, *, max_sentences: int = 6, followup_sentences: int = 5, words_per_delta: int = 4
+    ) -> None:
+        if max_sentences < 1 or followup_sentences < 1 or words_per_delta < 1:
+            raise ValueError("max_sentences, followup_sentences and words_per_delta must be at least 1")
+        self.max_sentences = max_sentences
+        self.followup_sentences = followup_sentences
+        self.words_per_delta = words_per_delta
+        self._tokenizer = get_tokenizer()
+
+    # ----------------------------------------------------------------------------- protocol
+
+    async def complete(
+        self,
+        messages: list[Message],
+        *,
+        task: str = "answer",
+        json_schema: type[BaseModel] | None = None,
+        max_tokens: int | None = None,
+        temperature: float | None = None,  # accepted for the protocol; extraction is deterministic
+    ) -> Completion:
+        start = time.perf_counter()
+        text = self.respond(messages, task=task, json_schema=json_schema, max_tokens=max_tokens)
+        return self._completion(messages, text, time.perf_counter() - start)
+
+    async def stream(
+        self,
+        messages: list[Message],
+        *,
+        task: str = "answer",
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+    ) -> AsyncIterator[str | Completion]:
+        """Yield groups of `words_per_delta` words (whitespace kept, so they join to the text), then the Completion."""
+        start = time.perf_counter()
+        text = self.respond(messages, task=task, max_tokens=max_tokens)
+        for delta in split_deltas(text, self.words_per_delta):
+            yield delta
+        yield self._completion(messages, text, time.perf_counter() - start)
+
+    # ----------------------------------------------------------------------------- behaviour
+
+    def respond(
+        self,
+        messages: Sequence[Message],
+        *,
+        task: str = "answer",
+        json_schema: type[BaseModel] | None = None,
+        max_tokens: int | None = None,
+    ) -> str:
+        """The reply text for one request (what `complete` returns, without the usage)."""
+        parsed = parse_messages(messages)
+        task = self._effective_task(task, json_schema)
+        if task in _JSON_TASKS:
+            obj = self._structured(task, parsed, max_tokens)
+            if json_schema is not None and not _same_schema(json_schema, type(obj)):
+                obj = _fill_schema(json_schema, self._text(parsed, "answer", max_tokens))
+            return json.dumps(obj.model_dump(), ensure_ascii=False)
+        text = self._text(parsed, task, max_tokens)
+        if json_schema is not None:
+            return json.dumps(_fill_schema(json_schema, text).model_dump(), ensure_ascii=False)
+        return text
+
+    def _effective_task(self, task: str, json_schema: type[BaseModel] | None) -> str:
+        if task in _JSON_TASKS or task in _REDUCE_TASKS or task == "drift_hyde":
+            return task
+        if json_schema is not None and json_schema.__name__ in _TASK_BY_SCHEMA:
+            return _TASK_BY_SCHEMA[json_schema.__name__]
+        return task if task in _ANSWER_TASKS else "answer"
+
+    def _text(self, parsed: ParsedPrompt, task: str, max_tokens: int | None) -> str:
+        question = parsed.question
+        if task in _REDUCE_TASKS:
+            return compose_reduce(parsed, question, self._tokenizer, max_tokens)
+        if task == "drift_hyde":
+            return drift_hyde(parsed, question)
+        datasets = (
+            ("Sources",)
+            if task == "basic_answer"
+            else ("Entities", "Relationships", "Claims", "Sources", "Reports")
+        )
+        if not question.strip():
+            return no_answer_text(question, "No question was given.")
+        text, _chosen = compose_answer(
+            parsed,
+            question,
+            self._tokenizer,
+            max_sentences=self.max_sentences,
+            max_tokens=max_tokens,
+            datasets=datasets,
+        )
+        return text
+
+    def _structured(self, task: str, parsed: ParsedPrompt, max_tokens: int | None) -> BaseModel:
+        question = parsed.question
+        if task == "global_map":
+            return global_map(parsed, question)
+        if task == "rate":
+            return rate(parsed, question)
+        if task == "drift_primer":
+            return drift_primer(parsed, question)
+        if task == "drift_followup":
+            return drift_followup(
+                parsed,
+                question,
+                self._tokenizer,
+                max_sentences=self.followup_sentences,
+                max_tokens=max_tokens,
+            )
+        if task == "questions":
+            return generate_questions(parsed, question)
+        if task == "rewrite":
+            return rewrite(parsed, question)
+        return route(question)
+
+    def _completion(self, messages: Sequence[Message], text: str, seconds: float) -> Completion:
+        prompt_tokens = sum(self._tokenizer.count(str(m.get("content", "") or "")) for m in messages)
+        return Completion(
+            text=text,
+            prompt_tokens=prompt_tokens,
+            output_tokens=self._tokenizer.count(text),
+            model=self.name,
+            seconds=seconds,
+            usage_estimated=False,  # these are this model's exact counts (o200k_base)
+            cached=False,
+            cost=0.0,
+        )
+
+
+def split_deltas(text: str, words_per_delta: int) -> list[str]:
+    """Cut `text` into word groups whose concatenation is exactly `text`."""
+    pieces = re.findall(r"\s*\S+", text)
+    tail = text[len("".join(pieces)) :]
+    deltas = ["".join(pieces[i : i + words_per_delta]) for i in range(0, len(pieces), words_per_delta)]
+    if tail:
+        deltas.append(tail)
+    return deltas
+
+
+def _same_schema(a: type[BaseModel], b: type[BaseModel]) -> bool:
+    return a is b or (a.__name__ == b.__name__ and set(a.model_fields) == set(b.model_fields))
+
+
+def _placeholder(annotation: Any, text: str, metadata: Sequence[Any]) -> Any:
+    """An honest minimal value of a field's type: the answer text for strings, lower bounds for numbers."""
+    origin = get_origin(annotation)
+    if origin is Literal:
+        return get_args(annotation)[0]
+    if origin in (list, set, tuple, frozenset):
+        return []
+    if origin is dict:
+        return {}
+    if origin is not None:  # Optional / Union: use the first usable member
+        members = [a for a in get_args(annotation) if a is not type(None)]
+        return _placeholder(members[0], text, metadata) if members else None
+    if annotation is str:
+        return text
+    if annotation is bool:
+        return False
+    if annotation in (int, float):
+        low = next((getattr(m, "ge", None) for m in metadata if getattr(m, "ge", None) is not None), None)
+        low = (
+            low
+            if low is not None
+            else next((getattr(m, "gt", None) for m in metadata if getattr(m, "gt", None) is not None), 0)
+        )
+        return annotation(low)
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return _fill_schema(annotation, text).model_dump()
+    return None
+
+
+def _fill_schema(schema: type[BaseModel], text: str) -> BaseModel:
+    """A minimal valid object of an unknown schema whose string fields carry the extractive answer."""
+    values = {
+        name: _placeholder(info.annotation, text, info.metadata)
+        for name, info in schema.model_fields.items()
+        if info.is_required()
+    }
+    try:
+        return schema.model_validate(values)
+    except ValidationError:
+        return schema.model_construct(**values)

@@ -1,0 +1,385 @@
+"""Extractive answers: rank the context's sentences against the question and cite every one.
+
+Used by the answer tasks (local, basic, DRIFT follow-up) and by the reduce tasks, which merge
+analyst blocks while keeping their `[Data: ...]` references.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from engines.models.offline_parse import ParsedPrompt, Table
+from engines.models.offline_text import (
+    BM25,
+    CITATION_RE,
+    capitalised_phrases,
+    clean_sentence,
+    display_name,
+    format_citation,
+    is_cjk_text,
+    is_informative,
+    jaccard,
+    mentions,
+    merge_refs,
+    parse_citation,
+    question_terms,
+    split_sentences,
+    strip_citations,
+    terms,
+    trim_sentence,
+)
+from shared_context.tokens import Tokenizer
+
+ANSWER_DATASETS = ("Entities", "Relationships", "Claims", "Sources", "Reports")
+_TEXT_COLUMNS = ("text", "description", "content", "full_content", "summary")
+_NAME_COLUMNS = {
+    "Entities": ("entity", "title", "name"),
+    "Relationships": ("source", "target"),
+    "Claims": ("entity", "subject", "subject_id", "object_id", "object"),
+}
+LABEL_EN = "**Answer (offline extractive model; sentences quoted from the supplied data):**"
+LABEL_ZH = "**回答（离线抽取式模型，句子摘自所提供的数据）：**"
+REDUCE_LABEL_EN = "**Answer (offline extractive model; key findings merged from the supplied data):**"
+REDUCE_LABEL_ZH = "**回答（离线抽取式模型，合并自所提供数据的要点）：**"
+_LABEL_RE = re.compile(r"^\s*\*\*(?:Answer|回答)[^*]*\*\*\s*")
+_END_PUNCT = ".!?。！？"
+
+
+@dataclass
+class Candidate:
+    text: str
+    terms: list[str]
+    refs: dict[str, list[str]]
+    dataset: str
+    order: int  # position in the context: the final tie-break, so ranking never depends on hashing
+    position: int  # sentence index inside its row (earlier sentences of a description matter more)
+    subjects: tuple[str, ...] = ()
+    score: float = 0.0
+    mentioned: tuple[str, ...] = field(default_factory=tuple)
+
+
+def no_answer_text(question: str, reason: str = "") -> str:
+    if is_cjk_text(question):
+        return "提供的数据无法回答这个问题：在所提供的记录中找不到相关信息。"
+    detail = f" {reason}" if reason else ""
+    return f"The provided data does not answer this question: I could not find information about it in the supplied records.{detail}"
+
+
+def cite(text: str, refs: dict[str, list[str]]) -> str:
+    """Attach a citation before the sentence's final punctuation, GraphRAG style."""
+    citation = format_citation(refs)
+    if not citation:
+        return text
+    if text and text[-1] in _END_PUNCT:
+        return f"{text[:-1]} {citation}{text[-1]}"
+    if re.search(r"[.!?。！？][\"'”’)\]」』]+$", text):
+        return f"{text} {citation}"  # keep a closing quote where the source put it
+    return f"{text} {citation}."
+
+
+def _row_subjects(table: Table, row: dict[str, str]) -> tuple[str, ...]:
+    names = []
+    for col in _NAME_COLUMNS.get(table.name, ()):
+        value = row.get(col, "").strip()
+        if value and value.upper() != "NONE" and col in table.columns:
+            names.append(value)
+    return tuple(dict.fromkeys(names))
+
+
+def _prefix(table_name: str, subjects: tuple[str, ...], sentence: str) -> str:
+    """Name the subject when a description sentence does not ("Is Scrooge's clerk." -> "Bob Cratchit: ...")."""
+    folded = sentence.casefold()
+    if not subjects or any(mentions(folded, s) or mentions(folded, display_name(s)) for s in subjects):
+        return sentence
+    if table_name == "Relationships" and len(subjects) >= 2:
+        return f"{display_name(subjects[0])} – {display_name(subjects[1])}: {sentence}"
+    return f"{display_name(subjects[0])}: {sentence}"
+
+
+def gather_candidates(parsed: ParsedPrompt, datasets: tuple[str, ...] = ANSWER_DATASETS) -> list[Candidate]:
+    """Every informative sentence of the supplied tables, with the row id it must cite."""
+    out: list[Candidate] = []
+    for name in datasets:
+        table = parsed.table(name)
+        if table is None:
+            continue
+        text_col = table.column(*_TEXT_COLUMNS)
+        if text_col is None:
+            continue
+        for row in table.rows:
+            row_id = row.get(table.id_column, "").strip()
+            if not row_id:
+                continue
+            subjects = _row_subjects(table, row)
+            for position, raw in enumerate(split_sentences(strip_citations(row.get(text_col, "")))):
+                if raw.lstrip().startswith("#"):
+                    continue  # report titles are not evidence
+                sentence = clean_sentence(raw)
+                if not is_informative(sentence):
+                    continue
+                text = trim_sentence(_prefix(name, subjects, sentence))
+                out.append(Candidate(text, terms(text), {name: [row_id]}, name, len(out), position, subjects))
+    return out
+
+
+def question_entities(parsed: ParsedPrompt, question: str) -> list[str]:
+    """Names from the tables that the question mentions, longest first where they overlap."""
+    known: dict[str, None] = {}
+    for name in ("Entities", "Relationships", "Claims"):
+        table = parsed.table(name)
+        if table is not None:
+            for row in table.rows:
+                for subject in _row_subjects(table, row):
+                    known.setdefault(subject, None)
+    folded = question.casefold()
+    found = [n for n in known if mentions(folded, n)]
+    if not found:
+        found = capitalised_phrases(question)
+    found.sort(key=lambda n: (folded.find(n.casefold()), -len(n), n))
+    kept: list[str] = []
+    for n in sorted(found, key=lambda n: (-len(n), n)):
+        if not any(n.casefold() in k.casefold() for k in kept):
+            kept.append(n)
+    return [n for n in found if n in kept]
+
+
+def rank_candidates(cands: list[Candidate], question: str, entities: list[str]) -> list[Candidate]:
+    """BM25 against the question, boosted for sentences about (several of) the question's entities."""
+    query, _broad = question_terms(question)
+    if not query or not cands:
+        return []
+    bm25 = BM25([c.terms for c in cands])
+    folded_entities = [e.casefold() for e in entities]
+    ranked = []
+    for i, c in enumerate(cands):
+        score = bm25.score(query, i)
+        if score <= 0:
+            continue
+        folded = c.text.casefold()
+        subjects = [s.casefold() for s in c.subjects]
+        c.mentioned = tuple(
+            e
+            for e, fe in zip(entities, folded_entities, strict=True)
+            if mentions(folded, e) or fe in subjects
+        )
+        score *= 1 + 0.6 * len(c.mentioned)
+        if len(c.mentioned) >= 2:
+            score *= 1.3
+        if c.dataset == "Entities" and any(s in folded_entities for s in subjects):
+            score *= 1.5
+        if len(c.terms) < 5:
+            score *= 0.6  # fragments of dialogue ("'And your brother, Tiny Tim?") say little on their own
+        c.score = score * (1 - 0.03 * min(c.position, 10))
+        ranked.append(c)
+    ranked.sort(key=lambda c: (-c.score, c.order))
+    return ranked
+
+
+def select_sentences(ranked: list[Candidate], max_sentences: int) -> list[Candidate]:
+    """Best sentences, near-duplicates merged into the one kept (their citations joined)."""
+    chosen: list[Candidate] = []
+    if not ranked:
+        return chosen
+    floor = ranked[0].score * 0.15
+    for c in ranked[:300]:
+        if len(chosen) >= max_sentences or (len(chosen) >= 3 and c.score < floor):
+            break
+        twin = next((k for k in chosen if jaccard(k.terms, c.terms) >= 0.6 or c.text in k.text), None)
+        if twin is not None:
+            merge_refs(twin.refs, c.refs)
+            continue
+        chosen.append(
+            Candidate(
+                c.text,
+                c.terms,
+                {d: list(v) for d, v in c.refs.items()},
+                c.dataset,
+                c.order,
+                c.position,
+                c.subjects,
+                c.score,
+                c.mentioned,
+            )
+        )
+    return chosen
+
+
+def _group_key(c: Candidate, entities: list[str], zh: bool) -> str:
+    if len(entities) >= 2:
+        if not c.mentioned:
+            return "其他相关内容" if zh else "Other relevant details"
+        return "、".join(c.mentioned) if zh else " and ".join(display_name(m) for m in c.mentioned)
+    if c.dataset == "Sources":
+        return "来自原文" if zh else "From the source text"
+    if c.dataset == "Reports":
+        return "来自社区报告" if zh else "From the community reports"
+    return "来自知识图谱" if zh else "From the knowledge graph"
+
+
+def render_answer(chosen: list[Candidate], entities: list[str], question: str, response_type: str) -> str:
+    zh = is_cjk_text(question)
+    label = LABEL_ZH if zh else LABEL_EN
+    lead, rest = chosen[0], chosen[1:]
+    if "paragraph" in response_type.lower() and "multiple" not in response_type.lower():
+        return " ".join([label, *(cite(c.text, c.refs) for c in chosen)])
+    lines = [f"{label} {cite(lead.text, lead.refs)}"]
+    groups: dict[str, list[Candidate]] = {}
+    for c in rest:
+        groups.setdefault(_group_key(c, entities, zh), []).append(c)
+    for heading, members in groups.items():
+        lines.append("")
+        lines.append(f"**{heading}**")
+        lines.extend(f"- {cite(c.text, c.refs)}" for c in members)
+    return "\n".join(lines)
+
+
+def _missing_note(question: str, pool: list[Candidate]) -> str:
+    """Name the question words that no supplied record contains, so a partial answer says it is partial."""
+    query, broad = question_terms(question)
+    if broad or len(query) < 2:
+        return ""
+    found = {t for c in pool for t in c.terms}
+    words = [w for w in re.findall(r"[^\W_]+", question) if w.isascii()]
+    missing = [w for w in words if (t := terms(w)) and t[0] in query and t[0] not in found]
+    if not missing:
+        return ""
+    return f"\n\n_Not mentioned in the supplied data: {', '.join(dict.fromkeys(missing))}._"
+
+
+def fit_tokens(
+    chosen_in: list[Candidate],
+    render: Callable[[list[Candidate]], str],
+    max_tokens: int | None,
+    tokenizer: Tokenizer,
+) -> str:
+    """Render, then drop the weakest sentences until the text fits `max_tokens` (never cutting a citation)."""
+    chosen = list(chosen_in)
+    text = render(chosen)
+    if max_tokens is None:
+        return text
+    while tokenizer.count(text) > max_tokens and len(chosen) > 1:
+        chosen.pop()
+        text = render(chosen)
+    if tokenizer.count(text) > max_tokens:
+        text = tokenizer.truncate(text, max_tokens)
+        cut = text.rfind("[Data:")
+        if cut != -1 and "]" not in text[cut:]:
+            text = text[:cut].rstrip()
+    return text
+
+
+def compose_answer(
+    parsed: ParsedPrompt,
+    question: str,
+    tokenizer: Tokenizer,
+    *,
+    max_sentences: int = 6,
+    max_tokens: int | None = None,
+    datasets: tuple[str, ...] = ANSWER_DATASETS,
+) -> tuple[str, list[Candidate]]:
+    """The markdown answer and the sentences it quotes (empty when the data does not answer)."""
+    cands = gather_candidates(parsed, datasets)
+    if not cands:
+        return no_answer_text(question, "No context data was supplied."), []
+    entities = question_entities(parsed, question)
+    chosen = select_sentences(rank_candidates(cands, question, entities), max_sentences)
+    if not chosen:
+        return no_answer_text(question), []
+    response_type = parsed.scalar("response type", "multiple paragraphs")
+    note = "" if is_cjk_text(question) else _missing_note(question, cands)
+
+    def render(sel: list[Candidate]) -> str:
+        return render_answer(sel, entities, question, response_type) + note
+
+    return fit_tokens(chosen, render, max_tokens, tokenizer), chosen
+
+
+# ---------------------------------------------------------------------------------------------
+# Reduce: merge analyst blocks
+
+
+def cited_units(text: str) -> list[tuple[str, dict[str, list[str]]]]:
+    """Sentences of one analyst text with the references they carry.
+
+    An uncited sentence inherits the next citation in its block (analysts often cite once per
+    paragraph), or the previous one at the end of the block.
+    """
+    refs_list: list[dict[str, list[str]]] = []
+
+    def protect(match: re.Match[str]) -> str:
+        refs_list.append(parse_citation(match.group(1)))
+        return f" \x00{len(refs_list) - 1}\x00"
+
+    units: list[tuple[str, dict[str, list[str]]]] = []
+    for raw in split_sentences(CITATION_RE.sub(protect, _LABEL_RE.sub("", text.strip()))):
+        if raw.lstrip().startswith("#"):
+            continue
+        refs: dict[str, list[str]] = {}
+        for k in re.findall(r"\x00(\d+)\x00", raw):
+            merge_refs(refs, refs_list[int(k)])
+        sentence = re.sub(r"\s*\x00\d+\x00", "", raw)
+        sentence = _LABEL_RE.sub("", clean_sentence(re.sub(r"\s+([.,;:!?。])", r"\1", sentence)))
+        if is_informative(sentence):
+            units.append((trim_sentence(sentence, 80), refs))
+    for i, (sentence, refs) in enumerate(units):
+        if not refs:
+            later = next((r for _, r in units[i + 1 :] if r), None)
+            earlier = next((r for _, r in reversed(units[:i]) if r), None)
+            inherited = later or earlier
+            if inherited:
+                units[i] = (sentence, {d: list(v) for d, v in inherited.items()})
+    return units
+
+
+def compose_reduce(parsed: ParsedPrompt, question: str, tokenizer: Tokenizer, max_tokens: int | None) -> str:
+    """One answer from the analyst blocks, most important first, duplicates merged, within budget."""
+    blocks = sorted((b for b in parsed.analysts if b.text.strip()), key=lambda b: (-b.importance, b.number))
+    kept: list[list[tuple[str, dict[str, list[str]], list[str]]]] = []
+    seen: list[tuple[list[str], dict[str, list[str]]]] = []
+    for block in blocks:
+        sentences = []
+        for sentence, refs in cited_units(block.text):
+            sentence_terms = terms(sentence, keep_stopwords=True)
+            twin = next((r for t, r in seen if jaccard(t, sentence_terms) >= 0.7), None)
+            if twin is not None:
+                merge_refs(twin, refs)
+                continue
+            seen.append((sentence_terms, refs))
+            sentences.append((sentence, refs, sentence_terms))
+        if sentences:
+            kept.append(sentences)
+    if not kept:
+        return no_answer_text(question)
+    label = REDUCE_LABEL_ZH if is_cjk_text(question) else REDUCE_LABEL_EN
+    budget = max_tokens if max_tokens is not None else 2000
+
+    def render(groups: list[list[tuple[str, dict[str, list[str]], list[str]]]]) -> str:
+        bullets = [f"- {' '.join(cite(s, r) for s, r, _ in group)}" for group in groups if group]
+        return "\n".join([label, "", *bullets])
+
+    # Greedy fill in importance order; counting each piece keeps this linear in the number of sentences.
+    used = tokenizer.count(label) + 2
+    out: list[list[tuple[str, dict[str, list[str]], list[str]]]] = []
+    for group in kept:
+        taken = []
+        for item in group:
+            cost = tokenizer.count(cite(item[0], item[1])) + 2
+            if used + cost > budget:
+                break
+            taken.append(item)
+            used += cost
+        if taken:
+            out.append(taken)
+        if len(taken) < len(group):
+            break
+    if not out:
+        out = [[kept[0][0]]]
+    text = render(out)
+    if tokenizer.count(text) > budget:
+        text = tokenizer.truncate(text, budget)
+        cut = text.rfind("[Data:")
+        if cut != -1 and "]" not in text[cut:]:
+            text = text[:cut].rstrip()
+    return text

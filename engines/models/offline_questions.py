@@ -1,0 +1,246 @@
+"""Question-side tasks of the offline model: candidate questions, standalone rewrites, routing cues."""
+
+from __future__ import annotations
+
+import re
+
+from engines.models.offline_answer import question_entities
+from engines.models.offline_parse import ParsedPrompt
+from engines.models.offline_text import capitalised_phrases, display_name, is_cjk_text, quoted_terms
+from engines.schemas import QuestionList, RewriteResponse, RouteResponse
+
+# ---------------------------------------------------------------------------------------------
+# Candidate questions
+
+_TYPE_TEMPLATES = {
+    "person": "What role does {e} play in the events described?",
+    "geo": "What happens at {e}?",
+    "location": "What happens at {e}?",
+    "organization": "What does {e} do, according to the records?",
+    "event": "What happens during {e}?",
+}
+_UNTYPED_TEMPLATES = (
+    "What is the significance of {e}?",
+    "What role does {e} play in the events described?",
+    "What is known about {e}?",
+)
+_GROUP_TEMPLATES = (
+    "How are {j} connected?",
+    "What events involve {j}?",
+    "How does the relationship between {j} change over time?",
+)
+
+
+def _distinct(names: list[str]) -> list[str]:
+    """Drop a name whose words are a subset of an earlier one's ('Tim' after 'Tiny Tim')."""
+    kept: list[str] = []
+    for name in names:
+        words = set(name.casefold().split())
+        if not any(words <= set(k.casefold().split()) or set(k.casefold().split()) <= words for k in kept):
+            kept.append(name)
+    return kept
+
+
+def _entity_rows(parsed: ParsedPrompt) -> list[tuple[str, str]]:
+    """(name, type) of every entity row, in table order (the builder's relevance order)."""
+    table = parsed.table("Entities")
+    if table is None:
+        return []
+    name_col = table.column("entity", "title", "name")
+    type_col = table.column("type", "entity_type")
+    if name_col is None:
+        return []
+    return [(r[name_col], r.get(type_col, "") if type_col else "") for r in table.rows if r.get(name_col)]
+
+
+def _pairs(parsed: ParsedPrompt) -> list[tuple[str, str]]:
+    table = parsed.table("Relationships")
+    if table is None or not table.column("source") or not table.column("target"):
+        return []
+    return [(r["source"], r["target"]) for r in table.rows if r.get("source") and r.get("target")]
+
+
+def _claim_subjects(parsed: ParsedPrompt) -> list[tuple[str, str]]:
+    table = parsed.table("Claims")
+    if table is None:
+        return []
+    name_col = table.column("entity", "subject", "subject_id")
+    type_col = table.column("type", "claim_type")
+    if name_col is None:
+        return []
+    return [(r[name_col], r.get(type_col, "") if type_col else "") for r in table.rows if r.get(name_col)]
+
+
+def _interleave(*streams: list[str]) -> list[str]:
+    out: list[str] = []
+    longest = max((len(s) for s in streams), default=0)
+    for i in range(longest):
+        out.extend(s[i] for s in streams if i < len(s))
+    return out
+
+
+def generate_questions(parsed: ParsedPrompt, question: str) -> QuestionList:
+    n = parsed.scalar_int("number of questions", 5, low=1, high=50)
+    zh = is_cjk_text(question) or is_cjk_text(" ".join(e for e, _ in _entity_rows(parsed)[:5]))
+    asked = question_entities(parsed, question) if question else []
+    types = {display_name(e): t.lower() for e, t in _entity_rows(parsed)}
+    names = _distinct([*types, *(display_name(x) for pair in _pairs(parsed) for x in pair)])
+    entities = [(e, types.get(e, "")) for e in names]
+    pairs = [
+        (a, b)
+        for a, b in ((display_name(a), display_name(b)) for a, b in _pairs(parsed))
+        if a in names and b in names
+    ]
+    claims = [(display_name(e), t.lower().replace("_", " ")) for e, t in _claim_subjects(parsed) if t]
+    if len(asked) >= 2:
+        # The user's question names several entities: every candidate must name all of them.
+        shown = [display_name(a) for a in asked]
+        joined = "、".join(shown) if zh else " and ".join(shown)
+        group = (
+            [
+                f"{joined}之间有什么联系？",
+                f"哪些事件同时涉及{joined}？",
+                f"{joined}之间的关系如何随时间变化？",
+            ]
+            if zh
+            else [t.format(j=joined) for t in _GROUP_TEMPLATES]
+        )
+        others = [
+            e for e in names if not any(set(e.casefold().split()) & set(s.casefold().split()) for s in shown)
+        ]
+        role = [
+            f"{e}在{joined}之间起什么作用？" if zh else f"What role does {e} play for {joined}?"
+            for e in others
+        ]
+        candidates = group[:1] + _interleave(role, group[1:])
+    else:
+        if zh:
+            ent_q = [f"{e}在所描述的事件中起什么作用？" for e, _ in entities]
+            pair_q = [f"{a}和{b}之间是什么关系？" for a, b in pairs]
+            claim_q = [f"关于{e}的{t}有哪些已知信息？" for e, t in claims]
+            broad = [f"连接{'、'.join(names[:3])}的主要主题是什么？"] if len(names) >= 3 else []
+        else:
+            ent_q = [
+                _TYPE_TEMPLATES.get(t, _UNTYPED_TEMPLATES[i % len(_UNTYPED_TEMPLATES)]).format(e=e)
+                for i, (e, t) in enumerate(entities)
+            ]
+            pair_q = [f"How is {a} related to {b}?" for a, b in pairs]
+            claim_q = [f"What is known about {e} regarding {t}?" for e, t in claims]
+            broad = []
+            if len(names) >= 3:
+                broad.append(f"What are the main themes connecting {names[0]}, {names[1]} and {names[2]}?")
+            if len(names) >= 2:
+                broad.append(f"How do {names[0]} and {names[1]} influence each other?")
+        mixed = _interleave(ent_q, pair_q, claim_q)
+        candidates = mixed[:2] + broad[:1] + mixed[2:] + broad[1:]
+    seen: dict[str, str] = {}
+    for q in candidates:
+        seen.setdefault(q.casefold(), q)
+    return QuestionList(questions=list(seen.values())[:n])
+
+
+# ---------------------------------------------------------------------------------------------
+# Rewrite
+
+_ELLIPSIS_EN = re.compile(
+    r"^\s*(?:and\s+)?(?:what|how)\s+about\s+(.+?)\s*[?.!]*\s*$|^\s*and\s+(.+?)\s*\?\s*$", re.IGNORECASE
+)
+_ELLIPSIS_ZH = re.compile(r"^\s*(?:那么?|还有)?(.+?)呢\s*[？?]?\s*$")
+_POSSESSIVE = re.compile(r"\b(his|her|its|their)\b", re.IGNORECASE)
+_PERSONAL = re.compile(r"\b(he|she|him|they|them|it)\b", re.IGNORECASE)
+_DEMONSTRATIVE = re.compile(r"\b(that|this)(?=\s*[?.!,]|\s*$)", re.IGNORECASE)
+_THERE = re.compile(r"\bthere(?=\s*[?.!,]|\s*$)", re.IGNORECASE)
+_ZH_PRONOUNS = re.compile(r"他们|她们|它们|他|她|它|这件事|那件事|这个|那个")
+_ZH_QUESTION_BITS = re.compile(
+    r"是谁|谁是|是什么|什么是|为什么|怎么样|怎么|如何|哪些|什么|请|介绍一下|介绍|告诉我|关于|吗|呢|[？?。！!，,\s]"
+)
+
+
+def _subject(text: str) -> str | None:
+    """The named subject of an earlier user turn: a quoted term, else its first capitalised phrase."""
+    quoted = quoted_terms(text)
+    if quoted:
+        return quoted[0]
+    names = capitalised_phrases(text)
+    if names:
+        return names[0]
+    if is_cjk_text(text):
+        chunks = [c for c in _ZH_QUESTION_BITS.split(text) if len(c) >= 2]
+        return chunks[0] if chunks else None
+    return None
+
+
+def _resolve_pronouns(question: str, subject: str) -> str:
+    if is_cjk_text(question):
+        return _ZH_PRONOUNS.sub(subject, question)
+    out = _POSSESSIVE.sub(lambda _m: f"{subject}'s", question)
+    out = _PERSONAL.sub(subject, out)
+    out = _DEMONSTRATIVE.sub(subject, out)
+    return _THERE.sub(f"in {subject}", out)
+
+
+def rewrite(parsed: ParsedPrompt, question: str) -> RewriteResponse:
+    """Make the last user message standalone by substituting the subject of earlier user turns."""
+    earlier = [c for role, c in parsed.history if role == "user" and c.strip() != question.strip()]
+    previous, subject = None, None
+    for turn in reversed(earlier):
+        subject = _subject(turn)
+        if subject:
+            previous = turn
+            break
+    if not subject or previous is None:
+        return RewriteResponse(question=question)
+    zh = is_cjk_text(question)
+    ellipsis = (_ELLIPSIS_ZH if zh else _ELLIPSIS_EN).match(question)
+    if ellipsis:
+        target = next(g for g in ellipsis.groups() if g)
+        target = _resolve_pronouns(target, subject)
+        # "What about his nephew?" after "Who is Scrooge?" -> "Who is Scrooge's nephew?"
+        if subject.casefold() in previous.casefold():
+            pos = previous.casefold().find(subject.casefold())
+            return RewriteResponse(question=previous[:pos] + target + previous[pos + len(subject) :])
+        return RewriteResponse(
+            question=previous.rstrip("?？ ") + (f"，{target}？" if zh else f", and {target}?")
+        )
+    resolved = _resolve_pronouns(question, subject)
+    return RewriteResponse(question=resolved)
+
+
+# ---------------------------------------------------------------------------------------------
+# Route (only a fallback: the router's classifier decides normally)
+
+_GLOBAL_CUES = (
+    r"\b(main|key|major|overall|common|recurring|central)\s+(themes?|topics?|ideas?|trends?|issues?|points?)\b",
+    r"\bsummar(y|ise|ize)\b",
+    r"\boverview\b",
+    r"\bacross (the|all)\b",
+    r"\b(whole|entire) (story|dataset|corpus|book|collection)\b",
+    r"主题|总体|整体|概括|总结|概述",
+)
+_DRIFT_CUES = (
+    r"\bcompar(e|ison|ing)\b",
+    r"\bdiffer(ence|ent|s)?\b",
+    r"\bversus\b|\bvs\.?\b",
+    r"\brelationship between\b",
+    r"\bwhy\b",
+    r"\b(cause|caused|lead to|led to|impact|influence|effect)s?\b",
+    r"比较|区别|为什么|影响|原因|关系",
+)
+
+
+def route(question: str) -> RouteResponse:
+    text = question.casefold()
+    names = capitalised_phrases(question)
+    for cue in _DRIFT_CUES:
+        if re.search(cue, text):
+            return RouteResponse(
+                engine="drift", reason=f"offline heuristic: comparison or causal cue ({cue})"
+            )
+    if len(names) >= 2:
+        return RouteResponse(
+            engine="drift", reason=f"offline heuristic: several entities named ({', '.join(names[:3])})"
+        )
+    for cue in _GLOBAL_CUES:
+        if re.search(cue, text) and not names:
+            return RouteResponse(engine="global", reason=f"offline heuristic: corpus-wide cue ({cue})")
+    return RouteResponse(engine="local", reason="offline heuristic: a specific question about named things")

@@ -1,0 +1,340 @@
+"""Structured tasks of the offline extractive model: map, rate, HyDE, DRIFT primer and follow-up.
+
+Each function turns a parsed prompt into the pydantic object its engine expects (schemas in
+`engines/schemas.py`). Scores come from term coverage of the question, so they are comparable
+across calls; orders are by score, then position in the context (never by hash order).
+"""
+
+from __future__ import annotations
+
+import re
+
+from engines.models.offline_answer import (
+    Candidate,
+    cite,
+    compose_answer,
+    gather_candidates,
+    question_entities,
+    rank_candidates,
+    select_sentences,
+)
+from engines.models.offline_parse import ParsedPrompt, Table
+from engines.models.offline_text import (
+    BM25,
+    STOPWORDS,
+    capitalised_phrases,
+    clean_sentence,
+    coverage,
+    display_name,
+    is_cjk_text,
+    is_informative,
+    jaccard,
+    mentions,
+    question_terms,
+    split_sentences,
+    strip_citations,
+    terms,
+    trim_sentence,
+    wordset,
+)
+from engines.schemas import FollowupResponse, MapPoint, MapResponse, PrimerResponse, RateResponse
+from shared_context.tokens import Tokenizer
+
+_QUESTION_WORDS = wordset(
+    "what who whom whose which when where why how is are was were do does did can could should would will "
+    "tell please describe explain list give show"
+)
+
+
+def topic_phrase(question: str) -> str:
+    """A short noun phrase for the question's topic, made only of the question's own words."""
+    if is_cjk_text(question):
+        return re.sub(r"[？?。！!\s]+$", "", question).strip() or question
+    names = capitalised_phrases(question)
+    if names:
+        return " and ".join(dict.fromkeys(names))
+    words = [w for w in re.findall(r"[A-Za-z][A-Za-z'’\-]*|\d+", question) if w.lower() not in STOPWORDS]
+    words = [w for w in words if w.lower() not in _QUESTION_WORDS]
+    return " ".join(words[:5]) if words else "the question"
+
+
+def surface_words(question: str, wanted: list[str]) -> list[str]:
+    """Question words whose index term is in `wanted`, in question order."""
+    out: dict[str, None] = {}
+    for w in re.findall(r"[^\W_]+", question):
+        t = terms(w)
+        if t and t[0] in wanted:
+            out.setdefault(w, None)
+    return list(out)
+
+
+def _rank_norm(table: Table, row: dict[str, str]) -> float:
+    """GraphRAG report rank (0-10) as 0-1; 0.5 when absent or unreadable."""
+    col = table.column("rank", "rating")
+    try:
+        return max(0.0, min(1.0, float(row.get(col, "") if col else "") / 10.0))
+    except ValueError:
+        return 0.5
+
+
+def _report_sentences(table: Table, row: dict[str, str]) -> list[str]:
+    col = table.column("content", "full_content", "summary", "text")
+    sentences = []
+    for raw in split_sentences(strip_citations(row.get(col, "") if col else "")):
+        if raw.lstrip().startswith("#"):
+            continue
+        s = clean_sentence(raw)
+        if is_informative(s):
+            sentences.append(trim_sentence(s, 45))
+    return sentences
+
+
+# ---------------------------------------------------------------------------------------------
+# Global map and rating
+
+
+def global_map(parsed: ParsedPrompt, question: str) -> MapResponse:
+    table = parsed.table("Reports")
+    if table is None or not table.rows:
+        return MapResponse(
+            points=[
+                MapPoint(description="No community reports were supplied, so nothing can be said.", score=0)
+            ]
+        )
+    query, broad = question_terms(question)
+    title_col = table.column("title")
+    rows = [r for r in table.rows if r.get(table.id_column, "")]
+    per_report = [_report_sentences(table, r) for r in rows]
+    bm25 = BM25([terms(s) for sents in per_report for s in sents] or [[]])
+    offsets = [sum(len(s) for s in per_report[:i]) for i in range(len(per_report))]
+    # one point per report: (ids, title, best sentences, their terms, score); near-duplicates share a point
+    points: list[tuple[list[str], str, list[str], list[str], int]] = []
+    for row, sentences, offset in zip(rows, per_report, offsets, strict=True):
+        title = row.get(title_col, "") if title_col else ""
+        found = terms(title) + [t for s in sentences for t in terms(s)]
+        cover = coverage(query, found)
+        rank = _rank_norm(table, row)
+        if broad:
+            score, best = round(20 + 60 * rank), sentences[:2]
+        elif cover == 0:
+            continue
+        else:
+            score = max(1, min(100, round(85 * cover + 15 * rank)))
+            scores = [bm25.score(query, offset + i) for i in range(len(sentences))]
+            order = sorted(range(len(sentences)), key=lambda i: (-scores[i], i))
+            best = [sentences[i] for i in sorted(order[:2])]
+        if not best:
+            best = [title] if title else []
+        if not best:
+            continue
+        best_terms = [t for s in best for t in terms(s)]
+        twin = next((p for p in points if jaccard(p[3], best_terms) >= 0.8), None)
+        if twin is not None:
+            twin[0].append(row[table.id_column])
+            continue
+        points.append(([row[table.id_column]], title, best, best_terms, score))
+    if not points:
+        return MapResponse(
+            points=[MapPoint(description="None of these reports addresses the question.", score=0)]
+        )
+    out = []
+    for ids, title, best, _terms, score in sorted(points, key=lambda p: -p[4]):
+        body = " ".join(cite(s, {"Reports": ids}) for s in best)
+        out.append(MapPoint(description=f"{title}: {body}" if title else body, score=score))
+    return MapResponse(points=out)
+
+
+def rate(parsed: ParsedPrompt, question: str) -> RateResponse:
+    table = parsed.table("Reports")
+    if table is None or not table.rows:
+        return RateResponse(reason="No report was supplied to rate.", rating=0)
+    row = table.rows[0]
+    title_col = table.column("title")
+    query, broad = question_terms(question)
+    found = terms(row.get(title_col, "") if title_col else "") + [
+        t for s in _report_sentences(table, row) for t in terms(s)
+    ]
+    if broad:
+        rating = 1 + round(3 * _rank_norm(table, row))
+        return RateResponse(
+            reason="The question is about the whole dataset; rated by the report's importance rank.",
+            rating=rating,
+        )
+    cover = coverage(query, found)
+    if cover == 0:
+        return RateResponse(reason="The report mentions none of the question's key terms.", rating=0)
+    matched = surface_words(question, [t for t in query if t in set(found)])
+    return RateResponse(
+        reason=f"The report mentions {len(matched)} of the question's key terms: {', '.join(matched)}.",
+        rating=min(5, 1 + round(4 * cover)),
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# DRIFT
+
+
+def drift_hyde(parsed: ParsedPrompt, question: str) -> str:
+    """A hypothetical answer with the template's shape, made only of the question's own words."""
+    topic = topic_phrase(question)
+    if is_cjk_text(question):
+        return f"# {topic}\n\n本报告讨论：{question.strip()}\n\n## {topic}\n\n关于{topic}的要点。"
+    query, _broad = question_terms(question)
+    in_topic = topic.casefold().split()
+    words = [w for w in surface_words(question, query) if w.casefold() not in in_topic]
+    headings = [ln for ln in parsed.template.split("\n") if ln.lstrip().startswith("## ")]
+    n_sections = max(1, min(len(words) or 1, len(headings) or 3))
+    title = " ".join(w[:1].upper() + w[1:] for w in topic.split())
+    parts = [f"# {title}", "", f"This report addresses the question: {question.strip()}"]
+    for word in words[:n_sections] or [topic]:
+        heading = word[:1].upper() + word[1:]
+        parts += [
+            "",
+            f"## {heading}" if word != topic else f"## {title}",
+            f"{heading} in the context of {topic}.",
+        ]
+    return "\n".join(parts)
+
+
+_PRIMER_TEMPLATES = (
+    "What role does {e} play with respect to {t}?",
+    "How is {e} connected to {t}?",
+    "What happens to {e} in relation to {t}?",
+)
+_PRIMER_TEMPLATES_ZH = ("{e}在{t}中扮演什么角色？", "{e}与{t}有什么联系？", "{e}在{t}方面发生了什么？")
+
+
+def _ranked_names(cands: list[Candidate], relevant: list[Candidate], question: str) -> list[str]:
+    """Names found in report text, weighted by how often they occur in question-relevant sentences.
+
+    Names sharing a word with a name in the question are skipped ("Ebenezer Scrooge" when the
+    question already says "Scrooge"): a follow-up should reach for something new.
+    """
+    exclude = question.casefold()
+    asked_words = {w for n in capitalised_phrases(question) for w in n.casefold().split() if len(w) > 2}
+    weights: dict[str, float] = {}
+    surface: dict[str, str] = {}
+    top = max((c.score for c in relevant), default=1.0) or 1.0
+    relevance = {c.order: 1.0 + 4.0 * c.score / top for c in relevant}
+    for c in cands:
+        for name in capitalised_phrases(c.text):
+            key = name.casefold()
+            if mentions(exclude, name) or key in exclude or asked_words & set(key.split()):
+                continue
+            # Names in question-relevant sentences dominate; elsewhere they only break ties.
+            weights[key] = weights.get(key, 0.0) + relevance.get(c.order, 0.2)
+            surface.setdefault(key, name)
+    ordered = sorted(weights, key=lambda k: (-weights[k], list(surface).index(k)))
+    kept: list[str] = []
+    for key in ordered:
+        words = key.split()
+        if any(set(words) <= set(k.split()) or set(k.split()) <= set(words) for k in kept):
+            continue  # "scrooge" vs "ebenezer scrooge": one question per character
+        kept.append(key)
+    return [surface[k] for k in kept]
+
+
+def drift_primer(parsed: ParsedPrompt, question: str) -> PrimerResponse:
+    zh = is_cjk_text(question)
+    cands = gather_candidates(parsed, ("Reports",))
+    entities = capitalised_phrases(question)
+    relevant = select_sentences(rank_candidates(cands, question, entities), 6)
+    query, broad = question_terms(question)
+    heading = f"## {question.strip() or 'Question'}"
+    if relevant:
+        body = "\n".join(f"- {cite(c.text, c.refs)}" for c in relevant)
+        score = (
+            50 if broad else min(100, round(100 * coverage(query, [t for c in relevant for t in c.terms])))
+        )
+    else:
+        body = (
+            "提供的报告没有直接回答这个问题。"
+            if zh
+            else "The supplied reports do not address this question directly."
+        )
+        score = 0
+    topic = topic_phrase(question)
+    templates = _PRIMER_TEMPLATES_ZH if zh else _PRIMER_TEMPLATES
+    followups = [
+        templates[i % len(templates)].format(e=name, t=topic)
+        for i, name in enumerate(_ranked_names(cands, relevant, question)[:8])
+    ]
+    table = parsed.table("Reports")
+    title_col = table.column("title") if table is not None else None
+    for row in table.rows if table is not None and title_col else []:
+        if len(followups) >= 5:
+            break
+        title = row.get(title_col or "", "").strip()
+        if title:
+            followups.append(f"{title}的关键细节是什么？" if zh else f"What are the key details of {title}?")
+    for word in surface_words(question, query) or [topic]:
+        if len(followups) >= 5:
+            break
+        followups.append(
+            f"数据中关于{word}有哪些证据？" if zh else f"What evidence in the data relates to {word}?"
+        )
+    while len(followups) < 5:
+        followups.append(
+            f"关于{topic}还有哪些细节？#{len(followups) + 1}"
+            if zh
+            else f"Which further detail #{len(followups) + 1} is known about {topic}?"
+        )
+    return PrimerResponse(
+        intermediate_answer=f"{heading}\n\n{body}",
+        score=score,
+        follow_up_queries=list(dict.fromkeys(followups)),
+    )
+
+
+def _related_entities(parsed: ParsedPrompt, anchors: list[str], covered: str) -> list[tuple[str, str | None]]:
+    """(entity, anchor it relates to) from the Relationships table first, then other Entities rows."""
+    out: dict[str, str | None] = {}
+    folded_anchors = {a.casefold(): a for a in anchors}
+    rels = parsed.table("Relationships")
+    if rels is not None and rels.column("source") and rels.column("target"):
+        for row in rels.rows:
+            src, tgt = row.get("source", ""), row.get("target", "")
+            for here, there in ((src, tgt), (tgt, src)):
+                if here.casefold() in folded_anchors and there and not mentions(covered, there):
+                    out.setdefault(there, folded_anchors[here.casefold()])
+    ents = parsed.table("Entities")
+    name_col = ents.column("entity", "title", "name") if ents is not None else None
+    for row in ents.rows if ents is not None and name_col else []:
+        name = row.get(name_col or "", "")
+        if name and not mentions(covered, name):
+            out.setdefault(name, None)
+    return list(out.items())
+
+
+def drift_followup(
+    parsed: ParsedPrompt, question: str, tokenizer: Tokenizer, *, max_sentences: int, max_tokens: int | None
+) -> FollowupResponse:
+    zh = is_cjk_text(question)
+    text, chosen = compose_answer(
+        parsed, question, tokenizer, max_sentences=max_sentences, max_tokens=max_tokens
+    )
+    overall = parsed.scalar("overall question") or question
+    overall_query, _ = question_terms(overall)
+    score = (
+        0
+        if not chosen
+        else min(100, round(10 + 90 * coverage(overall_query, [t for c in chosen for t in c.terms])))
+    )
+    k = parsed.scalar_int("max follow-ups", 3, low=0, high=20)
+    anchors = question_entities(parsed, f"{question} {overall}")
+    covered = f"{question} {overall}".casefold()
+    topic = topic_phrase(overall)
+    followups = []
+    for name, anchor in _related_entities(parsed, anchors, covered)[:k]:
+        shown, anchor_shown = display_name(name), display_name(anchor) if anchor else ""
+        if zh:
+            followups.append(
+                f"{shown}与{anchor_shown}是什么关系？" if anchor else f"{shown}在{topic}中扮演什么角色？"
+            )
+        else:
+            followups.append(
+                f"What is the relationship between {shown} and {anchor_shown}?"
+                if anchor
+                else f"What role does {shown} play with respect to {topic}?"
+            )
+    return FollowupResponse(response=text, score=score, follow_up_queries=followups)

@@ -1,0 +1,377 @@
+"""Text tools of the offline extractive model: terms, sentences, BM25, names and citations.
+
+Everything here is deterministic: no randomness, no clock, and no iteration over sets of
+strings (whose order changes with PYTHONHASHSEED) where the order can reach the output.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+# Ideographs, kana and hangul are written without spaces; we index them as character bigrams.
+_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
+_CJK_RE = re.compile(f"[{_CJK}]")
+_TOKEN_RE = re.compile(f"[{_CJK}]+|[^\\W_]+")
+_POSSESSIVE_RE = re.compile(r"(?<=\w)['’]s\b", re.IGNORECASE)
+
+
+def wordset(words: str) -> frozenset[str]:
+    return frozenset(words.split())
+
+
+STOPWORDS = wordset(
+    """a about above after again against all also am an and any are as at be because been before being
+    below between both but by can could did do does doing done down during each either else ever few for
+    from further had has have having he her here hers herself him himself his how i if in into is it its
+    itself just let me more most much must my myself no nor not now of off on once only or other our ours
+    ourselves out over own please same shall she should so some such tell than that the their theirs them
+    themselves then there these they this those through to too under until up upon us very was we were what
+    whats when where which while who whom whose why will with within without would yet you your yours
+    yourself anything something someone anyone everything describe explain know give list show"""
+)
+
+# Words that make a question corpus-wide rather than about a topic ("What are the main themes?").
+BROAD_WORDS = wordset(
+    """main key major overall theme themes topic topics summary summarize summarise overview general
+    important importance whole entire dataset data corpus story document documents trend trends idea
+    ideas across throughout top common central primary"""
+)
+
+# Function characters of Chinese questions; a bigram made only of these carries no topic.
+_CJK_FUNCTION_CHARS = (
+    "的了是在和与及或吗呢吧啊么什谁哪怎如何为这那个一有也就都而被把对他她它们我你其中请问些样"
+)
+
+_ABBREVIATIONS = ("mr", "mrs", "ms", "dr", "st", "jr", "sr", "vs", "etc", "e.g", "i.e", "no", "mt", "prof")
+
+
+def is_cjk_text(text: str) -> bool:
+    """True when at least 30 % of the non-space characters are CJK (decides the answer language)."""
+    chars = [c for c in text if not c.isspace()]
+    if not chars:
+        return False
+    return sum(1 for c in chars if _CJK_RE.match(c)) / len(chars) >= 0.3
+
+
+def stem(word: str) -> str:
+    """Light suffix stripping; it only has to map inflections of one word to the same key."""
+    w = word
+    if len(w) <= 3:
+        return w
+    if w.endswith("ies") and len(w) > 4:
+        w = w[:-3] + "y"
+    elif w.endswith("sses"):
+        w = w[:-2]
+    elif w.endswith("ness") and len(w) > 6:
+        w = w[:-4]
+    elif w.endswith("ing") and len(w) > 5:
+        w = w[:-3]
+    elif (w.endswith("ed") and len(w) > 4) or (w.endswith("ly") and len(w) > 5):
+        w = w[:-2]
+    elif w.endswith("s") and not w.endswith("ss") and len(w) > 3:
+        w = w[:-1]
+    if w.endswith("e") and len(w) > 4:
+        w = w[:-1]
+    return w
+
+
+def terms(text: str, *, keep_stopwords: bool = False) -> list[str]:
+    """Index terms: stemmed lowercase words (stopwords dropped) and CJK character bigrams."""
+    out: list[str] = []
+    for match in _TOKEN_RE.finditer(_POSSESSIVE_RE.sub("", text)):
+        tok = match.group(0)
+        if _CJK_RE.match(tok):
+            if len(tok) == 1:
+                if tok not in _CJK_FUNCTION_CHARS:
+                    out.append(tok)
+                continue
+            for i in range(len(tok) - 1):
+                pair = tok[i : i + 2]
+                if not (pair[0] in _CJK_FUNCTION_CHARS and pair[1] in _CJK_FUNCTION_CHARS):
+                    out.append(pair)
+            continue
+        low = tok.lower()
+        if not keep_stopwords and low in STOPWORDS:
+            continue
+        out.append(stem(low))
+    return out
+
+
+def question_terms(question: str) -> tuple[list[str], bool]:
+    """Unique content terms of a question, and whether it is corpus-wide (only broad words left)."""
+    all_terms = list(dict.fromkeys(terms(question)))
+    broad_stems = {stem(w) for w in BROAD_WORDS}
+    content = [t for t in all_terms if t not in broad_stems]
+    if content:
+        return content, False
+    return all_terms, True
+
+
+# ---------------------------------------------------------------------------------------------
+# Sentences
+
+# A sentence ends at . ! ? (plus closing quotes/brackets) before whitespace and a capital, digit or
+# CJK character; CJK full stops end a sentence without any space.
+_BOUNDARY_RE = re.compile(r"[.!?][\"'”’)\]]*(?=\s+[\"'“‘(\[]?[A-Z0-9" + _CJK + r"])|[。！？；][”’」』）]*")
+_MARKDOWN_BLOCK_RE = re.compile(r"\n(?=\s*(?:#{1,6}\s|[-*•]\s|\d+[.)]\s))")
+_CJK_NEWLINE_RE = re.compile(f"(?<=[{_CJK}])\\s*\\n\\s*(?=[{_CJK}])")
+
+
+def _ends_with_abbreviation(fragment: str) -> bool:
+    last = fragment.rstrip().rsplit(" ", 1)[-1].lower().rstrip(".")
+    return last in _ABBREVIATIONS or (len(last) == 1 and last.isalpha())
+
+
+def split_sentences(text: str) -> list[str]:
+    """Split prose or markdown into sentences; headings and list items become their own units."""
+    out: list[str] = []
+    text = _CJK_NEWLINE_RE.sub("", text.replace("\r", ""))
+    for paragraph in re.split(r"\n\s*\n", text):
+        for block in _MARKDOWN_BLOCK_RE.split(paragraph):
+            flat = re.sub(r"\s+", " ", block).strip()
+            if not flat:
+                continue
+            pieces, last = [], 0
+            for m in _BOUNDARY_RE.finditer(flat):
+                pieces.append(flat[last : m.end()])
+                last = m.end()
+            pieces.append(flat[last:])
+            pieces = [p for p in pieces if p.strip()]
+            merged: list[str] = []
+            for piece in pieces:
+                if merged and _ends_with_abbreviation(merged[-1]):
+                    merged[-1] = f"{merged[-1]} {piece.strip()}"
+                else:
+                    merged.append(piece.strip())
+            out.extend(merged)
+    return out
+
+
+def clean_sentence(sentence: str) -> str:
+    """Drop markdown decoration (heading marks, bullets, emphasis) from one sentence."""
+    s = re.sub(r"^\s*(?:#{1,6}\s+|[-*•]\s+|\d+[.)]\s+)", "", sentence)
+    s = re.sub(r"\*\*|__", "", s)
+    return s.strip()
+
+
+def is_informative(sentence: str) -> bool:
+    """Enough words to stand alone as evidence (3 words, or 5 CJK characters)."""
+    if _CJK_RE.search(sentence):
+        return len(_CJK_RE.findall(sentence)) >= 5
+    return len(re.findall(r"[^\W_]+", sentence)) >= 3
+
+
+def trim_sentence(sentence: str, max_words: int = 55) -> str:
+    """Shorten very long sentences (novel prose) so an answer stays readable."""
+    if _CJK_RE.search(sentence):
+        limit = max_words * 2
+        return sentence if len(sentence) <= limit + 10 else sentence[:limit].rstrip() + "…"
+    words = sentence.split(" ")
+    if len(words) <= max_words + 5:
+        return sentence
+    return " ".join(words[:max_words]).rstrip(",;:") + "…"
+
+
+def jaccard(a: Sequence[str], b: Sequence[str]) -> float:
+    sa, sb = set(a), set(b)
+    if not sa or not sb:
+        return 0.0
+    return len(sa & sb) / len(sa | sb)
+
+
+# ---------------------------------------------------------------------------------------------
+# BM25
+
+
+@dataclass
+class BM25:
+    """Okapi BM25 over a fixed list of term lists (one per candidate sentence)."""
+
+    docs: list[list[str]]
+    k1: float = 1.2
+    b: float = 0.75
+
+    def __post_init__(self) -> None:
+        self._tf = [Counter(d) for d in self.docs]
+        self._df: Counter[str] = Counter()
+        for tf in self._tf:
+            self._df.update(tf.keys())
+        lengths = [len(d) for d in self.docs]
+        self._avg = (sum(lengths) / len(lengths)) if lengths else 1.0
+        self._n = len(self.docs)
+
+    def idf(self, term: str) -> float:
+        df = self._df.get(term, 0)
+        return math.log(1.0 + (self._n - df + 0.5) / (df + 0.5))
+
+    def score(self, query: Sequence[str], i: int) -> float:
+        tf = self._tf[i]
+        length = len(self.docs[i]) or 1
+        total = 0.0
+        for term in query:
+            f = tf.get(term, 0)
+            if f:
+                total += (
+                    self.idf(term)
+                    * f
+                    * (self.k1 + 1)
+                    / (f + self.k1 * (1 - self.b + self.b * length / self._avg))
+                )
+        return total
+
+
+def coverage(query: Sequence[str], found: Iterable[str]) -> float:
+    """Share of the question's content terms present in `found` (uniform weights: comparable across batches)."""
+    if not query:
+        return 0.0
+    have = set(found)
+    return sum(1 for t in query if t in have) / len(query)
+
+
+# ---------------------------------------------------------------------------------------------
+# Names
+
+
+_CAP_STOP = wordset(
+    """The A An This That These Those He She It They We I You His Her Its Their Our My Your In On At By For
+    From With Without Of To And But Or Nor So As If When While Where What Who Whom Whose Which Why How
+    Is Are Was Were Be Been Do Does Did Can Could Will Would Shall Should May Might Must Has Have Had Not No
+    Yes Tell Please Also However Although Because Then There Here After Before During Since Until Upon Through
+    Thus Hence Finally Overall Each Every All Some Many Most Both Either Neither One Two Three Let Mr Mrs
+    Ms Dr St Report Reports Data Entities Relationships Sources Claims Summary Community Findings Answer
+    Related Other About Based Offline According Key Role Impact Influence"""
+)
+_CONNECTORS = frozenset({"of", "the", "to", "de", "la", "von", "van", "der"})
+_WORD_RE = re.compile(r"[A-Za-z][A-Za-z'’\-]*|[^\sA-Za-z]")
+_TITLES = frozenset({"Mr", "Mrs", "Ms", "Dr", "St", "Sir", "Lady", "Lord", "Miss", "Saint"})
+
+
+def _finish_name(tokens: list[str]) -> str | None:
+    while tokens and tokens[-1].lower() in _CONNECTORS:
+        tokens.pop()
+    # A leading title ("Mr Fezziwig") is part of the name; other capitalised stopwords are not.
+    while tokens and tokens[0] in _CAP_STOP and not (tokens[0] in _TITLES and len(tokens) > 1):
+        tokens.pop(0)
+    while tokens and tokens[0].lower() in _CONNECTORS:
+        tokens.pop(0)
+    if not tokens:
+        return None
+    name = re.sub(r"['’]s$", "", " ".join(tokens)).strip(" -'’")
+    if len(name) < 3 or name.upper() in {"I", "II", "III"}:
+        return None
+    return name
+
+
+def capitalised_phrases(text: str) -> list[str]:
+    """Proper-name-like phrases in order of appearance: 'Bob Cratchit', 'Ghost of Christmas Past', 'SCROOGE'."""
+    names: list[str] = []
+    current: list[str] = []
+    for match in _WORD_RE.finditer(text):
+        tok = match.group(0)
+        starts_upper = tok[0].isupper()
+        if starts_upper and (tok not in _CAP_STOP or tok in _TITLES):
+            current.append(tok.rstrip("."))
+            continue
+        if current and tok.lower() in _CONNECTORS:
+            current.append(tok)
+            continue
+        if current and tok == "." and current[-1] in _TITLES:
+            continue  # "Mr. Fezziwig": the period after a title does not end the name
+        if current:
+            name = _finish_name(current)
+            if name:
+                names.append(name)
+            current = []
+    if current:
+        name = _finish_name(current)
+        if name:
+            names.append(name)
+    return names
+
+
+def quoted_terms(text: str) -> list[str]:
+    return [m.strip() for m in re.findall(r"[\"“「『]([^\"”」』]{2,60})[\"”」』]", text) if m.strip()]
+
+
+def display_name(title: str) -> str:
+    """'GHOST OF CHRISTMAS PAST' -> 'Ghost of Christmas Past'; mixed-case and CJK titles are kept."""
+    if not title.isupper() or _CJK_RE.search(title):
+        return title
+    words = title.split()
+    out = []
+    for i, w in enumerate(words):
+        low = w.lower()
+        out.append(
+            low
+            if i and low in {"of", "the", "and", "in", "on", "at", "to", "a", "an", "for"}
+            else low.capitalize()
+        )
+    return " ".join(out)
+
+
+def mentions(text_folded: str, name: str) -> bool:
+    """Whole-word, case-insensitive mention test (substring for CJK names)."""
+    key = name.casefold().strip()
+    if not key:
+        return False
+    if _CJK_RE.search(key):
+        return key in text_folded
+    return re.search(r"(?<![^\W_])" + re.escape(key) + r"(?![^\W_])", text_folded) is not None
+
+
+# ---------------------------------------------------------------------------------------------
+# Citations: [Data: Sources (1, 2); Entities (3, +more)]
+
+CITATION_RE = re.compile(r"\[Data:\s*([^\]]*)\]")
+# References a text carries from indexing time (report findings cite the index's own ids); they
+# point at records that may not be in this context, so quoted sentences must not repeat them.
+_EMBEDDED_REF_RE = re.compile(
+    r"\s*\[(?:Data|Records|Sources?|Entities|Relationships|Reports|Claims)\b[^\]]*\]", re.IGNORECASE
+)
+_REF_RE = re.compile(r"([A-Za-z][A-Za-z ]*?)\s*\(([^)]*)\)")
+DATASET_ORDER = ("Sources", "Entities", "Relationships", "Reports", "Claims")
+MORE = "+more"
+
+
+def strip_citations(text: str) -> str:
+    return _EMBEDDED_REF_RE.sub("", text)
+
+
+def parse_citation(body: str) -> dict[str, list[str]]:
+    """Dataset -> ids (in order, '+more' kept as a marker) from the inside of one `[Data: ...]`."""
+    refs: dict[str, list[str]] = {}
+    for match in _REF_RE.finditer(body):
+        dataset = match.group(1).strip()
+        ids = [i.strip() for i in match.group(2).split(",") if i.strip()]
+        bucket = refs.setdefault(dataset, [])
+        for i in ids:
+            if i not in bucket:
+                bucket.append(i)
+    return refs
+
+
+def merge_refs(into: dict[str, list[str]], other: dict[str, list[str]]) -> None:
+    for dataset, ids in other.items():
+        bucket = into.setdefault(dataset, [])
+        for i in ids:
+            if i not in bucket:
+                bucket.append(i)
+
+
+def format_citation(refs: dict[str, list[str]], max_ids: int = 5) -> str:
+    """Render refs in the canonical dataset order, at most `max_ids` ids each, then '+more'."""
+    ordered = [d for d in DATASET_ORDER if refs.get(d)] + [
+        d for d in refs if d not in DATASET_ORDER and refs[d]
+    ]
+    parts = []
+    for dataset in ordered:
+        ids = [i for i in refs[dataset] if i != MORE]
+        more = len(ids) > max_ids or MORE in refs[dataset]
+        shown = ids[:max_ids] + ([MORE] if more else [])
+        if shown:
+            parts.append(f"{dataset} ({', '.join(shown)})")
+    return f"[Data: {'; '.join(parts)}]" if parts else ""
