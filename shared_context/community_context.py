@@ -329,6 +329,7 @@ class CommunityContextBuilder:
         current: list[tuple[int, str, int]] = []
         used = head_tokens
         weight_tokens: dict[str, int] = {}
+        truncated: set[int] = set()
         for pos in pending:
             row = self._row(pos, p)
             w = weights.get(pos, 0.0) if use_weight else None
@@ -343,6 +344,7 @@ class CommunityContextBuilder:
                 line, n = self._truncated(row, w, header, budget, p)
                 if not line:
                     continue
+                truncated.add(pos)
             if current and used + n > budget:
                 groups.append(current)
                 current, used = [], head_tokens
@@ -350,7 +352,7 @@ class CommunityContextBuilder:
             used += n
         if current:
             groups.append(current)
-        return self._render(groups, weights, head, prefix, budget, p)
+        return self._render(groups, weights, truncated, head, prefix, p)
 
     def _truncated(
         self, row: _Row, weight: float | None, header: list[str], budget: int, p: CommunityContextParams
@@ -370,9 +372,9 @@ class CommunityContextBuilder:
         self,
         groups: list[list[tuple[int, str, int]]],
         weights: dict[int, float],
+        truncated: set[int],
         head: str,
         prefix: str,
-        budget: int,
         p: CommunityContextParams,
     ) -> list[ReportBatch]:
         tok = self.index.tokenizer
@@ -407,6 +409,7 @@ class CommunityContextBuilder:
                     "rank": reports[pos].rank,
                     "level": reports[pos].level,
                     "in_context": True,
+                    "truncated": pos in truncated,
                 }
                 for pos, _, _ in ordered
             ]

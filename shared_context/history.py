@@ -91,6 +91,7 @@ def build_history_section(
     builder.used = builder.head_tokens
     for kept_rows in reversed(kept):
         for role, text, number in kept_rows:
-            builder.add([role, text], {"id": f"turn-{number}", "turn": role, "content": text, "qa_turn": number})
+            builder.add(
+                [role, text], {"id": f"turn-{number}", "turn": role, "content": text, "qa_turn": number}
+            )
     return builder.finish()
-

@@ -131,7 +131,9 @@ class LexicalIndex:
             return
         rows = np.asarray(doc_ids, dtype=np.int64)
         cols = np.asarray(term_ids, dtype=np.int64)
-        tf = sp.coo_matrix((np.ones(len(rows), dtype=np.float64), (rows, cols)), shape=(n_docs, n_terms)).tocsc()
+        tf = sp.coo_matrix(
+            (np.ones(len(rows), dtype=np.float64), (rows, cols)), shape=(n_docs, n_terms)
+        ).tocsc()
         tf.sum_duplicates()
         df = np.diff(tf.indptr).astype(np.float64)
         idf = np.log1p((n_docs - df + 0.5) / (df + 0.5))
@@ -216,10 +218,14 @@ def _table_index(index: Any, table: Table) -> LexicalIndex:
         return per_index_cache(
             index,
             "linking.reports",
-            lambda: LexicalIndex([f"{r.title}\n{r.full_content or r.summary}" for r in index.community_reports]),
+            lambda: LexicalIndex(
+                [f"{r.title}\n{r.full_content or r.summary}" for r in index.community_reports]
+            ),
         )
     if table == "text_units":
-        return per_index_cache(index, "linking.text_units", lambda: LexicalIndex([t.text for t in index.text_units]))
+        return per_index_cache(
+            index, "linking.text_units", lambda: LexicalIndex([t.text for t in index.text_units])
+        )
     raise ValueError(f"unknown table {table!r}; expected 'entities', 'reports' or 'text_units'")
 
 
@@ -348,7 +354,9 @@ def _is_known(ent: _EntityLinkIndex, span: str) -> bool:
     return True
 
 
-def _resolve_names(index: Any, ent: _EntityLinkIndex, names: Sequence[str], notes: list[str], what: str) -> list[int]:
+def _resolve_names(
+    index: Any, ent: _EntityLinkIndex, names: Sequence[str], notes: list[str], what: str
+) -> list[int]:
     out: list[int] = []
     for name in names:
         pos = index.entity_by_title.get(name)

@@ -1,0 +1,317 @@
+"""LocalContextBuilder on the real dulce and Christmas Carol indexes and on constructed indexes."""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from shared_context.index import Index
+from shared_context.local_context import LocalContextBuilder, LocalContextParams, select_relationships
+from shared_context.records import Claim, Community, CommunityReport, Entity, Relationship, TextUnit
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+ORDER = ["Conversation History", "Reports", "Entities", "Relationships", "Claims", "Sources"]
+QUERIES = {
+    "operation_dulce": [
+        "Who is Alex Mercer?",
+        "What happened at Dulce base?",
+        "Taylor Cruz and Jordan Hayes",
+    ],
+    "christmas_carol_graphrag_index": [
+        "What does Scrooge's nephew Fred think of Christmas?",
+        "How does Bob Cratchit's family celebrate?",
+        "Tell me about Marley's ghost",
+        "",
+    ],
+}
+
+
+def _load(name: str) -> Index:
+    path = DATA / name
+    if not path.exists():
+        pytest.skip("shared data absent")
+    from shared_context import load_index
+
+    return load_index(path)
+
+
+@pytest.fixture(scope="module", params=list(QUERIES))
+def real(request: pytest.FixtureRequest) -> tuple[str, Index]:
+    return request.param, _load(request.param)
+
+
+def _parse(section_text: str) -> list[list[str]]:
+    body = section_text.split("\n", 1)[1]
+    return list(csv.reader(io.StringIO(body), delimiter="|", quotechar='"'))
+
+
+def _ids(index: Index) -> dict[str, set[str]]:
+    return {
+        "Reports": {str(r.community) for r in index.community_reports},
+        "Entities": {e.short_id for e in index.entities},
+        "Relationships": {r.short_id for r in index.relationships},
+        "Claims": {c.short_id for c in index.claims},
+        "Sources": {t.short_id for t in index.text_units},
+    }
+
+
+HISTORY = [
+    {"role": "user", "content": "Who is the oldest character?"},
+    {"role": "assistant", "content": "It is hard to say."},
+    {"role": "user", "content": "And who is Scrooge?"},
+    {"role": "assistant", "content": "A miser."},
+]
+
+
+@pytest.mark.parametrize("max_tokens", [12_000, 3_000, 800])
+def test_budgets_ids_and_order_on_real_indexes(real: tuple[str, Index], max_tokens: int) -> None:
+    name, index = real
+    tok = index.tokenizer
+    valid = _ids(index)
+    builder = LocalContextBuilder(index, {"max_context_tokens": max_tokens})
+    for query in QUERIES[name]:
+        for history in (None, HISTORY):
+            ctx = builder.build(query, history)
+            assert ctx.tokens == tok.count(ctx.text) <= max_tokens
+            assert "[]" not in ctx.text.split("\n")
+            names = [s.name for s in ctx.sections if s.text]
+            assert names == [n for n in ORDER if n in names]
+            assert ctx.text == "\n\n".join(s.text for s in ctx.sections if s.text)
+            for section in ctx.sections:
+                if not section.text:
+                    continue
+                assert section.tokens == tok.count(section.text) <= section.budget
+                rows = _parse(section.text)
+                assert rows[0][0] in ("id", "turn")
+                assert len(rows) >= 2, f"{section.name} rendered without rows"
+                if section.name in valid:
+                    shown = {r[0] for r in rows[1:]}
+                    assert shown <= valid[section.name], f"{section.name} cites unknown ids"
+                    assert shown == {str(r["id"]) for r in section.in_context}
+            assert len(ctx.entities) <= builder.params.top_k_mapped_entities
+
+
+def test_default_layout_on_dulce_matches_graphrag_headers() -> None:
+    index = _load("operation_dulce")
+    ctx = LocalContextBuilder(index).build("Who is Alex Mercer?")
+    assert ctx.text.startswith("-----Reports-----\nid|title|content\n")
+    assert "-----Entities-----\nid|entity|description|number of relationships\n" in ctx.text
+    assert "-----Relationships-----\nid|source|target|description|weight\n" in ctx.text
+    assert "-----Sources-----\nid|text\n" in ctx.text
+    assert "links" not in ctx.section("Relationships").text.split("\n")[1]  # type: ignore[union-attr]
+    assert ctx.entities[0].title == "ALEX MERCER"
+    assert ctx.text_unit_ids and set(ctx.text_unit_ids) <= {t.short_id for t in index.text_units}
+    # GraphRAG's split on what is left after reserving the blank lines between the six sections
+    assert ctx.budgets["Reports"] == int((12_000 - 5 * index.tokenizer.count("\n\n")) * 0.15)
+
+
+def test_unused_budget_flows_to_sources() -> None:
+    index = _load("christmas_carol_graphrag_index")
+    ctx = LocalContextBuilder(index).build("Bob Cratchit")
+    m = 12_000 - 5 * index.tokenizer.count("\n\n")
+    reports = ctx.section("Reports")
+    assert reports is not None and reports.budget == int(m * 0.15)
+    # local gets its own 35 % plus what Reports left unused
+    assert ctx.budgets["Entities"] == int(m * 0.35) + (reports.budget - reports.tokens)
+    local_used = sum(s.tokens for s in ctx.sections if s.name in ("Entities", "Relationships", "Claims"))
+    assert local_used < ctx.budgets["Entities"]
+    # Sources gets everything the earlier sections did not use, i.e. more than GraphRAG's fixed 50 %
+    assert ctx.budgets["Sources"] == m - reports.tokens - local_used > int(m * 0.5)
+
+
+def test_drift_props_still_show_entities() -> None:
+    # GraphRAG's DRIFT settings (0.1 / 0.9) leave local_prop = 0: no entities at all there (bug 8).
+    index = _load("christmas_carol_graphrag_index")
+    ctx = LocalContextBuilder(index, {"community_prop": 0.1, "text_unit_prop": 0.9}).build("Tiny Tim")
+    assert ctx.tokens <= 12_000
+    assert ctx.section("Sources") is not None
+
+
+def test_params_validation_errors_are_clear() -> None:
+    with pytest.raises(ValidationError, match="must not exceed 1"):
+        LocalContextParams(community_prop=0.6, text_unit_prop=0.5)
+    with pytest.raises(ValidationError, match="max_tokens"):
+        LocalContextParams.model_validate({"max_tokens": 12_000})  # GraphRAG notebook's silent typo
+    index = _load("operation_dulce")
+    builder = LocalContextBuilder(index)
+    with pytest.raises(ValidationError, match="top_k_entites"):
+        builder.build("Alex", top_k_entites=3)
+    with pytest.raises(ValidationError, match="text_unit_strategy"):
+        builder.build("Alex", text_unit_strategy="random")
+    assert (
+        len(
+            builder.build("Alex Mercer Taylor Cruz Jordan Hayes Sam Rivera", top_k_mapped_entities=2).entities
+        )
+        == 2
+    )
+
+
+def test_history_table_keeps_newest_turns() -> None:
+    index = _load("operation_dulce")
+    history = []
+    for i in range(8):
+        history += [
+            {"role": "user", "content": f"question number {i}"},
+            {"role": "assistant", "content": f"a{i}"},
+        ]
+    ctx = LocalContextBuilder(index).build("Alex Mercer", history, conversation_history_max_turns=3)
+    hist = ctx.section("Conversation History")
+    assert hist is not None
+    rows = _parse(hist.text)
+    assert rows[0] == ["turn", "content"]
+    assert [r[1] for r in rows[1:]] == ["question number 5", "question number 6", "question number 7"]
+    both = LocalContextBuilder(index).build(
+        "Alex", history, conversation_history_max_turns=1, conversation_history_user_turns_only=False
+    )
+    assert _parse(both.section("Conversation History").text)[1:] == [  # type: ignore[union-attr]
+        ["user", "question number 7"],
+        ["assistant", "a7"],
+    ]
+    with pytest.raises(ValueError, match="role"):
+        LocalContextBuilder(index).build("Alex", [{"role": "robot", "content": "x"}])
+
+
+def test_deterministic_and_no_state_leak() -> None:
+    index = _load("christmas_carol_graphrag_index")
+    builder = LocalContextBuilder(index)
+    q1, q2 = "Scrooge and Marley", "Fezziwig's ball"
+    first = [builder.build(q1).text, builder.build(q2).text]
+    other = LocalContextBuilder(index)
+    second = [other.build(q2).text, other.build(q1).text]
+    assert first == second[::-1]
+    assert builder.build(q1).text == first[0]
+    # no record mutated (GraphRAG writes `links` into relationship attributes)
+    assert not any(hasattr(r, "attributes") for r in index.relationships[:5])
+
+
+def test_candidate_context_marks_records_not_in_context() -> None:
+    index = _load("christmas_carol_graphrag_index")
+    ctx = LocalContextBuilder(index, {"max_context_tokens": 8000}).build(
+        "Scrooge", return_candidate_context=True
+    )
+    for name in ("Entities", "Relationships", "Sources", "Reports"):
+        section = ctx.section(name)
+        assert section is not None
+        flags = {r["in_context"] for r in section.records}
+        assert flags == {True, False}, name
+        shown = {r[0] for r in _parse(section.text)[1:]}
+        assert shown == {str(r["id"]) for r in section.records if r["in_context"]}
+    scrooge = index.entity_by_title["SCROOGE"]
+    rel_ids = {str(r["id"]) for r in ctx.section("Relationships").records}  # type: ignore[union-attr]
+    assert {index.relationships[r].short_id for r in index.entity_relationships[scrooge]} <= rel_ids
+
+
+def test_relationships_in_network_first_then_by_links() -> None:
+    ents = [Entity(id=f"e{i}", short_id=str(i), title=t) for i, t in enumerate("ABCDE")]
+    pairs = [("A", "B", 1), ("A", "C", 9), ("B", "C", 9), ("A", "D", 50), ("B", "E", 2)]
+    rels = [
+        Relationship(id=f"r{i}", short_id=str(i), source=s, target=t, combined_degree=d)
+        for i, (s, t, d) in enumerate(pairs)
+    ]
+    index = Index.from_records(entities=ents, relationships=rels, text_units=[TextUnit("t", "0", "x")])
+    a, b = index.entity_by_title["A"], index.entity_by_title["B"]
+    in_net, out_net = select_relationships(index, [a, b], top_k=10)
+    assert in_net == [0]
+    # C links to both A and B (links=2) so its edges beat A-D despite D's higher combined degree
+    assert out_net[:2] == [1, 2] and out_net[2] == 3 and out_net[3] == 4
+    assert select_relationships(index, [a, b], top_k=1)[1] == [1, 2]
+
+
+def _hot_index() -> Index:
+    """One hot entity in 50 text units; four minor entities in 2-4 units each."""
+    names = ["HOT", "MINOR ONE", "MINOR TWO", "MINOR THREE", "MINOR FOUR"]
+    units: list[TextUnit] = []
+    mentions: dict[str, list[str]] = {n: [] for n in names}
+    for j in range(50):
+        tid = f"hot{j}"
+        units.append(
+            TextUnit(id=tid, short_id=str(len(units)), text=f"Hot unit {j}. " + "filler words " * 40)
+        )
+        mentions["HOT"].append(tid)
+    for m, name in enumerate(names[1:]):
+        for j in range(2 + m % 3):
+            tid = f"m{m}_{j}"
+            units.append(
+                TextUnit(id=tid, short_id=str(len(units)), text=f"{name} unit {j}. " + "other words " * 40)
+            )
+            mentions[name].append(tid)
+    entities = [
+        Entity(
+            id=f"e{i}", short_id=str(i), title=n, description=f"{n.lower()} entity", text_unit_ids=mentions[n]
+        )
+        for i, n in enumerate(names)
+    ]
+    rels = [
+        Relationship(id=f"r{i}", short_id=str(i), source="HOT", target=n, text_unit_ids=mentions[n][:1])
+        for i, n in enumerate(names[1:])
+    ]
+    claims = [Claim(id="c0", short_id="0", subject="HOT", object="MINOR ONE", description="hot claim")]
+    return Index.from_records(entities=entities, relationships=rels, text_units=units, claims=claims)
+
+
+def test_hot_entity_graphrag_starves_minor_entities_min_guarantee_does_not() -> None:
+    index = _hot_index()
+    query = "HOT and MINOR ONE, MINOR TWO, MINOR THREE, MINOR FOUR"
+    params = {"max_context_tokens": 4000, "include_entity_names": ["HOT"]}
+    starved = LocalContextBuilder(index).build(query, text_unit_strategy="graphrag", **params)
+    credited = {r["entity"] for r in starved.section("Sources").in_context}  # type: ignore[union-attr]
+    assert credited == {"HOT"}
+    fair = LocalContextBuilder(index).build(query, text_unit_strategy="min_guarantee", **params)
+    sources = fair.section("Sources")
+    assert sources is not None and sources.tokens <= sources.budget
+    credited = {r["entity"] for r in sources.in_context}
+    assert credited == {"HOT", "MINOR ONE", "MINOR TWO", "MINOR THREE", "MINOR FOUR"}
+    for strategy in ("round_robin", "per_entity_cap", "weighted"):
+        ctx = LocalContextBuilder(index).build(query, text_unit_strategy=strategy, **params)
+        got = [r["entity"] for r in ctx.section("Sources").in_context]  # type: ignore[union-attr]
+        assert len(set(got)) >= 3, strategy
+        assert ctx.tokens <= 4000
+    capped = LocalContextBuilder(index).build(
+        query, text_unit_strategy="per_entity_cap", per_entity_cap=2, **params
+    )
+    got = [r["entity"] for r in capped.section("Sources").in_context]  # type: ignore[union-attr]
+    assert max(got.count(n) for n in set(got)) <= 2
+
+
+def test_report_falls_back_to_summary_then_truncation() -> None:
+    ents = [Entity(id="e0", short_id="0", title="ALPHA", description="the alpha")]
+    community = Community(id="c", community=0, level=0, entity_ids=["e0"])
+    long_text = "A very long finding. " * 400
+    report = CommunityReport(
+        id="r", community=0, level=0, title="Alpha", summary="Short summary.", full_content=long_text
+    )
+    index = Index.from_records(
+        entities=ents,
+        relationships=[],
+        text_units=[TextUnit("t", "0", "x")],
+        communities=[community],
+        community_reports=[report],
+    )
+    ctx = LocalContextBuilder(index, {"max_context_tokens": 2000}).build("alpha")
+    reports = ctx.section("Reports")
+    assert reports is not None and "Short summary." in reports.text and reports.tokens <= reports.budget
+    no_summary = CommunityReport(id="r", community=0, level=0, title="Alpha", full_content=long_text)
+    index2 = Index.from_records(
+        entities=ents,
+        relationships=[],
+        text_units=[TextUnit("t", "0", "x")],
+        communities=[community],
+        community_reports=[no_summary],
+    )
+    ctx2 = LocalContextBuilder(index2, {"max_context_tokens": 2000}).build("alpha")
+    rep2 = ctx2.section("Reports")
+    assert rep2 is not None and rep2.records[0].get("truncated") and rep2.tokens <= rep2.budget
+    assert re.search(r"A very long finding\.", rep2.text)
+
+
+def test_no_entities_gives_no_empty_sections() -> None:
+    index = _load("operation_dulce")
+    ctx = LocalContextBuilder(index).build("zzzz qqqq")
+    assert ctx.entities == []
+    assert ctx.text == "" and ctx.tokens == 0
+    assert "no entity matched the query" in ctx.link.notes
