@@ -168,8 +168,12 @@ async def _reduce_level(
             run.degrade("reduce", f"reduce level {level} batch {i + 1}/{n} failed ({lost} points missing): {res}")
             continue
         ids = tuple(x for p in batch for x in p.ids)
+        text = res.text
+        if tokenizer.count(text) > partial_tokens:  # a server that ignores max_tokens must not stall the merge
+            text = tokenizer.truncate(text, partial_tokens) + " …"
+            info["partials_truncated"] = info.get("partials_truncated", 0) + 1
         fitted, _ = fit_point(
-            Point(max(p.score for p in batch), res.text, len(partials) + 1, ids), tokenizer, settings.data_max_tokens
+            Point(max(p.score for p in batch), text, len(partials) + 1, ids), tokenizer, settings.data_max_tokens
         )
         partials.append(fitted)
     if not partials:
