@@ -14,7 +14,6 @@ one, otherwise the prompt's own markers (the prompt contract in ARCHITECTURE.md 
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 import threading
@@ -109,9 +108,9 @@ def detect_task(body: dict[str, Any]) -> str:
 class OfflineResponder:
     """Default reply of the loopback server: the offline extractive model answering the request.
 
-    Runs in the server's handler threads; each call gets its own event loop (the offline model is
-    pure computation, so no loop state is shared between threads). `tasks` counts what was served,
-    so the report can show the mix of tasks the engines asked for.
+    Runs in the server's handler threads (the offline model is pure, deterministic computation, so
+    threads share nothing but the counters). `tasks` counts what was served, so the report shows the
+    mix of tasks the engines asked for; `invalid` counts JSON replies that failed their schema.
     """
 
     def __init__(self) -> None:
@@ -129,10 +128,8 @@ class OfflineResponder:
         messages = [{"role": str(m.get("role", "user")), "content": str(m.get("content") or "")}
                     for m in body.get("messages") or []]
         schema = TASK_SCHEMAS.get(task)
-        completion = asyncio.run(
-            self.model.complete(messages, task=task, json_schema=schema)  # type: ignore[arg-type]
-        )
-        text = completion.text
+        # `respond` is the synchronous core of `complete` (no usage: the server counts tokens itself).
+        text = self.model.respond(messages, task=task, json_schema=schema)  # type: ignore[arg-type]
         if schema is not None:
             # A reply the client cannot parse is a bug in the offline model, not latency: count it
             # (the report shows it) and still send it, so the client's repair path is what gets measured.

@@ -176,6 +176,33 @@ def test_detect_task_from_each_engine_prompt(system: str, task: str) -> None:
     assert detect_task(_body(system)) == task
 
 
+def test_detect_task_for_router_prompts() -> None:
+    from router.classifier import ROUTE_SYSTEM_PROMPT
+    from router.rewrite import REWRITE_SYSTEM, render_history
+
+    assert detect_task(_body(ROUTE_SYSTEM_PROMPT)) == "route"
+    history = render_history([{"role": "user", "content": "Who is Scrooge?"}])
+    assert detect_task(_body(REWRITE_SYSTEM.format(history=history), user="and his clerk?")) == "rewrite"
+
+
+def test_offline_responder_replies_validate_for_every_json_task() -> None:
+    from benchmarks.bench_mock import OfflineResponder
+
+    responder = OfflineResponder()
+    table = ("-----Reports-----\nid|title|content|rank\n7|Scrooge|Scrooge is a miser who employs Bob Cratchit. "
+             "He changes after three spirits visit him.|5\n")
+    for system in (prompts.GLOBAL_MAP.format(max_length=100, context_data=table),
+                   prompts.RATE.format(context_data=table),
+                   prompts.DRIFT_PRIMER.format(context_data=table),
+                   prompts.DRIFT_FOLLOWUP.format(global_query="Who is Scrooge?", k_followups=3, context_data=table),
+                   prompts.QUESTIONS.format(question_count=3, context_data=table)):
+        task = detect_task(_body(system))
+        reply = responder(_body(system))
+        TASK_SCHEMAS[task].model_validate(json.loads(reply))
+    assert responder.invalid == {}
+    assert sum(responder.tasks.values()) == 5
+
+
 def test_detect_task_prefers_the_json_schema_name() -> None:
     for task, schema in TASK_SCHEMAS.items():
         fmt = {"type": "json_schema", "json_schema": {"name": schema.__name__, "schema": {}}}

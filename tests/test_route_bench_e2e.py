@@ -1,0 +1,188 @@
+"""route-bench end to end: every engine and the router, offline and through the loopback server (mock:50),
+checking the report's fields and that its figures add up."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from benchmarks import route_bench
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+CAROL = DATA / "christmas_carol_graphrag_index"
+ALL = "local,global,drift,basic,router"
+FIELDS = ("llm_calls", "prompt_tokens", "output_tokens", "cached_calls", "embedding_calls", "embedding_tokens")
+QUESTIONS = [
+    {"id": "l1", "question": "Who is Bob Cratchit and what does he do for Scrooge?", "label": "local"},
+    {"id": "g1", "question": "What are the main themes of the whole story?", "label": "global"},
+    {"id": "d1", "question": "How does Scrooge's attitude towards the Cratchit family change from the beginning "
+                             "to the end, and what causes the change?", "label": "drift"},
+]
+
+
+@pytest.fixture(scope="module")
+def index_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The sample-corpus index (built by the indexer) when available, else the Christmas Carol index."""
+    try:
+        from indexer import build_index  # type: ignore[attr-defined]
+
+        corpus = Path(__file__).resolve().parents[1] / "indexer" / "sample_corpus"
+        if corpus.is_dir():
+            out = tmp_path_factory.mktemp("sample_index")
+            build_index(corpus, out)
+            return out
+    except ImportError:
+        pass
+    if not CAROL.is_dir():
+        pytest.skip("no index available: shared data missing and indexer.build_index not importable")
+    return CAROL
+
+
+@pytest.fixture(scope="module")
+def queries_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    f = tmp_path_factory.mktemp("queries") / "q.jsonl"
+    f.write_text("".join(json.dumps(q) + "\n" for q in QUESTIONS), encoding="utf-8")
+    return f
+
+
+def _run(index: Path, queries: Path, out: Path, *extra: str) -> tuple[int, dict[str, Any]]:
+    code = route_bench.main(["--index", str(index), "--queries", str(queries), "--out", str(out),
+                             "--no-progress", "--quiet", *extra])
+    report = json.loads((out / "report.json").read_text(encoding="utf-8")) if (out / "report.json").exists() else {}
+    return code, report
+
+
+@pytest.fixture(scope="module")
+def offline_report(index_path: Path, queries_file: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    out = tmp_path_factory.mktemp("offline")
+    code, report = _run(index_path, queries_file, out, "--engines", ALL, "--model", "offline")
+    assert code == 0, report.get("failures") or report.get("consistency")
+    report["_out"] = str(out)
+    return report
+
+
+@pytest.fixture(scope="module")
+def mock_report(index_path: Path, queries_file: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    out = tmp_path_factory.mktemp("mock")
+    code, report = _run(index_path, queries_file, out, "--engines", ALL, "--model", "mock:50",
+                        "--concurrency", "2")
+    assert code == 0, report.get("failures") or report.get("consistency")
+    report["_out"] = str(out)
+    return report
+
+
+def _assert_figures_add_up(report: dict[str, Any]) -> None:
+    rows = report["rows"]
+    assert len(rows) == len(QUESTIONS) * 5
+    for row in rows:
+        assert row["ok"], row["error"]
+        stages, total = row["usage"]["stages"], row["usage"]["total"]
+        for f in FIELDS:
+            assert total[f] == sum(s[f] for s in stages.values()) == row[f], (row["engine"], f)
+        assert row["cost"] == pytest.approx(sum(s["cost"] for s in stages.values()))
+        assert row["cost"] > 0  # every engine makes at least one priced call
+    alone = {(r["engine"], r["query_id"]): r for r in rows if r["engine"] != "router"}
+    for row in (r for r in rows if r["engine"] == "router"):
+        own = sum(row["usage"]["stages"].get(s, {}).get("llm_calls", 0) for s in ("rewrite", "classify"))
+        engines_calls = sum(alone[(e, row["query_id"])]["llm_calls"] for e in row["tried"])
+        assert row["llm_calls"] == engines_calls + own
+        assert row["engine_used"] == row["tried"][-1]
+    assert report["consistency"]["problems"] == []
+    assert report["consistency"]["checked_rows"] == len(rows)
+    # summary figures are sums over the rows
+    for engine, s in report["summary"].items():
+        mine = [r for r in rows if r["engine"] == engine]
+        assert s["llm_calls_total"] == sum(r["llm_calls"] for r in mine)
+        assert s["cost_total"] == pytest.approx(sum(r["cost"] for r in mine))
+        assert s["latency_p50_s"] <= s["latency_p95_s"]
+
+
+def _assert_report_fields(report: dict[str, Any]) -> None:
+    for key in ("config", "model", "pricing", "packages", "python", "index", "queries", "summary", "router",
+                "consistency", "failures", "rows", "charts", "engine_config"):
+        assert key in report, key
+    assert report["config"]["seed"] == 0
+    assert report["packages"]["graphroute"] != "not installed"
+    assert set(report["summary"]) == {"local", "global", "drift", "basic", "router"}
+    quality = report["router"]["quality"]
+    assert quality["n"] == len(QUESTIONS)
+    assert 0.0 <= quality["macro_f1"] <= 1.0 and 0.0 <= quality["accuracy"] <= 1.0
+    assert quality["correct"] == sum(1 for r in report["rows"] if r["engine"] == "router" and r["route"] == r["label"])
+    for base in ("global", "drift"):
+        sav = report["router"]["savings"][base]
+        assert sav["pairs"] == len(QUESTIONS)
+        assert sav["baseline_cost"] == pytest.approx(report["summary"][base]["cost_total"])
+    out = Path(report["_out"])
+    assert (out / "report.md").read_text(encoding="utf-8").startswith("# route-bench report")
+    assert {"latency_vs_cost.png", "cost_per_query.png"} <= set(report["charts"])
+    for name in report["charts"]:
+        data = (out / name).read_bytes()
+        assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 5_000
+
+
+def test_offline_report_fields_and_consistency(offline_report: dict[str, Any]) -> None:
+    _assert_report_fields(offline_report)
+    _assert_figures_add_up(offline_report)
+    assert offline_report["pricing"]["mode"] == "priced_as"
+    assert offline_report["pricing"]["chat_model"] == "gpt-4.1-mini"
+    assert offline_report["model"]["mock_server"] is None
+
+
+def test_mock_report_goes_through_http_with_latency(mock_report: dict[str, Any],
+                                                    offline_report: dict[str, Any]) -> None:
+    _assert_report_fields(mock_report)
+    _assert_figures_add_up(mock_report)
+    server = mock_report["model"]["mock_server"]
+    rows = mock_report["rows"]
+    assert server["chat_requests"] == sum(r["llm_calls"] for r in rows) > 0
+    assert server["failed_requests"] == 0
+    assert server["invalid_json_replies"] == {}
+    # every call waits 50 ms, so no question that called the model can be faster than that
+    assert all(r["seconds"] >= 0.05 for r in rows if r["llm_calls"] > 0)
+    # the mock serves the offline model's answers: same calls per run as offline, only slower
+    calls = {(r["engine"], r["query_id"]): r["llm_calls"] for r in offline_report["rows"]}
+    assert {(r["engine"], r["query_id"]): r["llm_calls"] for r in rows} == calls
+
+
+def test_offline_runs_are_reproducible(index_path: Path, queries_file: Path, tmp_path: Path,
+                                       offline_report: dict[str, Any]) -> None:
+    code, again = _run(index_path, queries_file, tmp_path, "--engines", ALL, "--model", "offline")
+    assert code == 0
+
+    def stable(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        out = []
+        for r in rows:
+            r = {k: v for k, v in r.items() if k not in ("seconds", "reported_seconds")}
+            r["usage"] = {part: {name: {k: v for k, v in s.items() if k != "seconds"}
+                                 for name, s in r["usage"][part].items()} if part == "stages"
+                          else {k: v for k, v in r["usage"][part].items() if k != "seconds"}
+                          for part in ("stages", "total")}
+            out.append(r)
+        return out
+
+    assert stable(again["rows"]) == stable(offline_report["rows"])
+
+
+def test_console_script_runs_as_a_subprocess(index_path: Path, queries_file: Path, tmp_path: Path) -> None:
+    exe = Path(sys.executable).with_name("route-bench")
+    if not exe.exists():
+        pytest.skip("console script not installed in this environment")
+    proc = subprocess.run(
+        [str(exe), "--index", str(index_path), "--queries", str(queries_file), "--engines", "local,router",
+         "--limit", "2", "--out", str(tmp_path), "--no-progress"],
+        capture_output=True, text=True, timeout=120, env=os.environ | {"COLUMNS": "160"},
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "route-bench" in proc.stdout and "router" in proc.stdout
+    report = json.loads((tmp_path / "report.json").read_text(encoding="utf-8"))
+    assert len(report["rows"]) == 4
+    bad = subprocess.run([str(exe), "--index", str(tmp_path / "missing"), "--queries", str(queries_file)],
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2
+    assert "index path not found" in bad.stderr and "Traceback" not in bad.stderr
