@@ -1,0 +1,121 @@
+"""Indexer settings and the report every build returns."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from engines.usage import Usage
+
+# Bumped whenever offline extraction changes its output, so stored per-chunk results are not reused.
+EXTRACTOR_VERSION = "offline-1"
+FORMAT_VERSION = 1
+
+
+class IndexerError(RuntimeError):
+    """A build could not run (bad input folder, bad settings, unreadable previous state)."""
+
+
+@dataclass(frozen=True)
+class IndexerConfig:
+    """Settings of one build. Defaults follow GraphRAG's (1200/100 tokens, o200k_base, Leiden 10)."""
+
+    chunk_size: int = 1200
+    chunk_overlap: int = 100
+    encoding: str = "o200k_base"
+    max_gleanings: int = 1
+    claims: bool = False
+    max_cluster_size: int = 10
+    seed: int = 0xDEADBEEF
+    embedding_dim: int = 256
+    embed_batch_size: int = 256
+    # offline extraction
+    min_phrase_chunks: int = 3  # a lowercase noun phrase becomes an entity once seen in this many chunks
+    max_phrase_entities: int = 2000
+    max_entities_per_sentence: int = 12
+    description_sentences: int = 3
+    # model path
+    summarize_min_tokens: int = 200  # merge an entity's descriptions with the model above this size
+    report_max_input_tokens: int = 8000
+    model_concurrency: int = 8
+    entity_types: tuple[str, ...] = ("ORGANIZATION", "PERSON", "GEO", "EVENT")
+
+    def __post_init__(self) -> None:
+        if self.chunk_size < 16:
+            raise IndexerError(f"chunk_size must be >= 16 tokens, got {self.chunk_size}")
+        if not 0 <= self.chunk_overlap < self.chunk_size:
+            raise IndexerError(
+                f"chunk_overlap must be >= 0 and smaller than chunk_size ({self.chunk_size}), got {self.chunk_overlap}"
+            )
+        if self.max_gleanings < 0:
+            raise IndexerError(f"max_gleanings must be >= 0, got {self.max_gleanings}")
+        if self.max_cluster_size < 2:
+            raise IndexerError(f"max_cluster_size must be >= 2, got {self.max_cluster_size}")
+        if self.embedding_dim < 2:
+            raise IndexerError(f"embedding_dim must be >= 2, got {self.embedding_dim}")
+
+    def chunking_settings(self) -> dict[str, Any]:
+        """Settings that change text units; a change forces a full rebuild."""
+        return {"chunk_size": self.chunk_size, "chunk_overlap": self.chunk_overlap, "encoding": self.encoding}
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["entity_types"] = list(self.entity_types)
+        return d
+
+
+@dataclass
+class IndexBuildReport:
+    """What a build did: counts, seconds per step, model usage, and whether anything changed."""
+
+    out_dir: str
+    documents: int = 0
+    chunks: int = 0
+    new_chunks: int = 0
+    removed_chunks: int = 0
+    entities: int = 0
+    relationships: int = 0
+    communities: int = 0
+    reports: int = 0
+    claims: int = 0
+    noop: bool = False
+    full_rebuild_reason: str = ""
+    message: str = ""
+    extraction: str = "offline"
+    embedder: str = ""
+    skipped_files: list[str] = field(default_factory=list)
+    step_seconds: dict[str, float] = field(default_factory=dict)
+    usage: Usage = field(default_factory=Usage)
+
+    @property
+    def total_seconds(self) -> float:
+        return sum(self.step_seconds.values())
+
+    def to_dict(self) -> dict[str, Any]:
+        d = {k: v for k, v in asdict(self).items() if k != "usage"}
+        d["usage"] = self.usage.to_dict()
+        d["total_seconds"] = self.total_seconds
+        return d
+
+    def summary(self) -> str:
+        """Human-readable multi-line summary (what the CLI prints)."""
+        if self.noop:
+            return self.message
+        lines = [
+            self.message,
+            f"documents {self.documents}, chunks {self.chunks} ({self.new_chunks} new, {self.removed_chunks} removed), "
+            f"entities {self.entities}, relationships {self.relationships}, communities {self.communities}, "
+            f"reports {self.reports}" + (f", claims {self.claims}" if self.claims else ""),
+            "seconds: " + ", ".join(f"{k} {v:.2f}" for k, v in self.step_seconds.items())
+            + f" (total {self.total_seconds:.2f})",
+        ]
+        total = self.usage.total
+        if total.llm_calls or total.embedding_calls:
+            lines.append(
+                f"model usage: {total.llm_calls} calls ({total.cached_calls} cached), "
+                f"{total.prompt_tokens} prompt + {total.output_tokens} output tokens, "
+                f"{total.embedding_calls} embedding calls, ${total.cost:.4f}"
+            )
+        if self.skipped_files:
+            lines.append("skipped: " + ", ".join(self.skipped_files))
+        return "\n".join(line for line in lines if line)

@@ -1,0 +1,380 @@
+"""Offline entity and relationship extraction from one chunk: no model, English and Chinese.
+
+English: capitalised multi-word spans (leading stop words and honorifics stripped, name connectors such
+as "of" kept), acronyms, "<year> <event noun>" events and lowercase noun-phrase bigrams (kept later only
+when frequent across chunks). Chinese: `jieba.posseg` proper nouns (nr/ns/nt/nz) and noun bigrams.
+Types are voted from cues (honorifics, organisation/place/event words, "said X", "in X").
+
+Each chunk is processed on its own, so results can be stored per chunk and reused by incremental runs;
+everything that needs the whole corpus (frequency filters, descriptions, degrees) happens in `graph.py`.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+
+from indexer import lexicon as lx
+
+# Kinds of mention: proper names and acronyms are entities at once; phrases only when frequent.
+NAME, ACRONYM, EVENT, PHRASE, ZH_NAME, ZH_PHRASE = "name", "acronym", "event", "phrase", "zh_name", "zh_phrase"
+FREQUENT_ONLY_KINDS = frozenset({PHRASE, ZH_PHRASE})
+
+_SENTENCE_END = re.compile(r"([.!?]+[\"'”’)\]]*)(\s+)|([。！？；]+[”’」』)]*)|(\n\s*\n|\n(?=\s*[#*\-\d]))")
+_TOKEN = re.compile(r"[A-Za-z\u00C0-\u024F][A-Za-z\u00C0-\u024F0-9'’\-]*|\d+|[^\w\s]")
+_CJK = re.compile(r"[\u4e00-\u9fff]")
+_ROMAN = re.compile(lx.ROMAN_NUMERAL)
+_YEAR = re.compile(r"^(1[5-9]|20)\d\d$")
+_WS = re.compile(r"\s+")
+_ZH_NAME_FLAGS = frozenset({"nr", "nrfg", "nrt", "ns"})
+_ZH_RUN_FLAGS = frozenset({"n", "nz", "ns", "nt", "nr", "l", "j", "vn", "nrt", "nrfg", "eng"})
+_GEO_HEADS = frozenset({"mount", "lake", "port", "cape", "isle", "fort", "river", "loch", "glen", "bay", "mt"})
+_MD_PREFIX = re.compile(r"^\s*(#+|[*\-]|\d+\.)\s+")
+MAX_SENTENCE_CHARS = 500
+
+
+@dataclass(slots=True)
+class Mention:
+    """What one chunk says about one entity."""
+
+    kind: str
+    count: int = 0
+    non_initial: bool = False  # seen somewhere other than as a sentence's first word
+    type_votes: dict[str, float] = field(default_factory=dict)
+    sentences: list[tuple[float, str]] = field(default_factory=list)  # best (score, sentence), at most 3
+
+
+@dataclass(slots=True)
+class PairStat:
+    weight: float = 0.0
+    score: float = -1.0
+    sentence: str = ""
+
+
+@dataclass(slots=True)
+class ChunkExtraction:
+    mentions: dict[str, Mention] = field(default_factory=dict)
+    pairs: dict[tuple[str, str], PairStat] = field(default_factory=dict)
+
+
+def normalise_title(name: str) -> str:
+    """GraphRAG upper-cases titles; we also collapse spaces and strip quotes/possessives so variants merge."""
+    t = _WS.sub(" ", name.replace("’", "'")).strip(" \t\"'“”‘’.,;:()[]{}")
+    t = re.sub(r"['’][sS]$", "", t)
+    t = t.upper()
+    if t.startswith("THE "):
+        t = t[4:]
+    return t
+
+
+def split_sentences(text: str) -> list[str]:
+    """Split on sentence punctuation (not after abbreviations or initials), Chinese stops and blank lines."""
+    out: list[str] = []
+    start = 0
+    for m in _SENTENCE_END.finditer(text):
+        if m.group(1):
+            before = text[start : m.start()].rsplit(None, 1)
+            last = before[-1].lower().strip("\"'“‘(") if before else ""
+            if m.group(1) == "." and (last in lx.ABBREVIATIONS or (len(last) == 1 and last.isalpha())):
+                continue
+        end = m.end()
+        piece = text[start:end].strip()
+        if piece:
+            out.append(piece)
+        start = end
+    tail = text[start:].strip()
+    if tail:
+        out.append(tail)
+    return out
+
+
+def _vote(m: Mention, type_: str, w: float) -> None:
+    m.type_votes[type_] = m.type_votes.get(type_, 0.0) + w
+
+
+def _span_type_cues(words: list[str]) -> dict[str, float]:
+    lower = [w.lower() for w in words]
+    votes: dict[str, float] = {}
+    if any(w in lx.ORG_WORDS for w in lower):
+        votes["ORGANIZATION"] = 3.0
+    if lower[-1] in lx.GEO_WORDS or lower[0] in _GEO_HEADS:
+        votes["GEO"] = votes.get("GEO", 0.0) + 3.0
+    if lower[-1] in lx.EVENT_WORDS:
+        votes["EVENT"] = votes.get("EVENT", 0.0) + 3.5
+    if lower[0] in lx.PERSON_TITLES:
+        votes["PERSON"] = votes.get("PERSON", 0.0) + 3.0
+    if not votes:
+        if (
+            2 <= len(words) <= 3
+            and all(w[:1].isupper() and not w.isupper() for w in words)
+            and not any(w in lx.NON_PERSON_WORDS for w in lower)
+        ):
+            votes["PERSON"] = 0.6
+        else:
+            votes["CONCEPT"] = 0.2
+    return votes
+
+
+class OfflineExtractor:
+    """Extract mentions and co-occurrence pairs from chunks; regexes compiled once, jieba loaded lazily."""
+
+    def __init__(self, *, max_entities_per_sentence: int = 12) -> None:
+        self.max_entities_per_sentence = max_entities_per_sentence
+        self._pseg = None
+
+    # ---- English -----------------------------------------------------------------------------------
+    def _english(self, sentence: str) -> list[tuple[str, str, dict[str, float], bool]]:
+        """(title, kind, type votes, sentence_initial) for each mention in one sentence."""
+        toks = _TOKEN.findall(_MD_PREFIX.sub("", sentence))
+        found: list[tuple[str, str, dict[str, float], bool]] = []
+        n = len(toks)
+        first_word = next((i for i, t in enumerate(toks) if t[0].isalpha()), -1)
+        i = 0
+        while i < n:
+            tok = toks[i]
+            if not tok[0].isalpha():
+                if _YEAR.match(tok) and i + 1 < n and toks[i + 1].lower() in lx.EVENT_WORDS:
+                    found.append((f"{tok} {toks[i + 1]}", EVENT, {"EVENT": 4.0}, False))
+                    i += 2
+                    continue
+                i += 1
+                continue
+            if not tok[0].isupper():
+                i += 1
+                continue
+            # collect a capitalised span with connectors
+            j = i
+            words: list[str] = []
+            person_cue = 0.0
+            while j < n:
+                t = toks[j]
+                if t[0].isalpha() and t[0].isupper():
+                    core = re.sub(r"['’][sS]$", "", t)
+                    if core.lower() in lx.HONORIFICS and not words:
+                        person_cue += 3.0
+                        j += 1
+                        if j < n and toks[j] == ".":
+                            j += 1
+                        continue
+                    j += 1
+                    if core != t:  # a possessive ends the name unless a capitalised word follows it
+                        if j < n and toks[j][:1].isupper():
+                            words.append(t)
+                            continue
+                        words.append(core)
+                        break
+                    words.append(core)
+                    if j < n and toks[j] == "." and len(core) == 1:  # initials "J. R."
+                        j += 1
+                    continue
+                if t.lower() in lx.CONNECTORS and words and j + 1 < n and toks[j + 1][:1].isupper():
+                    words.append(t.lower())
+                    j += 1
+                    continue
+                break
+            initial = i == first_word or (i == first_word + 1 and toks[first_word].lower() in lx.HONORIFICS)
+            # trim stop words at both ends
+            while words and (words[0].lower() in lx.STOPWORDS or words[0].lower() in lx.CONNECTORS):
+                words.pop(0)
+                initial = False if words else initial
+            while words and (words[-1].lower() in lx.STOPWORDS or words[-1].lower() in lx.CONNECTORS):
+                words.pop()
+            if initial and len(words) > 1 and words[0].lower().endswith("ing"):
+                words.pop(0)  # heading verbs: "Building the Kestrel Point Wind Farm"
+                while words and (words[0].lower() in lx.STOPWORDS or words[0].lower() in lx.CONNECTORS):
+                    words.pop(0)
+            if "of" in words and words.index("of") >= 2:
+                # "Li Wen of Haixing Marine Engineering": a name, then an organisation or place
+                k = words.index("of")
+                self._emit_span(words[:k], toks, i, i + k, person_cue, initial, found)
+                self._emit_span(words[k + 1 :], toks, i + k + 1, j, 0.0, False, found)
+            elif words:
+                self._emit_span(words, toks, i, j, person_cue, initial, found)
+            i = max(j, i + 1)
+        # lowercase noun-phrase bigrams
+        run: list[str] = []
+        for t in toks + ["."]:
+            lw = t.lower()
+            if t[0].isalpha() and t.islower() and len(t) >= 3 and lw not in lx.PHRASE_STOP and not lw.endswith("ly") and "'" not in t and "’" not in t:
+                run.append(t)
+                continue
+            for a, b in zip(run, run[1:], strict=False):
+                found.append((f"{a} {b}", PHRASE, {"EVENT": 2.0} if b in lx.EVENT_WORDS else {"CONCEPT": 1.0}, False))
+            run = []
+        return found
+
+    def _emit_span(
+        self,
+        words: list[str],
+        toks: list[str],
+        i: int,
+        j: int,
+        person_cue: float,
+        initial: bool,
+        found: list[tuple[str, str, dict[str, float], bool]],
+    ) -> None:
+        if not words:
+            return
+        if len(words) == 1:
+            w = words[0]
+            if w.lower() in lx.STOPWORDS or w.lower() in lx.PERSON_TITLES or len(w) < 2 or _ROMAN.match(w.upper()) and w.isupper():
+                return
+            if w.isupper() and len(w) >= 2 and not w.isdigit():
+                if len(w) <= 6:
+                    found.append((w, ACRONYM, {"ORGANIZATION": 1.0}, initial))
+                return
+            if initial and (w.lower().endswith("ly") or w.lower().endswith("ing")):
+                return
+        votes = _span_type_cues(words)
+        if person_cue:
+            votes["PERSON"] = votes.get("PERSON", 0.0) + person_cue
+        prev = toks[i - 1].lower() if i > 0 else ""
+        nxt = toks[j].lower() if j < len(toks) else ""
+        if prev in lx.PERSON_VERBS or nxt in lx.PERSON_VERBS:
+            votes["PERSON"] = votes.get("PERSON", 0.0) + 1.5
+        if prev in lx.GEO_PREPOSITIONS:
+            votes["GEO"] = votes.get("GEO", 0.0) + 0.5
+        title = " ".join(words)
+        if i > 0 and _YEAR.match(toks[i - 1]) and words[-1].lower() in lx.EVENT_WORDS:
+            title = f"{toks[i - 1]} {title}"
+            votes["EVENT"] = votes.get("EVENT", 0.0) + 2.0
+        found.append((title, NAME, votes, initial))
+
+    # ---- Chinese -----------------------------------------------------------------------------------
+    def _chinese(self, sentence: str) -> list[tuple[str, str, dict[str, float], bool]]:
+        if self._pseg is None:
+            import jieba
+            import jieba.posseg
+
+            jieba.setLogLevel(logging.WARNING)
+            self._pseg = jieba.posseg
+        found: list[tuple[str, str, dict[str, float], bool]] = []
+        prev_noun: str | None = None
+        run: list[str] = []  # consecutive noun-like words, joined into an organisation name by a suffix
+        name_run: list[tuple[str, str]] = []  # consecutive person/place parts of one transliterated name
+        for pair in self._pseg.cut(sentence):  # type: ignore[attr-defined]
+            word, flag = pair.word.strip(), pair.flag
+            if not word or not _CJK.search(word):
+                prev_noun, run = None, []
+                self._flush_names(name_run, found)
+                continue
+            if word in lx.ZH_ORG_SUFFIXES and run:
+                name_run.clear()  # the parts belong to the organisation name
+                name = "".join(run[-3:]) + word
+                found.append((name, ZH_NAME, {"ORGANIZATION": 3.0}, False))
+                prev_noun, run = None, []
+                continue
+            if flag in _ZH_NAME_FLAGS:
+                name_run.append((word, flag))
+            else:
+                self._flush_names(name_run, found)
+            if flag in lx.ZH_FLAG_TYPES and flag not in _ZH_NAME_FLAGS and len(word) >= 2 and word not in lx.ZH_STOP:
+                found.append((word, ZH_NAME, {self._zh_type(word, lx.ZH_FLAG_TYPES[flag]): 2.0}, False))
+            run = [*run, word] if flag in _ZH_RUN_FLAGS else []
+            if flag in ("n", "nz") and prev_noun is not None and word not in lx.ZH_STOP:
+                phrase = prev_noun + word
+                if len(phrase) >= 3:
+                    found.append((phrase, ZH_PHRASE, {self._zh_type(phrase, "CONCEPT"): 1.0}, False))
+            prev_noun = word if flag in ("n", "nz", "vn") and word not in lx.ZH_STOP else None
+        self._flush_names(name_run, found)
+        return found
+
+    def _flush_names(self, name_run: list[tuple[str, str]], found: list[tuple[str, str, dict[str, float], bool]]) -> None:
+        """jieba splits unknown transliterations ("索尔特" + "布里奇"): join consecutive name parts."""
+        if not name_run:
+            return
+        name = "".join(w for w, _f in name_run)
+        base = "GEO" if any(f == "ns" for _w, f in name_run) else "PERSON"
+        if len(name) >= 2 and name not in lx.ZH_STOP:
+            found.append((name, ZH_NAME, {self._zh_type(name, base): 2.0}, False))
+        name_run.clear()
+
+    @staticmethod
+    def _zh_type(word: str, default: str) -> str:
+        if word.endswith(lx.ZH_ORG_SUFFIXES):
+            return "ORGANIZATION"
+        if word.endswith(lx.ZH_EVENT_SUFFIXES):
+            return "EVENT"
+        if default == "CONCEPT" and word.endswith(lx.ZH_GEO_SUFFIXES) and len(word) <= 4:
+            return "GEO"
+        return default
+
+    # ---- one chunk -------------------------------------------------------------------------------
+    def extract(self, text: str) -> ChunkExtraction:
+        result = ChunkExtraction()
+        mentions = result.mentions
+        pairs = result.pairs
+        for raw_sentence in split_sentences(text):
+            sentence = _WS.sub(" ", raw_sentence)
+            found = self._english(sentence)
+            if _CJK.search(sentence):
+                found += self._chinese(sentence)
+            if not found:
+                continue
+            order: list[str] = []
+            seen: set[str] = set()
+            for title, kind, votes, initial in found:
+                key = normalise_title(title)
+                if len(key) < 2:
+                    continue
+                m = mentions.get(key)
+                if m is None:
+                    m = mentions[key] = Mention(kind=kind)
+                elif kind in (NAME, ZH_NAME, EVENT) and m.kind in FREQUENT_ONLY_KINDS:
+                    m.kind = kind  # a phrase also seen as a proper name is a name
+                m.count += 1
+                m.non_initial = m.non_initial or not initial
+                for t, w in votes.items():
+                    _vote(m, t, w)
+                if key not in seen:
+                    seen.add(key)
+                    order.append(key)
+            short = sentence if len(sentence) <= MAX_SENTENCE_CHARS else sentence[: MAX_SENTENCE_CHARS - 1] + "…"
+            n_words = sentence.count(" ") + 1
+            names = [k for k in order if mentions[k].kind not in FREQUENT_ONLY_KINDS]
+            score = 2.0 * min(len(names) - 1, 4) + min(n_words, 30) / 10.0 - (3.0 if n_words > 80 else 0.0)
+            for key in order:
+                sents = mentions[key].sentences
+                if len(sents) < 3:
+                    sents.append((score, short))
+                    sents.sort(key=lambda s: -s[0])
+                elif score > sents[-1][0]:
+                    sents[-1] = (score, short)
+                    sents.sort(key=lambda s: -s[0])
+            linked = order[: self.max_entities_per_sentence]
+            for a_i in range(len(linked)):
+                for b_i in range(a_i + 1, len(linked)):
+                    a, b = linked[a_i], linked[b_i]
+                    pair_key = (a, b) if a < b else (b, a)
+                    p = pairs.get(pair_key)
+                    if p is None:
+                        p = pairs[pair_key] = PairStat()
+                    p.weight += 1.0
+                    if score > p.score:
+                        p.score, p.sentence = score, short
+        return result
+
+
+def chunk_anchor_pairs(extraction: ChunkExtraction, keep: set[str]) -> dict[tuple[str, str], PairStat]:
+    """Links each kept entity that shares no sentence with another kept entity in this chunk to the
+    chunk's most-mentioned kept entity (weight 0.5), so few entities end up isolated."""
+    linked: dict[str, int] = defaultdict(int)
+    for a, b in extraction.pairs:
+        if a in keep and b in keep:
+            linked[a] += 1
+            linked[b] += 1
+    present = [k for k in extraction.mentions if k in keep]
+    if len(present) < 2:
+        return {}
+    counts = Counter({k: extraction.mentions[k].count for k in present})
+    hub = max(present, key=lambda k: (counts[k], -present.index(k)))
+    out: dict[tuple[str, str], PairStat] = {}
+    for k in present:
+        if k == hub or linked.get(k):
+            continue
+        sentence = extraction.mentions[k].sentences[0][1] if extraction.mentions[k].sentences else ""
+        key = (k, hub) if k < hub else (hub, k)
+        out[key] = PairStat(0.5, 0.0, f"{k} appears in the same passage as {hub}: {sentence}".strip())
+    return out

@@ -1,0 +1,282 @@
+"""Turn per-chunk extraction results into the final entity and relationship tables.
+
+Shared by both extraction paths: `EntityRow`/`RelationshipRow` come from `merge_offline` (this module)
+or from the model path, and `finalise_graph` orders them, gives stable ids and computes degrees.
+
+Ids are uuid5 of the title (entities) or of the title pair (relationships): they look like GraphRAG's
+uuids, but the same entity keeps the same id across runs, which is what incremental updates need
+(GraphRAG regenerates uuid4s on every run, breaking saved vector stores). Table order is stable too:
+rows that existed in the previous build keep their order (and so their `human_readable_id`, the
+citation id), new rows are appended in order of first appearance.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from indexer.extract_offline import (
+    ACRONYM,
+    FREQUENT_ONLY_KINDS,
+    NAME,
+    ChunkExtraction,
+    PairStat,
+)
+
+_NAMESPACE = uuid.UUID("6f0d3f4e-5b8a-4c59-9a55-2f1c0e7d9b11")
+_TYPE_ORDER = ("PERSON", "ORGANIZATION", "GEO", "EVENT", "CONCEPT")
+
+
+def entity_uuid(title: str) -> str:
+    return str(uuid.uuid5(_NAMESPACE, "entity\x1f" + title))
+
+
+def relationship_uuid(source: str, target: str) -> str:
+    a, b = sorted((source, target))
+    return str(uuid.uuid5(_NAMESPACE, f"relationship\x1f{a}\x1f{b}"))
+
+
+@dataclass
+class EntityRow:
+    title: str
+    type: str
+    description: str
+    text_unit_ids: list[str]
+    frequency: int
+    id: str = ""
+    human_readable_id: int = 0
+    degree: int = 0
+
+
+@dataclass
+class RelationshipRow:
+    source: str
+    target: str
+    description: str
+    weight: float
+    text_unit_ids: list[str]
+    id: str = ""
+    human_readable_id: int = 0
+    combined_degree: int = 0
+
+
+@dataclass
+class Graph:
+    entities: list[EntityRow] = field(default_factory=list)
+    relationships: list[RelationshipRow] = field(default_factory=list)
+
+
+@dataclass
+class _Agg:
+    kind: str
+    first_seen: tuple[int, int]
+    count: int = 0
+    non_initial: bool = False
+    words: int = 1
+    votes: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+    chunks: list[int] = field(default_factory=list)
+    sentences: list[tuple[float, int, str]] = field(default_factory=list)
+
+
+def _best_type(votes: dict[str, float]) -> str:
+    if not votes:
+        return "CONCEPT"
+    return max(_TYPE_ORDER, key=lambda t: (votes.get(t, 0.0), -_TYPE_ORDER.index(t)))
+
+
+def merge_offline(
+    chunk_ids: list[str],
+    extractions: dict[str, ChunkExtraction],
+    *,
+    min_phrase_chunks: int = 3,
+    max_phrase_entities: int = 2000,
+    description_sentences: int = 3,
+) -> tuple[list[EntityRow], list[RelationshipRow]]:
+    """Aggregate mentions over chunks, filter, merge name variants, describe and link entities."""
+    aggs: dict[str, _Agg] = {}
+    for ci, cid in enumerate(chunk_ids):
+        for pos, (key, m) in enumerate(extractions[cid].mentions.items()):
+            a = aggs.get(key)
+            if a is None:
+                a = aggs[key] = _Agg(kind=m.kind, first_seen=(ci, pos), words=key.count(" ") + 1)
+            elif m.kind not in FREQUENT_ONLY_KINDS and a.kind in FREQUENT_ONLY_KINDS:
+                a.kind = m.kind
+            a.count += m.count
+            a.non_initial = a.non_initial or m.non_initial
+            for t, w in m.type_votes.items():
+                a.votes[t] += w
+            a.chunks.append(ci)
+            a.sentences.extend((s, ci, text) for s, text in m.sentences)
+
+    keep: set[str] = set()
+    phrases: list[str] = []
+    for key, a in aggs.items():
+        if a.kind in FREQUENT_ONLY_KINDS:
+            if len(a.chunks) >= min_phrase_chunks:
+                phrases.append(key)
+        elif a.non_initial or a.words > 1 or a.kind == ACRONYM:
+            keep.add(key)
+    phrases.sort(key=lambda k: (-aggs[k].count, aggs[k].first_seen))
+    keep.update(phrases[:max_phrase_entities])
+
+    alias = _person_aliases(keep, aggs)
+    for src, dst in alias.items():
+        a, b = aggs[src], aggs[dst]
+        b.count += a.count
+        for t, w in a.votes.items():
+            b.votes[t] += w
+        b.chunks = sorted(set(b.chunks) | set(a.chunks))
+        b.sentences.extend(a.sentences)
+        b.first_seen = min(a.first_seen, b.first_seen)
+        keep.discard(src)
+
+    def canon(k: str) -> str | None:
+        k = alias.get(k, k)
+        return k if k in keep else None
+
+    # relationships: sentence co-occurrence, plus a weak chunk anchor for otherwise unlinked entities
+    pair_aggs: dict[tuple[str, str], tuple[float, float, int, str, list[int]]] = {}
+    pair_first: dict[tuple[str, str], tuple[int, int]] = {}
+
+    def add_pair(a: str, b: str, stat: PairStat, ci: int, pos: int) -> None:
+        key = (a, b) if a < b else (b, a)
+        cur = pair_aggs.get(key)
+        if cur is None:
+            pair_aggs[key] = (stat.weight, stat.score, ci, stat.sentence, [ci])
+            pair_first[key] = (ci, pos)
+            return
+        w, s, sci, sent, cis = cur
+        if cis[-1] != ci:
+            cis.append(ci)
+        if stat.score > s:
+            s, sci, sent = stat.score, ci, stat.sentence
+        pair_aggs[key] = (w + stat.weight, s, sci, sent, cis)
+
+    for ci, cid in enumerate(chunk_ids):
+        ext = extractions[cid]
+        linked: set[str] = set()
+        pos = 0
+        for (a0, b0), stat in ext.pairs.items():
+            a, b = canon(a0), canon(b0)
+            if a is None or b is None or a == b:
+                continue
+            add_pair(a, b, stat, ci, pos)
+            pos += 1
+            linked.update((a, b))
+        present: dict[str, int] = {}
+        for k, m in ext.mentions.items():
+            c = canon(k)
+            if c is not None:
+                present[c] = present.get(c, 0) + m.count
+        if len(present) >= 2:
+            hub = max(present, key=lambda k: present[k])
+            for k in present:
+                if k != hub and k not in linked:
+                    sentence = max(ext.mentions[k].sentences)[1] if k in ext.mentions and ext.mentions[k].sentences else ""
+                    text = f"{k} appears in the same passage as {hub}. {sentence}".strip()
+                    add_pair(k, hub, PairStat(0.5, -1.0, text), ci, pos)
+                    pos += 1
+
+    entities: list[EntityRow] = []
+    for key in sorted(keep, key=lambda k: aggs[k].first_seen):
+        a = aggs[key]
+        chunks = sorted(set(a.chunks))
+        entities.append(
+            EntityRow(
+                title=key,
+                type=_best_type(a.votes),
+                description=_describe(a.sentences, description_sentences),
+                text_unit_ids=[chunk_ids[c] for c in chunks],
+                frequency=len(chunks),
+            )
+        )
+    relationships = [
+        RelationshipRow(
+            source=a,
+            target=b,
+            description=sent,
+            weight=float(w),
+            text_unit_ids=[chunk_ids[c] for c in cis],
+        )
+        for (a, b), (w, _s, _sci, sent, cis) in sorted(pair_aggs.items(), key=lambda kv: pair_first[kv[0]])
+    ]
+    return entities, relationships
+
+
+def _describe(sentences: list[tuple[float, int, str]], n: int) -> str:
+    """The `n` most informative distinct sentences (more co-mentioned entities, fuller sentences), in text order."""
+    best: list[tuple[float, int, str]] = []
+    seen: set[str] = set()
+    for s, ci, text in sorted(sentences, key=lambda x: (-x[0], x[1])):
+        if text in seen:
+            continue
+        seen.add(text)
+        best.append((s, ci, text))
+        if len(best) == n:
+            break
+    return " ".join(text for _s, _ci, text in sorted(best, key=lambda x: x[1]))
+
+
+def _person_aliases(keep: set[str], aggs: dict[str, _Agg]) -> dict[str, str]:
+    """Map a one-word name ("OSEI") to the only multi-word person it can mean ("AMARA OSEI")."""
+    by_part: dict[str, list[str]] = defaultdict(list)
+    for key in keep:
+        a = aggs[key]
+        if a.kind == NAME and a.words in (2, 3) and _best_type(a.votes) == "PERSON":
+            parts = key.split(" ")
+            by_part[parts[0]].append(key)
+            if parts[-1] != parts[0]:
+                by_part[parts[-1]].append(key)
+    alias: dict[str, str] = {}
+    for key in keep:
+        a = aggs[key]
+        if a.kind != NAME or a.words != 1:
+            continue
+        owners = by_part.get(key, [])
+        if len(owners) == 1 and _best_type(a.votes) in ("PERSON", "CONCEPT"):
+            alias[key] = owners[0]
+    return alias
+
+
+def finalise_graph(
+    entities: list[EntityRow],
+    relationships: list[RelationshipRow],
+    *,
+    previous_entity_titles: list[str] | None = None,
+    previous_relationship_pairs: list[tuple[str, str]] | None = None,
+) -> Graph:
+    """Order rows (previous build's order first), assign ids, degrees and combined degrees."""
+    prev_e = {t: i for i, t in enumerate(previous_entity_titles or [])}
+    ents = sorted(
+        enumerate(entities), key=lambda ie: (0, prev_e[ie[1].title]) if ie[1].title in prev_e else (1, ie[0])
+    )
+    ordered: list[EntityRow] = []
+    for hrid, (_i, e) in enumerate(ents):
+        e.id = entity_uuid(e.title)
+        e.human_readable_id = hrid
+        ordered.append(e)
+    position = {e.title: e.human_readable_id for e in ordered}
+    rels = [r for r in relationships if r.source in position and r.target in position and r.source != r.target]
+    for r in rels:  # orient each edge from the older (lower id) entity, so the orientation is stable
+        if position[r.source] > position[r.target]:
+            r.source, r.target = r.target, r.source
+    prev_r = {p: i for i, p in enumerate(previous_relationship_pairs or [])}
+    rels_sorted = sorted(
+        enumerate(rels),
+        key=lambda ir: (0, prev_r[(ir[1].source, ir[1].target)]) if (ir[1].source, ir[1].target) in prev_r else (1, ir[0]),
+    )
+    neighbours: dict[str, set[str]] = defaultdict(set)
+    out_rels: list[RelationshipRow] = []
+    for hrid, (_i, r) in enumerate(rels_sorted):
+        r.id = relationship_uuid(r.source, r.target)
+        r.human_readable_id = hrid
+        neighbours[r.source].add(r.target)
+        neighbours[r.target].add(r.source)
+        out_rels.append(r)
+    for e in ordered:
+        e.degree = len(neighbours.get(e.title, ()))
+    degree = {e.title: e.degree for e in ordered}
+    for r in out_rels:
+        r.combined_degree = degree[r.source] + degree[r.target]
+    return Graph(ordered, out_rels)

@@ -1,0 +1,143 @@
+"""Write the GraphRAG v3 parquet tables with exactly the column names, order and Arrow types of
+`graphrag/data_model/schemas.py` (checked against Microsoft's own Christmas Carol index).
+
+Each file is written to a temporary name and renamed, so an interrupted build never leaves a
+half-written table next to a valid one.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from indexer.chunking import Chunk
+from indexer.communities import CommunityRow
+from indexer.graph import Graph
+from indexer.reader import SourceDocument
+from indexer.reports import ReportRow
+
+_STR_LIST = pa.list_(pa.string())
+_INT_LIST = pa.list_(pa.int64())
+
+SCHEMAS: dict[str, pa.Schema] = {
+    "entities": pa.schema(
+        [("id", pa.string()), ("human_readable_id", pa.int64()), ("title", pa.string()), ("type", pa.string()),
+         ("description", pa.string()), ("text_unit_ids", _STR_LIST), ("frequency", pa.int64()), ("degree", pa.int64())]
+    ),
+    "relationships": pa.schema(
+        [("id", pa.string()), ("human_readable_id", pa.int64()), ("source", pa.string()), ("target", pa.string()),
+         ("description", pa.string()), ("weight", pa.float64()), ("combined_degree", pa.int64()),
+         ("text_unit_ids", _STR_LIST)]
+    ),
+    "communities": pa.schema(
+        [("id", pa.string()), ("human_readable_id", pa.int64()), ("community", pa.int64()), ("level", pa.int64()),
+         ("parent", pa.int64()), ("children", _INT_LIST), ("title", pa.string()), ("entity_ids", _STR_LIST),
+         ("relationship_ids", _STR_LIST), ("text_unit_ids", _STR_LIST), ("period", pa.string()), ("size", pa.int64())]
+    ),
+    "community_reports": pa.schema(
+        [("id", pa.string()), ("human_readable_id", pa.int64()), ("community", pa.int64()), ("level", pa.int64()),
+         ("parent", pa.int64()), ("children", _INT_LIST), ("title", pa.string()), ("summary", pa.string()),
+         ("full_content", pa.string()), ("rank", pa.float64()), ("rating_explanation", pa.string()),
+         ("findings", pa.list_(pa.struct([("explanation", pa.string()), ("summary", pa.string())]))),
+         ("full_content_json", pa.string()), ("period", pa.string()), ("size", pa.int64())]
+    ),
+    "text_units": pa.schema(
+        [("id", pa.string()), ("human_readable_id", pa.int64()), ("text", pa.string()), ("n_tokens", pa.int64()),
+         ("document_id", pa.string()), ("entity_ids", _STR_LIST), ("relationship_ids", _STR_LIST),
+         ("covariate_ids", _STR_LIST)]
+    ),
+    "documents": pa.schema(
+        [("id", pa.string()), ("human_readable_id", pa.int64()), ("title", pa.string()), ("text", pa.string()),
+         ("text_unit_ids", _STR_LIST), ("creation_date", pa.string()), ("raw_data", pa.null())]
+    ),
+    "covariates": pa.schema(
+        [("id", pa.string()), ("human_readable_id", pa.int64()), ("covariate_type", pa.string()), ("type", pa.string()),
+         ("description", pa.string()), ("subject_id", pa.string()), ("object_id", pa.string()), ("status", pa.string()),
+         ("start_date", pa.string()), ("end_date", pa.string()), ("source_text", pa.string()), ("text_unit_id", pa.string())]
+    ),
+}
+
+
+def today() -> str:
+    return datetime.now(timezone.utc).date().isoformat()
+
+
+def write_table(out_dir: Path, name: str, rows: list[dict[str, Any]]) -> Path:
+    schema = SCHEMAS[name]
+    columns = {f.name: [r.get(f.name) for r in rows] for f in schema}
+    table = pa.Table.from_pydict(columns, schema=schema)
+    path = out_dir / f"{name}.parquet"
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    pq.write_table(table, tmp)
+    os.replace(tmp, path)
+    return path
+
+
+def entity_rows(graph: Graph) -> list[dict[str, Any]]:
+    return [
+        {"id": e.id, "human_readable_id": e.human_readable_id, "title": e.title, "type": e.type,
+         "description": e.description, "text_unit_ids": e.text_unit_ids, "frequency": e.frequency, "degree": e.degree}
+        for e in graph.entities
+    ]
+
+
+def relationship_rows(graph: Graph) -> list[dict[str, Any]]:
+    return [
+        {"id": r.id, "human_readable_id": r.human_readable_id, "source": r.source, "target": r.target,
+         "description": r.description, "weight": r.weight, "combined_degree": r.combined_degree,
+         "text_unit_ids": r.text_unit_ids}
+        for r in graph.relationships
+    ]
+
+
+def community_rows(communities: list[CommunityRow], period: str) -> list[dict[str, Any]]:
+    return [
+        {"id": c.id, "human_readable_id": c.community, "community": c.community, "level": c.level, "parent": c.parent,
+         "children": c.children, "title": c.title, "entity_ids": c.entity_ids, "relationship_ids": c.relationship_ids,
+         "text_unit_ids": c.text_unit_ids, "period": period, "size": c.size}
+        for c in communities
+    ]
+
+
+def report_rows(reports: list[ReportRow], period: str) -> list[dict[str, Any]]:
+    return [
+        {"id": r.id, "human_readable_id": r.community, "community": r.community, "level": r.level, "parent": r.parent,
+         "children": r.children, "title": r.title, "summary": r.summary, "full_content": r.full_content,
+         "rank": float(r.rank), "rating_explanation": r.rating_explanation,
+         "findings": [{"explanation": f["explanation"], "summary": f["summary"]} for f in r.findings],
+         "full_content_json": r.full_content_json, "period": period, "size": r.size}
+        for r in reports
+    ]
+
+
+def text_unit_rows(chunks: list[Chunk], graph: Graph, claims_by_unit: dict[str, list[str]]) -> list[dict[str, Any]]:
+    """Reverse lookups of `entities.text_unit_ids` and `relationships.text_unit_ids`, as GraphRAG builds them."""
+    ents: dict[str, list[str]] = {c.id: [] for c in chunks}
+    rels: dict[str, list[str]] = {c.id: [] for c in chunks}
+    for e in graph.entities:
+        for tu in e.text_unit_ids:
+            ents[tu].append(e.id)
+    for r in graph.relationships:
+        for tu in r.text_unit_ids:
+            rels[tu].append(r.id)
+    return [
+        {"id": c.id, "human_readable_id": i, "text": c.text, "n_tokens": c.n_tokens, "document_id": c.document_id,
+         "entity_ids": ents[c.id], "relationship_ids": rels[c.id], "covariate_ids": claims_by_unit.get(c.id, [])}
+        for i, c in enumerate(chunks)
+    ]
+
+
+def document_rows(documents: list[SourceDocument], chunks: list[Chunk]) -> list[dict[str, Any]]:
+    by_doc: dict[str, list[str]] = {d.id: [] for d in documents}
+    for c in chunks:
+        by_doc[c.document_id].append(c.id)
+    return [
+        {"id": d.id, "human_readable_id": i, "title": d.title, "text": d.text, "text_unit_ids": by_doc[d.id],
+         "creation_date": d.creation_date, "raw_data": None}
+        for i, d in enumerate(documents)
+    ]

@@ -1,0 +1,372 @@
+"""The build: read -> chunk -> extract (new chunks only) -> merge -> communities -> reports -> embed -> write.
+
+`build_index` is the public entry point (`graphroute index` calls it through `indexer.cli`). It is
+synchronous; when called from inside a running event loop it runs the build in a worker thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from tqdm.auto import tqdm
+
+from engines.models.base import ChatModel, Embedder
+from indexer.chunking import Chunk, chunk_documents
+from indexer.communities import detect_communities
+from indexer.config import EXTRACTOR_VERSION, IndexBuildReport, IndexerConfig, IndexerError
+from indexer.embed import EmbeddingJob, embed_jobs, fit_offline_embedder, save_offline_embedder, write_lancedb
+from indexer.extract_offline import OfflineExtractor
+from indexer.graph import Graph, finalise_graph, merge_offline
+from indexer.output import (
+    community_rows,
+    document_rows,
+    entity_rows,
+    relationship_rows,
+    report_rows,
+    text_unit_rows,
+    today,
+    write_table,
+)
+from indexer.reader import SourceDocument, read_documents
+from indexer.reports import offline_reports
+from indexer.state import (
+    STATE_DIR,
+    Manifest,
+    package_versions,
+    read_extractions,
+    read_manifest,
+    write_extractions,
+    write_manifest,
+)
+
+OUTPUT_TABLES = ("entities", "relationships", "communities", "community_reports", "text_units", "documents")
+
+
+def build_index(
+    input_dir: str | Path,
+    out_dir: str | Path,
+    *,
+    config: IndexerConfig | None = None,
+    model: ChatModel | None = None,
+    embedder: Embedder | None = None,
+    progress: bool = True,
+) -> IndexBuildReport:
+    """Index every `.txt`/`.md` file under `input_dir` into a GraphRAG-v3 index at `out_dir`.
+
+    Offline extraction when `model` is None; otherwise model extraction (entities, relationships,
+    gleanings, optional claims, description summaries, reports) through the model layer. Re-running on
+    the same folder only extracts new chunks; an unchanged folder is a no-op.
+    """
+    started = time.perf_counter()
+    documents, skipped = read_documents(input_dir)
+    read_seconds = time.perf_counter() - started
+    return build_index_from_documents(
+        documents,
+        out_dir,
+        config=config,
+        model=model,
+        embedder=embedder,
+        progress=progress,
+        skipped_files=skipped,
+        read_seconds=read_seconds,
+    )
+
+
+def build_index_from_documents(
+    documents: list[SourceDocument],
+    out_dir: str | Path,
+    *,
+    config: IndexerConfig | None = None,
+    model: ChatModel | None = None,
+    embedder: Embedder | None = None,
+    progress: bool = True,
+    skipped_files: list[str] | None = None,
+    read_seconds: float = 0.0,
+) -> IndexBuildReport:
+    """Same as `build_index` for documents already in memory (e.g. a parquet corpus)."""
+    if not documents:
+        raise IndexerError("no documents to index")
+    builder = _Builder(documents, Path(out_dir), config or IndexerConfig(), model, embedder, progress)
+    builder.report.skipped_files = list(skipped_files or [])
+    builder.report.step_seconds["read"] = read_seconds
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(builder.run())
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:  # called from async code
+        return pool.submit(asyncio.run, builder.run()).result()
+
+
+class _Builder:
+    def __init__(
+        self,
+        documents: list[SourceDocument],
+        out_dir: Path,
+        config: IndexerConfig,
+        model: ChatModel | None,
+        embedder: Embedder | None,
+        progress: bool,
+    ) -> None:
+        self.documents = documents
+        self.out = out_dir
+        self.config = config
+        self.model = model
+        self.embedder = embedder
+        self.progress = progress
+        self.report = IndexBuildReport(out_dir=str(out_dir))
+        if model is not None:
+            self.mode = f"model:{model.name}:gleanings={config.max_gleanings}:claims={config.claims}"
+        else:
+            self.mode = f"offline:{EXTRACTOR_VERSION}"
+        self.report.extraction = self.mode
+
+    @contextmanager
+    def _step(self, name: str) -> Iterator[None]:
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.report.step_seconds[name] = self.report.step_seconds.get(name, 0.0) + time.perf_counter() - t0
+
+    def _bar(self, total: int, desc: str) -> Any:
+        return tqdm(total=total, desc=desc, unit="it", disable=not self.progress, leave=False)
+
+    async def run(self) -> IndexBuildReport:
+        cfg, rep = self.config, self.report
+        if self.out.exists() and not self.out.is_dir():
+            raise IndexerError(f"output path {self.out} exists and is not a folder")
+        self.out.mkdir(parents=True, exist_ok=True)
+        previous = read_manifest(self.out)
+        reason = self._rebuild_reason(previous)
+        if reason:
+            rep.full_rebuild_reason = reason
+            previous = None
+
+        with self._step("chunk"):
+            documents = self._ordered_documents(previous)
+            chunks = chunk_documents(
+                documents, chunk_size=cfg.chunk_size, overlap=cfg.chunk_overlap, encoding_name=cfg.encoding
+            )
+            chunks = self._ordered_chunks(chunks, previous)
+        rep.documents, rep.chunks = len(documents), len(chunks)
+        embedder_name = self.embedder.name if self.embedder is not None else "offline"
+        if previous is not None and self._unchanged(previous, documents, chunks, embedder_name):
+            rep.noop = True
+            rep.new_chunks = 0
+            rep.entities = previous.counts.get("entities", 0)
+            rep.relationships = previous.counts.get("relationships", 0)
+            rep.communities = previous.counts.get("communities", 0)
+            rep.reports = previous.counts.get("reports", 0)
+            rep.claims = previous.counts.get("claims", 0)
+            rep.embedder = str(previous.embedder.get("name", ""))
+            rep.message = (
+                f"Index at {self.out} is up to date: {len(documents)} documents and {len(chunks)} chunks unchanged; "
+                "nothing to do."
+            )
+            return rep
+
+        stored = read_extractions(self.out, self.mode) if previous is not None else {}
+        chunk_ids = [c.id for c in chunks]
+        new_chunks = [c for c in chunks if c.id not in stored]
+        rep.new_chunks = len(new_chunks)
+        rep.removed_chunks = len(set(previous.chunk_ids) - set(chunk_ids)) if previous is not None else 0
+        extractions = {cid: stored[cid] for cid in chunk_ids if cid in stored}
+
+        with self._step("extract"):
+            if self.model is None:
+                self._extract_offline(new_chunks, extractions)
+            else:
+                await self._extract_model(new_chunks, extractions)
+
+        prev_titles, prev_pairs = self._previous_order(previous)
+        with self._step("merge"):
+            if self.model is None:
+                ents, rels = merge_offline(
+                    chunk_ids,
+                    extractions,
+                    min_phrase_chunks=cfg.min_phrase_chunks,
+                    max_phrase_entities=cfg.max_phrase_entities,
+                    description_sentences=cfg.description_sentences,
+                )
+                claims: list[dict[str, Any]] = []
+            else:
+                ents, rels, claims = await self._merge_model(chunk_ids, extractions)
+            graph = finalise_graph(ents, rels, previous_entity_titles=prev_titles, previous_relationship_pairs=prev_pairs)
+        rep.entities, rep.relationships, rep.claims = len(graph.entities), len(graph.relationships), len(claims)
+
+        with self._step("communities"):
+            communities = detect_communities(graph, max_cluster_size=cfg.max_cluster_size, seed=cfg.seed)
+        rep.communities = len(communities)
+
+        with self._step("reports"):
+            if self.model is None:
+                reports = offline_reports(communities, graph)
+            else:
+                reports = await self._model_reports(communities, graph)
+        rep.reports = len(reports)
+
+        with self._step("embed"):
+            embedder_info = await self._embed(chunks, graph, reports)
+
+        with self._step("write"):
+            period = today()
+            claims_by_unit: dict[str, list[str]] = {}
+            for c in claims:
+                claims_by_unit.setdefault(c["text_unit_id"], []).append(c["id"])
+            write_table(self.out, "entities", entity_rows(graph))
+            write_table(self.out, "relationships", relationship_rows(graph))
+            write_table(self.out, "communities", community_rows(communities, period))
+            write_table(self.out, "community_reports", report_rows(reports, period))
+            write_table(self.out, "text_units", text_unit_rows(chunks, graph, claims_by_unit))
+            write_table(self.out, "documents", document_rows(documents, chunks))
+            covariates = self.out / "covariates.parquet"
+            if claims:
+                write_table(self.out, "covariates", claims)
+            elif covariates.exists():
+                covariates.unlink()  # a stale claims table would point at text units that may be gone
+            write_extractions(self.out, self.mode, extractions)
+            write_manifest(
+                self.out,
+                Manifest(
+                    settings=cfg.to_dict(),
+                    extraction=self.mode,
+                    embedder=embedder_info,
+                    documents=[{"id": d.id, "title": d.title} for d in documents],
+                    chunk_ids=chunk_ids,
+                    counts={
+                        "documents": rep.documents,
+                        "chunks": rep.chunks,
+                        "entities": rep.entities,
+                        "relationships": rep.relationships,
+                        "communities": rep.communities,
+                        "reports": rep.reports,
+                        "claims": rep.claims,
+                    },
+                    versions=package_versions(),
+                    updated=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                ),
+            )
+        rep.embedder = str(embedder_info.get("name", ""))
+        kind = "Built" if previous is None else "Updated"
+        why = f" (full rebuild: {rep.full_rebuild_reason})" if rep.full_rebuild_reason else ""
+        rep.message = f"{kind} index at {self.out}{why}."
+        return rep
+
+    # ------------------------------------------------------------------ incremental bookkeeping
+    def _rebuild_reason(self, previous: Manifest | None) -> str:
+        if previous is None:
+            return ""
+        old = {k: previous.settings.get(k) for k in self.config.chunking_settings()}
+        if old != self.config.chunking_settings():
+            return f"chunking settings changed from {old} to {self.config.chunking_settings()}"
+        if previous.extraction != self.mode:
+            return f"extraction changed from {previous.extraction} to {self.mode}"
+        missing = [t for t in OUTPUT_TABLES if not (self.out / f"{t}.parquet").exists()]
+        if missing:
+            return f"previous output is incomplete (missing {', '.join(missing)})"
+        return ""
+
+    def _ordered_documents(self, previous: Manifest | None) -> list[SourceDocument]:
+        """Documents of the previous build keep their order (and human_readable_id); new ones follow."""
+        if previous is None:
+            return list(self.documents)
+        rank = {d["id"]: i for i, d in enumerate(previous.documents)}
+        return sorted(self.documents, key=lambda d: (0, rank[d.id]) if d.id in rank else (1, 0))
+
+    @staticmethod
+    def _ordered_chunks(chunks: list[Chunk], previous: Manifest | None) -> list[Chunk]:
+        if previous is None:
+            return chunks
+        rank = {cid: i for i, cid in enumerate(previous.chunk_ids)}
+        return sorted(chunks, key=lambda c: (0, rank[c.id]) if c.id in rank else (1, 0))
+
+    def _unchanged(self, previous: Manifest, documents: list[SourceDocument], chunks: list[Chunk], embedder: str) -> bool:
+        return (
+            [d["id"] for d in previous.documents] == [d.id for d in documents]
+            and [d["title"] for d in previous.documents] == [d.title for d in documents]
+            and previous.chunk_ids == [c.id for c in chunks]
+            and previous.embedder.get("requested") == embedder
+            and previous.settings == self.config.to_dict()
+            and (self.out / "lancedb").is_dir()
+        )
+
+    def _previous_order(self, previous: Manifest | None) -> tuple[list[str], list[tuple[str, str]]]:
+        if previous is None:
+            return [], []
+        import pyarrow.parquet as pq
+
+        try:
+            ents = pq.read_table(self.out / "entities.parquet", columns=["title"]).column("title").to_pylist()
+            rels = pq.read_table(self.out / "relationships.parquet", columns=["source", "target"])
+        except (OSError, KeyError, ValueError) as exc:
+            raise IndexerError(f"{self.out}: cannot read the previous tables ({exc}); delete the folder to rebuild") from exc
+        pairs = list(zip(rels.column("source").to_pylist(), rels.column("target").to_pylist(), strict=True))
+        return [str(t) for t in ents], [(str(a), str(b)) for a, b in pairs]
+
+    # ------------------------------------------------------------------ steps
+    def _extract_offline(self, chunks: list[Chunk], extractions: dict[str, Any]) -> None:
+        extractor = OfflineExtractor(max_entities_per_sentence=self.config.max_entities_per_sentence)
+        with self._bar(len(chunks), "extract (offline)") as bar:
+            for c in chunks:
+                extractions[c.id] = extractor.extract(c.text)
+                bar.update(1)
+
+    async def _extract_model(self, chunks: list[Chunk], extractions: dict[str, Any]) -> None:
+        from indexer.extract_model import ModelExtractor
+
+        extractor = ModelExtractor(self.model, self.config, self.report.usage)  # type: ignore[arg-type]
+        with self._bar(len(chunks), f"extract ({self.model.name})") as bar:  # type: ignore[union-attr]
+            results = await extractor.extract_many([c.text for c in chunks], on_done=lambda: bar.update(1))
+        for c, r in zip(chunks, results, strict=True):
+            extractions[c.id] = r
+
+    async def _merge_model(self, chunk_ids: list[str], extractions: dict[str, Any]) -> tuple[Any, Any, list[dict[str, Any]]]:
+        from indexer.extract_model import ModelExtractor, merge_model_results
+
+        extractor = ModelExtractor(self.model, self.config, self.report.usage)  # type: ignore[arg-type]
+        with self._bar(0, "summarise descriptions") as bar:
+            return await merge_model_results(chunk_ids, extractions, extractor, on_progress=bar)
+
+    async def _model_reports(self, communities: Any, graph: Graph) -> Any:
+        from indexer.model_reports import model_reports
+
+        with self._bar(len(communities), f"reports ({self.model.name})") as bar:  # type: ignore[union-attr]
+            return await model_reports(
+                communities, graph, self.model, self.config, self.report.usage, on_done=lambda: bar.update(1)  # type: ignore[arg-type]
+            )
+
+    async def _embed(self, chunks: list[Chunk], graph: Graph, reports: Any) -> dict[str, Any]:
+        cfg = self.config
+        state = self.out / STATE_DIR
+        state.mkdir(parents=True, exist_ok=True)
+        jobs = [
+            EmbeddingJob("entity_description", [e.id for e in graph.entities], [f"{e.title}:{e.description}" for e in graph.entities]),
+            EmbeddingJob("community_full_content", [r.id for r in reports], [r.full_content for r in reports]),
+            EmbeddingJob("text_unit_text", [c.id for c in chunks], [c.text for c in chunks]),
+        ]
+        embedder = self.embedder
+        requested = "offline" if embedder is None else embedder.name
+        saved: Path | None = None
+        if embedder is None:
+            embedder = fit_offline_embedder([c.text for c in chunks], dim=cfg.embedding_dim)
+            saved = save_offline_embedder(embedder, state)
+        elif (state / "embedder.joblib").exists():
+            (state / "embedder.joblib").unlink()  # vectors now come from another embedder
+        total = sum(len(j.texts) for j in jobs)
+        with self._bar(total, f"embed ({embedder.name})") as bar:
+            vectors = await embed_jobs(embedder, jobs, batch_size=cfg.embed_batch_size, usage=self.report.usage, on_batch=bar.update)
+        write_lancedb(self.out / "lancedb", {j.name: j.ids for j in jobs}, vectors, embedder.dim)
+        return {
+            "requested": requested,
+            "name": embedder.name,
+            "dim": embedder.dim,
+            "offline": bool(embedder.offline),
+            "path": f"{STATE_DIR}/embedder.joblib" if saved else None,
+        }

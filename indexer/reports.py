@@ -1,0 +1,199 @@
+"""Community reports: the record GraphRAG writes, and the offline extractive writer.
+
+`full_content` is built exactly like GraphRAG's report extractor (`# title`, summary, then
+`## finding summary` + explanation per finding, joined by blank lines) and the report id is the
+sha512 hex of it. Offline reports are extractive: the title names the top entities, the summary and
+findings quote the strongest relationships and the entities' source sentences, and findings cite
+their records with GraphRAG's `[Data: Entities (..); Relationships (..)]` so answers can cite them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from dataclasses import dataclass, field
+
+from indexer.communities import CommunityRow
+from indexer.graph import EntityRow, Graph, RelationshipRow
+
+MAX_FINDINGS = 6
+MAX_CITED = 5
+
+
+@dataclass
+class ReportRow:
+    community: int
+    level: int
+    parent: int
+    children: list[int]
+    title: str
+    summary: str
+    findings: list[dict[str, str]]
+    rank: float
+    rating_explanation: str
+    size: int
+    full_content: str = ""
+    full_content_json: str = ""
+    id: str = ""
+    extra: dict[str, str] = field(default_factory=dict)
+
+
+def build_full_content(title: str, summary: str, findings: list[dict[str, str]]) -> str:
+    sections = "\n\n".join(f"## {f['summary']}\n\n{f['explanation']}" for f in findings)
+    return f"# {title}\n\n{summary}\n\n{sections}"
+
+
+def finish_report(report: ReportRow, raw_json: str | None = None) -> ReportRow:
+    """Fill `full_content`, `full_content_json` and the sha512 id."""
+    report.full_content = build_full_content(report.title, report.summary, report.findings)
+    report.full_content_json = raw_json or json.dumps(
+        {
+            "title": report.title,
+            "summary": report.summary,
+            "findings": report.findings,
+            "rating": report.rank,
+            "rating_explanation": report.rating_explanation,
+        },
+        indent=4,
+        ensure_ascii=False,
+    )
+    report.id = hashlib.sha512(report.full_content.encode("utf-8")).hexdigest()
+    return report
+
+
+def _cite(entity_ids: list[int], relationship_ids: list[int]) -> str:
+    parts = []
+    for name, ids in (("Entities", entity_ids), ("Relationships", relationship_ids)):
+        if ids:
+            shown = ", ".join(str(i) for i in ids[:MAX_CITED]) + (", +more" if len(ids) > MAX_CITED else "")
+            parts.append(f"{name} ({shown})")
+    return f" [Data: {'; '.join(parts)}]" if parts else ""
+
+
+def _first_sentence(text: str, limit: int = 300) -> str:
+    for stop in (". ", "。", "! ", "? "):
+        cut = text.find(stop)
+        if 0 < cut < limit:
+            return text[: cut + len(stop)].strip()
+    return text[:limit].rstrip() + ("…" if len(text) > limit else "")
+
+
+def _join_names(names: list[str]) -> str:
+    if len(names) <= 1:
+        return "".join(names)
+    return ", ".join(names[:-1]) + " and " + names[-1]
+
+
+def community_ranks(communities: list[CommunityRow], graph: Graph) -> dict[int, float]:
+    """0–10 impact rank from size and the members' total degree, log-scaled against the largest community."""
+    degree = {e.id: e.degree for e in graph.entities}
+    sizes = {c.community: c.size for c in communities}
+    degs = {c.community: sum(degree.get(e, 0) for e in c.entity_ids) for c in communities}
+    max_size = max(sizes.values(), default=1) or 1
+    max_deg = max(degs.values(), default=1) or 1
+    return {
+        c.community: round(
+            10.0 * (0.5 * math.log1p(sizes[c.community]) / math.log1p(max_size) + 0.5 * math.log1p(degs[c.community]) / math.log1p(max_deg)),
+            1,
+        )
+        for c in communities
+    }
+
+
+def offline_report(
+    community: CommunityRow,
+    rank: float,
+    *,
+    entity_by_id: dict[str, EntityRow],
+    rel_by_id: dict[str, RelationshipRow],
+    hrid_by_title: dict[str, int],
+) -> ReportRow:
+    members = sorted((entity_by_id[i] for i in community.entity_ids), key=lambda e: (-e.degree, -e.frequency, e.human_readable_id))
+    rels = sorted((rel_by_id[i] for i in community.relationship_ids), key=lambda r: (-r.weight, -r.combined_degree, r.human_readable_id))
+    top = [e.title for e in members[:3]]
+    title = _join_names(top) if len(members) <= 3 else f"{_join_names(top)} and related entities"
+    types: dict[str, int] = {}
+    for e in members:
+        types[e.type] = types.get(e.type, 0) + 1
+    type_text = ", ".join(f"{n} {t.lower()}" for t, n in sorted(types.items(), key=lambda kv: (-kv[1], kv[0])))
+    lead = members[0]
+    summary_parts = [
+        f"This level-{community.level} community of {community.size} entit{'y' if community.size == 1 else 'ies'} "
+        f"({type_text}) centres on {lead.title}."
+    ]
+    if lead.description:
+        summary_parts.append(_first_sentence(lead.description))
+    if rels:
+        strongest = ", ".join(f"{r.source} and {r.target} ({r.weight:g})" for r in rels[:3])
+        summary_parts.append(f"Its strongest ties are between {strongest}.")
+    summary = " ".join(summary_parts) + _cite([e.human_readable_id for e in members], [r.human_readable_id for r in rels])
+
+    findings: list[dict[str, str]] = []
+    used: set[str] = set()
+    for r in rels[: MAX_FINDINGS - 1]:
+        findings.append(
+            {
+                "summary": f"{r.source} and {r.target}",
+                "explanation": (r.description or f"{r.source} is linked to {r.target}.")
+                + f" They are mentioned together with weight {r.weight:g} in {len(r.text_unit_ids)} text unit"
+                + ("s." if len(r.text_unit_ids) != 1 else ".")
+                + _cite([hrid_by_title[r.source], hrid_by_title[r.target]], [r.human_readable_id]),
+            }
+        )
+        used.update((r.source, r.target))
+    for e in members:
+        if len(findings) >= MAX_FINDINGS:
+            break
+        if e.title in used and findings:
+            continue
+        findings.append(
+            {
+                "summary": f"{e.title} ({e.type.lower()})",
+                "explanation": (e.description or f"{e.title} is mentioned in {e.frequency} text units.")
+                + _cite([e.human_readable_id], []),
+            }
+        )
+        used.add(e.title)
+    total_degree = sum(e.degree for e in members)
+    explanation = (
+        f"Rank {rank:g} of 10 reflects {community.size} member entities, {len(rels)} internal relationships "
+        f"and a combined degree of {total_degree}."
+    )
+    return finish_report(
+        ReportRow(
+            community=community.community,
+            level=community.level,
+            parent=community.parent,
+            children=list(community.children),
+            title=title,
+            summary=summary,
+            findings=findings,
+            rank=rank,
+            rating_explanation=explanation,
+            size=community.size,
+        )
+    )
+
+
+def offline_reports(communities: list[CommunityRow], graph: Graph) -> list[ReportRow]:
+    ranks = community_ranks(communities, graph)
+    entity_by_id = {e.id: e for e in graph.entities}
+    rel_by_id = {r.id: r for r in graph.relationships}
+    hrid_by_title = {e.title: e.human_readable_id for e in graph.entities}
+    reports = [
+        offline_report(c, ranks[c.community], entity_by_id=entity_by_id, rel_by_id=rel_by_id, hrid_by_title=hrid_by_title)
+        for c in communities
+    ]
+    return dedupe_report_ids(reports)
+
+
+def dedupe_report_ids(reports: list[ReportRow]) -> list[ReportRow]:
+    """Report ids are content hashes; two identical reports would collide, so the later one names its community."""
+    seen: set[str] = set()
+    for r in reports:
+        if r.id in seen:
+            r.summary += f" (Community {r.community}.)"
+            finish_report(r)
+        seen.add(r.id)
+    return reports
