@@ -16,6 +16,7 @@ from engines.models.offline_text import (
     CITATION_RE,
     capitalised_phrases,
     clean_sentence,
+    coverage,
     display_name,
     format_citation,
     is_cjk_text,
@@ -124,8 +125,8 @@ def gather_candidates(parsed: ParsedPrompt, datasets: tuple[str, ...] = ANSWER_D
     return out
 
 
-def question_entities(parsed: ParsedPrompt, question: str) -> list[str]:
-    """Names from the tables that the question mentions, longest first where they overlap."""
+def known_names(parsed: ParsedPrompt) -> list[str]:
+    """Entity names the tables know: entity titles, relationship ends, claim subjects (table order)."""
     known: dict[str, None] = {}
     for name in ("Entities", "Relationships", "Claims"):
         table = parsed.table(name)
@@ -133,9 +134,18 @@ def question_entities(parsed: ParsedPrompt, question: str) -> list[str]:
             for row in table.rows:
                 for subject in _row_subjects(table, row):
                     known.setdefault(subject, None)
+    return list(known)
+
+
+def question_entities(parsed: ParsedPrompt, question: str, *, tables_only: bool = False) -> list[str]:
+    """Names the question mentions, longest first where they overlap.
+
+    Names come from the tables; when none matches (and `tables_only` is off) the question's own
+    capitalised phrases stand in, so sentences naming them still rank first in a Sources-only context.
+    """
     folded = question.casefold()
-    found = [n for n in known if mentions(folded, n)]
-    if not found:
+    found = [n for n in known_names(parsed) if mentions(folded, n)]
+    if not found and not tables_only:
         found = capitalised_phrases(question)
     found.sort(key=lambda n: (folded.find(n.casefold()), -len(n), n))
     kept: list[str] = []
@@ -235,17 +245,15 @@ def render_answer(chosen: list[Candidate], entities: list[str], question: str, r
     return "\n".join(lines)
 
 
-def _missing_note(question: str, pool: list[Candidate]) -> str:
-    """Name the question words that no supplied record contains, so a partial answer says it is partial."""
+def _missing_words(question: str, pool: list[Candidate]) -> tuple[list[str], float]:
+    """Question words no supplied record contains, and the share of question terms that are present."""
     query, broad = question_terms(question)
-    if broad or len(query) < 2:
-        return ""
+    if broad or not query:
+        return [], 1.0
     found = {t for c in pool for t in c.terms}
     words = [w for w in re.findall(r"[^\W_]+", question) if w.isascii()]
     missing = [w for w in words if (t := terms(w)) and t[0] in query and t[0] not in found]
-    if not missing:
-        return ""
-    return f"\n\n_Not mentioned in the supplied data: {', '.join(dict.fromkeys(missing))}._"
+    return list(dict.fromkeys(missing)), coverage(query, found)
 
 
 def fit_tokens(
@@ -284,11 +292,18 @@ def compose_answer(
     if not cands:
         return no_answer_text(question, "No context data was supplied."), []
     entities = question_entities(parsed, question)
+    missing, present = _missing_words(question, cands)
+    missing_text = f"The data does not mention: {', '.join(missing)}." if missing else ""
+    # A stray shared word ("point" in "boiling point of nitrogen") is not an answer: most of the
+    # question's terms, or an entity the tables know, must be there.
+    if present < 0.5 and not question_entities(parsed, question, tables_only=True):
+        return no_answer_text(question, missing_text), []
     chosen = select_sentences(rank_candidates(cands, question, entities), max_sentences)
     if not chosen:
-        return no_answer_text(question), []
+        return no_answer_text(question, missing_text), []
     response_type = parsed.scalar("response type", "multiple paragraphs")
-    note = "" if is_cjk_text(question) else _missing_note(question, cands)
+    # A missing question verb ("connected") is not worth a note when most terms are covered.
+    note = f"\n\n_{missing_text}_" if missing_text and present <= 0.5 else ""
 
     def render(sel: list[Candidate]) -> str:
         return render_answer(sel, entities, question, response_type) + note
@@ -336,6 +351,7 @@ def cited_units(text: str) -> list[tuple[str, dict[str, list[str]]]]:
 def compose_reduce(parsed: ParsedPrompt, question: str, tokenizer: Tokenizer, max_tokens: int | None) -> str:
     """One answer from the analyst blocks, most important first, duplicates merged, within budget."""
     blocks = sorted((b for b in parsed.analysts if b.text.strip()), key=lambda b: (-b.importance, b.number))
+    per_block = 3  # the first sentences of each finding: every block gets a say before any gets a fourth
     kept: list[list[tuple[str, dict[str, list[str]], list[str]]]] = []
     seen: list[tuple[list[str], dict[str, list[str]]]] = []
     for block in blocks:
@@ -348,6 +364,8 @@ def compose_reduce(parsed: ParsedPrompt, question: str, tokenizer: Tokenizer, ma
                 continue
             seen.append((sentence_terms, refs))
             sentences.append((sentence, refs, sentence_terms))
+            if len(sentences) >= per_block:
+                break
         if sentences:
             kept.append(sentences)
     if not kept:

@@ -301,16 +301,13 @@ def display_name(title: str) -> str:
     """'GHOST OF CHRISTMAS PAST' -> 'Ghost of Christmas Past'; mixed-case and CJK titles are kept."""
     if not title.isupper() or _CJK_RE.search(title):
         return title
-    words = title.split()
-    out = []
-    for i, w in enumerate(words):
-        low = w.lower()
-        out.append(
-            low
-            if i and low in {"of", "the", "and", "in", "on", "at", "to", "a", "an", "for"}
-            else low.capitalize()
-        )
-    return " ".join(out)
+    small = {"of", "the", "and", "in", "on", "at", "to", "a", "an", "for"}
+
+    def word(match: re.Match[str]) -> str:
+        low = match.group(0).lower()
+        return low if match.start() and low in small else low[:1].upper() + low[1:]
+
+    return re.sub(r"[A-Za-z][A-Za-z'’]*", word, title)
 
 
 def mentions(text_folded: str, name: str) -> bool:
