@@ -1,0 +1,336 @@
+"""The offline embedder: TF-IDF over character n-grams + truncated SVD, fitted on the index's own text.
+
+The SVD is computed exactly through the documents' Gram matrix (see `_top_components`), which is what
+`TruncatedSVD` approximates, only faster at these sizes and with no randomness.
+
+Character n-grams (`char_wb`, 2–4) work for any script, Chinese included, with no tokenizer or
+weights to download. Vectors are L2-normalised float32 of `dim` ≤ 256 (fewer when the corpus is too
+small for that many components). Saved as one `.npz` (vocabulary, idf, SVD components, metadata) read
+with `allow_pickle=False`, so loading an embedder never executes code from the file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import scipy.linalg
+from sklearn.feature_extraction.text import TfidfVectorizer
+from threadpoolctl import threadpool_limits
+
+from engines.models.base import EmbeddingResult
+from engines.models.config import OFFLINE_EMBEDDING_MODEL
+from engines.models.errors import ModelConfigError
+from shared_context.tokens import get_tokenizer
+
+FORMAT = "graphroute-offline-embedder/1"
+MAX_DIM = 256
+MAX_FEATURES = 200_000  # caps memory on large corpora; the rarest n-grams go first
+MAX_FIT_TEXTS = 3000  # larger corpora are fitted on an evenly spaced sample of this many texts
+_VECTORIZER_ARGS: dict[str, Any] = {
+    "analyzer": "char_wb",
+    "ngram_range": (2, 4),
+    "lowercase": True,
+    "sublinear_tf": True,
+    "dtype": np.float32,
+}
+
+
+def _top_components(tfidf: Any, k: int) -> np.ndarray:
+    """The top-`k` right singular vectors of the (docs x features) matrix, exactly and deterministically.
+
+    With few documents (≤ MAX_FIT_TEXTS) the n x n Gram matrix X·Xᵀ is small, so an exact symmetric
+    eigendecomposition is several times faster than randomized SVD and has no random seed at all.
+    Signs are fixed (largest |entry| positive) so the same corpus always gives the same vectors.
+    """
+    gram = np.asarray((tfidf @ tfidf.T).toarray(), dtype=np.float64)
+    n = gram.shape[0]
+    k = max(1, min(k, n))
+    eigvals, eigvecs = scipy.linalg.eigh(gram, subset_by_index=[n - k, n - 1])
+    order = np.argsort(eigvals)[::-1]
+    eigvals, eigvecs = eigvals[order], eigvecs[:, order]
+    keep = eigvals > 1e-9 * max(float(eigvals[0]), 1e-30)  # drop null directions (duplicate texts)
+    eigvals, eigvecs = eigvals[keep], eigvecs[:, keep]
+    components = np.asarray((tfidf.T @ eigvecs).T, dtype=np.float64) / np.sqrt(eigvals)[:, None]
+    signs = np.sign(components[np.arange(components.shape[0]), np.abs(components).argmax(axis=1)])
+    signs[signs == 0] = 1.0
+    return np.ascontiguousarray(components * signs[:, None], dtype=np.float32)
+
+
+def _normalise(matrix: np.ndarray) -> np.ndarray:
+    m = np.asarray(matrix, dtype=np.float32)
+    norms = np.linalg.norm(m, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    return np.ascontiguousarray(m / norms, dtype=np.float32)
+
+
+class OfflineEmbedder:
+    """`Embedder` with no network: `fit` on a corpus, then `embed` any text into the same space."""
+
+    name = OFFLINE_EMBEDDING_MODEL
+    offline = True
+
+    def __init__(self, vectorizer: TfidfVectorizer, components: np.ndarray, *, seed: int = 0,
+                 fingerprint: str = "") -> None:
+        self._vectorizer = vectorizer
+        self._components = np.ascontiguousarray(components, dtype=np.float32)  # (dim, n_features)
+        self.dim = int(self._components.shape[0])
+        self.seed = seed
+        self.fingerprint = fingerprint  # sha256 of the fitting corpus and settings
+        self.from_index_file = False  # loaded from the index's own graphroute/embedder file
+        self.vector_cache: Path | None = None  # where attach_offline_vectors keeps the index's vectors
+
+    # ------------------------------------------------------------------ fitting
+    @classmethod
+    def fit(cls, texts: list[str], dim: int = MAX_DIM, seed: int = 0) -> OfflineEmbedder:
+        """Fit on `texts`. `dim` is an upper bound: a small corpus yields fewer components.
+
+        Corpora above `MAX_FIT_TEXTS` are fitted on an evenly spaced sample (the embedder still embeds
+        every text), so the fit cost is bounded whatever the index size.
+        """
+        if dim < 1:
+            raise ModelConfigError(f"offline embedder dim must be >= 1 (got {dim})", key="dim")
+        corpus = [t for t in texts if t and t.strip()]
+        if not corpus:
+            raise ModelConfigError("cannot fit the offline embedder: the corpus has no text", key="corpus")
+        if len(corpus) > MAX_FIT_TEXTS:
+            step = len(corpus) / MAX_FIT_TEXTS
+            corpus = [corpus[int(i * step)] for i in range(MAX_FIT_TEXTS)]
+        vectorizer = TfidfVectorizer(max_features=MAX_FEATURES, **_VECTORIZER_ARGS)
+        # One BLAS thread: on a busy 2-core machine OpenBLAS threads spin and run 10-20x slower.
+        with threadpool_limits(1):
+            try:
+                tfidf = vectorizer.fit_transform(corpus).tocsr()
+            except ValueError as err:  # e.g. only one-character texts: no 2-grams at all
+                raise ModelConfigError(
+                    f"cannot fit the offline embedder on this corpus: {err}", key="corpus"
+                ) from None
+            components = _top_components(tfidf, min(dim, MAX_DIM))
+        digest = hashlib.sha256()
+        for text in corpus:
+            digest.update(text.encode("utf-8"))
+            digest.update(b"\0")
+        digest.update(f"{dim}|{seed}|{FORMAT}".encode())
+        return cls(vectorizer, components, seed=seed, fingerprint=digest.hexdigest())
+
+    # ------------------------------------------------------------------ embedding
+    def transform(self, texts: list[str]) -> np.ndarray:
+        """Synchronous embedding: float32 (n, dim), unit rows (all-zero for text with no known n-gram)."""
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        tfidf = self._vectorizer.transform(texts)
+        return _normalise(np.asarray(tfidf @ self._components.T, dtype=np.float32))
+
+    async def embed(self, texts: list[str]) -> EmbeddingResult:
+        started = time.monotonic()
+        vectors = self.transform(list(texts))
+        tokens = sum(get_tokenizer().count_many(list(texts))) if texts else 0
+        return EmbeddingResult(vectors=vectors, prompt_tokens=tokens, model=self.name,
+                               seconds=time.monotonic() - started, cost=0.0)
+
+    # ------------------------------------------------------------------ persistence
+    def save(self, path: str | Path) -> Path:
+        """Write one npz file at exactly `path` (whatever its suffix); atomic via a temp file."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        vocab = self._vectorizer.vocabulary_
+        terms = np.empty(len(vocab), dtype=object)
+        for term, col in vocab.items():
+            terms[col] = term
+        meta = {"format": FORMAT, "name": self.name, "dim": self.dim, "seed": self.seed,
+                "fingerprint": self.fingerprint, "vectorizer": {k: v for k, v in _VECTORIZER_ARGS.items() if k != "dtype"}}
+        buf = io.BytesIO()
+        np.savez_compressed(
+            buf,
+            terms=np.asarray(terms.tolist(), dtype=str),
+            idf=np.asarray(self._vectorizer.idf_, dtype=np.float32),
+            components=self._components,
+            meta=np.asarray(json.dumps(meta)),
+        )
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        tmp.write_bytes(buf.getvalue())
+        os.replace(tmp, path)
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path) -> OfflineEmbedder:
+        path = Path(path)
+        try:
+            with np.load(path, allow_pickle=False) as data:
+                meta = json.loads(str(data["meta"]))
+                terms = data["terms"].tolist()
+                idf = np.asarray(data["idf"], dtype=np.float64)
+                components = np.asarray(data["components"], dtype=np.float32)
+        except FileNotFoundError:
+            raise ModelConfigError(f"{path}: offline embedder file not found", key=str(path)) from None
+        except (OSError, ValueError, KeyError) as err:
+            raise ModelConfigError(
+                f"{path}: not an offline embedder saved by graphroute ({err}); delete it to refit", key=str(path)
+            ) from None
+        if meta.get("format") != FORMAT:
+            raise ModelConfigError(f"{path}: unsupported offline embedder format {meta.get('format')!r}", key=str(path))
+        if len(terms) != components.shape[1] or len(idf) != len(terms):
+            raise ModelConfigError(f"{path}: corrupt offline embedder (vocabulary and matrix sizes differ)", key=str(path))
+        vectorizer = TfidfVectorizer(vocabulary={t: i for i, t in enumerate(terms)}, **_VECTORIZER_ARGS)
+        vectorizer.idf_ = idf  # sets the fitted state; transform needs nothing else
+        vectorizer._validate_vocabulary()
+        return cls(vectorizer, components, seed=int(meta.get("seed", 0)), fingerprint=str(meta.get("fingerprint", "")))
+
+
+# ---------------------------------------------------------------------------------------------
+# fitting on an index and attaching its vector tables
+
+INDEX_STATE_DIR = "graphroute"
+INDEXER_FILES = ("embedder.joblib", "embedder.npz")  # what the graphroute indexer saves (npz content)
+
+
+def index_texts(index: Any) -> dict[str, tuple[list[int], list[str]]]:
+    """The texts GraphRAG embeds, per vector table name: (record positions, texts)."""
+    return {
+        "entity_description": (
+            list(range(len(index.entities))),
+            [f"{e.title}:{e.description or ''}" for e in index.entities],
+        ),
+        "community_full_content": (
+            list(range(len(index.community_reports))),
+            [r.full_content or "" for r in index.community_reports],
+        ),
+        "text_unit_text": (list(range(len(index.text_units))), [t.text or "" for t in index.text_units]),
+    }
+
+
+def _corpus_key(texts: dict[str, tuple[list[int], list[str]]], dim: int, seed: int) -> str:
+    digest = hashlib.sha256(f"{FORMAT}|{dim}|{seed}".encode())
+    for name in sorted(texts):
+        digest.update(name.encode())
+        for text in texts[name][1]:
+            digest.update(text.encode("utf-8"))
+            digest.update(b"\0")
+    return digest.hexdigest()[:24]
+
+
+def _index_is_ours_and_writable(index: Any) -> Path | None:
+    path = getattr(index, "path", None)
+    if path is None:
+        return None
+    state = Path(path) / INDEX_STATE_DIR
+    if (state / "manifest.json").is_file() and os.access(state, os.W_OK):
+        return state
+    return None
+
+
+def embedder_for_index(
+    index: Any,
+    cache_dir: str | Path | None = None,
+    *,
+    dim: int = MAX_DIM,
+    seed: int = 0,
+    env: dict[str, str] | None = None,
+) -> OfflineEmbedder:
+    """The offline embedder for `index`: the one its indexer saved, else a cached fit, else a new fit.
+
+    A new fit is stored in `INDEX/graphroute/embedder/<key>.npz` when the index was built by graphroute
+    and its folder is writable, otherwise in `<cache_dir or $GRAPHROUTE_CACHE_DIR or ~/.cache/graphroute>/
+    embedders/<key>/embedder.npz`. The key hashes the index's texts, `dim` and `seed`.
+    """
+    from engines.models.config import default_cache_dir
+
+    path = getattr(index, "path", None)
+    if path is not None:
+        for name in INDEXER_FILES:
+            saved = Path(path) / INDEX_STATE_DIR / name
+            if saved.is_file():
+                try:
+                    embedder = OfflineEmbedder.load(saved)
+                    embedder.from_index_file = True
+                    return embedder
+                except ModelConfigError:
+                    continue  # an older or foreign file: fit our own instead
+    texts = index_texts(index)
+    key = _corpus_key(texts, dim, seed)
+    local_state = _index_is_ours_and_writable(index)
+    base = Path(cache_dir) if cache_dir is not None else default_cache_dir(os.environ if env is None else env)
+    locations = ([local_state / "embedder" / f"{key}.npz"] if local_state else []) + [
+        base / "embedders" / key / "embedder.npz"
+    ]
+    for location in locations:
+        if location.is_file():
+            try:
+                embedder = OfflineEmbedder.load(location)
+            except ModelConfigError:
+                continue
+            embedder.vector_cache = location.with_name(location.stem + ".vectors.npz")
+            return embedder
+    corpus = [t for _, group in texts.values() for t in group]
+    embedder = OfflineEmbedder.fit(corpus, dim=dim, seed=seed)
+    for location in locations:
+        try:
+            embedder.save(location)
+        except OSError:
+            continue  # a read-only cache just means refitting next time
+        embedder.vector_cache = location.with_name(location.stem + ".vectors.npz")
+        break
+    return embedder
+
+
+def _cached_vectors(path: Path | None, fingerprint: str, sizes: dict[str, int], dim: int) -> dict[str, np.ndarray]:
+    if path is None or not path.is_file():
+        return {}
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            if str(data["fingerprint"]) != fingerprint:
+                return {}
+            out = {name: np.asarray(data[name], dtype=np.float32) for name in sizes if name in data.files}
+    except (OSError, ValueError, KeyError):
+        return {}  # a broken cache is recomputed, never fatal
+    return {n: m for n, m in out.items() if m.shape == (sizes[n], dim)}
+
+
+def attach_offline_vectors(index: Any, embedder: OfflineEmbedder) -> list[str]:
+    """Embed the index's texts and attach `entity_description`, `community_full_content`, `text_unit_text`.
+
+    A table the index already has is kept when it is already in this embedder's space (same model
+    name and dim, or the index's own saved embedder with a matching dim); any other table (another
+    model, another dim) is replaced, since questions can only be embedded with this embedder.
+    Returns the names attached.
+    """
+    from shared_context.vectors import VectorTable
+
+    groups = index_texts(index)
+    cached = _cached_vectors(embedder.vector_cache, embedder.fingerprint,
+                             {n: len(t) for n, (_, t) in groups.items()}, embedder.dim)
+    attached: list[str] = []
+    computed: dict[str, np.ndarray] = {}
+    for name, (positions, texts) in groups.items():
+        if not texts:
+            continue
+        existing = index.vectors.get(name)
+        if existing is not None and existing.dim == embedder.dim and len(existing) == len(texts) and (
+            existing.model == embedder.name or embedder.from_index_file
+        ):
+            continue
+        matrix = cached.get(name)
+        if matrix is None:
+            matrix = computed[name] = embedder.transform(texts)
+        table = VectorTable.build(
+            name, positions, matrix, source=f"offline-embedder:{embedder.fingerprint[:12]}", model=embedder.name
+        )
+        index.add_vectors(table)
+        attached.append(name)
+    if computed and embedder.vector_cache is not None:
+        everything = {**cached, **computed}
+        try:
+            buf = io.BytesIO()
+            np.savez(buf, fingerprint=np.asarray(embedder.fingerprint), **everything)  # type: ignore[arg-type]
+            tmp = embedder.vector_cache.with_name(f"{embedder.vector_cache.name}.{os.getpid()}.tmp")
+            tmp.write_bytes(buf.getvalue())
+            os.replace(tmp, embedder.vector_cache)
+        except OSError:
+            pass  # caching is an optimisation only
+    return attached
