@@ -53,11 +53,7 @@ class ModelSet:
         self._single: ChatModel | None = None
         self.prices: Any = None
         if model is None:
-            from engines.config import GraphrouteConfig
-            from engines.models.factory import Models
-
-            models_cfg = (graphroute_config or GraphrouteConfig()).models
-            model = Models.from_config(models_cfg, index=index)
+            model = _default_models(index, graphroute_config)
         if hasattr(model, "chat") and callable(model.chat) and not hasattr(model, "complete"):
             self._bundle = model
             self.embedder = embedder if embedder is not None else getattr(model, "embedder", None)
@@ -91,6 +87,33 @@ class ModelSet:
             return float(self.prices.cost(model.name, prompt_tokens, output_tokens))
         except Exception:  # an estimate must never fail on a price lookup
             return 0.0
+
+
+def _default_models(index: Index, graphroute_config: GraphrouteConfig | None) -> Any:
+    """The configured model stack (offline by default: extractive chat model + TF-IDF embedder)."""
+    from engines.config import GraphrouteConfig
+
+    models_cfg = (graphroute_config or GraphrouteConfig()).models
+    try:
+        from engines.models.factory import Models
+    except ImportError:  # model factory not installed: the offline stack, built directly
+        from engines.models.embedding_offline import attach_offline_vectors, embedder_for_index
+        from engines.models.offline import OfflineChatModel
+
+        embedder = embedder_for_index(index)
+        attach_offline_vectors(index, embedder)
+        return _OfflineBundle(OfflineChatModel(), embedder)
+    return Models.from_config(models_cfg, index=index)
+
+
+class _OfflineBundle:
+    def __init__(self, chat: ChatModel, embedder: Embedder) -> None:
+        self._chat = chat
+        self.embedder = embedder
+        self.offline = True
+
+    def chat(self, stage: str) -> ChatModel:
+        return self._chat
 
 
 def normalise_history(history: HistoryLike) -> list[Message]:

@@ -9,6 +9,7 @@ router's classifier would send it to (None when the classifier is not installed)
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -44,11 +45,12 @@ class QuestionResult:
     model: str = ""
     offline: bool = False
     seconds: float = 0.0
+    notes: list[str] = field(default_factory=list)  # e.g. why questions carry no engine label
 
     def to_dict(self) -> dict[str, Any]:
         return {"questions": [asdict(q) for q in self.questions], "usage": self.usage.to_dict(),
                 "context_text": self.context_text, "model": self.model, "offline": self.offline,
-                "seconds": self.seconds}
+                "seconds": self.seconds, "notes": list(self.notes)}
 
 
 def clean_questions(raw: Sequence[str], n: int) -> list[str]:
@@ -65,12 +67,13 @@ def clean_questions(raw: Sequence[str], n: int) -> list[str]:
     return out[:n]
 
 
-def _labeller(index: Index) -> Any:
+def _labeller(index: Index) -> tuple[Any, str | None]:
+    """The router's classifier as a labelling function, or (None, why not)."""
     try:
         from router.classifier import classify
     except ImportError:
-        return None
-    return lambda q: classify(q, index)
+        return None, "router classifier not installed"
+    return (lambda q: classify(q, index)), None
 
 
 class QuestionGenerator:
@@ -111,17 +114,18 @@ class QuestionGenerator:
                                {"role": "user", "content": question or NO_HISTORY_PROMPT}]
         with run.timed("answer"):
             parsed = await run.complete_json("answer", "questions", chat, QuestionList, temperature=self.config.temperature)
-        label = _labeller(self.index)
+        label, note = _labeller(self.index)
         out: list[GeneratedQuestion] = []
         for text in clean_questions(parsed.questions, count):
-            if label is None:
-                out.append(GeneratedQuestion(text))
-                continue
-            decision = label(text)
-            out.append(GeneratedQuestion(text, getattr(decision, "engine", None),
-                                         getattr(decision, "confidence", None)))
+            decision = None
+            if label is not None:
+                try:
+                    decision = label(text)
+                except Exception as err:  # labels are optional: a classifier that cannot load must not fail this
+                    label, note = None, f"router classifier unavailable: {err}"
+            out.append(GeneratedQuestion(text, getattr(decision, "engine", None), getattr(decision, "confidence", None)))
         answer_model = self.models.chat("answer")
-        import time
 
         return QuestionResult(out, run.usage, ctx.text, context_records(ctx), answer_model.name,
-                              bool(getattr(answer_model, "offline", False)), time.perf_counter() - run.started)
+                              bool(getattr(answer_model, "offline", False)), time.perf_counter() - run.started,
+                              [note] if note else [])
