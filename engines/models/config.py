@@ -30,6 +30,8 @@ JsonMode = Literal["auto", "on", "off"]
 
 OFFLINE_CHAT_MODEL = "offline-extractive"
 OFFLINE_EMBEDDING_MODEL = "graphroute-offline-tfidf-svd"
+SENTENCE_EMBEDDING_MODEL = "all-MiniLM-L6-v2"  # needs the 'sentence' extra
+LOCAL_EMBEDDING_MODELS = (OFFLINE_EMBEDDING_MODEL, SENTENCE_EMBEDDING_MODEL)
 DEFAULT_CHAT_MODEL = "gpt-4.1-mini"
 DEFAULT_EMBEDDING_MODEL = "text-embedding-3-small"
 # Local OpenAI-compatible servers (Ollama, vLLM, llama.cpp) ignore the key, but the SDK requires one.
@@ -123,6 +125,7 @@ DEFAULT_PRICES: dict[str, ModelPrice] = {
     "text-embedding-ada-002": ModelPrice(input=0.10),
     OFFLINE_CHAT_MODEL: ModelPrice(input=0.0),
     OFFLINE_EMBEDDING_MODEL: ModelPrice(input=0.0),
+    SENTENCE_EMBEDDING_MODEL: ModelPrice(input=0.0),
 }
 
 
@@ -325,6 +328,8 @@ def models_config_from_mapping(
         if chat.get("model") == OFFLINE_CHAT_MODEL:
             chat["model"] = DEFAULT_CHAT_MODEL
 
+    if "provider" not in embedding and embedding.get("model") == SENTENCE_EMBEDDING_MODEL:
+        embedding["provider"] = "offline"  # runs locally whatever the chat endpoint is
     if "provider" not in embedding and (embedding.get("api_key") or embedding.get("base_url")):
         embedding["provider"] = "openai"
     # Fields the embedding endpoint inherits; a bad inherited value is reported once, under models.chat.
@@ -332,7 +337,9 @@ def models_config_from_mapping(
     for field in inherited:
         embedding[field] = chat[field]
     if embedding.get("provider") == "offline":
-        embedding["model"] = OFFLINE_EMBEDDING_MODEL
+        # Offline embedders: the TF-IDF one (default) or the optional local sentence model.
+        if embedding.get("model") not in LOCAL_EMBEDDING_MODELS:
+            embedding["model"] = OFFLINE_EMBEDDING_MODEL
     else:
         embedding.setdefault("model", DEFAULT_EMBEDDING_MODEL)
 

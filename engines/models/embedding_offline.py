@@ -292,7 +292,7 @@ def _cached_vectors(path: Path | None, fingerprint: str, sizes: dict[str, int], 
     return {n: m for n, m in out.items() if m.shape == (sizes[n], dim)}
 
 
-def attach_offline_vectors(index: Any, embedder: OfflineEmbedder) -> list[str]:
+def attach_offline_vectors(index: Any, embedder: Any) -> list[str]:
     """Embed the index's texts and attach `entity_description`, `community_full_content`, `text_unit_text`.
 
     A table the index already has is kept when it is already in this embedder's space (same model
@@ -303,6 +303,8 @@ def attach_offline_vectors(index: Any, embedder: OfflineEmbedder) -> list[str]:
     from shared_context.vectors import VectorTable
 
     groups = index_texts(index)
+    # `embedder` is an OfflineEmbedder or anything with the same transform/dim/name/fingerprint/vector_cache
+    # attributes (the optional SentenceEmbedder).
     cached = _cached_vectors(embedder.vector_cache, embedder.fingerprint,
                              {n: len(t) for n, (_, t) in groups.items()}, embedder.dim)
     attached: list[str] = []

@@ -1,0 +1,170 @@
+"""Build the chat model (per stage) and the embedder from a `ModelsConfig`.
+
+    models = Models.from_config(load_models_config(), index=index)
+    models.chat("map")        # the model for the map stage (per-stage override, else models.chat)
+    models.embedder           # OpenAI embedder, or the offline one fitted on `index` (vectors attached)
+    models.describe()         # "offline extractive model (no API key configured); ..."
+
+Chat models are shared: stages whose endpoints are identical get the same instance, and every
+OpenAI model of one (base_url, model) shares one concurrency limiter process-wide.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from engines.models.base import ChatModel, Embedder
+from engines.models.cache import ModelCallCache
+from engines.models.config import SENTENCE_EMBEDDING_MODEL, ModelEndpoint, ModelsConfig
+from engines.models.errors import ModelConfigError
+from engines.models.limiter import LimiterRegistry
+
+
+def _offline_chat() -> ChatModel:
+    from engines.models.offline import OfflineChatModel  # lazy: written by another package owner
+
+    model: ChatModel = OfflineChatModel()
+    return model
+
+
+def build_chat_model(
+    config: ModelsConfig,
+    stage: str | None = None,
+    *,
+    limiter_registry: LimiterRegistry | None = None,
+    cache: ModelCallCache | None = None,
+) -> ChatModel:
+    """The chat model for `stage` (None: the default `models.chat`)."""
+    endpoint = config.endpoint_for(stage)
+    if endpoint.offline:
+        return _offline_chat()
+    from engines.models.openai_backend import OpenAIChatModel
+
+    return OpenAIChatModel(endpoint, config.prices, limiter_registry=limiter_registry, cache=cache)
+
+
+def build_embedder(
+    config: ModelsConfig,
+    index: Any = None,
+    *,
+    limiter_registry: LimiterRegistry | None = None,
+    cache: ModelCallCache | None = None,
+    cache_dir: str | None = None,
+) -> Embedder:
+    """The embedder. Offline embedders need `index`: they are fitted on it and its vectors are attached."""
+    endpoint = config.embedding
+    if not endpoint.offline:
+        from engines.models.openai_backend import OpenAIEmbedder
+
+        return OpenAIEmbedder(endpoint, config.prices, limiter_registry=limiter_registry, cache=cache)
+    from engines.models.embedding_offline import attach_offline_vectors, embedder_for_index
+
+    embedder: Any
+    if endpoint.model == SENTENCE_EMBEDDING_MODEL:
+        from engines.models.embedding_sentence import SentenceEmbedder
+
+        embedder = SentenceEmbedder()
+    else:
+        if index is None:
+            raise ModelConfigError(
+                "the offline embedder is fitted on an index's own text: pass index= (or configure "
+                "[models.embedding] with an API key)",
+                key="models.embedding",
+            )
+        embedder = embedder_for_index(index, cache_dir)
+    if index is not None:
+        attach_offline_vectors(index, embedder)
+    result: Embedder = embedder
+    return result
+
+
+class Models:
+    """The model stack of one graphroute instance: chat per stage, the embedder, prices and the cache."""
+
+    def __init__(
+        self,
+        config: ModelsConfig,
+        *,
+        index: Any = None,
+        embedder: Embedder | None = None,
+        limiter_registry: LimiterRegistry | None = None,
+        cache_dir: str | None = None,
+    ) -> None:
+        self.config = config
+        self.index = index
+        self._registry = limiter_registry
+        self._cache_dir = cache_dir
+        self.cache = ModelCallCache(config.cache.path) if config.cache.enabled and config.cache.path else None
+        self._chat: dict[str, ChatModel] = {}
+        self._embedder = embedder
+        self._lock = threading.Lock()
+
+    @classmethod
+    def from_config(cls, config: ModelsConfig, *, index: Any = None, **kwargs: Any) -> Models:
+        return cls(config, index=index, **kwargs)
+
+    @property
+    def offline(self) -> bool:
+        return self.config.chat.offline and all(
+            self.config.endpoint_for(s).offline for s in self.config.stages
+        )
+
+    def chat(self, stage: str | None = None) -> ChatModel:
+        endpoint = self.config.endpoint_for(stage)
+        key = endpoint.model_dump_json()
+        with self._lock:
+            model = self._chat.get(key)
+            if model is None:
+                model = self._chat[key] = (
+                    _offline_chat()
+                    if endpoint.offline
+                    else build_chat_model(self.config, stage, limiter_registry=self._registry, cache=self.cache)
+                )
+            return model
+
+    @property
+    def embedder(self) -> Embedder:
+        """Built on first use (fitting the offline embedder can take seconds on a large index)."""
+        with self._lock:
+            if self._embedder is None:
+                self._embedder = build_embedder(self.config, self.index, limiter_registry=self._registry,
+                                                cache=self.cache, cache_dir=self._cache_dir)
+            return self._embedder
+
+    def describe(self) -> str:
+        """One line naming the models, e.g. for the top of an answer."""
+        chat = self.config.chat
+        if chat.offline:
+            text = "offline extractive model (no API key configured)"
+        else:
+            text = f"{chat.model} at {_where(chat)}"
+        overrides = {
+            s: self.config.endpoint_for(s) for s in self.config.stages if self.config.endpoint_for(s) != chat
+        }
+        if overrides:
+            text += "; " + ", ".join(
+                f"{s}: {'offline extractive model' if e.offline else e.model}" for s, e in overrides.items()
+            )
+        emb = self.config.embedding
+        if emb.offline:
+            kind = "local sentence model" if emb.model == SENTENCE_EMBEDDING_MODEL else "offline TF-IDF embedder"
+            text += f"; embeddings: {kind} ({emb.model})"
+        else:
+            text += f"; embeddings: {emb.model}"
+        if self.cache is not None:
+            text += f"; model-call cache: {self.cache.path}"
+        return text
+
+    async def aclose(self) -> None:
+        """Close the HTTP clients this event loop opened."""
+        for model in list(self._chat.values()) + ([self._embedder] if self._embedder is not None else []):
+            close = getattr(model, "aclose", None)
+            if close is not None:
+                await close()
+
+
+def _where(endpoint: ModelEndpoint) -> str:
+    if endpoint.provider == "azure":
+        return f"Azure {endpoint.base_url}"
+    return endpoint.base_url or "api.openai.com"
