@@ -30,6 +30,7 @@ from shared_context.tables import (
     ContextSection,
     SectionBuilder,
     join_sections,
+    joined_tokens,
     per_index_cache,
     render_row,
 )
@@ -162,7 +163,56 @@ def select_relationships(index: Any, entities: Sequence[int], top_k: int) -> tup
     return in_list, out_rels[order][: top_k * len(entities)].tolist()
 
 
-# ---------------------------------------------------------------------------- row caches
+# ---------------------------------------------------------------------------- row estimates and caches
+
+
+@dataclass
+class _Estimates:
+    """Upper-ish token estimates of rendered rows from the counts precomputed at load (no tokenising):
+    used to choose the relationship/claim prefix and to skip rows that cannot fit before counting them
+    exactly. Deterministic, so results never depend on what is cached."""
+
+    rel: np.ndarray
+    claim: np.ndarray
+    unit: np.ndarray
+    report: np.ndarray
+    summary: np.ndarray
+
+
+def _estimates(index: Any) -> _Estimates:
+    def build() -> _Estimates:
+        def extra(lengths: Any, count: int) -> np.ndarray:
+            return np.fromiter(lengths, dtype=np.int64, count=count) // 3
+
+        rels, claims, reports = index.relationships, index.claims, index.community_reports
+        return _Estimates(
+            rel=np.asarray(index.relationship_tokens, dtype=np.int64)
+            + 8
+            + extra((len(r.source) + len(r.target) + len(r.short_id) for r in rels), len(rels)),
+            claim=np.asarray(index.claim_tokens, dtype=np.int64)
+            + 12
+            + extra(
+                (
+                    len(c.subject) + len(c.object) + len(c.status) + len(c.start_date) + len(c.end_date)
+                    for c in claims
+                ),
+                len(claims),
+            ),
+            unit=np.asarray(index.text_unit_tokens, dtype=np.int64) + 4,
+            report=np.asarray(index.report_tokens, dtype=np.int64)
+            + 6
+            + extra((len(r.title) for r in reports), len(reports)),
+            summary=np.asarray(index.report_summary_tokens, dtype=np.int64)
+            + 6
+            + extra((len(r.title) for r in reports), len(reports)),
+        )
+
+    return per_index_cache(index, "local.estimates", build)
+
+
+def _may_fit(builder: SectionBuilder, estimate: int) -> bool:
+    """False when a row estimated at `estimate` tokens surely cannot fit (estimates may be ~20 % high)."""
+    return builder.used + int(estimate * 0.8) - 2 <= builder.budget
 
 
 def _row(index: Any, kind: str, pos: int, variant: tuple[Any, ...], cells: Any) -> tuple[str, int]:
@@ -246,13 +296,12 @@ class LocalContextBuilder:
         sections.extend([reports, *local_sections, sources])
         sections = [s for s in sections if s.text or s.records]
 
-        text = join_sections([s.text for s in sections])
-        tokens = tok.count(text)
-        while tokens > p.max_context_tokens:  # BPE merges across joins are rare; never overshoot anyway
+        tokens = joined_tokens(tok, sections)
+        while tokens > p.max_context_tokens:  # the separators reserve makes this rare; never overshoot anyway
             victim = next(s for s in reversed(sections) if s.text)
             victim.shrink(tokens - p.max_context_tokens)
-            text = join_sections([s.text for s in sections])
-            tokens = tok.count(text)
+            tokens = joined_tokens(tok, sections)
+        text = join_sections([s.text for s in sections])
         source_records = sources.in_context if sources.text else []
         return LocalContext(
             text=text,
@@ -285,6 +334,7 @@ class LocalContextBuilder:
         # deepest is the most specific, so it beats its ancestors; rank breaks the remaining ties.
         candidates.sort(key=lambda cr: (-cr[0], -cr[1].level, -(cr[1].rank or 0.0), cr[1].community))
         rejected: list[dict[str, Any]] = []
+        est = _estimates(index)
         for count, report in candidates:
             pos = index.report_pos[report.community]
             rank_cells = [report.rank] if p.include_community_rank else []
@@ -292,7 +342,9 @@ class LocalContextBuilder:
             added = False
             for use_summary in (True,) if p.use_community_summary else (False, True):
                 content = report.summary if use_summary else report.full_content
-                if not content:
+                if not content or not _may_fit(
+                    builder, int((est.summary if use_summary else est.report)[pos])
+                ):
                     continue
                 line, n = _row(
                     index,
@@ -393,16 +445,18 @@ class LocalContextBuilder:
         claim_head = tok.count("-----Claims-----\n" + render_row(_CLAIM_HEADER) + "\n")
 
         # GraphRAG's rule: add entities one by one and keep the largest prefix whose relationships and
-        # claims fit together with the entity table (costs come from cached row counts, no rendering).
+        # claims fit together with the entity table (costs are estimates from load-time counts).
         remaining = budget - ent_section.tokens
+        est = _estimates(index)
         chosen: tuple[list[int], list[int]] = ([], [])
         for size in range(1, len(in_table) + 1):
             prefix = in_table[:size]
             in_rels, out_rels = select_relationships(index, prefix, p.top_k_relationships)
             rels = in_rels + out_rels
             claims = [c for e in prefix for c in index.entity_claims[e]]
-            cost = (rel_head if rels else 0) + sum(self._rel_line(r, p)[1] for r in rels)
-            cost += (claim_head if claims else 0) + sum(self._claim_line(c)[1] for c in claims)
+            cost = (rel_head + int(est.rel[rels].sum()) if rels else 0) + (
+                claim_head + int(est.claim[claims].sum()) if claims else 0
+            )
             if cost > remaining:
                 if size == 1:  # not even the first entity's rows fit: take what fits of them, in order
                     chosen = (rels, claims)
@@ -410,11 +464,13 @@ class LocalContextBuilder:
             chosen = (rels, claims)
         rel_builder = SectionBuilder("Relationships", rel_header, tok, remaining)
         for r in chosen[0]:
-            rel_builder.add_line(*self._rel_line(r, p), self._rel_record(r, p))
+            if _may_fit(rel_builder, int(est.rel[r])):
+                rel_builder.add_line(*self._rel_line(r, p), self._rel_record(r, p))
         rel_section = rel_builder.finish()
         claim_builder = SectionBuilder("Claims", _CLAIM_HEADER, tok, remaining - rel_section.tokens)
         for c in chosen[1]:
-            claim_builder.add_line(*self._claim_line(c), self._claim_record(c))
+            if _may_fit(claim_builder, int(est.claim[c])):
+                claim_builder.add_line(*self._claim_line(c), self._claim_record(c))
         claim_section = claim_builder.finish()
 
         if p.return_candidate_context:
@@ -457,6 +513,7 @@ class LocalContextBuilder:
         index = self.index
         builder = SectionBuilder("Sources", ["id", "text"], index.tokenizer, budget)
         positions = [e.position for e in link.entities]
+        est = _estimates(index)
 
         def unit_line(u: int) -> tuple[str, int]:
             t = index.text_units[u]
@@ -468,7 +525,7 @@ class LocalContextBuilder:
             strategy=p.text_unit_strategy,
             scores=[e.score for e in link.entities],
             budget=max(budget - builder.head_tokens, 0),
-            unit_cost=lambda u: unit_line(u)[1],
+            unit_cost=lambda u: int(est.unit[u]),
             per_entity_cap=p.per_entity_cap,
             min_units_per_entity=p.min_units_per_entity,
         )
@@ -484,9 +541,10 @@ class LocalContextBuilder:
             if builder.remaining <= 0:
                 rejected.append(record)
                 continue
-            line, n = unit_line(cand.unit)
-            if builder.add_line(line, n, record):
-                continue
+            if _may_fit(builder, int(est.unit[cand.unit])):
+                line, n = unit_line(cand.unit)
+                if builder.add_line(line, n, record):
+                    continue
             if not len(builder) and builder.add_truncated([t.short_id, t.text], 1, record):
                 continue
             rejected.append(record)

@@ -11,6 +11,8 @@ text with the tokenizer and drops rows from the end until it fits, so a section 
 
 from __future__ import annotations
 
+import itertools
+import re
 import threading
 import weakref
 from collections.abc import Callable, Sequence
@@ -30,7 +32,7 @@ __all__ = [
     "section_title",
 ]
 
-_QUOTE_TRIGGERS = ("|", '"', "\n", "\r")
+_NEEDS_QUOTES = re.compile(r'[|"\n\r]')
 
 T = TypeVar("T")
 
@@ -50,8 +52,9 @@ def format_value(value: Any) -> str:
 
 
 def _quote(cell: str) -> str:
-    # Same rule as csv.QUOTE_MINIMAL with delimiter "|" and quotechar '"' (checked in the tests).
-    if any(ch in cell for ch in _QUOTE_TRIGGERS):
+    # csv.QUOTE_MINIMAL with delimiter "|" and quotechar '"' (checked in the tests); a lone "\r" is
+    # quoted too, because Python's csv reader rejects it unquoted.
+    if _NEEDS_QUOTES.search(cell):
         return '"' + cell.replace('"', '""') + '"'
     return cell
 
@@ -75,6 +78,23 @@ def render_table(name: str, header: Sequence[str], rows: Sequence[Sequence[Any]]
 
 def join_sections(texts: Sequence[str]) -> str:
     return "\n\n".join(t for t in texts if t)
+
+
+def joined_tokens(tokenizer: Tokenizer, sections: Sequence[ContextSection]) -> int:
+    """Exact token count of `join_sections` of already counted sections, without re-encoding them.
+
+    tiktoken's pre-tokeniser never lets a piece run across a line break into the next line's text
+    (newlines end a piece, or trail a punctuation piece), so the count of the joined text is the sum of
+    the section counts plus, at each join, what encoding the two lines around the join together adds
+    or saves. The tests compare this with counting the whole text.
+    """
+    parts = [s for s in sections if s.text]
+    total = sum(s.tokens for s in parts)
+    for left, right in itertools.pairwise(parts):
+        tail = left.text.rsplit("\n", 1)[-1]
+        head = right.text.split("\n", 1)[0]
+        total += tokenizer.count(tail + "\n\n" + head) - tokenizer.count(tail) - tokenizer.count(head)
+    return total
 
 
 @dataclass
