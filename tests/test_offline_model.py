@@ -124,7 +124,9 @@ async def test_local_answer_cites_only_ids_present_in_the_context(builder: Any, 
 
 
 async def test_answer_about_scrooge_and_marley_quotes_sentences_about_them(scrooge_context: str) -> None:
-    text = await run(messages(scrooge_context, "What was the relationship between Scrooge and Marley?"), "local_answer")
+    text = await run(
+        messages(scrooge_context, "What was the relationship between Scrooge and Marley?"), "local_answer"
+    )
     statements = [ln.lower() for ln in text.split("\n") if CITATION.search(ln)]
     assert all("scrooge" in s or "marley" in s for s in statements), text
     assert any("scrooge" in s and "marley" in s for s in statements), text
@@ -160,7 +162,9 @@ async def test_real_engine_prompt_is_parsed(builder: Any) -> None:
     system = prompts.LOCAL_ANSWER.format(
         citation_rules=prompts.CITATION_RULES, response_type="multiple paragraphs", context_data=context
     )
-    text = await run([{"role": "system", "content": system}, {"role": "user", "content": question}], "local_answer")
+    text = await run(
+        [{"role": "system", "content": system}, {"role": "user", "content": question}], "local_answer"
+    )
     assert "tiny tim" in text.lower()
     assert_cites_only_context(text, context)
 
@@ -177,7 +181,12 @@ async def test_same_input_gives_identical_output_and_exact_usage(scrooge_context
     tok = get_tokenizer()
     assert first.prompt_tokens == sum(tok.count(m["content"]) for m in msgs)
     assert first.output_tokens == tok.count(first.text)
-    assert (first.model, first.cost, first.usage_estimated, first.cached) == ("offline-extractive", 0.0, False, False)
+    assert (first.model, first.cost, first.usage_estimated, first.cached) == (
+        "offline-extractive",
+        0.0,
+        False,
+        False,
+    )
 
 
 _SUBPROCESS = """
@@ -208,7 +217,12 @@ async def test_output_is_identical_across_processes_with_different_hash_seeds(
         env = {**os.environ, "PYTHONHASHSEED": seed}
         done = subprocess.run(
             [sys.executable, "-c", _SUBPROCESS, str(path), *tasks],
-            env=env, cwd=REPO, capture_output=True, text=True, timeout=120, check=True,
+            env=env,
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=True,
         )
         outputs.append(json.loads(done.stdout))
     assert outputs[0] == outputs[1] == [await run(msgs, task) for task in tasks]
@@ -253,7 +267,9 @@ async def test_drift_followup_answers_scores_and_proposes_new_entities(builder: 
 
 async def test_drift_followup_scores_zero_when_nothing_is_relevant(builder: Any) -> None:
     question = "What is the boiling point of liquid nitrogen?"
-    msgs = messages(builder.build(question).text, question, overall_question="What is cryogenics?", max_follow_ups=2)
+    msgs = messages(
+        builder.build(question).text, question, overall_question="What is cryogenics?", max_follow_ups=2
+    )
     out = FollowupResponse.model_validate_json(await run(msgs, "drift_followup"))
     assert out.score == 0 and "does not answer" in out.response
 
@@ -286,5 +302,7 @@ async def test_unknown_task_is_answered_like_answer(scrooge_context: str) -> Non
 async def test_json_task_passes_through_the_structured_output_layer(scrooge_context: str) -> None:
     structured = pytest.importorskip("engines.models.structured")
     msgs = messages(scrooge_context, "Who is Marley?", number_of_questions=4)
-    parsed, completions = await structured.complete_json(OfflineChatModel(), msgs, QuestionList, task="questions")
+    parsed, completions = await structured.complete_json(
+        OfflineChatModel(), msgs, QuestionList, task="questions"
+    )
     assert len(parsed.questions) == 4 and len(completions) == 1

@@ -14,6 +14,7 @@ from engines.models.offline_parse import ParsedPrompt, Table
 from engines.models.offline_text import (
     BM25,
     CITATION_RE,
+    answerable,
     capitalised_phrases,
     clean_sentence,
     coverage,
@@ -296,7 +297,8 @@ def compose_answer(
     missing_text = f"The data does not mention: {', '.join(missing)}." if missing else ""
     # A stray shared word ("point" in "boiling point of nitrogen") is not an answer: most of the
     # question's terms, or an entity the tables know, must be there.
-    if present < 0.5 and not question_entities(parsed, question, tables_only=True):
+    pool_terms = [t for c in cands for t in c.terms]
+    if not answerable(question, pool_terms) and not question_entities(parsed, question, tables_only=True):
         return no_answer_text(question, missing_text), []
     chosen = select_sentences(rank_candidates(cands, question, entities), max_sentences)
     if not chosen:

@@ -22,6 +22,7 @@ from engines.models.offline_parse import ParsedPrompt, Table
 from engines.models.offline_text import (
     BM25,
     STOPWORDS,
+    answerable,
     capitalised_phrases,
     clean_sentence,
     coverage,
@@ -107,6 +108,9 @@ def global_map(parsed: ParsedPrompt, question: str) -> MapResponse:
     per_report = [_report_sentences(table, r) for r in rows]
     bm25 = BM25([terms(s) for sents in per_report for s in sents] or [[]])
     offsets = [sum(len(s) for s in per_report[:i]) for i in range(len(per_report))]
+    batch_terms = [t for r in rows for t in terms(r.get(title_col, "") if title_col else "")]
+    batch_terms += [t for doc in bm25.docs for t in doc]
+    relevant_batch = answerable(question, batch_terms)
     # one point per report: (ids, title, best sentences, their terms, score); near-duplicates share a point
     points: list[tuple[list[str], str, list[str], list[str], int]] = []
     for row, sentences, offset in zip(rows, per_report, offsets, strict=True):
@@ -116,7 +120,7 @@ def global_map(parsed: ParsedPrompt, question: str) -> MapResponse:
         rank = _rank_norm(table, row)
         if broad:
             score, best = round(20 + 60 * rank), sentences[:2]
-        elif cover == 0:
+        elif cover == 0 or not relevant_batch:
             continue
         else:
             score = max(1, min(100, round(85 * cover + 15 * rank)))
@@ -163,6 +167,8 @@ def rate(parsed: ParsedPrompt, question: str) -> RateResponse:
     cover = coverage(query, found)
     if cover == 0:
         return RateResponse(reason="The report mentions none of the question's key terms.", rating=0)
+    if not answerable(question, found):
+        return RateResponse(reason="The report shares only a common word with the question.", rating=0)
     matched = surface_words(question, [t for t in query if t in set(found)])
     return RateResponse(
         reason=f"The report mentions {len(matched)} of the question's key terms: {', '.join(matched)}.",
@@ -239,6 +245,8 @@ def drift_primer(parsed: ParsedPrompt, question: str) -> PrimerResponse:
     cands = gather_candidates(parsed, ("Reports",))
     entities = capitalised_phrases(question)
     relevant = select_sentences(rank_candidates(cands, question, entities), 6)
+    if not answerable(question, [t for c in cands for t in c.terms]):
+        relevant = []
     query, broad = question_terms(question)
     heading = f"## {question.strip() or 'Question'}"
     if relevant:

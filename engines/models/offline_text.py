@@ -232,6 +232,26 @@ def coverage(query: Sequence[str], found: Iterable[str]) -> float:
     return sum(1 for t in query if t in have) / len(query)
 
 
+def name_terms(question: str) -> list[str]:
+    """Index terms of the question's proper names ("Marley", "Bob Cratchit")."""
+    return [t for name in capitalised_phrases(question) for t in terms(name)]
+
+
+def answerable(question: str, found: Iterable[str]) -> bool:
+    """Whether text with terms `found` can speak to the question at all.
+
+    Half of the question's content terms must be present, or one of its proper names: a stray
+    shared word ("point" in "What is the boiling point of liquid nitrogen?") is not enough.
+    """
+    query, broad = question_terms(question)
+    have = set(found)
+    if broad:
+        return True
+    if coverage(query, have) >= 0.5:
+        return True
+    return any(t in have for t in name_terms(question))
+
+
 # ---------------------------------------------------------------------------------------------
 # Names
 

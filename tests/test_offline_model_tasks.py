@@ -1,0 +1,394 @@
+"""The offline model's report, reduce, DRIFT, rewrite and routing tasks, Chinese text, and odd input.
+
+Report batches come from `CommunityContextBuilder` on the Christmas Carol index; small hand-written
+contexts cover the parser's edge cases and Chinese. Every structured output is validated against
+its schema in `engines/schemas.py`.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import BaseModel, Field
+
+from engines.models.offline import OfflineChatModel
+from engines.models.offline_parse import parse_messages
+from engines.models.offline_text import capitalised_phrases
+from engines.schemas import (
+    FollowupResponse,
+    MapResponse,
+    PrimerResponse,
+    QuestionList,
+    RateResponse,
+    RewriteResponse,
+    RouteResponse,
+)
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+CAROL = DATA / "christmas_carol_graphrag_index"
+CITATION = re.compile(r"\[Data:\s*([^\]]*)\]")
+
+
+def table(name: str, header: list[str], rows: list[list[Any]]) -> str:
+    buf = io.StringIO()
+    writer = csv.writer(buf, delimiter="|", quotechar='"', quoting=csv.QUOTE_MINIMAL, lineterminator="\n")
+    writer.writerow(header)
+    writer.writerows(rows)
+    return f"-----{name}-----\n{buf.getvalue().rstrip(chr(10))}"
+
+
+def report_ids(text: str) -> set[str]:
+    ids: set[str] = set()
+    for body in CITATION.findall(text):
+        for ref in re.findall(r"Reports \(([^)]*)\)", body):
+            ids.update(i.strip() for i in ref.split(",") if i.strip() != "+more")
+    return ids
+
+
+async def run(system: str, question: str, task: str, **kw: Any) -> str:
+    msgs = [{"role": "system", "content": system}, {"role": "user", "content": question}]
+    return (await OfflineChatModel().complete(msgs, task=task, **kw)).text  # type: ignore[arg-type]
+
+
+@pytest.fixture(scope="module")
+def index() -> Any:
+    if not CAROL.exists():
+        pytest.skip("shared Christmas Carol index is absent")
+    from shared_context import load_index
+
+    return load_index(CAROL)
+
+
+def reports_table(index: Any, communities: list[int]) -> str:
+    by_number = {r.community: r for r in index.community_reports}
+    rows = [[c, by_number[c].title, by_number[c].full_content] for c in communities]
+    return table("Reports", ["id", "title", "content"], rows)
+
+
+# ------------------------------------------------------------------------------------------ global map / rate
+
+
+async def test_global_map_scores_relevant_reports_and_cites_only_the_batch(index: Any) -> None:
+    from shared_context import CommunityContextBuilder
+
+    question = "What does Marley's ghost warn Scrooge about?"
+    batches = CommunityContextBuilder(index).build(question)
+    texts = [await run(b.text, question, "global_map") for b in batches]
+    scored = 0
+    for batch, text in zip(batches, texts, strict=True):
+        out = MapResponse.model_validate_json(text)
+        scores = [p.score for p in out.points]
+        assert scores == sorted(scores, reverse=True)
+        batch_ids = {str(c) for c in batch.communities}
+        for point in out.points:
+            if point.score > 0:
+                scored += 1
+                assert report_ids(point.description) and report_ids(point.description) <= batch_ids
+    assert scored >= 3
+    best = max((p for t in texts for p in MapResponse.model_validate_json(t).points), key=lambda p: p.score)
+    assert "marley" in best.description.lower() and "warn" in best.description.lower()
+
+
+async def test_global_map_gives_zero_to_an_unrelated_question(index: Any) -> None:
+    from shared_context import CommunityContextBuilder
+
+    question = "How do quantum computers factor large integers?"
+    batch = CommunityContextBuilder(index).build(question)[0]
+    out = MapResponse.model_validate_json(await run(batch.text, question, "global_map"))
+    assert all(p.score == 0 for p in out.points)
+
+
+async def test_global_map_answers_corpus_wide_questions_from_every_report(index: Any) -> None:
+    system = reports_table(index, [1, 4, 30])
+    out = MapResponse.model_validate_json(await run(system, "What are the main themes?", "global_map"))
+    assert len(out.points) == 3 and all(p.score > 0 for p in out.points)
+
+
+async def test_rate_prefers_the_report_about_the_question(index: Any) -> None:
+    question = "What does Marley's ghost warn Scrooge about?"
+    by_title = {r.title: r.community for r in index.community_reports}
+    gutenberg = next(c for t, c in by_title.items() if "Gutenberg" in t)
+    ratings = {}
+    for community in (1, gutenberg):
+        out = RateResponse.model_validate_json(await run(reports_table(index, [community]), question, "rate"))
+        assert out.reason
+        ratings[community] = out.rating
+    assert ratings[1] >= 3 > ratings[gutenberg]
+
+
+# ------------------------------------------------------------------------------------------ reduce
+
+_BLOCKS = [
+    (1, 40, "Fezziwig threw a Christmas ball for his apprentices [Data: Reports (7)]."),
+    (
+        2,
+        90,
+        "Marley's ghost warned Scrooge that his chains were forged in life [Data: Reports (3, 5)]. "
+        "He foretold three spirits [Data: Reports (3)].",
+    ),
+    (3, 90, "Marley's ghost warned Scrooge that his chains were forged in life [Data: Reports (9)]."),
+]
+
+
+def analyst_system(blocks: list[tuple[int, int, str]]) -> str:
+    body = "\n\n".join(f"----Analyst {n}----\nImportance Score: {s}\n{t}" for n, s, t in blocks)
+    return f"Merge the findings.\n\nResponse type: multiple paragraphs\n\nAnalyst findings:\n\n{body}\n"
+
+
+@pytest.mark.parametrize("task", ["global_reduce", "drift_reduce"])
+async def test_reduce_merges_in_importance_order_and_keeps_references(task: str) -> None:
+    text = await run(analyst_system(_BLOCKS), "What happened to Scrooge?", task)
+    assert text.index("chains were forged") < text.index("Fezziwig")
+    assert text.count("chains were forged") == 1  # the duplicate point is merged ...
+    assert report_ids(text) == {"3", "5", "7", "9"}  # ... and keeps both references
+
+
+async def test_reduce_respects_max_tokens_and_says_when_there_is_nothing() -> None:
+    long_blocks = [
+        (i, 50, f"Point {i} says that Scrooge met spirit number {i} at night [Data: Reports ({i})].")
+        for i in range(1, 60)
+    ]
+    model = OfflineChatModel()
+    msgs = [
+        {"role": "system", "content": analyst_system(long_blocks)},
+        {"role": "user", "content": "Spirits?"},
+    ]
+    out = await model.complete(msgs, task="global_reduce", max_tokens=120)  # type: ignore[arg-type]
+    assert out.output_tokens <= 120 and report_ids(out.text)
+    assert "[Data:" not in CITATION.sub("", out.text)  # no cut reference
+    empty = await run("Merge the findings.\n\nAnalyst findings:\n\n", "What happened?", "global_reduce")
+    assert "does not answer" in empty
+
+
+# ------------------------------------------------------------------------------------------ DRIFT
+
+
+async def test_drift_hyde_follows_the_template_without_new_names(index: Any) -> None:
+    template = index.community_reports[0].full_content
+    question = "What does Marley warn Scrooge about?"
+    text = await run(
+        f"Write a hypothetical answer.\n\n-----Template-----\n{template}", question, "drift_hyde"
+    )
+    assert text.startswith("# ") and "\n## " in text
+    allowed = {w.casefold() for w in re.findall(r"\w+", question)} | {
+        "this",
+        "report",
+        "how",
+        "in",
+        "the",
+        "of",
+    }
+    names = {w.casefold() for n in capitalised_phrases(text) for w in n.split()}
+    assert names <= allowed, names - allowed
+
+
+async def test_drift_primer_answers_from_the_fold_and_asks_about_its_entities(index: Any) -> None:
+    question = "How does Scrooge change after the ghosts visit him?"
+    fold = [1, 4, 30, 55]
+    text = await run(reports_table(index, fold), question, "drift_primer")
+    out = PrimerResponse.model_validate_json(text)
+    assert out.intermediate_answer.startswith("## ")
+    assert report_ids(out.intermediate_answer) and report_ids(out.intermediate_answer) <= {
+        str(c) for c in fold
+    }
+    assert 0 < out.score <= 100
+    assert len(out.follow_up_queries) >= 5
+    fold_text = " ".join(r.full_content for r in index.community_reports if r.community in fold).casefold()
+    for q in out.follow_up_queries:
+        assert q.endswith("?") and q.count("?") == 1 and " and what " not in q.lower()
+    named = [
+        n
+        for q in out.follow_up_queries
+        for n in capitalised_phrases(q)
+        if n.casefold() not in question.casefold()
+    ]
+    assert sum(n.casefold() in fold_text for n in named) >= 5
+    assert text == await run(reports_table(index, fold), question, "drift_primer")
+
+
+async def test_drift_followup_without_context_degrades_honestly() -> None:
+    out = FollowupResponse.model_validate_json(
+        await run("Overall question: Why?\nMax follow-ups: 2", "Who?", "drift_followup")
+    )
+    assert out.score == 0 and out.follow_up_queries == [] and "does not answer" in out.response
+
+
+# ------------------------------------------------------------------------------------------ rewrite and route
+
+
+def history(*turns: str) -> str:
+    rows = [["user", t] for t in turns]
+    return table("Conversation History", ["turn", "content"], rows)
+
+
+@pytest.mark.parametrize(
+    ("turns", "question", "must", "must_not"),
+    [
+        (["Who is Scrooge?"], "What about his nephew?", ["Scrooge", "nephew"], ["his"]),
+        (["Tell me about Bob Cratchit."], "Where does he work?", ["Bob Cratchit", "work"], ["he"]),
+        (["Who is Scrooge?"], "Who was Marley?", ["Marley"], ["Scrooge"]),
+        (["斯克鲁奇是谁？"], "他的外甥是谁？", ["斯克鲁奇", "外甥"], ["他"]),
+    ],
+)
+async def test_rewrite_makes_the_question_standalone(
+    turns: list[str], question: str, must: list[str], must_not: list[str]
+) -> None:
+    out = RewriteResponse.model_validate_json(await run(history(*turns), question, "rewrite"))
+    for word in must:
+        assert word in out.question, out.question
+    for word in must_not:
+        assert not re.search(rf"(?<!\w){word}(?!\w)", out.question), out.question
+
+
+async def test_rewrite_uses_chat_messages_when_no_history_table_is_given() -> None:
+    msgs = [
+        {"role": "user", "content": "Who is Jacob Marley?"},
+        {"role": "assistant", "content": "Scrooge's late partner."},
+        {"role": "user", "content": "When did he die?"},
+    ]
+    text = (await OfflineChatModel().complete(msgs, task="rewrite")).text  # type: ignore[arg-type]
+    assert RewriteResponse.model_validate_json(text).question == "When did Jacob Marley die?"
+
+
+@pytest.mark.parametrize(
+    ("question", "engine"),
+    [
+        ("What are the main themes of the story?", "global"),
+        ("Compare Scrooge and Fred's views of Christmas.", "drift"),
+        ("Why does Scrooge change?", "drift"),
+        ("Who is Bob Cratchit?", "local"),
+        ("这个故事的主要主题是什么？", "global"),
+    ],
+)
+async def test_route_fallback_follows_simple_cues(question: str, engine: str) -> None:
+    out = RouteResponse.model_validate_json(await run("Engines: local, global, drift", question, "route"))
+    assert out.engine == engine and out.reason
+
+
+# ------------------------------------------------------------------------------------------ Chinese
+
+_ZH_CONTEXT = "\n\n".join(
+    [
+        table(
+            "Entities",
+            ["id", "entity", "description"],
+            [
+                [11, "斯克鲁奇", "斯克鲁奇是一个吝啬的老商人。他在伦敦经营一家账房。"],
+                [12, "马利", "马利是斯克鲁奇已故的合伙人。马利的鬼魂在圣诞夜拜访了斯克鲁奇。"],
+                [13, "鲍勃", "鲍勃是斯克鲁奇的职员，家境贫寒。"],
+            ],
+        ),
+        table(
+            "Sources",
+            ["id", "text"],
+            [
+                [5, "马利的鬼魂警告斯克鲁奇，他将被三个幽灵拜访。斯克鲁奇非常害怕。"],
+                [6, "圣诞节早晨，斯克鲁奇变得慷慨大方。他给鲍勃加了薪水。"],
+            ],
+        ),
+    ]
+)
+
+
+async def test_chinese_question_is_answered_from_chinese_text_with_citations() -> None:
+    text = await run(
+        f"Response type: multiple paragraphs\n\n{_ZH_CONTEXT}",
+        "马利的鬼魂警告了斯克鲁奇什么？",
+        "local_answer",
+    )
+    assert text.startswith("**回答")
+    first = text.split("\n")[0]
+    assert "马利" in first and "鬼魂" in first
+    refs = set(re.findall(r"(Entities|Sources) \(([^)]*)\)", text))
+    assert refs and refs <= {
+        ("Entities", "11"),
+        ("Entities", "12"),
+        ("Entities", "13"),
+        ("Sources", "5"),
+        ("Sources", "6"),
+    }
+    irrelevant = await run(_ZH_CONTEXT, "量子计算机的原理是什么？", "local_answer")
+    assert "无法回答" in irrelevant
+
+
+async def test_chinese_questions_and_followups_are_in_chinese() -> None:
+    out = QuestionList.model_validate_json(
+        await run(f"Number of questions: 3\n\n{_ZH_CONTEXT}", "斯克鲁奇是谁？", "questions")
+    )
+    assert len(out.questions) == 3 and all(q.endswith("？") for q in out.questions)
+
+
+# ------------------------------------------------------------------------------------------ parsing and odd input
+
+
+def test_parser_keeps_quoted_blank_lines_inside_a_cell_and_stops_at_the_real_blank_line() -> None:
+    src = table(
+        "Sources", ["id", "text"], [[1, "First paragraph.\n\nSecond paragraph."], [2, 'He said "no".']]
+    )
+    system = f"Intro line.\n\n{src}\n\nResponse type: single paragraph\n\n-----Entities-----\nid|entity|description\n9|X|Y is z."
+    parsed = parse_messages([{"role": "system", "content": system}, {"role": "user", "content": "q?"}])
+    sources = parsed.tables["Sources"]
+    assert [r["id"] for r in sources.rows] == ["1", "2"]
+    assert sources.rows[0]["text"] == "First paragraph.\n\nSecond paragraph."
+    assert sources.rows[1]["text"] == 'He said "no".'
+    assert parsed.tables["Entities"].rows == [{"id": "9", "entity": "X", "description": "Y is z."}]
+    assert parsed.scalar("response type") == "single paragraph" and parsed.question == "q?"
+
+
+@pytest.mark.parametrize(
+    "msgs",
+    [
+        [],
+        [{"role": "user", "content": ""}],
+        [
+            {"role": "system", "content": '-----Sources-----\nid|text\n1|"unterminated'},
+            {"role": "user", "content": "What?"},
+        ],
+        [{"role": "system", "content": "-----Reports-----\n"}, {"role": "user", "content": "Anything?"}],
+    ],
+)
+@pytest.mark.parametrize(
+    "task", ["local_answer", "global_map", "rate", "drift_primer", "questions", "rewrite", "global_reduce"]
+)
+async def test_odd_input_never_raises_and_still_validates(msgs: list[dict[str, str]], task: str) -> None:
+    schemas: dict[str, type[BaseModel]] = {
+        "global_map": MapResponse,
+        "rate": RateResponse,
+        "drift_primer": PrimerResponse,
+        "questions": QuestionList,
+        "rewrite": RewriteResponse,
+    }
+    text = (await OfflineChatModel().complete(msgs, task=task)).text  # type: ignore[arg-type]
+    if task in schemas:
+        schemas[task].model_validate_json(text)
+    else:
+        assert "does not answer" in text
+
+
+class _Custom(BaseModel):
+    summary: str
+    confidence: float = Field(ge=0.5, le=1.0)
+    tags: list[str]
+    verdict: bool
+
+
+async def test_unknown_schema_gets_a_minimal_valid_object_carrying_the_answer() -> None:
+    system = table("Sources", ["id", "text"], [[4, "Scrooge kept a counting-house in London."]])
+    text = await run(system, "Where was Scrooge's counting-house?", "something_new", json_schema=_Custom)
+    obj = _Custom.model_validate_json(text)
+    assert "counting-house" in obj.summary and "[Data: Sources (4)]" in obj.summary
+    assert obj.confidence == 0.5 and obj.tags == [] and obj.verdict is False
+
+
+async def test_known_schema_selects_its_task_even_under_the_default_task(index: Any) -> None:
+    text = await run(
+        reports_table(index, [1]), "What does Marley warn Scrooge about?", "answer", json_schema=RateResponse
+    )
+    assert RateResponse.model_validate_json(text).rating >= 3
+    assert json.loads(text).keys() == {"reason", "rating"}
