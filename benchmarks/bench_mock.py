@@ -7,16 +7,22 @@ every task (map JSON with scores, rate JSON, primer/follow-up JSON, question lis
 plain answers). Scripting canned replies would make the answers fake and the call counts meaningless
 (e.g. DRIFT's follow-up tree depends on what the primer returns). So the server's default reply runs
 `OfflineChatModel` on the request's own messages: answers are the same extractive answers the offline
-mode gives, only the latency (and the transport) is simulated. The OpenAI request carries no `task`, so
+mode gives, only the latency (and the transport) is simulated. Replies are computed once, in an unmeasured
+warm-up pass with the latency off, and replayed from a cache in the measured passes, so the measured time
+is the engines' own work + real HTTP + LATENCY_MS per call, not the offline model's CPU time queueing on
+a small machine (the report says how many replies still had to be computed while measuring).
+The OpenAI request carries no `task`, so
 the task is recovered from the request: the JSON schema name in `response_format` when the client sends
 one, otherwise the prompt's own markers (the prompt contract in ARCHITECTURE.md keeps them stable).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import threading
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -108,41 +114,66 @@ def detect_task(body: dict[str, Any]) -> str:
 class OfflineResponder:
     """Default reply of the loopback server: the offline extractive model answering the request.
 
-    Runs in the server's handler threads (the offline model is pure, deterministic computation, so
-    threads share nothing but the counters). `tasks` counts what was served, so the report shows the
-    mix of tasks the engines asked for; `invalid` counts JSON replies that failed their schema.
+    Runs in the server's handler threads. Replies are cached by (task, messages): the offline model is
+    deterministic, so a cached reply is the very reply it would compute, and a warm cache keeps the
+    model's CPU time out of the measured latency (on a small machine, a burst of 12 concurrent map calls
+    would otherwise queue on the server's CPU, which a real API does not). `tasks` counts what was
+    served, `invalid` the JSON replies that failed their schema, `misses`/`compute_s` the replies computed.
     """
 
     def __init__(self) -> None:
         from engines.models.offline import OfflineChatModel
 
         self.model = OfflineChatModel()
-        self.tasks: dict[str, int] = {}
-        self.invalid: dict[str, int] = {}
-        self._lock = threading.Lock()  # handler threads update the counters concurrently
+        self._cache: dict[str, str] = {}
+        self._lock = threading.Lock()  # handler threads share the cache and the counters
+        self.invalid: dict[str, int] = {}  # over the whole run: a bad reply is cached and replayed
+        self.reset_counters()
+
+    def reset_counters(self) -> None:
+        with self._lock:
+            self.tasks: dict[str, int] = {}
+            self.misses = 0
+            self.compute_s = 0.0
 
     def __call__(self, body: dict[str, Any]) -> str:
         task = detect_task(body)
-        with self._lock:
-            self.tasks[task] = self.tasks.get(task, 0) + 1
         messages = [{"role": str(m.get("role", "user")), "content": str(m.get("content") or "")}
                     for m in body.get("messages") or []]
+        key = hashlib.sha256(json.dumps([task, messages], ensure_ascii=False).encode()).hexdigest()
+        with self._lock:
+            self.tasks[task] = self.tasks.get(task, 0) + 1
+            cached = self._cache.get(key)
+        if cached is not None:
+            return cached
         schema = TASK_SCHEMAS.get(task)
+        started = time.perf_counter()
         # `respond` is the synchronous core of `complete` (no usage: the server counts tokens itself).
         text = self.model.respond(messages, task=task, json_schema=schema)  # type: ignore[arg-type]
+        elapsed = time.perf_counter() - started
+        valid = True
         if schema is not None:
             # A reply the client cannot parse is a bug in the offline model, not latency: count it
             # (the report shows it) and still send it, so the client's repair path is what gets measured.
             try:
                 schema.model_validate(json.loads(text))
             except ValueError:
-                with self._lock:
-                    self.invalid[task] = self.invalid.get(task, 0) + 1
+                valid = False
+        with self._lock:
+            self._cache[key] = text
+            self.misses += 1
+            self.compute_s += elapsed
+            if not valid:
+                self.invalid[task] = self.invalid.get(task, 0) + 1
         return text
 
 
 class MockBackend:
-    """Owns the loopback server for one benchmark run (start before the engines, stop after)."""
+    """Owns the loopback server for one benchmark run (start before the engines, stop after).
+
+    `warmup()` switches the simulated latency off for an unmeasured pass that fills the reply cache;
+    `measure()` switches it back on and starts counting requests from there.
+    """
 
     def __init__(self, spec: ModelSpec) -> None:
         from engines.models.testserver import LoopbackServer
@@ -152,6 +183,8 @@ class MockBackend:
         self.server = LoopbackServer(
             latency_ms=spec.latency_ms, tokens_per_s=spec.tokens_per_s, default_reply=self.responder
         )
+        self._mark = 0
+        self.warmup_requests = 0
 
     def __enter__(self) -> MockBackend:
         self.server.start()
@@ -164,15 +197,30 @@ class MockBackend:
     def base_url(self) -> str:
         return self.server.base_url
 
+    def warmup(self) -> None:
+        self.server.latency_ms = 0.0
+        self.server.tokens_per_s = None
+
+    def measure(self) -> None:
+        self.server.latency_ms = self.spec.latency_ms
+        self.server.tokens_per_s = self.spec.tokens_per_s
+        self.warmup_requests = len(self.server.chat_requests)
+        self._mark = len(self.server.requests)
+        self.server.max_in_flight = 0
+        self.responder.reset_counters()
+
     def stats(self) -> dict[str, Any]:
-        chat = self.server.chat_requests
+        chat = [r for r in self.server.requests[self._mark:] if r.path.endswith("/chat/completions")]
         return {
             "base_url": self.base_url,
             "latency_ms": self.spec.latency_ms,
             "tokens_per_s": self.spec.tokens_per_s,
+            "warmup_chat_requests": self.warmup_requests,
             "chat_requests": len(chat),
             "failed_requests": sum(1 for r in chat if r.status != 200),
             "max_in_flight": self.server.max_in_flight,
+            "replies_computed_while_measuring": self.responder.misses,
+            "compute_s_while_measuring": round(self.responder.compute_s, 3),
             "tasks_served": dict(sorted(self.responder.tasks.items())),
             "invalid_json_replies": dict(sorted(self.responder.invalid.items())),
         }

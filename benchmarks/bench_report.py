@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -80,6 +81,8 @@ def markdown_table(headers: list[str] | tuple[str, ...], rows: list[list[str]]) 
 
 def router_lines(router: dict[str, Any]) -> list[str]:
     """Headline figures of the router in plain sentences (used by the terminal and the markdown)."""
+    if not router["route_mix"]:
+        return ["every router run failed (see the failures table)"]
     lines = [
         "route mix: " + ", ".join(f"{k} {v}" for k, v in router["route_mix"].items())
         + "; engine used: " + ", ".join(f"{k} {v}" for k, v in router["engine_used_mix"].items())
@@ -163,7 +166,8 @@ def print_terminal(report: dict[str, Any], console: Any | None = None) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    console = console or Console()
+    # Not a terminal (pipe, CI log): rich would wrap at 80 columns and truncate every header.
+    console = console or Console(width=None if sys.stdout.isatty() else 170)
     table = Table(title=f"route-bench — {report['model']['spec']} — {report['queries']['count']} questions "
                         f"× {report['config']['repeat']}")
     for i, h in enumerate(SUMMARY_HEADERS):

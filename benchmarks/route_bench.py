@@ -64,6 +64,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--price-as", default=DEFAULT_PRICE_AS,
                    help=f"offline/mock: price tokens as this model (default {DEFAULT_PRICE_AS})")
     p.add_argument("--limit", type=int, default=None, help="use only the first N questions")
+    p.add_argument("--no-warmup", action="store_true",
+                   help="mock: skip the unmeasured pass that precomputes the offline replies")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--quiet", action="store_true", help="no terminal table")
     return p
@@ -164,6 +166,11 @@ def run(args: argparse.Namespace, queries: list[Query], engines: list[str], spec
 
         models = Models.from_config(config.models, index=index)
         targets = build_targets(index, config, models, engines)
+        if mock is not None:
+            if not args.no_warmup:
+                mock.warmup()
+                _run_with_progress(targets, queries, args, pricing, warmup=True)
+            mock.measure()
         rows = _run_with_progress(targets, queries, args, pricing)
         mock_stats = mock.stats() if mock else None
     finally:
@@ -187,20 +194,22 @@ def run(args: argparse.Namespace, queries: list[Query], engines: list[str], spec
 
 
 def _run_with_progress(targets: dict[str, Any], queries: list[Query], args: argparse.Namespace,
-                       pricing: Pricing) -> list[dict[str, Any]]:
-    total = len(targets) * len(queries) * args.repeat
-    kwargs = dict(repeat=args.repeat, concurrency=args.concurrency, pricing=pricing, seed=args.seed)
+                       pricing: Pricing, warmup: bool = False) -> list[dict[str, Any]]:
+    repeat = 1 if warmup else args.repeat
+    total = len(targets) * len(queries) * repeat
+    kwargs = dict(repeat=repeat, concurrency=args.concurrency, pricing=pricing, seed=args.seed)
+    label = "warm-up" if warmup else "route-bench"
     if args.no_progress:
         return asyncio.run(run_benchmark(targets, queries, **kwargs))  # type: ignore[arg-type]
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   transient=True) as progress:
-        task = progress.add_task("route-bench", total=total)
+        task = progress.add_task(label, total=total)
 
         def done(row: dict[str, Any]) -> None:
             status = "ok" if row["ok"] else "FAILED"
-            progress.update(task, advance=1, description=f"{row['engine']:>6} {row['query_id']} {status}")
+            progress.update(task, advance=1, description=f"{label} {row['engine']:>6} {row['query_id']} {status}")
 
         return asyncio.run(run_benchmark(targets, queries, on_done=done, **kwargs))  # type: ignore[arg-type]
 
@@ -220,7 +229,8 @@ def build_report(args: argparse.Namespace, queries: list[Query], engines: list[s
         "offline": "offline extractive model in-process (no network, zero latency)",
         "mock": f"loopback OpenAI-compatible HTTP server, {spec.latency_ms:g} ms per call"
                 + (f", streaming at {spec.tokens_per_s:g} tokens/s" if spec.tokens_per_s else "")
-                + "; replies computed by the offline extractive model from each request",
+                + "; replies computed by the offline extractive model from each request"
+                + ("" if args.no_warmup else " (precomputed in an unmeasured warm-up pass, replayed while measuring)"),
         "openai": f"OpenAI-compatible endpoint {config.models.chat.base_url or 'api.openai.com'}",
     }
     return {
@@ -230,6 +240,7 @@ def build_report(args: argparse.Namespace, queries: list[Query], engines: list[s
             "index": str(args.index), "queries": args.queries, "engines": engines, "model": spec.label,
             "repeat": args.repeat, "concurrency": args.concurrency, "seed": args.seed, "config_file": args.config,
             "price_as": args.price_as, "limit": args.limit, "out": str(args.out),
+            "warmup": spec.kind == "mock" and not args.no_warmup,
         },
         "model": {
             "spec": spec.label, "kind": spec.kind, "description": descriptions[spec.kind],
