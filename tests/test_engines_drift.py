@@ -6,7 +6,18 @@ import json
 from typing import Any
 
 import pytest
-from test_engines_support import CAROL, DULCE, MEDICAL, last_user, load, loopback_model, requests_for, script, srv, system_of
+from test_engines_support import (
+    CAROL,
+    DULCE,
+    MEDICAL,
+    last_user,
+    load,
+    loopback_model,
+    requests_for,
+    script,
+    srv,
+    system_of,
+)
 
 from engines import DriftSearch
 from engines.config import DriftSearchConfig

@@ -7,7 +7,17 @@ from typing import Any
 
 import numpy as np
 import pytest
-from test_engines_support import CAROL, DULCE, last_user, load, loopback_model, requests_for, script, srv, system_of
+from test_engines_support import (
+    CAROL,
+    DULCE,
+    last_user,
+    load,
+    loopback_model,
+    requests_for,
+    script,
+    srv,
+    system_of,
+)
 
 from engines import (
     AnswerDelta,
