@@ -31,6 +31,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from shared_context.errors import IndexFormatError
 from shared_context.records import (
@@ -56,7 +58,6 @@ _TOKEN_FIELDS = (
     "claim_tokens",
 )
 _TOKEN_CACHE_FORMAT = "1"
-_COUNT_BATCH = 20_000
 
 
 def token_cache_dir() -> Path:
@@ -91,21 +92,23 @@ def _group(keys: np.ndarray, values: np.ndarray, n: int, order: np.ndarray | Non
     idx = np.lexsort((sort_by, keys))
     flat = values[idx].tolist()
     ends = np.cumsum(np.bincount(keys, minlength=n)).tolist()
-    out: list[list[int]] = []
-    start = 0
-    for end in ends:
-        out.append(flat[start:end])
-        start = end
-    return out
+    return [flat[a:b] for a, b in zip([0, *ends[:-1]], ends, strict=True)]
+
+
+def _positions(values: Sequence[str], pos: dict[str, int]) -> np.ndarray:
+    """Position of each value in `pos` (-1 when absent), hashed in Arrow rather than per-item dict
+    lookups (2x faster on millions of ids). `pos` maps unique keys to 0..n-1 in insertion order."""
+    if not values:
+        return np.zeros(0, dtype=np.int64)
+    found = pc.index_in(pa.array(values, type=pa.string()), value_set=pa.array(list(pos), type=pa.string()))
+    return np.asarray(found.fill_null(-1).to_numpy(zero_copy_only=False), dtype=np.int64)
 
 
 def _lookup_lists(lists: Sequence[Sequence[str]], pos: dict[str, int]) -> tuple[np.ndarray, np.ndarray, int]:
     """Flatten id lists into (row, target position) pairs; returns also the number of unknown ids."""
     lengths = np.fromiter((len(x) for x in lists), dtype=np.int64, count=len(lists))
     rows = np.repeat(np.arange(len(lists), dtype=np.int64), lengths)
-    targets = np.fromiter(
-        (pos.get(x, -1) for x in chain.from_iterable(lists)), dtype=np.int64, count=int(lengths.sum())
-    )
+    targets = _positions(list(chain.from_iterable(lists)), pos)
     ok = targets >= 0
     return rows[ok], targets[ok], int((~ok).sum())
 
@@ -113,15 +116,18 @@ def _lookup_lists(lists: Sequence[Sequence[str]], pos: dict[str, int]) -> tuple[
 def _unique_pairs(a: np.ndarray, b: np.ndarray, n_b: int) -> tuple[np.ndarray, np.ndarray]:
     if len(a) == 0:
         return a, b
-    codes = np.unique(a * max(n_b, 1) + b)
+    codes = np.sort(a * max(n_b, 1) + b)  # sort-based dedupe: faster than np.unique's hashing here
+    keep = np.ones(len(codes), dtype=bool)
+    keep[1:] = codes[1:] != codes[:-1]
+    codes = codes[keep]
     return codes // max(n_b, 1), codes % max(n_b, 1)
 
 
 def _count(tokenizer: Tokenizer, texts: list[str]) -> np.ndarray:
-    out = np.zeros(len(texts), dtype=np.int32)
-    for start in range(0, len(texts), _COUNT_BATCH):
-        out[start : start + _COUNT_BATCH] = tokenizer.count_many(texts[start : start + _COUNT_BATCH])
-    return out
+    # One text at a time: tiktoken's threaded batch API costs a future per text and was 3-4x slower
+    # on many short descriptions (measured: 463k relationship descriptions, 25 s vs 6.8 s).
+    count = tokenizer.count
+    return np.fromiter((count(t) for t in texts), dtype=np.int32, count=len(texts))
 
 
 class Index:
@@ -270,8 +276,8 @@ class Index:
         """Relationship endpoints and per-entity relationship lists, pre-sorted for local search."""
         n_ent, n_rel = len(self.entities), len(self.relationships)
         titles = self.entity_by_title
-        src = np.fromiter((titles.get(r.source, -1) for r in self.relationships), dtype=np.int64, count=n_rel)
-        tgt = np.fromiter((titles.get(r.target, -1) for r in self.relationships), dtype=np.int64, count=n_rel)
+        src = _positions([r.source for r in self.relationships], titles)
+        tgt = _positions([r.target for r in self.relationships], titles)
         both = (src < 0) & (tgt < 0)
         if both.any():
             bad = [self.relationships[i].source for i in np.flatnonzero(both)[:1]]
@@ -375,9 +381,7 @@ class Index:
 
     def _build_claims(self) -> None:
         n = len(self.claims)
-        subj = np.fromiter(
-            (self.entity_by_title.get(c.subject, -1) for c in self.claims), dtype=np.int64, count=n
-        )
+        subj = _positions([c.subject for c in self.claims], self.entity_by_title)
         ok = subj >= 0
         self.entity_claims = _group(subj[ok], np.arange(n, dtype=np.int64)[ok], len(self.entities))
         bad_units = sum(1 for c in self.claims if c.text_unit_id and c.text_unit_id not in self.text_unit_pos)

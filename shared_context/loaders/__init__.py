@@ -13,8 +13,11 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
+import pyarrow as pa
+
 from shared_context.errors import IndexFormatError
 from shared_context.index import Index
+from shared_context.loaders.columns import TableData
 from shared_context.loaders.files import IndexFiles, detect_version, locate, read_table
 from shared_context.loaders.schema import (
     build_claims,
@@ -36,6 +39,28 @@ from shared_context.tokens import get_tokenizer
 from shared_context.vectors import VectorTable
 
 __all__ = ["IndexFormatError", "load_index"]
+
+
+# Columns no query reads; skipping them keeps large indexes within memory. Community
+# relationship_ids / text_unit_ids are left empty in the records (GraphRAG's query side does not
+# read them either: its Community objects carry None there).
+_UNUSED: dict[str, tuple[str, ...]] = {
+    "communities": ("relationship_ids", "text_unit_ids"),
+    "community_reports": ("full_content_json",),
+}
+
+
+def _read_required(files: IndexFiles, table: str) -> TableData:
+    data = read_table(files, table)
+    assert data is not None  # locate() guarantees required tables exist
+    return data
+
+
+def _release_arrow_memory() -> None:
+    try:
+        pa.default_memory_pool().release_unused()
+    except Exception:  # older pyarrow / allocator without the call: memory is reused anyway
+        return
 
 
 def _cache_key(files: IndexFiles) -> str:
@@ -63,31 +88,35 @@ def load_index(
     tok = get_tokenizer(tokenizer)
     warnings: list[str] = []
 
-    entities_t = read_table(files, "entities")
-    relationships_t = read_table(files, "relationships")
-    text_units_t = read_table(files, "text_units")
-    assert entities_t is not None and relationships_t is not None and text_units_t is not None
+    # One table at a time, each Arrow table released as soon as its records exist: peak memory is
+    # the records plus the largest single table, not every table at once.
     nodes_t = read_table(files, "nodes")
-    communities_t = read_table(files, "communities")
-    reports_t = read_table(files, "community_reports")
-    version = detect_version(files, entities_t, text_units_t)
-
     node_degree, node_members = node_stats(nodes_t)
+    del nodes_t
+    entities_t = _read_required(files, "entities")
     entities = build_entities(entities_t, node_degree)
-    relationships = build_relationships(relationships_t)
+    inline = read_inline_entity_vectors(entities_t.table, entities_t.file, embedding_dim, warnings)
+    entity_columns = entities_t.columns
+    del entities_t
+    relationships = build_relationships(_read_required(files, "relationships"))
+    _release_arrow_memory()
+    text_units_t = _read_required(files, "text_units")
     text_units = build_text_units(text_units_t)
+    text_unit_columns = text_units_t.columns
+    del text_units_t
     title_to_id = {e.title: e.id for e in entities}
-    communities = build_communities(communities_t, node_members, title_to_id)
-    reports = build_reports(reports_t)
+    communities = build_communities(
+        read_table(files, "communities", skip=_UNUSED["communities"]), node_members, title_to_id
+    )
+    reports = build_reports(read_table(files, "community_reports", skip=_UNUSED["community_reports"]))
     claims = build_claims(read_table(files, "covariates"))
     documents = build_documents(read_table(files, "documents"))
+    _release_arrow_memory()
+    version = detect_version(files, entity_columns, text_unit_columns)
     if not communities and "communities" not in files.files and reports:
         warnings.append(
             f"{files.rel('community_reports')}: no communities table; community membership unknown"
         )
-
-    inline = read_inline_entity_vectors(entities_t.table, entities_t.file, embedding_dim, warnings)
-    del entities_t, relationships_t, text_units_t, nodes_t, communities_t, reports_t  # free arrow memory
 
     index = Index.from_records(
         entities=entities,

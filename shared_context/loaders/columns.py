@@ -10,11 +10,14 @@ from __future__ import annotations
 import ast
 import json
 import re
+import sys
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from shared_context.errors import IndexFormatError
 
@@ -89,7 +92,13 @@ class TableData:
     # -------------------------------------------------------------- scalars
 
     def strings(
-        self, column: str, *, required: bool = True, default: str = "", non_empty: bool = False
+        self,
+        column: str,
+        *,
+        required: bool = True,
+        default: str = "",
+        non_empty: bool = False,
+        intern: bool = False,
     ) -> list[str]:
         col = self._column(column, required)
         if col is None:
@@ -98,12 +107,15 @@ class TableData:
             raise self.error(f"expected text but found {col.type}", column)
         if not (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)):
             col = col.cast(pa.string())
-        values: list[str | None] = col.to_pylist()
         if non_empty:
-            missing = sum(1 for v in values if v is None or v == "")
+            missing = col.null_count + int(pc.sum(pc.equal(col, "")).as_py() or 0)
             if missing:
                 raise self.error(f"{missing} rows have no value; every row needs one", column)
-        return [default if v is None else v for v in values]
+        if intern and col.null_count == 0:  # titles and ids repeat across tables: share one object
+            shared = _shared_strings(col.combine_chunks())
+            if shared is not None:
+                return shared
+        return [default if v is None else v for v in col.to_pylist()]
 
     def _numeric(self, column: str, required: bool) -> np.ndarray | None:
         col = self._column(column, required)
@@ -190,3 +202,43 @@ class TableData:
                     value = {}
             out.append(dict(value) if isinstance(value, dict) else {})
         return out
+
+
+def _string_lists(col: pa.ChunkedArray) -> list[list[Any]] | None:
+    """A list<string> column as Python lists whose equal strings are one interned object.
+
+    Id lists repeat the same few ids millions of times (every relationship names its text units);
+    decoding each occurrence separately costs memory and re-hashing. None for other value types.
+    """
+    arr = col.combine_chunks()
+    if not (pa.types.is_list(arr.type) or pa.types.is_large_list(arr.type)):
+        return None
+    flat = arr.flatten()
+    if not (pa.types.is_string(flat.type) or pa.types.is_large_string(flat.type)) or flat.null_count:
+        return None
+    lengths = np.asarray(
+        pc.list_value_length(arr).fill_null(0).to_numpy(zero_copy_only=False), dtype=np.int64
+    )
+    if len(flat) == 0:
+        return [[] for _ in range(len(arr))]
+    encoded = flat.dictionary_encode()
+    uniques = [sys.intern(v) for v in encoded.dictionary.to_pylist()]
+    indices = encoded.indices.to_numpy(zero_copy_only=False).tolist()
+    items: tuple[Any, ...] = itemgetter(*indices)(uniques) if len(indices) > 1 else (uniques[indices[0]],)
+    ends = np.cumsum(lengths).tolist()
+    starts = [0, *ends[:-1]]
+    return [list(items[a:b]) for a, b in zip(starts, ends, strict=True)]
+
+
+def _shared_strings(arr: pa.Array) -> list[str] | None:
+    """A string array as a list in which equal values are one interned object (None if not text)."""
+    if not (pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type)) or arr.null_count:
+        return None
+    if len(arr) == 0:
+        return []
+    encoded = arr.dictionary_encode()
+    uniques = [sys.intern(v) for v in encoded.dictionary.to_pylist()]
+    indices = encoded.indices.to_numpy(zero_copy_only=False).tolist()
+    if len(indices) == 1:
+        return [uniques[indices[0]]]
+    return list(itemgetter(*indices)(uniques))

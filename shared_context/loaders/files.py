@@ -79,7 +79,8 @@ def locate(path: str | Path) -> IndexFiles:
     return found
 
 
-def read_table(files: IndexFiles, table: str) -> TableData | None:
+def read_table(files: IndexFiles, table: str, skip: tuple[str, ...] = ()) -> TableData | None:
+    """Read one table (None when the folder has no such file), leaving out the `skip` columns."""
     path = files.files.get(table)
     if path is None:
         return None
@@ -89,20 +90,26 @@ def read_table(files: IndexFiles, table: str) -> TableData | None:
             df = pd.read_csv(path, dtype=str, keep_default_na=False, na_values=[""])
             df = df.loc[:, [c for c in df.columns if not str(c).startswith("Unnamed:")]]
             data = pa.Table.from_pandas(df.astype(object).where(df.notna(), None), preserve_index=False)
-            return TableData(table, path.name, data, from_csv=True)
-        return TableData(table, path.name, pq.read_table(path))
+            return TableData(
+                table,
+                path.name,
+                data.drop_columns([c for c in skip if c in data.column_names]),
+                from_csv=True,
+            )
+        names = pq.read_schema(path).names
+        return TableData(table, path.name, pq.read_table(path, columns=[c for c in names if c not in skip]))
     except IndexFormatError:
         raise
     except Exception as exc:  # pyarrow / pandas parse errors of many types
         raise IndexFormatError(f"cannot read table: {exc}", file=path.name) from exc
 
 
-def detect_version(files: IndexFiles, entities: TableData, text_units: TableData) -> str:
+def detect_version(files: IndexFiles, entity_columns: list[str], text_unit_columns: list[str]) -> str:
     has_community_data = any(t in files.files for t in ("communities", "community_reports", "nodes"))
     if files.prefixed:
-        return "v0" if entities.has("name") and not entities.has("title") else "v1"
+        return "v0" if "name" in entity_columns and "title" not in entity_columns else "v1"
     if not has_community_data:
         return "v3-partial"
-    if text_units.has("document_ids") and not text_units.has("document_id"):
+    if "document_ids" in text_unit_columns and "document_id" not in text_unit_columns:
         return "v2"
     return "v3"

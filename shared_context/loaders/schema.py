@@ -67,8 +67,8 @@ def build_entities(t: TableData, node_degree: dict[str, int]) -> list[Entity]:
     assert title_col is not None
     t.require("id")
     _require_rows(t, "id")
-    ids = t.strings("id", non_empty=True)
-    titles = t.strings(title_col, non_empty=True)
+    ids = t.strings("id", non_empty=True, intern=True)
+    titles = t.strings(title_col, non_empty=True, intern=True)
     degrees = t.ints("degree") if t.has("degree") else [node_degree.get(title, 0) for title in titles]
     return [
         Entity(
@@ -111,10 +111,10 @@ def build_relationships(t: TableData) -> list[Relationship]:
             text_unit_ids=tu,
         )
         for i, s, src, tgt, desc, w, cd, tu in zip(
-            t.strings("id", non_empty=True),
+            t.strings("id", non_empty=True, intern=True),
             _short_ids(t),
-            t.strings("source", non_empty=True),
-            t.strings("target", non_empty=True),
+            t.strings("source", non_empty=True, intern=True),
+            t.strings("target", non_empty=True, intern=True),
             t.strings("description", required=False),
             t.floats("weight", required=False, default=1.0),
             t.ints(degree_col, required=False) if degree_col else [0] * len(t),
@@ -128,7 +128,7 @@ def build_text_units(t: TableData) -> list[TextUnit]:
     t.require("id", "text")
     _require_rows(t, "id")
     if t.has("document_id"):
-        doc_ids = t.strings("document_id", required=False)
+        doc_ids = t.strings("document_id", required=False, intern=True)
     else:
         doc_ids = [d[0] if d else "" for d in t.str_lists("document_ids")]
     return [
@@ -143,7 +143,7 @@ def build_text_units(t: TableData) -> list[TextUnit]:
             covariate_ids=covs,
         )
         for i, s, text, n, d, ents, rels, covs in zip(
-            t.strings("id", non_empty=True),
+            t.strings("id", non_empty=True, intern=True),
             _short_ids(t),
             t.strings("text"),
             t.ints("n_tokens", required=False),
