@@ -1,0 +1,49 @@
+"""Shared fixtures: the read-only real data folders, and a per-session token-count cache directory."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+DATA_DIR = Path(__file__).resolve().parents[2] / "shared" / "data"
+
+
+def _require(path: Path) -> Path:
+    if not path.exists():
+        pytest.skip(f"shared data not present: {path}")
+    return path
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _isolated_token_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Token counts are cached on disk; tests use a fresh cache so they never touch ~/.cache."""
+    old = os.environ.get("GRAPHROUTE_CACHE_DIR")
+    os.environ["GRAPHROUTE_CACHE_DIR"] = str(tmp_path_factory.mktemp("graphroute-cache"))
+    yield
+    if old is None:
+        os.environ.pop("GRAPHROUTE_CACHE_DIR", None)
+    else:
+        os.environ["GRAPHROUTE_CACHE_DIR"] = old
+
+
+@pytest.fixture(scope="session")
+def data_dir() -> Path:
+    return _require(DATA_DIR)
+
+
+@pytest.fixture(scope="session")
+def dulce_path() -> Path:
+    return _require(DATA_DIR / "operation_dulce")
+
+
+@pytest.fixture(scope="session")
+def carol_path() -> Path:
+    return _require(DATA_DIR / "christmas_carol_graphrag_index")
+
+
+@pytest.fixture(scope="session")
+def medical_kg_path() -> Path:
+    return _require(DATA_DIR / "graphrag_bench_medical_lightrag_kg")
