@@ -81,14 +81,14 @@ def detect_communities(graph: Graph, *, max_cluster_size: int = 10, seed: int = 
                 rels_by_comm[(level, cs)].append(ri)
 
     rows: dict[int, CommunityRow] = {}
-    for (level, cluster), nodes in sorted(members.items()):
-        nodes.sort()
+    for (level, cluster), member_nodes in sorted(members.items()):
+        node_list = sorted(member_nodes)
         rel_idx = rels_by_comm.get((level, cluster), [])
         if rel_idx:
             text_units = {tu for ri in rel_idx for tu in graph.relationships[ri].text_unit_ids}
         else:  # no internal edge (an isolated entity): fall back to its own text units
-            text_units = {tu for n in nodes for tu in graph.entities[n].text_unit_ids}
-        entity_ids = [graph.entities[n].id for n in nodes]
+            text_units = {tu for n in node_list for tu in graph.entities[n].text_unit_ids}
+        entity_ids = [graph.entities[n].id for n in node_list]
         rows[cluster] = CommunityRow(
             community=cluster,
             level=level,

@@ -84,6 +84,7 @@ class IndexBuildReport:
     extraction: str = "offline"
     embedder: str = ""
     skipped_files: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
     step_seconds: dict[str, float] = field(default_factory=dict)
     usage: Usage = field(default_factory=Usage)
 
@@ -117,5 +118,7 @@ class IndexBuildReport:
                 f"{total.embedding_calls} embedding calls, ${total.cost:.4f}"
             )
         if self.skipped_files:
-            lines.append("skipped: " + ", ".join(self.skipped_files))
+            lines.append("skipped: " + "; ".join(self.skipped_files))
+        if self.warnings:
+            lines.append(f"warnings ({len(self.warnings)}): " + "; ".join(self.warnings[:5]))
         return "\n".join(line for line in lines if line)

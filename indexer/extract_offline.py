@@ -11,6 +11,7 @@ everything that needs the whole corpus (frequency filters, descriptions, degrees
 
 from __future__ import annotations
 
+import itertools
 import logging
 import re
 from collections import Counter, defaultdict
@@ -195,12 +196,12 @@ class OfflineExtractor:
             i = max(j, i + 1)
         # lowercase noun-phrase bigrams
         run: list[str] = []
-        for t in toks + ["."]:
+        for t in [*toks, "."]:
             lw = t.lower()
             if t[0].isalpha() and t.islower() and len(t) >= 3 and lw not in lx.PHRASE_STOP and not lw.endswith("ly") and "'" not in t and "’" not in t:
                 run.append(t)
                 continue
-            for a, b in zip(run, run[1:], strict=False):
+            for a, b in itertools.pairwise(run):
                 found.append((f"{a} {b}", PHRASE, {"EVENT": 2.0} if b in lx.EVENT_WORDS else {"CONCEPT": 1.0}, False))
             run = []
         return found
@@ -219,7 +220,7 @@ class OfflineExtractor:
             return
         if len(words) == 1:
             w = words[0]
-            if w.lower() in lx.STOPWORDS or w.lower() in lx.PERSON_TITLES or len(w) < 2 or _ROMAN.match(w.upper()) and w.isupper():
+            if w.lower() in lx.STOPWORDS or w.lower() in lx.PERSON_TITLES or len(w) < 2 or (_ROMAN.match(w.upper()) and w.isupper()):
                 return
             if w.isupper() and len(w) >= 2 and not w.isdigit():
                 if len(w) <= 6:
@@ -334,14 +335,23 @@ class OfflineExtractor:
             short = sentence if len(sentence) <= MAX_SENTENCE_CHARS else sentence[: MAX_SENTENCE_CHARS - 1] + "…"
             n_words = sentence.count(" ") + 1
             names = [k for k in order if mentions[k].kind not in FREQUENT_ONLY_KINDS]
-            score = 2.0 * min(len(names) - 1, 4) + min(n_words, 30) / 10.0 - (3.0 if n_words > 80 else 0.0)
+            score = (
+                2.0 * min(len(names) - 1, 4)
+                + min(n_words, 30) / 10.0
+                - (3.0 if n_words > 80 else 0.0)
+                - 0.5 * max(0, len(names) - 6)  # long enumerations describe nobody in particular
+            )
+            upper = sentence.upper()
             for key in order:
+                # a sentence that opens with the entity is usually about it
+                pos = upper.find(key)
+                own = score + (2.5 if 0 <= pos < 40 else 0.0)
                 sents = mentions[key].sentences
                 if len(sents) < 3:
-                    sents.append((score, short))
+                    sents.append((own, short))
                     sents.sort(key=lambda s: -s[0])
-                elif score > sents[-1][0]:
-                    sents[-1] = (score, short)
+                elif own > sents[-1][0]:
+                    sents[-1] = (own, short)
                     sents.sort(key=lambda s: -s[0])
             linked = order[: self.max_entities_per_sentence]
             for a_i in range(len(linked)):

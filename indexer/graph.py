@@ -158,12 +158,12 @@ def merge_offline(
         linked: set[str] = set()
         pos = 0
         for (a0, b0), stat in ext.pairs.items():
-            a, b = canon(a0), canon(b0)
-            if a is None or b is None or a == b:
+            ca, cb = canon(a0), canon(b0)
+            if ca is None or cb is None or ca == cb:
                 continue
-            add_pair(a, b, stat, ci, pos)
+            add_pair(ca, cb, stat, ci, pos)
             pos += 1
-            linked.update((a, b))
+            linked.update((ca, cb))
         present: dict[str, int] = {}
         for k, m in ext.mentions.items():
             c = canon(k)
@@ -208,13 +208,18 @@ def _describe(sentences: list[tuple[float, int, str]], n: int) -> str:
     """The `n` most informative distinct sentences (more co-mentioned entities, fuller sentences), in text order."""
     best: list[tuple[float, int, str]] = []
     seen: set[str] = set()
-    for s, ci, text in sorted(sentences, key=lambda x: (-x[0], x[1])):
-        if text in seen:
-            continue
-        seen.add(text)
-        best.append((s, ci, text))
-        if len(best) == n:
-            break
+    chunks: set[int] = set()
+    ranked = sorted(sentences, key=lambda x: (-x[0], x[1]))
+    # first pass: one sentence per chunk, so the description spans documents; second pass fills up
+    for one_per_chunk in (True, False):
+        for s, ci, text in ranked:
+            if len(best) == n:
+                break
+            if text in seen or (one_per_chunk and ci in chunks):
+                continue
+            seen.add(text)
+            chunks.add(ci)
+            best.append((s, ci, text))
     return " ".join(text for _s, _ci, text in sorted(best, key=lambda x: x[1]))
 
 

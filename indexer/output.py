@@ -8,7 +8,7 @@ half-written table next to a valid one.
 from __future__ import annotations
 
 import os
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -64,7 +64,7 @@ SCHEMAS: dict[str, pa.Schema] = {
 
 
 def today() -> str:
-    return datetime.now(timezone.utc).date().isoformat()
+    return datetime.now(UTC).date().isoformat()
 
 
 def write_table(out_dir: Path, name: str, rows: list[dict[str, Any]]) -> Path:

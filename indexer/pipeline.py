@@ -11,7 +11,7 @@ import concurrent.futures
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +45,7 @@ from indexer.state import (
     write_extractions,
     write_manifest,
 )
+from shared_context.tokens import TokenizerError
 
 OUTPUT_TABLES = ("entities", "relationships", "communities", "community_reports", "text_units", "documents")
 
@@ -126,6 +127,7 @@ class _Builder:
         else:
             self.mode = f"offline:{EXTRACTOR_VERSION}"
         self.report.extraction = self.mode
+        self._extractor: Any = None
 
     @contextmanager
     def _step(self, name: str) -> Iterator[None]:
@@ -151,9 +153,12 @@ class _Builder:
 
         with self._step("chunk"):
             documents = self._ordered_documents(previous)
-            chunks = chunk_documents(
-                documents, chunk_size=cfg.chunk_size, overlap=cfg.chunk_overlap, encoding_name=cfg.encoding
-            )
+            try:
+                chunks = chunk_documents(
+                    documents, chunk_size=cfg.chunk_size, overlap=cfg.chunk_overlap, encoding_name=cfg.encoding
+                )
+            except TokenizerError as exc:
+                raise IndexerError(f"--encoding {cfg.encoding}: {exc}") from exc
             chunks = self._ordered_chunks(chunks, previous)
         rep.documents, rep.chunks = len(documents), len(chunks)
         embedder_name = self.embedder.name if self.embedder is not None else "offline"
@@ -250,7 +255,7 @@ class _Builder:
                         "claims": rep.claims,
                     },
                     versions=package_versions(),
-                    updated=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                    updated=datetime.now(UTC).isoformat(timespec="seconds"),
                 ),
             )
         rep.embedder = str(embedder_info.get("name", ""))
@@ -318,28 +323,47 @@ class _Builder:
                 extractions[c.id] = extractor.extract(c.text)
                 bar.update(1)
 
-    async def _extract_model(self, chunks: list[Chunk], extractions: dict[str, Any]) -> None:
+    def _model_extractor(self) -> Any:
         from indexer.extract_model import ModelExtractor
 
-        extractor = ModelExtractor(self.model, self.config, self.report.usage)  # type: ignore[arg-type]
-        with self._bar(len(chunks), f"extract ({self.model.name})") as bar:  # type: ignore[union-attr]
+        if self._extractor is None:
+            assert self.model is not None
+            self._extractor = ModelExtractor(self.model, self.config, self.report.usage)
+        return self._extractor
+
+    async def _extract_model(self, chunks: list[Chunk], extractions: dict[str, Any]) -> None:
+        extractor = self._model_extractor()
+        with self._bar(len(chunks), f"extract ({extractor.model.name})") as bar:
             results = await extractor.extract_many([c.text for c in chunks], on_done=lambda: bar.update(1))
         for c, r in zip(chunks, results, strict=True):
-            extractions[c.id] = r
+            if r is not None:  # failed chunks are not stored, so the next run retries them
+                extractions[c.id] = r
+        self.report.warnings.extend(extractor.warnings)
+        extractor.warnings.clear()
 
     async def _merge_model(self, chunk_ids: list[str], extractions: dict[str, Any]) -> tuple[Any, Any, list[dict[str, Any]]]:
-        from indexer.extract_model import ModelExtractor, merge_model_results
+        from indexer.extract_model import merge_model_results
 
-        extractor = ModelExtractor(self.model, self.config, self.report.usage)  # type: ignore[arg-type]
+        extractor = self._model_extractor()
         with self._bar(0, "summarise descriptions") as bar:
-            return await merge_model_results(chunk_ids, extractions, extractor, on_progress=bar)
+            merged = await merge_model_results(chunk_ids, extractions, extractor, on_progress=bar)
+        self.report.warnings.extend(extractor.warnings)
+        extractor.warnings.clear()
+        return merged
 
     async def _model_reports(self, communities: Any, graph: Graph) -> Any:
         from indexer.model_reports import model_reports
 
-        with self._bar(len(communities), f"reports ({self.model.name})") as bar:  # type: ignore[union-attr]
+        assert self.model is not None
+        with self._bar(len(communities), f"reports ({self.model.name})") as bar:
             return await model_reports(
-                communities, graph, self.model, self.config, self.report.usage, on_done=lambda: bar.update(1)  # type: ignore[arg-type]
+                communities,
+                graph,
+                self.model,
+                self.config,
+                self.report.usage,
+                on_done=lambda: bar.update(1),
+                warnings=self.report.warnings,
             )
 
     async def _embed(self, chunks: list[Chunk], graph: Graph, reports: Any) -> dict[str, Any]:
@@ -355,7 +379,8 @@ class _Builder:
         requested = "offline" if embedder is None else embedder.name
         saved: Path | None = None
         if embedder is None:
-            embedder = fit_offline_embedder([c.text for c in chunks], dim=cfg.embedding_dim)
+            # fitted on every text it will embed, as query time's `embedder_for_index` would
+            embedder = fit_offline_embedder([t for j in jobs for t in j.texts], dim=cfg.embedding_dim)
             saved = save_offline_embedder(embedder, state)
         elif (state / "embedder.joblib").exists():
             (state / "embedder.joblib").unlink()  # vectors now come from another embedder

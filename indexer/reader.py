@@ -11,7 +11,7 @@ import hashlib
 import importlib.util
 import warnings
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from indexer.config import IndexerError
@@ -89,7 +89,13 @@ def read_documents(input_dir: str | Path) -> tuple[list[SourceDocument], list[st
                     warnings.warn(msg, stacklevel=2)
                     skipped.append(msg)
                     continue
-                text = _read_pdf(path) if suffix == ".pdf" else _read_docx(path)
+                try:
+                    text = _read_pdf(path) if suffix == ".pdf" else _read_docx(path)
+                except Exception as exc:  # parser libraries raise their own types for broken files
+                    msg = f"{rel}: could not be parsed ({type(exc).__name__}: {exc})"
+                    warnings.warn(msg, stacklevel=2)
+                    skipped.append(msg)
+                    continue
             else:
                 msg = f"{rel}: unsupported file type {suffix or '(none)'}; only .txt and .md are read"
                 warnings.warn(msg, stacklevel=2)
@@ -106,7 +112,7 @@ def read_documents(input_dir: str | Path) -> tuple[list[SourceDocument], list[st
         doc = SourceDocument(
             title=rel,
             text=text,
-            creation_date=datetime.fromtimestamp(path.stat().st_mtime, tz=timezone.utc).isoformat(timespec="seconds"),
+            creation_date=datetime.fromtimestamp(path.stat().st_mtime, tz=UTC).isoformat(timespec="seconds"),
         )
         if doc.id in seen_ids:
             skipped.append(f"{rel}: same text as {seen_ids[doc.id]}")
