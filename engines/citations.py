@@ -107,7 +107,16 @@ def _text_units_of(index: Index, kind: str, ident: str) -> list[str] | None:
             return None
         cpos = index.community_pos.get(number)
         if cpos is not None:
-            return list(index.communities[cpos].text_unit_ids)
+            community = index.communities[cpos]
+            if community.text_unit_ids:
+                return list(community.text_unit_ids)
+            # No text-unit list on the community: its entities' text units are the same evidence.
+            units: dict[str, None] = {}
+            for eid in community.entity_ids:
+                epos = index.entity_pos.get(eid)
+                if epos is not None:
+                    units.update(dict.fromkeys(index.entities[epos].text_unit_ids))
+            return list(units)
         return [] if number in index.report_pos else None
     return None
 
