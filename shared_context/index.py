@@ -427,19 +427,44 @@ class Index:
             self.warnings.append("no community reports: global search and DRIFT primers have nothing to read")
 
     def _derive_hierarchy(self) -> None:
-        """Older schemas had no parent/children: link each community to the community one level up
-        that holds most of its entities."""
+        """Fill parent/children links that older schemas did not store.
+
+        No links at all (v0/v1): each community's parent is the community one level up holding most
+        of its entities. Only one side stored: the other side is its inverse.
+        """
         if not self.communities:
             return
-        if any(c.parent != -1 or c.children for c in self.communities):
+        has_parent = any(c.parent != -1 for c in self.communities)
+        has_children = any(c.children for c in self.communities)
+        if has_parent and has_children:
             return
-        levels = sorted({c.level for c in self.communities})
-        if len(levels) < 2:
+        file = self._file("communities")
+        if not has_parent and has_children:
+            for comm in self.communities:
+                for child in comm.children:
+                    if child in self.community_pos:
+                        self.communities[self.community_pos[child]].parent = comm.community
+            self.warnings.append(f"{file}: no 'parent' column; parents derived from 'children'")
             return
+        if not has_parent:
+            levels = sorted({c.level for c in self.communities})
+            if len(levels) < 2:
+                return
+            self._parents_from_membership(levels)
+            self.warnings.append(
+                f"{file}: no parent/children columns; hierarchy derived from entity membership"
+            )
+        else:
+            self.warnings.append(f"{file}: no 'children' column; children derived from 'parent'")
+        for comm in self.communities:
+            if comm.parent in self.community_pos:
+                self.communities[self.community_pos[comm.parent]].children.append(comm.community)
+        for comm in self.communities:
+            comm.children.sort()
+
+    def _parents_from_membership(self, levels: list[int]) -> None:
         level_of = {c.community: c.level for c in self.communities}
-        entity_comm_at: list[dict[int, int]] = [
-            {level_of[c]: c for c in comms} for comms in self.entity_communities
-        ]
+        entity_comm_at = [{level_of[c]: c for c in comms} for comms in self.entity_communities]
         for comm in self.communities:
             if comm.level == levels[0]:
                 continue
@@ -450,16 +475,8 @@ class Index:
                 if e in self.entity_pos
             )
             votes.pop(-1, None)
-            if votes:
+            if votes:  # most shared members wins; ties go to the smaller community number
                 comm.parent = min(votes.items(), key=lambda kv: (-kv[1], kv[0]))[0]
-        for comm in self.communities:
-            if comm.parent in self.community_pos:
-                self.communities[self.community_pos[comm.parent]].children.append(comm.community)
-        for comm in self.communities:
-            comm.children.sort()
-        self.warnings.append(
-            f"{self._file('communities')}: no parent/children columns; hierarchy derived from entity membership"
-        )
 
     def _build_documents(self) -> None:
         doc_of: dict[str, int] = {}
