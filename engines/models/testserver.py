@@ -107,6 +107,7 @@ class RecordedRequest:
     completion_tokens: int = 0
     content: str = ""
     fault: str | None = None
+    seconds: float = 0.0  # time the server spent on the request (latency included)
 
 
 def prompt_token_count(messages: Sequence[dict[str, Any]]) -> int:
@@ -326,6 +327,7 @@ class _Handler(BaseHTTPRequestHandler):
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True  # the client gave up (timeout); nothing to answer
         finally:
+            rec.seconds = time.monotonic() - rec.started
             owner._leave()
 
     def _apply_transport_fault(self, fault: Fault | None, rec: RecordedRequest) -> bool:

@@ -1,0 +1,119 @@
+"""Client overhead and throughput of the model layer against the loopback OpenAI-compatible server.
+
+    .venv/bin/python -m benchmarks.model_client [--calls 200] [--latencies 0,50] [--limits 16,64]
+
+Overhead per call = wall time of one `OpenAIChatModel.complete` minus the time the server spent on
+that request (its injected latency included), measured sequentially; the same for the bare `openai`
+SDK call shows what our wrapper (retry loop, limiter, usage, pricing) adds on top of the SDK.
+Throughput = calls/s when 64 calls are always in flight from the caller's side, under a concurrency
+limit of 16 or 64 per (endpoint, model). Everything runs on 127.0.0.1; no network, no key.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import time
+
+import openai
+
+from engines.models.config import ModelEndpoint, PriceTable
+from engines.models.limiter import LimiterRegistry
+from engines.models.openai_backend import OpenAIChatModel
+from engines.models.testserver import LoopbackServer
+
+MESSAGES = [
+    {"role": "system", "content": "You answer from the context.\n-----Entities-----\nid|entity\n1|SCROOGE"},
+    {"role": "user", "content": "Who is Scrooge?"},
+]
+REPLY = "Scrooge is a miser who learns generosity. [Data: Entities (1)]"
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def model_for(srv: LoopbackServer, limit: int) -> OpenAIChatModel:
+    endpoint = ModelEndpoint(provider="openai", model="gpt-4.1-mini", base_url=srv.base_url, api_key="bench",
+                             concurrency=limit, timeout_s=30, max_retries=0)
+    return OpenAIChatModel(endpoint, PriceTable(), limiter_registry=LimiterRegistry())
+
+
+async def overhead(srv: LoopbackServer, calls: int) -> tuple[list[float], list[float]]:
+    """Per-call overhead (ms) of our wrapper and of the bare SDK, sequential calls."""
+    model = model_for(srv, 16)
+    sdk = openai.AsyncOpenAI(base_url=srv.base_url, api_key="bench", max_retries=0)
+    for _ in range(5):  # warm up connections and lazy imports
+        await model.complete(MESSAGES)
+        await sdk.chat.completions.create(model="gpt-4.1-mini", messages=MESSAGES)  # type: ignore[arg-type]
+    ours, bare = [], []
+    for _ in range(calls):
+        srv.requests.clear()
+        t0 = time.perf_counter()
+        await model.complete(MESSAGES)
+        ours.append((time.perf_counter() - t0 - srv.requests[-1].seconds) * 1000)
+        srv.requests.clear()
+        t0 = time.perf_counter()
+        await sdk.chat.completions.create(model="gpt-4.1-mini", messages=MESSAGES)  # type: ignore[arg-type]
+        bare.append((time.perf_counter() - t0 - srv.requests[-1].seconds) * 1000)
+    await sdk.close()
+    await model.aclose()
+    return ours, bare
+
+
+async def throughput(srv: LoopbackServer, limit: int, calls: int, in_flight: int = 64) -> tuple[float, int]:
+    model = model_for(srv, limit)
+    await asyncio.gather(*(model.complete(MESSAGES) for _ in range(min(limit, 16))))  # warm-up
+    srv.max_in_flight = 0
+    queue = iter(range(calls))
+
+    async def worker() -> None:
+        for _ in queue:
+            await model.complete(MESSAGES)
+
+    t0 = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(in_flight)))
+    elapsed = time.perf_counter() - t0
+    await model.aclose()
+    return calls / elapsed, srv.max_in_flight
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=200, help="sequential calls per overhead measurement")
+    parser.add_argument("--throughput-calls", type=int, default=512, help="calls per throughput measurement")
+    parser.add_argument("--latencies", default="0,50", help="server latency per call in ms, comma separated")
+    parser.add_argument("--limits", default="16,64", help="concurrency limits to measure, comma separated")
+    args = parser.parse_args(argv)
+    latencies = [float(x) for x in args.latencies.split(",") if x.strip()]
+    limits = [int(x) for x in args.limits.split(",") if x.strip()]
+
+    print("client overhead per call (ms; wall time minus server time, sequential)")
+    print(f"{'server latency':>15} | {'ours p50':>9} {'ours p95':>9} | {'SDK p50':>8} {'SDK p95':>8} | {'wrapper adds p50':>16}")
+    rows = []
+    for latency in latencies:
+        with LoopbackServer(latency_ms=latency, default_reply=REPLY) as srv:
+            calls = args.calls if latency == 0 else max(20, args.calls // 4)
+            ours, bare = asyncio.run(overhead(srv, calls))
+        rows.append((latency, ours, bare))
+        print(f"{latency:>12.0f} ms | {statistics.median(ours):>9.2f} {pct(ours, 0.95):>9.2f} | "
+              f"{statistics.median(bare):>8.2f} {pct(bare, 0.95):>8.2f} | "
+              f"{statistics.median(ours) - statistics.median(bare):>16.2f}")
+
+    print()
+    print("throughput with 64 calls in flight from the caller (calls/s; max in flight seen by the server)")
+    print(f"{'server latency':>15} | " + " | ".join(f"limit {limit:>3}: calls/s  max" for limit in limits))
+    for latency in latencies:
+        cells = []
+        for limit in limits:
+            with LoopbackServer(latency_ms=latency, default_reply=REPLY) as srv:
+                rate, peak = asyncio.run(throughput(srv, limit, args.throughput_calls))
+            cells.append(f"{rate:>17.0f} {peak:>4d}")
+        print(f"{latency:>12.0f} ms | " + " | ".join(cells))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
