@@ -17,13 +17,15 @@ import statistics
 import time
 
 import openai
+from pydantic import SecretStr
 
+from engines.models.base import Message
 from engines.models.config import ModelEndpoint, PriceTable
 from engines.models.limiter import LimiterRegistry
 from engines.models.openai_backend import OpenAIChatModel
 from engines.models.testserver import LoopbackServer
 
-MESSAGES = [
+MESSAGES: list[Message] = [
     {"role": "system", "content": "You answer from the context.\n-----Entities-----\nid|entity\n1|SCROOGE"},
     {"role": "user", "content": "Who is Scrooge?"},
 ]
@@ -36,7 +38,7 @@ def pct(values: list[float], q: float) -> float:
 
 
 def model_for(srv: LoopbackServer, limit: int) -> OpenAIChatModel:
-    endpoint = ModelEndpoint(provider="openai", model="gpt-4.1-mini", base_url=srv.base_url, api_key="bench",
+    endpoint = ModelEndpoint(provider="openai", model="gpt-4.1-mini", base_url=srv.base_url, api_key=SecretStr("bench"),
                              concurrency=limit, timeout_s=30, max_retries=0)
     return OpenAIChatModel(endpoint, PriceTable(), limiter_registry=LimiterRegistry())
 
