@@ -38,19 +38,31 @@ def split_list_value(value: Any) -> list[Any]:
     if not text or text in ("[]", "nan", "None"):
         return []
     if text.startswith("["):
-        for parse in (json.loads, ast.literal_eval):
-            try:
-                parsed = parse(text)
-            except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-                continue
-            if isinstance(parsed, list | tuple):
-                return list(parsed)
-        # numpy's repr, as written by pandas to_csv: ['a' 'b'\n 'c']
+        parsed = _parse_literal(text, json.loads)
+        if parsed is not None:
+            return parsed
         quoted = _QUOTED.findall(text)
+        if quoted and "," not in _QUOTED.sub("", text):
+            # numpy's repr, as pandas to_csv writes arrays: ['a' 'b'\n 'c'] (literal_eval would
+            # concatenate the adjacent strings into one)
+            return [a or b for a, b in quoted]
+        parsed = _parse_literal(text, ast.literal_eval)
+        if parsed is not None:
+            return parsed
         if quoted:
             return [a or b for a, b in quoted]
+        if "," not in text:  # numpy's repr of numbers: [7 8 9]
+            return text.strip("[]").split()
     parts = re.split(r"[,\n]", text.strip("[]"))
     return [p.strip().strip("'\"") for p in parts if p.strip().strip("'\"")]
+
+
+def _parse_literal(text: str, parse: Any) -> list[Any] | None:
+    try:
+        parsed = parse(text)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return None
+    return list(parsed) if isinstance(parsed, list | tuple) else None
 
 
 class TableData:
