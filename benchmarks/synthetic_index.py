@@ -17,6 +17,7 @@ import hashlib
 import json
 import time
 import uuid
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
@@ -33,7 +34,7 @@ _VERBS = [
     "works with", "reports to", "funds", "opposes", "visits", "advises", "is located in", "founded",
     "competes with", "supplies", "investigates", "trains", "protects", "negotiates with", "succeeds",
 ]  # fmt: skip
-_WORDS = (
+_WORD_TEXT = (
     "the of and to in a is that for it as was with be by on not he this are or his from at which but "
     "have an they you were her she there been one all we their has would when if so no what up out "
     "about who them some could him into its time than other only new then more these two may first "
@@ -42,7 +43,8 @@ _WORDS = (
     "very make world still own see men work long get here between both life being under never day "
     "same another know while last might us great old year off come since against go came right used "
     "take three council river harbour archive mission treaty signal winter market bridge valley report"
-).split()
+)
+_WORDS = _WORD_TEXT.split()
 
 
 def _name(i: int, width: int) -> str:
@@ -75,7 +77,9 @@ def _group(keys: np.ndarray, values: np.ndarray, n: int) -> list[list[int]]:
     return out
 
 
-def _write(out: Path, name: str, columns: dict[str, list | np.ndarray], types: dict[str, pa.DataType]) -> None:
+def _write(
+    out: Path, name: str, columns: Mapping[str, list | np.ndarray], types: dict[str, pa.DataType]
+) -> None:
     arrays = {k: pa.array(v, type=types.get(k)) for k, v in columns.items()}
     pq.write_table(pa.table(arrays), out / f"{name}.parquet")
 
@@ -122,7 +126,7 @@ def write_synthetic_index(
 
     # ---- relationships: unique undirected pairs, 60% inside the source's leaf community
     n_rel_target = n_ent * rels_per_entity
-    src = rng.choice(n_ent, size=int(n_rel_target * 1.3) + 16, p=popularity)
+    src = rng.choice(n_ent, size=int(n_rel_target * 1.5) + 16, p=popularity)
     local = rng.random(len(src)) < 0.6
     leaf_start = (src // leaf_size) * leaf_size
     leaf_len = np.minimum(leaf_size, n_ent - leaf_start)
@@ -142,7 +146,7 @@ def write_synthetic_index(
     degree = np.bincount(np.concatenate([rel_src, rel_tgt]), minlength=n_ent)
 
     # ---- text units: entity mentions spread by popularity (every entity in at least one unit)
-    n_units = max(1, int(round(n_ent * 0.3)))
+    n_units = max(1, round(n_ent * 0.3))
     extra = max(0, n_units * entities_per_unit - n_ent)
     link_ent = np.concatenate([np.arange(n_ent), rng.choice(n_ent, size=extra, p=popularity)])
     link_unit = rng.integers(0, n_units, size=len(link_ent))
@@ -250,7 +254,9 @@ def write_synthetic_index(
             "id": doc_ids,
             "human_readable_id": list(range(n_docs)),
             "title": [f"document_{d:05d}.txt" for d in range(n_docs)],
-            "text": ["\n\n".join(unit_texts[d * units_per_doc : (d + 1) * units_per_doc]) for d in range(n_docs)],
+            "text": [
+                "\n\n".join(unit_texts[d * units_per_doc : (d + 1) * units_per_doc]) for d in range(n_docs)
+            ],
             "text_unit_ids": [unit_ids[d * units_per_doc : (d + 1) * units_per_doc] for d in range(n_docs)],
             "creation_date": ["2026-01-01 00:00:00 +0000"] * n_docs,
         },
@@ -352,7 +358,9 @@ def _write_reports(
     picks = rng.integers(0, len(pool), size=(n, 12)).tolist()
     for k in range(n):
         members = [titles[pos_of[e]] for e in comm_rows["entity_ids"][k][:4]]
-        title = f"{members[0].title()} and associates" if members else f"Community {comm_rows['community'][k]}"
+        title = (
+            f"{members[0].title()} and associates" if members else f"Community {comm_rows['community'][k]}"
+        )
         p = picks[k]
         summary = f"This community centres on {', '.join(members)}. {pool[p[0]]} {pool[p[1]]}"
         findings = [
