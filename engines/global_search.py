@@ -82,8 +82,8 @@ class GlobalSearch(Engine):
         if self.config.max_map_calls is not None and len(batches) > self.config.max_map_calls:
             skipped = len(batches) - self.config.max_map_calls
             batches = batches[: self.config.max_map_calls]
-            if run is not None:
-                run.degrade("map", f"map-call budget of {self.config.max_map_calls}: {skipped} batches not read")
+            if run is not None:  # the caller's budget, not a failure: reported, not degraded
+                run.details["budget_skipped_batches"] = skipped
         return batches
 
     async def _run(self, run: QueryRun, question: str, history: list[Message]) -> SearchResult:
