@@ -165,13 +165,14 @@ def run(args: argparse.Namespace, queries: list[Query], engines: list[str], spec
         from engines.models.factory import Models
 
         models = Models.from_config(config.models, index=index)
+        _ = models.embedder  # fit/load it now: it is set-up, not part of the first question's latency
         targets = build_targets(index, config, models, engines)
         if mock is not None:
             if not args.no_warmup:
                 mock.warmup()
-                _run_with_progress(targets, queries, args, pricing, warmup=True)
+                _run_with_progress(targets, queries, args, pricing, models, warmup=True)
             mock.measure()
-        rows = _run_with_progress(targets, queries, args, pricing)
+        rows = _run_with_progress(targets, queries, args, pricing, models)
         mock_stats = mock.stats() if mock else None
     finally:
         if mock is not None:
@@ -194,24 +195,30 @@ def run(args: argparse.Namespace, queries: list[Query], engines: list[str], spec
 
 
 def _run_with_progress(targets: dict[str, Any], queries: list[Query], args: argparse.Namespace,
-                       pricing: Pricing, warmup: bool = False) -> list[dict[str, Any]]:
+                       pricing: Pricing, models: Any, warmup: bool = False) -> list[dict[str, Any]]:
     repeat = 1 if warmup else args.repeat
-    total = len(targets) * len(queries) * repeat
-    kwargs = dict(repeat=repeat, concurrency=args.concurrency, pricing=pricing, seed=args.seed)
     label = "warm-up" if warmup else "route-bench"
+
+    async def one_pass(on_done: Any = None) -> list[dict[str, Any]]:
+        try:
+            return await run_benchmark(targets, queries, repeat=repeat, concurrency=args.concurrency,
+                                       pricing=pricing, seed=args.seed, on_done=on_done)
+        finally:
+            await models.aclose()  # HTTP clients belong to this pass's event loop
+
     if args.no_progress:
-        return asyncio.run(run_benchmark(targets, queries, **kwargs))  # type: ignore[arg-type]
+        return asyncio.run(one_pass())
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   transient=True) as progress:
-        task = progress.add_task(label, total=total)
+        task = progress.add_task(label, total=len(targets) * len(queries) * repeat)
 
         def done(row: dict[str, Any]) -> None:
             status = "ok" if row["ok"] else "FAILED"
             progress.update(task, advance=1, description=f"{label} {row['engine']:>6} {row['query_id']} {status}")
 
-        return asyncio.run(run_benchmark(targets, queries, on_done=done, **kwargs))  # type: ignore[arg-type]
+        return asyncio.run(one_pass(done))
 
 
 def build_report(args: argparse.Namespace, queries: list[Query], engines: list[str], spec: ModelSpec,

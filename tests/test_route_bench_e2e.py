@@ -45,32 +45,42 @@ def index_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
+def small_config(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A lighter DRIFT (2 folds, 1 round of 2 follow-ups) keeps the suite fast; figures must add up all the same."""
+    f = tmp_path_factory.mktemp("config") / "graphroute.toml"
+    f.write_text("[drift]\nprimer_folds = 2\nn_depth = 1\nk_followups = 2\n", encoding="utf-8")
+    return f
+
+
+@pytest.fixture(scope="module")
 def queries_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     f = tmp_path_factory.mktemp("queries") / "q.jsonl"
     f.write_text("".join(json.dumps(q) + "\n" for q in QUESTIONS), encoding="utf-8")
     return f
 
 
-def _run(index: Path, queries: Path, out: Path, *extra: str) -> tuple[int, dict[str, Any]]:
+def _run(index: Path, queries: Path, config: Path, out: Path, *extra: str) -> tuple[int, dict[str, Any]]:
     code = route_bench.main(["--index", str(index), "--queries", str(queries), "--out", str(out),
-                             "--no-progress", "--quiet", *extra])
+                             "--config", str(config), "--no-progress", "--quiet", *extra])
     report = json.loads((out / "report.json").read_text(encoding="utf-8")) if (out / "report.json").exists() else {}
     return code, report
 
 
 @pytest.fixture(scope="module")
-def offline_report(index_path: Path, queries_file: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+def offline_report(index_path: Path, queries_file: Path, small_config: Path,
+                   tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     out = tmp_path_factory.mktemp("offline")
-    code, report = _run(index_path, queries_file, out, "--engines", ALL, "--model", "offline")
+    code, report = _run(index_path, queries_file, small_config, out, "--engines", ALL, "--model", "offline")
     assert code == 0, report.get("failures") or report.get("consistency")
     report["_out"] = str(out)
     return report
 
 
 @pytest.fixture(scope="module")
-def mock_report(index_path: Path, queries_file: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+def mock_report(index_path: Path, queries_file: Path, small_config: Path,
+                tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     out = tmp_path_factory.mktemp("mock")
-    code, report = _run(index_path, queries_file, out, "--engines", ALL, "--model", "mock:50",
+    code, report = _run(index_path, queries_file, small_config, out, "--engines", ALL, "--model", "mock:50",
                         "--concurrency", "2")
     assert code == 0, report.get("failures") or report.get("consistency")
     report["_out"] = str(out)
@@ -108,6 +118,8 @@ def _assert_report_fields(report: dict[str, Any]) -> None:
                 "consistency", "failures", "rows", "charts", "engine_config"):
         assert key in report, key
     assert report["config"]["seed"] == 0
+    assert report["engine_config"]["drift"]["k_followups"] == 2  # --config was applied and recorded
+    assert report["engine_config"]["drift"]["seed"] == 0
     assert report["packages"]["graphroute"] != "not installed"
     assert set(report["summary"]) == {"local", "global", "drift", "basic", "router"}
     quality = report["router"]["quality"]
@@ -150,9 +162,9 @@ def test_mock_report_goes_through_http_with_latency(mock_report: dict[str, Any],
     assert {(r["engine"], r["query_id"]): r["llm_calls"] for r in rows} == calls
 
 
-def test_offline_runs_are_reproducible(index_path: Path, queries_file: Path, tmp_path: Path,
+def test_offline_runs_are_reproducible(index_path: Path, queries_file: Path, small_config: Path, tmp_path: Path,
                                        offline_report: dict[str, Any]) -> None:
-    code, again = _run(index_path, queries_file, tmp_path, "--engines", ALL, "--model", "offline")
+    code, again = _run(index_path, queries_file, small_config, tmp_path, "--engines", ALL, "--model", "offline")
     assert code == 0
 
     def stable(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -169,19 +181,20 @@ def test_offline_runs_are_reproducible(index_path: Path, queries_file: Path, tmp
     assert stable(again["rows"]) == stable(offline_report["rows"])
 
 
-def test_console_script_runs_as_a_subprocess(index_path: Path, queries_file: Path, tmp_path: Path) -> None:
+def test_console_script_runs_as_a_subprocess(index_path: Path, queries_file: Path, tmp_path: Path,
+                                             small_config: Path) -> None:
     exe = Path(sys.executable).with_name("route-bench")
     if not exe.exists():
         pytest.skip("console script not installed in this environment")
     proc = subprocess.run(
-        [str(exe), "--index", str(index_path), "--queries", str(queries_file), "--engines", "local,router",
-         "--limit", "2", "--out", str(tmp_path), "--no-progress"],
+        [str(exe), "--index", str(index_path), "--queries", str(queries_file), "--engines", "local",
+         "--limit", "1", "--out", str(tmp_path), "--config", str(small_config), "--no-progress"],
         capture_output=True, text=True, timeout=120, env=os.environ | {"COLUMNS": "160"},
     )
     assert proc.returncode == 0, proc.stderr
-    assert "route-bench" in proc.stdout and "router" in proc.stdout
+    assert "route-bench" in proc.stdout and "local" in proc.stdout  # the terminal table
     report = json.loads((tmp_path / "report.json").read_text(encoding="utf-8"))
-    assert len(report["rows"]) == 4
+    assert [(r["engine"], r["ok"]) for r in report["rows"]] == [("local", True)]
     bad = subprocess.run([str(exe), "--index", str(tmp_path / "missing"), "--queries", str(queries_file)],
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2
