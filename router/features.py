@@ -1,0 +1,268 @@
+"""Turn a question (and optionally index-linking signals) into the classifier's feature vector.
+
+Three blocks, concatenated:
+
+1. **cue and form features** (dense, named): one count-based feature per cue group of `router.cues`, the
+   question form (first wh-word, yes/no, imperative), length and clause structure (tokens, commas,
+   conjunctions), and entity-looking spans (capitalised spans, quoted names, CJK bracketed titles and
+   titled names, dates);
+2. **index signals** (dense, named): whether an index was given (a missing-indicator), how many entities the
+   question links to and how strongly, how many communities they span, and how many entity-looking names
+   are *not* in the index. All zeros when no index is given;
+3. **character n-grams** (char_wb 2-4, hashed): language-neutral and small, no vocabulary to store.
+
+Everything here is pure and fast: the cue block is a dozen compiled regexes, the n-gram block one call to
+`HashingVectorizer.transform`.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from itertools import chain
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.feature_extraction.text import HashingVectorizer
+from sklearn.utils import murmurhash3_32
+
+from router.cues import CUE_NAMES, match_cues
+
+MAX_CHARS = 600  # longer questions are truncated before featurisation (and the decision says so)
+N_HASH_FEATURES = 2**18
+
+_WH_WORDS = ("who", "what", "where", "when", "which", "how", "why")
+_YES_NO = ("is", "are", "was", "were", "does", "do", "did", "can", "could", "has", "have", "had", "will",
+           "should", "would")
+_IMPERATIVES = ("describe", "summarize", "summarise", "list", "give", "tell", "explain", "compare", "trace",
+                "rewrite", "retell", "narrate", "write", "draft", "compose", "name", "show", "find", "provide",
+                "outline", "identify", "rank", "imagine", "remind")
+_ZH_IMPERATIVES = ("请", "介绍", "列出", "总结", "概括", "比较", "梳理", "把", "以", "帮我", "简单说说", "归纳", "用")
+_CONJUNCTIONS = re.compile(r"\b(?:and|or|while|whereas|but|versus)\b|和|与|及|并且|而|以及|还是", re.IGNORECASE)
+_TOKEN = re.compile(r"[A-Za-z0-9][A-Za-z0-9'’.\-]*|[\u4e00-\u9fff]")
+_CJK = re.compile(r"[\u4e00-\u9fff]")
+_CAP_SPAN = re.compile(
+    r"(?:(?:Mr|Mrs|Ms|Dr|St|Prof|Gen|Capt)\.\s)?[A-Z][\w’'\-]*(?:\s+(?:of|the|de|van|von|la|du|and)?\s*[A-Z][\w’'\-]*)*"
+)
+_QUOTED = re.compile(r"[\"“「『《]([^\"”」』》]{1,60})[\"”」』》]|(?<!\w)'([^']{2,60})'(?!\w)")
+_ZH_TITLED = re.compile(r"[\u4e00-\u9fff]{1,3}(?:医生|教授|老师|律师|法官|先生|女士|主任|博士|校长|市长|部长|总监|经理|主播)")
+_LATIN_IN_ZH = re.compile(r"[A-Za-z][A-Za-z0-9\-]+")
+_DATE = re.compile(
+    r"\b(?:1[5-9]\d\d|20\d\d)\b|\b(?:January|February|March|April|May|June|July|August|September|October|November|"
+    r"December)\b|\d{4}年|\d{1,2}月",
+)
+_NOT_NAMES = frozenset(
+    w.lower() for w in _WH_WORDS + _YES_NO + _IMPERATIVES
+    + ("I", "The", "A", "An", "In", "On", "At", "According", "Between", "From", "After", "Before", "During",
+       "If", "Considering", "Based", "Looking", "Overall", "Across", "Quick", "Can", "Please", "Does", "While",
+       "For", "As", "To", "Of", "By", "With", "Which", "Whose", "Whom", "Then", "Also", "And", "Or", "This",
+       "These", "That", "Those", "It", "Its", "My", "Me", "Our", "We", "You", "Your", "Q&A")
+)
+
+DENSE_NAMES: tuple[str, ...] = (
+    *(f"cue_{name}" for name in CUE_NAMES),
+    *(f"wh_{w}" for w in _WH_WORDS),
+    "form_yes_no", "form_imperative", "form_other",
+    "log_tokens", "commas", "conjunctions", "clauses_long",
+    "names_0", "names_1", "names_2plus", "quoted", "dates", "lang_zh", "truncated",
+)
+INDEX_NAMES: tuple[str, ...] = (
+    "idx_present", "idx_linked_0", "idx_linked_1", "idx_linked_2plus", "idx_log_linked", "idx_max_score",
+    "idx_mean_score", "idx_exact_share", "idx_log_communities", "idx_communities_3plus", "idx_unknown",
+)
+FEATURE_NAMES: tuple[str, ...] = DENSE_NAMES + INDEX_NAMES
+N_DENSE = len(FEATURE_NAMES)
+
+_MAX_CACHED_NGRAMS = 400_000
+_bucket_cache: dict[str, int] = {}  # n-gram -> hashed column; dict reads/writes are atomic under the GIL
+_word_cache: dict[str, tuple[int, ...]] = {}  # word -> columns of its n-grams
+
+
+def reference_hasher() -> HashingVectorizer:
+    """The scikit-learn vectoriser `hashed_ngrams` reproduces exactly (used by the tests to check it)."""
+    return HashingVectorizer(analyzer="char_wb", ngram_range=(2, 4), n_features=N_HASH_FEATURES,
+                             alternate_sign=False, norm="l2", lowercase=True, dtype=np.float64)
+
+
+@dataclass(frozen=True)
+class IndexSignals:
+    """What entity linking found for one question (all counts, scores in [0, 1])."""
+
+    linked: int = 0
+    max_score: float = 0.0
+    mean_score: float = 0.0
+    exact: int = 0
+    communities: int = 0
+    unknown: int = 0
+    names: tuple[str, ...] = ()  # titles of the linked entities, best first (for reasons)
+
+    def as_dict(self) -> dict[str, float]:
+        return {"linked_entities": float(self.linked), "max_link_score": self.max_score,
+                "mean_link_score": self.mean_score, "exact_links": float(self.exact),
+                "communities_spanned": float(self.communities), "unknown_names": float(self.unknown)}
+
+
+@dataclass(frozen=True)
+class QuestionFeatures:
+    text: str  # the (possibly truncated) text that was featurised
+    truncated: bool
+    cues: dict[str, list[str]]
+    names: tuple[str, ...]
+    dense: np.ndarray = field(repr=False)  # len(DENSE_NAMES)
+
+
+def normalise(question: str) -> tuple[str, bool]:
+    if not isinstance(question, str):
+        raise TypeError(f"question must be a str, not {type(question).__name__}")
+    text = " ".join(question.split())
+    if not text:
+        raise ValueError("question is empty")
+    if len(text) > MAX_CHARS:
+        return text[:MAX_CHARS], True
+    return text, False
+
+
+def entity_like_names(text: str) -> tuple[str, ...]:
+    """Spans that look like names: capitalised runs (not sentence-initial function words), quoted titles,
+    CJK bracketed titles and titled CJK names, and Latin words inside Chinese text."""
+    names: list[str] = []
+    for match in _QUOTED.finditer(text):
+        names.append((match.group(1) or match.group(2)).strip())
+    for match in _CAP_SPAN.finditer(text):
+        span = match.group(0).strip()
+        words = span.split()
+        while words and words[0].lower() in _NOT_NAMES:
+            words = words[1:]
+        if words and not (len(words) == 1 and len(words[0]) <= 1):
+            names.append(" ".join(words))
+    if _CJK.search(text):
+        names.extend(m.group(0) for m in _ZH_TITLED.finditer(text))
+        names.extend(m.group(0) for m in _LATIN_IN_ZH.finditer(text))
+    return tuple(dict.fromkeys(n for n in names if n))
+
+
+def _form(text: str, lower: str) -> tuple[str | None, str]:
+    first = lower.split(" ", 1)[0].strip("¿?¡!,.:;\"'")
+    wh = next((w for w in _WH_WORDS if first == w or first.startswith(w + "'")), None)
+    if wh is None:
+        # wh-word later in the sentence ("In the novel, who ...", "According to X, what ...")
+        head = re.search(r"\b(" + "|".join(_WH_WORDS) + r")\b", lower[:80])
+        wh = head.group(1) if head else None
+    if first in _YES_NO or text.endswith("吗？") or text.endswith("吗?") or "是否" in text:
+        return wh, "yes_no"
+    if first in _IMPERATIVES or text.startswith(_ZH_IMPERATIVES):
+        return wh, "imperative"
+    return wh, "other"
+
+
+def extract(question: str) -> QuestionFeatures:
+    text, truncated = normalise(question)
+    lower = text.lower()
+    cues = match_cues(text)
+    names = entity_like_names(text)
+    wh, form = _form(text, lower)
+    tokens = _TOKEN.findall(text)
+    cjk_share = len(_CJK.findall(text)) / max(1, len(text))
+    commas = text.count(",") + text.count("，") + text.count("、")
+    conj = len(_CONJUNCTIONS.findall(text))
+    values: list[float] = [min(3.0, float(len(cues.get(name, ())))) for name in CUE_NAMES]
+    values += [1.0 if wh == w else 0.0 for w in _WH_WORDS]
+    values += [1.0 if form == f else 0.0 for f in ("yes_no", "imperative", "other")]
+    values += [math.log1p(len(tokens)) / 4.0, min(4.0, commas) / 2.0, min(4.0, conj) / 2.0,
+               1.0 if len(tokens) > 30 and commas + conj >= 2 else 0.0]
+    values += [1.0 if len(names) == 0 else 0.0, 1.0 if len(names) == 1 else 0.0, 1.0 if len(names) >= 2 else 0.0,
+               min(2.0, len(_QUOTED.findall(text))), min(2.0, len(_DATE.findall(text))),
+               1.0 if cjk_share > 0.3 else 0.0, 1.0 if truncated else 0.0]
+    return QuestionFeatures(text, truncated, cues, names, np.asarray(values, dtype=np.float32))
+
+
+def index_vector(signals: IndexSignals | None) -> np.ndarray:
+    if signals is None:
+        return np.zeros(len(INDEX_NAMES), dtype=np.float32)
+    n = signals.linked
+    return np.asarray([
+        1.0, 1.0 if n == 0 else 0.0, 1.0 if n == 1 else 0.0, 1.0 if n >= 2 else 0.0, math.log1p(n) / 2.0,
+        signals.max_score, signals.mean_score, signals.exact / n if n else 0.0,
+        math.log1p(signals.communities) / 2.0, 1.0 if signals.communities >= 3 else 0.0,
+        min(3.0, float(signals.unknown)) / 3.0,
+    ], dtype=np.float32)
+
+
+def _bucket(gram: str) -> int:
+    column = _bucket_cache.get(gram)
+    if column is None:
+        h = int(murmurhash3_32(gram, seed=0))
+        column = (2147483647 - (N_HASH_FEATURES - 1)) % N_HASH_FEATURES if h == -(2**31) else abs(h) % N_HASH_FEATURES
+        if len(_bucket_cache) < _MAX_CACHED_NGRAMS:
+            _bucket_cache[gram] = column
+    return column
+
+
+def _word_columns(word: str) -> tuple[int, ...]:
+    """Hashed columns of every char_wb 2-4 n-gram of one (lower-cased) word, memoised per word."""
+    columns = _word_cache.get(word)
+    if columns is None:
+        padded = f" {word} "
+        size = len(padded)
+        found: list[int] = []
+        for n in (2, 3, 4):
+            if size <= n:  # a short word counts once, as in scikit-learn
+                found.append(_bucket(padded))
+                break
+            found.extend(_bucket(padded[start : start + n]) for start in range(size - n + 1))
+        columns = tuple(found)
+        if len(_word_cache) < _MAX_CACHED_NGRAMS:
+            _word_cache[word] = columns
+    return columns
+
+
+def ngram_vector(text: str) -> tuple[np.ndarray, np.ndarray]:
+    """Hashed char_wb 2-4 n-grams of one text, L2-normalised, as (column indices, values).
+
+    Same output as `reference_hasher().transform([text])` (checked by the tests), many times faster for
+    one question: no per-call validation, and the columns of each word are memoised.
+    """
+    counts = Counter(chain.from_iterable(_word_columns(word) for word in text.lower().split()))
+    if not counts:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
+    columns = np.fromiter(counts.keys(), dtype=np.int64, count=len(counts))
+    values = np.fromiter(counts.values(), dtype=np.float64, count=len(counts))
+    return columns, values / math.sqrt(float(values @ values))
+
+
+def hashed_ngrams(texts: Sequence[str]) -> sp.csr_matrix:
+    rows = [ngram_vector(t) for t in texts]
+    indptr = np.cumsum([0] + [len(c) for c, _ in rows])
+    columns = np.concatenate([c for c, _ in rows]) if rows else np.zeros(0, dtype=np.int64)
+    values = np.concatenate([v for _, v in rows]) if rows else np.zeros(0, dtype=np.float64)
+    return sp.csr_matrix((values, columns, indptr), shape=(len(texts), N_HASH_FEATURES))
+
+
+def build_matrix(features: Sequence[QuestionFeatures], signals: Sequence[IndexSignals | None]) -> sp.csr_matrix:
+    """Full design matrix: [dense cue/form block | index block | hashed n-grams]."""
+    dense = np.vstack([np.concatenate([f.dense, index_vector(s)]) for f, s in zip(features, signals, strict=True)])
+    return sp.hstack([sp.csr_matrix(dense), hashed_ngrams([f.text for f in features])], format="csr")
+
+
+def signals_from_link(link: Any, entity_communities: Sequence[Sequence[int]] | None,
+                      title_of: Callable[[int], str] | None = None, min_score: float = 0.0) -> IndexSignals:
+    """Summarise a `shared_context.linking.LinkResult` (duck-typed so this module never imports it)."""
+    entities = [e for e in getattr(link, "entities", ()) if float(getattr(e, "score", 0.0)) >= min_score]
+    scores = [float(e.score) for e in entities]
+    communities: set[int] = set()
+    if entity_communities is not None:
+        for e in entities:
+            pos = int(e.position)
+            if 0 <= pos < len(entity_communities) and len(entity_communities[pos]) > 0:
+                communities.add(int(entity_communities[pos][0]))  # shallowest level only
+    names = [title_of(int(e.position)) for e in entities] if title_of is not None else []
+    return IndexSignals(
+        linked=len(entities), max_score=max(scores, default=0.0),
+        mean_score=sum(scores) / len(scores) if scores else 0.0,
+        exact=sum(1 for e in entities if bool(getattr(e, "exact", False))), communities=len(communities),
+        unknown=len(getattr(link, "unknown_names", ()) or ()), names=tuple(names),
+    )

@@ -1,0 +1,234 @@
+"""Rebuild the router's question classifier: `python -m router.train [--data-dir ../shared/data] [--out PATH]`.
+
+Training data (see `router.classifier` for the model design):
+
+* `router/data/questions.jsonl` - the project's own labelled set (source ``graphroute``);
+* GraphRAG-Bench novel + medical development questions and the MultiHop-RAG development sample, read from
+  `--data-dir` and mapped to routes by each data set's `router_label_map.json` (labels mapped to ``exclude``
+  are dropped). They are read at train time only; the saved model does not need them.
+
+Every question is used twice: once with the index block empty (no index given) and once with simulated
+index-linking signals, so the model learns both situations. The simulation is seeded per question, and
+scikit-learn's solvers and fold splits are deterministic, so rebuilding gives the same model file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import zlib
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import joblib
+import numpy as np
+import sklearn
+from sklearn.calibration import CalibratedClassifierCV
+from sklearn.svm import LinearSVC
+
+from router.features import (
+    FEATURE_NAMES,
+    N_DENSE,
+    N_HASH_FEATURES,
+    IndexSignals,
+    QuestionFeatures,
+    build_matrix,
+    entity_like_names,
+    extract,
+)
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+QUESTIONS = Path(__file__).resolve().parent / "data" / "questions.jsonl"
+MODEL_PATH = Path(__file__).resolve().parent / "data" / "router_model.joblib"
+DEFAULT_DATA_DIR = REPO_ROOT.parent / "shared" / "data"
+CLASSES = ("drift", "global", "local")
+MODEL_FORMAT = 1
+C_REGULARISATION = 0.3
+
+
+@dataclass(frozen=True)
+class Example:
+    question: str
+    label: str
+    source: str  # graphroute | graphrag_bench | multihop
+    subset: str  # finer grouping for reports: graphroute | novel | medical | multihop
+    lang: str
+    entities: tuple[str, ...] = ()
+
+
+# ------------------------------------------------------------------------------------------------ data
+
+
+def load_own(path: Path = QUESTIONS) -> list[Example]:
+    rows = []
+    with path.open(encoding="utf-8") as fh:
+        for line in fh:
+            if line.strip():
+                r = json.loads(line)
+                rows.append(Example(r["question"], r["label"], "graphroute", "graphroute", r.get("lang", "en"),
+                                    tuple(r.get("entities", ()))))
+    return rows
+
+
+def _label_map(path: Path) -> tuple[str, dict[str, str]]:
+    spec = json.loads(path.read_text(encoding="utf-8"))
+    return spec["field"], dict(spec["map"])
+
+
+def load_graphrag_bench(data_dir: Path) -> list[Example]:
+    import pandas as pd  # only needed at train time
+
+    base = data_dir / "graphrag_bench"
+    field, mapping = _label_map(base / "router_label_map.json")
+    rows = []
+    for subset in ("novel", "medical"):
+        frame = pd.read_parquet(base / "questions" / f"{subset}_questions_dev.parquet", columns=["question", field])
+        for question, qtype in zip(frame["question"], frame[field], strict=True):
+            label = mapping.get(str(qtype), "exclude")
+            if label in CLASSES:
+                rows.append(Example(str(question), label, "graphrag_bench", subset, "en"))
+    return rows
+
+
+def load_multihop(data_dir: Path) -> list[Example]:
+    base = data_dir / "multihop_rag_sample500"
+    field, mapping = _label_map(base / "router_label_map.json")
+    rows = []
+    with (base / "multihop_rag_sample500_dev.jsonl").open(encoding="utf-8") as fh:
+        for line in fh:
+            if line.strip():
+                r = json.loads(line)
+                label = mapping.get(str(r[field]), "exclude")
+                if label in CLASSES:
+                    rows.append(Example(str(r["query"]), label, "multihop", "multihop", "en"))
+    return rows
+
+
+def load_all(data_dir: Path | None) -> list[Example]:
+    rows = load_own()
+    if data_dir is not None:
+        rows += load_graphrag_bench(data_dir) + load_multihop(data_dir)
+    return rows
+
+
+# ------------------------------------------------------------------------- simulated index signals
+
+
+def simulate_signals(example: Example) -> IndexSignals:
+    """Plausible entity-linking output for a question, as if its corpus had been indexed.
+
+    Names the question mentions (annotated for the project's set, guessed from capitalised / quoted spans
+    otherwise) are found in the index most of the time with a high score; some are missing (they become
+    unknown names) and generic words sometimes link weakly to an entity. Entities of one question often
+    share a community. Seeded by the question text, so training is deterministic.
+    """
+    rng = random.Random(zlib.crc32(example.question.encode("utf-8")))
+    mentions = list(example.entities) or list(entity_like_names(example.question))
+    scores: list[float] = []
+    exact = unknown = 0
+    for _ in mentions:
+        if rng.random() < 0.85:
+            is_exact = rng.random() < 0.6
+            exact += is_exact
+            scores.append(1.0 if is_exact else rng.uniform(0.6, 0.95))
+        else:
+            unknown += 1
+    for _ in range(sum(rng.random() < 0.25 for _ in range(2))):  # weak, spurious links from common words
+        scores.append(rng.uniform(0.3, 0.6))
+    communities = 0
+    if scores:
+        pool = rng.randint(1, len(scores))
+        communities = len({rng.randrange(pool) for _ in scores})
+    return IndexSignals(linked=len(scores), max_score=max(scores, default=0.0),
+                        mean_score=sum(scores) / len(scores) if scores else 0.0, exact=exact,
+                        communities=communities, unknown=unknown)
+
+
+# ------------------------------------------------------------------------------------------ fitting
+
+
+def sample_weights(examples: Sequence[Example]) -> np.ndarray:
+    """Each source contributes the same total weight, classes are balanced within a source, then the
+    classes are rebalanced overall (the global class only exists in the project's own set)."""
+    by_source = Counter(e.source for e in examples)
+    by_source_label = Counter((e.source, e.label) for e in examples)
+    labels_in_source = Counter(s for s, _ in by_source_label)
+    w = np.array([1.0 / (len(by_source) * labels_in_source[e.source] * by_source_label[(e.source, e.label)])
+                  for e in examples])
+    class_totals = {c: w[[e.label == c for e in examples]].sum() for c in {e.label for e in examples}}
+    w *= np.array([1.0 / (len(class_totals) * class_totals[e.label]) for e in examples])
+    return w * len(examples)
+
+
+def fit(examples: Sequence[Example], *, with_index_copies: bool = True) -> dict[str, Any]:
+    """Fit the calibrated model and return the payload that `router.classifier.Classifier` loads."""
+    feats: list[QuestionFeatures] = [extract(e.question) for e in examples]
+    signals: list[IndexSignals | None] = [None] * len(examples)
+    labels = [e.label for e in examples]
+    weights = sample_weights(examples)
+    if with_index_copies:
+        feats = feats + feats
+        signals = signals + [simulate_signals(e) for e in examples]
+        labels = labels + labels
+        weights = np.concatenate([weights, weights]) / 2.0
+    matrix = build_matrix(feats, signals)
+    classes = sorted(set(labels))
+    base = LinearSVC(C=C_REGULARISATION)
+    model = CalibratedClassifierCV(base, method="sigmoid", cv=5, ensemble=False)
+    model.fit(matrix, np.asarray(labels), sample_weight=weights)
+    return export(model, classes, Counter(e.subset for e in examples), Counter(labels[: len(examples)]))
+
+
+def export(model: CalibratedClassifierCV, classes: list[str], subsets: Counter[str], labels: Counter[str]) -> dict[str, Any]:
+    """Plain arrays only (no pickled estimators), so the file is small and loads under any sklearn."""
+    calibrated = model.calibrated_classifiers_[0]
+    estimator = calibrated.estimator
+    assert list(estimator.classes_) == classes and list(model.classes_) == classes
+    coef = np.asarray(estimator.coef_, dtype=np.float32)
+    if len(classes) == 2:  # binary LR has one row; the calibrator works on that single decision value
+        raise ValueError("training data must contain all three routes")
+    hashed = coef[:, N_DENSE:]
+    used = np.flatnonzero(np.abs(hashed).max(axis=0) > 1e-6).astype(np.int32)
+    return {
+        "format": MODEL_FORMAT,
+        "classes": classes,
+        "feature_names": list(FEATURE_NAMES),
+        "n_hash_features": N_HASH_FEATURES,
+        "coef_dense": coef[:, :N_DENSE].copy(),
+        "coef_hash_index": used,
+        "coef_hash_value": hashed[:, used].astype(np.float32),
+        "intercept": np.asarray(estimator.intercept_, dtype=np.float32),
+        "calib_a": np.asarray([c.a_ for c in calibrated.calibrators], dtype=np.float64),
+        "calib_b": np.asarray([c.b_ for c in calibrated.calibrators], dtype=np.float64),
+        "trained_on": {"subsets": dict(sorted(subsets.items())), "labels": dict(sorted(labels.items()))},
+        "sklearn_version": sklearn.__version__,
+    }
+
+
+def save(payload: dict[str, Any], path: Path = MODEL_PATH) -> None:
+    joblib.dump(payload, path, compress=("xz", 9))
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="Rebuild the router question classifier.")
+    parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR,
+                        help="shared data folder with graphrag_bench/ and multihop_rag_sample500/")
+    parser.add_argument("--own-only", action="store_true", help="train on the project's question set only")
+    parser.add_argument("--out", type=Path, default=MODEL_PATH)
+    args = parser.parse_args(argv)
+    data_dir = None if args.own_only else args.data_dir
+    if data_dir is not None and not (data_dir / "graphrag_bench").is_dir():
+        parser.error(f"{data_dir} has no graphrag_bench/ folder; pass --data-dir or --own-only")
+    examples = load_all(data_dir)
+    payload = fit(examples)
+    save(payload, args.out)
+    size = args.out.stat().st_size / 1e6
+    print(f"trained on {len(examples)} questions {payload['trained_on']}; wrote {args.out} ({size:.2f} MB)")
+
+
+if __name__ == "__main__":
+    main()
