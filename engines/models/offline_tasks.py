@@ -230,14 +230,17 @@ def _ranked_names(cands: list[Candidate], relevant: list[Candidate], question: s
             # Names in question-relevant sentences dominate; elsewhere they only break ties.
             weights[key] = weights.get(key, 0.0) + relevance.get(c.order, 0.2)
             surface.setdefault(key, name)
-    ordered = sorted(weights, key=lambda k: (-weights[k], list(surface).index(k)))
-    kept: list[str] = []
-    for key in ordered:
-        words = key.split()
-        if any(set(words) <= set(k.split()) or set(k.split()) <= set(words) for k in kept):
-            continue  # "scrooge" vs "ebenezer scrooge": one question per character
-        kept.append(key)
-    return [surface[k] for k in kept]
+    first = {k: i for i, k in enumerate(surface)}
+    # A short name inside a longer one ("Present" in "Ghost of Christmas Present", "Scrooge" in
+    # "Ebenezer Scrooge") is folded into the heaviest longer name: one question per entity, and
+    # list fragments ("Past, Present, and Yet to Come") never become questions of their own.
+    for key in sorted(first, key=lambda k: (len(k.split()), first[k])):
+        words = set(key.split())
+        hosts = [h for h in weights if h != key and words < set(h.split())]
+        if hosts:
+            host = max(hosts, key=lambda h: (weights[h], -first[h]))
+            weights[host] += weights.pop(key)
+    return [surface[k] for k in sorted(weights, key=lambda k: (-weights[k], first[k]))]
 
 
 def drift_primer(parsed: ParsedPrompt, question: str) -> PrimerResponse:
@@ -294,22 +297,41 @@ def drift_primer(parsed: ParsedPrompt, question: str) -> PrimerResponse:
     )
 
 
+def _words(name: str) -> set[str]:
+    return {w for w in re.findall(r"[^\W_]+", name.casefold()) if len(w) > 2}
+
+
 def _related_entities(parsed: ParsedPrompt, anchors: list[str], covered: str) -> list[tuple[str, str | None]]:
     """(entity, anchor it relates to) from the Relationships table first, then other Entities rows."""
     out: dict[str, str | None] = {}
     folded_anchors = {a.casefold(): a for a in anchors}
+    # Other entities must bring a new name: "Mr. Scrooge" or "Scrooge's Office" add nothing when
+    # Scrooge is already being asked about (a relative of the anchor, "Mrs. Cratchit" beside
+    # "Bob Cratchit", is still new).
+    covered_words = {w for w in re.findall(r"[^\W_]+", covered) if len(w) > 2}
     rels = parsed.table("Relationships")
     if rels is not None and rels.column("source") and rels.column("target"):
         for row in rels.rows:
             src, tgt = row.get("source", ""), row.get("target", "")
             for here, there in ((src, tgt), (tgt, src)):
-                if here.casefold() in folded_anchors and there and not mentions(covered, there):
-                    out.setdefault(there, folded_anchors[here.casefold()])
+                if here.casefold() not in folded_anchors or not there or mentions(covered, there):
+                    continue
+                if " and " in there.casefold():
+                    continue  # "SCROOGE AND MARLEY" (the firm) would read as a compound question
+                anchor_words = set(re.findall(r"[^\W_]+", here.casefold()))
+                if _words(there) & (covered_words - anchor_words):
+                    continue
+                out.setdefault(there, folded_anchors[here.casefold()])
     ents = parsed.table("Entities")
     name_col = ents.column("entity", "title", "name") if ents is not None else None
     for row in ents.rows if ents is not None and name_col else []:
         name = row.get(name_col or "", "")
-        if name and not mentions(covered, name):
+        if (
+            name
+            and " and " not in name.casefold()
+            and not mentions(covered, name)
+            and not _words(name) & covered_words
+        ):
             out.setdefault(name, None)
     return list(out.items())
 
