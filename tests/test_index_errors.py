@@ -184,7 +184,7 @@ def test_duplicate_ids(frames: Frames, tmp_path: Path, table: str, column: str) 
 
 def test_empty_id_values(frames: Frames, tmp_path: Path) -> None:
     def blank(f: Frames) -> None:
-        f["entities"]["id"] = [""] + f["entities"]["id"].tolist()[1:]
+        f["entities"]["id"] = ["", *f["entities"]["id"].tolist()[1:]]
 
     err = _load_error(_write(frames, tmp_path, blank))
     assert "entities.parquet: column 'id': 1 rows have no value" in str(err)
@@ -193,8 +193,8 @@ def test_empty_id_values(frames: Frames, tmp_path: Path) -> None:
 def test_dangling_relationship_is_fatal_when_no_endpoint_is_an_entity(frames: Frames, tmp_path: Path) -> None:
     def dangle(f: Frames) -> None:
         rels = f["relationships"]
-        rels["source"] = ["FOO"] + rels["source"].tolist()[1:]
-        rels["target"] = ["BAR"] + rels["target"].tolist()[1:]
+        rels["source"] = ["FOO", *rels["source"].tolist()[1:]]
+        rels["target"] = ["BAR", *rels["target"].tolist()[1:]]
 
     err = _load_error(_write(frames, tmp_path, dangle))
     assert (err.file, err.column) == ("relationships.parquet", "source")
@@ -207,11 +207,12 @@ def test_dangling_relationship_is_fatal_when_no_endpoint_is_an_entity(frames: Fr
 def test_dangling_link_ids_are_recorded_warnings(frames: Frames, tmp_path: Path) -> None:
     def dangle(f: Frames) -> None:
         ents = f["entities"]
-        ents["text_unit_ids"] = [[*list(ents["text_unit_ids"][0]), "missing-unit"]] + ents[
-            "text_unit_ids"
-        ].tolist()[1:]
+        ents["text_unit_ids"] = [
+            [*list(ents["text_unit_ids"][0]), "missing-unit"],
+            *ents["text_unit_ids"].tolist()[1:],
+        ]
         comms = f["communities"]
-        comms["entity_ids"] = [[*list(comms["entity_ids"][0]), "ghost"]] + comms["entity_ids"].tolist()[1:]
+        comms["entity_ids"] = [[*list(comms["entity_ids"][0]), "ghost"], *comms["entity_ids"].tolist()[1:]]
 
     index = load_index(_write(frames, tmp_path, dangle))
     assert len(index.entities) == 39
@@ -266,7 +267,7 @@ def test_from_records_validation() -> None:
             relationships=[Relationship(id="r1", short_id="0", source="X", target="Y")],
             text_units=units,
         )
-    with pytest.raises(IndexFormatError, match="entities.csv: column 'id': 1 duplicate values"):
+    with pytest.raises(IndexFormatError, match=r"entities\.csv: column 'id': 1 duplicate values"):
         Index.from_records(
             entities=[*ents, Entity(id="e1", short_id="2", title="C")],
             relationships=[],
