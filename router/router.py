@@ -184,12 +184,6 @@ class Router:
             "no engine fits the budget: " + "; ".join(f"{s.engine} needs {s.why_not}" for s in steps)
         )
 
-    async def _run(self, eng: Any, question: str, turns: list[Message], deadline: float | None) -> Any:
-        coro = eng.search(question, history=turns or None)
-        if deadline is None:
-            return await coro
-        return await asyncio.wait_for(coro, timeout=max(0.001, deadline - time.perf_counter()))
-
     async def aask(
         self,
         question: str,
@@ -285,21 +279,14 @@ class Router:
             nxt = next((e for e in ESCALATION.get(current, ()) if e not in tried), None)
             if nxt is None or (deadline is not None and time.perf_counter() >= deadline):
                 break
-            if budget is not None and not budget.unlimited:
-                est = self.engine(nxt).estimate(standalone)
-                spent = usage.total
-                remaining = Budget(
-                    None if budget.max_cost is None else max(0.0, budget.max_cost - spent.cost),
-                    None if budget.max_llm_calls is None else budget.max_llm_calls - spent.llm_calls,
-                    None,
-                ) if (budget.max_llm_calls is None or budget.max_llm_calls - spent.llm_calls >= 1) else None
-                if remaining is None or check_fit(est, remaining):
-                    degraded.append(f"escalation to {nxt} skipped: over the remaining budget")
-                    break
+            over = self._over_remaining_budget(nxt, standalone, budget, usage)
+            if over:
+                degraded.append(f"escalation to {nxt} skipped: {over}")
+                break
             reason = "found nothing" if result is not None else "failed or timed out"
             if result is not None and result.details.get("empty_reason"):
                 reason = str(result.details["empty_reason"])
-            esc = Escalation(current, nxt, reason)
+            esc = Escalation(public_name(current), nxt, reason)
             escalations.append(esc)
             yield Escalated(esc)
             current, eng = nxt, self.engine(nxt)
@@ -314,7 +301,7 @@ class Router:
             standalone_question=standalone,
             text=result.response,
             route=decision,
-            engine=current,
+            engine=public_name(current),
             usage=usage,
             model=result.model,
             offline=result.offline,
@@ -326,6 +313,20 @@ class Router:
             degraded=degraded,
         )
         yield Done(answer)
+
+    def _over_remaining_budget(self, engine: str, question: str, budget: Budget | None, usage: Usage) -> str:
+        """Why escalating to `engine` would break the budget ('' when it fits)."""
+        if budget is None or budget.unlimited:
+            return ""
+        spent = usage.total
+        calls_left = None if budget.max_llm_calls is None else budget.max_llm_calls - spent.llm_calls
+        if calls_left is not None and calls_left < 1:
+            return "no model calls left in the budget"
+        remaining = Budget(
+            None if budget.max_cost is None else max(0.0, budget.max_cost - spent.cost), calls_left, None
+        )
+        why = check_fit(self.engine(engine).estimate(question), remaining)
+        return f"over the remaining budget ({why})" if why else ""
 
     async def _stream_engine(
         self, eng: Any, question: str, turns: list[Message], deadline: float | None
@@ -346,6 +347,11 @@ class Router:
                 except StopAsyncIteration:
                     return
             yield ev
+
+
+def public_name(engine: str) -> str:
+    """Internal variants (global search with pre-ranking) report as the engine users know."""
+    return "global" if engine == "global_prerank" else engine
 
 
 def _build_models(config: Any, index: Any) -> Any:

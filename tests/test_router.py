@@ -1,0 +1,118 @@
+"""Router end to end on the Christmas Carol index with the offline model: routing, budgets, escalation,
+multi-turn rewriting, concurrency."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from router import Budget, BudgetError, Router
+from router.router import Done, EngineEvent, RouteDecided
+
+
+@pytest.fixture(scope="module")
+def router(carol_path: Path) -> Router:
+    return Router.from_index(carol_path)
+
+
+def test_ask_routes_and_reports_usage(router: Router) -> None:
+    answer = router.ask("Who is Bob Cratchit?")
+    assert answer.route.engine == "local"
+    assert answer.engine == "local"
+    assert answer.offline and "offline" in answer.model
+    assert "Cratchit" in answer.text
+    total = answer.usage.total
+    assert total.llm_calls == sum(s.llm_calls for s in answer.usage.stages.values()) == 1
+    assert total.prompt_tokens > 0 and total.output_tokens > 0
+    assert "classify" in answer.usage.stages and "answer" in answer.usage.stages
+    # citations resolve to the one document of the index
+    assert answer.citations and answer.document_ids
+    assert set(answer.document_ids) <= {d.id for d in router.index.documents}
+
+
+def test_global_question_goes_global(router: Router) -> None:
+    answer = router.ask("What are the main themes of the story as a whole?")
+    assert answer.route.engine == "global"
+    assert answer.engine == "global"
+    assert answer.usage.stages["map"].llm_calls >= 1
+    assert answer.route.reasons
+
+
+def test_mode_forces_engine(router: Router) -> None:
+    answer = router.ask("Who is Bob Cratchit?", mode="basic")
+    assert answer.engine == "basic"
+    with pytest.raises(ValueError, match="unknown mode"):
+        router.ask("Who is Bob Cratchit?", mode="fast")
+
+
+def test_bad_questions_are_clear_errors(router: Router) -> None:
+    with pytest.raises(ValueError, match="question is empty"):
+        router.ask("   ")
+    with pytest.raises(ValueError, match="too long"):
+        router.ask("Scrooge " * 5000)
+
+
+def test_budget_steps_down_before_any_call(router: Router) -> None:
+    question = "How did Marley's ghost change the way Scrooge treats Bob Cratchit and Fred?"
+    unlimited = router.engine("drift").estimate(question)
+    assert unlimited.llm_calls > 6  # DRIFT would not fit the budget below
+    answer = router.ask(question, mode="drift", budget=Budget(max_llm_calls=6))
+    assert answer.stepped_down_from == "drift"
+    assert answer.engine in {"global", "local"}
+    assert answer.usage.total.llm_calls <= 6
+    assert any("over budget" in line for line in answer.plan)
+    # a budget that only local search fits
+    answer = router.ask(question, mode="drift", budget=Budget(max_llm_calls=1))
+    assert answer.engine == "local" and answer.usage.total.llm_calls == 1
+
+
+def test_budget_too_small_for_anything(router: Router) -> None:
+    with pytest.raises(BudgetError):
+        Budget(max_llm_calls=0)
+    with pytest.raises(BudgetError, match="deadline"):
+        router.ask("What are the main themes of the story?", mode="global", budget=Budget(deadline_s=1e-6))
+
+
+def test_escalates_when_engine_finds_nothing(router: Router) -> None:
+    # No entity of the index is named: local search finds nothing and the router escalates.
+    answer = router.ask("Qwxzy plimbok frandle?", mode="local")
+    assert answer.escalations, "expected an escalation from an empty local result"
+    assert answer.escalations[0].from_engine == "local"
+    assert answer.engine != "local"
+    assert answer.escalations[0].reason
+
+
+def test_follow_up_is_rewritten_before_routing(router: Router) -> None:
+    answer = router.ask("And what about his nephew?", history=["Who is Ebenezer Scrooge?"])
+    assert answer.standalone_question != answer.question
+    assert "Scrooge" in answer.standalone_question
+    assert "rewrite" in answer.usage.stages
+    # a standalone question is left alone and costs nothing
+    answer = router.ask("Who is Tiny Tim?", history=["Who is Ebenezer Scrooge?"])
+    assert answer.standalone_question == "Who is Tiny Tim?"
+
+
+def test_stream_yields_route_progress_and_answer(router: Router) -> None:
+    async def collect() -> list[object]:
+        return [ev async for ev in router.astream("Who is Bob Cratchit?")]
+
+    events = asyncio.run(collect())
+    assert isinstance(events[0], RouteDecided)
+    assert isinstance(events[-1], Done)
+    deltas = [e.event.text for e in events if isinstance(e, EngineEvent) and hasattr(e.event, "text")]
+    assert "".join(deltas) == events[-1].answer.text
+
+
+def test_32_concurrent_questions_on_one_router(router: Router) -> None:
+    questions = ["Who is Bob Cratchit?", "Who is Jacob Marley?", "Who is Fred?", "Who is Tiny Tim?"] * 8
+
+    async def run_all() -> list[object]:
+        return await asyncio.gather(*(router.aask(q) for q in questions))
+
+    answers = asyncio.run(run_all())
+    assert len(answers) == 32
+    sequential = {q: router.ask(q).text for q in set(questions)}
+    for q, a in zip(questions, answers, strict=True):
+        assert a.text == sequential[q]  # same answer whatever else runs at the same time
