@@ -149,6 +149,35 @@ async def test_reduce_merges_in_importance_order_and_keeps_references(task: str)
     assert report_ids(text) == {"3", "5", "7", "9"}  # ... and keeps both references
 
 
+async def test_reduce_gives_every_block_its_opening_before_any_block_its_tail() -> None:
+    scenes = [
+        "his lonely school",
+        "Fezziwig's ball",
+        "Belle leaving him",
+        "the Cratchit dinner",
+        "Fred's party",
+        "the thieves in Joe's shop",
+        "his own neglected grave",
+    ]
+    long_first = " ".join(
+        f"In vision {i} Scrooge saw {scene} [Data: Reports ({i})]." for i, scene in enumerate(scenes, 1)
+    )
+    blocks = [
+        (1, 90, long_first),
+        (2, 60, "Fred invited Scrooge to dinner every Christmas [Data: Reports (20)]."),
+    ]
+    model = OfflineChatModel()
+    msgs = [
+        {"role": "system", "content": analyst_system(blocks)},
+        {"role": "user", "content": "What did Scrooge see?"},
+    ]
+    roomy = (await model.complete(msgs, task="global_reduce")).text  # type: ignore[arg-type]
+    assert report_ids(roomy) == {*(str(i) for i in range(1, 8)), "20"}
+    tight = (await model.complete(msgs, task="global_reduce", max_tokens=150)).text  # type: ignore[arg-type]
+    assert "20" in report_ids(tight) and "7" not in report_ids(tight)
+    assert tight.index("vision 3") < tight.index("Fred invited")
+
+
 async def test_reduce_respects_max_tokens_and_says_when_there_is_nothing() -> None:
     long_blocks = [
         (i, 50, f"Point {i} says that Scrooge met spirit number {i} at night [Data: Reports ({i})].")

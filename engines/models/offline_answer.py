@@ -351,10 +351,14 @@ def cited_units(text: str) -> list[tuple[str, dict[str, list[str]]]]:
 
 
 def compose_reduce(parsed: ParsedPrompt, question: str, tokenizer: Tokenizer, max_tokens: int | None) -> str:
-    """One answer from the analyst blocks, most important first, duplicates merged, within budget."""
+    """One answer from the analyst blocks, most important first, duplicates merged, within budget.
+
+    Budget is shared in two passes: first the opening sentences of every block (in importance
+    order), then the rest of each block, so a long first finding cannot crowd out the others and
+    a partial answer from an earlier reduce level keeps more than its first lines when room allows.
+    """
     blocks = sorted((b for b in parsed.analysts if b.text.strip()), key=lambda b: (-b.importance, b.number))
-    per_block = 3  # the first sentences of each finding: every block gets a say before any gets a fourth
-    kept: list[list[tuple[str, dict[str, list[str]], list[str]]]] = []
+    kept: list[list[tuple[str, dict[str, list[str]]]]] = []
     seen: list[tuple[list[str], dict[str, list[str]]]] = []
     for block in blocks:
         sentences = []
@@ -365,38 +369,35 @@ def compose_reduce(parsed: ParsedPrompt, question: str, tokenizer: Tokenizer, ma
                 merge_refs(twin, refs)
                 continue
             seen.append((sentence_terms, refs))
-            sentences.append((sentence, refs, sentence_terms))
-            if len(sentences) >= per_block:
-                break
+            sentences.append((sentence, refs))
         if sentences:
             kept.append(sentences)
     if not kept:
         return no_answer_text(question)
     label = REDUCE_LABEL_ZH if is_cjk_text(question) else REDUCE_LABEL_EN
     budget = max_tokens if max_tokens is not None else 2000
-
-    def render(groups: list[list[tuple[str, dict[str, list[str]], list[str]]]]) -> str:
-        bullets = [f"- {' '.join(cite(s, r) for s, r, _ in group)}" for group in groups if group]
-        return "\n".join([label, "", *bullets])
-
-    # Greedy fill in importance order; counting each piece keeps this linear in the number of sentences.
     used = tokenizer.count(label) + 2
-    out: list[list[tuple[str, dict[str, list[str]], list[str]]]] = []
-    for group in kept:
-        taken = []
-        for item in group:
-            cost = tokenizer.count(cite(item[0], item[1])) + 2
-            if used + cost > budget:
-                break
-            taken.append(item)
-            used += cost
-        if taken:
-            out.append(taken)
-        if len(taken) < len(group):
+    taken = [0] * len(kept)
+    for first_pass in (True, False):
+        full = False
+        for b, group in enumerate(kept):
+            stop = min(len(group), 3) if first_pass else len(group)
+            while taken[b] < stop:
+                sentence, refs = group[taken[b]]
+                cost = tokenizer.count(cite(sentence, refs)) + 3  # "- " and the line break
+                if used + cost > budget:
+                    full = True
+                    break
+                used += cost
+                taken[b] += 1
+            if full:
+                break  # never let a less important block jump ahead of a more important one
+        if full:
             break
-    if not out:
-        out = [[kept[0][0]]]
-    text = render(out)
+    lines = [f"- {cite(s, r)}" for b, group in enumerate(kept) for s, r in group[: taken[b]]]
+    if not lines:
+        lines = [f"- {cite(*kept[0][0])}"]
+    text = "\n".join([label, "", *lines])
     if tokenizer.count(text) > budget:
         text = tokenizer.truncate(text, budget)
         cut = text.rfind("[Data:")

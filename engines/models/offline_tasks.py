@@ -119,7 +119,13 @@ def global_map(parsed: ParsedPrompt, question: str) -> MapResponse:
         cover = coverage(query, found)
         rank = _rank_norm(table, row)
         if broad:
-            score, best = round(20 + 60 * rank), sentences[:2]
+            # Corpus-wide question: the report's opening summary, plus its sentence that best matches
+            # the question's own words ("themes", "overall") when it has one.
+            score, best = round(20 + 60 * rank), sentences[:1]
+            scores = [bm25.score(query, offset + i) for i in range(len(sentences))]
+            extra = max(range(1, len(sentences)), key=lambda i: (scores[i], -i), default=None)
+            if extra is not None:
+                best = [*best, sentences[extra if scores[extra] > 0 else 1]]
         elif cover == 0 or not relevant_batch:
             continue
         else:

@@ -116,7 +116,12 @@ def question_terms(question: str) -> tuple[list[str], bool]:
 
 # A sentence ends at . ! ? (plus closing quotes/brackets) before whitespace and a capital, digit or
 # CJK character; CJK full stops end a sentence without any space.
-_BOUNDARY_RE = re.compile(r"[.!?][\"'”’)\]]*(?=\s+[\"'“‘(\[]?[A-Z0-9" + _CJK + r"])|[。！？；][”’」』）]*")
+# A protected citation placeholder (\x00n\x00, see offline_answer.cited_units) may sit after the stop.
+_BOUNDARY_RE = re.compile(
+    r"[.!?][\"'”’)\]]*(?:\s*\x00\d+\x00)*(?=\s+[\"'“‘(\[]?[A-Z0-9"
+    + _CJK
+    + r"])|[。！？；][”’」』）]*(?:\s*\x00\d+\x00)*"
+)
 _MARKDOWN_BLOCK_RE = re.compile(r"\n(?=\s*(?:#{1,6}\s|[-*•]\s|\d+[.)]\s))")
 _CJK_NEWLINE_RE = re.compile(f"(?<=[{_CJK}])\\s*\\n\\s*(?=[{_CJK}])")
 
