@@ -90,14 +90,19 @@ def measure(path: Path, cache_dir: str) -> dict[str, float]:
     out["first_local_s"] = time.perf_counter() - started  # includes building the BM25 side tables
     # First time each query is seen: its rows are rendered and counted (per-index row cache misses).
     local_times: list[float] = []
+    local_cpu: list[float] = []
     tokens: list[int] = []
     for q in queries:
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         ctx = local.build(q)
         local_times.append(time.perf_counter() - t0)
+        local_cpu.append(time.process_time() - c0)
         tokens.append(ctx.tokens)
     out["local_p50_ms"] = _pct(local_times, 50)
     out["local_p95_ms"] = _pct(local_times, 95)
+    # CPU time is what the build costs when the machine is shared (wall time includes waiting for a core)
+    out["local_cpu_p50_ms"] = _pct(local_cpu, 50)
+    out["local_cpu_p95_ms"] = _pct(local_cpu, 95)
     out["local_tokens_mean"] = float(np.mean(tokens))
     repeat_times: list[float] = []
     for q in queries:  # the same queries again: row caches hit
@@ -111,10 +116,13 @@ def measure(path: Path, cache_dir: str) -> dict[str, float]:
     out["first_global_s"] = time.perf_counter() - started
     out["global_batches"] = len(first)
     global_times: list[float] = []
+    global_cpu: list[float] = []
     for q in queries:
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         global_.build(q)
         global_times.append(time.perf_counter() - t0)
+        global_cpu.append(time.process_time() - c0)
+    out["global_cpu_p50_ms"] = _pct(global_cpu, 50)
     out["global_p50_ms"] = _pct(global_times, 50)
     out["global_p95_ms"] = _pct(global_times, 95)
     prerank_times: list[float] = []
@@ -125,6 +133,7 @@ def measure(path: Path, cache_dir: str) -> dict[str, float]:
     out["prerank50_p50_ms"] = _pct(prerank_times, 50)
     out["prerank50_p95_ms"] = _pct(prerank_times, 95)
     out["rss_end_mb"] = rss_mb()
+    out["load_avg_1m"] = os.getloadavg()[0]
     return out
 
 
@@ -167,14 +176,16 @@ def main(argv: list[str] | None = None) -> None:
         )
         print(
             f"  local build p50 {warm['local_p50_ms']:.1f} ms p95 {warm['local_p95_ms']:.1f} ms "
-            f"({warm['local_tokens_mean']:.0f} tokens; repeated queries p50 {warm['local_repeat_p50_ms']:.1f} ms); global build p50 {warm['global_p50_ms']:.0f} ms "
+            f"({warm['local_tokens_mean']:.0f} tokens; CPU p50 {warm['local_cpu_p50_ms']:.1f} ms "
+            f"p95 {warm['local_cpu_p95_ms']:.1f} ms; repeated queries p50 {warm['local_repeat_p50_ms']:.1f} ms); global build p50 {warm['global_p50_ms']:.0f} ms "
             f"p95 {warm['global_p95_ms']:.0f} ms ({warm['global_batches']:.0f} batches); "
-            f"prerank max_reports=50 p50 {warm['prerank50_p50_ms']:.1f} ms",
+            f"prerank max_reports=50 p50 {warm['prerank50_p50_ms']:.1f} ms; global CPU p50 "
+            f"{warm['global_cpu_p50_ms']:.0f} ms; load average {warm['load_avg_1m']:.1f}",
             flush=True,
         )
     print()
     header = (
-        "| entities | load first (s) | load cached (s) | RSS (MiB) | local p50 (ms) | local p95 (ms) | "
+        "| entities | load first (s) | load cached (s) | RSS (MiB) | local p50 (ms) | local p95 (ms) | local CPU p50 (ms) | "
         "global p50 (ms) | global p95 (ms) | batches | prerank-50 p50 (ms) |"
     )
     print(header)
@@ -182,14 +193,16 @@ def main(argv: list[str] | None = None) -> None:
     for n, cold, warm in rows:
         print(
             f"| {n:,} | {cold['load_s']:.2f} | {warm['load_s']:.2f} | {warm['rss_mb']:.0f} | "
-            f"{warm['local_p50_ms']:.1f} | {warm['local_p95_ms']:.1f} | {warm['global_p50_ms']:.0f} | "
+            f"{warm['local_p50_ms']:.1f} | {warm['local_p95_ms']:.1f} | {warm['local_cpu_p50_ms']:.1f} | "
+            f"{warm['global_p50_ms']:.0f} | "
             f"{warm['global_p95_ms']:.0f} | {warm['global_batches']:.0f} | {warm['prerank50_p50_ms']:.1f} |"
         )
     big = [r for r in rows if r[0] >= 100_000]
     if big:
         n, cold, warm = big[-1]
         verdict = {
-            "local p50 <= 20 ms": warm["local_p50_ms"] <= 20,
+            "local p50 <= 20 ms (wall)": warm["local_p50_ms"] <= 20,
+            "local p50 <= 20 ms (CPU)": warm["local_cpu_p50_ms"] <= 20,
             "load <= 30 s": cold["load_s"] <= 30,
             "RSS <= 1.5 GB": warm["rss_mb"] <= 1536,
         }

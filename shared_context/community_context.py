@@ -52,7 +52,8 @@ class CommunityContextParams(BaseModel):
     conversation_history_prop: float = Field(default=0.25, ge=0.0, le=1.0)
     prerank: bool = False
     max_reports: int | None = Field(default=None, ge=1)
-    max_tokens: int | None = Field(default=None, ge=1)
+    max_tokens: int | None = Field(default=None, ge=1)  # report rows only, headers excluded
+    max_batches: int | None = Field(default=None, ge=1)  # hard cap on map calls; later batches dropped
 
 
 @dataclass
@@ -260,9 +261,24 @@ class CommunityContextBuilder:
 
         weights = self._weights(ordered, p)
         batches = self._batches(ordered, weights, p, prefix, batch_budget)
+        selected = [reports[pos].community for pos in ordered]
+        if p.max_batches is not None and len(batches) > p.max_batches:
+            dropped = batches[p.max_batches :]
+            batches = batches[: p.max_batches]
+            kept = {c for b in batches for c in b.communities}
+            selected = [c for c in selected if c in kept]
+            notes.append(
+                f"max_batches={p.max_batches}: dropped {len(dropped)} batches "
+                f"({sum(len(b.communities) for b in dropped)} reports)"
+                + (
+                    ""
+                    if p.prerank
+                    else "; without prerank the dropped reports are an arbitrary (shuffled) subset"
+                )
+            )
         return CommunityContext(
             batches,
-            selected_communities=[reports[pos].community for pos in ordered],
+            selected_communities=selected,
             prerank_scores={reports[pos].community: s for pos, s in scores.items()}
             if scores is not None
             else None,

@@ -19,7 +19,6 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Any, Literal
 
 import numpy as np
@@ -41,6 +40,7 @@ __all__ = [
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
 _TOKEN_RE = re.compile(rf"[{_CJK}]+|[^\W{_CJK}_]+")
 _CJK_RE = re.compile(rf"[{_CJK}]")
+_WORD_ONLY_RE = re.compile(r"[^\W_]+")
 _POSSESSIVE_RE = re.compile(r"['’]s\b|(?<=s)['’](?=\s|$)", re.IGNORECASE)
 _MAX_EXACT_NGRAM = 16
 _TITLE_BOOST = 2.0
@@ -63,8 +63,7 @@ Table = Literal["entities", "reports", "text_units"]
 # ---------------------------------------------------------------------------- tokenisation
 
 
-@lru_cache(maxsize=200_000)
-def _stem(word: str) -> str:
+def _stem_word(word: str) -> str:
     """Light English stemming: plural endings only (keeps names recognisable)."""
     if len(word) <= 3 or not word.isascii() or not word.isalpha():
         return word
@@ -75,6 +74,20 @@ def _stem(word: str) -> str:
     if word.endswith("s") and not word.endswith(("ss", "us", "is")):
         return word[:-1]
     return word
+
+
+# word -> lexical term ("" for stopwords); a plain dict is much faster than lru_cache in the hot loop
+_TERM_OF: dict[str, str] = {}
+_TERM_CACHE_MAX = 1_000_000
+
+
+def _term(word: str) -> str:
+    term = _TERM_OF.get(word)
+    if term is None:
+        term = "" if word in _STOPWORDS else _stem_word(word)
+        if len(_TERM_OF) < _TERM_CACHE_MAX:
+            _TERM_OF[word] = term
+    return term
 
 
 def _runs(text: str) -> list[str]:
@@ -88,21 +101,31 @@ def exact_tokens(text: str) -> list[str]:
         if _CJK_RE.match(run):
             out.extend(run)
         else:
-            out.append(_stem(run))
+            out.append(_stem_word(run))
     return out
 
 
 def lexical_terms(text: str) -> list[str]:
-    """Tokens for BM25: stemmed non-stopwords, and character bigrams of CJK runs."""
+    """Tokens for BM25: stemmed non-stopwords, and character bigrams of CJK runs.
+
+    Possessives need no special case here: "scrooge's" splits into "scrooge" and the stopword "s".
+    """
+    lowered = text.lower()
+    if not _CJK_RE.search(lowered):  # fast path for the common all-alphabetic text
+        get = _TERM_OF.get
+        terms = [get(w) or _term(w) for w in _WORD_ONLY_RE.findall(lowered)]
+        return [t for t in terms if t]
     out: list[str] = []
-    for run in _runs(text):
+    for run in _TOKEN_RE.findall(lowered):
         if _CJK_RE.match(run):
             if len(run) == 1:
                 out.append(run)
             else:
                 out.extend(run[i : i + 2] for i in range(len(run) - 1))
-        elif run not in _STOPWORDS:
-            out.append(_stem(run))
+        else:
+            term = _term(run)
+            if term:
+                out.append(term)
     return out
 
 

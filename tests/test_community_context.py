@@ -115,6 +115,16 @@ def test_prerank_budget_and_order(carol: Index) -> None:
     assert len(capped.selected_communities) < len(carol.community_reports)
 
 
+def test_max_batches_caps_map_calls(carol: Index) -> None:
+    builder = CommunityContextBuilder(carol, {"max_context_tokens": 3000})
+    full = builder.build("Scrooge", prerank=True)
+    capped = builder.build("Scrooge", prerank=True, max_batches=2)
+    assert len(full) > 2 and len(capped) == 2
+    assert [b.text for b in capped] == [b.text for b in full[:2]]
+    assert set(capped.selected_communities) == {c for b in capped for c in b.communities}
+    assert any("dropped" in n for n in capped.notes)
+
+
 def test_prerank_uses_report_vectors_when_the_query_vector_matches() -> None:
     ents = [Entity(id="e0", short_id="0", title="A", text_unit_ids=["t0"])]
     comms = [Community(id=f"c{i}", community=i, level=0, entity_ids=["e0"]) for i in range(3)]
