@@ -51,6 +51,14 @@ def report_ids(text: str) -> set[str]:
     return ids
 
 
+def cited_ids(text: str) -> set[tuple[str, str]]:
+    out: set[tuple[str, str]] = set()
+    for body in CITATION.findall(text):
+        for dataset, ids in re.findall(r"([A-Za-z]+) \(([^)]*)\)", body):
+            out.update((dataset, i.strip()) for i in ids.split(",") if i.strip() != "+more")
+    return out
+
+
 async def run(system: str, question: str, task: str, **kw: Any) -> str:
     msgs = [{"role": "system", "content": system}, {"role": "user", "content": question}]
     return (await OfflineChatModel().complete(msgs, task=task, **kw)).text  # type: ignore[arg-type]
@@ -176,6 +184,19 @@ async def test_reduce_gives_every_block_its_opening_before_any_block_its_tail() 
     tight = (await model.complete(msgs, task="global_reduce", max_tokens=150)).text  # type: ignore[arg-type]
     assert "20" in report_ids(tight) and "7" not in report_ids(tight)
     assert tight.index("vision 3") < tight.index("Fred invited")
+
+
+async def test_drift_reduce_of_offline_answers_keeps_findings_not_their_headings() -> None:
+    answer = (
+        "**Answer (offline extractive model; sentences quoted from the supplied data):** "
+        "Fred is Scrooge's cheerful nephew [Data: Entities (12)].\n\n**From the knowledge graph**\n"
+        "- Fred invites Scrooge to Christmas dinner every year [Data: Relationships (589)].\n\n"
+        "**Fred and Scrooge**\n- Scrooge refuses the invitation with a scowl [Data: Claims (65)]."
+    )
+    text = await run(analyst_system([(1, 80, answer)]), "Who is Fred?", "drift_reduce")
+    assert "From the knowledge graph" not in text and "Fred and Scrooge" not in text
+    assert text.count("**Answer") == 1 and text.count("\n- ") == 3
+    assert cited_ids(text) == {("Entities", "12"), ("Relationships", "589"), ("Claims", "65")}
 
 
 async def test_reduce_respects_max_tokens_and_says_when_there_is_nothing() -> None:

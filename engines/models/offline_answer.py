@@ -47,6 +47,7 @@ REDUCE_LABEL_EN = "**Answer (offline extractive model; key findings merged from 
 REDUCE_LABEL_ZH = "**回答（离线抽取式模型，合并自所提供数据的要点）：**"
 _LABEL_RE = re.compile(r"^\s*\*\*(?:Answer|回答)[^*]*\*\*\s*")
 _END_PUNCT = ".!?。！？"
+_BOLD_LINE_RE = re.compile(r"\s*\*\*[^*]+\*\*\s*[:：]?\s*")
 
 
 @dataclass
@@ -331,8 +332,8 @@ def cited_units(text: str) -> list[tuple[str, dict[str, list[str]]]]:
 
     units: list[tuple[str, dict[str, list[str]]]] = []
     for raw in split_sentences(CITATION_RE.sub(protect, _LABEL_RE.sub("", text.strip()))):
-        if raw.lstrip().startswith("#"):
-            continue
+        if raw.lstrip().startswith("#") or _BOLD_LINE_RE.fullmatch(raw):
+            continue  # headings ("## ...", "**From the source text**") are structure, not findings
         refs: dict[str, list[str]] = {}
         for k in re.findall(r"\x00(\d+)\x00", raw):
             merge_refs(refs, refs_list[int(k)])
