@@ -16,6 +16,7 @@ Calls: at most 1 + folds + n_depth·k + 1.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import re
 from dataclasses import dataclass, field
@@ -268,8 +269,10 @@ class DriftSearch(Engine):
 
         async def one(node: Node) -> FollowupResponse:
             nonlocal done
-            qv = await link_vector(run, self.index, node.query)
-            ctx = self.builder.build(node.query, history or None, query_vector=qv)
+            qv = await link_vector(run, self.index, node.query, timed=False)
+            # In a worker thread: the build is pure, and tokenising releases the GIL, so the other
+            # follow-ups' HTTP calls progress while this context is assembled.
+            ctx = await asyncio.to_thread(self.builder.build, node.query, history or None, query_vector=qv)
             node.context_tokens = ctx.tokens
             system = prompts.DRIFT_FOLLOWUP.format(
                 global_query=question, k_followups=self.config.k_followups, context_data=ctx.text

@@ -7,6 +7,7 @@ calls / tokens applied before any model call.
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING, Any
 
 from engines import prompts
@@ -78,7 +79,13 @@ class GlobalSearch(Engine):
             qv = None if vectors is None else vectors[0]
         if communities is not None and not communities:
             return []
-        batches = list(self.builder.build(question, query_vector=qv, history=history or None, communities=communities))
+        t0 = time.perf_counter()
+        built = self.builder.build(question, query_vector=qv, history=history or None, communities=communities)
+        batches = list(built)
+        if run is not None:
+            run.usage.add_seconds("build_context", time.perf_counter() - t0)
+            if getattr(built, "notes", None):
+                run.details["context_notes"] = list(built.notes)
         if self.config.max_map_calls is not None and len(batches) > self.config.max_map_calls:
             skipped = len(batches) - self.config.max_map_calls
             batches = batches[: self.config.max_map_calls]
@@ -91,8 +98,7 @@ class GlobalSearch(Engine):
             run.degrade("build_context", "the index has no community reports")
             run.details["reason"] = "no community reports"
             return run.finish(self.index, response=prompts.NO_REPORTS_ANSWER, empty=True)
-        with run.timed("build_context"):
-            batches = await self.build_batches(run, question, history)
+        batches = await self.build_batches(run, question, history)
         total_tokens = sum(b.tokens for b in batches)
         run.details["batches"] = [{"number": i + 1, "tokens": b.tokens, "communities": list(b.communities)}
                                   for i, b in enumerate(batches)]

@@ -26,11 +26,17 @@ def context_records(ctx: Any) -> dict[str, list[dict[str, Any]]]:
     return {section.name: list(section.records) for section in ctx.sections}
 
 
-async def link_vector(run: QueryRun, index: Index, text: str, stage: str = "entity_link") -> Any:
-    """The query vector for entity linking, when the index has entity vectors for this embedder."""
+async def link_vector(run: QueryRun, index: Index, text: str, stage: str = "entity_link", *, timed: bool = True) -> Any:
+    """The query vector for entity linking, when the index has entity vectors for this embedder.
+
+    `timed=False` inside an already timed stage (DRIFT follow-ups), so seconds are not counted twice.
+    """
     if not vector_for(index, "entity_description", run.models):
         return None
-    with run.timed(stage):
+    if timed:
+        with run.timed(stage):
+            vectors = await run.embed(stage, [text])
+    else:
         vectors = await run.embed(stage, [text])
     return None if vectors is None else vectors[0]
 
