@@ -106,7 +106,7 @@ def _positions(values: Sequence[str], pos: dict[str, int]) -> np.ndarray:
 
 def _lookup_lists(lists: Sequence[Sequence[str]], pos: dict[str, int]) -> tuple[np.ndarray, np.ndarray, int]:
     """Flatten id lists into (row, target position) pairs; returns also the number of unknown ids."""
-    lengths = np.fromiter((len(x) for x in lists), dtype=np.int64, count=len(lists))
+    lengths = np.array(list(map(len, lists)), dtype=np.int64)
     rows = np.repeat(np.arange(len(lists), dtype=np.int64), lengths)
     targets = _positions(list(chain.from_iterable(lists)), pos)
     ok = targets >= 0

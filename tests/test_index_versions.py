@@ -131,7 +131,8 @@ def _same_graph(index: Index, reference: Index) -> None:
         (r.community, r.level, r.parent, r.rating_explanation) for r in reference.community_reports
     ]
     assert len(index.claims) == len(reference.claims) == 41
-    assert [d.text for d in index.documents] == [d.text for d in reference.documents]
+    assert [d.title for d in index.documents] == [d.title for d in reference.documents]
+    assert [d.text_unit_ids for d in index.documents] == [d.text_unit_ids for d in reference.documents]
     assert index.report_tokens.tolist() == reference.report_tokens.tolist()
 
 

@@ -43,10 +43,13 @@ __all__ = ["IndexFormatError", "load_index"]
 
 # Columns no query reads; skipping them keeps large indexes within memory. Community
 # relationship_ids / text_unit_ids are left empty in the records (GraphRAG's query side does not
-# read them either: its Community objects carry None there).
+# read them either: its Community objects carry None there), and documents keep their id, title,
+# text units and metadata but not the full text, which is the corpus a second time over (it is the
+# concatenation of the document's text units; no query engine reads it).
 _UNUSED: dict[str, tuple[str, ...]] = {
     "communities": ("relationship_ids", "text_unit_ids"),
     "community_reports": ("full_content_json",),
+    "documents": ("text", "raw_content"),
 }
 
 
@@ -110,7 +113,7 @@ def load_index(
     )
     reports = build_reports(read_table(files, "community_reports", skip=_UNUSED["community_reports"]))
     claims = build_claims(read_table(files, "covariates"))
-    documents = build_documents(read_table(files, "documents"))
+    documents = build_documents(read_table(files, "documents", skip=_UNUSED["documents"]))
     _release_arrow_memory()
     version = detect_version(files, entity_columns, text_unit_columns)
     if not communities and "communities" not in files.files and reports:
