@@ -98,8 +98,9 @@ async def test_hang_times_out_within_the_deadline(srv):
     t0 = time.monotonic()
     with pytest.raises(ModelTimeoutError, match=r"within 0\.3 s"):
         await chat(srv, timeout_s=0.3, max_retries=1, total_deadline_s=1.0).complete(MESSAGES)
-    assert time.monotonic() - t0 < 1.2
-    assert len(srv.chat_requests) == 2
+    # The server would hang 10 s; the 1 s deadline (plus scheduling slack on a busy machine) bounds us.
+    assert time.monotonic() - t0 < 2.5
+    assert 1 <= len(srv.chat_requests) <= 2
 
 
 async def test_total_deadline_bounds_retries(srv):
@@ -107,7 +108,7 @@ async def test_total_deadline_bounds_retries(srv):
     t0 = time.monotonic()
     with pytest.raises(ModelTimeoutError):
         await chat(srv, timeout_s=0.25, max_retries=20, total_deadline_s=0.6).complete(MESSAGES)
-    assert time.monotonic() - t0 < 1.0
+    assert time.monotonic() - t0 < 2.0  # 20 retries x 0.25 s would take 5 s
 
 
 async def test_retry_after_past_the_deadline_fails_fast_with_rate_limit_error(srv):
@@ -115,7 +116,7 @@ async def test_retry_after_past_the_deadline_fails_fast_with_rate_limit_error(sr
     t0 = time.monotonic()
     with pytest.raises(RateLimitError, match="deadline"):
         await chat(srv, total_deadline_s=2.0).complete(MESSAGES)
-    assert time.monotonic() - t0 < 1.0 and len(srv.chat_requests) == 1
+    assert time.monotonic() - t0 < 1.5 and len(srv.chat_requests) == 1  # did not sleep 30 s
 
 
 async def test_unreachable_endpoint_names_url_and_model():
@@ -253,3 +254,13 @@ async def test_embedder_retries_429(srv):
     result = await OpenAIEmbedder(endpoint, limiter_registry=LimiterRegistry()).embed(["a", "b"])
     assert result.vectors.shape == (2, 32)
     assert [r.status for r in srv.requests] == [429, 200] and srv.requests[-1].body["dimensions"] == 32
+
+
+async def test_azure_addresses_the_deployment_with_api_version(srv):
+    endpoint = ModelEndpoint(provider="azure", model="gpt-4.1", azure_deployment="my-gpt41",
+                             base_url=srv.base_url.removesuffix("/v1"), api_key="az-key", api_version="2024-10-21")
+    c = await OpenAIChatModel(endpoint, limiter_registry=LimiterRegistry()).complete(MESSAGES)
+    rec = srv.chat_requests[-1]
+    assert c.text == "OK" and c.model == "gpt-4.1"
+    assert "/openai/deployments/my-gpt41/chat/completions" in rec.path and "api-version=2024-10-21" in rec.path
+    assert rec.headers.get("api-key") == "az-key"

@@ -200,7 +200,11 @@ class OpenAIChatModel(_EndpointUser):
                 raise
             with _flags_lock:  # the server does not do JSON mode: remember, and ask plainly
                 _NO_JSON_MODE.add(self.endpoint.limiter_key)
-            response = await self._create(messages, max_tokens, temperature, False)
+            try:
+                response = await self._create(messages, max_tokens, temperature, False)
+            except ModelError as retry_err:
+                retry_err.task = retry_err.task or task
+                raise
         except ModelError as err:
             err.task = err.task or task
             raise

@@ -28,6 +28,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 import numpy as np
 
@@ -195,7 +196,7 @@ class LoopbackServer:
 
     @property
     def chat_requests(self) -> list[RecordedRequest]:
-        return [r for r in self.requests if r.path.endswith("/chat/completions")]
+        return [r for r in self.requests if urlsplit(r.path).path.endswith("/chat/completions")]
 
     # ---------------------------------------------------------------- lifecycle
     @property
@@ -296,7 +297,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     # ---- routes
     def do_GET(self) -> None:
-        if self.path.rstrip("/").endswith("/models"):
+        if urlsplit(self.path).path.rstrip("/").endswith("/models"):
             names = ["gpt-4.1", "gpt-4.1-mini", "gpt-4.1-nano", "text-embedding-3-small", "loopback"]
             self._send_json(200, {"object": "list", "data": [
                 {"id": n, "object": "model", "created": 0, "owned_by": "loopback"} for n in names]})
@@ -312,14 +313,15 @@ class _Handler(BaseHTTPRequestHandler):
             self._error(400, "request body is not JSON")
             return
         owner = self.owner
+        route = urlsplit(self.path).path  # Azure adds ?api-version=...
         rec = RecordedRequest(self.path, body, {k.lower(): v for k, v in self.headers.items()}, time.monotonic())
         with owner._lock:
             owner.requests.append(rec)
         owner._enter()
         try:
-            if self.path.endswith("/chat/completions"):
+            if route.endswith("/chat/completions"):
                 self._chat(body, rec)
-            elif self.path.endswith("/embeddings"):
+            elif route.endswith("/embeddings"):
                 self._embeddings(body, rec)
             else:
                 rec.status = 404
