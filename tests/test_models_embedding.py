@@ -139,3 +139,13 @@ def test_factory_builds_offline_embedder_for_an_index(dulce, tmp_path):
 def test_offline_embedder_without_index_is_a_clear_error():
     with pytest.raises(ModelConfigError, match="pass index="):
         build_embedder(load_models_config(env={}))
+
+
+def test_large_corpus_is_fitted_on_a_sample(monkeypatch):
+    import engines.models.embedding_offline as mod
+
+    monkeypatch.setattr(mod, "MAX_FIT_TEXTS", 4)
+    emb = OfflineEmbedder.fit(CORPUS, dim=256)
+    assert emb.dim == 4  # components come from the 4-text sample
+    vectors = emb.transform(CORPUS)  # every text still embeds
+    assert vectors.shape == (len(CORPUS), 4) and np.isfinite(vectors).all()

@@ -33,6 +33,7 @@ FORMAT = "graphroute-offline-embedder/1"
 MAX_DIM = 256
 MAX_FEATURES = 200_000  # caps memory on large corpora; the rarest n-grams go first
 MAX_FIT_TEXTS = 3000  # larger corpora are fitted on an evenly spaced sample of this many texts
+MAX_FIT_CHARS = 6000  # per text when fitting (idf and directions need a sample, not whole chapters)
 _VECTORIZER_ARGS: dict[str, Any] = {
     "analyzer": "char_wb",
     "ngram_range": (2, 4),
@@ -91,8 +92,9 @@ class OfflineEmbedder:
     def fit(cls, texts: list[str], dim: int = MAX_DIM, seed: int = 0) -> OfflineEmbedder:
         """Fit on `texts`. `dim` is an upper bound: a small corpus yields fewer components.
 
-        Corpora above `MAX_FIT_TEXTS` are fitted on an evenly spaced sample (the embedder still embeds
-        every text), so the fit cost is bounded whatever the index size.
+        Corpora above `MAX_FIT_TEXTS` are fitted on an evenly spaced sample, and each text on its first
+        `MAX_FIT_CHARS` characters (the embedder still embeds every text in full), so the fit cost is
+        bounded whatever the index size.
         """
         if dim < 1:
             raise ModelConfigError(f"offline embedder dim must be >= 1 (got {dim})", key="dim")
@@ -102,6 +104,7 @@ class OfflineEmbedder:
         if len(corpus) > MAX_FIT_TEXTS:
             step = len(corpus) / MAX_FIT_TEXTS
             corpus = [corpus[int(i * step)] for i in range(MAX_FIT_TEXTS)]
+        corpus = [t[:MAX_FIT_CHARS] for t in corpus]
         vectorizer = TfidfVectorizer(max_features=MAX_FEATURES, **_VECTORIZER_ARGS)
         # One BLAS thread: on a busy 2-core machine OpenBLAS threads spin and run 10-20x slower.
         with threadpool_limits(1):
