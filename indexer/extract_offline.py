@@ -24,13 +24,16 @@ NAME, ACRONYM, EVENT, PHRASE, ZH_NAME, ZH_PHRASE = "name", "acronym", "event", "
 FREQUENT_ONLY_KINDS = frozenset({PHRASE, ZH_PHRASE})
 
 _SENTENCE_END = re.compile(r"([.!?]+[\"'”’)\]]*)(\s+)|([。！？；]+[”’」』)]*)|(\n\s*\n|\n(?=\s*[#*\-\d]))")
-_TOKEN = re.compile(r"[A-Za-z\u00C0-\u024F][A-Za-z\u00C0-\u024F0-9'’\-]*|\d+|[^\w\s]")
+_TOKEN = re.compile(r"[A-Za-z\u00C0-\u024F][A-Za-z\u00C0-\u024F0-9'’]*(?:-[A-Za-z\u00C0-\u024F0-9'’]+)*|\d+|[^\w\s]")
 _CJK = re.compile(r"[\u4e00-\u9fff]")
 _ROMAN = re.compile(lx.ROMAN_NUMERAL)
 _YEAR = re.compile(r"^(1[5-9]|20)\d\d$")
 _WS = re.compile(r"\s+")
 _ZH_NAME_FLAGS = frozenset({"nr", "nrfg", "nrt", "ns"})
 _ZH_RUN_FLAGS = frozenset({"n", "nz", "ns", "nt", "nr", "l", "j", "vn", "nrt", "nrfg", "eng"})
+_POSSESSIVE_HEADS = lx.ORG_WORDS | lx.GEO_WORDS | lx.EVENT_WORDS
+_NAME_ABBREVIATIONS = frozenset({"st", "mt", "ft", "jr", "sr"})
+_DEMONYM_ENDINGS = ("ish", "ese", "ian", "ean", "can", "man", "ch", "ic", "ian")
 _GEO_HEADS = frozenset({"mount", "lake", "port", "cape", "isle", "fort", "river", "loch", "glen", "bay", "mt"})
 _MD_PREFIX = re.compile(r"^\s*(#+|[*\-]|\d+\.)\s+")
 MAX_SENTENCE_CHARS = 500
@@ -160,15 +163,16 @@ class OfflineExtractor:
                             j += 1
                         continue
                     j += 1
-                    if core != t:  # a possessive ends the name unless a capitalised word follows it
-                        if j < n and toks[j][:1].isupper():
+                    if core != t:
+                        # a possessive ends the name unless it names a place or body: "St Brigid's School"
+                        if j < n and toks[j][:1].isupper() and toks[j].lower() in _POSSESSIVE_HEADS:
                             words.append(t)
                             continue
                         words.append(core)
                         break
                     words.append(core)
-                    if j < n and toks[j] == "." and len(core) == 1:  # initials "J. R."
-                        j += 1
+                    if j < n and toks[j] == "." and (len(core) == 1 or core.lower() in _NAME_ABBREVIATIONS):
+                        j += 1  # initials "J. R." and "St. Michael's Mount"
                     continue
                 if t.lower() in lx.CONNECTORS and words and j + 1 < n and toks[j + 1][:1].isupper():
                     words.append(t.lower())
@@ -218,8 +222,15 @@ class OfflineExtractor:
     ) -> None:
         if not words:
             return
+        if all(len(w) == 1 for w in words):
+            return  # bare initials
         if len(words) == 1:
             w = words[0]
+            nxt_word = toks[j] if j < len(toks) else ""
+            if w.lower().endswith(_DEMONYM_ENDINGS) and nxt_word[:1].islower() and nxt_word.isalpha():
+                return  # an adjective ("English literature", "German scholars"), not a named thing
+            if w.lower().endswith("ly"):
+                return
             if w.lower() in lx.STOPWORDS or w.lower() in lx.PERSON_TITLES or len(w) < 2 or (_ROMAN.match(w.upper()) and w.isupper()):
                 return
             if w.isupper() and len(w) >= 2 and not w.isdigit():

@@ -30,7 +30,7 @@ october november december spring summer autumn winter
 chapter book part volume contents preface index illustration illustrations footnote footnotes note notes appendix
 introduction section page pages figure table end finis epilogue prologue
 new old good great little long small big high low young own other such same last next best better
-said says say asked told replied answered cried thought went came made took saw knew got gave found looked seemed
+see saw seen said says say asked told replied answered cried thought went came made took saw knew got gave found looked seemed
 many much more most some any each every all both few several
 mother father brother sister son daughter husband wife uncle aunt friend friends man men woman women boy girl child
 children people lady gentleman gentlemen lord god heaven
