@@ -152,7 +152,9 @@ def question_entities(parsed: ParsedPrompt, question: str, *, tables_only: bool 
     found.sort(key=lambda n: (folded.find(n.casefold()), -len(n), n))
     kept: list[str] = []
     for n in sorted(found, key=lambda n: (-len(n), n)):
-        if not any(n.casefold() in k.casefold() for k in kept):
+        # "Marley" inside "Ghost of Jacob Marley" is the same mention; inside the firm "Scrooge and
+        # Marley" it may be the person, so names joined by "and" keep their parts.
+        if not any(n.casefold() in k.casefold() and " and " not in k.casefold() for k in kept):
             kept.append(n)
     return [n for n in found if n in kept]
 
@@ -180,7 +182,9 @@ def rank_candidates(cands: list[Candidate], question: str, entities: list[str]) 
         if len(c.mentioned) >= 2:
             score *= 1.3
         if c.dataset == "Entities" and any(s in folded_entities for s in subjects):
-            score *= 1.5
+            score *= 1.2  # the entity's own description
+        # A sentence that covers the whole question beats one that repeats part of it.
+        score *= 0.25 + 0.75 * coverage(query, c.terms)
         if len(c.terms) < 5:
             score *= 0.6  # fragments of dialogue ("'And your brother, Tiny Tim?") say little on their own
         c.score = score * (1 - 0.03 * min(c.position, 10))
@@ -222,7 +226,13 @@ def _group_key(c: Candidate, entities: list[str], zh: bool) -> str:
     if len(entities) >= 2:
         if not c.mentioned:
             return "其他相关内容" if zh else "Other relevant details"
-        return "、".join(c.mentioned) if zh else " and ".join(display_name(m) for m in c.mentioned)
+        shown = [
+            m for m in c.mentioned if not any(m != o and m.casefold() in o.casefold() for o in c.mentioned)
+        ]
+        if zh:
+            return "、".join(shown)
+        joiner = "; " if any(" and " in m.casefold() for m in shown) else " and "
+        return joiner.join(display_name(m) for m in shown)
     if c.dataset == "Sources":
         return "来自原文" if zh else "From the source text"
     if c.dataset == "Reports":

@@ -57,9 +57,21 @@ def is_cjk_text(text: str) -> bool:
     return sum(1 for c in chars if _CJK_RE.match(c)) / len(chars) >= 0.3
 
 
+# Irregular forms common in questions ("Who led ...?", "What did he see?") mapped to their base.
+_IRREGULAR = dict(
+    pair.split(":")
+    for pair in wordset("""led:lead wrote:write written:write saw:see seen:see went:go gone:go met:meet ran:run
+    began:begin begun:begin died:die took:take taken:take gave:give given:give made:make found:find
+    told:tell said:say knew:know known:know came:come became:become held:hold built:build bought:buy
+    sold:sell left:leave felt:feel kept:keep lost:lose won:win fought:fight brought:bring thought:think
+    taught:teach caught:catch sent:send spent:spend paid:pay children:child men:man women:woman
+    wives:wife""")
+)
+
+
 def stem(word: str) -> str:
     """Light suffix stripping; it only has to map inflections of one word to the same key."""
-    w = word
+    w = _IRREGULAR.get(word, word)
     if len(w) <= 3:
         return w
     if w.endswith("ies") and len(w) > 4:
@@ -70,8 +82,12 @@ def stem(word: str) -> str:
         w = w[:-4]
     elif w.endswith("ing") and len(w) > 5:
         w = w[:-3]
-    elif (w.endswith("ed") and len(w) > 4) or (w.endswith("ly") and len(w) > 5):
-        w = w[:-2]
+    elif (
+        (w.endswith("ed") and len(w) > 4)
+        or (w.endswith("ly") and len(w) > 5)
+        or (w.endswith("er") and len(w) > 5)
+    ):
+        w = w[:-2]  # "leader" -> "lead", "manager" -> "manag" (as "manage")
     elif w.endswith("s") and not w.endswith("ss") and len(w) > 3:
         w = w[:-1]
     if w.endswith("e") and len(w) > 4:
