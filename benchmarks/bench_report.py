@@ -159,7 +159,9 @@ def _pricing_line(pricing: dict[str, Any]) -> str:
     emb = pricing.get("embedding_usd_per_1m") or {}
     return (f"calls priced as if served by `{pricing['chat_model']}` (${chat.get('input', 0):g} in / "
             f"${chat.get('output', 0):g} out per 1M tokens) and embeddings as `{pricing['embedding_model']}` "
-            f"(${emb.get('input', 0):g} per 1M)")
+            f"(${emb.get('input', 0):g} per 1M)"
+            + ("; the mock endpoint is named after that model, so the model layer priced each call itself "
+               "(model-cache hits free)" if pricing.get("chat_cost_from_model_layer") else ""))
 
 
 def print_terminal(report: dict[str, Any], console: Any | None = None) -> None:

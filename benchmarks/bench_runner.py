@@ -35,13 +35,17 @@ class Pricing:
     chat_model: str
     embedding_model: str
     table: PriceTable
+    # mock: the chat endpoint is *named* `chat_model`, so the model layer already priced each call as it
+    # would for the real model (and a model-cache hit as free); keep that figure and add the embeddings.
+    chat_cost_from_model_layer: bool = False
 
     def stage_cost(self, stage: dict[str, Any]) -> float:
         if self.mode == "reported":
             return float(stage["cost"])
-        return self.table.cost(self.chat_model, int(stage["prompt_tokens"]), int(stage["output_tokens"])) + (
-            self.table.cost(self.embedding_model, int(stage["embedding_tokens"]))
-        )
+        embeddings = self.table.cost(self.embedding_model, int(stage["embedding_tokens"]))
+        if self.chat_cost_from_model_layer:
+            return float(stage["cost"]) + embeddings
+        return self.table.cost(self.chat_model, int(stage["prompt_tokens"]), int(stage["output_tokens"])) + embeddings
 
     def describe(self) -> dict[str, Any]:
         out: dict[str, Any] = {"mode": self.mode}
@@ -53,6 +57,7 @@ class Pricing:
                 "chat_usd_per_1m": {"input": chat.input, "output": chat.output} if chat else None,
                 "embedding_model": self.embedding_model,
                 "embedding_usd_per_1m": {"input": emb.input} if emb else None,
+                "chat_cost_from_model_layer": self.chat_cost_from_model_layer,
             }
         return out
 

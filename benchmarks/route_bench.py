@@ -64,6 +64,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--price-as", default=DEFAULT_PRICE_AS,
                    help=f"offline/mock: price tokens as this model (default {DEFAULT_PRICE_AS})")
     p.add_argument("--limit", type=int, default=None, help="use only the first N questions")
+    p.add_argument("--model-cache", default=None, metavar="PATH",
+                   help="enable the model-call cache (sqlite file) so repeats show cache hits; off by default "
+                        "(the offline model is never cached: it is deterministic and free)")
     p.add_argument("--no-warmup", action="store_true",
                    help="mock: skip the unmeasured pass that precomputes the offline replies")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -84,10 +87,11 @@ def parse_engines(text: str) -> list[str]:
 # ---- configuration of the model backend ---------------------------------------------------------
 
 
-def make_config(spec: ModelSpec, config_path: str | None, seed: int, base_url: str | None, price_as: str) -> Any:
+def make_config(spec: ModelSpec, config_path: str | None, seed: int, base_url: str | None, price_as: str,
+                cache_path: str | None = None) -> Any:
     """The GraphrouteConfig for this run: engine settings from `--config`, models from `--model`, seeds fixed."""
     from engines.config import load_config
-    from engines.models.config import models_config_from_mapping
+    from engines.models.config import CacheConfig, models_config_from_mapping
 
     config = load_config(config_path)
     if spec.kind == "offline":
@@ -107,6 +111,9 @@ def make_config(spec: ModelSpec, config_path: str | None, seed: int, base_url: s
     elif config.models.offline:
         raise BenchInputError("--model openai needs an endpoint: set OPENAI_API_KEY (or OPENAI_BASE_URL), or "
                               "[models.chat] in graphroute.toml")
+    if cache_path is not None:
+        cache = CacheConfig(enabled=True, path=Path(cache_path))
+        config = config.model_copy(update={"models": config.models.model_copy(update={"cache": cache})})
     return config.model_copy(update={
         "drift": config.drift.model_copy(update={"seed": seed}),
         "global_search": config.global_search.model_copy(update={"random_state": seed}),
@@ -154,21 +161,24 @@ def run(args: argparse.Namespace, queries: list[Query], engines: list[str], spec
     try:
         if mock is not None:
             mock.__enter__()
-        config = make_config(spec, args.config, args.seed, mock.base_url if mock else None, args.price_as)
+        config = make_config(spec, args.config, args.seed, mock.base_url if mock else None, args.price_as,
+                             args.model_cache)
         table: PriceTable = config.models.prices
         if spec.kind != "openai" and table.lookup(args.price_as) is None:
             raise BenchInputError(f"--price-as {args.price_as!r}: no price known for this model "
                                   f"(known: {', '.join(sorted(table.prices))})")
         pricing = (Pricing("reported", config.models.chat.model, config.models.embedding.model, table)
                    if spec.kind == "openai"
-                   else Pricing("priced_as", args.price_as, DEFAULT_EMBEDDING_PRICE_AS, table))
+                   else Pricing("priced_as", args.price_as, DEFAULT_EMBEDDING_PRICE_AS, table,
+                                chat_cost_from_model_layer=spec.kind == "mock"))
         from engines.models.factory import Models
 
         models = Models.from_config(config.models, index=index)
         _ = models.embedder  # fit/load it now: it is set-up, not part of the first question's latency
         targets = build_targets(index, config, models, engines)
         if mock is not None:
-            if not args.no_warmup:
+            # With a model cache the warm-up would turn every measured call into a cache hit.
+            if not args.no_warmup and args.model_cache is None:
                 mock.warmup()
                 _run_with_progress(targets, queries, args, pricing, models, warmup=True)
             mock.measure()
@@ -237,7 +247,8 @@ def build_report(args: argparse.Namespace, queries: list[Query], engines: list[s
         "mock": f"loopback OpenAI-compatible HTTP server, {spec.latency_ms:g} ms per call"
                 + (f", streaming at {spec.tokens_per_s:g} tokens/s" if spec.tokens_per_s else "")
                 + "; replies computed by the offline extractive model from each request"
-                + ("" if args.no_warmup else " (precomputed in an unmeasured warm-up pass, replayed while measuring)"),
+                + ("" if args.no_warmup or args.model_cache
+                   else " (precomputed in an unmeasured warm-up pass, replayed while measuring)"),
         "openai": f"OpenAI-compatible endpoint {config.models.chat.base_url or 'api.openai.com'}",
     }
     return {
@@ -247,7 +258,7 @@ def build_report(args: argparse.Namespace, queries: list[Query], engines: list[s
             "index": str(args.index), "queries": args.queries, "engines": engines, "model": spec.label,
             "repeat": args.repeat, "concurrency": args.concurrency, "seed": args.seed, "config_file": args.config,
             "price_as": args.price_as, "limit": args.limit, "out": str(args.out),
-            "warmup": spec.kind == "mock" and not args.no_warmup,
+            "warmup": spec.kind == "mock" and not args.no_warmup and args.model_cache is None, "model_cache": args.model_cache,
         },
         "model": {
             "spec": spec.label, "kind": spec.kind, "description": descriptions[spec.kind],

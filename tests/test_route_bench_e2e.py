@@ -199,3 +199,20 @@ def test_console_script_runs_as_a_subprocess(index_path: Path, queries_file: Pat
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2
     assert "index path not found" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_model_cache_turns_repeats_into_free_hits(index_path: Path, queries_file: Path, small_config: Path,
+                                                  tmp_path: Path) -> None:
+    code, report = _run(index_path, queries_file, small_config, tmp_path / "out", "--engines", "local,basic",
+                        "--model", "mock:0", "--repeat", "2", "--limit", "2",
+                        "--model-cache", str(tmp_path / "calls.sqlite"))
+    assert code == 0, report.get("failures") or report.get("consistency")
+    first = [r for r in report["rows"] if r["repeat"] == 0]
+    second = [r for r in report["rows"] if r["repeat"] == 1]
+    assert all(r["cached_calls"] == 0 and r["cost"] > 0 for r in first)
+    assert all(r["cached_calls"] == r["llm_calls"] > 0 for r in second)
+    # a hit is free; only the question's embedding (priced as text-embedding-3-small) is left
+    assert all(r["usage"]["stages"]["answer"]["cost"] == 0 and r["cost"] < 1e-5 for r in second)
+    assert report["summary"]["local"]["cached_calls_total"] == 2
+    # cache hits never reach the server
+    assert report["model"]["mock_server"]["chat_requests"] == sum(r["llm_calls"] for r in first)
