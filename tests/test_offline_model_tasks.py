@@ -284,6 +284,15 @@ def history(*turns: str) -> str:
         (["Tell me about Bob Cratchit."], "Where does he work?", ["Bob Cratchit", "work"], ["he"]),
         (["Who is Scrooge?"], "Who was Marley?", ["Marley"], ["Scrooge"]),
         (["斯克鲁奇是谁？"], "他的外甥是谁？", ["斯克鲁奇", "外甥"], ["他"]),
+        (["斯克鲁奇是谁？"], "那马利呢？", ["马利是谁"], ["呢"]),
+        (["Who is Scrooge?"], "Is it true that Marley died?", ["Is it true that Marley died?"], ["Scrooge"]),
+        (
+            ["What did Scrooge see with the Ghost of Christmas Past?"],
+            "What about the second spirit?",
+            ["What did Scrooge see with the second spirit?"],
+            ["Ghost"],
+        ),
+        (["Who is Scrooge?"], "Tell me more.", ["Tell me more about Scrooge"], []),
     ],
 )
 async def test_rewrite_makes_the_question_standalone(

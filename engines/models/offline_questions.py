@@ -147,7 +147,15 @@ _ELLIPSIS_EN = re.compile(
 )
 _ELLIPSIS_ZH = re.compile(r"^\s*(?:那么?|还有)?(.+?)呢\s*[？?]?\s*$")
 _POSSESSIVE = re.compile(r"\b(his|her|its|their)\b", re.IGNORECASE)
-_PERSONAL = re.compile(r"\b(he|she|him|they|them|it)\b", re.IGNORECASE)
+# "it" in "is it true that ..." / "it is possible that ..." refers to nothing: leave it alone.
+_PERSONAL = re.compile(
+    r"\b(?:he|she|him|they|them|it(?!\s+(?:is\s+|was\s+)?(?:true|possible|likely|known|the case)\b))\b",
+    re.IGNORECASE,
+)
+_MORE_RE = re.compile(
+    r"^\s*(?:tell me more|more details|go on|elaborate|explain more|continue)\s*[.!?]*\s*$", re.I
+)
+_DEMONSTRATIVE_TARGET = re.compile(r"^(?:that|this|these|those|the same)\b", re.IGNORECASE)
 _DEMONSTRATIVE = re.compile(r"\b(that|this)(?=\s*[?.!,]|\s*$)", re.IGNORECASE)
 _THERE = re.compile(r"\bthere(?=\s*[?.!,]|\s*$)", re.IGNORECASE)
 _ZH_PRONOUNS = re.compile(r"他们|她们|它们|他|她|它|这件事|那件事|这个|那个")
@@ -179,6 +187,25 @@ def _resolve_pronouns(question: str, subject: str) -> str:
     return _THERE.sub(f"in {subject}", out)
 
 
+def _replace_name(previous: str, target: str, zh: bool) -> str | None:
+    """Put `target` where the previous question named the thing it replaces.
+
+    The replaced name is the one sharing a word with the target, else the last one named
+    ("What did Scrooge see with the Ghost of Christmas Past?" + "what about the second spirit?").
+    """
+    names = [n for n in capitalised_phrases(previous) if n in previous]
+    if zh or not names:
+        return None
+    target_words = {w.casefold() for w in re.findall(r"[^\W_]+", target) if len(w) > 2}
+    sharing = [n for n in names if target_words & {w.casefold() for w in n.split()}]
+    name = sharing[0] if sharing else names[-1]
+    pos = previous.find(name)
+    before, after = previous[:pos], previous[pos + len(name) :]
+    if before.lower().endswith("the ") and target.lower().startswith("the "):
+        before = before[:-4]
+    return before + target + after
+
+
 def rewrite(parsed: ParsedPrompt, question: str) -> RewriteResponse:
     """Make the last user message standalone by substituting the subject of earlier user turns."""
     earlier = [c for role, c in parsed.history if role == "user" and c.strip() != question.strip()]
@@ -191,19 +218,23 @@ def rewrite(parsed: ParsedPrompt, question: str) -> RewriteResponse:
     if not subject or previous is None:
         return RewriteResponse(question=question)
     zh = is_cjk_text(question)
+    if not zh and _MORE_RE.match(question):
+        return RewriteResponse(question=f"Tell me more about {subject}.")
     ellipsis = (_ELLIPSIS_ZH if zh else _ELLIPSIS_EN).match(question)
-    if ellipsis:
-        target = next(g for g in ellipsis.groups() if g)
-        target = _resolve_pronouns(target, subject)
-        # "What about his nephew?" after "Who is Scrooge?" -> "Who is Scrooge's nephew?"
-        if subject.casefold() in previous.casefold():
-            pos = previous.casefold().find(subject.casefold())
-            return RewriteResponse(question=previous[:pos] + target + previous[pos + len(subject) :])
-        return RewriteResponse(
-            question=previous.rstrip("?？ ") + (f"，{target}？" if zh else f", and {target}?")
-        )
-    resolved = _resolve_pronouns(question, subject)
-    return RewriteResponse(question=resolved)
+    if not ellipsis:
+        return RewriteResponse(question=_resolve_pronouns(question, subject))
+    target = next(g for g in ellipsis.groups() if g)
+    if not zh and _DEMONSTRATIVE_TARGET.match(target):
+        return RewriteResponse(question=f"What about {subject}?")  # "that project" is the subject itself
+    target = _resolve_pronouns(target, subject)
+    # "What about his nephew?" after "Who is Scrooge?" -> "Who is Scrooge's nephew?"
+    replaced = _replace_name(previous, target, zh)
+    if replaced is not None:
+        return RewriteResponse(question=replaced)
+    if subject in previous:
+        pos = previous.find(subject)
+        return RewriteResponse(question=previous[:pos] + target + previous[pos + len(subject) :])
+    return RewriteResponse(question=previous.rstrip("?？ ") + (f"，{target}？" if zh else f", and {target}?"))
 
 
 # ---------------------------------------------------------------------------------------------
