@@ -138,3 +138,17 @@ async def test_index_without_reports_starts_followups_from_the_question(srv: Any
     result = await DriftSearch(load(MEDICAL), loopback_model(srv)).search("What treats hypertension?")
     assert [last_user(r) for r in requests_for(srv, "drift_followup")] == ["What treats hypertension?"]
     assert any("no community reports" in d.reason for d in result.degraded) and result.response == "done"
+
+
+async def test_concurrent_queries_on_one_engine_do_not_interfere() -> None:
+    import asyncio
+
+    index = load(DULCE)
+    cfg = DriftSearchConfig(k_followups=2, n_depth=1)
+    engine = DriftSearch(index, config=cfg)
+    q2 = "What role does Taylor Cruz play?"
+    together = await asyncio.gather(engine.search(Q), engine.search(q2))
+    alone = [await DriftSearch(index, config=cfg).search(q) for q in (Q, q2)]
+    for a, b in zip(together, alone, strict=True):
+        assert a.response == b.response and a.details["tree"] == b.details["tree"]
+        assert a.usage.total.llm_calls == b.usage.total.llm_calls
