@@ -6,15 +6,22 @@ Overhead per call = wall time of one `OpenAIChatModel.complete` minus the time t
 that request (its injected latency included), measured sequentially; the same for the bare `openai`
 SDK call shows what our wrapper (retry loop, limiter, usage, pricing) adds on top of the SDK.
 Throughput = calls/s when 64 calls are always in flight from the caller's side, under a concurrency
-limit of 16 or 64 per (endpoint, model). Everything runs on 127.0.0.1; no network, no key.
+limit of 16 or 64 per (endpoint, model); the server runs in a separate process there, so it does not
+share the client's GIL (use --same-process to compare). Everything runs on 127.0.0.1; no network, no key.
+The machine's load average is printed, because on a busy machine every figure is inflated.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import multiprocessing
+import os
 import statistics
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from multiprocessing.connection import Connection
 
 import openai
 from pydantic import SecretStr
@@ -65,10 +72,54 @@ async def overhead(srv: LoopbackServer, calls: int) -> tuple[list[float], list[f
     return ours, bare
 
 
-async def throughput(srv: LoopbackServer, limit: int, calls: int, in_flight: int = 64) -> tuple[float, int]:
-    model = model_for(srv, limit)
+def _serve(conn: Connection, latency_ms: float) -> None:
+    """Child process: run the server, answer "reset"/"peak" commands, stop on "stop"."""
+    with LoopbackServer(latency_ms=latency_ms, default_reply=REPLY) as srv:
+        conn.send(srv.base_url)
+        while (command := conn.recv()) != "stop":
+            if command == "reset":
+                srv.reset()
+                conn.send(None)
+            elif command == "peak":
+                conn.send(srv.max_in_flight)
+
+
+class RemoteServer:
+    """The loopback server in a child process, with the two numbers the benchmark reads."""
+
+    def __init__(self, conn: Connection, base_url: str) -> None:
+        self._conn = conn
+        self.base_url = base_url
+
+    def reset(self) -> None:
+        self._conn.send("reset")
+        self._conn.recv()
+
+    @property
+    def max_in_flight(self) -> int:
+        self._conn.send("peak")
+        return int(self._conn.recv())
+
+
+@contextmanager
+def server_process(latency_ms: float) -> Iterator[RemoteServer]:
+    ctx = multiprocessing.get_context("spawn")
+    parent, child = ctx.Pipe()
+    proc = ctx.Process(target=_serve, args=(child, latency_ms), daemon=True)
+    proc.start()
+    try:
+        yield RemoteServer(parent, parent.recv())
+    finally:
+        parent.send("stop")
+        proc.join(timeout=10)
+
+
+async def throughput(srv: LoopbackServer | RemoteServer, limit: int, calls: int, in_flight: int = 64) -> tuple[float, int]:
+    endpoint = ModelEndpoint(provider="openai", model="gpt-4.1-mini", base_url=srv.base_url, api_key=SecretStr("b"),
+                             concurrency=limit, timeout_s=30, max_retries=0)
+    model = OpenAIChatModel(endpoint, PriceTable(), limiter_registry=LimiterRegistry())
     await asyncio.gather(*(model.complete(MESSAGES) for _ in range(min(limit, 16))))  # warm-up
-    srv.max_in_flight = 0
+    srv.reset()
     queue = iter(range(calls))
 
     async def worker() -> None:
@@ -88,7 +139,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--throughput-calls", type=int, default=512, help="calls per throughput measurement")
     parser.add_argument("--latencies", default="0,50", help="server latency per call in ms, comma separated")
     parser.add_argument("--limits", default="16,64", help="concurrency limits to measure, comma separated")
+    parser.add_argument("--same-process", action="store_true", help="run the server in this process for throughput")
     args = parser.parse_args(argv)
+    print(f"load average before the run: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
     latencies = [float(x) for x in args.latencies.split(",") if x.strip()]
     limits = [int(x) for x in args.limits.split(",") if x.strip()]
 
@@ -110,10 +163,15 @@ def main(argv: list[str] | None = None) -> int:
     for latency in latencies:
         cells = []
         for limit in limits:
-            with LoopbackServer(latency_ms=latency, default_reply=REPLY) as srv:
-                rate, peak = asyncio.run(throughput(srv, limit, args.throughput_calls))
+            if args.same_process:
+                with LoopbackServer(latency_ms=latency, default_reply=REPLY) as local:
+                    rate, peak = asyncio.run(throughput(local, limit, args.throughput_calls))
+            else:
+                with server_process(latency) as remote:
+                    rate, peak = asyncio.run(throughput(remote, limit, args.throughput_calls))
             cells.append(f"{rate:>17.0f} {peak:>4d}")
         print(f"{latency:>12.0f} ms | " + " | ".join(cells))
+    print(f"load average after the run: {os.getloadavg()[0]:.2f}")
     return 0
 
 
