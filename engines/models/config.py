@@ -208,9 +208,10 @@ class ModelsConfig(BaseModel):
 # loading
 
 
-def _format_validation_error(err: ValidationError, source: str, prefix: str) -> str:
-    lines = []
-    for e in err.errors():
+def _format_validation_error(err: ValidationError | list[Any], source: str, prefix: str) -> str:
+    """`source: dotted.key: what is wrong (got value)` for each error, joined by "; "."""
+    lines: list[str] = []
+    for e in err.errors() if isinstance(err, ValidationError) else err:
         loc = ".".join(str(p) for p in (prefix, *e["loc"]) if p != "")
         ctx = e.get("ctx") or {}
         kind = e["type"]
@@ -382,10 +383,10 @@ def models_config_from_mapping(
     except ValidationError as err:
         errors = [e for e in err.errors() if not (e["loc"][:1] == ("embedding",) and e["loc"][1:2]
                   and e["loc"][1] in inherited)]
-        first = (errors or err.errors())[0]["loc"]
-        err = ValidationError.from_exception_data(err.title, errors or err.errors())  # type: ignore[arg-type]
+        errors = errors or err.errors()
+        first = errors[0]["loc"]
         raise ModelConfigError(
-            _format_validation_error(err, source, "models"),
+            _format_validation_error(errors, source, "models"),
             key="models." + ".".join(str(p) for p in first),
         ) from None
     if config.cache.enabled and config.cache.path is None:
