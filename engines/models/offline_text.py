@@ -11,6 +11,7 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 # Ideographs, kana and hangul are written without spaces; we index them as character bigrams.
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
@@ -95,25 +96,25 @@ def stem(word: str) -> str:
     return w
 
 
+@lru_cache(maxsize=131072)
+def _token_terms(tok: str, keep_stopwords: bool) -> tuple[str, ...]:
+    """Terms of one token; memoised because prose repeats the same words thousands of times."""
+    if _CJK_RE.match(tok):
+        if len(tok) == 1:
+            return () if tok in _CJK_FUNCTION_CHARS else (tok,)
+        pairs = (tok[i : i + 2] for i in range(len(tok) - 1))
+        return tuple(p for p in pairs if not (p[0] in _CJK_FUNCTION_CHARS and p[1] in _CJK_FUNCTION_CHARS))
+    low = tok.lower()
+    if not keep_stopwords and low in STOPWORDS:
+        return ()
+    return (stem(low),)
+
+
 def terms(text: str, *, keep_stopwords: bool = False) -> list[str]:
     """Index terms: stemmed lowercase words (stopwords dropped) and CJK character bigrams."""
     out: list[str] = []
     for match in _TOKEN_RE.finditer(_POSSESSIVE_RE.sub("", text)):
-        tok = match.group(0)
-        if _CJK_RE.match(tok):
-            if len(tok) == 1:
-                if tok not in _CJK_FUNCTION_CHARS:
-                    out.append(tok)
-                continue
-            for i in range(len(tok) - 1):
-                pair = tok[i : i + 2]
-                if not (pair[0] in _CJK_FUNCTION_CHARS and pair[1] in _CJK_FUNCTION_CHARS):
-                    out.append(pair)
-            continue
-        low = tok.lower()
-        if not keep_stopwords and low in STOPWORDS:
-            continue
-        out.append(stem(low))
+        out.extend(_token_terms(match.group(0), keep_stopwords))
     return out
 
 
@@ -133,11 +134,10 @@ def question_terms(question: str) -> tuple[list[str], bool]:
 # A sentence ends at . ! ? (plus closing quotes/brackets) before whitespace and a capital, digit or
 # CJK character; CJK full stops end a sentence without any space.
 # A protected citation placeholder (\x00n\x00, see offline_answer.cited_units) may sit after the stop.
-_BOUNDARY_RE = re.compile(
-    r"[.!?][\"'”’)\]]*(?:\s*\x00\d+\x00)*(?=\s+[\"'“‘(\[]?[A-Z0-9"
-    + _CJK
-    + r"])|[。！？；][”’」』）]*(?:\s*\x00\d+\x00)*"
-)
+# One leading character class keeps the scan fast (an alternation at the start defeats the regex
+# engine's prefix search); Latin stops are then checked for the following capital in Python.
+_BOUNDARY_RE = re.compile(r"[.!?。！？；][\"'”’)\]」』）]*(?:\s*\x00\d+\x00)*")
+_NEXT_SENTENCE_RE = re.compile(r"\s+[\"'“‘(\[]?[A-Z0-9" + _CJK + r"]")
 _MARKDOWN_BLOCK_RE = re.compile(r"\n(?=\s*(?:#{1,6}\s|[-*•]\s|\d+[.)]\s))")
 _CJK_NEWLINE_RE = re.compile(f"(?<=[{_CJK}])\\s*\\n\\s*(?=[{_CJK}])")
 
@@ -158,6 +158,8 @@ def split_sentences(text: str) -> list[str]:
                 continue
             pieces, last = [], 0
             for m in _BOUNDARY_RE.finditer(flat):
+                if m.group(0)[0] in ".!?" and not _NEXT_SENTENCE_RE.match(flat, m.end()):
+                    continue
                 pieces.append(flat[last : m.end()])
                 last = m.end()
             pieces.append(flat[last:])
