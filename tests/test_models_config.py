@@ -177,3 +177,10 @@ def test_unknown_model_costs_zero_and_is_flagged_once():
 def test_user_price_overrides_default():
     config = models_config_from_mapping({"prices": {"gpt-4.1": {"input": 1.0, "output": 2.0}}}, env={})
     assert config.prices.cost("gpt-4.1", 1_000_000, 1_000_000) == pytest.approx(3.0)
+
+
+def test_bad_env_value_names_the_variable_not_the_file(tmp_path):
+    with pytest.raises(ModelConfigError, match=r"environment GRAPHROUTE_TIMEOUT_S: models\.chat\.timeout_s: must be > 0"):
+        load_models_config(write(tmp_path, ""), env={"GRAPHROUTE_TIMEOUT_S": "0"})
+    with pytest.raises(ModelConfigError, match=r"environment GRAPHROUTE_JSON_MODE: .*must be one of"):
+        load_models_config(env={"GRAPHROUTE_JSON_MODE": "always"})

@@ -284,6 +284,16 @@ def _env_overrides(env: Mapping[str, str]) -> dict[str, Any]:
     return out
 
 
+# chat field -> the GRAPHROUTE_* variable that sets it (for error messages)
+_ENV_FIELDS = {
+    "timeout_s": "GRAPHROUTE_TIMEOUT_S",
+    "total_deadline_s": "GRAPHROUTE_TOTAL_DEADLINE_S",
+    "max_retries": "GRAPHROUTE_MAX_RETRIES",
+    "concurrency": "GRAPHROUTE_CONCURRENCY",
+    "json_mode": "GRAPHROUTE_JSON_MODE",
+    "provider": "GRAPHROUTE_PROVIDER",
+}
+
 _SHARED_FIELDS = ("provider", "base_url", "api_key", "api_version", "timeout_s", "max_retries",
                   "total_deadline_s", "concurrency")
 
@@ -385,8 +395,13 @@ def models_config_from_mapping(
                   and e["loc"][1] in inherited)]
         errors = errors or err.errors()
         first = errors[0]["loc"]
+        parts = []
+        for e in errors:  # a bad value that came from the environment names its variable, not the file
+            var = _ENV_FIELDS.get(str(e["loc"][1])) if e["loc"][:1] == ("chat",) and len(e["loc"]) > 1 else None
+            from_env = var is not None and var in env and str(e["loc"][1]) in env_chat
+            parts.append(_format_validation_error([e], f"environment {var}" if from_env else source, "models"))
         raise ModelConfigError(
-            _format_validation_error(errors, source, "models"),
+            "; ".join(parts),
             key="models." + ".".join(str(p) for p in first),
         ) from None
     if config.cache.enabled and config.cache.path is None:
