@@ -264,3 +264,19 @@ async def test_azure_addresses_the_deployment_with_api_version(srv):
     assert c.text == "OK" and c.model == "gpt-4.1"
     assert "/openai/deployments/my-gpt41/chat/completions" in rec.path and "api-version=2024-10-21" in rec.path
     assert rec.headers.get("api-key") == "az-key"
+
+
+async def test_factory_sends_each_stage_to_its_model(srv):
+    from engines.models.config import models_config_from_mapping
+    from engines.models.factory import Models
+
+    config = models_config_from_mapping(
+        {"chat": {"base_url": srv.base_url, "model": "gpt-4.1"}, "stages": {"map": {"model": "gpt-4.1-nano"}}},
+        env={},
+    )
+    models = Models(config)
+    await models.chat("map").complete(MESSAGES, task="global_map")
+    await models.chat("answer").complete(MESSAGES, task="local_answer")
+    assert [r.body["model"] for r in srv.chat_requests] == ["gpt-4.1-nano", "gpt-4.1"]
+    assert not models.offline and "map: gpt-4.1-nano" in models.describe()
+    await models.aclose()
