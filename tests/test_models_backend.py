@@ -280,3 +280,43 @@ async def test_factory_sends_each_stage_to_its_model(srv):
     assert [r.body["model"] for r in srv.chat_requests] == ["gpt-4.1-nano", "gpt-4.1"]
     assert not models.offline and "map: gpt-4.1-nano" in models.describe()
     await models.aclose()
+
+
+async def test_stream_that_stalls_mid_way_times_out_with_typed_error(srv):
+    srv.tokens_per_s = 1.0  # each 8-character delta takes ~3 s to arrive
+    srv.add_rule(None, reply="a long reply that trickles out far too slowly")
+    await chat(srv, timeout_s=20).complete(MESSAGES)  # warm the SDK up (non-streamed replies do not trickle)
+    model = chat(srv, timeout_s=0.8, total_deadline_s=1.5, max_retries=0)
+    received: list[str] = []
+    t0 = time.monotonic()
+    # Headers and the role chunk arrive at once, then nothing for ~3 s: the per-chunk timeout fires
+    # (on a very busy machine the open itself may be what times out; either way it is a typed timeout).
+    with pytest.raises(ModelTimeoutError) as info:
+        async for item in model.stream(MESSAGES, task="local_answer"):
+            received.append(item)  # type: ignore[arg-type]
+    assert time.monotonic() - t0 < 3.5 and received == [] and info.value.task == "local_answer"
+    assert model.limiter.in_flight == 0  # the slot was given back
+
+
+def test_cache_is_safe_across_threads(tmp_path):
+    import threading
+
+    cache = ModelCallCache(tmp_path / "c.sqlite")
+    errors: list[BaseException] = []
+
+    def work(n: int) -> None:
+        try:
+            for i in range(25):
+                key = f"{n}-{i}"
+                cache.put(key, Completion(text=key, prompt_tokens=i, output_tokens=1, model="m", seconds=0.1, cost=1.0))
+                hit = cache.get(key)
+                assert hit is not None and hit.text == key and hit.cached and hit.cost == 0.0
+        except BaseException as exc:  # collected and asserted below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors and len(cache) == 150
