@@ -66,15 +66,18 @@ async def test_followups_run_in_score_order_and_children_inherit_their_parents_s
 async def test_concurrency_setting_bounds_calls_in_flight() -> None:
     from engines.models.testserver import LoopbackServer
 
+    seen = {}
     for limit in (2, 6):
-        with LoopbackServer(latency_ms=60) as server:
+        with LoopbackServer(latency_ms=200) as server:
             script(server, "drift_hyde", "hypothetical")
             script(server, "drift_primer", [primer(s) for s in (51, 52, 53, 54, 55)])  # 15 distinct follow-ups
             script(server, "drift_followup", followup)
             script(server, "drift_reduce", "done")
             cfg = DriftSearchConfig(concurrency=limit, k_followups=6, n_depth=1)
             await DriftSearch(load(DULCE), loopback_model(server), config=cfg).search(Q)
-            assert server.max_in_flight == limit  # GraphRAG ignores the setting (bug 11)
+            seen[limit] = server.max_in_flight
+            assert server.max_in_flight <= limit  # GraphRAG ignores the setting (bug 11)
+    assert seen[2] == 2 and seen[6] > 2  # and the setting is really used for parallelism
 
 
 async def test_failed_followup_degrades_and_the_answer_comes_from_the_rest(srv: Any) -> None:
@@ -125,8 +128,9 @@ async def test_two_queries_on_one_engine_match_fresh_engines() -> None:
 
 
 async def test_offline_drift_on_christmas_carol_is_cited_and_bounded() -> None:
-    result = await DriftSearch(load(CAROL)).search("How does Scrooge change over the story?")
-    assert result.usage.total.llm_calls <= DriftSearchConfig().max_llm_calls <= 22
+    cfg = DriftSearchConfig(k_followups=3, n_depth=1)  # the default bound is checked on the loopback server
+    result = await DriftSearch(load(CAROL), config=cfg).search("How does Scrooge change over the story?")
+    assert result.usage.total.llm_calls <= cfg.max_llm_calls
     assert result.citations and not result.unresolved_citations and result.document_ids
     assert result.details["report_similarity"] in {"vector", "lexical"}
     assert not result.empty and not result.degraded
