@@ -94,8 +94,15 @@ def build_index_from_documents(
     """Same as `build_index` for documents already in memory (e.g. a parquet corpus)."""
     if not documents:
         raise IndexerError("no documents to index")
-    builder = _Builder(documents, Path(out_dir), config or IndexerConfig(), model, embedder, progress)
-    builder.report.skipped_files = list(skipped_files or [])
+    unique: dict[str, SourceDocument] = {}
+    skipped = list(skipped_files or [])
+    for doc in documents:
+        if doc.id in unique:
+            skipped.append(f"{doc.title}: same text as {unique[doc.id].title}")
+        else:
+            unique[doc.id] = doc
+    builder = _Builder(list(unique.values()), Path(out_dir), config or IndexerConfig(), model, embedder, progress)
+    builder.report.skipped_files = skipped
     builder.report.step_seconds["read"] = read_seconds
     try:
         asyncio.get_running_loop()

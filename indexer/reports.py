@@ -15,6 +15,7 @@ import math
 from dataclasses import dataclass, field
 
 from indexer.communities import CommunityRow
+from indexer.extract_offline import split_sentences
 from indexer.graph import EntityRow, Graph, RelationshipRow
 
 MAX_FINDINGS = 6
@@ -71,12 +72,11 @@ def _cite(entity_ids: list[int], relationship_ids: list[int]) -> str:
     return f" [Data: {'; '.join(parts)}]" if parts else ""
 
 
-def _first_sentence(text: str, limit: int = 300) -> str:
-    for stop in (". ", "。", "! ", "? "):
-        cut = text.find(stop)
-        if 0 < cut < limit:
-            return text[: cut + len(stop)].strip()
-    return text[:limit].rstrip() + ("…" if len(text) > limit else "")
+def _first_sentence(text: str, limit: int = 400) -> str:
+    """The description's first sentence (abbreviation-aware), cut at `limit` characters."""
+    sentences = split_sentences(text)
+    first = sentences[0] if sentences else text
+    return first if len(first) <= limit else first[: limit - 1].rstrip() + "…"
 
 
 def _join_names(names: list[str]) -> str:
