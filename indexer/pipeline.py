@@ -153,6 +153,12 @@ class _Builder:
             raise IndexerError(f"output path {self.out} exists and is not a folder")
         self.out.mkdir(parents=True, exist_ok=True)
         previous = read_manifest(self.out)
+        if previous is None and any((self.out / f"{t}.parquet").exists() for t in OUTPUT_TABLES):
+            # never overwrite an index someone else built (e.g. Microsoft GraphRAG's output folder)
+            raise IndexerError(
+                f"{self.out} already holds index tables that graphroute did not build (no "
+                f"{STATE_DIR}/manifest.json); choose an empty or new folder"
+            )
         reason = self._rebuild_reason(previous)
         if reason:
             rep.full_rebuild_reason = reason

@@ -199,6 +199,12 @@ def test_bad_input_gives_clear_errors(tmp_path: Path) -> None:
         build_index(tmp_path / "docs", tmp_path / "out", progress=False)
     with pytest.raises(IndexerError, match="chunk_overlap"):
         IndexerConfig(chunk_size=100, chunk_overlap=100)
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    (foreign / "entities.parquet").write_bytes(b"not ours")
+    with pytest.raises(IndexerError, match="did not build"):
+        build_index(SAMPLE, foreign, progress=False)
+    assert (foreign / "entities.parquet").read_bytes() == b"not ours"
     assert cli_main([str(tmp_path / "missing"), "--out", str(tmp_path / "o"), "--no-progress"]) == 2
     assert cli_main([str(SAMPLE), "--out", str(tmp_path / "o"), "--encoding", "nope", "--no-progress"]) == 2
 
