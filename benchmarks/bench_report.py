@@ -111,11 +111,12 @@ def render_markdown(report: dict[str, Any]) -> str:
         f"{report['queries']['labelled']} labelled; repeat {cfg['repeat']}, concurrency {cfg['concurrency']}, "
         f"seed {cfg['seed']}",
         f"- model: `{model['spec']}` — {model['description']}",
+        *([f"- mock server: {_mock_line(model['mock_server'])}"] if model.get("mock_server") else []),
         f"- cost: {_pricing_line(pricing)}",
         f"- latency = wall-clock seconds per question as the caller sees it; p50/p95 over "
         f"{cfg['repeat']} × {report['queries']['count']} runs per engine",
         f"- graphroute {report['packages'].get('graphroute', '?')}, Python {report['python']}, "
-        f"{report['created_utc']}",
+        f"{report['created_utc']}; {_machine_line(report.get('machine'))}",
         "",
         "## Per engine",
         "",
@@ -146,6 +147,23 @@ def render_markdown(report: dict[str, Any]) -> str:
     if report.get("charts"):
         parts += ["## Charts", ""] + [f"![{Path(c).stem}]({c})" for c in report["charts"]] + [""]
     return "\n".join(parts)
+
+
+def _mock_line(m: dict[str, Any]) -> str:
+    line = (f"{m['chat_requests']} chat requests while measuring (max {m['max_in_flight']} in flight, "
+            f"{m['failed_requests']} failed, {m['replies_computed_while_measuring']} replies not precomputed)")
+    warm = m.get("warmup")
+    if warm:
+        line += (f"; warm-up pass: {warm['runs']} runs, {warm['llm_calls']} calls, {warm['failed']} failed, "
+                 f"{warm['degraded']} degraded")
+    return line
+
+
+def _machine_line(machine: dict[str, Any] | None) -> str:
+    if not machine:
+        return "machine load not recorded"
+    return (f"{machine['cpus']} CPUs, 1-minute load average {machine['load_average_1m_before']} before / "
+            f"{machine['load_average_1m_after']} after the run")
 
 
 def _index_line(index: dict[str, Any]) -> str:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import platform
 import random
 import sys
@@ -120,6 +121,13 @@ def make_config(spec: ModelSpec, config_path: str | None, seed: int, base_url: s
     })
 
 
+def _load_average() -> float | None:
+    try:
+        return round(os.getloadavg()[0], 2)
+    except (AttributeError, OSError):  # not available on Windows
+        return None
+
+
 def package_versions() -> dict[str, str]:
     out = {}
     for name in PACKAGES:
@@ -158,6 +166,8 @@ def run(args: argparse.Namespace, queries: list[Query], engines: list[str], spec
         raise BenchInputError(f"cannot load index {index_path}: {exc}") from None
 
     mock = MockBackend(spec) if spec.kind == "mock" else None
+    warmup_stats: dict[str, Any] | None = None
+    load_before = _load_average()
     try:
         if mock is not None:
             mock.__enter__()
@@ -180,16 +190,25 @@ def run(args: argparse.Namespace, queries: list[Query], engines: list[str], spec
             # With a model cache the warm-up would turn every measured call into a cache hit.
             if not args.no_warmup and args.model_cache is None:
                 mock.warmup()
-                _run_with_progress(targets, queries, args, pricing, models, warmup=True)
+                warm = _run_with_progress(targets, queries, args, pricing, models, warmup=True)
+                warmup_stats = {"runs": len(warm), "failed": sum(1 for r in warm if not r["ok"]),
+                                "degraded": sum(1 for r in warm if r["ok"] and r["degraded"]),
+                                "llm_calls": sum(r["llm_calls"] for r in warm),
+                                "errors": sorted({str(r["error"]) for r in warm if not r["ok"]})[:10]}
             mock.measure()
         rows = _run_with_progress(targets, queries, args, pricing, models)
         mock_stats = mock.stats() if mock else None
+        if mock_stats is not None:
+            mock_stats["warmup"] = warmup_stats
     finally:
         if mock is not None:
             mock.__exit__(None, None, None)
 
     report = build_report(args, queries, engines, spec, config, pricing, index, rows, mock_stats,
                           time.perf_counter() - started)
+    # Latency is wall-clock: a busy machine inflates it, so the report says how busy this one was.
+    report["machine"] = {"cpus": os.cpu_count(), "load_average_1m_before": load_before,
+                         "load_average_1m_after": _load_average()}
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     from benchmarks.bench_charts import write_charts
