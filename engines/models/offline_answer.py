@@ -182,7 +182,8 @@ def rank_candidates(cands: list[Candidate], question: str, entities: list[str]) 
         if len(c.mentioned) >= 2:
             score *= 1.3
         if c.dataset == "Entities" and any(s in folded_entities for s in subjects):
-            score *= 1.2  # the entity's own description
+            # the entity's own description, and most of all its opening (defining) sentence
+            score *= 1.8 if c.position == 0 else 1.2
         # A sentence that covers the whole question beats one that repeats part of it.
         score *= 0.25 + 0.75 * coverage(query, c.terms)
         if len(c.terms) < 5:
