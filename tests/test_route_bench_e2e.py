@@ -30,12 +30,12 @@ QUESTIONS = [
 def index_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The sample-corpus index (built by the indexer) when available, else the Christmas Carol index."""
     try:
-        from indexer import build_index  # type: ignore[attr-defined]
+        from indexer import build_index
 
         corpus = Path(__file__).resolve().parents[1] / "indexer" / "sample_corpus"
         if corpus.is_dir():
             out = tmp_path_factory.mktemp("sample_index")
-            build_index(corpus, out)
+            build_index(corpus, out, progress=False)
             return out
     except ImportError:
         pass
