@@ -47,6 +47,11 @@ _CJK_FUNCTION_CHARS = (
     "的了是在和与及或吗呢吧啊么什谁哪怎如何为这那个一有也就都而被把对他她它们我你其中请问些样"
 )
 
+# Chinese question words that are not made only of function characters.
+_CJK_STOP_BIGRAMS = frozenset(
+    {"哪里", "哪儿", "多少", "为何", "有何", "怎样", "是否", "何时", "何地", "几个"}
+)
+
 _ABBREVIATIONS = ("mr", "mrs", "ms", "dr", "st", "jr", "sr", "vs", "etc", "e.g", "i.e", "no", "mt", "prof")
 
 
@@ -103,7 +108,12 @@ def _token_terms(tok: str, keep_stopwords: bool) -> tuple[str, ...]:
         if len(tok) == 1:
             return () if tok in _CJK_FUNCTION_CHARS else (tok,)
         pairs = (tok[i : i + 2] for i in range(len(tok) - 1))
-        return tuple(p for p in pairs if not (p[0] in _CJK_FUNCTION_CHARS and p[1] in _CJK_FUNCTION_CHARS))
+        return tuple(
+            p
+            for p in pairs
+            if p not in _CJK_STOP_BIGRAMS
+            and not (p[0] in _CJK_FUNCTION_CHARS and p[1] in _CJK_FUNCTION_CHARS)
+        )
     low = tok.lower()
     if not keep_stopwords and low in STOPWORDS:
         return ()
@@ -182,7 +192,10 @@ def clean_sentence(sentence: str) -> str:
 
 
 def is_informative(sentence: str) -> bool:
-    """Enough words to stand alone as evidence (3 words, or 5 CJK characters)."""
+    """Enough words to stand alone as evidence (3 words, or 5 CJK characters), and not a lead-in
+    line that only announces what follows ("The minutes are summarised below:")."""
+    if sentence.rstrip().endswith((":", "：")):
+        return False
     if _CJK_RE.search(sentence):
         return len(_CJK_RE.findall(sentence)) >= 5
     return len(re.findall(r"[^\W_]+", sentence)) >= 3
