@@ -109,16 +109,17 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[dict[str, Any]] = []
     t1 = time.perf_counter()
     for q in questions.itertuples():
-        qvec = embedder.transform([q.question])[0]
+        question, evidence_text = str(q.question), str(q.evidence)
+        qvec = embedder.transform([question])[0]
         contexts: dict[str, tuple[str, list[str]]] = {}
         for strategy in STRATEGIES:
-            ctx = builder.build(q.question, query_vector=qvec, text_unit_strategy=strategy)
+            ctx = builder.build(question, query_vector=qvec, text_unit_strategy=strategy)
             contexts[f"local-{strategy}"] = (ctx.text, list(ctx.text_unit_ids))
         # DRIFT-like: follow-ups from the top linked entity names, each with a third of the budget
-        first = builder.build(q.question, query_vector=qvec)
+        first = builder.build(question, query_vector=qvec)
         texts, ids = [], []
         for ent in first.entities[:3]:
-            follow = f"{ent.title}: {q.question}"
+            follow = f"{ent.title}: {question}"
             sub = builder.build(follow, query_vector=embedder.transform([follow])[0], max_context_tokens=args.budget // 3,
                                 text_unit_prop=0.9, community_prop=0.1)
             texts.append(sub.text)
@@ -136,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
             used += cost
         contexts["basic"] = ("\n\n".join(parts), chosen)
 
-        evidence = content_words(q.evidence)
+        evidence = content_words(evidence_text)
         q_spans = spans_by_q.get(str(q.id), [])
         for method, (text, unit_ids) in contexts.items():
             words = content_words(text)
@@ -159,9 +160,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"mean context tokens:\n{df.groupby('method')['tokens'].mean().round(0).to_string()}\n")
     local = df[df["method"].str.startswith("local-")].groupby("method")[["recall", "span_hit"]].mean()
     local["score"] = local["recall"] + local["span_hit"]
-    best = local["score"].idxmax()
+    best = str(local["score"].idxmax())
     print(f"best local strategy (recall + span hit): {best.removeprefix('local-')} "
-          f"(recall {local.loc[best, 'recall']:.3f}, span hit {local.loc[best, 'span_hit']:.3f})")
+          f"(recall {float(local['recall'][best]):.3f}, span hit {float(local['span_hit'][best]):.3f})")
     return 0
 
 
