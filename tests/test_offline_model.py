@@ -22,7 +22,7 @@ import pytest
 
 from engines.models.base import Completion
 from engines.models.offline import OfflineChatModel, split_deltas
-from engines.models.offline_text import capitalised_phrases
+from engines.models.offline_names import capitalised_phrases
 from engines.schemas import FollowupResponse, QuestionList
 from shared_context.tokens import get_tokenizer
 

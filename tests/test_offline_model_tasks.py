@@ -18,8 +18,8 @@ import pytest
 from pydantic import BaseModel, Field
 
 from engines.models.offline import OfflineChatModel
+from engines.models.offline_names import capitalised_phrases
 from engines.models.offline_parse import parse_messages
-from engines.models.offline_text import capitalised_phrases
 from engines.schemas import (
     FollowupResponse,
     MapResponse,
@@ -410,12 +410,13 @@ def test_parser_keeps_quoted_blank_lines_inside_a_cell_and_stops_at_the_real_bla
             {"role": "user", "content": "What?"},
         ],
         [{"role": "system", "content": "-----Reports-----\n"}, {"role": "user", "content": "Anything?"}],
+        ["not a message", {"role": "system", "content": None}, {"content": "Who is Scrooge?"}],
     ],
 )
 @pytest.mark.parametrize(
     "task", ["local_answer", "global_map", "rate", "drift_primer", "questions", "rewrite", "global_reduce"]
 )
-async def test_odd_input_never_raises_and_still_validates(msgs: list[dict[str, str]], task: str) -> None:
+async def test_odd_input_never_raises_and_still_validates(msgs: list[Any], task: str) -> None:
     schemas: dict[str, type[BaseModel]] = {
         "global_map": MapResponse,
         "rate": RateResponse,

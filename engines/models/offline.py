@@ -11,15 +11,16 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any, Literal, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 
 from engines.models.base import Completion, Message
-from engines.models.offline_answer import compose_answer, compose_reduce, no_answer_text
+from engines.models.offline_answer import compose_answer, no_answer_text
 from engines.models.offline_parse import ParsedPrompt, parse_messages
 from engines.models.offline_questions import generate_questions, rewrite, route
+from engines.models.offline_reduce import compose_reduce
 from engines.models.offline_tasks import drift_followup, drift_hyde, drift_primer, global_map, rate
 from engines.schemas import (
     FollowupResponse,
@@ -170,7 +171,9 @@ class OfflineChatModel:
         return route(question)
 
     def _completion(self, messages: Sequence[Message], text: str, seconds: float) -> Completion:
-        prompt_tokens = sum(self._tokenizer.count(str(m.get("content", "") or "")) for m in messages)
+        prompt_tokens = sum(
+            self._tokenizer.count(str(m.get("content", "") or "")) for m in messages if isinstance(m, Mapping)
+        )
         return Completion(
             text=text,
             prompt_tokens=prompt_tokens,

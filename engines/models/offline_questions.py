@@ -5,8 +5,9 @@ from __future__ import annotations
 import re
 
 from engines.models.offline_answer import question_entities
+from engines.models.offline_names import capitalised_phrases, display_name, quoted_terms
 from engines.models.offline_parse import ParsedPrompt
-from engines.models.offline_text import capitalised_phrases, display_name, is_cjk_text, quoted_terms
+from engines.models.offline_text import is_cjk_text
 from engines.schemas import QuestionList, RewriteResponse, RouteResponse
 
 # ---------------------------------------------------------------------------------------------

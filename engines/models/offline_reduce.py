@@ -1,0 +1,114 @@
+"""Reduce for the offline model: merge analyst blocks, most important first, keeping their references."""
+
+from __future__ import annotations
+
+import re
+
+from engines.models.offline_answer import cite, no_answer_text
+from engines.models.offline_cite import CITATION_RE, merge_refs, parse_citation
+from engines.models.offline_parse import ParsedPrompt
+from engines.models.offline_text import (
+    clean_sentence,
+    is_cjk_text,
+    is_informative,
+    jaccard,
+    split_sentences,
+    terms,
+    trim_sentence,
+)
+from shared_context.tokens import Tokenizer
+
+REDUCE_LABEL_EN = "**Answer (offline extractive model; key findings merged from the supplied data):**"
+REDUCE_LABEL_ZH = "**回答（离线抽取式模型，合并自所提供数据的要点）：**"
+# The label of an earlier offline answer, and bold group headings, are structure, not findings.
+_LABEL_RE = re.compile(r"^\s*\*\*(?:Answer|回答)[^*]*\*\*\s*")
+_BOLD_LINE_RE = re.compile(r"\s*\*\*[^*]+\*\*\s*[:：]?\s*")
+
+
+def cited_units(text: str) -> list[tuple[str, dict[str, list[str]]]]:
+    """Sentences of one analyst text with the references they carry.
+
+    An uncited sentence inherits the next citation in its block (analysts often cite once per
+    paragraph), or the previous one at the end of the block.
+    """
+    refs_list: list[dict[str, list[str]]] = []
+
+    def protect(match: re.Match[str]) -> str:
+        refs_list.append(parse_citation(match.group(1)))
+        return f" \x00{len(refs_list) - 1}\x00"
+
+    units: list[tuple[str, dict[str, list[str]]]] = []
+    for raw in split_sentences(CITATION_RE.sub(protect, _LABEL_RE.sub("", text.strip()))):
+        if raw.lstrip().startswith("#") or _BOLD_LINE_RE.fullmatch(raw):
+            continue  # headings ("## ...", "**From the source text**") are structure, not findings
+        refs: dict[str, list[str]] = {}
+        for k in re.findall(r"\x00(\d+)\x00", raw):
+            merge_refs(refs, refs_list[int(k)])
+        sentence = re.sub(r"\s*\x00\d+\x00", "", raw)
+        sentence = _LABEL_RE.sub("", clean_sentence(re.sub(r"\s+([.,;:!?。])", r"\1", sentence)))
+        if is_informative(sentence):
+            units.append((trim_sentence(sentence, 80), refs))
+    for i, (sentence, refs) in enumerate(units):
+        if not refs:
+            later = next((r for _, r in units[i + 1 :] if r), None)
+            earlier = next((r for _, r in reversed(units[:i]) if r), None)
+            inherited = later or earlier
+            if inherited:
+                units[i] = (sentence, {d: list(v) for d, v in inherited.items()})
+    return units
+
+
+def compose_reduce(parsed: ParsedPrompt, question: str, tokenizer: Tokenizer, max_tokens: int | None) -> str:
+    """One answer from the analyst blocks, most important first, duplicates merged, within budget.
+
+    Budget is shared in two passes: first the opening sentences of every block (in importance
+    order), then the rest of each block, so a long first finding cannot crowd out the others and
+    a partial answer from an earlier reduce level keeps more than its first lines when room allows.
+    """
+    blocks = sorted((b for b in parsed.analysts if b.text.strip()), key=lambda b: (-b.importance, b.number))
+    kept: list[list[tuple[str, dict[str, list[str]]]]] = []
+    seen: list[tuple[list[str], dict[str, list[str]]]] = []
+    for block in blocks:
+        sentences = []
+        for sentence, refs in cited_units(block.text):
+            sentence_terms = terms(sentence, keep_stopwords=True)
+            twin = next((r for t, r in seen if jaccard(t, sentence_terms) >= 0.7), None)
+            if twin is not None:
+                merge_refs(twin, refs)
+                continue
+            seen.append((sentence_terms, refs))
+            sentences.append((sentence, refs))
+        if sentences:
+            kept.append(sentences)
+    if not kept:
+        return no_answer_text(question)
+    label = REDUCE_LABEL_ZH if is_cjk_text(question) else REDUCE_LABEL_EN
+    budget = max_tokens if max_tokens is not None else 2000
+    used = tokenizer.count(label) + 2
+    taken = [0] * len(kept)
+    for first_pass in (True, False):
+        full = False
+        for b, group in enumerate(kept):
+            stop = min(len(group), 3) if first_pass else len(group)
+            while taken[b] < stop:
+                sentence, refs = group[taken[b]]
+                cost = tokenizer.count(cite(sentence, refs)) + 3  # "- " and the line break
+                if used + cost > budget:
+                    full = True
+                    break
+                used += cost
+                taken[b] += 1
+            if full:
+                break  # never let a less important block jump ahead of a more important one
+        if full:
+            break
+    lines = [f"- {cite(s, r)}" for b, group in enumerate(kept) for s, r in group[: taken[b]]]
+    if not lines:
+        lines = [f"- {cite(*kept[0][0])}"]
+    text = "\n".join([label, "", *lines])
+    if tokenizer.count(text) > budget:
+        text = tokenizer.truncate(text, budget)
+        cut = text.rfind("[Data:")
+        if cut != -1 and "]" not in text[cut:]:
+            text = text[:cut].rstrip()
+    return text
