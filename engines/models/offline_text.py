@@ -1,4 +1,4 @@
-"""Text tools of the offline extractive model: terms, sentences, BM25, names and citations.
+"""Text tools of the offline extractive model: terms, stemming, sentences, BM25 and coverage.
 
 Everything here is deterministic: no randomness, no clock, and no iteration over sets of
 strings (whose order changes with PYTHONHASHSEED) where the order can reach the output.
