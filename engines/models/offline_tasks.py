@@ -287,12 +287,8 @@ def drift_primer(parsed: ParsedPrompt, question: str) -> PrimerResponse:
         followups.append(
             f"数据中关于{word}有哪些证据？" if zh else f"What evidence in the data relates to {word}?"
         )
-    while len(followups) < 5:
-        followups.append(
-            f"关于{topic}还有哪些细节？#{len(followups) + 1}"
-            if zh
-            else f"Which further detail #{len(followups) + 1} is known about {topic}?"
-        )
+    # Fewer than five only when the fold names nothing and the question has few words: better an
+    # honest short list than invented filler questions.
     return PrimerResponse(
         intermediate_answer=f"{heading}\n\n{body}",
         score=score,
