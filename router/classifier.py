@@ -6,7 +6,7 @@ A multinomial logistic regression over three feature blocks (`router.features`):
 question-form features in English and Chinese, index-linking signals, and hashed character n-grams. Its
 one-vs-rest scores are calibrated with per-class sigmoids fitted on cross-validated predictions
 (`CalibratedClassifierCV(method="sigmoid", ensemble=False)`), so `confidence` is a probability. The fitted
-weights are stored as plain arrays in `router/data/router_model.joblib` (rebuilt by `python -m router.train`)
+weights are stored as plain arrays in `router/data/router_model.npz` (rebuilt by `python -m router.train`)
 and applied here with numpy, which keeps a prediction well under a millisecond and the file independent of
 the scikit-learn version.
 
@@ -30,13 +30,13 @@ This module imports only numpy, scikit-learn's hashing vectoriser and the router
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, cast
 
-import joblib
 import numpy as np
 
 from router.cues import REASON_TEMPLATES
@@ -58,7 +58,7 @@ if TYPE_CHECKING:
 
 Engine = Literal["local", "global", "drift"]
 ENGINES: tuple[Engine, ...] = ("local", "global", "drift")
-MODEL_PATH = Path(__file__).resolve().parent / "data" / "router_model.joblib"
+MODEL_PATH = Path(__file__).resolve().parent / "data" / "router_model.npz"
 MODEL_FORMAT = 1
 _REASON_MIN_CONTRIBUTION = 0.15  # log-odds; weaker features are not worth telling the user about
 _ENGINE_WORDS = {"local": "questions about specific entities", "global": "questions about the whole collection",
@@ -112,11 +112,11 @@ class Classifier:
         if not path.is_file():
             raise ModelFileError(f"router model file not found: {path} (rebuild it with `python -m router.train`)")
         try:
-            payload = joblib.load(path)
-        except Exception as exc:  # joblib/pickle raise many types for a corrupt file
+            with np.load(path, allow_pickle=False) as stored:
+                payload: dict[str, Any] = {k: stored[k] for k in stored.files if k != "meta"}
+                payload.update(json.loads(str(stored["meta"])))
+        except (OSError, ValueError, KeyError, EOFError) as exc:  # zip/npz/json errors for a corrupt file
             raise ModelFileError(f"{path}: cannot read router model file ({type(exc).__name__}: {exc})") from exc
-        if not isinstance(payload, dict):
-            raise ModelFileError(f"{path}: not a router model file (got {type(payload).__name__})")
         return cls(payload, source=str(path))
 
     # ------------------------------------------------------------------------------------ scoring
@@ -155,7 +155,7 @@ class Classifier:
         reasons = self._reasons(best, dense, feats, signals) + notes
         if feats.truncated:
             reasons.append(f"the question is very long; only its first {MAX_CHARS} characters were used")
-        probabilities = {c: float(proba[self.classes.index(c)]) for c in ENGINES}
+        probabilities: dict[str, float] = {str(c): float(proba[self.classes.index(c)]) for c in ENGINES}
         return RouteDecision(engine=engine, confidence=probabilities[engine], probabilities=probabilities,
                              reasons=reasons, signals=signals.as_dict() if signals else {}, method="model")
 

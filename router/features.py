@@ -23,14 +23,15 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from itertools import chain
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import scipy.sparse as sp
-from sklearn.feature_extraction.text import HashingVectorizer
-from sklearn.utils import murmurhash3_32
 
 from router.cues import CUE_NAMES, match_cues
+
+if TYPE_CHECKING:  # scipy and scikit-learn are imported only for training and checks
+    import scipy.sparse as sp
+    from sklearn.feature_extraction.text import HashingVectorizer
 
 MAX_CHARS = 600  # longer questions are truncated before featurisation (and the decision says so)
 N_HASH_FEATURES = 2**18
@@ -84,6 +85,8 @@ _word_cache: dict[str, tuple[int, ...]] = {}  # word -> columns of its n-grams
 
 def reference_hasher() -> HashingVectorizer:
     """The scikit-learn vectoriser `hashed_ngrams` reproduces exactly (used by the tests to check it)."""
+    from sklearn.feature_extraction.text import HashingVectorizer
+
     return HashingVectorizer(analyzer="char_wb", ngram_range=(2, 4), n_features=N_HASH_FEATURES,
                              alternate_sign=False, norm="l2", lowercase=True, dtype=np.float64)
 
@@ -192,10 +195,40 @@ def index_vector(signals: IndexSignals | None) -> np.ndarray:
     ], dtype=np.float32)
 
 
+def murmurhash3_32(data: bytes, seed: int = 0) -> int:
+    """MurmurHash3 x86 32-bit, signed, as scikit-learn's `murmurhash3_bytes_s32` (pure Python, so classifying
+    needs no scikit-learn import; results are memoised per n-gram)."""
+    c1, c2, mask = 0xCC9E2D51, 0x1B873593, 0xFFFFFFFF
+    h = seed & mask
+    n_blocks = len(data) // 4
+    for i in range(n_blocks):
+        k = int.from_bytes(data[4 * i : 4 * i + 4], "little")
+        k = (k * c1) & mask
+        k = ((k << 15) | (k >> 17)) & mask
+        k = (k * c2) & mask
+        h ^= k
+        h = ((h << 13) | (h >> 19)) & mask
+        h = (h * 5 + 0xE6546B64) & mask
+    tail = data[4 * n_blocks :]
+    if tail:
+        k = int.from_bytes(tail, "little")
+        k = (k * c1) & mask
+        k = ((k << 15) | (k >> 17)) & mask
+        k = (k * c2) & mask
+        h ^= k
+    h ^= len(data)
+    h ^= h >> 16
+    h = (h * 0x85EBCA6B) & mask
+    h ^= h >> 13
+    h = (h * 0xC2B2AE35) & mask
+    h ^= h >> 16
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
 def _bucket(gram: str) -> int:
     column = _bucket_cache.get(gram)
     if column is None:
-        h = int(murmurhash3_32(gram, seed=0))
+        h = murmurhash3_32(gram.encode("utf-8"))
         column = (2147483647 - (N_HASH_FEATURES - 1)) % N_HASH_FEATURES if h == -(2**31) else abs(h) % N_HASH_FEATURES
         if len(_bucket_cache) < _MAX_CACHED_NGRAMS:
             _bucket_cache[gram] = column
@@ -235,6 +268,8 @@ def ngram_vector(text: str) -> tuple[np.ndarray, np.ndarray]:
 
 
 def hashed_ngrams(texts: Sequence[str]) -> sp.csr_matrix:
+    import scipy.sparse as sp
+
     rows = [ngram_vector(t) for t in texts]
     indptr = np.cumsum([0] + [len(c) for c, _ in rows])
     columns = np.concatenate([c for c, _ in rows]) if rows else np.zeros(0, dtype=np.int64)
@@ -244,25 +279,65 @@ def hashed_ngrams(texts: Sequence[str]) -> sp.csr_matrix:
 
 def build_matrix(features: Sequence[QuestionFeatures], signals: Sequence[IndexSignals | None]) -> sp.csr_matrix:
     """Full design matrix: [dense cue/form block | index block | hashed n-grams]."""
+    import scipy.sparse as sp
+
     dense = np.vstack([np.concatenate([f.dense, index_vector(s)]) for f, s in zip(features, signals, strict=True)])
     return sp.hstack([sp.csr_matrix(dense), hashed_ngrams([f.text for f in features])], format="csr")
 
 
+_TITLE_WORD = re.compile(r"[^\W_]+")
+_TITLE_FILLER = frozenset(("the", "a", "an", "of", "mr", "mrs", "ms", "miss", "dr", "sir", "lady", "lord", "st", "and"))
+MIN_LINK_SCORE = 0.6  # below this an "exact" match is only a title nested in a longer phrase
+
+
+def _title_words(title: str) -> set[str]:
+    words = {w for w in _TITLE_WORD.findall(title.lower()) if w not in _TITLE_FILLER}
+    return words or {title.lower()}
+
+
+def _same_name_word(a: str, b: str) -> bool:
+    """Same word up to a plural or possessive ending ("fezziwig" / "fezziwigs"); CJK titles by containment."""
+    if a == b:
+        return True
+    if _CJK.search(a + b):
+        return a in b or b in a
+    short, long_ = sorted((a, b), key=len)
+    return len(short) >= 4 and long_.startswith(short) and len(long_) - len(short) <= 2
+
+
 def signals_from_link(link: Any, entity_communities: Sequence[Sequence[int]] | None,
-                      title_of: Callable[[int], str] | None = None, min_score: float = 0.0) -> IndexSignals:
-    """Summarise a `shared_context.linking.LinkResult` (duck-typed so this module never imports it)."""
-    entities = [e for e in getattr(link, "entities", ()) if float(getattr(e, "score", 0.0)) >= min_score]
-    scores = [float(e.score) for e in entities]
+                      title_of: Callable[[int], str] | None = None) -> IndexSignals:
+    """Summarise a `shared_context.linking.LinkResult` (duck-typed so this module never imports it).
+
+    Counts the *distinct names* the question links to, not the linker's raw list: only title/alias
+    matches count (the linker also returns BM25 matches on descriptions for almost any content word), and
+    an entity whose title shares a word with a better-ranked linked entity ("MRS. CRATCHIT" after
+    "BOB CRATCHIT", "MR. SCROOGE" after "SCROOGE") is the same mention, not another entity. Communities
+    are counted at the shallowest level over the kept entities.
+    """
+    kept: list[tuple[int, float, str]] = []
+    seen_words: set[str] = set()
+    ranked = sorted(getattr(link, "entities", ()), key=lambda e: -float(getattr(e, "score", 0.0)))
+    for e in ranked:
+        score = float(getattr(e, "score", 0.0))
+        if not bool(getattr(e, "exact", False)) or score < MIN_LINK_SCORE:
+            continue
+        pos = int(e.position)
+        title = str(getattr(e, "title", "") or (title_of(pos) if title_of is not None else pos))
+        words = _title_words(title)
+        if any(_same_name_word(w, s) for w in words for s in seen_words):
+            continue
+        seen_words |= words
+        kept.append((pos, score, title))
     communities: set[int] = set()
     if entity_communities is not None:
-        for e in entities:
-            pos = int(e.position)
+        for pos, _, _ in kept:
             if 0 <= pos < len(entity_communities) and len(entity_communities[pos]) > 0:
-                communities.add(int(entity_communities[pos][0]))  # shallowest level only
-    names = [title_of(int(e.position)) for e in entities] if title_of is not None else []
+                communities.add(int(entity_communities[pos][0]))
+    scores = [score for _, score, _ in kept]
     return IndexSignals(
-        linked=len(entities), max_score=max(scores, default=0.0),
-        mean_score=sum(scores) / len(scores) if scores else 0.0,
-        exact=sum(1 for e in entities if bool(getattr(e, "exact", False))), communities=len(communities),
-        unknown=len(getattr(link, "unknown_names", ()) or ()), names=tuple(names),
+        linked=len(kept), max_score=max(scores, default=0.0),
+        mean_score=sum(scores) / len(scores) if scores else 0.0, exact=len(kept),
+        communities=len(communities), unknown=len(getattr(link, "unknown_names", ()) or ()),
+        names=tuple(title for _, _, title in kept),
     )

@@ -379,6 +379,14 @@ EN_LOCAL = (
     "Who, mentioned in both {s} and {s2}, {act} after joining {t}?",
     "With whom did {p} correspond while at {t}?",
     "What kind of {a} does {t} have, as stated in {s}?",
+    "What is {t} used for?",
+    "Which {a} is reported for {t}?",
+    "What is the first step listed for {t} in {s}?",
+    "Where did {p} keep the records about {t}?",
+    "Which person, featured in both {s} and {s2}, {act} and later {act2}?",
+    "Who is the figure that {s} credits with having {act}, whom {s2} links to {t}, and who also {act2}?",
+    "Considering what {s} says about {t} and what {s2} says about {p}, which organisation {act}?",
+    "Which single entity, discussed in {s} in connection with {t} and in {s2} in connection with {t2}, {act}?",
 )
 
 EN_GLOBAL = (
@@ -471,6 +479,16 @@ EN_DRIFT = (
     "Imagine you are {p}: write a memo to {p2} explaining what happened at {t}.",
     "How do {p}'s {a} and {p2}'s {a} shape what happens to {t}?",
     "In what order did {p} {act_base}, {p2} {act2}, and {t} change, and why?",
+    "How is {t} dealt with over time, from the first signs to the follow-up?",
+    "What is the role of {t} in {p}'s {a}?",
+    "Which {k} are needed to handle {t}, and why?",
+    "How are {t} and {a} used together throughout {s}?",
+    "How does {s} portray the way {p} deals with {t}?",
+    "What steps are involved in handling {t}, and how do they depend on its {a}?",
+    "In what ways does {t} shape {p}'s {a}?",
+    "What does {p}'s handling of {t} reveal about {p}'s character?",
+    "How are the events at {t} tied to {p}'s later {a}?",
+    "How is the {a} of {t} assessed, and what follows from the result?",
 )
 
 ZH_LOCAL = (
@@ -504,6 +522,7 @@ ZH_LOCAL = (
     "在{s}里{p}{act}的那一段，{p2}给了{p}什么？",
     "{p}在{t}期间和谁有书信往来？",
     "{s}和{s2}都提到的、在加入{t}后{act}的人是谁？",
+    "综合{s}对{t}的描述和{s2}对{p}的描述，是哪个组织{act}？",
 )
 
 ZH_GLOBAL = (
@@ -566,6 +585,9 @@ ZH_DRIFT = (
     "{t}和{t2}有什么共同点？",
     "{p}、{p2}和{p3}在{s}中有哪些往来？",
     "与{t}相关的{k}和{a}分别是什么，它们之间有何联系？",
+    "{t}从最初出现到后续跟进是如何处理的？",
+    "处理{t}需要哪些{k}，为什么？",
+    "{t}如何塑造了{p}的{a}？",
 )
 
 EN_DATES = ("March 3, 2023", "October 12, 2023", "June 2021", "the spring of 1854", "last January", "November 28, 2023")

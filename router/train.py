@@ -24,7 +24,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import joblib
 import numpy as np
 import sklearn
 from sklearn.calibration import CalibratedClassifierCV
@@ -43,7 +42,7 @@ from router.features import (
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 QUESTIONS = Path(__file__).resolve().parent / "data" / "questions.jsonl"
-MODEL_PATH = Path(__file__).resolve().parent / "data" / "router_model.joblib"
+MODEL_PATH = Path(__file__).resolve().parent / "data" / "router_model.npz"
 DEFAULT_DATA_DIR = REPO_ROOT.parent / "shared" / "data"
 CLASSES = ("drift", "global", "local")
 MODEL_FORMAT = 1
@@ -58,6 +57,7 @@ class Example:
     subset: str  # finer grouping for reports: graphroute | novel | medical | multihop
     lang: str
     entities: tuple[str, ...] = ()
+    domain: str = ""
 
 
 # ------------------------------------------------------------------------------------------------ data
@@ -70,7 +70,7 @@ def load_own(path: Path = QUESTIONS) -> list[Example]:
             if line.strip():
                 r = json.loads(line)
                 rows.append(Example(r["question"], r["label"], "graphroute", "graphroute", r.get("lang", "en"),
-                                    tuple(r.get("entities", ()))))
+                                    tuple(r.get("entities", ())), r.get("domain", "")))
     return rows
 
 
@@ -90,7 +90,7 @@ def load_graphrag_bench(data_dir: Path) -> list[Example]:
         for question, qtype in zip(frame["question"], frame[field], strict=True):
             label = mapping.get(str(qtype), "exclude")
             if label in CLASSES:
-                rows.append(Example(str(question), label, "graphrag_bench", subset, "en"))
+                rows.append(Example(str(question), label, "graphrag_bench", subset, "en", domain=subset))
     return rows
 
 
@@ -104,7 +104,7 @@ def load_multihop(data_dir: Path) -> list[Example]:
                 r = json.loads(line)
                 label = mapping.get(str(r[field]), "exclude")
                 if label in CLASSES:
-                    rows.append(Example(str(r["query"]), label, "multihop", "multihop", "en"))
+                    rows.append(Example(str(r["query"]), label, "multihop", "multihop", "en", domain="news"))
     return rows
 
 
@@ -121,30 +121,29 @@ def load_all(data_dir: Path | None) -> list[Example]:
 def simulate_signals(example: Example) -> IndexSignals:
     """Plausible entity-linking output for a question, as if its corpus had been indexed.
 
-    Names the question mentions (annotated for the project's set, guessed from capitalised / quoted spans
-    otherwise) are found in the index most of the time with a high score; some are missing (they become
-    unknown names) and generic words sometimes link weakly to an entity. Entities of one question often
-    share a community. Seeded by the question text, so training is deterministic.
+    Mirrors `router.features.signals_from_link`, which counts an entity as linked when its title occurs in
+    the question. Names the question mentions (annotated for the project's set, guessed from capitalised /
+    quoted spans otherwise) are in the index most of the time; the others become unknown names. A common
+    word sometimes is an entity title too (a spurious link). Entities of one question often share a
+    community. Seeded by the question text, so training is deterministic.
     """
     rng = random.Random(zlib.crc32(example.question.encode("utf-8")))
     mentions = list(example.entities) or list(entity_like_names(example.question))
     scores: list[float] = []
-    exact = unknown = 0
+    unknown = 0
     for _ in mentions:
         if rng.random() < 0.85:
-            is_exact = rng.random() < 0.6
-            exact += is_exact
-            scores.append(1.0 if is_exact else rng.uniform(0.6, 0.95))
+            scores.append(rng.uniform(0.6, 1.0))
         else:
             unknown += 1
-    for _ in range(sum(rng.random() < 0.25 for _ in range(2))):  # weak, spurious links from common words
-        scores.append(rng.uniform(0.3, 0.6))
+    for _ in range(sum(rng.random() < 0.2 for _ in range(2))):  # a common word that is also an entity title
+        scores.append(rng.uniform(0.3, 0.7))
     communities = 0
     if scores:
         pool = rng.randint(1, len(scores))
         communities = len({rng.randrange(pool) for _ in scores})
     return IndexSignals(linked=len(scores), max_score=max(scores, default=0.0),
-                        mean_score=sum(scores) / len(scores) if scores else 0.0, exact=exact,
+                        mean_score=sum(scores) / len(scores) if scores else 0.0, exact=len(scores),
                         communities=communities, unknown=unknown)
 
 
@@ -178,39 +177,63 @@ def fit(examples: Sequence[Example], *, with_index_copies: bool = True) -> dict[
     matrix = build_matrix(feats, signals)
     classes = sorted(set(labels))
     base = LinearSVC(C=C_REGULARISATION)
-    model = CalibratedClassifierCV(base, method="sigmoid", cv=5, ensemble=False)
+    model = CalibratedClassifierCV(base, method="sigmoid", cv=3, ensemble=False)
     model.fit(matrix, np.asarray(labels), sample_weight=weights)
     return export(model, classes, Counter(e.subset for e in examples), Counter(labels[: len(examples)]))
 
 
 def export(model: CalibratedClassifierCV, classes: list[str], subsets: Counter[str], labels: Counter[str]) -> dict[str, Any]:
-    """Plain arrays only (no pickled estimators), so the file is small and loads under any sklearn."""
+    """Plain arrays only (no pickled estimators), so the file is small and loads under any sklearn.
+
+    Always writes the three routes. A model trained without one route (only in leave-one-source-out
+    evaluation) gets that route with zero weights and a calibrator that gives it probability ~0; a binary
+    model's single decision value is expanded into two mirrored rows with the same calibrated probabilities.
+    """
     calibrated = model.calibrated_classifiers_[0]
     estimator = calibrated.estimator
     assert list(estimator.classes_) == classes and list(model.classes_) == classes
-    coef = np.asarray(estimator.coef_, dtype=np.float32)
-    if len(classes) == 2:  # binary LR has one row; the calibrator works on that single decision value
-        raise ValueError("training data must contain all three routes")
-    hashed = coef[:, N_DENSE:]
+    coef = np.asarray(estimator.coef_, dtype=np.float64)
+    intercept = np.asarray(estimator.intercept_, dtype=np.float64)
+    a = np.asarray([c.a_ for c in calibrated.calibrators], dtype=np.float64)
+    b = np.asarray([c.b_ for c in calibrated.calibrators], dtype=np.float64)
+    if len(classes) == 2:  # p1 = expit(-(a d + b)), p0 = 1 - p1 = expit(-(a (-d) - b))
+        coef = np.vstack([-coef[0], coef[0]])
+        intercept = np.array([-intercept[0], intercept[0]])
+        a = np.array([a[0], a[0]])
+        b = np.array([-b[0], b[0]])
+    rows = {c: i for i, c in enumerate(classes)}
+    full_coef = np.zeros((len(CLASSES), coef.shape[1]))
+    full_intercept = np.zeros(len(CLASSES))
+    full_a = np.zeros(len(CLASSES))
+    full_b = np.full(len(CLASSES), 60.0)  # a route never seen in training: expit(-60) ~ 0
+    for k, c in enumerate(CLASSES):
+        if c in rows:
+            i = rows[c]
+            full_coef[k], full_intercept[k], full_a[k], full_b[k] = coef[i], intercept[i], a[i], b[i]
+    hashed = full_coef[:, N_DENSE:].astype(np.float32)
     used = np.flatnonzero(np.abs(hashed).max(axis=0) > 1e-6).astype(np.int32)
     return {
         "format": MODEL_FORMAT,
-        "classes": classes,
+        "classes": list(CLASSES),
         "feature_names": list(FEATURE_NAMES),
         "n_hash_features": N_HASH_FEATURES,
-        "coef_dense": coef[:, :N_DENSE].copy(),
+        "coef_dense": full_coef[:, :N_DENSE].astype(np.float32),
         "coef_hash_index": used,
-        "coef_hash_value": hashed[:, used].astype(np.float32),
-        "intercept": np.asarray(estimator.intercept_, dtype=np.float32),
-        "calib_a": np.asarray([c.a_ for c in calibrated.calibrators], dtype=np.float64),
-        "calib_b": np.asarray([c.b_ for c in calibrated.calibrators], dtype=np.float64),
+        "coef_hash_value": hashed[:, used],
+        "intercept": full_intercept.astype(np.float32),
+        "calib_a": full_a,
+        "calib_b": full_b,
         "trained_on": {"subsets": dict(sorted(subsets.items())), "labels": dict(sorted(labels.items()))},
         "sklearn_version": sklearn.__version__,
     }
 
 
 def save(payload: dict[str, Any], path: Path = MODEL_PATH) -> None:
-    joblib.dump(payload, path, compress=("xz", 9))
+    """Compressed numpy arrays plus one JSON string for the scalars: no pickle, so loading runs no code."""
+    arrays = {k: v for k, v in payload.items() if isinstance(v, np.ndarray)}
+    meta = {k: v for k, v in payload.items() if not isinstance(v, np.ndarray)}
+    with path.open("wb") as fh:
+        np.savez_compressed(fh, meta=np.array(json.dumps(meta, sort_keys=True)), **arrays)  # type: ignore[arg-type]
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -1,0 +1,300 @@
+"""The router's question classifier: routing of clear questions (English and Chinese), probabilities,
+reasons, errors, determinism, the model file, the n-gram hasher, index signals and the LLM second opinion."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from router.classifier import (
+    MODEL_PATH,
+    Classifier,
+    ModelFileError,
+    RouteDecision,
+    classify,
+)
+from router.features import MAX_CHARS, hashed_ngrams, reference_hasher
+
+REPO = Path(__file__).resolve().parents[1]
+QUESTIONS = REPO / "router" / "data" / "questions.jsonl"
+
+# Written for these tests; none of them is in the training set (checked below).
+CLEAR = {
+    "local": [
+        "Who is the landlord of the Crooked Anchor tavern?",
+        "What is the boiling point of the solvent used in the Marsh experiment?",
+        "Which city is the headquarters of Bellweather Insurance located in?",
+        "When was Father Aldous ordained?",
+        "灰狼帮的首领叫什么名字？",
+        "蓝湾制药的创始人是谁？",
+    ],
+    "global": [
+        "What are the main themes across all of these documents?",
+        "Summarize the key trends in the whole collection.",
+        "Overall, which topics come up most often in this archive?",
+        "What are the recurring ideas running through the entire corpus?",
+        "这些材料整体上反映了哪些主要趋势？",
+        "请总结整个语料库的核心主题。",
+    ],
+    "drift": [
+        "How did the quarrel between Hester and the magistrate affect the town's trade guild?",
+        "Compare the strategies of Bellweather Insurance and Quill Mutual after the flood.",
+        "Why did Captain Orme abandon the expedition, and what happened to his crew afterwards?",
+        "What is the relationship between the Vesper Society and the harbour master?",
+        "灰狼帮和青龙会之间是什么关系？",
+        "为什么蓝湾制药的股价在并购之后下跌了？",
+    ],
+}
+
+
+def _training_questions() -> set[str]:
+    with QUESTIONS.open(encoding="utf-8") as fh:
+        return {" ".join(json.loads(line)["question"].lower().split()) for line in fh if line.strip()}
+
+
+def test_test_questions_are_not_in_the_training_set() -> None:
+    seen = _training_questions()
+    for questions in CLEAR.values():
+        for q in questions:
+            assert " ".join(q.lower().split()) not in seen, q
+
+
+@pytest.mark.parametrize("engine", ["local", "global", "drift"])
+def test_clear_questions_route_correctly_in_english_and_chinese(engine: str) -> None:
+    for q in CLEAR[engine]:
+        decision = classify(q)
+        assert decision.engine == engine, (q, decision.probabilities, decision.reasons)
+
+
+def test_probabilities_are_a_distribution_and_confidence_is_the_max() -> None:
+    for q in [*CLEAR["local"], *CLEAR["global"], *CLEAR["drift"]]:
+        d = classify(q)
+        assert set(d.probabilities) == {"local", "global", "drift"}
+        assert sum(d.probabilities.values()) == pytest.approx(1.0, abs=1e-9)
+        assert all(0.0 <= p <= 1.0 for p in d.probabilities.values())
+        assert d.confidence == max(d.probabilities.values()) == d.probabilities[d.engine]
+        assert d.method == "model"
+
+
+def test_reasons_are_words_that_mention_the_cue() -> None:
+    d = classify("What are the main themes across all of these documents?")
+    text = " ".join(d.reasons)
+    assert d.reasons and all(isinstance(r, str) and r for r in d.reasons)
+    assert "theme" in text or "whole collection" in text
+    d = classify("Compare the strategies of Bellweather Insurance and Quill Mutual after the flood.")
+    assert any("compar" in r for r in d.reasons), d.reasons
+    d = classify("为什么蓝湾制药的股价在并购之后下跌了？")
+    assert any("为什么" in r or "之后" in r for r in d.reasons), d.reasons
+
+
+@pytest.mark.parametrize("bad", ["", "   ", "\n\t "])
+def test_empty_question_raises(bad: str) -> None:
+    with pytest.raises(ValueError, match="question is empty"):
+        classify(bad)
+
+
+def test_non_string_question_is_a_clear_type_error() -> None:
+    with pytest.raises(TypeError, match="question must be a str"):
+        classify(None)  # type: ignore[arg-type]
+
+
+def test_very_long_question_is_truncated_and_says_so() -> None:
+    q = "What are the main themes of the collection? " + "and the sea " * 400
+    d = classify(q)
+    assert any(str(MAX_CHARS) in r and "long" in r for r in d.reasons)
+
+
+def test_decisions_are_deterministic_across_loads() -> None:
+    q = "How did the harbour strike change the price of grain in Port Ellis?"
+    a, b = classify(q), Classifier.load().predict(q)
+    assert a == b
+
+
+def test_model_file_loads_is_small_and_knows_what_it_was_trained_on() -> None:
+    assert MODEL_PATH.stat().st_size < 5_000_000
+    model = Classifier.load()
+    assert sorted(model.classes) == ["drift", "global", "local"]
+    assert model.trained_on["subsets"]["graphroute"] >= 900
+
+
+def test_missing_or_corrupt_model_file_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(ModelFileError, match="not found"):
+        Classifier.load(tmp_path / "nope.npz")
+    junk = tmp_path / "junk.npz"
+    junk.write_bytes(b"not a model")
+    with pytest.raises(ModelFileError, match="cannot read"):
+        Classifier.load(junk)
+    with pytest.raises(ModelFileError, match="format"):
+        Classifier({"format": 99})
+
+
+def test_fast_hasher_matches_scikit_learn_hashing_vectorizer() -> None:
+    texts = ["Who is Scrooge's nephew?", "a", "x  y\tz", "林黛玉和薛宝钗的性格有什么不同？", "Überraschung naïve café",
+             "What are the main themes, overall, across ALL documents?"]
+    ours = hashed_ngrams(texts)
+    ref = reference_hasher().transform(texts)
+    assert abs(ours - ref).max() < 1e-12
+
+
+def test_short_follow_up_is_read_with_the_previous_question() -> None:
+    alone = classify("and why?")
+    follow = classify("and why?", history=["How did the strike affect the Riverside port?"])
+    assert any("follow-up" in r for r in follow.reasons)
+    assert "follow-up" not in " ".join(alone.reasons)
+    assert follow.engine == "drift"
+
+
+def test_concurrent_calls_agree() -> None:
+    q = "What are the recurring ideas running through the entire corpus?"
+    expected = classify(q)
+    results: list[RouteDecision] = []
+
+    def worker() -> None:
+        for _ in range(20):
+            results.append(classify(q))
+
+    threads = [threading.Thread(target=worker) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(results) == 160 and all(r == expected for r in results)
+
+
+def test_importing_the_classifier_does_not_import_engines_or_openai() -> None:
+    code = ("import sys, router.classifier as c; c.classify('Who is Scrooge?'); "
+            "print(sorted(m for m in ('engines', 'openai', 'shared_context', 'pandas') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+# ------------------------------------------------------------------------------------------ index signals
+
+
+def _small_index():  # type: ignore[no-untyped-def]
+    pytest.importorskip("shared_context.index", reason="shared_context.index (owned by helper 'index') is missing")
+    from shared_context.index import Index
+    from shared_context.records import Community, Entity, Relationship, TextUnit
+
+    names = ["HESTER VANE", "MAGISTRATE CORWIN", "VESPER SOCIETY", "TRADE GUILD", "HARBOUR MASTER", "GRAIN"]
+    entities = [Entity(id=f"e{i}", short_id=str(i), title=t, description=f"{t.title()} of the port town.",
+                       text_unit_ids=["t0"]) for i, t in enumerate(names)]
+    relationships = [Relationship(id="r0", short_id="0", source="HESTER VANE", target="MAGISTRATE CORWIN",
+                                  description="quarrel", text_unit_ids=["t0"]),
+                     Relationship(id="r1", short_id="1", source="VESPER SOCIETY", target="HARBOUR MASTER",
+                                  description="bribes", text_unit_ids=["t0"])]
+    communities = [Community(id=f"c{i}", community=i, level=0, title=f"c{i}",
+                             entity_ids=[f"e{j}" for j in members])
+                   for i, members in enumerate([[0, 1], [2, 4], [3, 5]])]
+    units = [TextUnit(id="t0", short_id="0", text="Hester Vane quarrelled with Magistrate Corwin.")]
+    return Index.from_records(entities=entities, relationships=relationships, text_units=units,
+                              communities=communities)
+
+
+def test_linking_signals_move_the_decision_in_the_expected_direction() -> None:
+    index = _small_index()
+    two = "What happened between Hester Vane and Magistrate Corwin?"
+    without, with_index = classify(two), classify(two, index)
+    assert with_index.signals["linked_entities"] == 2
+    assert with_index.signals["communities_spanned"] == 1
+    assert with_index.engine in ("local", "drift")
+    assert with_index.probabilities["global"] <= without.probabilities["global"]
+    assert any("links to 2 entities in the index" in r for r in with_index.reasons), with_index.reasons
+
+    themes = "What are the main themes?"
+    t_without, t_with = classify(themes), classify(themes, index)
+    assert t_with.signals["linked_entities"] == 0
+    assert t_with.engine == "global"
+    assert t_with.probabilities["global"] >= t_without.probabilities["global"]
+
+    one = "Tell me about the Vesper Society."
+    o_without, o_with = classify(one), classify(one, index)
+    assert o_with.signals["linked_entities"] == 1
+    assert o_with.engine == "local"
+    assert o_with.probabilities["global"] <= o_without.probabilities["global"]
+
+
+def test_linking_failure_degrades_to_the_wording() -> None:
+    d = classify("Who is the landlord of the Crooked Anchor tavern?", index=object())
+    assert d.engine == "local"
+    assert d.signals == {}
+    assert any("entity linking failed" in r for r in d.reasons)
+
+
+def test_a_real_index_links_names(tmp_path: Path) -> None:
+    path = REPO.parent / "shared" / "data" / "christmas_carol_graphrag_index"
+    if not path.exists():
+        pytest.skip("shared data absent")
+    from shared_context import load_index
+
+    index = load_index(path)
+    d = classify("Who is Bob Cratchit?", index)
+    assert d.engine == "local" and d.signals["linked_entities"] == 1
+    assert any("BOB CRATCHIT" in r for r in d.reasons)
+    d = classify("What are the main themes of the story as a whole?", index)
+    assert d.engine == "global"
+    d = classify("How did Marley's visit change Scrooge's attitude toward Bob Cratchit?", index)
+    assert d.engine == "drift" and d.signals["linked_entities"] >= 3
+
+
+# ----------------------------------------------------------------------------- model second opinion
+
+
+class _FakeModel:
+    name = "fake"
+    offline = True
+
+    def __init__(self, replies: list[str]) -> None:
+        self.replies = replies
+        self.calls: list[tuple[list[dict[str, str]], str]] = []
+
+    async def complete(self, messages, *, task="answer", json_schema=None, max_tokens=None, temperature=None):  # type: ignore[no-untyped-def]
+        from engines.models.base import Completion
+
+        self.calls.append((messages, task))
+        return Completion(text=self.replies[len(self.calls) - 1], prompt_tokens=10, output_tokens=5, model="fake",
+                          seconds=0.0)
+
+
+def _unsure() -> RouteDecision:
+    return RouteDecision(engine="local", confidence=0.45, probabilities={"local": 0.45, "global": 0.15, "drift": 0.40},
+                         reasons=["wording"], signals={}, method="model")
+
+
+async def test_llm_second_opinion_only_when_unsure_and_blends() -> None:
+    pytest.importorskip("engines.models.structured")
+    from router.classifier import classify_with_llm
+
+    sure = classify("What are the main themes across all of these documents?")
+    model = _FakeModel(['{"engine": "drift", "reason": "x"}'])
+    same, used = await classify_with_llm("q", model, sure)  # type: ignore[arg-type]
+    assert same is sure and used == [] and model.calls == []
+
+    new, used = await classify_with_llm("How are A and B linked?", model, _unsure())  # type: ignore[arg-type]
+    assert model.calls[0][1] == "route" and model.calls[0][0][-1]["content"] == "How are A and B linked?"
+    assert new.method == "model+llm" and new.engine == "drift"
+    assert sum(new.probabilities.values()) == pytest.approx(1.0)
+    assert new.confidence == pytest.approx(0.5 * 0.40 + 0.5)
+    assert len(used) == 1 and any("chat model chose drift" in r for r in new.reasons)
+
+
+async def test_llm_second_opinion_failure_keeps_the_decision_and_the_usage() -> None:
+    pytest.importorskip("engines.models.structured")
+    from router.classifier import classify_with_llm
+
+    model = _FakeModel(["no json here", "still none"])
+    new, used = await classify_with_llm("q", model, _unsure())  # type: ignore[arg-type]
+    assert new.engine == "local" and new.method == "model"
+    assert len(used) == 2
+    assert any("second opinion failed" in r for r in new.reasons)
+
+
+def test_probabilities_are_calibrated_numbers_not_hard_votes() -> None:
+    probs = np.array([list(classify(q).probabilities.values()) for qs in CLEAR.values() for q in qs])
+    assert ((probs > 0.0) & (probs < 1.0)).all()
