@@ -79,10 +79,12 @@ class BasicSearch(Engine):
                 "answer", "basic_answer", messages,
                 max_tokens=self.config.max_answer_tokens, temperature=self.config.temperature,
             )
+        # Nearest vectors always exist, so "found nothing" means no text unit shares a word with the question.
+        lexical_hit = (method == "lexical" and bool(hits)) or bool(top_text_units(self.index, link_text, 1)[0])
         return run.finish(
             self.index,
             response=completion.text,
             context_text=section.text,
             context_records={"Sources": list(section.records)} if section.records else {},
-            empty=not section.records,
+            empty=not section.records or not lexical_hit,
         )

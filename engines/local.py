@@ -90,10 +90,14 @@ class LocalSearch(Engine):
                 max_tokens=self.config.max_answer_tokens,
                 temperature=self.config.temperature,
             )
+        # "Found nothing": no entity matched by name or words. Embeddings always return *some* nearest
+        # entities (gibberish scores ~0.4 cosine with the offline embedder), so they do not count here.
+        matched = [e for e in ctx.entities if getattr(e, "exact", False) or getattr(e, "lexical", 0.0) > 0]
+        run.details["matched_entities"] = len(matched)
         return run.finish(
             self.index,
             response=completion.text,
             context_text=ctx.text,
             context_records=context_records(ctx),
-            empty=not ctx.entities or not ctx.text.strip(),
+            empty=not matched or not ctx.text.strip(),
         )

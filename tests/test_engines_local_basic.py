@@ -165,3 +165,12 @@ async def test_offline_question_generation_with_and_without_history() -> None:
     assert 1 <= len(with_history.questions) <= 4 and all(q.text.endswith("?") for q in with_history.questions)
     cold = await gen.generate([], n=3)
     assert cold.questions and cold.context_text
+
+
+@pytest.mark.parametrize("engine_cls", [LocalSearch, BasicSearch])
+async def test_gibberish_is_empty_even_when_embeddings_return_neighbours(engine_cls: Any) -> None:
+    index = load(CAROL)
+    nothing = await engine_cls(index).search("Qwxzy plimbok frandle?")
+    assert nothing.empty  # the router escalates on this
+    something = await engine_cls(index).search("Who is Bob Cratchit?")
+    assert not something.empty
