@@ -31,6 +31,9 @@ from shared_context.tables import SectionBuilder, format_value, per_index_cache,
 __all__ = ["CommunityContext", "CommunityContextBuilder", "CommunityContextParams", "ReportBatch"]
 
 
+_WIDEST_WEIGHT = "0.1234"
+
+
 class CommunityContextParams(BaseModel):
     """GraphRAG's global-search context parameters (effective defaults) plus level and pre-ranking knobs."""
 
@@ -124,7 +127,7 @@ class _Row:
     community: int
     prefix: str  # "id|title"
     suffix: str  # "content|rank"
-    tokens: int  # tokens of the row with an empty weight cell, line end included
+    tokens: int  # tokens of the row (line end included) with the widest weight cell, "0.1234"
     content: str
 
 
@@ -185,7 +188,9 @@ class CommunityContextBuilder:
             content = r.summary if p.use_community_summary else r.full_content
             prefix = render_row([r.short_id, r.title])
             suffix = render_row([content, *([r.rank] if p.include_community_rank else [])])
-            tokens = self.index.tokenizer.count(f"{prefix}||{suffix}\n")
+            # Count with a placeholder weight as wide as any normalised weight renders ("0.1234"): the
+            # weight changes per call, and counting "||" instead would be short ("||" is one token).
+            tokens = self.index.tokenizer.count(f"{prefix}|{_WIDEST_WEIGHT}|{suffix}\n")
             hit = _Row(pos, r.community, prefix, suffix, tokens, content)
             cache[key] = hit
         return hit
@@ -344,18 +349,12 @@ class CommunityContextBuilder:
         groups: list[list[tuple[int, str, int]]] = []
         current: list[tuple[int, str, int]] = []
         used = head_tokens
-        weight_tokens: dict[str, int] = {}
         truncated: set[int] = set()
         for pos in pending:
             row = self._row(pos, p)
             w = weights.get(pos, 0.0) if use_weight else None
             line = self._line(row, w)
             n = row.tokens
-            if w is not None:
-                ws = format_value(w)
-                if ws not in weight_tokens:
-                    weight_tokens[ws] = tok.count(ws)
-                n += weight_tokens[ws]
             if head_tokens + n > budget:  # larger than a whole batch: truncate it into a batch of its own
                 line, n = self._truncated(row, w, header, budget, p)
                 if not line:
@@ -409,11 +408,15 @@ class CommunityContextBuilder:
             text = text_of(rows)
             tokens = tok.count(text)
             while tokens > p.max_context_tokens and len(rows) > 1:
-                moved = rows.pop()  # the estimate was short: push the last row to the next batch
+                # the estimate was short: move rows worth the overshoot to the next batch, then recount
+                over, moved = tokens - p.max_context_tokens, []
+                while rows and len(rows) > 1 and over > 0:
+                    moved.append(rows.pop())
+                    over -= moved[-1][2]
                 if i + 1 < len(queue):
-                    queue[i + 1].insert(0, moved)
+                    queue[i + 1][:0] = moved[::-1]
                 else:
-                    queue.append([moved])
+                    queue.append(moved[::-1])
                 text = text_of(rows)
                 tokens = tok.count(text)
             ordered = sorted(rows, key=lambda r: (-weights.get(r[0], 0.0), -(reports[r[0]].rank or 0.0)))
