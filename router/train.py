@@ -176,7 +176,7 @@ def fit(examples: Sequence[Example], *, with_index_copies: bool = True) -> dict[
         weights = np.concatenate([weights, weights]) / 2.0
     matrix = build_matrix(feats, signals)
     classes = sorted(set(labels))
-    base = LinearSVC(C=C_REGULARISATION)
+    base = LinearSVC(C=C_REGULARISATION, random_state=0)  # liblinear shuffles coordinates: fix the seed
     model = CalibratedClassifierCV(base, method="sigmoid", cv=3, ensemble=False)
     model.fit(matrix, np.asarray(labels), sample_weight=weights)
     return export(model, classes, Counter(e.subset for e in examples), Counter(labels[: len(examples)]))
