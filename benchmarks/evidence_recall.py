@@ -91,6 +91,8 @@ def main(argv: list[str] | None = None) -> int:
     books = dict(zip(books_df["corpus_name"].astype(str), books_df["context"].astype(str), strict=True))
     units = unit_spans(index, books)
     unit_pos = {u.id: i for i, u in enumerate(index.text_units)}
+    # LocalContext.text_unit_ids are citation ids (short_id), the basic search below keeps real ids
+    unit_id_of = {u.short_id: u.id for u in index.text_units} | {u.id: u.id for u in index.text_units}
     unit_vectors = index.vectors["text_unit_text"]
     questions = pd.read_parquet(DATA / "questions" / "novel_questions_dev.parquet")
     if args.per_type:
@@ -141,7 +143,8 @@ def main(argv: list[str] | None = None) -> int:
         q_spans = spans_by_q.get(str(q.id), [])
         for method, (text, unit_ids) in contexts.items():
             words = content_words(text)
-            ranges = [units[u] for u in dict.fromkeys(unit_ids) if u in units and u in unit_pos]
+            real_ids = [unit_id_of[u] for u in dict.fromkeys(unit_ids) if u in unit_id_of]
+            ranges = [units[u] for u in real_ids if u in units and u in unit_pos]
             rows.append({
                 "method": method,
                 "type": q.question_type,
