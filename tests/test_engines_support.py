@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -41,21 +41,31 @@ def load(path: Path) -> Any:
     return load_index(path)
 
 
+_OPEN_MODELS: list[Any] = []
+
+
 @pytest.fixture()
-def srv() -> Iterator[Any]:
+async def srv() -> AsyncIterator[Any]:
+    """A loopback server; models made for it are closed on the test's own event loop afterwards."""
     from engines.models.testserver import LoopbackServer
 
     with LoopbackServer(latency_ms=0) as server:
         yield server
+        while _OPEN_MODELS:
+            await _OPEN_MODELS.pop().aclose()
 
 
 def loopback_model(server: Any, model: str = "gpt-4.1-mini", concurrency: int = 64) -> Any:
+    from pydantic import SecretStr
+
     from engines.models.config import ModelEndpoint, PriceTable
     from engines.models.openai_backend import OpenAIChatModel
 
-    endpoint = ModelEndpoint(provider="openai", base_url=server.base_url, api_key="test", model=model,
+    endpoint = ModelEndpoint(provider="openai", base_url=server.base_url, api_key=SecretStr("test"), model=model,
                              timeout_s=20, max_retries=0, total_deadline_s=30, concurrency=concurrency)
-    return OpenAIChatModel(endpoint, PriceTable())
+    chat = OpenAIChatModel(endpoint, PriceTable())
+    _OPEN_MODELS.append(chat)
+    return chat
 
 
 def task_of(request: Any) -> str | None:
