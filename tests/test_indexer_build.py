@@ -148,7 +148,7 @@ def test_entities_types_and_chinese(sample_index: tuple[Path, IndexBuildReport])
     assert types["海星海洋工程公司"] == "ORGANIZATION"
     osei = ents.set_index("title").loc["AMARA OSEI"]
     # description: up to three source sentences about her, from different documents
-    assert osei["description"].count("Osei") >= 3 and len(osei["description"]) > 200
+    assert str(osei["description"]).count("Osei") >= 3 and len(osei["description"]) > 200
     assert osei["frequency"] >= 10 and len(osei["text_unit_ids"]) == osei["frequency"]
     pairs = set(zip(rels["source"], rels["target"], strict=True))
     assert ("AMARA OSEI", "TIDEWATER TURBINE PROGRAMME") in pairs or ("TIDEWATER TURBINE PROGRAMME", "AMARA OSEI") in pairs

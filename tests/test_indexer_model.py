@@ -9,6 +9,7 @@ from typing import Any
 
 import pandas as pd
 import pytest
+from pydantic import SecretStr
 
 from engines.models.cache import ModelCallCache
 from engines.models.config import ModelEndpoint
@@ -91,7 +92,7 @@ def server() -> Any:
 
 
 def _model(srv: LoopbackServer, cache: Path) -> OpenAIChatModel:
-    endpoint = ModelEndpoint(provider="openai", model="scripted-model", base_url=srv.base_url, api_key="x", max_retries=0)
+    endpoint = ModelEndpoint(provider="openai", model="scripted-model", base_url=srv.base_url, api_key=SecretStr("x"), max_retries=0)
     return OpenAIChatModel(endpoint, cache=ModelCallCache(cache))
 
 
@@ -165,7 +166,7 @@ def test_unreachable_model_fails_with_a_clear_error(tmp_path: Path) -> None:
 
     (tmp_path / "d").mkdir()
     (tmp_path / "d" / "a.md").write_text(DOC_A, encoding="utf-8")
-    endpoint = ModelEndpoint(provider="openai", model="m", base_url="http://127.0.0.1:9/v1", api_key="x",
+    endpoint = ModelEndpoint(provider="openai", model="m", base_url="http://127.0.0.1:9/v1", api_key=SecretStr("x"),
                              max_retries=0, timeout_s=2, total_deadline_s=3)
     with pytest.raises(IndexerError, match="failed for every chunk"):
         build_index(tmp_path / "d", tmp_path / "out", model=OpenAIChatModel(endpoint), progress=False)
