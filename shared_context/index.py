@@ -27,6 +27,7 @@ import os
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from itertools import chain
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -84,15 +85,28 @@ def _check_unique(values: Sequence[Any], file: str, column: str) -> dict[Any, in
     return pos
 
 
-def _group(keys: np.ndarray, values: np.ndarray, n: int, order: np.ndarray | None = None) -> list[list[int]]:
-    """Group `values` by integer `keys` in [0, n), each group sorted by `order` (default: value)."""
+def _group(
+    keys: np.ndarray,
+    values: np.ndarray,
+    n: int,
+    order: np.ndarray | None = None,
+    shared: list[int] | None = None,
+) -> list[list[int]]:
+    """Group `values` by integer `keys` in [0, n), each group sorted by `order` (default: value).
+
+    `shared` (a list whose item i is the int i) makes every group hold the same int objects instead
+    of a fresh 28-byte int per entry: millions of adjacency entries then cost one pointer each.
+    """
     if len(keys) == 0:
         return [[] for _ in range(n)]
     sort_by = values if order is None else order
     idx = np.lexsort((sort_by, keys))
-    flat = values[idx].tolist()
+    flat_values = values[idx].tolist()
+    flat: Sequence[int] = flat_values
+    if shared is not None and len(flat_values) > 1:
+        flat = itemgetter(*flat_values)(shared)
     ends = np.cumsum(np.bincount(keys, minlength=n)).tolist()
-    return [flat[a:b] for a, b in zip([0, *ends[:-1]], ends, strict=True)]
+    return [list(flat[a:b]) for a, b in zip([0, *ends[:-1]], ends, strict=True)]
 
 
 def _positions(values: Sequence[str], pos: dict[str, int]) -> np.ndarray:
@@ -186,6 +200,7 @@ class Index:
     vectors: dict[str, VectorTable]
 
     _frozen: bool = False
+    _ints: list[int]
 
     def __setattr__(self, name: str, value: Any) -> None:
         if self._frozen:
@@ -237,12 +252,15 @@ class Index:
         self.claims = list(claims)
         self.documents = list(documents)
         self._build_id_maps()
+        # canonical int objects shared by all adjacency lists (see _group)
+        self._ints = list(range(max(len(self.entities), len(self.relationships), len(self.text_units))))
         self._build_graph()
         self._build_text_unit_links()
         self._build_claims()
         self._build_communities()
         self._build_documents()
         self._build_token_counts(token_cache_key)
+        del self._ints
         self.vectors = {}
         if vectors is not None:
             tables = vectors.values() if isinstance(vectors, dict) else vectors
@@ -308,7 +326,7 @@ class Index:
         keys = np.concatenate([src, tgt[~self_loop]])
         rels = np.concatenate([positions, positions[~self_loop]])
         ok = keys >= 0
-        self.entity_relationships = _group(keys[ok], rels[ok], n_ent, order=rank[rels[ok]])
+        self.entity_relationships = _group(keys[ok], rels[ok], n_ent, order=rank[rels[ok]], shared=self._ints)
 
     def _derive_degrees(self, src: np.ndarray, tgt: np.ndarray) -> None:
         """Fill entity degree / relationship combined_degree when the tables lacked them (all zero)."""
@@ -344,8 +362,8 @@ class Index:
         self._warn_dangling(e_bad, "entities", "text_unit_ids", "text unit")
         self._warn_dangling(t_bad, "text_units", "entity_ids", "entity")
         ents, tus = _unique_pairs(np.concatenate([e_rows, t_ents]), np.concatenate([e_tus, t_rows]), n_tu)
-        self.entity_text_units = _group(ents, tus, n_ent)
-        self.text_unit_entities = _group(tus, ents, n_tu)
+        self.entity_text_units = _group(ents, tus, n_ent, shared=self._ints)
+        self.text_unit_entities = _group(tus, ents, n_tu, shared=self._ints)
 
         r_rows, r_tus, r_bad = _lookup_lists(
             [r.text_unit_ids for r in self.relationships], self.text_unit_pos
@@ -356,7 +374,7 @@ class Index:
         self._warn_dangling(r_bad, "relationships", "text_unit_ids", "text unit")
         self._warn_dangling(u_bad, "text_units", "relationship_ids", "relationship")
         rels, tus2 = _unique_pairs(np.concatenate([r_rows, u_rels]), np.concatenate([r_tus, u_rows]), n_tu)
-        self.text_unit_relationships = _group(tus2, rels, n_tu)
+        self.text_unit_relationships = _group(tus2, rels, n_tu, shared=self._ints)
 
         # Fill the record fields a table did not carry (e.g. LightRAG text units have no entity_ids).
         if len(t_rows) == 0 and len(ents):
