@@ -111,8 +111,19 @@ class GlobalSearch(Engine):
             return run.finish(self.index, response=prompts.NO_DATA_ANSWER, context_text="", empty=True)
 
         points = await self._map(run, question, batches)
-        if not points:
+        if not points and not self.config.allow_general_knowledge:
             return run.finish(self.index, response=prompts.NO_DATA_ANSWER, context_text=context_text,
+                              context_records=records, empty=True)
+        if not points:  # GraphRAG semantics: with general knowledge allowed, the reduce still answers
+            system = prompts.GLOBAL_REDUCE.format(
+                report_data=prompts.NO_FINDINGS, response_type=self.config.response_type,
+                max_length=self.config.reduce_max_length, general_knowledge=prompts.GENERAL_KNOWLEDGE,
+            )
+            messages: list[Message] = [{"role": "system", "content": system}, {"role": "user", "content": question}]
+            with run.timed("reduce"):
+                final = await run.stream_answer("reduce", "global_reduce", messages,
+                                                temperature=self.config.temperature)
+            return run.finish(self.index, response=final.text, context_text=context_text,
                               context_records=records, empty=True)
         settings = ReduceSettings(
             task="global_reduce",

@@ -82,6 +82,8 @@ GENERAL_KNOWLEDGE = (
     "with [LLM: verify] so the reader can check it.\n"
 )
 
+NO_FINDINGS = "(No analyst found information relevant to the question in the community reports.)"
+
 NO_DATA_ANSWER = "I am sorry but I am unable to answer this question given the provided data."
 
 NO_REPORTS_ANSWER = (

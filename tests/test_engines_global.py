@@ -194,3 +194,13 @@ async def test_all_ratings_failing_is_an_error_naming_the_rate_stage(srv: Any) -
     cfg = GlobalSearchConfig(dynamic_community_selection=True, dynamic_max_level=0)
     with pytest.raises(EngineError, match="stage rate: all 7 report ratings failed"):
         await GlobalSearch(load(DULCE), loopback_model(srv), config=cfg).search(Q)
+
+
+async def test_general_knowledge_mode_still_reduces_and_asks_for_tags(srv: Any) -> None:
+    script(srv, "global_map", map_reply(("Nothing relevant", 0)))
+    script(srv, "global_reduce", "From general knowledge: Roswell is in New Mexico [LLM: verify].")
+    cfg = GlobalSearchConfig(allow_general_knowledge=True)
+    result = await GlobalSearch(load(DULCE), loopback_model(srv), config=cfg).search("Where is Roswell?")
+    (req,) = requests_for(srv, "global_reduce")
+    assert "[LLM: verify]" in system_of(req) and "----Analyst" not in system_of(req)
+    assert result.response.endswith("[LLM: verify].") and result.empty
