@@ -136,12 +136,16 @@ class Classifier:
         return proba / total if total > 0 else np.full_like(proba, 1.0 / len(proba))
 
     def predict(self, question: str, index: Any = None, *, history: Sequence[str] = ()) -> RouteDecision:
-        """Classify one question; `index` (a `shared_context.Index`) adds entity-linking signals."""
+        """Classify one question; `index` (a `shared_context.Index`) adds entity-linking signals.
+
+        `history` holds the earlier user turns, newest first (the order `link_entities` uses). It only
+        matters for a short follow-up that names nothing ("and why?"), which is read together with the
+        newest earlier turn; the router normally rewrites follow-ups into standalone questions first.
+        """
         feats = extract(question)
         notes: list[str] = []
         if history and not feats.names and len(feats.text.split()) <= 8 and len(feats.text) <= 40:
-            # A short follow-up with no names ("and why?") is read together with the previous question.
-            feats = extract(f"{history[-1]} {feats.text}")
+            feats = extract(f"{history[0]} {feats.text}")
             notes.append("short follow-up: read together with the previous question")
         signals: IndexSignals | None = None
         if index is not None:
@@ -206,13 +210,17 @@ def _describe(name: str, feats: QuestionFeatures, signals: IndexSignals | None) 
     if name == "form_imperative":
         return "form", f"is an instruction ('{feats.text.split()[0].lower()}')"
     if name == "names_0":
-        return "names", "names no specific entity"
+        return "names", "contains no name-like words"
     if name == "names_1":
         return "names", f"names one entity ({_names(feats.names)})"
     if name == "names_2plus":
         return "names", f"names {len(feats.names)} entities ({_names(feats.names)})"
     if name in ("log_tokens", "commas", "conjunctions", "clauses_long"):
-        return "shape", "is long, with several clauses"
+        words = len(feats.text.split()) if not feats.dense[DENSE_NAMES.index("lang_zh")] else len(feats.text) // 2
+        clauses = feats.dense[DENSE_NAMES.index("commas")] + feats.dense[DENSE_NAMES.index("conjunctions")]
+        if words >= 25 or (name != "log_tokens" and clauses > 0 and words >= 12):
+            return "shape", "is long, with several clauses"
+        return "shape", ""  # length always contributes a little; only worth saying for long questions
     if name == "dates":
         return "dates", "mentions dates"
     if name == "quoted":
@@ -272,8 +280,8 @@ def default_classifier() -> Classifier:
 def classify(question: str, index: Any = None, *, history: Sequence[str] = ()) -> RouteDecision:
     """Route one question to "local", "global" or "drift" with the packaged model.
 
-    Works without an index; with a `shared_context.Index`, entity-linking signals are added.
-    Raises `ValueError("question is empty")` for an empty or whitespace-only question.
+    Works without an index; with a `shared_context.Index`, entity-linking signals are added. `history`:
+    earlier user turns, newest first. Raises `ValueError("question is empty")` for an empty or whitespace-only question.
     """
     return default_classifier().predict(question, index, history=history)
 

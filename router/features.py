@@ -47,11 +47,12 @@ _CONJUNCTIONS = re.compile(r"\b(?:and|or|while|whereas|but|versus)\b|和|与|及
 _TOKEN = re.compile(r"[A-Za-z0-9][A-Za-z0-9'’.\-]*|[\u4e00-\u9fff]")
 _CJK = re.compile(r"[\u4e00-\u9fff]")
 _CAP_SPAN = re.compile(
-    r"(?:(?:Mr|Mrs|Ms|Dr|St|Prof|Gen|Capt)\.\s)?[A-Z][\w’'\-]*(?:\s+(?:of|the|de|van|von|la|du|and)?\s*[A-Z][\w’'\-]*)*"
+    r"(?:(?:Mr|Mrs|Ms|Dr|St|Prof|Gen|Capt)\.\s)?[A-Z][\w’'\-]*(?:\s+(?:of|the|de|van|von|la|du)?\s*[A-Z][\w’'\-]*)*"
 )
 _QUOTED = re.compile(r"[\"“「『《]([^\"”」』》]{1,60})[\"”」』》]|(?<!\w)'([^']{2,60})'(?!\w)")
 _ZH_TITLED = re.compile(r"[\u4e00-\u9fff]{1,3}(?:医生|教授|老师|律师|法官|先生|女士|主任|博士|校长|市长|部长|总监|经理|主播)")
 _LATIN_IN_ZH = re.compile(r"[A-Za-z][A-Za-z0-9\-]+")
+_POSSESSIVE_END = re.compile(r"['’]s?$")
 _DATE = re.compile(
     r"\b(?:1[5-9]\d\d|20\d\d)\b|\b(?:January|February|March|April|May|June|July|August|September|October|November|"
     r"December)\b|\d{4}年|\d{1,2}月",
@@ -145,7 +146,8 @@ def entity_like_names(text: str) -> tuple[str, ...]:
     if _CJK.search(text):
         names.extend(m.group(0) for m in _ZH_TITLED.finditer(text))
         names.extend(m.group(0) for m in _LATIN_IN_ZH.finditer(text))
-    return tuple(dict.fromkeys(n for n in names if n))
+    cleaned = (_POSSESSIVE_END.sub("", n).strip() for n in names)
+    return tuple(dict.fromkeys(n for n in cleaned if n))
 
 
 def _form(text: str, lower: str) -> tuple[str | None, str]:

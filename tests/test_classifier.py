@@ -144,10 +144,12 @@ def test_fast_hasher_matches_scikit_learn_hashing_vectorizer() -> None:
 
 def test_short_follow_up_is_read_with_the_previous_question() -> None:
     alone = classify("and why?")
-    follow = classify("and why?", history=["How did the strike affect the Riverside port?"])
+    follow = classify("and why?", history=["How did the strike affect the Riverside port?",
+                                           "What are the main themes of the whole archive?"])  # newest first
     assert any("follow-up" in r for r in follow.reasons)
     assert "follow-up" not in " ".join(alone.reasons)
     assert follow.engine == "drift"
+    assert classify("and overall?", history=["What are the main themes of the whole archive?"]).engine == "global"
 
 
 def test_concurrent_calls_agree() -> None:
