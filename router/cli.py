@@ -80,6 +80,28 @@ def _usage_table(usage: Any) -> Table:
     return t
 
 
+def _citation_table(citations: Sequence[Any], max_rows: int = 12, max_docs: int = 3) -> Table:
+    """One row per cited record (deduplicated), with the documents it resolves to."""
+    ct = Table(title="citations")
+    for col in ("source", "id", "documents"):
+        ct.add_column(col)
+    seen: set[tuple[str, str]] = set()
+    rows = 0
+    for c in citations:
+        key = (str(getattr(c, "kind", "")), str(getattr(c, "id", "")))
+        if key in seen:
+            continue
+        seen.add(key)
+        if rows == max_rows:
+            ct.add_row("…", "", f"{len({(str(getattr(x, 'kind', '')), str(getattr(x, 'id', ''))) for x in citations}) - rows} more")
+            break
+        docs = list(getattr(c, "document_titles", []) or getattr(c, "document_ids", []))
+        shown = ", ".join(docs[:max_docs]) + (f" (+{len(docs) - max_docs} more)" if len(docs) > max_docs else "")
+        ct.add_row(key[0], key[1], shown or "—")
+        rows += 1
+    return ct
+
+
 def render_answer(console: Console, answer: Any, *, show_text: bool = True) -> None:
     route = answer.route
     if show_text:
@@ -97,13 +119,7 @@ def render_answer(console: Console, answer: Any, *, show_text: bool = True) -> N
     for d in answer.degraded:
         console.print(f"[red]degraded[/red]: {d}")
     if answer.citations:
-        ct = Table(title="citations")
-        for col in ("source", "id", "documents"):
-            ct.add_column(col)
-        for c in answer.citations[:20]:
-            docs = ", ".join(getattr(c, "document_titles", []) or getattr(c, "document_ids", [])) or "—"
-            ct.add_row(str(getattr(c, "kind", "")), str(getattr(c, "id", "")), docs)
-        console.print(ct)
+        console.print(_citation_table(answer.citations))
     console.print(_usage_table(answer.usage))
     console.print(f"model: {answer.model}{' (offline, no API key configured)' if answer.offline else ''}; "
                   f"{answer.seconds:.2f}s")
