@@ -147,10 +147,9 @@ class Router:
             decision = await self._llm_second_opinion(standalone, decision, usage)
         usage.add_seconds("classify", time.perf_counter() - t0)
         if mode != "auto":
+            forced: Any = mode if mode != "basic" else decision.engine  # basic is not a routed class
             decision = replace(
-                decision,
-                engine=mode if mode != "basic" else decision.engine,
-                reasons=[f"mode '{mode}' requested by the caller", *decision.reasons],
+                decision, engine=forced, reasons=[f"mode '{mode}' requested by the caller", *decision.reasons]
             )
         return standalone, turns, decision
 
