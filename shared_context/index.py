@@ -4,12 +4,12 @@ Build it with `Index.from_records(...)` (the loaders in `shared_context.loaders`
 GraphRAG output folders). After construction an `Index` is read-only; only `add_vectors` may attach
 vector tables (engines do this at set-up with an offline embedder).
 
-Versions (`Index.version`): "v3" (GraphRAG ≥ 2.0 tables without the `create_final_` prefix and with
-community `parent`/`children`), "v2" (unprefixed tables, communities without parent/children),
-"v1" (`create_final_*` tables with `title`, list `document_ids` in text units), "v0" (`create_final_*`
-with `name` instead of `title`, communities/levels from `create_final_nodes`), "v3-partial"
-(entities/relationships/text units only, e.g. a LightRAG export; no communities or reports) and
-"graphroute" (records built in memory).
+Versions (`Index.version`, detected by the loaders from file and column names): "v3" (unprefixed
+tables, text units with `document_id`), "v2" (unprefixed tables, text units with the list
+`document_ids`), "v1" (`create_final_*` tables with `title`), "v0" (`create_final_*` with `name`
+instead of `title`; membership from `create_final_nodes`), "v3-partial" (no communities, reports or
+nodes at all, e.g. a LightRAG export) and "graphroute" (records built in memory). Missing community
+`parent`/`children` links are derived here whatever the version (see `_derive_hierarchy`).
 
 Dangling-reference policy (GraphRAG indexes in the wild contain some; GraphRAG itself keeps them):
 - fatal (`IndexFormatError`): duplicate ids, duplicate entity titles, duplicate community numbers,
