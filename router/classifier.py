@@ -142,6 +142,8 @@ class Classifier:
         matters for a short follow-up that names nothing ("and why?"), which is read together with the
         newest earlier turn; the router normally rewrites follow-ups into standalone questions first.
         """
+        if isinstance(history, str):  # a single earlier turn passed bare
+            history = [history]
         feats = extract(question)
         notes: list[str] = []
         if history and not feats.names and len(feats.text.split()) <= 8 and len(feats.text) <= 40:
