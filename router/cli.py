@@ -25,9 +25,9 @@ def _parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
 
     ix = sub.add_parser("index", help="build a GraphRAG-compatible index from a folder of .txt/.md files")
-    ix.add_argument("input", help="folder of documents")
-    ix.add_argument("--out", required=True, help="index output folder")
-    ix.add_argument("rest", nargs=argparse.REMAINDER, help="further indexer options (see `graphroute index -h`)")
+    from indexer.cli import build_arg_parser
+
+    build_arg_parser(ix)
 
     ask = sub.add_parser("ask", help="answer a question, routed to the best engine")
     ask.add_argument("question")
@@ -205,9 +205,9 @@ def _cmd_questions(args: argparse.Namespace, console: Console) -> int:
 
 
 def _cmd_index(args: argparse.Namespace) -> int:
-    from indexer import cli_main
+    from indexer.cli import run_from_args
 
-    return int(cli_main([args.input, "--out", args.out, *args.rest]) or 0)
+    return int(run_from_args(args) or 0)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

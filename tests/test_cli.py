@@ -70,3 +70,16 @@ def test_console_script_runs(carol_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["engine"] == "local"
+
+
+def test_index_then_ask(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    corpus = Path(__file__).resolve().parents[1] / "indexer" / "sample_corpus"
+    out = tmp_path / "idx"
+    assert main(["index", str(corpus), "--out", str(out), "--no-progress"]) == 0
+    assert (out / "entities.parquet").exists() and (out / "lancedb").exists()
+    capsys.readouterr()
+    assert main(["ask", "Who leads the Tidewater Turbine Programme?", "--index", str(out), "--json"]) == 0
+    answer = json.loads(capsys.readouterr().out)
+    assert answer["engine"] == "local"
+    assert "Osei" in answer["text"]
+    assert any(t.endswith(".md") for c in answer["citations"] for t in c.get("document_titles", []))
