@@ -216,3 +216,44 @@ def test_model_cache_turns_repeats_into_free_hits(index_path: Path, queries_file
     assert report["summary"]["local"]["cached_calls_total"] == 2
     # cache hits never reach the server
     assert report["model"]["mock_server"]["chat_requests"] == sum(r["llm_calls"] for r in first)
+
+
+def _clear_model_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in list(os.environ):
+        if name.startswith(("OPENAI_", "GRAPHROUTE_", "AZURE_OPENAI_")) and name != "GRAPHROUTE_CACHE_DIR":
+            monkeypatch.delenv(name, raising=False)
+
+
+def test_openai_mode_without_an_endpoint_exits_2(index_path: Path, queries_file: Path, tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    _clear_model_env(monkeypatch)
+    monkeypatch.chdir(tmp_path)  # no ./graphroute.toml
+    code = route_bench.main(["--index", str(index_path), "--queries", str(queries_file), "--model", "openai",
+                             "--out", str(tmp_path / "out"), "--no-progress", "--quiet"])
+    assert code == 2
+    assert "--model openai needs an endpoint" in capsys.readouterr().err
+
+
+def test_openai_mode_uses_the_configured_endpoint_and_its_prices(index_path: Path, queries_file: Path,
+                                                                 tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    from benchmarks.bench_mock import OfflineResponder
+    from engines.models.testserver import LoopbackServer
+
+    _clear_model_env(monkeypatch)
+    with LoopbackServer(default_reply=OfflineResponder()) as srv:
+        monkeypatch.setenv("OPENAI_BASE_URL", srv.base_url)
+        monkeypatch.setenv("GRAPHROUTE_CHAT_MODEL", "gpt-4.1-nano")
+        cfg = tmp_path / "graphroute.toml"
+        cfg.write_text('[models.embedding]\nprovider = "offline"\n', encoding="utf-8")
+        code, report = _run(index_path, queries_file, cfg, tmp_path / "out", "--model", "openai",
+                            "--engines", "local", "--limit", "1")
+        requests = len(srv.chat_requests)
+    assert code == 0, report.get("failures")
+    assert report["pricing"]["mode"] == "reported"
+    assert report["model"]["chat_model"] == "gpt-4.1-nano"
+    row = report["rows"][0]
+    assert row["llm_calls"] == requests == 1
+    # nano prices: $0.10 in / $0.40 out per 1M tokens, applied by the model layer to the server's counts
+    assert row["cost"] == pytest.approx((row["prompt_tokens"] * 0.10 + row["output_tokens"] * 0.40) / 1e6)
