@@ -78,7 +78,7 @@ def _stem_word(word: str) -> str:
 
 # word -> lexical term ("" for stopwords); a plain dict is much faster than lru_cache in the hot loop
 _TERM_OF: dict[str, str] = {}
-_TERM_CACHE_MAX = 1_000_000
+_TERM_CACHE_MAX = 300_000  # bounds memory on huge vocabularies; misses are just recomputed
 
 
 def _term(word: str) -> str:
