@@ -315,3 +315,31 @@ def test_no_entities_gives_no_empty_sections() -> None:
     assert ctx.entities == []
     assert ctx.text == "" and ctx.tokens == 0
     assert "no entity matched the query" in ctx.link.notes
+
+
+def test_text_unit_strategies_orders() -> None:
+    from shared_context.text_unit_selection import select_text_units
+
+    index = _hot_index()
+    hot, one, two = (index.entity_by_title[n] for n in ("HOT", "MINOR ONE", "MINOR TWO"))
+    graphrag = select_text_units(index, [hot, one, two], strategy="graphrag")
+    assert [c.entity for c in graphrag] == [hot] * 50 + [one] * 2 + [two] * 3
+    # within an entity, units holding its relationships come first (GraphRAG's rule)
+    first_one = next(c for c in graphrag if c.entity == one)
+    assert first_one.relationships == 1 and index.text_units[first_one.unit].id == "m0_0"
+    robin = select_text_units(index, [hot, one, two], strategy="round_robin")
+    assert [c.entity for c in robin[:6]] == [hot, one, two, hot, one, two]
+    guaranteed = select_text_units(index, [hot, one, two], strategy="min_guarantee", min_units_per_entity=2)
+    assert [c.entity for c in guaranteed[:6]] == [hot, one, two, hot, one, two]
+    assert len(guaranteed) == len(graphrag) and {c.unit for c in guaranteed} == {c.unit for c in graphrag}
+    capped = select_text_units(index, [hot, one, two], strategy="per_entity_cap", per_entity_cap=1)
+    assert [c.entity for c in capped] == [hot, one, two]
+    # weighted: token quotas follow the link scores (1:1:2 of 40 -> 10/10/20, each unit costing 1)
+    weighted = select_text_units(
+        index, [hot, one, two], strategy="weighted", scores=[1, 1, 2], budget=40, unit_cost=lambda _u: 1
+    )
+    head = weighted[:15]  # hot's quota 10, one's 2 (all it has), two's 3 (all it has)
+    assert [c.entity for c in head].count(hot) == 10
+    assert {c.entity for c in head} == {hot, one, two}
+    with pytest.raises(ValueError, match="unknown text_unit_strategy"):
+        select_text_units(index, [hot], strategy="random")
