@@ -330,23 +330,31 @@ _CONNECTORS = frozenset({"of", "the", "de", "van", "von", "der", "la", "le", "du
 
 
 def _name_spans(query: str) -> list[str]:
-    """Quoted spans and runs of capitalised words that look like names."""
+    """Quoted spans and runs of capitalised words that look like names.
+
+    A single capitalised word opening a sentence ("Overall, ...", "Considering ...") is capitalised by
+    grammar, not because it is a name, so it is not reported; multi-word runs there still are.
+    """
     spans = [next(g for g in m.groups() if g) for m in _QUOTED_RE.finditer(query)]
-    words = _WORD_RE.findall(_QUOTED_RE.sub(" ", query))
+    text = _QUOTED_RE.sub(" ", query)
     current: list[str] = []
+    opens_sentence = False
 
     def flush() -> None:
         while current and current[-1].lower() in _CONNECTORS:
             current.pop()
-        if current:
+        if current and not (len(current) == 1 and opens_sentence):
             spans.append(" ".join(current))
         current.clear()
 
-    for word in words:
-        bare = word.rstrip(".'’")
+    for match in _WORD_RE.finditer(text):
+        bare = match.group().rstrip(".'’")
         low = bare.lower()
         is_cap = bare[:1].isupper() and low not in _STOPWORDS and not _CJK_RE.match(bare)
         if is_cap or (current and low in _CONNECTORS):
+            if not current:
+                before = text[: match.start()].rstrip()
+                opens_sentence = not before or before[-1] in ".!?:;\n"
             current.append(bare)
         else:
             flush()

@@ -100,6 +100,12 @@ def test_unknown_names_flag_names_missing_from_the_index(carol: Index) -> None:
     result = link_entities(carol, "Did Gandalf ever meet Ebenezer Scrooge?")
     assert result.unknown_names == ["Gandalf"]
     assert link_entities(carol, "Who is Tiny Tim?").unknown_names == []
+    # sentence-initial capitals are grammar, not names; quoted and multi-word spans are still reported
+    assert link_entities(carol, "Overall, what are the main themes?").unknown_names == []
+    assert link_entities(carol, "According to the book, who is Harry Potter?").unknown_names == [
+        "Harry Potter"
+    ]
+    assert link_entities(carol, 'Is "The Hobbit" mentioned?').unknown_names == ["The Hobbit"]
 
 
 def test_chinese_titles_and_descriptions_link_without_spaces() -> None:
