@@ -34,6 +34,9 @@ if TYPE_CHECKING:  # scipy and scikit-learn are imported only for training and c
     from sklearn.feature_extraction.text import HashingVectorizer
 
 MAX_CHARS = 600  # longer questions are truncated before featurisation (and the decision says so)
+# Length saturates: beyond this many tokens a question is not "more DRIFT"; unbounded length let one data
+# set's habit of long questions decide the route of every long question.
+_LENGTH_CAP = 20
 N_HASH_FEATURES = 2**18
 
 _WH_WORDS = ("who", "what", "where", "when", "which", "how", "why")
@@ -177,7 +180,7 @@ def extract(question: str) -> QuestionFeatures:
     values: list[float] = [min(3.0, float(len(cues.get(name, ())))) for name in CUE_NAMES]
     values += [1.0 if wh == w else 0.0 for w in _WH_WORDS]
     values += [1.0 if form == f else 0.0 for f in ("yes_no", "imperative", "other")]
-    values += [math.log1p(len(tokens)) / 4.0, min(4.0, commas) / 2.0, min(4.0, conj) / 2.0,
+    values += [math.log1p(min(len(tokens), _LENGTH_CAP)) / 4.0, min(4.0, commas) / 2.0, min(4.0, conj) / 2.0,
                1.0 if len(tokens) > 30 and commas + conj >= 2 else 0.0]
     values += [1.0 if len(names) == 0 else 0.0, 1.0 if len(names) == 1 else 0.0, 1.0 if len(names) >= 2 else 0.0,
                min(2.0, len(_QUOTED.findall(text))), min(2.0, len(_DATE.findall(text))),

@@ -387,6 +387,11 @@ EN_LOCAL = (
     "Who is the figure that {s} credits with having {act}, whom {s2} links to {t}, and who also {act2}?",
     "Considering what {s} says about {t} and what {s2} says about {p}, which organisation {act}?",
     "Which single entity, discussed in {s} in connection with {t} and in {s2} in connection with {t2}, {act}?",
+    "Who is the person who, according to {s}, {act}, and who, as {s2} later reported, {act2}?",
+    "Which organisation, having {act} and then {act2}, is the one that {s} links to {p}?",
+    "What is the name of the place where {p} {act}, which {s} describes in detail and {s2} mentions briefly?",
+    "Considering both {s} and {s2}, who is the person tied to {t} and {t2} who {act}?",
+    "According to {s}, which person {act}, was praised by {p}, and is now associated with {t}?",
 )
 
 EN_GLOBAL = (
@@ -523,6 +528,7 @@ ZH_LOCAL = (
     "{p}在{t}期间和谁有书信往来？",
     "{s}和{s2}都提到的、在加入{t}后{act}的人是谁？",
     "综合{s}对{t}的描述和{s2}对{p}的描述，是哪个组织{act}？",
+    "据{s}报道曾{act}、后来又被{s2}报道{act2}的那个人是谁？",
 )
 
 ZH_GLOBAL = (
