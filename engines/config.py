@@ -22,8 +22,11 @@ from engines.models.config import (
     read_toml,
 )
 from engines.models.errors import ModelConfigError
+from shared_context.text_unit_selection import TextUnitStrategy
 
-TextUnitStrategy = Literal["graphrag", "rank"]
+# The default text-unit strategy is the one that reached the most evidence in
+# benchmarks/evidence_recall.py (GraphRAG-Bench novel questions, equal token budgets).
+DEFAULT_TEXT_UNIT_STRATEGY: TextUnitStrategy = "graphrag"
 
 
 class ConfigError(ModelConfigError):
@@ -43,6 +46,15 @@ class LocalContextSettings(_Section):
     top_k_mapped_entities: int = Field(default=10, ge=1)
     top_k_relationships: int = Field(default=10, ge=0)
     conversation_history_max_turns: int = Field(default=5, ge=0)
+    conversation_history_user_turns_only: bool = True
+    include_entity_rank: bool = True
+    include_relationship_weight: bool = True
+    include_community_rank: bool = False
+    use_community_summary: bool = False
+    min_community_rank: float = 0
+    text_unit_strategy: TextUnitStrategy = DEFAULT_TEXT_UNIT_STRATEGY
+    per_entity_cap: int = Field(default=3, ge=1)
+    min_units_per_entity: int = Field(default=1, ge=0)
 
     @model_validator(mode="after")
     def _props_fit(self) -> LocalContextSettings:
@@ -103,6 +115,7 @@ class DriftSearchConfig(_Section):
     local_search_max_context_tokens: int = Field(default=12_000, ge=100)
     local_search_top_k_mapped_entities: int = Field(default=10, ge=1)
     local_search_top_k_relationships: int = Field(default=10, ge=0)
+    local_search_text_unit_strategy: TextUnitStrategy = DEFAULT_TEXT_UNIT_STRATEGY
     reduce_max_tokens: int = Field(default=12_000, ge=100, description="tokens of intermediate answers in the reduce")
     response_type: str = Field(default="multiple paragraphs", min_length=1)
     seed: int = 0
@@ -125,6 +138,7 @@ class DriftSearchConfig(_Section):
             community_prop=self.local_search_community_prop,
             top_k_mapped_entities=self.local_search_top_k_mapped_entities,
             top_k_relationships=self.local_search_top_k_relationships,
+            text_unit_strategy=self.local_search_text_unit_strategy,
         )
 
 
