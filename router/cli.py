@@ -224,6 +224,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CliError as exc:
         err.print(f"[red]error:[/red] {exc}")
         return 2
+    except Exception as exc:  # model and engine failures name their stage and cause; no traceback
+        from engines.errors import EngineError
+        from engines.models.errors import ModelError
+
+        if not isinstance(exc, EngineError | ModelError):
+            raise
+        err.print(f"[red]error:[/red] {exc}")
+        return 1
     except KeyboardInterrupt:
         err.print("interrupted")
         return 130

@@ -83,3 +83,13 @@ def test_index_then_ask(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
     assert answer["engine"] == "local"
     assert "Osei" in answer["text"]
     assert any(t.endswith(".md") for c in answer["citations"] for t in c.get("document_titles", []))
+
+
+def test_unreachable_model_is_a_clear_error(
+    carol_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")  # nothing listens on port 9
+    monkeypatch.setenv("GRAPHROUTE_MAX_RETRIES", "1")
+    assert main(["ask", "Who is Bob Cratchit?", "--index", str(carol_path)]) == 1
+    err = capsys.readouterr().err
+    assert "cannot reach model" in err and "127.0.0.1:9" in err and "Traceback" not in err
