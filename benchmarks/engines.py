@@ -26,21 +26,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from engines.prompts import TASK_MARKERS
+
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 CAROL = DATA / "christmas_carol_graphrag_index"
 
-# One phrase only each task's system prompt contains (engines/prompts.py).
-MARKERS = {
-    "global_map": r"You are an analyst reading a batch of community reports",
-    "global_reduce": r"merging the findings of several analysts",
-    "rate": r"You rate how relevant a community report",
-    "drift_hyde": r"-----Template-----",
-    "drift_primer": r"You are exploring a knowledge graph",
-    "drift_followup": r"You are answering one follow-up question",
-    "drift_reduce": r"from the intermediate findings of a graph exploration",
-    "local_answer": r"answering a question about the data tables below",
-    "basic_answer": r"from the text passages below",
-}
+MARKERS = TASK_MARKERS
 WARM_UP = "Which places and events are described?"
 CAROL_QUESTION = "How does Scrooge change after the visits of the ghosts?"
 

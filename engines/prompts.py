@@ -165,3 +165,19 @@ def analyst_block(number: int, score: int | float, text: str) -> str:
     """One analyst block of the reduce input, exactly as the contract names it."""
     shown = int(score) if float(score).is_integer() else round(float(score), 1)
     return f"----Analyst {number}----\nImportance Score: {shown}\n{text.strip()}"
+
+
+# One phrase only each task's system prompt contains: lets a loopback test server or a benchmark script
+# its replies per task (kept here so it changes with the prompts).
+TASK_MARKERS = {
+    "global_map": r"You are an analyst reading a batch of community reports",
+    "global_reduce": r"merging the findings of several analysts",
+    "rate": r"You rate how relevant a community report",
+    "drift_hyde": r"-----Template-----",
+    "drift_primer": r"You are exploring a knowledge graph",
+    "drift_followup": r"You are answering one follow-up question",
+    "drift_reduce": r"from the intermediate findings of a graph exploration",
+    "local_answer": r"answering a question about the data tables below",
+    "basic_answer": r"from the text passages below",
+    "questions": r"You suggest the next questions",
+}

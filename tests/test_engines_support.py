@@ -12,24 +12,14 @@ from typing import Any
 
 import pytest
 
+from engines.prompts import TASK_MARKERS
+
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 CAROL = DATA / "christmas_carol_graphrag_index"
 DULCE = DATA / "operation_dulce"
 MEDICAL = DATA / "graphrag_bench_medical_lightrag_kg"
 
-# A phrase only each task's system prompt contains (engines/prompts.py), to script loopback replies.
-MARKERS = {
-    "global_map": r"You are an analyst reading a batch of community reports",
-    "global_reduce": r"merging the findings of several analysts",
-    "rate": r"You rate how relevant a community report",
-    "drift_hyde": r"-----Template-----",
-    "drift_primer": r"You are exploring a knowledge graph",
-    "drift_followup": r"You are answering one follow-up question",
-    "drift_reduce": r"from the intermediate findings of a graph exploration",
-    "local_answer": r"answering a question about the data tables below",
-    "basic_answer": r"from the text passages below",
-    "questions": r"You suggest the next questions",
-}
+MARKERS = TASK_MARKERS
 
 
 @functools.cache
