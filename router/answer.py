@@ -35,6 +35,7 @@ class Answer:
     stepped_down_from: str | None = None
     escalations: list[Escalation] = field(default_factory=list)
     degraded: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # facts about how the answer was made (not failures)
 
     @property
     def citations(self) -> list[Any]:
@@ -66,6 +67,7 @@ class Answer:
             "plan": list(self.plan),
             "escalations": [e.__dict__ for e in self.escalations],
             "degraded": list(self.degraded),
+            "notes": list(self.notes),
             "model": self.model,
             "offline": self.offline,
             "seconds": self.seconds,

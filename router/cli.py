@@ -118,6 +118,8 @@ def render_answer(console: Console, answer: Any, *, show_text: bool = True) -> N
         console.print(f"[yellow]escalated[/yellow] {esc.from_engine} → {esc.to_engine}: {esc.reason}")
     for d in answer.degraded:
         console.print(f"[red]degraded[/red]: {d}")
+    for note in answer.notes:
+        console.print(f"[dim]note: {note}[/dim]")
     if answer.citations:
         console.print(_citation_table(answer.citations))
     console.print(_usage_table(answer.usage))

@@ -78,7 +78,11 @@ class Router:
 
         self.index = index
         self.config = config if config is not None else load_config()
+        # Vectors stored in the index by a model we cannot call are replaced by the configured embedder's
+        # own (attached on first use); every answer says so.
+        stored = {name: (t.dim, t.model) for name, t in getattr(index, "vectors", {}).items()}
         self.models = models if models is not None else _build_models(self.config, index)
+        self.notes: list[str] = _foreign_vector_notes(stored, self.models)
         self._engines: dict[str, Any] = {}
         self._lock = threading.Lock()
 
@@ -310,6 +314,7 @@ class Router:
             stepped_down_from=target if plan.chosen != target else None,
             escalations=escalations,
             degraded=degraded,
+            notes=list(self.notes),
         )
         yield Done(answer)
 
@@ -346,6 +351,22 @@ class Router:
                 except StopAsyncIteration:
                     return
             yield ev
+
+
+def _foreign_vector_notes(stored: dict[str, tuple[int, str | None]], models: Any) -> list[str]:
+    config = getattr(models, "config", None)
+    embedding = getattr(config, "embedding", None)
+    if embedding is None or not stored:
+        return []
+    ours = str(getattr(embedding, "model", ""))
+    foreign = {name: dim for name, (dim, model) in stored.items() if model != ours}
+    if not foreign or not getattr(embedding, "offline", False):
+        return []
+    tables = ", ".join(f"{name} (dim {dim})" for name, dim in sorted(foreign.items()))
+    return [
+        f"the index's stored vectors ({tables}) come from an embedding model that is not configured; "
+        f"questions are matched with exact names, keywords and the offline embedder ({ours}) fitted on this index"
+    ]
 
 
 def public_name(engine: str) -> str:

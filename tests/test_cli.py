@@ -83,6 +83,7 @@ def test_index_then_ask(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
     assert answer["engine"] == "local"
     assert "Osei" in answer["text"]
     assert any(t.endswith(".md") for c in answer["citations"] for t in c.get("document_titles", []))
+    assert answer["notes"] == []  # its vectors come from the offline embedder we use
 
 
 def test_unreachable_model_is_a_clear_error(

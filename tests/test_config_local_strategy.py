@@ -31,5 +31,5 @@ def test_strategy_from_toml_reaches_the_builder(tmp_path: Path, dulce_path: Path
 def test_unknown_strategy_names_the_key(tmp_path: Path) -> None:
     cfg_file = tmp_path / "graphroute.toml"
     cfg_file.write_text('[local]\ntext_unit_strategy = "best"\n')
-    with pytest.raises(ModelConfigError, match="local.text_unit_strategy"):
+    with pytest.raises(ModelConfigError, match=r"local\.text_unit_strategy"):
         load_config(cfg_file, env={})

@@ -116,3 +116,9 @@ def test_32_concurrent_questions_on_one_router(router: Router) -> None:
     sequential = {q: router.ask(q).text for q in set(questions)}
     for q, a in zip(questions, answers, strict=True):
         assert a.text == sequential[q]  # same answer whatever else runs at the same time
+
+
+def test_vectors_from_a_model_we_cannot_call_are_named(dulce_path: Path) -> None:
+    answer = Router.from_index(dulce_path).ask("Who is Alex Mercer?")
+    assert answer.engine == "local" and "Mercer" in answer.text
+    assert any("dim 3072" in note and "not configured" in note for note in answer.notes)

@@ -112,10 +112,23 @@ def read_lancedb(
                 )
         ids = [str(v) for v in data.column("id").to_pylist()]
         matrix = _matrix(data.column("vector"), file, "vector")
-        table = _to_table(name, ids, matrix, lookups[name], file, "vector", None, embedding_dim, warnings)
+        model = _manifest_embedder(root, matrix.shape[1] if matrix.ndim == 2 else 0)
+        table = _to_table(name, ids, matrix, lookups[name], file, "vector", model, embedding_dim, warnings)
         if table is not None:
             out[name] = table
     return out
+
+
+def _manifest_embedder(root: Path, dim: int) -> str | None:
+    """The embedding model named by a graphroute-built index's manifest (LanceDB stores no model name)."""
+    import json
+
+    try:
+        embedder = json.loads((root / "graphroute" / "manifest.json").read_text()).get("embedder") or {}
+    except (OSError, ValueError, AttributeError):
+        return None
+    name = embedder.get("name") if isinstance(embedder, dict) else None
+    return str(name) if name and embedder.get("dim") in (None, dim) else None
 
 
 def parse_embedding_file_name(file_name: str) -> tuple[str, str | None] | None:
