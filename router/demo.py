@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
         console.print(Rule(f"indexing {args.corpus} (offline) → {index_dir}"))
         t0 = time.perf_counter()
         report = build_index(args.corpus, index_dir, progress=True)
-        console.print(f"built in {time.perf_counter() - t0:.1f}s: {report}")
+        console.print(f"built in {time.perf_counter() - t0:.1f}s\n{report.summary()}")
     else:
         console.print(f"using the existing sample index at {index_dir} (`make clean-demo` rebuilds it)")
 
