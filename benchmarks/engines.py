@@ -170,6 +170,7 @@ async def bench_index(index_name: str, index: Any, base_url: str, map_calls: lis
         ("local", LocalSearch(index, model)),
         ("basic", BasicSearch(index, model)),
         ("global static", GlobalSearch(index, model)),
+        ("global prerank (default budget)", GlobalSearch(index, model, config=GlobalSearchConfig(prerank=True))),
         *((f"global prerank ({n} map call{'s' if n > 1 else ''})",
            GlobalSearch(index, model, config=GlobalSearchConfig(prerank=True, max_map_calls=n))) for n in map_calls),
         ("drift default", DriftSearch(index, model)),

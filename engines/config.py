@@ -87,6 +87,8 @@ class GlobalSearchConfig(_Section):
     dynamic_max_level: int = Field(default=2, ge=0)
     dynamic_num_repeats: int = Field(default=1, ge=1, le=10)
     prerank: bool = False
+    # With prerank and no explicit budget: read the most relevant share of all report tokens (>= one batch).
+    prerank_share: float | None = Field(default=0.1, gt=0, le=1)
     max_map_calls: int | None = Field(default=None, ge=1)
     max_context_tokens_total: int | None = Field(default=None, ge=100)
     shuffle_data: bool = True

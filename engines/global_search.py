@@ -26,10 +26,18 @@ if TYPE_CHECKING:
     from shared_context.index import Index
 
 
-def community_params(cfg: GlobalSearchConfig) -> dict[str, Any]:
-    """CommunityContextParams fields; a map-call cap becomes a token budget the builder can honour."""
-    caps = [c for c in (cfg.max_context_tokens_total,
-                        cfg.max_map_calls * cfg.max_context_tokens if cfg.max_map_calls else None) if c]
+def community_params(cfg: GlobalSearchConfig, total_report_tokens: int = 0) -> dict[str, Any]:
+    """CommunityContextParams fields; a map-call cap becomes a token budget the builder can honour.
+
+    Pre-ranking with no explicit budget reads the most relevant `prerank_share` of all report tokens
+    (at least one map batch): pre-ranking exists to cap global cost, so it is capped by default.
+    """
+    share_cap = None
+    if cfg.prerank and cfg.prerank_share is not None and total_report_tokens:
+        share_cap = max(cfg.max_context_tokens, int(total_report_tokens * cfg.prerank_share))
+    explicit = [c for c in (cfg.max_context_tokens_total,
+                            cfg.max_map_calls * cfg.max_context_tokens if cfg.max_map_calls else None) if c]
+    caps = explicit or ([share_cap] if share_cap else [])
     return {
         "max_context_tokens": cfg.max_context_tokens,
         "community_level": cfg.community_level,
@@ -59,7 +67,9 @@ class GlobalSearch(Engine):
         super().__init__(index, model, embedder=embedder, config=config)
         from shared_context import CommunityContextBuilder, CommunityContextParams
 
-        self.builder = CommunityContextBuilder(index, make_params(CommunityContextParams, community_params(self.config)))
+        self.builder = CommunityContextBuilder(index, make_params(
+            CommunityContextParams, community_params(self.config, int(index.report_tokens.sum()))
+        ))
 
     def estimate(self, question: str) -> CostEstimate:
         return estimate_global(self, question)

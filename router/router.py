@@ -118,11 +118,13 @@ class Router:
         raise ValueError(f"unknown engine {name!r}; choose one of {', '.join(ENGINES)}")
 
     def _prerank_engine(self, budget: Budget | None) -> Any:
-        """Global search with pre-ranking; its map-call cap follows the call budget."""
-        cap = self.config.global_search.max_map_calls or 4
+        """Global search with pre-ranking: the configured share of report tokens, and no more map calls
+        than the call budget leaves room for (one reduce and a possible escalation aside)."""
+        cap = self.config.global_search.max_map_calls
         if budget is not None and budget.max_llm_calls is not None:
-            cap = max(1, min(cap, budget.max_llm_calls - 2))  # leave room for the reduce (and a classify)
-        return self._make_engine("global_prerank", max_map_calls=cap)
+            room = max(1, budget.max_llm_calls - 2)
+            cap = room if cap is None else min(cap, room)
+        return self._make_engine("global_prerank", max_map_calls=cap) if cap else self._make_engine("global_prerank")
 
     # ---- the question pipeline ------------------------------------------------------------------
 
