@@ -17,6 +17,19 @@ def _require(path: Path) -> Path:
     return path
 
 
+# Model settings a developer's shell may carry; the suite runs offline unless a test sets them itself.
+_MODEL_ENV_PREFIXES = ("OPENAI_", "AZURE_OPENAI_", "GRAPHROUTE_")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _offline_model_environment() -> Iterator[None]:
+    saved = {k: v for k, v in os.environ.items() if k.startswith(_MODEL_ENV_PREFIXES)}
+    for key in saved:
+        del os.environ[key]
+    yield
+    os.environ.update(saved)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _isolated_token_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """Token counts are cached on disk; tests use a fresh cache so they never touch ~/.cache."""
