@@ -16,7 +16,7 @@ from functools import lru_cache
 # Ideographs, kana and hangul are written without spaces; we index them as character bigrams.
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
 CJK_RE = re.compile(f"[{_CJK}]")
-_TOKEN_RE = re.compile(f"[{_CJK}]+|[^\\W_]+")
+_TOKEN_RE = re.compile(f"[{_CJK}]+|[^\\W_{_CJK}]+")  # a Latin/digit run never swallows CJK text
 _POSSESSIVE_RE = re.compile(r"(?<=\w)['’]s\b", re.IGNORECASE)
 
 
@@ -39,7 +39,14 @@ STOPWORDS = wordset(
 BROAD_WORDS = wordset(
     """main key major overall theme themes topic topics summary summarize summarise overview general
     important importance whole entire dataset data corpus story document documents trend trends idea
-    ideas across throughout top common central primary"""
+    ideas across throughout top common central primary recurring collection files"""
+)
+
+# Chinese words that make a question corpus-wide; removed before the question's bigrams are taken, so
+# "这些文件的主要主题是什么？" leaves no topic bigram and is read as a question about the whole collection.
+_CJK_BROAD_WORDS = (
+    "主要", "主题", "总体", "整体", "所有", "全部", "趋势", "概括", "总结", "概述", "文件", "文档",
+    "资料", "数据", "常见", "重要", "核心", "共同", "反复", "这些", "哪些", "整个", "总的来说",
 )
 
 # Function characters of Chinese questions; a bigram made only of these carries no topic.
@@ -132,7 +139,10 @@ def question_terms(question: str) -> tuple[list[str], bool]:
     """Unique content terms of a question, and whether it is corpus-wide (only broad words left)."""
     all_terms = list(dict.fromkeys(terms(question)))
     broad_stems = {stem(w) for w in BROAD_WORDS}
-    content = [t for t in all_terms if t not in broad_stems]
+    stripped = question
+    for word in _CJK_BROAD_WORDS:
+        stripped = stripped.replace(word, " ")
+    content = [t for t in dict.fromkeys(terms(stripped)) if t not in broad_stems]
     if content:
         return content, False
     return all_terms, True
