@@ -247,7 +247,11 @@ _GLOBAL_CUES = (
     r"\boverview\b",
     r"\bacross (the|all)\b",
     r"\b(whole|entire) (story|dataset|corpus|book|collection)\b",
-    r"主题|总体|整体|概括|总结|概述",
+    r"\bmost (common|frequent|important)\b",
+    r"\b(kinds|types) of\b",
+    r"\bhistory of\b",
+    r"\btrends?\b",
+    r"主题|总体|整体|概括|总结|概述|趋势",
 )
 _DRIFT_CUES = (
     r"\bcompar(e|ison|ing)\b",
@@ -273,6 +277,7 @@ def route(question: str) -> RouteResponse:
             engine="drift", reason=f"offline heuristic: several entities named ({', '.join(names[:3])})"
         )
     for cue in _GLOBAL_CUES:
-        if re.search(cue, text) and not names:
+        # one capitalised word is usually the sentence's first ("Summarize ..."), not a named entity
+        if re.search(cue, text) and len(names) <= 1:
             return RouteResponse(engine="global", reason=f"offline heuristic: corpus-wide cue ({cue})")
     return RouteResponse(engine="local", reason="offline heuristic: a specific question about named things")
