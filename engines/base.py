@@ -36,7 +36,7 @@ R = TypeVar("R")
 MAX_QUESTION_TOKENS = 8_000
 LINK_TOKENS = 1_000
 
-HistoryLike = Sequence[Message] | Sequence[str] | Sequence[Mapping[str, Any]] | None
+HistoryLike = Sequence[Message | str | Mapping[str, Any]] | None
 
 
 class ModelSet:
@@ -92,28 +92,9 @@ class ModelSet:
 def _default_models(index: Index, graphroute_config: GraphrouteConfig | None) -> Any:
     """The configured model stack (offline by default: extractive chat model + TF-IDF embedder)."""
     from engines.config import GraphrouteConfig
+    from engines.models.factory import Models
 
-    models_cfg = (graphroute_config or GraphrouteConfig()).models
-    try:
-        from engines.models.factory import Models
-    except ImportError:  # model factory not installed: the offline stack, built directly
-        from engines.models.embedding_offline import attach_offline_vectors, embedder_for_index
-        from engines.models.offline import OfflineChatModel
-
-        embedder = embedder_for_index(index)
-        attach_offline_vectors(index, embedder)
-        return _OfflineBundle(OfflineChatModel(), embedder)
-    return Models.from_config(models_cfg, index=index)
-
-
-class _OfflineBundle:
-    def __init__(self, chat: ChatModel, embedder: Embedder) -> None:
-        self._chat = chat
-        self.embedder = embedder
-        self.offline = True
-
-    def chat(self, stage: str) -> ChatModel:
-        return self._chat
+    return Models.from_config((graphroute_config or GraphrouteConfig()).models, index=index)
 
 
 def normalise_history(history: HistoryLike) -> list[Message]:
@@ -125,7 +106,10 @@ def normalise_history(history: HistoryLike) -> list[Message]:
         if isinstance(item, str):
             out.append({"role": "user", "content": item})
         elif isinstance(item, Mapping) and "role" in item and "content" in item:
-            out.append({"role": str(item["role"]), "content": str(item["content"])})
+            role = str(item["role"])
+            if role not in ("user", "assistant", "system"):
+                raise ValueError(f"history item {i} has unknown role {role!r} (use 'user', 'assistant' or 'system')")
+            out.append({"role": role, "content": str(item["content"])})
         else:
             raise ValueError(f"history item {i} must be a string or a {{'role', 'content'}} message")
     return out
@@ -150,9 +134,17 @@ def check_question(question: str, index: Index) -> tuple[str, str | None]:
 class QueryRun:
     """Everything one query accumulates: usage per stage, degradations, details and the event stream."""
 
-    def __init__(self, engine: str, question: str, models: ModelSet, emit: Callable[[Event], Awaitable[None]]):
+    def __init__(
+        self,
+        engine: str,
+        question: str,
+        models: ModelSet,
+        emit: Callable[[Event], Awaitable[None]],
+        link_text: str | None = None,
+    ):
         self.engine = engine
         self.question = question
+        self.link_text = question if link_text is None else link_text  # the question as used for linking
         self.models = models
         self.usage = Usage()
         self.degraded: list[Degradation] = []
@@ -236,7 +228,6 @@ class QueryRun:
     ) -> Completion:
         """Stream the final answer as `AnswerDelta` events; returns the final completion (text + usage)."""
         final: Completion | None = None
-        parts: list[str] = []
         try:
             async for piece in self.models.chat(stage).stream(
                 messages, task=task, max_tokens=max_tokens, temperature=temperature
@@ -244,7 +235,6 @@ class QueryRun:
                 if isinstance(piece, Completion):
                     final = piece
                 elif piece:
-                    parts.append(piece)
                     await self._emit(AnswerDelta(piece))
         except ModelError as err:
             raise EngineError(f"the model failed while writing the answer: {err}", stage=stage, engine=self.engine) from None
@@ -319,6 +309,9 @@ class Engine:
     """Base of every engine: construction, input checks, `search()` = consume `stream()`."""
 
     name: ClassVar[str] = "engine"
+    # The engine's section of GraphrouteConfig: its attribute name and its type.
+    section_name: ClassVar[str]
+    section_type: ClassVar[type[BaseModel]]
 
     def __init__(
         self,
@@ -335,8 +328,20 @@ class Engine:
         self.config = self._section(config)
         self.models = ModelSet(index, model, embedder, full)
 
-    def _section(self, config: Any) -> Any:  # overridden: pick/validate the engine's config section
-        raise NotImplementedError
+    def _section(self, config: Any) -> Any:
+        """The engine's own config section, from its section object, a whole GraphrouteConfig, or None."""
+        from engines.config import GraphrouteConfig
+
+        if config is None:
+            return self.section_type()
+        if isinstance(config, GraphrouteConfig):
+            return getattr(config, self.section_name)
+        if isinstance(config, self.section_type):
+            return config
+        raise TypeError(
+            f"{type(self).__name__} config must be a {self.section_type.__name__} or GraphrouteConfig, "
+            f"got {type(config).__name__}"
+        )
 
     async def _run(self, run: QueryRun, question: str, history: list[Message]) -> SearchResult:
         raise NotImplementedError
@@ -349,14 +354,16 @@ class Engine:
 
     async def stream(self, question: str, history: HistoryLike = None) -> AsyncIterator[Event]:
         """Progress events, then the answer's deltas, then `Final(result)`; errors are raised here."""
-        check_question(question, self.index)
+        link_text, note = check_question(question, self.index)
         messages = normalise_history(history)
         queue: asyncio.Queue[Event | BaseException | None] = asyncio.Queue()
 
         async def emit(event: Event) -> None:
             await queue.put(event)
 
-        run = QueryRun(self.name, question.strip(), self.models, emit)
+        run = QueryRun(self.name, question.strip(), self.models, emit, link_text)
+        if note:
+            run.degrade("entity_link", note)
 
         async def drive() -> None:
             try:

@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from engines import prompts
-from engines.base import Engine, QueryRun, check_question, vector_for
-from engines.config import BasicSearchConfig, GraphrouteConfig
+from engines.base import Engine, QueryRun, vector_for
+from engines.config import BasicSearchConfig
 from engines.estimate import CostEstimate, estimate_basic
 from engines.events import ContextReady
 from engines.models.base import Message
@@ -45,23 +45,14 @@ def sources_section(index: Index, hits: list[tuple[int, float]], budget: int) ->
 class BasicSearch(Engine):
     name = "basic"
     config: BasicSearchConfig
-
-    def _section(self, config: Any) -> BasicSearchConfig:
-        if config is None:
-            return BasicSearchConfig()
-        if isinstance(config, GraphrouteConfig):
-            return config.basic
-        if isinstance(config, BasicSearchConfig):
-            return config
-        raise TypeError(f"BasicSearch config must be a BasicSearchConfig or GraphrouteConfig, got {type(config).__name__}")
+    section_name = "basic"
+    section_type = BasicSearchConfig
 
     def estimate(self, question: str) -> CostEstimate:
         return estimate_basic(self, question)
 
     async def _run(self, run: QueryRun, question: str, history: list[Message]) -> SearchResult:
-        link_text, note = check_question(question, self.index)
-        if note:
-            run.degrade("entity_link", note)
+        link_text = run.link_text
         qv = None
         if vector_for(self.index, "text_unit_text", run.models):
             with run.timed("entity_link"):

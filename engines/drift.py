@@ -25,8 +25,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from engines import prompts
-from engines.base import Engine, QueryRun, check_question, gather_bounded, reraise_bugs, vector_for
-from engines.config import DriftSearchConfig, GraphrouteConfig
+from engines.base import Engine, QueryRun, gather_bounded, reraise_bugs, vector_for
+from engines.config import DriftSearchConfig
 from engines.errors import EngineError
 from engines.estimate import CostEstimate, estimate_drift
 from engines.events import ContextReady
@@ -108,15 +108,8 @@ def pick_template(index: Index, question: str, seed: int) -> int | None:
 class DriftSearch(Engine):
     name = "drift"
     config: DriftSearchConfig
-
-    def _section(self, config: Any) -> DriftSearchConfig:
-        if config is None:
-            return DriftSearchConfig()
-        if isinstance(config, GraphrouteConfig):
-            return config.drift
-        if isinstance(config, DriftSearchConfig):
-            return config
-        raise TypeError(f"DriftSearch config must be a DriftSearchConfig or GraphrouteConfig, got {type(config).__name__}")
+    section_name = "drift"
+    section_type = DriftSearchConfig
 
     def __init__(self, index: Index, model: Any = None, *, embedder: Any = None, config: Any = None) -> None:
         super().__init__(index, model, embedder=embedder, config=config)
@@ -128,9 +121,7 @@ class DriftSearch(Engine):
     # ------------------------------------------------------------------ pipeline
 
     async def _run(self, run: QueryRun, question: str, history: list[Message]) -> SearchResult:
-        link_text, note = check_question(question, self.index)
-        if note:
-            run.degrade("entity_link", note)
+        link_text = run.link_text
         state = _DriftState()
         cfg = self.config
         calls_before = 0

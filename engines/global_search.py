@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from engines import prompts
 from engines.base import Engine, QueryRun, gather_bounded, make_params, reraise_bugs, vector_for
-from engines.config import GlobalSearchConfig, GraphrouteConfig
+from engines.config import GlobalSearchConfig
 from engines.dynamic_selection import select_communities, selection_details
 from engines.errors import EngineError
 from engines.estimate import CostEstimate, estimate_global
@@ -51,17 +51,8 @@ def community_params(cfg: GlobalSearchConfig, total_report_tokens: int = 0) -> d
 class GlobalSearch(Engine):
     name = "global"
     config: GlobalSearchConfig
-
-    def _section(self, config: Any) -> GlobalSearchConfig:
-        if config is None:
-            return GlobalSearchConfig()
-        if isinstance(config, GraphrouteConfig):
-            return config.global_search
-        if isinstance(config, GlobalSearchConfig):
-            return config
-        raise TypeError(
-            f"GlobalSearch config must be a GlobalSearchConfig or GraphrouteConfig, got {type(config).__name__}"
-        )
+    section_name = "global_search"
+    section_type = GlobalSearchConfig
 
     def __init__(self, index: Index, model: Any = None, *, embedder: Any = None, config: Any = None) -> None:
         super().__init__(index, model, embedder=embedder, config=config)

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from engines import prompts
-from engines.base import Engine, QueryRun, check_question, make_params, vector_for
-from engines.config import GraphrouteConfig, LocalContextSettings, LocalSearchConfig
+from engines.base import Engine, QueryRun, make_params, vector_for
+from engines.config import LocalContextSettings, LocalSearchConfig
 from engines.estimate import CostEstimate, estimate_local
 from engines.events import ContextReady
 from engines.models.base import Message
@@ -44,15 +44,8 @@ async def link_vector(run: QueryRun, index: Index, text: str, stage: str = "enti
 class LocalSearch(Engine):
     name = "local"
     config: LocalSearchConfig
-
-    def _section(self, config: Any) -> LocalSearchConfig:
-        if config is None:
-            return LocalSearchConfig()
-        if isinstance(config, GraphrouteConfig):
-            return config.local
-        if isinstance(config, LocalSearchConfig):
-            return config
-        raise TypeError(f"LocalSearch config must be a LocalSearchConfig or GraphrouteConfig, got {type(config).__name__}")
+    section_name = "local"
+    section_type = LocalSearchConfig
 
     def __init__(self, index: Index, model: Any = None, *, embedder: Any = None, config: Any = None) -> None:
         super().__init__(index, model, embedder=embedder, config=config)
@@ -62,9 +55,7 @@ class LocalSearch(Engine):
         return estimate_local(self, question)
 
     async def _run(self, run: QueryRun, question: str, history: list[Message]) -> SearchResult:
-        link_text, note = check_question(question, self.index)
-        if note:
-            run.degrade("entity_link", note)
+        link_text = run.link_text
         qv = await link_vector(run, self.index, link_text)
         with run.timed("build_context"):
             ctx = self.builder.build(link_text, history or None, query_vector=qv)

@@ -32,7 +32,8 @@ def _parser() -> argparse.ArgumentParser:
     ask = sub.add_parser("ask", help="answer a question, routed to the best engine")
     ask.add_argument("question")
     ask.add_argument("--index", required=True, help="GraphRAG output folder")
-    ask.add_argument("--mode", default="auto", choices=["auto", "local", "global", "drift", "basic"])
+    ask.add_argument("--mode", choices=["auto", "local", "global", "drift", "basic"],
+                     help="engine to use (default: [router] default_mode in graphroute.toml, else auto)")
     ask.add_argument("--config", help="graphroute.toml (default: ./graphroute.toml if present)")
     ask.add_argument("--history", help="JSON file with earlier turns: [{'role': 'user', 'content': ...}, ...]")
     ask.add_argument("--max-cost", type=float, help="budget: US dollars for this question")

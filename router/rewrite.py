@@ -28,22 +28,6 @@ Return JSON: {{"question": "<standalone question>"}}
 """
 
 
-def normalise_history(history: Sequence[Message | str] | None) -> list[Message]:
-    """Accept `[{"role", "content"}]` or plain strings (taken as user turns)."""
-    out: list[Message] = []
-    for turn in history or ():
-        if isinstance(turn, str):
-            out.append({"role": "user", "content": turn})
-        elif isinstance(turn, dict) and "content" in turn:
-            role = str(turn.get("role", "user"))
-            if role not in {"user", "assistant", "system"}:
-                raise ValueError(f"history turn has unknown role {role!r} (use 'user' or 'assistant')")
-            out.append({"role": role, "content": str(turn["content"])})
-        else:
-            raise ValueError(f"history turns must be strings or {{'role', 'content'}} dicts, got {turn!r}")
-    return out
-
-
 def user_turns(history: Sequence[Message]) -> list[str]:
     """User turns, newest first (the order entity linking expects)."""
     return [t["content"] for t in reversed(history) if t["role"] == "user"]

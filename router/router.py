@@ -10,6 +10,7 @@ import asyncio
 import threading
 import time
 from collections.abc import AsyncIterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,7 @@ from engines.models.base import Message
 from engines.usage import Usage
 from router.answer import Answer, Escalation
 from router.budget import LADDER, Budget, BudgetError, Plan, PlanStep, check_fit
-from router.rewrite import normalise_history, rewrite_question, user_turns
+from router.rewrite import rewrite_question, user_turns
 
 ENGINES = ("local", "global", "drift", "basic")
 MODES = ("auto", *ENGINES)
@@ -30,7 +31,6 @@ ESCALATION: dict[str, tuple[str, ...]] = {
     "global_prerank": ("local", "basic"),
     "basic": (),
 }
-MAX_QUESTION_CHARS = 20_000
 
 
 # ---- events streamed by Router.astream -------------------------------------------------------------
@@ -57,17 +57,6 @@ class Escalated:
 @dataclass
 class Done:
     answer: Answer
-
-
-def _validate_question(question: str) -> str:
-    if not isinstance(question, str):
-        raise TypeError(f"question must be a string, got {type(question).__name__}")
-    q = question.strip()
-    if not q:
-        raise ValueError("question is empty")
-    if len(q) > MAX_QUESTION_CHARS:
-        raise ValueError(f"question is too long ({len(q)} characters; the limit is {MAX_QUESTION_CHARS})")
-    return q
 
 
 class Router:
@@ -135,6 +124,8 @@ class Router:
 
         if mode not in MODES:
             raise ValueError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
+        from engines.base import normalise_history
+
         turns = normalise_history(history)
         standalone = question
         if turns and self.config.router.rewrite_followups:
@@ -193,7 +184,7 @@ class Router:
         self,
         question: str,
         history: Sequence[Message | str] | None = None,
-        mode: str = "auto",
+        mode: str | None = None,
         budget: Budget | None = None,
     ) -> Answer:
         answer: Answer | None = None
@@ -207,7 +198,7 @@ class Router:
         self,
         question: str,
         history: Sequence[Message | str] | None = None,
-        mode: str = "auto",
+        mode: str | None = None,
         budget: Budget | None = None,
     ) -> Answer:
         """Synchronous form of `aask` (runs its own event loop; from async code use `aask`)."""
@@ -217,35 +208,29 @@ class Router:
         except RuntimeError:
             return asyncio.run(coro)
         # Called from inside a running loop (e.g. Jupyter): run in a worker thread with its own loop.
-        box: dict[str, Any] = {}
-
-        def worker() -> None:
-            try:
-                box["value"] = asyncio.run(coro)
-            except BaseException as exc:
-                box["error"] = exc
-
-        t = threading.Thread(target=worker)
-        t.start()
-        t.join()
-        if "error" in box:
-            raise box["error"]
-        return box["value"]  # type: ignore[no-any-return]
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            return pool.submit(asyncio.run, coro).result()
 
     async def astream(
         self,
         question: str,
         history: Sequence[Message | str] | None = None,
-        mode: str = "auto",
+        mode: str | None = None,
         budget: Budget | None = None,
         *,
         deltas: bool = True,
     ) -> AsyncIterator[Any]:
-        """Yield `RouteDecided`, engine progress/answer deltas (`EngineEvent`), `Escalated`, then `Done`."""
+        """Yield `RouteDecided`, engine progress/answer deltas (`EngineEvent`), `Escalated`, then `Done`.
+
+        `mode=None` takes `[router] default_mode` from the configuration ("auto" unless set).
+        """
+        from engines.base import check_question
         from engines.events import AnswerDelta, Final
 
         started = time.perf_counter()
-        q = _validate_question(question)
+        check_question(question, self.index)  # the engines' own limits, checked before any model call
+        q = question.strip()
+        mode = self.config.router.default_mode if mode is None else mode
         usage = Usage()
         cfg_budget = self.config.router
         if budget is None and any(

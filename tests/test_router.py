@@ -122,3 +122,17 @@ def test_vectors_from_a_model_we_cannot_call_are_named(dulce_path: Path) -> None
     answer = Router.from_index(dulce_path).ask("Who is Alex Mercer?")
     assert answer.engine == "local" and "Mercer" in answer.text
     assert any("dim 3072" in note and "not configured" in note for note in answer.notes)
+
+
+def test_default_mode_comes_from_config(router: Router) -> None:
+    from engines.config import GraphrouteConfig, RouterConfig
+
+    config = GraphrouteConfig(router=RouterConfig(default_mode="basic"))
+    basic_router = Router(router.index, config=config, models=router.models)
+    assert basic_router.ask("Who is Bob Cratchit?").engine == "basic"
+    assert basic_router.ask("Who is Bob Cratchit?", mode="auto").engine == "local"  # the caller's mode wins
+
+
+def test_history_with_an_unknown_role_names_it(router: Router) -> None:
+    with pytest.raises(ValueError, match="unknown role 'bot'"):
+        router.ask("And his nephew?", history=[{"role": "bot", "content": "Who is Scrooge?"}])
