@@ -22,11 +22,8 @@ from engines.models.config import (
     read_toml,
 )
 from engines.models.errors import ModelConfigError
-from shared_context.text_unit_selection import TextUnitStrategy
-
-# The default text-unit strategy is the one that reached the most evidence in
-# benchmarks/evidence_recall.py (GraphRAG-Bench novel questions, equal token budgets).
-DEFAULT_TEXT_UNIT_STRATEGY: TextUnitStrategy = "graphrag"
+from shared_context.local_context import LocalContextParams
+from shared_context.text_unit_selection import DEFAULT_TEXT_UNIT_STRATEGY, TextUnitStrategy
 
 
 class ConfigError(ModelConfigError):
@@ -37,33 +34,14 @@ class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
 
-class LocalContextSettings(_Section):
-    """Fields passed to `shared_context.LocalContextParams` (GraphRAG names and effective defaults)."""
+class LocalContextSettings(LocalContextParams):
+    """The local context builder's own parameters (`shared_context.LocalContextParams`: GraphRAG's names,
+    defaults and checks), made settable from graphroute.toml."""
 
-    max_context_tokens: int = Field(default=12_000, ge=100)
-    text_unit_prop: float = Field(default=0.5, ge=0, le=1)
-    community_prop: float = Field(default=0.15, ge=0, le=1)
-    top_k_mapped_entities: int = Field(default=10, ge=1)
-    top_k_relationships: int = Field(default=10, ge=0)
-    conversation_history_max_turns: int = Field(default=5, ge=0)
-    conversation_history_user_turns_only: bool = True
-    include_entity_rank: bool = True
-    include_relationship_weight: bool = True
-    include_community_rank: bool = False
-    use_community_summary: bool = False
-    min_community_rank: float = 0
-    text_unit_strategy: TextUnitStrategy = DEFAULT_TEXT_UNIT_STRATEGY
-    per_entity_cap: int = Field(default=3, ge=1)
-    min_units_per_entity: int = Field(default=1, ge=0)
-
-    @model_validator(mode="after")
-    def _props_fit(self) -> LocalContextSettings:
-        if self.text_unit_prop + self.community_prop > 1.0 + 1e-9:
-            raise ValueError("text_unit_prop + community_prop must be <= 1")
-        return self
+    model_config = ConfigDict(extra="forbid", frozen=False, validate_assignment=True)
 
     def builder_fields(self) -> dict[str, Any]:
-        return {name: getattr(self, name) for name in LocalContextSettings.model_fields}
+        return {name: getattr(self, name) for name in LocalContextParams.model_fields}
 
 
 class LocalSearchConfig(LocalContextSettings):

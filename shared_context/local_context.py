@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -34,7 +34,11 @@ from shared_context.tables import (
     per_index_cache,
     render_row,
 )
-from shared_context.text_unit_selection import select_text_units
+from shared_context.text_unit_selection import (
+    DEFAULT_TEXT_UNIT_STRATEGY,
+    TextUnitStrategy,
+    select_text_units,
+)
 
 __all__ = ["LocalContext", "LocalContextBuilder", "LocalContextParams", "select_relationships"]
 
@@ -63,9 +67,7 @@ class LocalContextParams(BaseModel):
     use_community_summary: bool = False
     min_community_rank: float = 0
     return_candidate_context: bool = False
-    text_unit_strategy: Literal["graphrag", "per_entity_cap", "round_robin", "weighted", "min_guarantee"] = (
-        "graphrag"
-    )
+    text_unit_strategy: TextUnitStrategy = DEFAULT_TEXT_UNIT_STRATEGY
     per_entity_cap: int = Field(default=3, ge=1)
     min_units_per_entity: int = Field(default=1, ge=0)
 
