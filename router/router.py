@@ -9,11 +9,11 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Coroutine, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from engines.models.base import Message
 from engines.usage import Usage
@@ -21,6 +21,7 @@ from router.answer import Answer, Escalation
 from router.budget import LADDER, Budget, BudgetError, Plan, PlanStep, check_fit
 from router.rewrite import rewrite_question, user_turns
 
+T = TypeVar("T")
 ENGINES = ("local", "global", "drift", "basic")
 MODES = ("auto", *ENGINES)
 # Where to go when an engine finds nothing (no linked entities, every map score 0, empty context).
@@ -72,8 +73,20 @@ class Router:
         stored = {name: (t.dim, t.model) for name, t in getattr(index, "vectors", {}).items()}
         self.models = models if models is not None else _build_models(self.config, index)
         self.notes: list[str] = _foreign_vector_notes(stored, self.models)
+        self._check_embedding_dim()
         self._engines: dict[str, Any] = {}
         self._lock = threading.Lock()
+
+    def _check_embedding_dim(self) -> None:
+        """A configured (non-offline) embedder must match the index's stored vectors: IndexFormatError
+        naming the table otherwise. Its size comes from config (`dimensions`) or one probe call."""
+        embedding = getattr(getattr(self.models, "config", None), "embedding", None)
+        if embedding is None or embedding.offline or not self.index.vectors:
+            return
+        embedder = self.models.embedder
+        if not embedder.dim:
+            _run_sync(embedder.embed(["dimension probe"]))  # the backend learns its size from the reply
+        self.index.check_embedding_dim(embedder.dim, embedder.name)
 
     @classmethod
     def from_index(cls, path: str | Path, config: Any | None = None) -> Router:
@@ -202,14 +215,7 @@ class Router:
         budget: Budget | None = None,
     ) -> Answer:
         """Synchronous form of `aask` (runs its own event loop; from async code use `aask`)."""
-        coro = self.aask(question, history=history, mode=mode, budget=budget)
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            return asyncio.run(coro)
-        # Called from inside a running loop (e.g. Jupyter): run in a worker thread with its own loop.
-        with ThreadPoolExecutor(max_workers=1) as pool:
-            return pool.submit(asyncio.run, coro).result()
+        return _run_sync(self.aask(question, history=history, mode=mode, budget=budget))
 
     async def astream(
         self,
@@ -338,6 +344,16 @@ class Router:
                 except StopAsyncIteration:
                     return
             yield ev
+
+
+def _run_sync(coro: Coroutine[Any, Any, T]) -> T:
+    """Run a coroutine to completion from sync code, also when a loop is already running (Jupyter)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    with ThreadPoolExecutor(max_workers=1) as pool:  # a worker thread with its own loop
+        return pool.submit(asyncio.run, coro).result()
 
 
 def _foreign_vector_notes(stored: dict[str, tuple[int, str | None]], models: Any) -> list[str]:

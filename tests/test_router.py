@@ -136,3 +136,47 @@ def test_default_mode_comes_from_config(router: Router) -> None:
 def test_history_with_an_unknown_role_names_it(router: Router) -> None:
     with pytest.raises(ValueError, match="unknown role 'bot'"):
         router.ask("And his nephew?", history=[{"role": "bot", "content": "Who is Scrooge?"}])
+
+
+def _with_http_embedder(base_url: str) -> object:
+    from engines.config import GraphrouteConfig
+    from engines.models.config import models_config_from_mapping
+
+    models = models_config_from_mapping(
+        {"embedding": {"base_url": base_url, "api_key": "test", "model": "text-embedding-3-large"}}, env={}
+    )
+    return GraphrouteConfig(models=models)
+
+
+def test_embedder_dimension_must_match_the_stored_vectors(dulce_path: Path) -> None:
+    from engines.models.testserver import LoopbackServer
+    from shared_context import IndexFormatError, load_index
+
+    with LoopbackServer(embedding_dim=64) as srv:
+        with pytest.raises(IndexFormatError, match=r"dimension 3072 but the configured embedder") as err:
+            Router(load_index(dulce_path), config=_with_http_embedder(srv.base_url))
+        assert "lancedb/" in str(err.value) and "64" in str(err.value)
+
+
+def test_matching_embedder_links_with_the_stored_vectors(dulce_path: Path) -> None:
+    from engines.models.testserver import LoopbackServer
+    from shared_context import load_index
+
+    with LoopbackServer(embedding_dim=3072) as srv:
+        router = Router(load_index(dulce_path), config=_with_http_embedder(srv.base_url))
+        assert router.notes == []  # the stored vectors are usable: nothing to warn about
+        answer = router.ask("Who is Alex Mercer?")
+        assert answer.engine == "local" and "Mercer" in answer.text
+        assert answer.usage.stages["entity_link"].embedding_calls == 1
+        assert answer.result is not None and "embedding" in answer.result.details["link_mode"]
+
+
+def test_embedding_endpoint_without_a_key_names_its_own_config_key(dulce_path: Path) -> None:
+    from engines.config import GraphrouteConfig
+    from engines.models.config import models_config_from_mapping
+    from engines.models.errors import ModelConfigError
+    from shared_context import load_index
+
+    models = models_config_from_mapping({"embedding": {"base_url": "http://127.0.0.1:9/v1"}}, env={})
+    with pytest.raises(ModelConfigError, match=r"models\.embedding\.api_key"):
+        Router(load_index(dulce_path), config=GraphrouteConfig(models=models))

@@ -13,7 +13,7 @@ import threading
 import time
 import weakref
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import openai
@@ -53,8 +53,9 @@ def _mentions(err: ModelError, *words: str) -> bool:
 class _ClientPool:
     """One AsyncOpenAI client per running event loop."""
 
-    def __init__(self, endpoint: ModelEndpoint) -> None:
+    def __init__(self, endpoint: ModelEndpoint, section: str = "chat") -> None:
         self._endpoint = endpoint
+        self._section = section
         self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, openai.AsyncOpenAI] = (
             weakref.WeakKeyDictionary()
         )
@@ -65,7 +66,7 @@ class _ClientPool:
         with self._lock:
             client = self._clients.get(loop)
             if client is None:
-                client = self._clients[loop] = make_client(self._endpoint)
+                client = self._clients[loop] = make_client(self._endpoint, self._section)
             return client
 
     async def aclose(self) -> None:
@@ -76,17 +77,18 @@ class _ClientPool:
             await client.close()
 
 
-def make_client(endpoint: ModelEndpoint) -> openai.AsyncOpenAI:
+def make_client(endpoint: ModelEndpoint, section: str = "chat") -> openai.AsyncOpenAI:
+    """`section` is the config table the endpoint came from ("chat" or "embedding"), for error messages."""
     if endpoint.offline:
         raise ModelConfigError(
             "the OpenAI backend was asked to serve an offline endpoint; use engines.models.factory",
-            key="models.chat.provider",
+            key=f"models.{section}.provider",
         )
     key = endpoint.api_key.get_secret_value() if endpoint.api_key else None
     if not key:
         raise ModelConfigError(
-            f"models.chat.api_key: no API key for model {endpoint.model!r} (set OPENAI_API_KEY)",
-            key="models.chat.api_key",
+            f"models.{section}.api_key: no API key for model {endpoint.model!r} (set OPENAI_API_KEY)",
+            key=f"models.{section}.api_key",
         )
     if endpoint.provider == "azure":
         return openai.AsyncAzureOpenAI(
@@ -103,12 +105,14 @@ def make_client(endpoint: ModelEndpoint) -> openai.AsyncOpenAI:
 class _EndpointUser:
     """Shared plumbing: client pool, limiter, retry policy, readable endpoint name."""
 
+    section: ClassVar[str] = "chat"  # the config table the endpoint comes from (for error messages)
+
     def __init__(self, endpoint: ModelEndpoint, prices: PriceTable | None, limiter_registry: LimiterRegistry | None) -> None:
         self.endpoint = endpoint
         self.name = endpoint.model
         self.offline = False
         self.prices = prices or PriceTable()
-        self._clients = _ClientPool(endpoint)
+        self._clients = _ClientPool(endpoint, self.section)
         registry = limiter_registry or DEFAULT_LIMITERS
         self.limiter: ConcurrencyLimiter = registry.get(endpoint.limiter_key, endpoint.concurrency)
         self.policy = RetryPolicy(
@@ -318,6 +322,8 @@ class OpenAIChatModel(_EndpointUser):
 
 class OpenAIEmbedder(_EndpointUser):
     """`Embedder` on `/v1/embeddings`: batched, concurrent within the limiter, float32 output."""
+
+    section = "embedding"
 
     def __init__(
         self,
