@@ -152,7 +152,7 @@ class QueryRun:
         self._emit = emit
         self.started = time.perf_counter()
         # (kind, id) of every context row any model call of this query was given: citation validity.
-        self.shown: set[tuple[str, str]] = set()
+        self.shown: dict[tuple[str, str], None] = {}  # ordered set: first call's rows first
 
     async def emit(self, event: Event) -> None:
         await self._emit(event)
@@ -185,7 +185,7 @@ class QueryRun:
         max_tokens: int | None = None,
         temperature: float | None = None,
     ) -> Completion:
-        self.shown |= context_ids_of_messages(messages)
+        self.shown.update(dict.fromkeys(context_ids_of_messages(messages)))
         try:
             completion = await self.models.chat(stage).complete(
                 messages, task=task, max_tokens=max_tokens, temperature=temperature
@@ -208,7 +208,7 @@ class QueryRun:
         """Parsed output; every call made (including a failed repair retry) is counted in usage."""
         from engines.models.structured import complete_json
 
-        self.shown |= context_ids_of_messages(messages)
+        self.shown.update(dict.fromkeys(context_ids_of_messages(messages)))
         try:
             parsed, completions = await complete_json(
                 self.models.chat(stage), messages, schema, task=task, max_tokens=max_tokens, temperature=temperature
@@ -232,7 +232,7 @@ class QueryRun:
     ) -> Completion:
         """Stream the final answer as `AnswerDelta` events; returns the final completion (text + usage)."""
         final: Completion | None = None
-        self.shown |= context_ids_of_messages(messages)
+        self.shown.update(dict.fromkeys(context_ids_of_messages(messages)))
         try:
             async for piece in self.models.chat(stage).stream(
                 messages, task=task, max_tokens=max_tokens, temperature=temperature
@@ -273,7 +273,7 @@ class QueryRun:
         cite_text: str | None = None,
     ) -> SearchResult:
         """Assemble the result; citations are resolved from `cite_text` (default: the response)."""
-        citations = resolve_citations(index, response if cite_text is None else cite_text, self.shown)
+        citations = resolve_citations(index, response if cite_text is None else cite_text, set(self.shown))
         units, docs = union_ids(citations)
         answer_model = self.models.chat("answer")
         return SearchResult(
@@ -283,6 +283,7 @@ class QueryRun:
             context_text=context_text,
             context_records=context_records or {},
             citations=citations,
+            context_ids=list(self.shown),
             text_unit_ids=units,
             document_ids=docs,
             usage=self.usage,
