@@ -131,7 +131,7 @@ def run_subset(subset: str, index_dir: Path, args: argparse.Namespace, overrides
 
     t0 = time.perf_counter()
     index = load_index(index_dir)
-    embedder = OfflineEmbedder.load(index_dir / "graphroute" / "embedder.joblib")
+    embedder = OfflineEmbedder.load(index_dir / "graphroute" / "embedder.npz")
     books_df = pd.read_parquet(args.data / "corpus" / f"{subset}.parquet")
     books = dict(zip(books_df["corpus_name"].astype(str), books_df["context"].astype(str), strict=True))
     units = unit_spans(index, books)
