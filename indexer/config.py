@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from engines.usage import Usage
+from engines.models.usage import Usage
 
 # Which offline extractor ran (recorded in the manifest as "offline:<this>"): rule-based, as no NER model
 # with verifiable provenance installs from PyPI. Bumped whenever its output changes, so stored per-chunk

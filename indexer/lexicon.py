@@ -9,6 +9,8 @@ from __future__ import annotations
 from functools import cache
 from pathlib import Path
 
+from shared_context.text import STOPWORDS as _FUNCTION_WORDS
+
 DATA_DIR = Path(__file__).with_name("data")
 ROMAN_NUMERAL = r"^(?=[MDCLXVI])M*(C[MD]|D?C{0,3})(X[CL]|L?X{0,3})(I[XV]|V?I{0,3})$"
 
@@ -39,10 +41,10 @@ def _set(name: str, section: str) -> frozenset[str]:
 _EN, _ZH, _STOP = "lexicon_en.txt", "lexicon_zh.txt", "stop_phrases.txt"
 
 PERSON_NOUNS = _set(_EN, "PERSON_NOUNS")
-STOPWORDS = _set(_EN, "STOPWORDS") | PERSON_NOUNS
+# the shared function-word list (shared_context/data/stopwords.txt) plus sentence starters and the like
+STOPWORDS = _FUNCTION_WORDS | _set(_EN, "STOPWORDS") | PERSON_NOUNS
 HONORIFICS = _set(_EN, "HONORIFICS")
 PERSON_TITLES = _set(_EN, "PERSON_TITLES")
-ABBREVIATIONS = _set(_EN, "ABBREVIATIONS")
 CONNECTORS = _set(_EN, "CONNECTORS")
 ORG_WORDS = _set(_EN, "ORG_WORDS")
 GEO_WORDS = _set(_EN, "GEO_WORDS")
