@@ -208,9 +208,7 @@ def test_planted_pickles_in_an_index_are_never_loaded(tmp_path: Path) -> None:
     with pytest.raises(IndexerError, match="unreadable stored extractions"):
         read_extractions(out, report.extraction, ChunkExtraction)
     from engines.models.embedding_offline import OfflineEmbedder, embedder_for_index
-    from shared_context import load_index
-
-    from shared_context import IndexFormatError
+    from shared_context import IndexFormatError, load_index
 
     index = load_index(out)
     (state / "embedder.npz").write_bytes(payload)
