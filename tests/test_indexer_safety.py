@@ -212,7 +212,7 @@ def test_planted_pickles_in_an_index_are_never_loaded(tmp_path: Path) -> None:
 
     index = load_index(out)
     (state / "embedder.npz").write_bytes(payload)
-    with pytest.raises(IndexFormatError, match="embedder.npz"):
+    with pytest.raises(IndexFormatError, match=r"embedder\.npz"):
         load_index(out)  # not the embedder the build recorded
     with pytest.raises(Exception, match="not an offline embedder"):
         OfflineEmbedder.load(state / "embedder.npz")
