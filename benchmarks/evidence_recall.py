@@ -86,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
 
     t0 = time.perf_counter()
     index = load_index(args.index)
-    embedder = OfflineEmbedder.load(args.index / "graphroute" / "embedder.joblib")
+    embedder = OfflineEmbedder.load(args.index / "graphroute" / "embedder.npz")
     books_df = pd.read_parquet(DATA / "corpus" / "novel.parquet")
     books = dict(zip(books_df["corpus_name"].astype(str), books_df["context"].astype(str), strict=True))
     units = unit_spans(index, books)

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 import numpy as np
 from pydantic import BaseModel
 
-from engines.citations import resolve_citations, union_ids
+from engines.citations import context_ids_of_messages, resolve_citations, union_ids
 from engines.errors import DeadlineExceeded, EngineError, attach_usage
 from engines.events import AnswerDelta, Event, Final, Progress
 from engines.models.base import ChatModel, Completion, Embedder, Message
@@ -163,6 +163,8 @@ class QueryRun:
         self.open_stream: tuple[str, list[Message], str] | None = None  # (stage, messages, model) being streamed
         self.longest_call_s = 0.0
         self.stage_now = "answer"  # the stage running now (named when the deadline cuts it)
+        # (kind, id) of every context row any model call of this query was given: citation validity.
+        self.shown: set[tuple[str, str]] = set()
 
     def time_left(self) -> float | None:
         return None if self.deadline is None else self.deadline - time.perf_counter()
@@ -220,6 +222,7 @@ class QueryRun:
         max_tokens: int | None = None,
         temperature: float | None = None,
     ) -> Completion:
+        self.shown |= context_ids_of_messages(messages)
         try:
             completion = await self.models.chat(stage).complete(
                 messages, task=task, max_tokens=max_tokens, temperature=temperature
@@ -242,6 +245,7 @@ class QueryRun:
         """Parsed output; every call made (including a failed repair retry) is counted in usage."""
         from engines.models.structured import complete_json
 
+        self.shown |= context_ids_of_messages(messages)
         try:
             parsed, completions = await complete_json(
                 self.models.chat(stage), messages, schema, task=task, max_tokens=max_tokens, temperature=temperature
@@ -268,6 +272,7 @@ class QueryRun:
         model = self.models.chat(stage)
         self.streamed = []
         self.open_stream = (stage, messages, model.name)
+        self.shown |= context_ids_of_messages(messages)
         try:
             async for piece in model.stream(messages, task=task, max_tokens=max_tokens, temperature=temperature):
                 if isinstance(piece, Completion):
@@ -335,7 +340,7 @@ class QueryRun:
         cite_text: str | None = None,
     ) -> SearchResult:
         """Assemble the result; citations are resolved from `cite_text` (default: the response)."""
-        citations = resolve_citations(index, response if cite_text is None else cite_text)
+        citations = resolve_citations(index, response if cite_text is None else cite_text, self.shown)
         units, docs = union_ids(citations)
         answer_model = self.models.chat("answer")
         return SearchResult(

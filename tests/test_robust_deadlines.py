@@ -21,8 +21,8 @@ GRACE = 1.0  # seconds past the deadline a question may take to hand back (sched
 
 @pytest.fixture
 async def slow() -> AsyncIterator[LoopbackServer]:
-    """Answers like the offline model, streaming slowly (about 4 s for a typical answer)."""
-    with LoopbackServer(default_reply=responder(), tokens_per_s=60, stream_chunk_chars=4) as server:
+    """Answers like the offline model, streaming slowly (about 8 s for a typical answer)."""
+    with LoopbackServer(default_reply=responder(), tokens_per_s=30, stream_chunk_chars=4) as server:
         yield server
 
 
@@ -36,8 +36,8 @@ async def _ask(router: Any, question: str, **kw: Any) -> tuple[Any, float]:
 
 async def test_slow_answer_is_cut_at_the_deadline_and_marked_degraded(slow: LoopbackServer) -> None:
     router = loopback_router(slow)
-    answer, took = await _ask(router, "Who is Bob Cratchit?", mode="local", budget=Budget(deadline_s=1.5))
-    assert took < 1.5 + GRACE
+    answer, took = await _ask(router, "Who is Bob Cratchit?", mode="local", budget=Budget(deadline_s=3.0))
+    assert took < 3.0 + GRACE
     assert answer.text.strip(), "the part of the answer written before the deadline is kept"
     assert any("deadline" in d for d in answer.degraded)
     assert answer.usage.total.llm_calls == 1 and answer.usage.total.estimated  # the cut call is still counted
@@ -57,11 +57,11 @@ async def test_nothing_by_the_deadline_is_deadline_exceeded_with_usage() -> None
 
 
 async def test_drift_keeps_its_findings_when_the_deadline_cuts_it() -> None:
-    with LoopbackServer(default_reply=responder(), latency_ms=400) as server:
+    with LoopbackServer(default_reply=responder(), latency_ms=300) as server:
         router = loopback_router(server, concurrency=2)
         answer, took = await _ask(router, "How does Scrooge change over the story?", mode="drift",
-                                  budget=Budget(deadline_s=3.0))
-    assert took < 3.0 + GRACE
+                                  budget=Budget(deadline_s=4.0))
+    assert took < 4.0 + GRACE
     assert answer.engine == "drift" and answer.text.strip()
     assert any("deadline" in d for d in answer.degraded)
     assert answer.usage.total.llm_calls >= 3  # the calls made before the deadline are not thrown away
