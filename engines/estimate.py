@@ -11,15 +11,22 @@ import math
 import threading
 from collections import deque
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from engines import prompts
 
 if TYPE_CHECKING:
-    from engines.basic import BasicSearch
-    from engines.drift import DriftSearch
-    from engines.global_search import GlobalSearch
-    from engines.local import LocalSearch
+    from engines.base import ModelSet
+    from shared_context.index import Index
+
+
+class EstimatedEngine(Protocol):
+    """What an estimate reads from an engine (a protocol, so this module imports no engine: engines call
+    these functions from their `estimate` method)."""
+
+    index: Index
+    models: ModelSet
+    config: Any  # the engine's own config section
 
 # Typical output sizes (tokens) per task, from the prompts' length instructions.
 OUTPUT_GUESS = {
@@ -91,7 +98,7 @@ class CostEstimate:
 
 
 class _Tally:
-    def __init__(self, engine: Any, question: str) -> None:
+    def __init__(self, engine: EstimatedEngine, question: str) -> None:
         self.engine = engine
         self.tok = engine.index.tokenizer
         self.q_tokens = self.tok.count(question) + 10  # + message framing
@@ -130,11 +137,11 @@ class _Tally:
                             self.latency_known)
 
 
-def _template_tokens(engine: Any, template: str) -> int:
+def _template_tokens(engine: EstimatedEngine, template: str) -> int:
     return int(engine.index.tokenizer.count(template))
 
 
-def estimate_local(engine: LocalSearch, question: str) -> CostEstimate:
+def estimate_local(engine: Any, question: str) -> CostEstimate:
     t = _Tally(engine, question)
     ctx = engine.builder.build(question)
     t.calls_of("answer", "local_answer", ctx.tokens + _template_tokens(engine, prompts.LOCAL_ANSWER)
@@ -143,17 +150,14 @@ def estimate_local(engine: LocalSearch, question: str) -> CostEstimate:
     return t.result()
 
 
-def estimate_basic(engine: BasicSearch, question: str) -> CostEstimate:
-    from engines.basic import sources_section, top_text_units
-
+def estimate_basic(engine: EstimatedEngine, question: str, section_tokens: int) -> CostEstimate:
+    """`section_tokens`: size of the Sources section the engine would send (it builds it, not this module)."""
     t = _Tally(engine, question)
-    hits, _ = top_text_units(engine.index, question, engine.config.k)
-    section, _ = sources_section(engine.index, hits, engine.config.max_context_tokens)
-    t.calls_of("answer", "basic_answer", section.tokens + _template_tokens(engine, prompts.BASIC_ANSWER))
+    t.calls_of("answer", "basic_answer", section_tokens + _template_tokens(engine, prompts.BASIC_ANSWER))
     return t.result()
 
 
-def estimate_global(engine: GlobalSearch, question: str) -> CostEstimate:
+def estimate_global(engine: Any, question: str) -> CostEstimate:
     t = _Tally(engine, question)
     cfg = engine.config
     if not engine.index.community_reports:
@@ -186,7 +190,7 @@ def estimate_global(engine: GlobalSearch, question: str) -> CostEstimate:
     return t.result()
 
 
-def estimate_drift(engine: DriftSearch, question: str) -> CostEstimate:
+def estimate_drift(engine: EstimatedEngine, question: str) -> CostEstimate:
     """Upper bound: every fold and every follow-up slot is used."""
     t = _Tally(engine, question)
     cfg = engine.config

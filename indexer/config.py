@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from engines.usage import Usage
+from engines.models.usage import Usage
 
 # Bumped whenever offline extraction changes its output, so stored per-chunk results are not reused.
 EXTRACTOR_VERSION = "offline-1"
