@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import uuid
 from collections import defaultdict
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from indexer.extract_offline import (
     ACRONYM,
@@ -296,34 +298,43 @@ def finalise_graph(
     entities: list[EntityRow],
     relationships: list[RelationshipRow],
     *,
-    previous_entity_titles: list[str] | None = None,
-    previous_relationship_pairs: list[tuple[str, str]] | None = None,
+    previous_entity_titles: Sequence[str] | Mapping[str, int] | None = None,
+    previous_relationship_pairs: Sequence[tuple[str, str]] | Mapping[tuple[str, str], int] | None = None,
 ) -> Graph:
-    """Order rows (previous build's order first), assign ids, degrees and combined degrees."""
-    prev_e = {t: i for i, t in enumerate(previous_entity_titles or [])}
+    """Order rows (previous build's order first), assign ids, degrees and combined degrees.
+
+    The previous build's rows are given as title -> human_readable_id (or a list, where the position is
+    the id). Rows that survive keep their `human_readable_id`, so saved citations keep their meaning;
+    new rows get numbers after the largest one ever used, never a number a removed row had.
+    """
+    prev_e = _previous_ids(previous_entity_titles)
     ents = sorted(
         enumerate(entities), key=lambda ie: (0, prev_e[ie[1].title]) if ie[1].title in prev_e else (1, ie[0])
     )
     ordered: list[EntityRow] = []
-    for hrid, (_i, e) in enumerate(ents):
+    fresh = iter(range(max(prev_e.values(), default=-1) + 1, 1 << 62))
+    for _i, e in ents:
         e.id = entity_uuid(e.title)
-        e.human_readable_id = hrid
+        e.human_readable_id = prev_e[e.title] if e.title in prev_e else next(fresh)
         ordered.append(e)
-    position = {e.title: e.human_readable_id for e in ordered}
+    position = {e.title: i for i, e in enumerate(ordered)}
     rels = [r for r in relationships if r.source in position and r.target in position and r.source != r.target]
-    for r in rels:  # orient each edge from the older (lower id) entity, so the orientation is stable
+    for r in rels:  # orient each edge from the older (earlier) entity, so the orientation is stable
         if position[r.source] > position[r.target]:
             r.source, r.target = r.target, r.source
-    prev_r = {p: i for i, p in enumerate(previous_relationship_pairs or [])}
+    prev_r = _previous_ids(previous_relationship_pairs)
     rels_sorted = sorted(
         enumerate(rels),
         key=lambda ir: (0, prev_r[(ir[1].source, ir[1].target)]) if (ir[1].source, ir[1].target) in prev_r else (1, ir[0]),
     )
+    fresh = iter(range(max(prev_r.values(), default=-1) + 1, 1 << 62))
+    for _i, r in rels_sorted:
+        pair = (r.source, r.target)
+        r.human_readable_id = prev_r[pair] if pair in prev_r else next(fresh)
     neighbours: dict[str, set[str]] = defaultdict(set)
     out_rels: list[RelationshipRow] = []
-    for hrid, (_i, r) in enumerate(rels_sorted):
+    for _i, r in rels_sorted:
         r.id = relationship_uuid(r.source, r.target)
-        r.human_readable_id = hrid
         neighbours[r.source].add(r.target)
         neighbours[r.target].add(r.source)
         out_rels.append(r)
@@ -333,3 +344,11 @@ def finalise_graph(
     for r in out_rels:
         r.combined_degree = degree[r.source] + degree[r.target]
     return Graph(ordered, out_rels)
+
+
+def _previous_ids(previous: Sequence[Any] | Mapping[Any, int] | None) -> dict[Any, int]:
+    if previous is None:
+        return {}
+    if isinstance(previous, Mapping):
+        return dict(previous)
+    return {key: i for i, key in enumerate(previous)}
