@@ -8,6 +8,8 @@ bound for DRIFT; output tokens are typical lengths, not measurements.
 from __future__ import annotations
 
 import math
+import threading
+from collections import deque
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -37,6 +39,51 @@ OUTPUT_TOKENS_PER_S = 60.0
 OFFLINE_CALL_S = 0.02
 
 
+class LatencyTracker:
+    """Observed call latency per endpoint (base URL + model): seconds ~ overhead + output tokens / rate,
+    fitted by least squares over the most recent calls. Until an endpoint has answered, there is no
+    figure and estimates fall back to the constants above, flagged as guesses."""
+
+    def __init__(self, window: int = 64) -> None:
+        self._lock = threading.Lock()
+        self._calls: dict[str, deque[tuple[float, float]]] = {}
+        self._window = window
+
+    def observe(self, key: str, seconds: float, output_tokens: int) -> None:
+        if not (math.isfinite(seconds) and seconds >= 0):
+            return
+        with self._lock:
+            self._calls.setdefault(key, deque(maxlen=self._window)).append((float(output_tokens), seconds))
+
+    def predict(self, key: str, output_tokens: float) -> float | None:
+        """Seconds for one call writing `output_tokens`, or None when the endpoint was never observed."""
+        with self._lock:
+            calls = list(self._calls.get(key, ()))
+        if not calls:
+            return None
+        n = len(calls)
+        mean_out = sum(o for o, _ in calls) / n
+        mean_s = sum(s for _, s in calls) / n
+        spread = sum((o - mean_out) ** 2 for o, _ in calls)
+        if n < 3 or spread < 1.0:  # one output size seen: scale the mean by the tokens asked for
+            return mean_s * max(output_tokens, 1.0) / max(mean_out, 1.0) if mean_out > 0 else mean_s
+        per_token = max(0.0, sum((o - mean_out) * (s - mean_s) for o, s in calls) / spread)
+        overhead = max(0.0, mean_s - per_token * mean_out)
+        return overhead + per_token * output_tokens
+
+    def clear(self) -> None:
+        with self._lock:
+            self._calls.clear()
+
+
+# Process-wide: every engine records what its endpoints took, every estimate reads it.
+LATENCY = LatencyTracker()
+
+
+def latency_key(model: Any) -> str:
+    return f"{getattr(model, 'base_url', '') or ''}|{getattr(model, 'name', '')}"
+
+
 @dataclass(frozen=True)
 class CostEstimate:
     llm_calls: int
@@ -44,6 +91,7 @@ class CostEstimate:
     output_tokens: int
     cost: float
     seconds_guess: float
+    latency_known: bool = True  # False: seconds_guess uses default latencies, no call was observed yet
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -59,6 +107,7 @@ class _Tally:
         self.output = 0
         self.cost = 0.0
         self.seconds = 0.0
+        self.latency_known = True
 
     def calls_of(self, stage: str, task: str, system_tokens: int, n: int = 1, *, waves: int | None = None,
                  output: int | None = None) -> None:
@@ -70,12 +119,22 @@ class _Tally:
         self.prompt += n * prompt
         self.output += n * out
         self.cost += n * self.engine.models.cost(stage, prompt, out)
-        offline = getattr(self.engine.models.chat(stage), "offline", False)
-        per_wave = OFFLINE_CALL_S if offline else CALL_LATENCY_S + out / OUTPUT_TOKENS_PER_S
-        self.seconds += (n if waves is None else waves) * per_wave
+        self.seconds += (n if waves is None else waves) * self.per_call(stage, out)
+
+    def per_call(self, stage: str, output_tokens: float) -> float:
+        """Seconds of one call: offline constant, else the endpoint's observed latency, else the default."""
+        model = self.engine.models.chat(stage)
+        if getattr(model, "offline", False):
+            return OFFLINE_CALL_S
+        observed = LATENCY.predict(latency_key(model), output_tokens)
+        if observed is not None:
+            return observed
+        self.latency_known = False
+        return CALL_LATENCY_S + output_tokens / OUTPUT_TOKENS_PER_S
 
     def result(self) -> CostEstimate:
-        return CostEstimate(self.calls, self.prompt, self.output, round(self.cost, 6), round(self.seconds, 3))
+        return CostEstimate(self.calls, self.prompt, self.output, round(self.cost, 6), round(self.seconds, 3),
+                            self.latency_known)
 
 
 def _template_tokens(engine: EstimatedEngine, template: str) -> int:
@@ -119,9 +178,7 @@ def estimate_global(engine: Any, question: str) -> CostEstimate:
     if n:
         for b in batches:
             t.calls_of("map", "global_map", map_system + b.tokens, 1, waves=0)
-        offline = getattr(engine.models.chat("map"), "offline", False)
-        per = OFFLINE_CALL_S if offline else CALL_LATENCY_S + OUTPUT_GUESS["global_map"] / OUTPUT_TOKENS_PER_S
-        t.seconds += math.ceil(n / cfg.concurrency) * per
+        t.seconds += math.ceil(n / cfg.concurrency) * t.per_call("map", OUTPUT_GUESS["global_map"])
         points_tokens = n * OUTPUT_GUESS["global_map"]
         reduce_calls = 1
         if points_tokens > cfg.data_max_tokens:  # batched reduce: partial answers, then a final merge
