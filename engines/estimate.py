@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any, Protocol
 from engines import prompts
 
 if TYPE_CHECKING:
-    from engines.base import ModelSet
     from shared_context.index import Index
 
 
@@ -25,7 +24,7 @@ class EstimatedEngine(Protocol):
     these functions from their `estimate` method)."""
 
     index: Index
-    models: ModelSet
+    models: Any  # engines.base.ModelSet (not imported: base records latencies here)
     config: Any  # the engine's own config section
 
 # Typical output sizes (tokens) per task, from the prompts' length instructions.
