@@ -15,7 +15,6 @@ from engines import prompts
 from engines.latency import LATENCY, latency_key
 
 if TYPE_CHECKING:
-    from engines.base import ModelSet
     from shared_context.index import Index
 
 
@@ -24,7 +23,7 @@ class EstimatedEngine(Protocol):
     these functions from their `estimate` method)."""
 
     index: Index
-    models: ModelSet
+    models: Any  # engines.base.ModelSet (not imported: base records latencies here)
     config: Any  # the engine's own config section
 
 # Typical output sizes (tokens) per task, from the prompts' length instructions.
@@ -158,7 +157,7 @@ def estimate_drift(engine: EstimatedEngine, question: str) -> CostEstimate:
         folds = min(cfg.primer_folds, k)
         fold_tokens = int(mean_report * k / folds) + _template_tokens(engine, prompts.DRIFT_PRIMER)
         t.calls_of("primer", "drift_primer", fold_tokens, folds, waves=math.ceil(folds / cfg.concurrency))
-        follow_system = cfg.local_search_max_context_tokens + _template_tokens(engine, prompts.DRIFT_FOLLOWUP)
+        follow_system = cfg.local_search.max_context_tokens + _template_tokens(engine, prompts.DRIFT_FOLLOWUP)
         for _ in range(cfg.n_depth):
             t.calls_of("followups", "drift_followup", follow_system, cfg.k_followups,
                        waves=math.ceil(cfg.k_followups / cfg.concurrency))
