@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 import numpy as np
 from pydantic import BaseModel
 
-from engines.citations import resolve_citations, union_ids
+from engines.citations import context_ids_of_messages, resolve_citations, union_ids
 from engines.errors import EngineError
 from engines.events import AnswerDelta, Event, Final, Progress
 from engines.models.base import ChatModel, Completion, Embedder, Message
@@ -151,6 +151,8 @@ class QueryRun:
         self.details: dict[str, Any] = {}
         self._emit = emit
         self.started = time.perf_counter()
+        # (kind, id) of every context row any model call of this query was given: citation validity.
+        self.shown: set[tuple[str, str]] = set()
 
     async def emit(self, event: Event) -> None:
         await self._emit(event)
@@ -183,6 +185,7 @@ class QueryRun:
         max_tokens: int | None = None,
         temperature: float | None = None,
     ) -> Completion:
+        self.shown |= context_ids_of_messages(messages)
         try:
             completion = await self.models.chat(stage).complete(
                 messages, task=task, max_tokens=max_tokens, temperature=temperature
@@ -205,6 +208,7 @@ class QueryRun:
         """Parsed output; every call made (including a failed repair retry) is counted in usage."""
         from engines.models.structured import complete_json
 
+        self.shown |= context_ids_of_messages(messages)
         try:
             parsed, completions = await complete_json(
                 self.models.chat(stage), messages, schema, task=task, max_tokens=max_tokens, temperature=temperature
@@ -228,6 +232,7 @@ class QueryRun:
     ) -> Completion:
         """Stream the final answer as `AnswerDelta` events; returns the final completion (text + usage)."""
         final: Completion | None = None
+        self.shown |= context_ids_of_messages(messages)
         try:
             async for piece in self.models.chat(stage).stream(
                 messages, task=task, max_tokens=max_tokens, temperature=temperature
@@ -268,7 +273,7 @@ class QueryRun:
         cite_text: str | None = None,
     ) -> SearchResult:
         """Assemble the result; citations are resolved from `cite_text` (default: the response)."""
-        citations = resolve_citations(index, response if cite_text is None else cite_text)
+        citations = resolve_citations(index, response if cite_text is None else cite_text, self.shown)
         units, docs = union_ids(citations)
         answer_model = self.models.chat("answer")
         return SearchResult(

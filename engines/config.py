@@ -72,6 +72,9 @@ class GlobalSearchConfig(_Section):
     shuffle_data: bool = True
     random_state: int = 86
     max_reduce_levels: int = Field(default=6, ge=1, description="safety bound on recursive reduce depth")
+    # Map points scored below this are dropped before the reduce (counted in details). 0 keeps
+    # GraphRAG's rule: only points scored 0 ("no answer") are dropped.
+    min_score: float = Field(default=0, ge=0, le=100)
     temperature: float | None = Field(default=0.0, ge=0, le=2)
 
 

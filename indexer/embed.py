@@ -3,7 +3,7 @@
 Texts follow GraphRAG (`{title}:{description}` for entities, `full_content` for reports, `text` for text
 units). Tables are `lancedb/entity_description`, `community_full_content` and `text_unit_text`, each with
 `id` (utf8) and `vector` (FixedSizeList<float32>[dim]). Without a configured embedder the offline
-embedder is fitted on the corpus and saved in `graphroute/embedder.joblib`, so query time embeds
+embedder is fitted on the corpus and saved in `graphroute/embedder.npz`, so query time embeds
 questions into the same space.
 """
 
@@ -21,8 +21,9 @@ import pyarrow as pa
 from engines.models.base import Embedder
 from engines.usage import Usage
 from indexer.config import IndexerError
+from indexer.state import EMBEDDER
 
-EMBEDDER_FILE = "embedder.joblib"
+EMBEDDER_FILE = EMBEDDER  # npz, read with allow_pickle=False
 TABLES = ("entity_description", "community_full_content", "text_unit_text")
 
 

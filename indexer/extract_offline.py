@@ -18,12 +18,12 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
 from indexer import lexicon as lx
+from shared_context.text import split_sentences
 
 # Kinds of mention: proper names and acronyms are entities at once; phrases only when frequent.
 NAME, ACRONYM, EVENT, PHRASE, ZH_NAME, ZH_PHRASE = "name", "acronym", "event", "phrase", "zh_name", "zh_phrase"
 FREQUENT_ONLY_KINDS = frozenset({PHRASE, ZH_PHRASE})
 
-_SENTENCE_END = re.compile(r"([.!?]+[\"'”’)\]]*)(\s+)|([。！？；]+[”’」』)]*)|(\n\s*\n|\n(?=\s*[#*\-\d]))")
 _TOKEN = re.compile(r"[A-Za-z\u00C0-\u024F][A-Za-z\u00C0-\u024F0-9'’]*(?:-[A-Za-z\u00C0-\u024F0-9'’]+)*|\d+|[^\w\s]")
 _CJK = re.compile(r"[\u4e00-\u9fff]")
 _ROMAN = re.compile(lx.ROMAN_NUMERAL)
@@ -71,27 +71,6 @@ def normalise_title(name: str) -> str:
     if t.startswith("THE "):
         t = t[4:]
     return t
-
-
-def split_sentences(text: str) -> list[str]:
-    """Split on sentence punctuation (not after abbreviations or initials), Chinese stops and blank lines."""
-    out: list[str] = []
-    start = 0
-    for m in _SENTENCE_END.finditer(text):
-        if m.group(1):
-            before = text[start : m.start()].rsplit(None, 1)
-            last = before[-1].lower().strip("\"'“‘(") if before else ""
-            if m.group(1) == "." and (last in lx.ABBREVIATIONS or (len(last) == 1 and last.isalpha())):
-                continue
-        end = m.end()
-        piece = text[start:end].strip()
-        if piece:
-            out.append(piece)
-        start = end
-    tail = text[start:].strip()
-    if tail:
-        out.append(tail)
-    return out
 
 
 def _vote(m: Mention, type_: str, w: float) -> None:

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from shared_context.text import STOPWORDS as _FUNCTION_WORDS
+
 
 def _words(text: str) -> frozenset[str]:
     return frozenset(text.split())
 
 
-# Function words and frequent sentence starters: never an entity on their own, stripped from span edges.
-STOPWORDS = _words("""
+# Function words (the shared stopword list) and frequent sentence starters: never an entity on their own,
+# stripped from span edges.
+STOPWORDS = _FUNCTION_WORDS | _words("""
 a about above across after afterwards again against ago all almost alone along already also although always am
 among an and another any anybody anyone anything anyway anywhere are around as at back be became because become
 been before beforehand behind being below beside besides between beyond both but by can cannot could did do does

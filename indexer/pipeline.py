@@ -22,8 +22,9 @@ from indexer.chunking import Chunk, chunk_documents
 from indexer.communities import detect_communities
 from indexer.config import EXTRACTOR_VERSION, IndexBuildReport, IndexerConfig, IndexerError
 from indexer.embed import EmbeddingJob, embed_jobs, fit_offline_embedder, save_offline_embedder, write_lancedb
-from indexer.extract_offline import OfflineExtractor
+from indexer.extract_offline import ChunkExtraction, OfflineExtractor
 from indexer.graph import Graph, finalise_graph, merge_offline
+from indexer.outdir import Staging, check_target
 from indexer.output import (
     community_rows,
     document_rows,
@@ -36,9 +37,11 @@ from indexer.output import (
 )
 from indexer.reader import SourceDocument, read_documents
 from indexer.reports import offline_reports
+from indexer.signals import interruptible, signals_ignored
 from indexer.state import (
     STATE_DIR,
     Manifest,
+    legacy_code_files,
     package_versions,
     read_extractions,
     read_manifest,
@@ -58,12 +61,16 @@ def build_index(
     model: ChatModel | None = None,
     embedder: Embedder | None = None,
     progress: bool = True,
+    force: bool = False,
 ) -> IndexBuildReport:
     """Index every `.txt`/`.md` file under `input_dir` into a GraphRAG-v3 index at `out_dir`.
 
     Offline extraction when `model` is None; otherwise model extraction (entities, relationships,
     gleanings, optional claims, description summaries, reports) through the model layer. Re-running on
-    the same folder only extracts new chunks; an unchanged folder is a no-op.
+    the same folder only extracts new chunks; an unchanged folder is a no-op. The index is built in a
+    staging folder and swapped into place at the end (`indexer.outdir`): a failed or interrupted build
+    leaves `out_dir` as it was. `force` allows a non-empty folder that is not a graphroute index (its
+    files are kept).
     """
     started = time.perf_counter()
     documents, skipped = read_documents(input_dir)
@@ -75,6 +82,7 @@ def build_index(
         model=model,
         embedder=embedder,
         progress=progress,
+        force=force,
         skipped_files=skipped,
         read_seconds=read_seconds,
     )
@@ -88,6 +96,7 @@ def build_index_from_documents(
     model: ChatModel | None = None,
     embedder: Embedder | None = None,
     progress: bool = True,
+    force: bool = False,
     skipped_files: list[str] | None = None,
     read_seconds: float = 0.0,
 ) -> IndexBuildReport:
@@ -104,10 +113,12 @@ def build_index_from_documents(
     builder = _Builder(list(unique.values()), Path(out_dir), config or IndexerConfig(), model, embedder, progress)
     builder.report.skipped_files = skipped
     builder.report.step_seconds["read"] = read_seconds
+    builder.force = force
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return asyncio.run(builder.run())
+        with interruptible():
+            return asyncio.run(builder.run())
     with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:  # called from async code
         return pool.submit(asyncio.run, builder.run()).result()
 
@@ -135,6 +146,8 @@ class _Builder:
             self.mode = f"offline:{EXTRACTOR_VERSION}"
         self.report.extraction = self.mode
         self._extractor: Any = None
+        self.force = False
+        self.dest = out_dir  # where this run writes: the staging folder while `run` is building
 
     @contextmanager
     def _step(self, name: str) -> Iterator[None]:
@@ -148,17 +161,26 @@ class _Builder:
         return tqdm(total=total, desc=desc, unit="it", disable=not self.progress, leave=False)
 
     async def run(self) -> IndexBuildReport:
+        check_target(self.out, force=self.force)
+        staging = Staging(self.out)
+        self.dest = staging.path
+        self.report.warnings.extend(staging.notes)
+        try:
+            report = await self._build()
+            if not report.noop:
+                with signals_ignored():
+                    staging.commit()
+            return report
+        finally:
+            staging.discard()
+
+    async def _build(self) -> IndexBuildReport:
         cfg, rep = self.config, self.report
-        if self.out.exists() and not self.out.is_dir():
-            raise IndexerError(f"output path {self.out} exists and is not a folder")
-        self.out.mkdir(parents=True, exist_ok=True)
         previous = read_manifest(self.out)
-        if previous is None and any((self.out / f"{t}.parquet").exists() for t in OUTPUT_TABLES):
-            # never overwrite an index someone else built (e.g. Microsoft GraphRAG's output folder)
-            raise IndexerError(
-                f"{self.out} already holds index tables that graphroute did not build (no "
-                f"{STATE_DIR}/manifest.json); choose an empty or new folder"
-            )
+        rep.warnings.extend(
+            f"ignored {name}: an older state file in a format that can run code is never loaded; delete it"
+            for name in legacy_code_files(self.out)
+        )
         reason = self._rebuild_reason(previous)
         if reason:
             rep.full_rebuild_reason = reason
@@ -190,7 +212,12 @@ class _Builder:
             )
             return rep
 
-        stored = read_extractions(self.out, self.mode) if previous is not None else {}
+        value_type: Any = ChunkExtraction
+        if self.model is not None:
+            from indexer.extract_model import ModelChunkResult
+
+            value_type = ModelChunkResult
+        stored = read_extractions(self.out, self.mode, value_type) if previous is not None else {}
         chunk_ids = [c.id for c in chunks]
         new_chunks = [c for c in chunks if c.id not in stored]
         rep.new_chunks = len(new_chunks)
@@ -238,20 +265,18 @@ class _Builder:
             claims_by_unit: dict[str, list[str]] = {}
             for c in claims:
                 claims_by_unit.setdefault(c["text_unit_id"], []).append(c["id"])
-            write_table(self.out, "entities", entity_rows(graph))
-            write_table(self.out, "relationships", relationship_rows(graph))
-            write_table(self.out, "communities", community_rows(communities, period))
-            write_table(self.out, "community_reports", report_rows(reports, period))
-            write_table(self.out, "text_units", text_unit_rows(chunks, graph, claims_by_unit))
-            write_table(self.out, "documents", document_rows(documents, chunks))
-            covariates = self.out / "covariates.parquet"
+            out = self.dest
+            write_table(out, "entities", entity_rows(graph))
+            write_table(out, "relationships", relationship_rows(graph))
+            write_table(out, "communities", community_rows(communities, period))
+            write_table(out, "community_reports", report_rows(reports, period))
+            write_table(out, "text_units", text_unit_rows(chunks, graph, claims_by_unit))
+            write_table(out, "documents", document_rows(documents, chunks))
             if claims:
-                write_table(self.out, "covariates", claims)
-            elif covariates.exists():
-                covariates.unlink()  # a stale claims table would point at text units that may be gone
-            write_extractions(self.out, self.mode, extractions)
+                write_table(out, "covariates", claims)
+            write_extractions(out, self.mode, extractions)
             write_manifest(
-                self.out,
+                out,
                 Manifest(
                     settings=cfg.to_dict(),
                     extraction=self.mode,
@@ -381,7 +406,7 @@ class _Builder:
 
     async def _embed(self, chunks: list[Chunk], graph: Graph, reports: Any) -> dict[str, Any]:
         cfg = self.config
-        state = self.out / STATE_DIR
+        state = self.dest / STATE_DIR
         state.mkdir(parents=True, exist_ok=True)
         jobs = [
             EmbeddingJob("entity_description", [e.id for e in graph.entities], [f"{e.title}:{e.description}" for e in graph.entities]),
@@ -395,16 +420,14 @@ class _Builder:
             # fitted on every text it will embed, as query time's `embedder_for_index` would
             embedder = fit_offline_embedder([t for j in jobs for t in j.texts], dim=cfg.embedding_dim)
             saved = save_offline_embedder(embedder, state)
-        elif (state / "embedder.joblib").exists():
-            (state / "embedder.joblib").unlink()  # vectors now come from another embedder
         total = sum(len(j.texts) for j in jobs)
         with self._bar(total, f"embed ({embedder.name})") as bar:
             vectors = await embed_jobs(embedder, jobs, batch_size=cfg.embed_batch_size, usage=self.report.usage, on_batch=bar.update)
-        write_lancedb(self.out / "lancedb", {j.name: j.ids for j in jobs}, vectors, embedder.dim)
+        write_lancedb(self.dest / "lancedb", {j.name: j.ids for j in jobs}, vectors, embedder.dim)
         return {
             "requested": requested,
             "name": embedder.name,
             "dim": embedder.dim,
             "offline": bool(embedder.offline),
-            "path": f"{STATE_DIR}/embedder.joblib" if saved else None,
+            "path": f"{STATE_DIR}/{saved.name}" if saved else None,
         }

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from itertools import chain
 from typing import TYPE_CHECKING, Any
 
+import mmh3
 import numpy as np
 
 from router.cues import CUE_NAMES, match_cues
@@ -216,44 +217,16 @@ def wording_buckets(text: str, names: Sequence[str] = ()) -> list[int]:
             grams = [run] if len(run) == 1 else [run[i : i + 2] for i in range(len(run) - 1)]
         else:
             grams = [run.strip("'’-")]
-        out.extend(abs(murmurhash3_32(g.encode("utf-8"), seed=7)) % N_WORD_BUCKETS for g in grams if g)
+        out.extend(mmh3.hash(g, 7, signed=False) % N_WORD_BUCKETS for g in grams if g)
     return out
-
-
-def murmurhash3_32(data: bytes, seed: int = 0) -> int:
-    """MurmurHash3 x86 32-bit, signed, as scikit-learn's `murmurhash3_bytes_s32` (pure Python, so classifying
-    needs no scikit-learn import; results are memoised per n-gram)."""
-    c1, c2, mask = 0xCC9E2D51, 0x1B873593, 0xFFFFFFFF
-    h = seed & mask
-    n_blocks = len(data) // 4
-    for i in range(n_blocks):
-        k = int.from_bytes(data[4 * i : 4 * i + 4], "little")
-        k = (k * c1) & mask
-        k = ((k << 15) | (k >> 17)) & mask
-        k = (k * c2) & mask
-        h ^= k
-        h = ((h << 13) | (h >> 19)) & mask
-        h = (h * 5 + 0xE6546B64) & mask
-    tail = data[4 * n_blocks :]
-    if tail:
-        k = int.from_bytes(tail, "little")
-        k = (k * c1) & mask
-        k = ((k << 15) | (k >> 17)) & mask
-        k = (k * c2) & mask
-        h ^= k
-    h ^= len(data)
-    h ^= h >> 16
-    h = (h * 0x85EBCA6B) & mask
-    h ^= h >> 13
-    h = (h * 0xC2B2AE35) & mask
-    h ^= h >> 16
-    return h - (1 << 32) if h & 0x80000000 else h
 
 
 def _bucket(gram: str) -> int:
     column = _bucket_cache.get(gram)
     if column is None:
-        h = murmurhash3_32(gram.encode("utf-8"))
+        # the signed MurmurHash3 that scikit-learn's HashingVectorizer uses (mmh3 is the same C code and, unlike
+        # sklearn.utils.murmurhash, imports in microseconds without pulling in scikit-learn and pandas)
+        h = mmh3.hash(gram, 0, signed=True)
         column = (2147483647 - (N_HASH_FEATURES - 1)) % N_HASH_FEATURES if h == -(2**31) else abs(h) % N_HASH_FEATURES
         if len(_bucket_cache) < _MAX_CACHED_NGRAMS:
             _bucket_cache[gram] = column
