@@ -144,6 +144,9 @@ class DriftSearch(Engine):
                 batch = state.next_round(cfg.k_followups)
                 if not batch:
                     break
+                if run.should_wrap_up():  # keep time for the reduce of what was found so far
+                    run.degrade("followups", f"stopped before depth {depth} to answer within the deadline")
+                    break
                 await self._round(run, question, history, state, batch, depth)
         run.details["calls"]["followups"] = run.usage.total.llm_calls - calls_before
         answered = [n for n in state.nodes if n.status == "answered"]
@@ -206,7 +209,7 @@ class DriftSearch(Engine):
     def _fold_table(self, fold: list[tuple[int, float]]) -> str:
         from shared_context.tables import render_table
 
-        per_report = max(200, self.config.local_search_max_context_tokens // max(len(fold), 1))
+        per_report = max(200, self.config.local_search.max_context_tokens // max(len(fold), 1))
         rows = []
         for pos, _ in fold:
             r = self.index.community_reports[pos]
@@ -229,6 +232,7 @@ class DriftSearch(Engine):
             messages: list[Message] = [{"role": "system", "content": system}, {"role": "user", "content": question}]
             parsed = await run.complete_json("primer", "drift_primer", messages, PrimerResponse,
                                              temperature=self.config.temperature)
+            run.add_finding(float(parsed.score), parsed.intermediate_answer)
             done += 1
             await run.progress("primer", f"primer fold {done}/{n}", done, n)
             return parsed
@@ -274,6 +278,7 @@ class DriftSearch(Engine):
                                        {"role": "user", "content": node.query}]
             parsed = await run.complete_json("followups", "drift_followup", messages, FollowupResponse,
                                              temperature=self.config.temperature)
+            run.add_finding(float(parsed.score), parsed.response)
             done += 1
             await run.progress("followups", f"DRIFT depth {depth} follow-up {done}/{n}", done, n)
             return parsed

@@ -19,7 +19,7 @@ import numpy as np
 import pyarrow as pa
 
 from engines.models.base import Embedder
-from engines.usage import Usage
+from engines.models.usage import Usage
 from indexer.config import IndexerError
 from indexer.state import EMBEDDER
 

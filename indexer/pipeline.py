@@ -45,6 +45,7 @@ from indexer.state import (
     package_versions,
     read_extractions,
     read_manifest,
+    table_digests,
     write_extractions,
     write_manifest,
 )
@@ -270,8 +271,8 @@ class _Builder:
             write_table(out, "relationships", relationship_rows(graph))
             write_table(out, "communities", community_rows(communities, period))
             write_table(out, "community_reports", report_rows(reports, period))
-            write_table(out, "text_units", text_unit_rows(chunks, graph, claims_by_unit))
-            write_table(out, "documents", document_rows(documents, chunks))
+            write_table(out, "text_units", text_unit_rows(chunks, graph, claims_by_unit, self._previous_ids(previous, "text_units")))
+            write_table(out, "documents", document_rows(documents, chunks, self._previous_ids(previous, "documents")))
             if claims:
                 write_table(out, "covariates", claims)
             write_extractions(out, self.mode, extractions)
@@ -294,6 +295,7 @@ class _Builder:
                     },
                     versions=package_versions(),
                     updated=datetime.now(UTC).isoformat(timespec="seconds"),
+                    tables=table_digests(out),  # written last, with the embedder already saved
                 ),
             )
         rep.embedder = str(embedder_info.get("name", ""))
@@ -340,18 +342,35 @@ class _Builder:
             and (self.out / "lancedb").is_dir()
         )
 
-    def _previous_order(self, previous: Manifest | None) -> tuple[list[str], list[tuple[str, str]]]:
+    def _previous_order(self, previous: Manifest | None) -> tuple[dict[str, int], dict[tuple[str, str], int]]:
+        """The previous build's human_readable_id per entity title and per relationship (source, target)."""
         if previous is None:
-            return [], []
+            return {}, {}
         import pyarrow.parquet as pq
 
         try:
-            ents = pq.read_table(self.out / "entities.parquet", columns=["title"]).column("title").to_pylist()
-            rels = pq.read_table(self.out / "relationships.parquet", columns=["source", "target"])
+            ents = pq.read_table(self.out / "entities.parquet", columns=["title", "human_readable_id"])
+            rels = pq.read_table(self.out / "relationships.parquet", columns=["source", "target", "human_readable_id"])
         except (OSError, KeyError, ValueError) as exc:
             raise IndexerError(f"{self.out}: cannot read the previous tables ({exc}); delete the folder to rebuild") from exc
-        pairs = list(zip(rels.column("source").to_pylist(), rels.column("target").to_pylist(), strict=True))
-        return [str(t) for t in ents], [(str(a), str(b)) for a, b in pairs]
+        titles = ents.column("title").to_pylist()
+        pairs = zip(rels.column("source").to_pylist(), rels.column("target").to_pylist(), strict=True)
+        return (
+            {str(t): int(h) for t, h in zip(titles, ents.column("human_readable_id").to_pylist(), strict=True)},
+            {(str(a), str(b)): int(h) for (a, b), h in zip(pairs, rels.column("human_readable_id").to_pylist(), strict=True)},
+        )
+
+    def _previous_ids(self, previous: Manifest | None, table: str) -> dict[str, int]:
+        """id -> human_readable_id of the previous build's `table` (kept for rows that survive)."""
+        if previous is None:
+            return {}
+        import pyarrow.parquet as pq
+
+        try:
+            t = pq.read_table(self.out / f"{table}.parquet", columns=["id", "human_readable_id"])
+        except (OSError, KeyError, ValueError) as exc:
+            raise IndexerError(f"{self.out}: cannot read the previous {table} ({exc}); delete the folder to rebuild") from exc
+        return {str(i): int(h) for i, h in zip(t.column("id").to_pylist(), t.column("human_readable_id").to_pylist(), strict=True)}
 
     # ------------------------------------------------------------------ steps
     def _extract_offline(self, chunks: list[Chunk], extractions: dict[str, Any]) -> None:

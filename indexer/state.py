@@ -76,6 +76,14 @@ def write_manifest(out_dir: Path, manifest: Manifest) -> None:
     _atomic_write(out_dir / STATE_DIR / MANIFEST, manifest.to_json().encode("utf-8"))
 
 
+def table_digests(folder: Path) -> dict[str, str]:
+    """sha256 of every table a build wrote in `folder` (and of its embedder), for `Manifest.tables`."""
+    from shared_context.loaders.integrity import sha256_file
+
+    files = sorted(folder.glob("*.parquet")) + sorted((folder / STATE_DIR).glob(EMBEDDER))
+    return {p.relative_to(folder).as_posix(): sha256_file(p) for p in files}
+
+
 def legacy_code_files(out_dir: Path) -> list[str]:
     """Older state files in a format that can execute code when loaded; they are ignored, never opened."""
     return [f"{STATE_DIR}/{n}" for n in LEGACY_CODE_FILES if (out_dir / STATE_DIR / n).exists()]
