@@ -102,6 +102,8 @@ class IndexBuildReport:
     skipped_files: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     step_seconds: dict[str, float] = field(default_factory=dict)
+    embedded: dict[str, int] = field(default_factory=dict)  # texts embedded by this run, per vector table
+    vectors_reused: int = 0  # vectors copied from the previous build (their text did not change)
     usage: Usage = field(default_factory=Usage)
 
     @property
@@ -123,6 +125,7 @@ class IndexBuildReport:
             f"documents {self.documents}, chunks {self.chunks} ({self.new_chunks} new, {self.removed_chunks} removed), "
             f"entities {self.entities}, relationships {self.relationships}, communities {self.communities}, "
             f"reports {self.reports}" + (f", claims {self.claims}" if self.claims else ""),
+            f"vectors: {sum(self.embedded.values())} embedded, {self.vectors_reused} reused",
             "seconds: " + ", ".join(f"{k} {v:.2f}" for k, v in self.step_seconds.items())
             + f" (total {self.total_seconds:.2f})",
         ]
