@@ -218,12 +218,10 @@ class Router:
             ))
         except TimeoutError:
             return replace(decision, reasons=[*decision.reasons, "model classifier skipped: the deadline was near"])
-        except StructuredOutputError as err:
-            for c in err.completions:
+        except ModelError as err:  # a failed second opinion must never fail the question; a bug still surfaces
+            for c in getattr(err, "completions", ()):  # StructuredOutputError carries what was paid for
                 usage.add_completion("classify", c)
             return replace(decision, reasons=[*decision.reasons, f"model classifier unavailable: {err}"])
-        except Exception as exc:  # a failed second opinion must never fail the question
-            return replace(decision, reasons=[*decision.reasons, f"model classifier unavailable: {exc}"])
         for c in completions:
             usage.add_completion("classify", c)
         return new_decision
