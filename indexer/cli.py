@@ -28,7 +28,12 @@ def build_arg_parser(parser: argparse.ArgumentParser | None = None) -> argparse.
     p.add_argument("--encoding", default="o200k_base", help="tiktoken encoding (default o200k_base)")
     p.add_argument("--max-gleanings", type=int, default=1, help="extra extraction rounds with a model (default 1)")
     p.add_argument("--claims", action="store_true", help="also extract claims (covariates) with a model")
-    p.add_argument("--no-progress", action="store_true", help="hide progress bars")
+    p.add_argument("--no-progress", action="store_true", help="hide progress lines and bars")
+    p.add_argument(
+        "--refit-embedder",
+        action="store_true",
+        help="fit the offline embedder anew on an update (every text is embedded again); by default an index keeps its embedder",
+    )
     p.add_argument(
         "--force",
         action="store_true",
@@ -91,6 +96,7 @@ def run_from_args(args: argparse.Namespace) -> int:
             embedder=embedder,
             progress=not args.no_progress,
             force=args.force,
+            refit_embedder=args.refit_embedder,
         )
     except IndexerError as exc:
         print(f"graphroute index: error: {exc}", file=sys.stderr)
