@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import math
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
@@ -20,8 +21,10 @@ from pydantic import BaseModel
 from engines.citations import context_ids_of_messages, resolve_citations, union_ids
 from engines.errors import DeadlineExceeded, EngineError, attach_usage
 from engines.events import AnswerDelta, Event, Final, Progress
+from engines.latency import LATENCY, latency_key
 from engines.models.base import ChatModel, Completion, Embedder, Message
 from engines.models.errors import ModelError, StructuredOutputError
+from engines.models.structured import leading_reasoning_done, strip_reasoning
 from engines.result import Degradation, SearchResult
 from engines.usage import Usage
 
@@ -203,8 +206,6 @@ class QueryRun:
             self.usage.add_seconds(stage, time.perf_counter() - t0)
 
     def _record(self, stage: str, completions: Sequence[Completion]) -> None:
-        from engines.estimate import LATENCY, latency_key
-
         model = self.models.chat(stage)
         for c in completions:
             self.usage.add_completion(stage, c)
@@ -230,7 +231,7 @@ class QueryRun:
         except ModelError as err:
             raise _with_where(err, stage, task) from None
         self._record(stage, [completion])
-        return completion
+        return _without_reasoning(completion)
 
     async def complete_json(
         self,
@@ -274,19 +275,26 @@ class QueryRun:
         self.open_stream = (stage, messages, model.name)
         self.shown |= context_ids_of_messages(messages)
         try:
+            held, reasoning_done = "", False  # a leading <think> block is held back, never shown
             async for piece in model.stream(messages, task=task, max_tokens=max_tokens, temperature=temperature):
                 if isinstance(piece, Completion):
                     final = piece
-                elif piece:
+                elif piece and reasoning_done:
                     self.streamed.append(piece)
                     await self._emit(AnswerDelta(piece))
+                elif piece:
+                    held += piece
+                    visible, reasoning_done = leading_reasoning_done(held)
+                    if visible:
+                        self.streamed.append(visible)
+                        await self._emit(AnswerDelta(visible))
         except ModelError as err:
             raise EngineError(f"the model failed while writing the answer: {err}", stage=stage, engine=self.engine) from None
         if final is None:
             raise EngineError("the model stream ended without a final completion", stage=stage, engine=self.engine)
         self.open_stream = None
         self._record(stage, [final])
-        return final
+        return _without_reasoning(final)
 
     def cut_at_deadline(self, index: Index, deadline_s: float) -> SearchResult:
         """The best partial result when the deadline stops the run, or `DeadlineExceeded` carrying the usage.
@@ -340,6 +348,10 @@ class QueryRun:
         cite_text: str | None = None,
     ) -> SearchResult:
         """Assemble the result; citations are resolved from `cite_text` (default: the response)."""
+        response = strip_reasoning(response)
+        if not response.strip():  # never a silent empty answer: say so, and let the router escalate
+            self.degrade(self.stage_now, "the model returned an empty answer")
+            empty = True
         citations = resolve_citations(index, response if cite_text is None else cite_text, self.shown)
         units, docs = union_ids(citations)
         answer_model = self.models.chat("answer")
@@ -360,6 +372,11 @@ class QueryRun:
             seconds=time.perf_counter() - self.started,
             details=self.details,
         )
+
+
+def _without_reasoning(completion: Completion) -> Completion:
+    text = strip_reasoning(completion.text)
+    return completion if text == completion.text else dataclasses.replace(completion, text=text)
 
 
 def _with_where(err: ModelError, stage: str, task: str) -> ModelError:

@@ -209,7 +209,7 @@ class DriftSearch(Engine):
     def _fold_table(self, fold: list[tuple[int, float]]) -> str:
         from shared_context.tables import render_table
 
-        per_report = max(200, self.config.local_search_max_context_tokens // max(len(fold), 1))
+        per_report = max(200, self.config.local_search.max_context_tokens // max(len(fold), 1))
         rows = []
         for pos, _ in fold:
             r = self.index.community_reports[pos]

@@ -7,8 +7,10 @@ from typing import Any
 
 from engines.models.usage import Usage
 
-# Bumped whenever offline extraction changes its output, so stored per-chunk results are not reused.
-EXTRACTOR_VERSION = "offline-1"
+# Which offline extractor ran (recorded in the manifest as "offline:<this>"): rule-based, as no NER model
+# with verifiable provenance installs from PyPI. Bumped whenever its output changes, so stored per-chunk
+# results are not reused.
+EXTRACTOR_VERSION = "rules-2"
 FORMAT_VERSION = 1
 
 
