@@ -16,8 +16,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from engines.models.config import (
     ModelsConfig,
-    _format_validation_error,
     find_config_file,
+    format_validation_error,
     models_config_from_mapping,
     read_toml,
 )
@@ -219,7 +219,7 @@ def config_from_mapping(
     except ValidationError as err:
         first = err.errors()[0]["loc"]
         raise ConfigError(
-            _format_validation_error(err, source, ""), key=".".join(str(p) for p in first)
+            format_validation_error(err, source, ""), key=".".join(str(p) for p in first)
         ) from None
 
 

@@ -36,7 +36,12 @@ def build_arg_parser(parser: argparse.ArgumentParser | None = None) -> argparse.
     p.add_argument("--text-column", default="text", help="table inputs: column holding the text (default text)")
     p.add_argument("--title-column", help="table inputs: column holding the title (default title, else FILE#ROW)")
     p.add_argument("--id-column", help="table inputs: column holding a unique document id (default: hash of the text)")
-    p.add_argument("--no-progress", action="store_true", help="hide progress bars")
+    p.add_argument("--no-progress", action="store_true", help="hide progress lines and bars")
+    p.add_argument(
+        "--refit-embedder",
+        action="store_true",
+        help="fit the offline embedder anew on an update (every text is embedded again); by default an index keeps its embedder",
+    )
     p.add_argument(
         "--force",
         action="store_true",
@@ -100,6 +105,7 @@ def run_from_args(args: argparse.Namespace) -> int:
             embedder=embedder,
             progress=not args.no_progress,
             force=args.force,
+            refit_embedder=args.refit_embedder,
             columns=ColumnOptions(text=args.text_column, title=args.title_column, id=args.id_column),
         )
     except IndexerError as exc:

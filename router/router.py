@@ -26,6 +26,7 @@ from router.rewrite import rewrite_question, user_turns
 T = TypeVar("T")
 ENGINES = ("local", "global", "drift", "basic")
 MODES = ("auto", *ENGINES)
+CLOSE_CALL = 0.25  # below the threshold, two engines this close in probability are decided by cost
 # Where to go when an engine finds nothing (no linked entities, every map score 0, empty context).
 ESCALATION: dict[str, tuple[str, ...]] = {
     "local": ("global", "basic"),
@@ -170,6 +171,8 @@ class Router:
             and decision.confidence < self.config.router.llm_classifier_threshold
         ):
             decision = await self._llm_second_opinion(standalone, decision, usage, deadline)
+        if mode == "auto" and decision.confidence < self.config.router.llm_classifier_threshold:
+            decision = self._cost_aware_default(standalone, decision)
         usage.add_seconds("classify", time.perf_counter() - t0)
         if mode != "auto":
             forced: Any = mode if mode != "basic" else decision.engine  # basic is not a routed class
@@ -224,6 +227,29 @@ class Router:
         for c in completions:
             usage.add_completion("classify", c)
         return new_decision
+
+    def _cost_aware_default(self, question: str, decision: Any) -> Any:
+        """Below the confidence threshold, decide between the two closest engines by what they cost here:
+        global vs DRIFT -> the one with the lower `estimate()` on this index (cost, then calls); local vs DRIFT
+        -> local first, escalating to DRIFT if local finds nothing. Otherwise the decision stands."""
+        p = decision.probabilities
+        first, second = sorted(p, key=lambda e: -p[e])[:2]
+        if p[first] - p[second] > CLOSE_CALL:
+            return decision
+        pair = {first, second}
+        unsure = f"unsure between {first} ({p[first]:.2f}) and {second} ({p[second]:.2f})"
+        if pair == {"global", "drift"}:
+            est = {e: self.engine(e).estimate(question) for e in ("global", "drift")}
+            cheaper = min(est, key=lambda e: (est[e].cost, est[e].llm_calls, e))
+            why = (f"{unsure}: chose {cheaper}, the cheaper on this index (estimated global {est['global'].llm_calls}"
+                   f" calls ${est['global'].cost:.4f}, drift {est['drift'].llm_calls} calls ${est['drift'].cost:.4f})")
+            return replace(decision, engine=cheaper, reasons=[*decision.reasons, why],
+                           method=f"{decision.method}+cost-default")
+        if pair == {"local", "drift"}:
+            why = f"{unsure}: local first (cheaper), escalating to drift if it finds nothing"
+            return replace(decision, engine="local", fallbacks=("drift",), reasons=[*decision.reasons, why],
+                           method=f"{decision.method}+cost-default")
+        return decision
 
     def plan(self, question: str, engine: str, budget: Budget | None) -> tuple[Plan, Any]:
         """Pick the first engine on the step-down ladder whose estimate fits the budget (no model calls)."""
@@ -335,7 +361,7 @@ class Router:
                 if isinstance(failure, EngineError) and failure.stage:
                     reason = f"failed at stage {failure.stage}; falling back to an engine that needs no JSON"
             elif (result.empty if result is not None else False) and self.config.router.escalate_on_empty:
-                options = ESCALATION.get(current, ())
+                options = (*decision.fallbacks, *ESCALATION.get(current, ()))  # a cost-aware default's own first
                 reason = str(result.details.get("empty_reason") or "found nothing") if result is not None else ""
             else:
                 break

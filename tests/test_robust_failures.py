@@ -104,7 +104,7 @@ async def test_engine_error_carries_the_usage_spent(server: LoopbackServer) -> N
     script_reply(server, "global_map", "no JSON here")
     router = loopback_router(server, warm=())
     try:
-        with pytest.raises(EngineError, match="all .* map batches failed") as caught:
+        with pytest.raises(EngineError, match=r"all .* map batches failed") as caught:
             await GlobalSearch(router.index, router.models, config=router.config.global_search).search(
                 "What are the main themes of the story?")
     finally:
