@@ -27,6 +27,7 @@ from engines.models.errors import ModelError, StructuredOutputError
 from engines.models.structured import leading_reasoning_done, strip_reasoning
 from engines.result import Degradation, SearchResult
 from engines.usage import Usage
+from shared_context.vectors import vector_table
 
 if TYPE_CHECKING:
     from engines.config import GraphrouteConfig
@@ -389,7 +390,7 @@ def _with_where(err: ModelError, stage: str, task: str) -> ModelError:
 
 def vector_for(index: Index, table: str, models: ModelSet) -> bool:
     """True when the index has vectors for `table` that the configured embedder can query."""
-    vt = index.vectors.get(table)
+    vt = vector_table(index, table)
     emb = models.embedder
     return vt is not None and emb is not None and len(vt) > 0 and vt.dim == emb.dim
 

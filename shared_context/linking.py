@@ -26,6 +26,7 @@ import numpy as np
 from shared_context.records import Entity
 from shared_context.tables import per_index_cache
 from shared_context.text import BM25, CJK_RE, STOPWORDS, TOKEN_RE, plural_stem, tokens
+from shared_context.vectors import vector_table
 
 __all__ = [
     "LinkResult",
@@ -319,7 +320,7 @@ def _resolve_names(
 
 
 def _semantic(index: Any, query_vector: np.ndarray | None, notes: list[str]) -> np.ndarray | None:
-    table = getattr(index, "vectors", {}).get("entity_description")
+    table = vector_table(index, "entity_description")
     if query_vector is None:
         if table is not None:
             notes.append(
