@@ -156,10 +156,12 @@ class Router:
 
         if mode not in MODES:
             raise ValueError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
-        from engines.base import normalise_history
+        from engines.base import limit_history, normalise_history
 
         notes = degraded if degraded is not None else []
-        turns = normalise_history(history)
+        turns, history_note = limit_history(normalise_history(history), self.index.tokenizer)
+        if history_note:
+            notes.append(f"history: {history_note}")
         standalone = question
         if turns and self.config.router.rewrite_followups:
             standalone = await self._rewrite(question, turns, usage, deadline, notes)
