@@ -1,24 +1,32 @@
-"""Which context reaches the evidence? GraphRAG-Bench novel dev questions on the offline novel index.
+"""Which context reaches the evidence? GraphRAG-Bench novel and medical development questions.
 
-    .venv/bin/python -m benchmarks.evidence_recall --index DIR [--budget 8000] [--per-type 60]
+    .venv/bin/python -m benchmarks.evidence_recall --novel-index DIR --medical-index DIR \\
+        [--budgets 4000 8000 12000] [--sample N] [--half all|tune|confirm] [--set key=value ...]
 
-Build the index first (`python -m benchmarks.index_build --out DIR`). For each question, every method
-builds one context at the same token budget:
+Build the indexes first (`python -m benchmarks.index_build --out DIR`, and with
+`--corpus .../corpus/medical.parquet` for medical). The medical text is copyrighted: internal benchmark only.
+For each question and budget, every method builds one context of at most that many tokens:
 
-- `local-<strategy>`: `LocalContextBuilder` with each text-unit strategy (graphrag, per_entity_cap,
-  round_robin, weighted, min_guarantee), GraphRAG's default shares (text_unit_prop 0.5, community_prop 0.15);
-- `drift-followups`: DRIFT-like follow-up contexts — one local context (text_unit_prop 0.9, community_prop
-  0.1) per follow-up question made from each of the top 3 linked entity names, each with a third of the budget;
-- `basic`: top text units by offline-embedder cosine similarity, added while they fit the budget.
+- `local-<strategy>`: `LocalContextBuilder` with each text-unit strategy (GraphRAG's shares unless
+  `--set` changes them; `hybrid` gets the question vector from the index's offline embedder);
+- `drift-followups`: DRIFT-like follow-up contexts built with DRIFT's own local-context settings
+  (`DriftSearchConfig().local_context()`), one per follow-up question made from each of the top 3
+  linked entity names ("<name>: <question>"), each with a third of the budget;
+- `basic`: basic search's Sources table (`engines.basic`): the nearest text units by vector, best first,
+  each added while it fits.
 
-Metrics per question type: evidence token recall (share of the evidence's content words present in the
-context text) and silver-span hit rate (share of silver evidence spans with token_recall >= 0.8 whose
-characters are >= 80 % covered by the text units in the context). Prints a table and the best local strategy.
+Metrics per subset and question type: evidence token recall (share of the evidence's content words
+present in the context text) and silver-span hit rate (share of silver evidence spans with
+token_recall >= 0.8 whose characters are >= 80 % covered by whole text units in the context; a unit
+shown trimmed does not count). `--sample N` takes N questions per subset, stratified by question type
+(proportional, seeded); `--half tune|confirm` keeps one half of the questions, split by a hash of the
+question id, so parameters tuned on one half can be confirmed on the other.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import re
 import sys
 import time
@@ -30,7 +38,6 @@ import numpy as np
 import pandas as pd
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "graphrag_bench"
-STRATEGIES = ("graphrag", "per_entity_cap", "round_robin", "weighted", "min_guarantee")
 _WORD = re.compile(r"\w+", re.UNICODE)
 _STOP_TEXT = (
     "a an the and or of to in on at by for with from as is are was were be been it its this that these those he she "
@@ -44,12 +51,12 @@ def content_words(text: str) -> set[str]:
     return {w for w in _WORD.findall(text.lower()) if w not in _STOP and len(w) > 1}
 
 
-def unit_spans(index: Any, books: dict[str, str]) -> dict[str, tuple[str, int, int]]:
-    """text unit id -> (book title, char start, char end); chunks are exact slices of the book."""
+def unit_spans(index: Any, books: dict[str, str]) -> dict[int, tuple[str, int, int]]:
+    """text unit position -> (book title, char start, char end); chunks are exact slices of the book."""
     doc_title = {d.id: d.title for d in index.documents}
-    out: dict[str, tuple[str, int, int]] = {}
+    out: dict[int, tuple[str, int, int]] = {}
     cursor: dict[str, int] = defaultdict(int)
-    for u in index.text_units:
+    for pos, u in enumerate(index.text_units):
         title = doc_title.get(u.document_id)
         if title is None or title not in books:
             continue
@@ -58,7 +65,7 @@ def unit_spans(index: Any, books: dict[str, str]) -> dict[str, tuple[str, int, i
         if start < 0:
             start = book.find(u.text)
         if start >= 0:
-            out[u.id] = (title, start, start + len(u.text))
+            out[pos] = (title, start, start + len(u.text))
             cursor[title] = start + len(u.text)
     return out
 
@@ -71,101 +78,169 @@ def span_hit(span: tuple[str, int, int], ranges: list[tuple[str, int, int]]) -> 
     for t, a, b in ranges:
         if t == title and a < e and b > s:
             covered[max(a, s) - s : min(b, e) - s] = True
-    return covered.mean() >= 0.8
+    return bool(covered.mean() >= 0.8)
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--index", type=Path, required=True, help="index built from the novel corpus")
-    ap.add_argument("--budget", type=int, default=8000, help="context tokens per method (default 8000)")
-    ap.add_argument("--per-type", type=int, default=60, help="questions per question type (0 = all)")
-    args = ap.parse_args(argv)
+def half_of(question_id: str) -> str:
+    return "tune" if hashlib.sha256(question_id.encode()).digest()[0] % 2 == 0 else "confirm"
 
+
+def stratified_sample(questions: pd.DataFrame, n: int, seed: int = 0) -> pd.DataFrame:
+    """About `n` questions, each type in proportion to its share (at least one of each)."""
+    if n <= 0 or n >= len(questions):
+        return questions
+    parts = []
+    for _, group in questions.groupby("question_type", sort=True):
+        k = max(1, round(n * len(group) / len(questions)))
+        parts.append(group.sample(n=min(k, len(group)), random_state=seed))
+    return pd.concat(parts)
+
+
+def parse_sets(items: list[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        if not sep:
+            raise SystemExit(f"--set needs key=value, got {item!r}")
+        value: Any = raw
+        for cast in (int, float):
+            try:
+                value = cast(raw)
+                break
+            except ValueError:
+                continue
+        if raw in ("none", "None"):
+            value = None
+        out[key.strip()] = value
+    return out
+
+
+def whole_unit_positions(ctx: Any) -> list[int]:
+    sources = ctx.section("Sources")
+    if sources is None:
+        return []
+    return [int(r["position"]) for r in sources.in_context if not r.get("truncated")]
+
+
+def run_subset(subset: str, index_dir: Path, args: argparse.Namespace, overrides: dict[str, Any]) -> list[dict[str, Any]]:
+    from engines.basic import sources_section, top_text_units
+    from engines.config import DriftSearchConfig
     from engines.models.embedding_offline import OfflineEmbedder
     from shared_context import LocalContextBuilder, load_index
+    from shared_context.text_unit_selection import STRATEGIES
 
     t0 = time.perf_counter()
-    index = load_index(args.index)
-    embedder = OfflineEmbedder.load(args.index / "graphroute" / "embedder.joblib")
-    books_df = pd.read_parquet(DATA / "corpus" / "novel.parquet")
+    index = load_index(index_dir)
+    embedder = OfflineEmbedder.load(index_dir / "graphroute" / "embedder.npz")
+    books_df = pd.read_parquet(args.data / "corpus" / f"{subset}.parquet")
     books = dict(zip(books_df["corpus_name"].astype(str), books_df["context"].astype(str), strict=True))
     units = unit_spans(index, books)
-    unit_pos = {u.id: i for i, u in enumerate(index.text_units)}
-    # LocalContext.text_unit_ids are citation ids (short_id), the basic search below keeps real ids
-    unit_id_of = {u.short_id: u.id for u in index.text_units} | {u.id: u.id for u in index.text_units}
-    unit_vectors = index.vectors["text_unit_text"]
-    questions = pd.read_parquet(DATA / "questions" / "novel_questions_dev.parquet")
-    if args.per_type:
-        questions = questions.groupby("question_type", group_keys=False).head(args.per_type)
-    spans = pd.read_parquet(DATA / "evidence_alignment" / "silver_evidence_spans_dev.parquet")
-    spans = spans[(spans["subset"] == "novel") & (spans["token_recall"] >= 0.8)]
+    questions = pd.read_parquet(args.data / "questions" / f"{subset}_questions_dev.parquet")
+    if args.half != "all":
+        questions = questions[[half_of(str(i)) == args.half for i in questions["id"]]]
+    questions = stratified_sample(questions, args.sample)
+    spans = pd.read_parquet(args.data / "evidence_alignment" / "silver_evidence_spans_dev.parquet")
+    spans = spans[(spans["subset"] == subset) & (spans["token_recall"] >= 0.8)]
     spans_by_q: dict[str, list[tuple[str, int, int]]] = defaultdict(list)
     for qid, src, s, e in zip(spans["question_id"], spans["source"], spans["char_start"], spans["char_end"], strict=True):
         if pd.notna(s) and pd.notna(e):
             spans_by_q[str(qid)].append((str(src), int(s), int(e)))
-    print(f"index {args.index}: {len(index.text_units)} text units, {len(index.entities)} entities; "
-          f"{len(questions)} questions; budget {args.budget} tokens; setup {time.perf_counter() - t0:.1f} s")
+    strategies = [s for s in STRATEGIES if not args.strategies or s in args.strategies]
+    print(f"{subset}: {len(index.text_units)} text units, {len(index.entities)} entities; {len(questions)} questions; "
+          f"budgets {args.budgets}; setup {time.perf_counter() - t0:.1f} s", flush=True)
 
-    builder = LocalContextBuilder(index, {"max_context_tokens": args.budget})
+    builder = LocalContextBuilder(index, overrides)
+    drift_params = DriftSearchConfig().local_context().builder_fields() | overrides
+    drift_builder = LocalContextBuilder(index, drift_params)
     tok = index.tokenizer
     rows: list[dict[str, Any]] = []
     t1 = time.perf_counter()
-    for q in questions.itertuples():
-        question, evidence_text = str(q.question), str(q.evidence)
+    for n, q in enumerate(questions.itertuples(), start=1):
+        question = str(q.question)
         qvec = embedder.transform([question])[0]
-        contexts: dict[str, tuple[str, list[str]]] = {}
-        for strategy in STRATEGIES:
-            ctx = builder.build(question, query_vector=qvec, text_unit_strategy=strategy)
-            contexts[f"local-{strategy}"] = (ctx.text, list(ctx.text_unit_ids))
-        # DRIFT-like: follow-ups from the top linked entity names, each with a third of the budget
-        first = builder.build(question, query_vector=qvec)
-        texts, ids = [], []
-        for ent in first.entities[:3]:
-            follow = f"{ent.title}: {question}"
-            sub = builder.build(follow, query_vector=embedder.transform([follow])[0], max_context_tokens=args.budget // 3,
-                                text_unit_prop=0.9, community_prop=0.1)
-            texts.append(sub.text)
-            ids.extend(sub.text_unit_ids)
-        contexts["drift-followups"] = ("\n\n".join(texts), ids)
-        # basic search: nearest text units while they fit
-        chosen, used, parts = [], 0, []
-        for pos, _score in unit_vectors.search(qvec, 50):
-            unit = index.text_units[pos]
-            cost = tok.count(unit.text)
-            if used + cost > args.budget:
-                continue
-            chosen.append(unit.id)
-            parts.append(unit.text)
-            used += cost
-        contexts["basic"] = ("\n\n".join(parts), chosen)
-
-        evidence = content_words(evidence_text)
+        evidence = content_words(str(q.evidence))
         q_spans = spans_by_q.get(str(q.id), [])
-        for method, (text, unit_ids) in contexts.items():
-            words = content_words(text)
-            real_ids = [unit_id_of[u] for u in dict.fromkeys(unit_ids) if u in unit_id_of]
-            ranges = [units[u] for u in real_ids if u in units and u in unit_pos]
-            rows.append({
-                "method": method,
-                "type": q.question_type,
-                "recall": len(evidence & words) / len(evidence) if evidence else np.nan,
-                "span_hit": float(np.mean([span_hit(s, ranges) for s in q_spans])) if q_spans else np.nan,
-                "tokens": tok.count(text),
-            })
-    df = pd.DataFrame(rows)
-    elapsed = time.perf_counter() - t1
-    pd.set_option("display.width", 200)
-    print(f"\ncontexts built in {elapsed:.1f} s ({len(df)} contexts)\n")
-    for metric, label in (("recall", "evidence token recall"), ("span_hit", "silver-span hit rate (token_recall >= 0.8)")):
-        table = df.pivot_table(index="method", columns="type", values=metric, aggfunc="mean")
-        table["ALL"] = df.groupby("method")[metric].mean()
-        print(f"{label}:\n{table.round(3).to_string()}\n")
-    print(f"mean context tokens:\n{df.groupby('method')['tokens'].mean().round(0).to_string()}\n")
+        hits, _ = top_text_units(index, question, 50, qvec)
+        for budget in args.budgets:
+            contexts: dict[str, tuple[str, list[int]]] = {}
+            for strategy in strategies:
+                ctx = builder.build(question, query_vector=qvec, text_unit_strategy=strategy, max_context_tokens=budget)
+                contexts[f"local-{strategy}"] = (ctx.text, whole_unit_positions(ctx))
+            if not args.no_drift:
+                first = drift_builder.build(question, query_vector=qvec, max_context_tokens=budget)
+                texts, positions = [], []
+                for ent in first.entities[:3]:
+                    follow = f"{ent.title}: {question}"
+                    sub = drift_builder.build(follow, query_vector=embedder.transform([follow])[0],
+                                              max_context_tokens=budget // 3)
+                    texts.append(sub.text)
+                    positions.extend(whole_unit_positions(sub))
+                contexts["drift-followups"] = ("\n\n".join(texts), positions)
+            section, _ = sources_section(index, hits, budget)
+            unit_by_short = {index.text_units[p].short_id: p for p, _ in hits}
+            contexts["basic"] = (section.text, [unit_by_short[str(r["id"])] for r in section.in_context])
+            for method, (text, positions) in contexts.items():
+                ranges = [units[p] for p in dict.fromkeys(positions) if p in units]
+                rows.append({
+                    "subset": subset,
+                    "half": half_of(str(q.id)),
+                    "budget": budget,
+                    "method": method,
+                    "type": q.question_type,
+                    "recall": len(evidence & content_words(text)) / len(evidence) if evidence else np.nan,
+                    "span_hit": float(np.mean([span_hit(s, ranges) for s in q_spans])) if q_spans else np.nan,
+                    "tokens": tok.count(text) if args.count_tokens else np.nan,
+                })
+        if n % 100 == 0:
+            print(f"  {subset}: {n}/{len(questions)} questions, {time.perf_counter() - t1:.0f} s", flush=True)
+    print(f"{subset}: contexts built in {time.perf_counter() - t1:.1f} s", flush=True)
+    return rows
+
+
+def report(df: pd.DataFrame) -> None:
+    pd.set_option("display.width", 220)
+    for (subset, budget), part in df.groupby(["subset", "budget"], sort=True):
+        print(f"\n=== {subset}, budget {budget} ({part['method'].value_counts().iloc[0]} questions) ===")
+        for metric, label in (("recall", "evidence token recall"), ("span_hit", "silver-span hit rate")):
+            table = part.pivot_table(index="method", columns="type", values=metric, aggfunc="mean")
+            table["ALL"] = part.groupby("method")[metric].mean()
+            print(f"{label}:\n{table.round(3).to_string()}\n")
+        if part["tokens"].notna().any():
+            print(f"mean context tokens:\n{part.groupby('method')['tokens'].mean().round(0).to_string()}\n")
     local = df[df["method"].str.startswith("local-")].groupby("method")[["recall", "span_hit"]].mean()
     local["score"] = local["recall"] + local["span_hit"]
     best = str(local["score"].idxmax())
-    print(f"best local strategy (recall + span hit): {best.removeprefix('local-')} "
+    print(f"best local strategy over all subsets and budgets (recall + span hit): {best.removeprefix('local-')} "
           f"(recall {float(local['recall'][best]):.3f}, span hit {float(local['span_hit'][best]):.3f})")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--novel-index", type=Path, help="index built from the novel corpus")
+    ap.add_argument("--medical-index", type=Path, help="index built from the medical corpus")
+    ap.add_argument("--data", type=Path, default=DATA, help=f"GraphRAG-Bench folder (default {DATA})")
+    ap.add_argument("--budgets", type=int, nargs="+", default=[4000, 8000, 12000])
+    ap.add_argument("--sample", type=int, default=0, help="questions per subset, stratified by type (0 = all)")
+    ap.add_argument("--half", choices=("all", "tune", "confirm"), default="all")
+    ap.add_argument("--strategies", nargs="*", default=None, help="local strategies to run (default: all)")
+    ap.add_argument("--no-drift", action="store_true", help="skip the DRIFT follow-up contexts")
+    ap.add_argument("--count-tokens", action="store_true", help="also report mean context tokens")
+    ap.add_argument("--set", dest="sets", action="append", default=[], help="local-context parameter key=value")
+    ap.add_argument("--csv", type=Path, help="write the per-question rows here")
+    args = ap.parse_args(argv)
+    if not args.novel_index and not args.medical_index:
+        ap.error("give --novel-index and/or --medical-index")
+    if not (args.data / "questions").exists():
+        ap.error(f"GraphRAG-Bench data not found in {args.data} (use --data)")
+    overrides = parse_sets(args.sets)
+    rows: list[dict[str, Any]] = []
+    for subset, index_dir in (("novel", args.novel_index), ("medical", args.medical_index)):
+        if index_dir is not None:
+            rows.extend(run_subset(subset, index_dir, args, overrides))
+    df = pd.DataFrame(rows)
+    if args.csv:
+        df.to_csv(args.csv, index=False)
+    report(df)
     return 0
 
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
+import math
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
@@ -16,11 +18,13 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 import numpy as np
 from pydantic import BaseModel
 
-from engines.citations import resolve_citations, union_ids
-from engines.errors import EngineError
+from engines.citations import context_ids_of_messages, resolve_citations, union_ids
+from engines.errors import DeadlineExceeded, EngineError, attach_usage
 from engines.events import AnswerDelta, Event, Final, Progress
+from engines.latency import LATENCY, latency_key
 from engines.models.base import ChatModel, Completion, Embedder, Message
 from engines.models.errors import ModelError, StructuredOutputError
+from engines.models.structured import leading_reasoning_done, strip_reasoning
 from engines.result import Degradation, SearchResult
 from engines.usage import Usage
 
@@ -35,6 +39,8 @@ R = TypeVar("R")
 # Questions longer than this are refused; longer than LINK_TOKENS are cut for entity linking only.
 MAX_QUESTION_TOKENS = 8_000
 LINK_TOKENS = 1_000
+# How many findings a run cut by its deadline shows instead of the final answer.
+_DEADLINE_FINDINGS = 8
 
 HistoryLike = Sequence[Message | str | Mapping[str, Any]] | None
 
@@ -141,6 +147,7 @@ class QueryRun:
         models: ModelSet,
         emit: Callable[[Event], Awaitable[None]],
         link_text: str | None = None,
+        deadline: float | None = None,
     ):
         self.engine = engine
         self.question = question
@@ -151,6 +158,33 @@ class QueryRun:
         self.details: dict[str, Any] = {}
         self._emit = emit
         self.started = time.perf_counter()
+        # The question's deadline (a time.perf_counter() instant) and what is kept for it: findings as they
+        # arrive and the answer text streamed so far, so a cut-off run still has something to return.
+        self.deadline = deadline
+        self.findings: list[tuple[float, str]] = []
+        self.streamed: list[str] = []
+        self.open_stream: tuple[str, list[Message], str] | None = None  # (stage, messages, model) being streamed
+        self.longest_call_s = 0.0
+        self.stage_now = "answer"  # the stage running now (named when the deadline cuts it)
+        # (kind, id) of every context row any model call of this query was given: citation validity.
+        self.shown: set[tuple[str, str]] = set()
+
+    def time_left(self) -> float | None:
+        return None if self.deadline is None else self.deadline - time.perf_counter()
+
+    def should_wrap_up(self) -> bool:
+        """True when there is only time left for the final call: twice the slowest call seen so far, and
+        at least a fifth of the whole deadline (optional exploration stops here)."""
+        left = self.time_left()
+        if left is None or self.deadline is None:
+            return False
+        reserve = max(2.0 * self.longest_call_s, 0.2 * (self.deadline - self.started))
+        return left < reserve
+
+    def add_finding(self, score: float, text: str) -> None:
+        """A partial result (a map point, a DRIFT intermediate answer) usable if the deadline cuts the run."""
+        if text.strip() and math.isfinite(score) and score > 0:
+            self.findings.append((float(score), text.strip()))
 
     async def emit(self, event: Event) -> None:
         await self._emit(event)
@@ -165,14 +199,20 @@ class QueryRun:
     def timed(self, stage: str) -> Iterator[None]:
         """Wall seconds of a stage (concurrent calls inside count once, as the user waits once)."""
         t0 = time.perf_counter()
+        self.stage_now = stage
         try:
             yield
         finally:
             self.usage.add_seconds(stage, time.perf_counter() - t0)
 
     def _record(self, stage: str, completions: Sequence[Completion]) -> None:
+        model = self.models.chat(stage)
         for c in completions:
             self.usage.add_completion(stage, c)
+            if not c.cached:
+                self.longest_call_s = max(self.longest_call_s, float(c.seconds))
+                if not getattr(model, "offline", False):  # what estimates learn the endpoint's speed from
+                    LATENCY.observe(latency_key(model), float(c.seconds), c.output_tokens)
 
     async def complete(
         self,
@@ -183,6 +223,7 @@ class QueryRun:
         max_tokens: int | None = None,
         temperature: float | None = None,
     ) -> Completion:
+        self.shown |= context_ids_of_messages(messages)
         try:
             completion = await self.models.chat(stage).complete(
                 messages, task=task, max_tokens=max_tokens, temperature=temperature
@@ -190,7 +231,7 @@ class QueryRun:
         except ModelError as err:
             raise _with_where(err, stage, task) from None
         self._record(stage, [completion])
-        return completion
+        return _without_reasoning(completion)
 
     async def complete_json(
         self,
@@ -205,6 +246,7 @@ class QueryRun:
         """Parsed output; every call made (including a failed repair retry) is counted in usage."""
         from engines.models.structured import complete_json
 
+        self.shown |= context_ids_of_messages(messages)
         try:
             parsed, completions = await complete_json(
                 self.models.chat(stage), messages, schema, task=task, max_tokens=max_tokens, temperature=temperature
@@ -228,20 +270,58 @@ class QueryRun:
     ) -> Completion:
         """Stream the final answer as `AnswerDelta` events; returns the final completion (text + usage)."""
         final: Completion | None = None
+        model = self.models.chat(stage)
+        self.streamed = []
+        self.open_stream = (stage, messages, model.name)
+        self.shown |= context_ids_of_messages(messages)
         try:
-            async for piece in self.models.chat(stage).stream(
-                messages, task=task, max_tokens=max_tokens, temperature=temperature
-            ):
+            held, reasoning_done = "", False  # a leading <think> block is held back, never shown
+            async for piece in model.stream(messages, task=task, max_tokens=max_tokens, temperature=temperature):
                 if isinstance(piece, Completion):
                     final = piece
-                elif piece:
+                elif piece and reasoning_done:
+                    self.streamed.append(piece)
                     await self._emit(AnswerDelta(piece))
+                elif piece:
+                    held += piece
+                    visible, reasoning_done = leading_reasoning_done(held)
+                    if visible:
+                        self.streamed.append(visible)
+                        await self._emit(AnswerDelta(visible))
         except ModelError as err:
             raise EngineError(f"the model failed while writing the answer: {err}", stage=stage, engine=self.engine) from None
         if final is None:
             raise EngineError("the model stream ended without a final completion", stage=stage, engine=self.engine)
+        self.open_stream = None
         self._record(stage, [final])
-        return final
+        return _without_reasoning(final)
+
+    def cut_at_deadline(self, index: Index, deadline_s: float) -> SearchResult:
+        """The best partial result when the deadline stops the run, or `DeadlineExceeded` carrying the usage.
+
+        The answer streamed so far wins (it is the answer, cut short); else the findings gathered so far,
+        best first. The unfinished streamed call is counted with estimated usage: it was paid for.
+        """
+        if self.open_stream is not None:
+            stage, messages, model = self.open_stream
+            text = "".join(self.streamed)
+            prompt = sum(index.tokenizer.count(str(m.get("content") or "")) + 3 for m in messages) + 3
+            self.usage.add_completion(stage, Completion(
+                text, prompt, index.tokenizer.count(text), model, time.perf_counter() - self.started,
+                usage_estimated=True,
+            ))
+            self.open_stream = None
+        stage = self.stage_now
+        streamed = "".join(self.streamed).strip()
+        if streamed:
+            self.degrade(stage, f"deadline of {deadline_s:g} s reached while the answer was written; it is cut short")
+            return self.finish(index, response=streamed)
+        if self.findings:
+            best = sorted(self.findings, key=lambda f: -f[0])[:_DEADLINE_FINDINGS]
+            self.degrade(stage, f"deadline of {deadline_s:g} s reached before the final answer; "
+                                f"the {len(best)} best findings so far are shown unmerged")
+            return self.finish(index, response="\n\n".join(text for _, text in best))
+        raise DeadlineExceeded(deadline_s, stage=stage, engine=self.engine, usage=self.usage)
 
     async def embed(self, stage: str, texts: list[str]) -> np.ndarray | None:
         """Query vectors, or None when there is no embedder or it fails (a degradation, lexical fallback)."""
@@ -268,7 +348,11 @@ class QueryRun:
         cite_text: str | None = None,
     ) -> SearchResult:
         """Assemble the result; citations are resolved from `cite_text` (default: the response)."""
-        citations = resolve_citations(index, response if cite_text is None else cite_text)
+        response = strip_reasoning(response)
+        if not response.strip():  # never a silent empty answer: say so, and let the router escalate
+            self.degrade(self.stage_now, "the model returned an empty answer")
+            empty = True
+        citations = resolve_citations(index, response if cite_text is None else cite_text, self.shown)
         units, docs = union_ids(citations)
         answer_model = self.models.chat("answer")
         return SearchResult(
@@ -288,6 +372,11 @@ class QueryRun:
             seconds=time.perf_counter() - self.started,
             details=self.details,
         )
+
+
+def _without_reasoning(completion: Completion) -> Completion:
+    text = strip_reasoning(completion.text)
+    return completion if text == completion.text else dataclasses.replace(completion, text=text)
 
 
 def _with_where(err: ModelError, stage: str, task: str) -> ModelError:
@@ -346,22 +435,41 @@ class Engine:
     async def _run(self, run: QueryRun, question: str, history: list[Message]) -> SearchResult:
         raise NotImplementedError
 
-    async def search(self, question: str, history: HistoryLike = None) -> SearchResult:
-        async for event in self.stream(question, history):
+    async def search(
+        self, question: str, history: HistoryLike = None, *, deadline_s: float | None = None
+    ) -> SearchResult:
+        async for event in self.stream(question, history, deadline_s=deadline_s):
             if isinstance(event, Final):
                 return event.result
         raise EngineError("the pipeline ended without a result", stage="answer", engine=self.name)
 
-    async def stream(self, question: str, history: HistoryLike = None) -> AsyncIterator[Event]:
-        """Progress events, then the answer's deltas, then `Final(result)`; errors are raised here."""
+    async def stream(
+        self,
+        question: str,
+        history: HistoryLike = None,
+        *,
+        deadline_s: float | None = None,
+        deadline: float | None = None,
+    ) -> AsyncIterator[Event]:
+        """Progress events, then the answer's deltas, then `Final(result)`; errors are raised here.
+
+        A deadline (`deadline_s` seconds from now, or the `time.perf_counter()` instant `deadline`, then
+        `deadline_s` only names it) stops the run when it passes: the result is then the best partial
+        answer, marked degraded, or the stream raises `DeadlineExceeded`. Every error raised here carries
+        the usage spent (`.usage`).
+        """
         link_text, note = check_question(question, self.index)
         messages = normalise_history(history)
+        if deadline is None and deadline_s is not None:
+            deadline = time.perf_counter() + deadline_s
+        total_s = deadline_s if deadline_s is not None else (
+            None if deadline is None else deadline - time.perf_counter())
         queue: asyncio.Queue[Event | BaseException | None] = asyncio.Queue()
 
         async def emit(event: Event) -> None:
             await queue.put(event)
 
-        run = QueryRun(self.name, question.strip(), self.models, emit, link_text)
+        run = QueryRun(self.name, question.strip(), self.models, emit, link_text, deadline=deadline)
         if note:
             run.degrade("entity_link", note)
 
@@ -376,19 +484,42 @@ class Engine:
         task = asyncio.create_task(drive())
         try:
             while True:
-                item = await queue.get()
+                item = await _next_event(queue, deadline)
+                if item is _DEADLINE:
+                    task.cancel()
+                    with contextlib.suppress(BaseException):
+                        await task
+                    yield Final(run.cut_at_deadline(self.index, total_s or 0.0))
+                    break
                 if item is None:
                     break
                 if isinstance(item, BaseException):
+                    if isinstance(item, ModelError | EngineError):
+                        attach_usage(item, run.usage)
                     raise item
-                yield item
-                if isinstance(item, Final):
-                    continue
+                yield item  # type: ignore[misc]
         finally:
             if not task.done():
                 task.cancel()
                 with contextlib.suppress(BaseException):
                     await task
+
+
+_DEADLINE = object()  # sentinel: the deadline passed while waiting for the next event
+
+
+async def _next_event(queue: asyncio.Queue[Any], deadline: float | None) -> Any:
+    if deadline is None:
+        return await queue.get()
+    with contextlib.suppress(asyncio.QueueEmpty):
+        return queue.get_nowait()  # what is already done counts, even at the deadline
+    left = deadline - time.perf_counter()
+    if left <= 0:
+        return _DEADLINE
+    try:
+        return await asyncio.wait_for(queue.get(), left)
+    except TimeoutError:
+        return _DEADLINE
 
 
 async def gather_bounded(limit: int, fn: Callable[[T], Awaitable[R]], items: Sequence[T]) -> list[R | BaseException]:

@@ -50,7 +50,9 @@ class BasicSearch(Engine):
     section_type = BasicSearchConfig
 
     def estimate(self, question: str) -> CostEstimate:
-        return estimate_basic(self, question)
+        hits, _ = top_text_units(self.index, question, self.config.k)
+        section, _ = sources_section(self.index, hits, self.config.max_context_tokens)
+        return estimate_basic(self, question, section.tokens)
 
     async def _run(self, run: QueryRun, question: str, history: list[Message]) -> SearchResult:
         link_text = run.link_text

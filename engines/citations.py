@@ -2,14 +2,18 @@
 
 Resolution follows the index's own links: Sources are text units; Entities, Relationships and Claims
 point to the text units they were extracted from; Reports point to their community's text units. Every
-text unit then maps to its document. An id the index does not know is kept with `resolved=False`, so a
-model that invents ids is visible rather than silently dropped.
+text unit then maps to its document. A citation is valid only when the id exists in the index *and* was
+in a context table the model was given (`shown`): a basic-search answer citing "Entities (1)" names a
+real entity basic search never supplied, so it is evidence of nothing. An invalid citation is kept with
+`resolved=False` (and `exists` / `in_context` saying why), so invented ids are visible, never dropped.
 """
 
 from __future__ import annotations
 
+import csv
 import re
 import weakref
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +31,7 @@ _KIND_ALIASES = {k.lower(): k for k in KINDS} | {
 }
 _DATA_BLOCK = re.compile(r"\[Data:\s*([^\[\]]*)\]", re.IGNORECASE)
 _PART = re.compile(r"([A-Za-z][A-Za-z ]*?)\s*\(([^()]*)\)")
+_SECTION = re.compile(r"^-----([A-Za-z ]+)-----[ \t]*$", re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -36,7 +41,9 @@ class Citation:
     text_unit_ids: list[str] = field(default_factory=list)
     document_ids: list[str] = field(default_factory=list)
     document_titles: list[str] = field(default_factory=list)
-    resolved: bool = True
+    resolved: bool = True  # exists in the index and (when known) was in the model's context
+    exists: bool = True  # the index knows this id
+    in_context: bool | None = None  # in a context table given to the model; None: not checked
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -121,10 +128,49 @@ def _text_units_of(index: Index, kind: str, ident: str) -> list[str] | None:
     return None
 
 
-def resolve(index: Index, kind: str, ident: str) -> Citation:
+def context_ids(text: str) -> set[tuple[str, str]]:
+    """(kind, id) of every row of every citable context table in `text` (format: ARCHITECTURE.md).
+
+    A section is `-----Name-----` then a `|`-delimited CSV table whose first column is the id; it ends
+    at the first blank row outside a quoted field (csv handles multi-line quoted cells).
+    """
+    found: set[tuple[str, str]] = set()
+    heads = list(_SECTION.finditer(text or ""))
+    for i, head in enumerate(heads):
+        kind = _KIND_ALIASES.get(head.group(1).strip().lower())
+        if kind is None:
+            continue
+        end = heads[i + 1].start() if i + 1 < len(heads) else len(text)
+        body = text[head.end():end].lstrip("\n")
+        try:
+            rows = csv.reader(body.split("\n"), delimiter="|", quotechar='"')
+            next(rows, None)  # header row
+            for row in rows:
+                if not row or not row[0].strip():
+                    break
+                found.add((kind, row[0].strip()))
+        except csv.Error:
+            continue  # a malformed table supplies the ids read before the fault
+    return found
+
+
+def context_ids_of_messages(messages: Iterable[Mapping[str, Any]]) -> set[tuple[str, str]]:
+    """Ids of the context tables in a model call's messages (data travels in system messages)."""
+    found: set[tuple[str, str]] = set()
+    for m in messages:
+        if m.get("role") == "system":
+            found |= context_ids(str(m.get("content", "")))
+    return found
+
+
+def resolve(index: Index, kind: str, ident: str, shown: set[tuple[str, str]] | None = None) -> Citation:
+    """One citation; with `shown` (the ids the model was given) a real id outside it is invalid."""
     units = _text_units_of(index, kind, ident)
+    in_context = None if shown is None else (kind, ident) in shown
     if units is None:
-        return Citation(kind=kind, id=ident, resolved=False)
+        return Citation(kind=kind, id=ident, resolved=False, exists=False, in_context=in_context)
+    if in_context is False:
+        return Citation(kind=kind, id=ident, resolved=False, exists=True, in_context=False)
     doc_ids: list[str] = []
     titles: list[str] = []
     for unit in units:
@@ -132,12 +178,13 @@ def resolve(index: Index, kind: str, ident: str) -> Citation:
         if doc is not None and doc.id not in doc_ids:
             doc_ids.append(doc.id)
             titles.append(doc.title)
-    return Citation(kind=kind, id=ident, text_unit_ids=units, document_ids=doc_ids, document_titles=titles)
+    return Citation(kind=kind, id=ident, text_unit_ids=units, document_ids=doc_ids, document_titles=titles,
+                    in_context=in_context)
 
 
-def resolve_citations(index: Index, text: str) -> list[Citation]:
-    """Every `[Data: ...]` reference in `text`, resolved against `index`."""
-    return [resolve(index, kind, ident) for kind, ident in parse_references(text)]
+def resolve_citations(index: Index, text: str, shown: set[tuple[str, str]] | None = None) -> list[Citation]:
+    """Every `[Data: ...]` reference in `text`, resolved against `index` (and `shown`, when given)."""
+    return [resolve(index, kind, ident, shown) for kind, ident in parse_references(text)]
 
 
 def union_ids(citations: list[Citation]) -> tuple[list[str], list[str]]:

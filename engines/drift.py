@@ -10,8 +10,10 @@ Pipeline per query (all state in a fresh `_DriftState`; nothing is kept on the e
    shuffled (bug 9). `n_depth` rounds of at most `k_followups` each, answered with ONE local context
    builder whose budget keeps room for entities and relationships (bug 8); new follow-ups inherit their
    parent's score. Concurrency is really bounded by `config.concurrency` (bug 11).
-4. One reduce over analyst blocks (not a Python list repr — bug 10), best first, under `reduce_max_tokens`.
-Calls: at most 1 + folds + n_depth·k + 1.
+4. The batched reduce of global search (`engines/reduce.py`) over analyst blocks (not a Python list
+   repr — bug 10), best first: one call when the findings fit `reduce_max_tokens`, otherwise batches that
+   are reduced and merged again, so no finding is dropped (GraphRAG truncates).
+Calls: 1 + folds + n_depth·k + 1 when the findings fit one reduce batch; more reduce calls otherwise.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from engines.events import ContextReady
 from engines.local import link_vector, local_builder
 from engines.models.base import Message
 from engines.models.errors import ModelError
-from engines.reduce import Point, fit_point, partition, render, sort_points
+from engines.reduce import Point, ReduceSettings, batched_reduce, sort_points
 from engines.result import SearchResult
 from engines.schemas import FollowupResponse, PrimerResponse
 
@@ -142,6 +144,9 @@ class DriftSearch(Engine):
                 batch = state.next_round(cfg.k_followups)
                 if not batch:
                     break
+                if run.should_wrap_up():  # keep time for the reduce of what was found so far
+                    run.degrade("followups", f"stopped before depth {depth} to answer within the deadline")
+                    break
                 await self._round(run, question, history, state, batch, depth)
         run.details["calls"]["followups"] = run.usage.total.llm_calls - calls_before
         answered = [n for n in state.nodes if n.status == "answered"]
@@ -157,7 +162,7 @@ class DriftSearch(Engine):
         empty = all(p.score <= 0 for p in points)
         with run.timed("reduce"):
             final = await self._reduce(run, question, points)
-        run.details["calls"]["reduce"] = 1
+        run.details["calls"]["reduce"] = run.details["reduce"]["calls"]
         records = {
             "Reports": [{"id": self.index.community_reports[p].short_id, "similarity": round(s, 4), "in_context": True}
                         for p, s in top],
@@ -204,7 +209,7 @@ class DriftSearch(Engine):
     def _fold_table(self, fold: list[tuple[int, float]]) -> str:
         from shared_context.tables import render_table
 
-        per_report = max(200, self.config.local_search_max_context_tokens // max(len(fold), 1))
+        per_report = max(200, self.config.local_search.max_context_tokens // max(len(fold), 1))
         rows = []
         for pos, _ in fold:
             r = self.index.community_reports[pos]
@@ -227,6 +232,7 @@ class DriftSearch(Engine):
             messages: list[Message] = [{"role": "system", "content": system}, {"role": "user", "content": question}]
             parsed = await run.complete_json("primer", "drift_primer", messages, PrimerResponse,
                                              temperature=self.config.temperature)
+            run.add_finding(float(parsed.score), parsed.intermediate_answer)
             done += 1
             await run.progress("primer", f"primer fold {done}/{n}", done, n)
             return parsed
@@ -272,6 +278,7 @@ class DriftSearch(Engine):
                                        {"role": "user", "content": node.query}]
             parsed = await run.complete_json("followups", "drift_followup", messages, FollowupResponse,
                                              temperature=self.config.temperature)
+            run.add_finding(float(parsed.score), parsed.response)
             done += 1
             await run.progress("followups", f"DRIFT depth {depth} follow-up {done}/{n}", done, n)
             return parsed
@@ -290,13 +297,16 @@ class DriftSearch(Engine):
             run.details.setdefault("failed_rounds", []).append(depth)
 
     async def _reduce(self, run: QueryRun, question: str, points: list[Point]) -> Any:
-        """One reduce call over the best findings that fit `reduce_max_tokens` (the rest are counted)."""
-        ordered = [fit_point(p, self.index.tokenizer, self.config.reduce_max_tokens)[0] for p in sort_points(points)]
-        kept = partition(ordered, self.index.tokenizer, self.config.reduce_max_tokens)[0]
-        run.details["reduce"] = {"points_in": len(points), "points_reduced": len(kept),
-                                 "points_over_budget": len(points) - len(kept)}
-        numbered = [Point(p.score, p.text, i + 1) for i, p in enumerate(kept)]
-        system = prompts.DRIFT_REDUCE.format(response_type=self.config.response_type, report_data=render(numbered))
-        messages: list[Message] = [{"role": "system", "content": system}, {"role": "user", "content": question}]
-        await run.progress("reduce", f"final reduce of {len(kept)} findings", 1, 1)
-        return await run.stream_answer("reduce", "drift_reduce", messages, temperature=self.config.temperature)
+        """Global search's batched reduce: findings beyond one `reduce_max_tokens` batch are reduced in
+        batches and merged again, so none is dropped (details["reduce"] counts calls and levels)."""
+        # analysts numbered best first, as the reduce prompt reads them
+        numbered = [Point(p.score, p.text, i + 1, (i,)) for i, p in enumerate(sort_points(points))]
+        settings = ReduceSettings(
+            task="drift_reduce",
+            template=prompts.DRIFT_REDUCE,
+            data_max_tokens=self.config.reduce_max_tokens,
+            response_type=self.config.response_type,
+            concurrency=self.config.concurrency,
+            temperature=self.config.temperature,
+        )
+        return await batched_reduce(run, question, numbered, self.index.tokenizer, settings)

@@ -156,6 +156,8 @@ class GlobalSearch(Engine):
             messages: list[Message] = [{"role": "system", "content": system}, {"role": "user", "content": question}]
             parsed = await run.complete_json("map", "global_map", messages, MapResponse,
                                              temperature=self.config.temperature)
+            for point in parsed.points:  # kept in case the deadline cuts the run before the reduce
+                run.add_finding(float(point.score), point.description)
             done += 1
             await run.progress("map", f"map batch {done}/{n}", done, n)
             return parsed
@@ -169,6 +171,7 @@ class GlobalSearch(Engine):
         if len(failures) == n:
             raise EngineError(f"all {n} map batches failed; first error: {failures[0][1]}", stage="map", engine=run.engine)
         points: list[Point] = []
+        below_min = 0
         responses: list[dict[str, Any]] = []
         for i, r in enumerate(results):
             if isinstance(r, BaseException):
@@ -176,9 +179,15 @@ class GlobalSearch(Engine):
                 continue
             responses.append({"batch": i + 1, "points": [p.model_dump() for p in r.points]})
             for p in r.points:
-                if p.score > 0 and p.description.strip():
-                    points.append(Point(float(p.score), p.description, i + 1, (len(points),)))
+                if not p.description.strip() or p.score <= 0:  # GraphRAG's rule: score 0 means "no answer"
+                    continue
+                if p.score < self.config.min_score:
+                    below_min += 1
+                    continue
+                points.append(Point(float(p.score), p.description, i + 1, (len(points),)))
         run.details["map_responses"] = responses
         run.details["points_total"] = sum(len(r.get("points", [])) for r in responses)
+        run.details["min_score"] = self.config.min_score
+        run.details["points_below_min_score"] = below_min
         run.details["points_kept"] = len(points)
         return points

@@ -1,13 +1,15 @@
 """`graphroute index INPUT --out INDEX`: the argparse entry the router's CLI mounts as a sub-command.
 
 `build_arg_parser(parser)` adds the arguments to a given (sub)parser; `cli_main(argv)` parses and runs,
-returning a process exit code (0 built/updated/no-op, 2 bad input or settings, 1 model failure). Errors are
-one readable line on stderr, never a traceback.
+returning a process exit code (0 built/updated/no-op, 2 bad input or settings, 1 model failure, 130/143 on
+Ctrl-C/SIGTERM, with the previous index untouched). Errors are one readable line on stderr, never a traceback.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -26,7 +28,17 @@ def build_arg_parser(parser: argparse.ArgumentParser | None = None) -> argparse.
     p.add_argument("--encoding", default="o200k_base", help="tiktoken encoding (default o200k_base)")
     p.add_argument("--max-gleanings", type=int, default=1, help="extra extraction rounds with a model (default 1)")
     p.add_argument("--claims", action="store_true", help="also extract claims (covariates) with a model")
-    p.add_argument("--no-progress", action="store_true", help="hide progress bars")
+    p.add_argument("--no-progress", action="store_true", help="hide progress lines and bars")
+    p.add_argument(
+        "--refit-embedder",
+        action="store_true",
+        help="fit the offline embedder anew on an update (every text is embedded again); by default an index keeps its embedder",
+    )
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="build into a non-empty folder that is not a graphroute index (its files are kept, never replaced)",
+    )
     p.add_argument(
         "--model",
         choices=("offline", "openai"),
@@ -39,7 +51,7 @@ def build_arg_parser(parser: argparse.ArgumentParser | None = None) -> argparse.
 def _openai_models(out_dir: Path) -> tuple[Any, Any]:
     """Chat model (+ embedder when one is configured) from the model configuration, with the call cache on."""
     from engines.models.cache import ModelCallCache
-    from engines.models.config import load_models_config
+    from engines.models.config import default_cache_dir, load_models_config
     from engines.models.openai_backend import OpenAIChatModel, OpenAIEmbedder
 
     cfg = load_models_config()
@@ -48,8 +60,11 @@ def _openai_models(out_dir: Path) -> tuple[Any, Any]:
             "--model openai needs an endpoint: set OPENAI_API_KEY (and optionally OPENAI_BASE_URL) or [models.chat] "
             "in graphroute.toml"
         )
-    # Without a configured cache the index folder keeps one, so re-running the build costs nothing.
-    cache = ModelCallCache(cfg.cache.path if cfg.cache.enabled and cfg.cache.path else out_dir / "graphroute" / "model_calls.sqlite")
+    # Without a configured cache each index folder gets one, so re-running the build costs nothing. It lives
+    # in the user's cache folder, not in the index: an index folder holds data files only (SECURITY.md).
+    key = hashlib.sha256(str(out_dir.resolve()).encode()).hexdigest()[:16]
+    default = default_cache_dir(os.environ) / "index-calls" / f"{key}.sqlite"
+    cache = ModelCallCache(cfg.cache.path if cfg.cache.enabled and cfg.cache.path else default)
     chat = OpenAIChatModel(cfg.chat, cfg.prices, cache=cache)
     embedder = None if cfg.embedding.offline else OpenAIEmbedder(cfg.embedding, cfg.prices, cache=cache)
     return chat, embedder
@@ -58,6 +73,7 @@ def _openai_models(out_dir: Path) -> tuple[Any, Any]:
 def run_from_args(args: argparse.Namespace) -> int:
     from engines.models.errors import ModelError
     from indexer.pipeline import build_index
+    from indexer.signals import BuildInterrupted
 
     try:
         config = IndexerConfig(
@@ -73,7 +89,14 @@ def run_from_args(args: argparse.Namespace) -> int:
         elif args.claims:
             print("note: --claims needs a model (--model openai); offline builds have no claims", file=sys.stderr)
         report = build_index(
-            args.input, args.out, config=config, model=model, embedder=embedder, progress=not args.no_progress
+            args.input,
+            args.out,
+            config=config,
+            model=model,
+            embedder=embedder,
+            progress=not args.no_progress,
+            force=args.force,
+            refit_embedder=args.refit_embedder,
         )
     except IndexerError as exc:
         print(f"graphroute index: error: {exc}", file=sys.stderr)
@@ -81,6 +104,10 @@ def run_from_args(args: argparse.Namespace) -> int:
     except ModelError as exc:
         print(f"graphroute index: model error: {exc}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt as exc:
+        signum = exc.signum if isinstance(exc, BuildInterrupted) else 2
+        print(f"graphroute index: interrupted; {args.out} was left as it was before this build", file=sys.stderr)
+        return 128 + signum
     print(report.summary())
     return 0
 

@@ -15,8 +15,8 @@ import math
 from dataclasses import dataclass, field
 
 from indexer.communities import CommunityRow
-from indexer.extract_offline import split_sentences
 from indexer.graph import EntityRow, Graph, RelationshipRow
+from shared_context.text import split_sentences
 
 MAX_FINDINGS = 6
 MAX_CITED = 5

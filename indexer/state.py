@@ -1,26 +1,41 @@
-"""What the indexer keeps between runs, in `INDEX/graphroute/`.
+"""What the indexer keeps between runs, in `INDEX/graphroute/`. Data only: nothing here is ever unpickled.
 
 - `manifest.json`: settings, extraction mode, embedder, documents and chunk ids of the last build,
-  package versions and counts. It is written last, so its presence means the build completed.
-- `extractions.pkl`: per-chunk extraction results (offline mentions/pairs or the model's parsed
-  entities, relationships and claims), so an incremental run only extracts new chunks.
+  package versions, counts and the sha256 of every table written with it (checked at load, so a
+  folder whose tables come from different builds is refused). Its presence marks a graphroute index.
+- `extractions.json.gz`: per-chunk extraction results (offline mentions/pairs or the model's parsed
+  entities, relationships and claims) as typed JSON (`indexer.jsoncodec`), so an incremental run
+  only extracts new chunks.
+- `embedder.npz`: the offline embedder (see `engines.models.embedding_offline`), read with
+  `allow_pickle=False`. Fitted once per index and kept by updates (refitted only on request), so
+  stored vectors stay comparable with new ones.
+- `embedded.json.gz`: the sha256 of the text behind every stored vector and the embedder's
+  fingerprint, so an update embeds only new or changed texts and copies the other vectors.
+
+Files left by older versions (`extractions.pkl`, `embedder.joblib`) are never opened: they are named
+in the build's warnings so the user can delete them.
 """
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
-import pickle
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from indexer.config import FORMAT_VERSION, IndexerError
+from indexer.jsoncodec import CodecError, decode, encode
 
 STATE_DIR = "graphroute"
 MANIFEST = "manifest.json"
-EXTRACTIONS = "extractions.pkl"
+EXTRACTIONS = "extractions.json.gz"
+EMBEDDER = "embedder.npz"
+EMBEDDED = "embedded.json.gz"
+LEGACY_CODE_FILES = ("extractions.pkl", "embedder.joblib")  # older formats that could run code: never read
+WRITTEN_BY_BUILD = (MANIFEST, EXTRACTIONS, EMBEDDER, EMBEDDED)  # what a build (re)writes in STATE_DIR
 
 
 @dataclass
@@ -34,6 +49,7 @@ class Manifest:
     versions: dict[str, str] = field(default_factory=dict)
     format_version: int = FORMAT_VERSION
     updated: str = ""
+    tables: dict[str, str] = field(default_factory=dict)  # file name -> sha256, all written together
 
     def to_json(self) -> str:
         return json.dumps(self.__dict__, indent=2, ensure_ascii=False)
@@ -64,25 +80,66 @@ def write_manifest(out_dir: Path, manifest: Manifest) -> None:
     _atomic_write(out_dir / STATE_DIR / MANIFEST, manifest.to_json().encode("utf-8"))
 
 
-def read_extractions(out_dir: Path, mode: str) -> dict[str, Any]:
-    """Stored per-chunk results for `mode`, or {} when absent or made by another extraction mode."""
+def table_digests(folder: Path) -> dict[str, str]:
+    """sha256 of every table a build wrote in `folder` (and of its embedder), for `Manifest.tables`."""
+    from shared_context.loaders.integrity import sha256_file
+
+    files = sorted(folder.glob("*.parquet")) + sorted((folder / STATE_DIR).glob(EMBEDDER))
+    return {p.relative_to(folder).as_posix(): sha256_file(p) for p in files}
+
+
+def legacy_code_files(out_dir: Path) -> list[str]:
+    """Older state files in a format that can execute code when loaded; they are ignored, never opened."""
+    return [f"{STATE_DIR}/{n}" for n in LEGACY_CODE_FILES if (out_dir / STATE_DIR / n).exists()]
+
+
+def read_extractions(out_dir: Path, mode: str, value_type: Any) -> dict[str, Any]:
+    """Stored per-chunk results (each a `value_type`) for `mode`, or {} when absent or of another mode."""
     path = out_dir / STATE_DIR / EXTRACTIONS
     if not path.exists():
         return {}
     try:
-        with path.open("rb") as fh:
-            data = pickle.load(fh)
-    except (OSError, pickle.UnpicklingError, EOFError, AttributeError) as exc:
+        with gzip.open(path, "rt", encoding="utf-8") as fh:
+            data = json.load(fh)
+    except (OSError, EOFError, ValueError) as exc:
         raise IndexerError(f"{path}: unreadable stored extractions ({exc}); delete it to re-extract") from exc
     if not isinstance(data, dict) or data.get("mode") != mode:
         return {}
-    chunks: dict[str, Any] = data.get("chunks", {})
-    return chunks
+    try:
+        return decode(dict[str, value_type], data.get("chunks", []))  # type: ignore[no-any-return]
+    except CodecError:
+        return {}  # e.g. written by another extractor version: re-extracting is always correct, only slower
 
 
 def write_extractions(out_dir: Path, mode: str, chunks: dict[str, Any]) -> None:
-    payload = pickle.dumps({"mode": mode, "chunks": chunks}, protocol=pickle.HIGHEST_PROTOCOL)
-    _atomic_write(out_dir / STATE_DIR / EXTRACTIONS, payload)
+    text = json.dumps({"mode": mode, "chunks": encode(chunks)}, ensure_ascii=False, separators=(",", ":"))
+    _atomic_write(out_dir / STATE_DIR / EXTRACTIONS, gzip.compress(text.encode("utf-8"), compresslevel=5, mtime=0))
+
+
+@dataclass
+class EmbeddedTexts:
+    """Which text each stored vector was computed from, and by which embedder, so an update re-embeds only
+    texts that are new or changed (`embedder` is the embedder's fingerprint; `digests`: table -> id -> sha256)."""
+
+    embedder: str
+    digests: dict[str, dict[str, str]] = field(default_factory=dict)
+
+
+def read_embedded(out_dir: Path) -> EmbeddedTexts | None:
+    path = out_dir / STATE_DIR / EMBEDDED
+    if not path.exists():
+        return None
+    try:
+        with gzip.open(path, "rt", encoding="utf-8") as fh:
+            value: EmbeddedTexts = decode(EmbeddedTexts, json.load(fh))
+    except (OSError, EOFError, ValueError, CodecError):
+        return None  # unreadable: every text is embedded again, which is always correct
+    return value
+
+
+def write_embedded(out_dir: Path, embedded: EmbeddedTexts) -> None:
+    text = json.dumps(encode(embedded), ensure_ascii=False, separators=(",", ":"))
+    _atomic_write(out_dir / STATE_DIR / EMBEDDED, gzip.compress(text.encode("utf-8"), compresslevel=5, mtime=0))
 
 
 def _atomic_write(path: Path, data: bytes) -> None:

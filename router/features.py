@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from itertools import chain
 from typing import TYPE_CHECKING, Any
 
+import mmh3
 import numpy as np
 
 from router.cues import CUE_NAMES, match_cues
@@ -106,6 +107,7 @@ class IndexSignals:
     communities: int = 0
     unknown: int = 0
     names: tuple[str, ...] = ()  # titles of the linked entities, best first (for reasons)
+    positions: tuple[int, ...] = ()  # their positions in the index, aligned with `names`
 
     def as_dict(self) -> dict[str, float]:
         return {"linked_entities": float(self.linked), "max_link_score": self.max_score,
@@ -200,40 +202,31 @@ def index_vector(signals: IndexSignals | None) -> np.ndarray:
     ], dtype=np.float32)
 
 
-def murmurhash3_32(data: bytes, seed: int = 0) -> int:
-    """MurmurHash3 x86 32-bit, signed, as scikit-learn's `murmurhash3_bytes_s32` (pure Python, so classifying
-    needs no scikit-learn import; results are memoised per n-gram)."""
-    c1, c2, mask = 0xCC9E2D51, 0x1B873593, 0xFFFFFFFF
-    h = seed & mask
-    n_blocks = len(data) // 4
-    for i in range(n_blocks):
-        k = int.from_bytes(data[4 * i : 4 * i + 4], "little")
-        k = (k * c1) & mask
-        k = ((k << 15) | (k >> 17)) & mask
-        k = (k * c2) & mask
-        h ^= k
-        h = ((h << 13) | (h >> 19)) & mask
-        h = (h * 5 + 0xE6546B64) & mask
-    tail = data[4 * n_blocks :]
-    if tail:
-        k = int.from_bytes(tail, "little")
-        k = (k * c1) & mask
-        k = ((k << 15) | (k >> 17)) & mask
-        k = (k * c2) & mask
-        h ^= k
-    h ^= len(data)
-    h ^= h >> 16
-    h = (h * 0x85EBCA6B) & mask
-    h ^= h >> 13
-    h = (h * 0xC2B2AE35) & mask
-    h ^= h >> 16
-    return h - (1 << 32) if h & 0x80000000 else h
+_WORD = re.compile(r"[a-z][a-z'’\-]*|[\u4e00-\u9fff]+")
+N_WORD_BUCKETS = 2**18
+
+
+def wording_buckets(text: str, names: Sequence[str] = ()) -> list[int]:
+    """Hashed buckets of the question's own wording, for the familiarity check: lower-cased Latin words and
+    CJK character bigrams, with name-like spans removed first (a new name is not unfamiliar *wording*)."""
+    for name in names:
+        text = text.replace(name, " ")
+    out: list[int] = []
+    for run in _WORD.findall(text.lower()):
+        if _CJK.match(run):
+            grams = [run] if len(run) == 1 else [run[i : i + 2] for i in range(len(run) - 1)]
+        else:
+            grams = [run.strip("'’-")]
+        out.extend(mmh3.hash(g, 7, signed=False) % N_WORD_BUCKETS for g in grams if g)
+    return out
 
 
 def _bucket(gram: str) -> int:
     column = _bucket_cache.get(gram)
     if column is None:
-        h = murmurhash3_32(gram.encode("utf-8"))
+        # the signed MurmurHash3 that scikit-learn's HashingVectorizer uses (mmh3 is the same C code and, unlike
+        # sklearn.utils.murmurhash, imports in microseconds without pulling in scikit-learn and pandas)
+        h = mmh3.hash(gram, 0, signed=True)
         column = (2147483647 - (N_HASH_FEATURES - 1)) % N_HASH_FEATURES if h == -(2**31) else abs(h) % N_HASH_FEATURES
         if len(_bucket_cache) < _MAX_CACHED_NGRAMS:
             _bucket_cache[gram] = column
@@ -344,5 +337,5 @@ def signals_from_link(link: Any, entity_communities: Sequence[Sequence[int]] | N
         linked=len(kept), max_score=max(scores, default=0.0),
         mean_score=sum(scores) / len(scores) if scores else 0.0, exact=len(kept),
         communities=len(communities), unknown=len(getattr(link, "unknown_names", ()) or ()),
-        names=tuple(title for _, _, title in kept),
+        names=tuple(title for _, _, title in kept), positions=tuple(pos for pos, _, _ in kept),
     )

@@ -22,38 +22,24 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
-import scipy.sparse as sp
 
 from shared_context.records import Entity
 from shared_context.tables import per_index_cache
+from shared_context.text import BM25, CJK_RE, STOPWORDS, TOKEN_RE, plural_stem, tokens
 
 __all__ = [
-    "LexicalIndex",
     "LinkResult",
     "LinkedEntity",
     "exact_tokens",
+    "lexical_index",
     "lexical_scores",
     "lexical_terms",
     "link_entities",
 ]
 
-_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
-_TOKEN_RE = re.compile(rf"[{_CJK}]+|[^\W{_CJK}_]+")
-_CJK_RE = re.compile(rf"[{_CJK}]")
 _WORD_ONLY_RE = re.compile(r"[^\W_]+")
-_POSSESSIVE_RE = re.compile(r"['’]s\b|(?<=s)['’](?=\s|$)", re.IGNORECASE)
 _MAX_EXACT_NGRAM = 16
 _TITLE_BOOST = 2.0
-_K1, _B = 1.2, 0.75
-
-_STOPWORD_TEXT = """a an the and or but if of at by for with about against between into through during before after
-    above below to from up down in out on off over under again further then once here there when where why
-    how all any both each few more most other some such no nor not only own same so than too very can will
-    just should now is are was were be been being have has had having do does did doing i me my we our you
-    your he him his she her it its they them their what which who whom this that these those am would could
-    as also there's what's who's tell describe explain list give show find name compare summarize summarise
-    please us s t"""
-_STOPWORDS = frozenset(_STOPWORD_TEXT.split())
 # Leading words dropped from a title to form its alias ("THE GHOST" -> "GHOST", "MR. FEZZIWIG" -> "FEZZIWIG").
 _ALIAS_PREFIXES = ("the", "a", "an", "mr", "mrs", "ms", "miss", "dr", "sir", "lady", "lord", "saint", "st")
 
@@ -61,20 +47,6 @@ Table = Literal["entities", "reports", "text_units"]
 
 
 # ---------------------------------------------------------------------------- tokenisation
-
-
-def _stem_word(word: str) -> str:
-    """Light English stemming: plural endings only (keeps names recognisable)."""
-    if len(word) <= 3 or not word.isascii() or not word.isalpha():
-        return word
-    if word.endswith("ies") and len(word) > 4:
-        return word[:-3] + "y"
-    if word.endswith(("sses", "shes", "ches", "xes", "zes")):
-        return word[:-2]
-    if word.endswith("s") and not word.endswith(("ss", "us", "is")):
-        return word[:-1]
-    return word
-
 
 # word -> lexical term ("" for stopwords); a plain dict is much faster than lru_cache in the hot loop
 _TERM_OF: dict[str, str] = {}
@@ -84,24 +56,20 @@ _TERM_CACHE_MAX = 300_000  # bounds memory on huge vocabularies; misses are just
 def _term(word: str) -> str:
     term = _TERM_OF.get(word)
     if term is None:
-        term = "" if word in _STOPWORDS else _stem_word(word)
+        term = "" if word in STOPWORDS else plural_stem(word)
         if len(_TERM_OF) < _TERM_CACHE_MAX:
             _TERM_OF[word] = term
     return term
 
 
-def _runs(text: str) -> list[str]:
-    return _TOKEN_RE.findall(_POSSESSIVE_RE.sub("", text.lower()))
-
-
 def exact_tokens(text: str) -> list[str]:
     """Tokens for phrase matching: stemmed words, and single characters for CJK runs."""
     out: list[str] = []
-    for run in _runs(text):
-        if _CJK_RE.match(run):
+    for run in tokens(text.lower()):
+        if CJK_RE.match(run):
             out.extend(run)
         else:
-            out.append(_stem_word(run))
+            out.append(plural_stem(run))
     return out
 
 
@@ -111,13 +79,13 @@ def lexical_terms(text: str) -> list[str]:
     Possessives need no special case here: "scrooge's" splits into "scrooge" and the stopword "s".
     """
     lowered = text.lower()
-    if not _CJK_RE.search(lowered):  # fast path for the common all-alphabetic text
+    if not CJK_RE.search(lowered):  # fast path for the common all-alphabetic text
         get = _TERM_OF.get
         terms = [get(w) or _term(w) for w in _WORD_ONLY_RE.findall(lowered)]
         return [t for t in terms if t]
     out: list[str] = []
-    for run in _TOKEN_RE.findall(lowered):
-        if _CJK_RE.match(run):
+    for run in TOKEN_RE.findall(lowered):
+        if CJK_RE.match(run):
             if len(run) == 1:
                 out.append(run)
             else:
@@ -129,66 +97,15 @@ def lexical_terms(text: str) -> list[str]:
     return out
 
 
-# ---------------------------------------------------------------------------- BM25
-
-
-class LexicalIndex:
-    """BM25 weights of one text field as a (documents x terms) CSC matrix."""
-
-    def __init__(self, texts: Sequence[str]) -> None:
-        vocab: dict[str, int] = {}
-        doc_ids: list[int] = []
-        term_ids: list[int] = []
-        lengths = np.zeros(len(texts), dtype=np.float64)
-        for d, text in enumerate(texts):
-            terms = lexical_terms(text) if text else []
-            lengths[d] = len(terms)
-            ids = [vocab.setdefault(t, len(vocab)) for t in terms]
-            term_ids.extend(ids)
-            doc_ids.extend([d] * len(ids))
-        n_docs, n_terms = len(texts), len(vocab)
-        self.vocab = vocab
-        self.n_docs = n_docs
-        if not term_ids:
-            self.matrix = sp.csc_matrix((n_docs, max(n_terms, 1)), dtype=np.float32)
-            return
-        rows = np.asarray(doc_ids, dtype=np.int64)
-        cols = np.asarray(term_ids, dtype=np.int64)
-        tf = sp.coo_matrix(
-            (np.ones(len(rows), dtype=np.float64), (rows, cols)), shape=(n_docs, n_terms)
-        ).tocsc()
-        tf.sum_duplicates()
-        df = np.diff(tf.indptr).astype(np.float64)
-        idf = np.log1p((n_docs - df + 0.5) / (df + 0.5))
-        avgdl = max(float(lengths.mean()), 1e-9)
-        norm = _K1 * (1 - _B + _B * lengths / avgdl)  # per document
-        term_of_entry = np.repeat(np.arange(n_terms), np.diff(tf.indptr))
-        values = tf.data
-        tf.data = (idf[term_of_entry] * values * (_K1 + 1) / (values + norm[tf.indices])).astype(np.float32)
-        self.matrix = tf
-
-    def scores(self, terms: Sequence[str]) -> np.ndarray:
-        out = np.zeros(self.n_docs, dtype=np.float32)
-        m = self.matrix
-        for term in dict.fromkeys(terms):  # unique, stable
-            t = self.vocab.get(term)
-            if t is None:
-                continue
-            lo, hi = m.indptr[t], m.indptr[t + 1]
-            out[m.indices[lo:hi]] += m.data[lo:hi]
-        return out
-
-    def postings(self, term: str) -> np.ndarray:
-        t = self.vocab.get(term)
-        if t is None:
-            return np.zeros(0, dtype=np.int32)
-        return np.asarray(self.matrix.indices[self.matrix.indptr[t] : self.matrix.indptr[t + 1]])
+def lexical_index(texts: Sequence[str]) -> BM25:
+    """BM25 over one text field, float32 to keep large tables small."""
+    return BM25([lexical_terms(text) if text else [] for text in texts], dtype=np.float32)
 
 
 @dataclass
 class _EntityLinkIndex:
-    titles: LexicalIndex
-    descriptions: LexicalIndex
+    titles: BM25
+    descriptions: BM25
     exact: dict[tuple[str, ...], list[int]]  # normalised title -> entity positions
     alias: dict[tuple[str, ...], list[int]]  # normalised alias -> entity positions
     max_ngram: int
@@ -200,7 +117,7 @@ def _alias_key(key: tuple[str, ...]) -> tuple[str, ...] | None:
     rest = key
     while rest and rest[0] in _ALIAS_PREFIXES:
         rest = rest[1:]
-    if rest and rest != key and not all(t in _STOPWORDS for t in rest):
+    if rest and rest != key and not all(t in STOPWORDS for t in rest):
         return rest
     return None
 
@@ -211,7 +128,7 @@ def _build_entity_index(entities: Sequence[Entity]) -> _EntityLinkIndex:
     longest = 1
     for pos, ent in enumerate(entities):
         key = tuple(exact_tokens(ent.title))
-        if not key or all(t in _STOPWORDS for t in key):
+        if not key or all(t in STOPWORDS for t in key):
             continue
         exact.setdefault(key, []).append(pos)
         longest = max(longest, len(key))
@@ -222,8 +139,8 @@ def _build_entity_index(entities: Sequence[Entity]) -> _EntityLinkIndex:
     for pos, ent in enumerate(entities):
         title_upper.setdefault(ent.title.strip().upper(), pos)
     return _EntityLinkIndex(
-        titles=LexicalIndex([e.title for e in entities]),
-        descriptions=LexicalIndex([e.description for e in entities]),
+        titles=lexical_index([e.title for e in entities]),
+        descriptions=lexical_index([e.description for e in entities]),
         exact=exact,
         alias=alias,
         max_ngram=min(longest, _MAX_EXACT_NGRAM),
@@ -236,18 +153,18 @@ def _entity_index(index: Any) -> _EntityLinkIndex:
     return per_index_cache(index, "linking.entities", lambda: _build_entity_index(index.entities))
 
 
-def _table_index(index: Any, table: Table) -> LexicalIndex:
+def _table_index(index: Any, table: Table) -> BM25:
     if table == "reports":
         return per_index_cache(
             index,
             "linking.reports",
-            lambda: LexicalIndex(
+            lambda: lexical_index(
                 [f"{r.title}\n{r.full_content or r.summary}" for r in index.community_reports]
             ),
         )
     if table == "text_units":
         return per_index_cache(
-            index, "linking.text_units", lambda: LexicalIndex([t.text for t in index.text_units])
+            index, "linking.text_units", lambda: lexical_index([t.text for t in index.text_units])
         )
     raise ValueError(f"unknown table {table!r}; expected 'entities', 'reports' or 'text_units'")
 
@@ -350,7 +267,7 @@ def _name_spans(query: str) -> list[str]:
     for match in _WORD_RE.finditer(text):
         bare = match.group().rstrip(".'’")
         low = bare.lower()
-        is_cap = bare[:1].isupper() and low not in _STOPWORDS and not _CJK_RE.match(bare)
+        is_cap = bare[:1].isupper() and low not in STOPWORDS and not CJK_RE.match(bare)
         if is_cap or (current and low in _CONNECTORS):
             if not current:
                 before = text[: match.start()].rstrip()

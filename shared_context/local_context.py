@@ -36,13 +36,17 @@ from shared_context.tables import (
 )
 from shared_context.text_unit_selection import (
     DEFAULT_TEXT_UNIT_STRATEGY,
+    NO_ENTITY,
     TextUnitStrategy,
     select_text_units,
 )
+from shared_context.unit_search import QuestionUnits, question_units
 
-__all__ = ["LocalContext", "LocalContextBuilder", "LocalContextParams", "select_relationships"]
+__all__ = ["LocalContext", "LocalContextBuilder", "LocalContextParams", "link_strength", "select_relationships"]
 
 SECTION_ORDER = (HISTORY_SECTION, "Reports", "Entities", "Relationships", "Claims", "Sources")
+# A trimmed unit is only added when at least this much room is left: shorter cuts carry little text.
+_MIN_TRIMMED_UNIT_TOKENS = 120
 _CLAIM_HEADER = ["id", "entity", "object_id", "status", "start_date", "end_date", "description"]
 
 
@@ -70,15 +74,32 @@ class LocalContextParams(BaseModel):
     text_unit_strategy: TextUnitStrategy = DEFAULT_TEXT_UNIT_STRATEGY
     per_entity_cap: int = Field(default=3, ge=1)
     min_units_per_entity: int = Field(default=1, ge=0)
+    # hybrid strategy: weight of the question rankings against the entity-linked order, and the RRF
+    # constant (see text_unit_selection.py for the formula)
+    hybrid_question_weight: float = Field(default=1.0, ge=0.0)
+    hybrid_rrf_k: int = Field(default=60, ge=0)
+    # Section shares that follow linking strength (module docstring): the Sources share used when no
+    # linked entity matched by name; None keeps text_unit_prop whatever the linking.
+    weak_link_text_unit_prop: float | None = Field(default=None, ge=0.0, le=1.0)
+    strong_link_exact_matches: int = Field(default=2, ge=1)
 
     @model_validator(mode="after")
     def _props_fit(self) -> LocalContextParams:
-        if self.community_prop + self.text_unit_prop > 1:
-            raise ValueError(
-                f"community_prop ({self.community_prop}) + text_unit_prop ({self.text_unit_prop}) must not "
-                "exceed 1: together they are shares of the same context budget"
-            )
+        for name in ("text_unit_prop", "weak_link_text_unit_prop"):
+            value = getattr(self, name)
+            if value is not None and self.community_prop + value > 1:
+                raise ValueError(
+                    f"community_prop ({self.community_prop}) + {name} ({value}) must not "
+                    "exceed 1: together they are shares of the same context budget"
+                )
         return self
+
+    def sources_share(self, link_strength: float) -> float:
+        """text_unit_prop after the linking-strength rule (module docstring)."""
+        if self.weak_link_text_unit_prop is None:
+            return self.text_unit_prop
+        s = min(max(link_strength, 0.0), 1.0)
+        return self.weak_link_text_unit_prop + s * (self.text_unit_prop - self.weak_link_text_unit_prop)
 
 
 @dataclass
@@ -91,6 +112,8 @@ class LocalContext:
     text_unit_ids: list[str]
     params: LocalContextParams
     budgets: dict[str, int] = field(default_factory=dict)
+    link_strength: float = 0.0  # see `link_strength`; drives the Sources share when it is adaptive
+    notes: list[str] = field(default_factory=list)  # what the Sources search could not use
 
     def section(self, name: str) -> ContextSection | None:
         return next((s for s in self.sections if s.name == name), None)
@@ -98,6 +121,14 @@ class LocalContext:
     @property
     def records(self) -> dict[str, list[dict[str, Any]]]:
         return {s.name: s.records for s in self.sections}
+
+
+def link_strength(link: LinkResult, strong_matches: int) -> float:
+    """How firmly the question names its entities: linked entities matched by name (title, alias or
+    forced by include) over `strong_matches`, capped at 1. 0 means the entities were only guessed from
+    words or vectors, so the entity tables are weak evidence and the Sources share grows."""
+    named = sum(1 for e in link.entities if e.exact)
+    return min(named / max(strong_matches, 1), 1.0)
 
 
 # ---------------------------------------------------------------------------- relationships
@@ -286,15 +317,17 @@ class LocalContextBuilder:
         separators = tok.count("\n\n") * (len(SECTION_ORDER) - 1)
         m = max(total - separators, 0)
 
+        strength = link_strength(link, p.strong_link_exact_matches)
         budgets["Reports"] = max(int(m * p.community_prop), 0)
         reports = self._reports(link.entities, budgets["Reports"], p)
-        local_budget = max(int(m * (1 - p.community_prop - p.text_unit_prop)), 0)
+        local_budget = max(int(m * (1 - p.community_prop - p.sources_share(strength))), 0)
         local_budget += budgets["Reports"] - reports.tokens
         local_sections = self._local(link.entities, local_budget, p)
         used_local = sum(s.tokens for s in local_sections)
         budgets["Entities"] = local_budget  # entities, relationships and claims share this budget
         budgets["Sources"] = max(m - reports.tokens - used_local, 0)
-        sources = self._sources(link, budgets["Sources"], p)
+        notes: list[str] = []
+        sources = self._sources(link, budgets["Sources"], p, query_vector, notes)
         sections.extend([reports, *local_sections, sources])
         sections = [s for s in sections if s.text or s.records]
 
@@ -314,6 +347,8 @@ class LocalContextBuilder:
             text_unit_ids=[str(r["id"]) for r in source_records],
             params=p,
             budgets=budgets,
+            link_strength=strength,
+            notes=notes,
         )
 
     # ------------------------------------------------------------------ reports
@@ -511,11 +546,24 @@ class LocalContextBuilder:
 
     # ------------------------------------------------------------------ sources
 
-    def _sources(self, link: LinkResult, budget: int, p: LocalContextParams) -> ContextSection:
+    def _sources(
+        self,
+        link: LinkResult,
+        budget: int,
+        p: LocalContextParams,
+        query_vector: np.ndarray | None = None,
+        notes: list[str] | None = None,
+    ) -> ContextSection:
         index = self.index
         builder = SectionBuilder("Sources", ["id", "text"], index.tokenizer, budget)
         positions = [e.position for e in link.entities]
         est = _estimates(index)
+        hybrid = p.text_unit_strategy == "hybrid"
+        question = (
+            question_units(index, link.query_text, query_vector) if hybrid and budget > 0 else QuestionUnits([], [])
+        )
+        if notes is not None:
+            notes.extend(question.notes)
 
         def unit_line(u: int) -> tuple[str, int]:
             t = index.text_units[u]
@@ -530,16 +578,23 @@ class LocalContextBuilder:
             unit_cost=lambda u: int(est.unit[u]),
             per_entity_cap=p.per_entity_cap,
             min_units_per_entity=p.min_units_per_entity,
+            lexical=question.lexical,
+            vector=question.vector,
+            question_weight=p.hybrid_question_weight,
+            rrf_k=p.hybrid_rrf_k,
         )
         rejected: list[dict[str, Any]] = []
         for cand in candidates:
             t = index.text_units[cand.unit]
-            record = {
+            record: dict[str, Any] = {
                 "id": t.short_id,
                 "text": t.text,
-                "entity": index.entities[cand.entity].title,
+                "entity": index.entities[cand.entity].title if cand.entity != NO_ENTITY else "",
                 "position": cand.unit,
             }
+            if hybrid:
+                record["reasons"] = list(cand.reasons)
+                record["score"] = cand.score
             if builder.remaining <= 0:
                 rejected.append(record)
                 continue
@@ -550,6 +605,13 @@ class LocalContextBuilder:
             if not len(builder) and builder.add_truncated([t.short_id, t.text], 1, record):
                 continue
             rejected.append(record)
+        if hybrid and rejected and builder.remaining >= _MIN_TRIMMED_UNIT_TOKENS:
+            # Whole units went in wherever they fit; the room left goes to the best unit that did not
+            # fit, cut to size and marked truncated (only when the room holds a useful passage).
+            best = rejected[0]
+            t = index.text_units[int(best["position"])]
+            if builder.add_truncated([t.short_id, t.text], 1, best):
+                rejected.pop(0)
         section = builder.finish()
         if p.return_candidate_context:
             shown = {int(r["position"]) for r in section.records}

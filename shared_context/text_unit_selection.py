@@ -12,6 +12,12 @@ entity's relationships found in the unit (GraphRAG's rule), then by position.
   best units; the remaining units then compete in `graphrag` order.
 - `min_guarantee`: each entity first gets its best `min_units_per_entity` units (taken round-robin, so
   the guarantee degrades evenly when the budget is tight), then the rest compete in `graphrag` order.
+- `hybrid`: the linked units (in `graphrag` order) AND the units most similar to the question (a BM25
+  ranking and, when vectors are usable, a vector ranking; see `unit_search.py`) fused by reciprocal-rank
+  fusion:  score(u) = 1/(k + r_entity(u)) + w * (1/(k + r_lexical(u)) + 1/(k + r_vector(u))),
+  ranks 1-based, a list the unit is not in adding nothing; k = `rrf_k` (60, the usual RRF constant),
+  w = `question_weight`. Best score first, ties by the entity-side order, then unit position. Each
+  candidate records why it is there (`reasons`: "entity", "lexical", "vector").
 """
 
 from __future__ import annotations
@@ -22,10 +28,18 @@ from typing import Any, Literal
 
 from shared_context.tables import per_index_cache
 
-__all__ = ["STRATEGIES", "TextUnitStrategy", "UnitCandidate", "entity_units", "select_text_units"]
+__all__ = [
+    "NO_ENTITY",
+    "STRATEGIES",
+    "TextUnitStrategy",
+    "UnitCandidate",
+    "entity_units",
+    "fuse_rankings",
+    "select_text_units",
+]
 
-TextUnitStrategy = Literal["graphrag", "per_entity_cap", "round_robin", "weighted", "min_guarantee"]
-STRATEGIES: tuple[str, ...] = ("graphrag", "per_entity_cap", "round_robin", "weighted", "min_guarantee")
+TextUnitStrategy = Literal["graphrag", "per_entity_cap", "round_robin", "weighted", "min_guarantee", "hybrid"]
+STRATEGIES: tuple[str, ...] = ("graphrag", "per_entity_cap", "round_robin", "weighted", "min_guarantee", "hybrid")
 # The default is the strategy that reached the most evidence in benchmarks/evidence_recall.py
 # (all 1,620 GraphRAG-Bench novel questions, equal token budgets): GraphRAG's own order.
 DEFAULT_TEXT_UNIT_STRATEGY: TextUnitStrategy = "graphrag"
@@ -37,6 +51,11 @@ class UnitCandidate:
     entity: int  # entity position it is credited to
     entity_rank: int  # index of that entity in the selection
     relationships: int  # number of the entity's relationships found in the unit
+    reasons: tuple[str, ...] = ("entity",)  # why it is a candidate: "entity", "lexical", "vector"
+    score: float = 0.0  # the fused score (hybrid only)
+
+
+NO_ENTITY = -1  # `entity` / `entity_rank` of a unit that is a candidate only through the question
 
 
 def entity_units(index: Any, entity: int) -> list[tuple[int, int]]:
@@ -105,11 +124,16 @@ def select_text_units(
     unit_cost: Callable[[int], int] | None = None,
     per_entity_cap: int = 3,
     min_units_per_entity: int = 1,
+    lexical: Sequence[int] = (),
+    vector: Sequence[int] = (),
+    question_weight: float = 1.0,
+    rrf_k: int = 60,
 ) -> list[UnitCandidate]:
     """Candidate text units for `entities` (positions, in link order), in the order to try them.
 
     `scores` (link scores) and `budget` / `unit_cost` (tokens of a unit's rendered row) are used by
-    `weighted` only.
+    `weighted` only; `lexical` / `vector` (unit positions most similar to the question, best first),
+    `question_weight` and `rrf_k` by `hybrid` only.
     """
     per_entity = [entity_units(index, e) for e in entities]
     n = len(entities)
@@ -136,6 +160,8 @@ def select_text_units(
         return first + [c for c in _graphrag_order(per_entity, entities) if c.unit not in seen]
     if strategy == "weighted":
         return _weighted(per_entity, entities, scores, budget, unit_cost)
+    if strategy == "hybrid":
+        return fuse_rankings(_graphrag_order(per_entity, entities), lexical, vector, question_weight, rrf_k)
     raise ValueError(f"unknown text_unit_strategy {strategy!r}; expected one of {', '.join(STRATEGIES)}")
 
 
@@ -169,3 +195,41 @@ def _weighted(
             spent += c
             first.append(UnitCandidate(unit, entity, rank, count))
     return first + [c for c in _graphrag_order(per_entity, entities) if c.unit not in seen]
+
+
+def fuse_rankings(
+    linked: Sequence[UnitCandidate],
+    lexical: Sequence[int],
+    vector: Sequence[int],
+    question_weight: float = 1.0,
+    rrf_k: int = 60,
+) -> list[UnitCandidate]:
+    """Reciprocal-rank fusion of the entity-linked candidates with the question rankings (see the
+    module docstring for the formula). Units only the question reaches get entity `NO_ENTITY`."""
+    if rrf_k < 0:
+        raise ValueError(f"rrf_k must be >= 0, got {rrf_k}")
+    if question_weight < 0:
+        raise ValueError(f"question_weight must be >= 0, got {question_weight}")
+    score: dict[int, float] = {}
+    reasons: dict[int, list[str]] = {}
+    base: dict[int, UnitCandidate] = {}
+    order: dict[int, int] = {}  # tie-break: entity-side rank, then question-only units by position
+    for rank, cand in enumerate(linked, start=1):
+        if cand.unit in base:
+            continue
+        base[cand.unit] = cand
+        order[cand.unit] = rank
+        score[cand.unit] = 1.0 / (rrf_k + rank)
+        reasons[cand.unit] = ["entity"]
+    for name, ranking in (("lexical", lexical), ("vector", vector)):
+        for rank, unit in enumerate(dict.fromkeys(ranking), start=1):
+            score[unit] = score.get(unit, 0.0) + question_weight / (rrf_k + rank)
+            reasons.setdefault(unit, []).append(name)
+    tail = len(base) + 1
+    ranked = sorted(score, key=lambda u: (-score[u], order.get(u, tail), u))
+    out: list[UnitCandidate] = []
+    for unit in ranked:
+        cand = base.get(unit) or UnitCandidate(unit, NO_ENTITY, NO_ENTITY, 0)
+        out.append(UnitCandidate(cand.unit, cand.entity, cand.entity_rank, cand.relationships,
+                                 tuple(reasons[unit]), round(score[unit], 6)))
+    return out

@@ -39,7 +39,7 @@ def test_report_counts_match_tables(sample_index: tuple[Path, IndexBuildReport])
     assert report.entities == len(_read(out, "entities")) > 50
     assert report.relationships == len(_read(out, "relationships")) > 100
     assert report.communities == len(_read(out, "communities")) == report.reports == len(_read(out, "community_reports"))
-    assert set(report.step_seconds) >= {"chunk", "extract", "merge", "communities", "reports", "embed", "write"}
+    assert set(report.step_seconds) >= {"chunk", "extract", "graph", "communities", "reports", "embed", "write"}
     assert not report.noop and report.message.startswith("Built index")
 
 

@@ -64,7 +64,7 @@ def test_unknown_text_gives_zero_vector_not_nan():
 
 def test_save_load_round_trip_without_pickle(tmp_path):
     emb = OfflineEmbedder.fit(CORPUS)
-    path = emb.save(tmp_path / "embedder.joblib")  # any name: the content is npz
+    path = emb.save(tmp_path / "embedder.npz")
     loaded = OfflineEmbedder.load(path)
     assert loaded.dim == emb.dim and loaded.fingerprint == emb.fingerprint
     assert np.array_equal(loaded.transform(CORPUS), emb.transform(CORPUS))

@@ -27,7 +27,7 @@ from engines.schemas import MapResponse, PrimerResponse, RateResponse
         ('<think>I will answer {"a": 0} no wait\n{"a": 1}', {"a": 1}),  # unclosed think: last object
         ('reasoning the server cut</think>{"a": 1}', {"a": 1}),
         ('{"a": 1, "b": [1, 2,],}', {"a": 1, "b": [1, 2]}),
-        ("{'a': 'x', 'b': 'Scrooge's nephew'}", {"a": "x", "b": "Scrooge's nephew"}),
+        ("{'b': 'Scrooge's nephew', 'a': 'x'}", {"b": "Scrooge's nephew", "a": "x"}),
         ("{'ok': True, 'none': None, 'no': False}", {"ok": True, "none": None, "no": False}),
         ('{{"a": 1}}', {"a": 1}),
         ('Sure! {"a": 1} Anything else?', {"a": 1}),
@@ -48,7 +48,16 @@ def test_truncated_array_keeps_complete_elements():
 
 def test_truncated_string_and_object_are_closed():
     assert repair_json_text('{"questions": ["Who is Fred?", "Why') == {"questions": ["Who is Fred?"]}
-    assert repair_json_text('{"intermediate_answer": "Scrooge changes') == {"intermediate_answer": "Scrooge changes"}
+    # With no list to cut back to, the cut-off field would be taken as meant ("Who is Sc"): refused (issue 17).
+    with pytest.raises(ValueError, match="cut off"):
+        repair_json_text('{"intermediate_answer": "Scrooge changes')
+    with pytest.raises(ValueError, match="cut off"):
+        repair_json_text('{"question": "Who is Sc')
+
+
+def test_truncated_nested_list_drops_the_whole_half_written_element():
+    text = '{"points": [{"description": "A", "score": 80}, {"description": "B", "tags": ["x", "y'
+    assert repair_json_text(text) == {"points": [{"description": "A", "score": 80}]}
 
 
 def test_no_json_raises_value_error_with_preview():

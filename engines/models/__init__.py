@@ -23,7 +23,7 @@ _EXPORTS = {
     "build_chat_model": "engines.models.factory",
     "build_embedder": "engines.models.factory",
     "complete_json": "engines.models.structured",
-    "repair_json_text": "engines.models.json_repair_text",
+    "repair_json_text": "engines.models.structured",
     "OpenAIChatModel": "engines.models.openai_backend",
     "OpenAIEmbedder": "engines.models.openai_backend",
     "OfflineEmbedder": "engines.models.embedding_offline",

@@ -190,7 +190,7 @@ class OfflineEmbedder:
 # fitting on an index and attaching its vector tables
 
 INDEX_STATE_DIR = "graphroute"
-INDEXER_FILES = ("embedder.joblib", "embedder.npz")  # what the graphroute indexer saves (npz content)
+INDEXER_FILES = ("embedder.npz",)  # what the graphroute indexer saves; never a pickle or joblib file
 
 
 def index_texts(index: Any) -> dict[str, tuple[list[int], list[str]]]:

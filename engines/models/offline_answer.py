@@ -152,11 +152,11 @@ def rank_candidates(cands: list[Candidate], question: str, entities: list[str]) 
     query, _broad = question_terms(question)
     if not query or not cands:
         return []
-    bm25 = BM25([c.terms for c in cands])
+    bm25_scores = BM25([c.terms for c in cands]).scores(query)
     folded_entities = [e.casefold() for e in entities]
     ranked = []
     for i, c in enumerate(cands):
-        score = bm25.score(query, i)
+        score = float(bm25_scores[i])
         if score <= 0:
             continue
         folded = c.text.casefold()

@@ -1,7 +1,7 @@
 """Structured tasks of the offline extractive model: map, rate, HyDE, DRIFT primer and follow-up.
 
 Each function turns a parsed prompt into the pydantic object its engine expects (schemas in
-`engines/schemas.py`). Scores come from term coverage of the question, so they are comparable
+`engines/models/schemas.py`). Scores come from term coverage of the question, so they are comparable
 across calls; orders are by score, then position in the context (never by hash order).
 """
 
@@ -35,7 +35,7 @@ from engines.models.offline_text import (
     trim_sentence,
     wordset,
 )
-from engines.schemas import FollowupResponse, MapPoint, MapResponse, PrimerResponse, RateResponse
+from engines.models.schemas import FollowupResponse, MapPoint, MapResponse, PrimerResponse, RateResponse
 from shared_context.tokens import Tokenizer
 
 _QUESTION_WORDS = wordset(
@@ -103,10 +103,11 @@ def global_map(parsed: ParsedPrompt, question: str) -> MapResponse:
     title_col = table.column("title")
     rows = [r for r in table.rows if r.get(table.id_column, "")]
     per_report = [_report_sentences(table, r) for r in rows]
-    bm25 = BM25([terms(s) for sents in per_report for s in sents] or [[]])
+    sentence_terms = [terms(s) for sents in per_report for s in sents]
+    bm25_scores = BM25(sentence_terms).scores(query)
     offsets = [sum(len(s) for s in per_report[:i]) for i in range(len(per_report))]
     batch_terms = [t for r in rows for t in terms(r.get(title_col, "") if title_col else "")]
-    batch_terms += [t for doc in bm25.docs for t in doc]
+    batch_terms += [t for doc in sentence_terms for t in doc]
     relevant_batch = answerable(question, batch_terms)
     # one point per report: (ids, title, best sentences, their terms, score); near-duplicates share a point
     points: list[tuple[list[str], str, list[str], list[str], int]] = []
@@ -119,7 +120,7 @@ def global_map(parsed: ParsedPrompt, question: str) -> MapResponse:
             # Corpus-wide question: the report's opening summary, plus its sentence that best matches
             # the question's own words ("themes", "overall") when it has one.
             score, best = round(20 + 60 * rank), sentences[:1]
-            scores = [bm25.score(query, offset + i) for i in range(len(sentences))]
+            scores = [float(x) for x in bm25_scores[offset : offset + len(sentences)]]
             extra = max(range(1, len(sentences)), key=lambda i: (scores[i], -i), default=None)
             if extra is not None:
                 best = [*best, sentences[extra if scores[extra] > 0 else 1]]
@@ -127,7 +128,7 @@ def global_map(parsed: ParsedPrompt, question: str) -> MapResponse:
             continue
         else:
             score = max(1, min(100, round(85 * cover + 15 * rank)))
-            scores = [bm25.score(query, offset + i) for i in range(len(sentences))]
+            scores = [float(x) for x in bm25_scores[offset : offset + len(sentences)]]
             order = sorted(range(len(sentences)), key=lambda i: (-scores[i], i))
             best = [sentences[i] for i in sorted(order[:2])]
         if not best:

@@ -1,6 +1,7 @@
 """Structured output that survives local models: JSON mode, repair, validation, one corrective retry.
 
-`complete_json` asks for JSON mode, repairs the reply (`json_repair_text`), coerces harmless
+`complete_json` asks for JSON mode, repairs the reply (the `json-repair` package, after dropping reasoning
+blocks; a truncated reply also yields a cut-back candidate without its half-written last element), coerces harmless
 differences (numeric strings such as "85", integral floats, a bare list where the schema wants an
 object with one list field) and validates against the pydantic schema. Out-of-range values are
 rejected, never clamped, so a rating of 9 on a 0–5 scale is reported rather than silently changed.
@@ -10,6 +11,7 @@ raises `StructuredOutputError`, which carries every completion so usage is never
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import re
@@ -17,16 +19,113 @@ import types
 import typing
 from typing import Any, TypeVar, Union, get_args, get_origin
 
+import json_repair
 from pydantic import BaseModel, ValidationError
 
 from engines.models.base import ChatModel, Completion, Message
 from engines.models.errors import ModelError, StructuredOutputError
-from engines.models.json_repair_text import repair_candidates, repair_json_text
 
-__all__ = ["complete_json", "parse_structured", "repair_json_text"]
+__all__ = ["complete_json", "leading_reasoning_done", "parse_structured", "repair_json_text", "strip_reasoning"]
 
 M = TypeVar("M", bound=BaseModel)
 _NUMBER = re.compile(r"^\s*[-+]?\d+(\.\d+)?\s*%?\s*$")
+_THINK_BLOCK = re.compile(r"<(think|thinking|reasoning)>.*?</\1>", re.S | re.I)
+_THINK_OPEN = re.compile(r"<(think|thinking|reasoning)>", re.I)
+_THINK_CLOSE = re.compile(r"</(think|thinking|reasoning)>", re.I)
+
+
+# ---------------------------------------------------------------------------- repair
+
+
+def _strip_thinking(text: str) -> str:
+    """Drop reasoning blocks; after an unclosed `<think>` only the last JSON object counts (the reasoning
+    may quote drafts), and a lone `</think>` (the server dropped the opening tag) ends the reasoning."""
+    text = _THINK_BLOCK.sub("", text)
+    close = list(_THINK_CLOSE.finditer(text))
+    if close:
+        text = text[close[-1].end() :]
+    opened = _THINK_OPEN.search(text)
+    if opened:
+        rest = text[opened.end() :]
+        last = rest.rfind("{")
+        return rest[last:] if last >= 0 else rest
+    return text
+
+
+def strip_reasoning(text: str) -> str:
+    """Prose without reasoning blocks: closed blocks go, a lone closing tag ends the reasoning before it,
+    and an unclosed opening tag starts reasoning that runs to the end (the model never answered)."""
+    text = _THINK_BLOCK.sub("", text)
+    close = list(_THINK_CLOSE.finditer(text))
+    if close:
+        text = text[close[-1].end() :]
+    opened = _THINK_OPEN.search(text)
+    if opened:
+        text = text[: opened.start()]
+    return text.strip()
+
+
+def leading_reasoning_done(text: str) -> tuple[str, bool]:
+    """For a streamed answer: (visible text, True) once `text` is known not to open with a reasoning block
+    or its block is closed; ("", False) while it may still be reasoning (or a tag is half received)."""
+    body = text.lstrip()
+    if not body:
+        return "", False
+    opened = _THINK_OPEN.match(body)
+    if opened:
+        close = re.compile(rf"</{opened.group(1)}>", re.I).search(body, opened.end())
+        return (body[close.end() :].lstrip(), True) if close else ("", False)
+    lowered = body.lower()
+    if any(tag.startswith(lowered) for tag in ("<think>", "<thinking>", "<reasoning>")):
+        return "", False  # "<th" may become "<think>"
+    return text, True
+
+
+def _without_last_element(value: Any) -> Any | None:
+    """`value` without the last element of the first list on its trailing path (the element a truncated
+    reply was writing; a half-written object inside it goes as a whole), or None when there is no list."""
+    if isinstance(value, list):
+        return value[:-1] if value else None
+    if isinstance(value, dict) and value:
+        key = next(reversed(value))
+        inner = _without_last_element(value[key])
+        return None if inner is None else {**value, key: inner}
+    return None
+
+
+def repair_candidates(text: str) -> list[Any]:
+    """JSON values recoverable from a model reply, best first (may be empty): the `json-repair` reading,
+    preceded for a truncated reply by the same without its half-written last list element. A truncated
+    reply with no list to cut back to is a `ValueError`: its last field is cut mid-value."""
+    with contextlib.suppress(ValueError):  # the common case: valid JSON already
+        value = json.loads(text)
+        return [value] if isinstance(value, dict | list) else []
+    body = _strip_thinking(text)
+    try:
+        value = json_repair.loads(body)
+    except Exception:  # json-repair is a best-effort heuristic; any failure of it means "no JSON"
+        return []
+    if not isinstance(value, dict | list):
+        return []
+    truncated = body.count("{") + body.count("[") > body.count("}") + body.count("]")
+    if not truncated:
+        return [value]
+    cut = _without_last_element(value)
+    if cut is None:  # no list to cut back to: the cut-off field itself ("Who is Sc") would be taken as meant
+        raise ValueError("the reply is cut off: its JSON object is never closed")
+    return [cut, value]
+
+
+def repair_json_text(text: str) -> Any:
+    """The best JSON value recoverable from a model reply; `ValueError` when there is none."""
+    candidates = repair_candidates(text)
+    if not candidates:
+        preview = text.strip().replace("\n", " ")[:120]
+        raise ValueError(f"no JSON object found in the reply (starts: {preview!r})")
+    return candidates[0]
+
+
+# ---------------------------------------------------------------------------- coercion and validation
 
 
 def _is_int_annotation(annotation: Any) -> bool:

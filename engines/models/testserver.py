@@ -271,6 +271,14 @@ class _Server(ThreadingHTTPServer):
             self.owner.connections += 1
         super().process_request(request, client_address)
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that hung up (its deadline passed, it was cancelled) is normal here, not an error."""
+        import sys
+
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return
+        super().handle_error(request, client_address)
+
 
 class _Handler(BaseHTTPRequestHandler):
     owner: LoopbackServer

@@ -1,0 +1,203 @@
+"""One home for text processing: tokenising, stopwords, stemming, sentence splitting and BM25.
+
+Used by entity linking (`shared_context.linking`), the offline extractive model (`engines/models/offline_*`)
+and the indexer. Everything is deterministic: no randomness, no clock, no iteration over sets of strings
+where the order can reach the output. The stopword list is data (`shared_context/data/stopwords.txt`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+
+__all__ = [
+    "BM25",
+    "CJK",
+    "CJK_RE",
+    "STOPWORDS",
+    "TOKEN_RE",
+    "plural_stem",
+    "split_sentences",
+    "stem",
+    "tokens",
+]
+
+# Ideographs, kana and hangul are written without spaces; consumers index them as characters or bigrams.
+CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
+CJK_RE = re.compile(f"[{CJK}]")
+TOKEN_RE = re.compile(f"[{CJK}]+|[^\\W_{CJK}]+")  # a Latin/digit run never swallows CJK text
+# "Scrooge's" -> "Scrooge", "the Cratchits' house" -> "the Cratchits house"
+POSSESSIVE_RE = re.compile(r"['’]s\b|(?<=s)['’](?=\s|$)", re.IGNORECASE)
+
+_DATA = Path(__file__).resolve().parent / "data"
+
+
+def _word_list(name: str) -> frozenset[str]:
+    lines = (_DATA / name).read_text(encoding="utf-8").splitlines()
+    return frozenset(w for line in lines if not line.lstrip().startswith("#") for w in line.split())
+
+
+STOPWORDS = _word_list("stopwords.txt")
+
+
+def tokens(text: str) -> list[str]:
+    """Word runs (letters/digits) and CJK runs, possessives removed; case is kept."""
+    return TOKEN_RE.findall(POSSESSIVE_RE.sub("", text))
+
+
+# ---------------------------------------------------------------------------- stemming
+
+_IRREGULAR = dict(pair.split(":", 1) for pair in _word_list("irregular_forms.txt"))
+
+
+def plural_stem(word: str) -> str:
+    """Plural endings only, so names stay recognisable ("Cratchits" -> "cratchit"); for entity linking."""
+    if len(word) <= 3 or not word.isascii() or not word.isalpha():
+        return word
+    if word.endswith("ies") and len(word) > 4:
+        return word[:-3] + "y"
+    if word.endswith(("sses", "shes", "ches", "xes", "zes")):
+        return word[:-2]
+    if word.endswith("s") and not word.endswith(("ss", "us", "is")):
+        return word[:-1]
+    return word
+
+
+def stem(word: str) -> str:
+    """Light suffix stripping of a lower-case word; it only has to map inflections of one word to one key."""
+    w = _IRREGULAR.get(word, word)
+    if len(w) <= 3:
+        return w
+    if w.endswith("ies") and len(w) > 4:
+        w = w[:-3] + "y"
+    elif w.endswith("sses"):
+        w = w[:-2]
+    elif w.endswith("ness") and len(w) > 6:
+        w = w[:-4]
+    elif w.endswith("ing") and len(w) > 5:
+        w = w[:-3]
+    elif (
+        (w.endswith("ed") and len(w) > 4)
+        or (w.endswith("ly") and len(w) > 5)
+        or (w.endswith("er") and len(w) > 5)
+    ):
+        w = w[:-2]  # "leader" -> "lead", "manager" -> "manag" (as "manage")
+    elif w.endswith("s") and not w.endswith("ss") and len(w) > 3:
+        w = w[:-1]
+    if w.endswith("e") and len(w) > 4:
+        w = w[:-1]
+    return w
+
+
+# ---------------------------------------------------------------------------- sentences
+
+# A sentence ends at . ! ? (plus closing quotes/brackets) before whitespace and a capital, digit or
+# CJK character; CJK full stops end a sentence without any space.
+# A protected citation placeholder (\x00n\x00, see offline_answer.cited_units) may sit after the stop.
+# One leading character class keeps the scan fast (an alternation at the start defeats the regex
+# engine's prefix search); Latin stops are then checked for the following capital in Python.
+_BOUNDARY_RE = re.compile(r"[.!?。！？；][\"'”’)\]」』）]*(?:\s*\x00\d+\x00)*")
+_NEXT_SENTENCE_RE = re.compile(r"\s+[\"'“‘(\[]?[A-Z0-9" + CJK + r"]")
+_MARKDOWN_BLOCK_RE = re.compile(r"\n(?=\s*(?:#{1,6}\s|[-*•]\s|\d+[.)]\s))")
+_CJK_NEWLINE_RE = re.compile(f"(?<=[{CJK}])\\s*\\n\\s*(?=[{CJK}])")
+_ABBREVIATIONS = _word_list("abbreviations.txt")
+
+
+def _ends_with_abbreviation(fragment: str) -> bool:
+    last = fragment.rstrip().rsplit(" ", 1)[-1].lower().strip("\"'“‘(").rstrip(".")
+    return last in _ABBREVIATIONS or (len(last) == 1 and last.isalpha())
+
+
+def split_sentences(text: str) -> list[str]:
+    """Split prose or markdown into sentences, whitespace collapsed; headings and list items are their own
+    units, a full stop after an abbreviation or an initial ("Dr.", "J. R.") does not end a sentence."""
+    out: list[str] = []
+    text = _CJK_NEWLINE_RE.sub("", text.replace("\r", ""))
+    for paragraph in re.split(r"\n\s*\n", text):
+        for block in _MARKDOWN_BLOCK_RE.split(paragraph):
+            flat = re.sub(r"\s+", " ", block).strip()
+            if not flat:
+                continue
+            pieces, last = [], 0
+            for m in _BOUNDARY_RE.finditer(flat):
+                if m.group(0)[0] in ".!?" and not _NEXT_SENTENCE_RE.match(flat, m.end()):
+                    continue
+                pieces.append(flat[last : m.end()])
+                last = m.end()
+            pieces.append(flat[last:])
+            merged: list[str] = []
+            for piece in (p.strip() for p in pieces if p.strip()):
+                if merged and _ends_with_abbreviation(merged[-1]):
+                    merged[-1] = f"{merged[-1]} {piece}"
+                else:
+                    merged.append(piece)
+            out.extend(merged)
+    return out
+
+
+# ---------------------------------------------------------------------------- BM25
+
+
+class BM25:
+    """Okapi BM25 over a fixed list of documents given as term lists, stored as (documents x terms) CSC
+    postings so a query touches only the posting lists of its own terms.
+
+    `dtype=np.float32` halves the memory of large tables (entity linking); the default float64 gives the
+    same numbers as a plain-Python BM25.
+    """
+
+    def __init__(
+        self, docs: Sequence[Sequence[str]], *, k1: float = 1.2, b: float = 0.75, dtype: type = np.float64
+    ) -> None:
+        vocab: dict[str, int] = {}
+        doc_ids: list[int] = []
+        term_ids: list[int] = []
+        lengths = np.zeros(len(docs), dtype=np.float64)
+        for d, terms in enumerate(docs):
+            lengths[d] = len(terms)
+            ids = [vocab.setdefault(t, len(vocab)) for t in terms]
+            term_ids.extend(ids)
+            doc_ids.extend([d] * len(ids))
+        n_docs, n_terms = len(docs), len(vocab)
+        self.vocab = vocab
+        self.n_docs = n_docs
+        self.dtype = dtype
+        if not term_ids:
+            self.matrix = sp.csc_matrix((n_docs, max(n_terms, 1)), dtype=dtype)
+            return
+        tf = sp.coo_matrix(
+            (np.ones(len(term_ids), dtype=np.float64), (np.asarray(doc_ids), np.asarray(term_ids))),
+            shape=(n_docs, n_terms),
+        ).tocsc()
+        tf.sum_duplicates()
+        df = np.diff(tf.indptr).astype(np.float64)
+        idf = np.log1p((n_docs - df + 0.5) / (df + 0.5))
+        avgdl = max(float(lengths.mean()), 1e-9)
+        norm = k1 * (1 - b + b * lengths / avgdl)  # per document
+        term_of_entry = np.repeat(np.arange(n_terms), np.diff(tf.indptr))
+        values = tf.data
+        tf.data = (idf[term_of_entry] * values * (k1 + 1) / (values + norm[tf.indices])).astype(dtype)
+        self.matrix = tf
+
+    def scores(self, query: Sequence[str]) -> np.ndarray:
+        """Score of every document for `query` (repeated query terms count once)."""
+        out: np.ndarray = np.zeros(self.n_docs, dtype=self.dtype)
+        m = self.matrix
+        for term in dict.fromkeys(query):  # unique, stable
+            t = self.vocab.get(term)
+            if t is None:
+                continue
+            lo, hi = m.indptr[t], m.indptr[t + 1]
+            out[m.indices[lo:hi]] += m.data[lo:hi]
+        return out
+
+    def postings(self, term: str) -> np.ndarray:
+        """Positions of the documents that contain `term`."""
+        t = self.vocab.get(term)
+        if t is None:
+            return np.zeros(0, dtype=np.int32)
+        return np.asarray(self.matrix.indices[self.matrix.indptr[t] : self.matrix.indptr[t + 1]])

@@ -1,0 +1,72 @@
+"""Text units most similar to the question: the question side of the `hybrid` Sources strategy.
+
+Two rankings, each cut to the best `depth` units:
+- lexical: BM25 over the units' text. This is the project's one BM25 (`linking.lexical_scores` on the
+  `text_units` table), whose matrix is built once per index and cached beside it; a query reads only
+  the posting lists of its own terms.
+- vector: cosine with the index's `text_unit_text` vectors, only when a query vector of the same
+  dimension is given (the engine embeds the question once, with the embedder the index was built with).
+
+Pure and deterministic: ties go to the lower unit position.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from shared_context.linking import lexical_scores
+
+__all__ = ["QuestionUnits", "question_units", "top_positions"]
+
+# How deep each question ranking goes. Far more units than any Sources budget holds at usual chunk
+# sizes (12k tokens / 300-token chunks = 40), so the budget, not this cut, decides what is shown.
+DEFAULT_DEPTH = 60
+
+
+@dataclass(frozen=True)
+class QuestionUnits:
+    lexical: list[int]  # unit positions, best BM25 first (only units sharing a term with the question)
+    vector: list[int]  # unit positions, best cosine first; [] when no usable vector
+    notes: list[str] = field(default_factory=list)
+
+
+def top_positions(scores: np.ndarray, depth: int, *, positive_only: bool) -> list[int]:
+    """Positions of the `depth` highest scores, best first, ties by position."""
+    if depth <= 0 or scores.size == 0:
+        return []
+    candidates = np.flatnonzero(scores > 0) if positive_only else np.arange(scores.size)
+    if len(candidates) > depth:
+        cut = np.partition(scores[candidates], len(candidates) - depth)[len(candidates) - depth]
+        candidates = candidates[scores[candidates] >= cut]
+    order = np.lexsort((candidates, -scores[candidates]))
+    return candidates[order][:depth].tolist()
+
+
+def question_units(
+    index: Any, query: str, query_vector: np.ndarray | None = None, depth: int = DEFAULT_DEPTH
+) -> QuestionUnits:
+    """The lexical and (when usable) vector rankings of the index's text units for `query`."""
+    notes: list[str] = []
+    if not index.text_units or not query.strip():
+        return QuestionUnits([], [], notes)
+    lexical = top_positions(
+        np.asarray(lexical_scores(index, "text_units", query), dtype=np.float64), depth, positive_only=True
+    )
+    vector: list[int] = []
+    table = getattr(index, "vectors", {}).get("text_unit_text")
+    if query_vector is None:
+        notes.append("no query vector: question-similar units found lexically only")
+    elif table is None or len(table) == 0:
+        notes.append("the index has no text_unit_text vectors: question-similar units found lexically only")
+    elif np.asarray(query_vector).reshape(-1).shape[0] != table.dim:
+        notes.append(
+            f"text unit vectors have dim {table.dim} but the query vector has "
+            f"{np.asarray(query_vector).reshape(-1).shape[0]}: question-similar units found lexically only"
+        )
+    else:
+        sims = np.asarray(table.similarities(query_vector), dtype=np.float64)
+        vector = [int(table.positions[r]) for r in top_positions(sims, depth, positive_only=True)]
+    return QuestionUnits(lexical, vector, notes)

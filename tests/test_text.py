@@ -1,0 +1,77 @@
+"""shared_context.text: the one home of tokenising, stopwords, stemming, sentence splitting and BM25."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+
+import numpy as np
+import pytest
+
+from shared_context.text import BM25, STOPWORDS, plural_stem, split_sentences, stem, tokens
+
+
+def _plain_bm25(docs: list[list[str]], query: list[str], k1: float = 1.2, b: float = 0.75) -> list[float]:
+    """Textbook Okapi BM25 (Robertson idf with +1), written out to check the sparse implementation."""
+    n = len(docs)
+    avg = sum(len(d) for d in docs) / n
+    df = Counter(t for d in docs for t in set(d))
+    out = []
+    for d in docs:
+        tf = Counter(d)
+        s = 0.0
+        for t in dict.fromkeys(query):
+            if tf[t]:
+                idf = math.log(1 + (n - df[t] + 0.5) / (df[t] + 0.5))
+                s += idf * tf[t] * (k1 + 1) / (tf[t] + k1 * (1 - b + b * len(d) / avg))
+        out.append(s)
+    return out
+
+
+def test_bm25_matches_the_textbook_formula() -> None:
+    docs = [["ghost", "past", "ghost"], ["scrooge", "counting", "house"], [], ["ghost", "scrooge", "bed", "night"]]
+    query = ["ghost", "scrooge", "ghost", "absent"]
+    assert BM25(docs).scores(query) == pytest.approx(_plain_bm25(docs, query), abs=1e-12)
+    small = BM25(docs, dtype=np.float32)
+    assert small.scores(query).dtype == np.float32
+    assert small.scores(query) == pytest.approx(_plain_bm25(docs, query), rel=1e-6)
+    assert list(small.postings("ghost")) == [0, 3]
+    assert list(small.postings("absent")) == []
+
+
+def test_bm25_of_no_documents_or_no_terms_scores_nothing() -> None:
+    assert BM25([]).scores(["x"]).shape == (0,)
+    assert list(BM25([[], []]).scores(["x"])) == [0.0, 0.0]
+
+
+def test_stopwords_are_one_data_list() -> None:
+    assert {"the", "and", "because", "tell", "s"} <= STOPWORDS
+    assert "scrooge" not in STOPWORDS
+    assert all(w == w.lower() and not w.startswith("#") for w in STOPWORDS)
+
+
+def test_stemmers() -> None:
+    assert [plural_stem(w) for w in ("cratchits", "stories", "churches", "bus", "ox")] == [
+        "cratchit", "story", "church", "bus", "ox"]
+    assert [stem(w) for w in ("leader", "led", "children", "kindness", "running")] == [
+        "lead", "lead", "child", "kind", "runn"]
+
+
+def test_tokens_drop_possessives_and_separate_cjk() -> None:
+    assert tokens("Scrooge's nephews and the Cratchits' house") == [
+        "Scrooge", "nephews", "and", "the", "Cratchits", "house"]
+    assert tokens("林黛玉and贾宝玉") == ["林黛玉", "and", "贾宝玉"]
+
+
+def test_sentences_respect_abbreviations_markdown_and_chinese() -> None:
+    text = ("# Title\n\nDr. Amara Osei met J. R. Smith at St. Brigid's. She left, e.g. early.\n"
+            "- a list item\n\n北风合作社成立了。李文表示同意！End")
+    assert split_sentences(text) == [
+        "# Title",
+        "Dr. Amara Osei met J. R. Smith at St. Brigid's.",
+        "She left, e.g. early.",
+        "- a list item",
+        "北风合作社成立了。",
+        "李文表示同意！",
+        "End",
+    ]
