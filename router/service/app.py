@@ -125,7 +125,7 @@ async def _json(request: Request) -> dict[str, Any]:
 
 def _failure(exc: Exception) -> Response:
     """Known failures as clean JSON errors; anything else goes up to Guard (500, logged, no trace)."""
-    from engines.errors import EngineError
+    from engines.errors import DeadlineExceeded, EngineError
     from engines.models.errors import ModelError
 
     if isinstance(exc, RequestError):
@@ -136,7 +136,12 @@ def _failure(exc: Exception) -> Response:
         return _error(400, str(exc), "invalid_request_error")
     if isinstance(exc, EngineError | ModelError | RuntimeError):
         log.warning("question failed: %s", exc)
-        return _error(502, str(exc), "upstream_error")
+        status, kind = (504, "deadline_exceeded") if isinstance(exc, DeadlineExceeded) else (502, "upstream_error")
+        body: dict[str, Any] = {"message": str(exc), "type": kind, "code": status}
+        usage = getattr(exc, "usage", None)
+        if usage is not None and hasattr(usage, "to_dict"):
+            body["usage"] = usage.to_dict()  # what the failed question cost is never lost
+        return JSONResponse({"error": body}, status_code=status)
     raise exc
 
 
@@ -204,8 +209,12 @@ def create_app(service: Service) -> Any:
             found = next((d for d in ix.documents if ident in (d.id, d.short_id)), None)
             if found is None:
                 return _error(404, f"no document {ident!r} in this index", "not_found")
-            return JSONResponse({"id": found.id, "short_id": found.short_id, "title": found.title,
-                                 "text": found.text, "text_unit_ids": list(found.text_unit_ids)})
+            text, source = found.text, "document"
+            if not text.strip():  # some GraphRAG outputs keep no document text: rebuild it from its chunks
+                units = [ix.text_units[ix.text_unit_pos[u]] for u in found.text_unit_ids if u in ix.text_unit_pos]
+                text, source = "\n\n".join(u.text for u in units), "text_units"
+            return JSONResponse({"id": found.id, "short_id": found.short_id, "title": found.title, "text": text,
+                                 "text_source": source, "text_unit_ids": list(found.text_unit_ids)})
         return _error(404, f"no record kind {kind!r} (use text_units or documents)", "not_found")
 
     async def route(request: Request) -> Response:
