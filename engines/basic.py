@@ -14,6 +14,7 @@ from engines.estimate import CostEstimate, estimate_basic
 from engines.events import ContextReady
 from engines.models.base import Message
 from engines.result import SearchResult
+from shared_context.vectors import vector_table
 
 if TYPE_CHECKING:
     from shared_context.index import Index
@@ -21,8 +22,9 @@ if TYPE_CHECKING:
 
 def top_text_units(index: Index, question: str, k: int, query_vector: Any = None) -> tuple[list[tuple[int, float]], str]:
     """(text unit position, similarity) best first, and the method used ("vector" or "lexical")."""
-    if query_vector is not None:
-        return index.vectors["text_unit_text"].search(query_vector, k), "vector"
+    table = vector_table(index, "text_unit_text") if query_vector is not None else None
+    if table is not None:
+        return table.search(query_vector, k), "vector"
     from shared_context.linking import lexical_scores
 
     scores = np.asarray(lexical_scores(index, "text_units", question), dtype=np.float64)

@@ -38,6 +38,7 @@ from engines.models.errors import ModelError
 from engines.reduce import Point, ReduceSettings, batched_reduce, sort_points
 from engines.result import SearchResult
 from engines.schemas import FollowupResponse, PrimerResponse
+from shared_context.vectors import vector_table
 
 if TYPE_CHECKING:
     from shared_context.index import Index
@@ -195,9 +196,10 @@ class DriftSearch(Engine):
         k = self.config.primer_top_k_reports
         if vector_for(self.index, "community_full_content", run.models):
             vectors = await run.embed("primer", [expanded])
-            if vectors is not None:
+            table = vector_table(self.index, "community_full_content")
+            if vectors is not None and table is not None:
                 run.details["report_similarity"] = "vector"
-                return list(self.index.vectors["community_full_content"].search(vectors[0], k))
+                return list(table.search(vectors[0], k))
         from shared_context.linking import lexical_scores
 
         run.details["report_similarity"] = "lexical"

@@ -51,7 +51,7 @@ from indexer.output import (
     today,
     write_table,
 )
-from indexer.reader import SourceDocument, read_documents
+from indexer.reader import SourceDocument, read_input
 from indexer.reports import offline_reports
 from indexer.signals import interruptible, signals_ignored
 from indexer.state import (
@@ -69,6 +69,7 @@ from indexer.state import (
     write_extractions,
     write_manifest,
 )
+from indexer.tabular import ColumnOptions
 from shared_context.tokens import TokenizerError
 
 OUTPUT_TABLES = ("entities", "relationships", "communities", "community_reports", "text_units", "documents")
@@ -84,6 +85,7 @@ def build_index(
     progress: bool = True,
     force: bool = False,
     refit_embedder: bool = False,
+    columns: ColumnOptions | None = None,
 ) -> IndexBuildReport:
     """Index every `.txt`/`.md` file under `input_dir` into a GraphRAG-v3 index at `out_dir`.
 
@@ -96,10 +98,10 @@ def build_index(
     instead of keeping the one the index was built with.
     """
     started = time.perf_counter()
-    documents, skipped = read_documents(input_dir)
+    read = read_input(input_dir, columns)
     read_seconds = time.perf_counter() - started
     return build_index_from_documents(
-        documents,
+        read.documents,
         out_dir,
         config=config,
         model=model,
@@ -107,8 +109,10 @@ def build_index(
         progress=progress,
         force=force,
         refit_embedder=refit_embedder,
-        skipped_files=skipped,
+        skipped_files=read.skipped,
         read_seconds=read_seconds,
+        encodings=read.encodings,
+        notes=read.notes,
     )
 
 
@@ -124,6 +128,8 @@ def build_index_from_documents(
     refit_embedder: bool = False,
     skipped_files: list[str] | None = None,
     read_seconds: float = 0.0,
+    encodings: dict[str, str] | None = None,
+    notes: list[str] | None = None,
 ) -> IndexBuildReport:
     """Same as `build_index` for documents already in memory (e.g. a parquet corpus)."""
     if not documents:
@@ -137,6 +143,8 @@ def build_index_from_documents(
             unique[doc.id] = doc
     builder = _Builder(list(unique.values()), Path(out_dir), config or IndexerConfig(), model, embedder, progress)
     builder.report.skipped_files = skipped
+    builder.report.encodings = dict(encodings or {})
+    builder.report.warnings.extend(notes or [])
     builder.report.step_seconds["read"] = read_seconds
     builder.force = force
     builder.refit_embedder = refit_embedder
