@@ -186,12 +186,18 @@ class Router:
 
     def _prerank_engine(self, budget: Budget | None) -> Any:
         """Global search with pre-ranking: the configured share of report tokens, and no more map calls
-        than the call budget leaves room for (one reduce and a possible escalation aside)."""
+        than the call budget leaves room for (one reduce and a possible escalation aside). Built once per
+        map-call cap, like every other engine."""
         cap = self.config.global_search.max_map_calls
         if budget is not None and budget.max_llm_calls is not None:
             room = max(1, budget.max_llm_calls - 2)
             cap = room if cap is None else min(cap, room)
-        return self._make_engine("global_prerank", max_map_calls=cap) if cap else self._make_engine("global_prerank")
+        key = f"global_prerank:{cap}"
+        with self._lock:
+            if key not in self._engines:
+                self._engines[key] = (self._make_engine("global_prerank", max_map_calls=cap) if cap
+                                      else self._make_engine("global_prerank"))
+            return self._engines[key]
 
     # ---- the question pipeline ------------------------------------------------------------------
 
