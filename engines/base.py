@@ -95,10 +95,7 @@ class ModelSet:
         model = self.chat(stage)
         if getattr(model, "offline", False) or self.prices is None:
             return 0.0
-        try:
-            return float(self.prices.cost(model.name, prompt_tokens, output_tokens))
-        except Exception:  # an estimate must never fail on a price lookup
-            return 0.0
+        return float(self.prices.cost(model.name, prompt_tokens, output_tokens))  # unknown model: 0, warned once
 
 
 def _default_models(index: Index, graphroute_config: GraphrouteConfig | None) -> Any:
