@@ -62,9 +62,9 @@ def _nested_local_context(data: Any, prefix: str, defaults: dict[str, Any]) -> A
     return out
 
 
-# Reduce calls write partial answers of data_max_tokens // 2 - 32 tokens (at least 64); two of them plus
-# their headers must fit one reduce call, or a batched reduce never converges.
-MIN_REDUCE_TOKENS = 256
+# A batched reduce writes partial answers of at least 64 tokens (engines.reduce) and must fit two of them in
+# one reduce call to make progress: below twice that it can never converge.
+MIN_REDUCE_TOKENS = 128
 
 
 class LocalSearchConfig(LocalContextSettings):

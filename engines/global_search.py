@@ -23,6 +23,7 @@ from engines.result import SearchResult
 from engines.schemas import MapResponse
 
 if TYPE_CHECKING:
+    from shared_context.community_context import CommunityContextBuilder
     from shared_context.index import Index
 
 
@@ -54,11 +55,13 @@ class GlobalSearch(Engine):
     section_name = "global_search"
     section_type = GlobalSearchConfig
 
-    def __init__(self, index: Index, model: Any = None, *, embedder: Any = None, config: Any = None) -> None:
+    def __init__(self, index: Index, model: Any = None, *, embedder: Any = None, config: Any = None,
+                 builder: CommunityContextBuilder | None = None) -> None:
+        """`builder`: the map batches' context builder (default: `CommunityContextBuilder` from the config)."""
         super().__init__(index, model, embedder=embedder, config=config)
         from shared_context import CommunityContextBuilder, CommunityContextParams
 
-        self.builder = CommunityContextBuilder(index, make_params(
+        self.builder = builder if builder is not None else CommunityContextBuilder(index, make_params(
             CommunityContextParams, community_params(self.config, int(index.report_tokens.sum()))
         ))
 

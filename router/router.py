@@ -134,12 +134,18 @@ class Router:
 
     def _prerank_engine(self, budget: Budget | None) -> Any:
         """Global search with pre-ranking: the configured share of report tokens, and no more map calls
-        than the call budget leaves room for (one reduce and a possible escalation aside)."""
+        than the call budget leaves room for (one reduce and a possible escalation aside). Built once per
+        map-call cap, like every other engine."""
         cap = self.config.global_search.max_map_calls
         if budget is not None and budget.max_llm_calls is not None:
             room = max(1, budget.max_llm_calls - 2)
             cap = room if cap is None else min(cap, room)
-        return self._make_engine("global_prerank", max_map_calls=cap) if cap else self._make_engine("global_prerank")
+        key = f"global_prerank:{cap}"
+        with self._lock:
+            if key not in self._engines:
+                self._engines[key] = (self._make_engine("global_prerank", max_map_calls=cap) if cap
+                                      else self._make_engine("global_prerank"))
+            return self._engines[key]
 
     # ---- the question pipeline ------------------------------------------------------------------
 
@@ -156,10 +162,12 @@ class Router:
 
         if mode not in MODES:
             raise ValueError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
-        from engines.base import normalise_history
+        from engines.base import limit_history, normalise_history
 
         notes = degraded if degraded is not None else []
-        turns = normalise_history(history)
+        turns, history_note = limit_history(normalise_history(history), self.index.tokenizer)
+        if history_note:
+            notes.append(f"history: {history_note}")
         standalone = question
         if turns and self.config.router.rewrite_followups:
             standalone = await self._rewrite(question, turns, usage, deadline, notes)
@@ -218,12 +226,10 @@ class Router:
             ))
         except TimeoutError:
             return replace(decision, reasons=[*decision.reasons, "model classifier skipped: the deadline was near"])
-        except StructuredOutputError as err:
-            for c in err.completions:
+        except ModelError as err:  # a failed second opinion must never fail the question; a bug still surfaces
+            for c in getattr(err, "completions", ()):  # StructuredOutputError carries what was paid for
                 usage.add_completion("classify", c)
             return replace(decision, reasons=[*decision.reasons, f"model classifier unavailable: {err}"])
-        except Exception as exc:  # a failed second opinion must never fail the question
-            return replace(decision, reasons=[*decision.reasons, f"model classifier unavailable: {exc}"])
         for c in completions:
             usage.add_completion("classify", c)
         return new_decision
