@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
+import math
 import time
+import unicodedata
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
@@ -17,12 +20,15 @@ import numpy as np
 from pydantic import BaseModel
 
 from engines.citations import context_ids_of_messages, resolve_citations, union_ids
-from engines.errors import EngineError
+from engines.errors import DeadlineExceeded, EngineError, attach_usage
 from engines.events import AnswerDelta, Event, Final, Progress
+from engines.latency import LATENCY, latency_key
 from engines.models.base import ChatModel, Completion, Embedder, Message
 from engines.models.errors import ModelError, StructuredOutputError
+from engines.models.structured import leading_reasoning_done, strip_reasoning
 from engines.result import Degradation, SearchResult
 from engines.usage import Usage
+from shared_context.vectors import vector_table
 
 if TYPE_CHECKING:
     from engines.config import GraphrouteConfig
@@ -35,6 +41,12 @@ R = TypeVar("R")
 # Questions longer than this are refused; longer than LINK_TOKENS are cut for entity linking only.
 MAX_QUESTION_TOKENS = 8_000
 LINK_TOKENS = 1_000
+# History bounds, checked before any linking: one message, the number of messages and their total kept.
+MAX_TURN_TOKENS = 4_000
+MAX_HISTORY_MESSAGES = 50
+MAX_HISTORY_TOKENS = 16_000
+# How many findings a run cut by its deadline shows instead of the final answer.
+_DEADLINE_FINDINGS = 8
 
 HistoryLike = Sequence[Message | str | Mapping[str, Any]] | None
 
@@ -83,10 +95,7 @@ class ModelSet:
         model = self.chat(stage)
         if getattr(model, "offline", False) or self.prices is None:
             return 0.0
-        try:
-            return float(self.prices.cost(model.name, prompt_tokens, output_tokens))
-        except Exception:  # an estimate must never fail on a price lookup
-            return 0.0
+        return float(self.prices.cost(model.name, prompt_tokens, output_tokens))  # unknown model: 0, warned once
 
 
 def _default_models(index: Index, graphroute_config: GraphrouteConfig | None) -> Any:
@@ -98,21 +107,76 @@ def _default_models(index: Index, graphroute_config: GraphrouteConfig | None) ->
 
 
 def normalise_history(history: HistoryLike) -> list[Message]:
-    """Accept a list of strings (earlier user questions) or of role/content messages."""
-    if not history:
+    """Accept a list of strings (earlier user questions) or of role/content messages; anything else is a
+    ValueError naming the item (a bare string would otherwise be read one character per turn)."""
+    if history is None:
         return []
+    if isinstance(history, str | bytes) or not isinstance(history, Sequence):
+        raise ValueError(
+            f"history must be a list of earlier questions or {{'role', 'content'}} messages, "
+            f"got {type(history).__name__}"
+        )
     out: list[Message] = []
     for i, item in enumerate(history):
         if isinstance(item, str):
-            out.append({"role": "user", "content": item})
+            out.append({"role": "user", "content": _valid_text(item, f"history item {i}")})
         elif isinstance(item, Mapping) and "role" in item and "content" in item:
-            role = str(item["role"])
+            role = item["role"]
             if role not in ("user", "assistant", "system"):
                 raise ValueError(f"history item {i} has unknown role {role!r} (use 'user', 'assistant' or 'system')")
-            out.append({"role": role, "content": str(item["content"])})
+            content = item["content"]
+            if not isinstance(content, str):  # None would become the text "None"
+                raise ValueError(f"history item {i} content must be a string, got {type(content).__name__}")
+            out.append({"role": role, "content": _valid_text(content, f"history item {i}")})
         else:
             raise ValueError(f"history item {i} must be a string or a {{'role', 'content'}} message")
     return out
+
+
+def limit_history(turns: list[Message], tokenizer: Any) -> tuple[list[Message], str | None]:
+    """Bound the history before any linking: one oversized message is a ValueError naming it; beyond
+    MAX_HISTORY_MESSAGES messages or MAX_HISTORY_TOKENS tokens the oldest are dropped (with a note)."""
+    sizes = []
+    for i, turn in enumerate(turns):
+        text = turn["content"]
+        # A cheap bound first: a token is rarely under 1/16 of a character, so huge texts are refused
+        # without paying to tokenise them.
+        tokens = MAX_TURN_TOKENS + 1 if len(text) > 16 * MAX_TURN_TOKENS else tokenizer.count(text)
+        if tokens > MAX_TURN_TOKENS:
+            size = f"{tokens:,} tokens" if len(text) <= 16 * MAX_TURN_TOKENS else f"{len(text):,} characters"
+            raise ValueError(
+                f"history item {i} is too long: {size} (the limit is {MAX_TURN_TOKENS:,} tokens per message)"
+            )
+        sizes.append(tokens)
+    kept, total = 0, 0
+    for tokens in reversed(sizes):
+        if kept == MAX_HISTORY_MESSAGES or total + tokens > MAX_HISTORY_TOKENS:
+            break
+        kept, total = kept + 1, total + tokens
+    if kept == len(turns):
+        return turns, None
+    return turns[len(turns) - kept :], (
+        f"only the newest {kept} of {len(turns)} history messages were used (limits: {MAX_HISTORY_MESSAGES} "
+        f"messages, {MAX_HISTORY_TOKENS:,} tokens)"
+    )
+
+
+def _valid_text(text: str, what: str) -> str:
+    """`text`, or a ValueError when it holds a lone surrogate (not Unicode text; it cannot be sent)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as err:
+        raise ValueError(
+            f"{what} is not valid Unicode text: lone surrogate U+{ord(text[err.start]):04X} at position {err.start}"
+        ) from None
+    return text
+
+
+_INVISIBLE = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zs", "Zl", "Zp"})
+
+
+def _has_visible(text: str) -> bool:
+    return any(unicodedata.category(ch) not in _INVISIBLE for ch in text)
 
 
 def check_question(question: str, index: Index) -> tuple[str, str | None]:
@@ -121,6 +185,12 @@ def check_question(question: str, index: Index) -> tuple[str, str | None]:
         raise ValueError(f"question must be a string, got {type(question).__name__}")
     if not question.strip():
         raise ValueError("question is empty")
+    if len(question) > 16 * MAX_QUESTION_TOKENS:  # refused before paying to tokenise it
+        raise ValueError(f"question is too long: {len(question):,} characters (the limit is "
+                         f"{MAX_QUESTION_TOKENS} tokens)")
+    _valid_text(question, "question")
+    if not _has_visible(question):
+        raise ValueError("question is empty: it has only invisible characters (control, zero-width or bidi marks)")
     tokens = index.tokenizer.count(question)
     if tokens > MAX_QUESTION_TOKENS:
         raise ValueError(f"question is too long: {tokens} tokens (the limit is {MAX_QUESTION_TOKENS})")
@@ -141,6 +211,7 @@ class QueryRun:
         models: ModelSet,
         emit: Callable[[Event], Awaitable[None]],
         link_text: str | None = None,
+        deadline: float | None = None,
     ):
         self.engine = engine
         self.question = question
@@ -151,8 +222,33 @@ class QueryRun:
         self.details: dict[str, Any] = {}
         self._emit = emit
         self.started = time.perf_counter()
+        # The question's deadline (a time.perf_counter() instant) and what is kept for it: findings as they
+        # arrive and the answer text streamed so far, so a cut-off run still has something to return.
+        self.deadline = deadline
+        self.findings: list[tuple[float, str]] = []
+        self.streamed: list[str] = []
+        self.open_stream: tuple[str, list[Message], str] | None = None  # (stage, messages, model) being streamed
+        self.longest_call_s = 0.0
+        self.stage_now = "answer"  # the stage running now (named when the deadline cuts it)
         # (kind, id) of every context row any model call of this query was given: citation validity.
         self.shown: set[tuple[str, str]] = set()
+
+    def time_left(self) -> float | None:
+        return None if self.deadline is None else self.deadline - time.perf_counter()
+
+    def should_wrap_up(self) -> bool:
+        """True when there is only time left for the final call: twice the slowest call seen so far, and
+        at least a fifth of the whole deadline (optional exploration stops here)."""
+        left = self.time_left()
+        if left is None or self.deadline is None:
+            return False
+        reserve = max(2.0 * self.longest_call_s, 0.2 * (self.deadline - self.started))
+        return left < reserve
+
+    def add_finding(self, score: float, text: str) -> None:
+        """A partial result (a map point, a DRIFT intermediate answer) usable if the deadline cuts the run."""
+        if text.strip() and math.isfinite(score) and score > 0:
+            self.findings.append((float(score), text.strip()))
 
     async def emit(self, event: Event) -> None:
         await self._emit(event)
@@ -167,14 +263,20 @@ class QueryRun:
     def timed(self, stage: str) -> Iterator[None]:
         """Wall seconds of a stage (concurrent calls inside count once, as the user waits once)."""
         t0 = time.perf_counter()
+        self.stage_now = stage
         try:
             yield
         finally:
             self.usage.add_seconds(stage, time.perf_counter() - t0)
 
     def _record(self, stage: str, completions: Sequence[Completion]) -> None:
+        model = self.models.chat(stage)
         for c in completions:
             self.usage.add_completion(stage, c)
+            if not c.cached:
+                self.longest_call_s = max(self.longest_call_s, float(c.seconds))
+                if not getattr(model, "offline", False):  # what estimates learn the endpoint's speed from
+                    LATENCY.observe(latency_key(model), float(c.seconds), c.output_tokens)
 
     async def complete(
         self,
@@ -193,7 +295,7 @@ class QueryRun:
         except ModelError as err:
             raise _with_where(err, stage, task) from None
         self._record(stage, [completion])
-        return completion
+        return _without_reasoning(completion)
 
     async def complete_json(
         self,
@@ -232,21 +334,58 @@ class QueryRun:
     ) -> Completion:
         """Stream the final answer as `AnswerDelta` events; returns the final completion (text + usage)."""
         final: Completion | None = None
+        model = self.models.chat(stage)
+        self.streamed = []
+        self.open_stream = (stage, messages, model.name)
         self.shown |= context_ids_of_messages(messages)
         try:
-            async for piece in self.models.chat(stage).stream(
-                messages, task=task, max_tokens=max_tokens, temperature=temperature
-            ):
+            held, reasoning_done = "", False  # a leading <think> block is held back, never shown
+            async for piece in model.stream(messages, task=task, max_tokens=max_tokens, temperature=temperature):
                 if isinstance(piece, Completion):
                     final = piece
-                elif piece:
+                elif piece and reasoning_done:
+                    self.streamed.append(piece)
                     await self._emit(AnswerDelta(piece))
+                elif piece:
+                    held += piece
+                    visible, reasoning_done = leading_reasoning_done(held)
+                    if visible:
+                        self.streamed.append(visible)
+                        await self._emit(AnswerDelta(visible))
         except ModelError as err:
             raise EngineError(f"the model failed while writing the answer: {err}", stage=stage, engine=self.engine) from None
         if final is None:
             raise EngineError("the model stream ended without a final completion", stage=stage, engine=self.engine)
+        self.open_stream = None
         self._record(stage, [final])
-        return final
+        return _without_reasoning(final)
+
+    def cut_at_deadline(self, index: Index, deadline_s: float) -> SearchResult:
+        """The best partial result when the deadline stops the run, or `DeadlineExceeded` carrying the usage.
+
+        The answer streamed so far wins (it is the answer, cut short); else the findings gathered so far,
+        best first. The unfinished streamed call is counted with estimated usage: it was paid for.
+        """
+        if self.open_stream is not None:
+            stage, messages, model = self.open_stream
+            text = "".join(self.streamed)
+            prompt = sum(index.tokenizer.count(str(m.get("content") or "")) + 3 for m in messages) + 3
+            self.usage.add_completion(stage, Completion(
+                text, prompt, index.tokenizer.count(text), model, time.perf_counter() - self.started,
+                usage_estimated=True,
+            ))
+            self.open_stream = None
+        stage = self.stage_now
+        streamed = "".join(self.streamed).strip()
+        if streamed:
+            self.degrade(stage, f"deadline of {deadline_s:g} s reached while the answer was written; it is cut short")
+            return self.finish(index, response=streamed)
+        if self.findings:
+            best = sorted(self.findings, key=lambda f: -f[0])[:_DEADLINE_FINDINGS]
+            self.degrade(stage, f"deadline of {deadline_s:g} s reached before the final answer; "
+                                f"the {len(best)} best findings so far are shown unmerged")
+            return self.finish(index, response="\n\n".join(text for _, text in best))
+        raise DeadlineExceeded(deadline_s, stage=stage, engine=self.engine, usage=self.usage)
 
     async def embed(self, stage: str, texts: list[str]) -> np.ndarray | None:
         """Query vectors, or None when there is no embedder or it fails (a degradation, lexical fallback)."""
@@ -273,6 +412,10 @@ class QueryRun:
         cite_text: str | None = None,
     ) -> SearchResult:
         """Assemble the result; citations are resolved from `cite_text` (default: the response)."""
+        response = strip_reasoning(response)
+        if not response.strip():  # never a silent empty answer: say so, and let the router escalate
+            self.degrade(self.stage_now, "the model returned an empty answer")
+            empty = True
         citations = resolve_citations(index, response if cite_text is None else cite_text, self.shown)
         units, docs = union_ids(citations)
         answer_model = self.models.chat("answer")
@@ -295,6 +438,11 @@ class QueryRun:
         )
 
 
+def _without_reasoning(completion: Completion) -> Completion:
+    text = strip_reasoning(completion.text)
+    return completion if text == completion.text else dataclasses.replace(completion, text=text)
+
+
 def _with_where(err: ModelError, stage: str, task: str) -> ModelError:
     if err.stage is None:
         err.stage = stage
@@ -305,7 +453,7 @@ def _with_where(err: ModelError, stage: str, task: str) -> ModelError:
 
 def vector_for(index: Index, table: str, models: ModelSet) -> bool:
     """True when the index has vectors for `table` that the configured embedder can query."""
-    vt = index.vectors.get(table)
+    vt = vector_table(index, table)
     emb = models.embedder
     return vt is not None and emb is not None and len(vt) > 0 and vt.dim == emb.dim
 
@@ -351,24 +499,45 @@ class Engine:
     async def _run(self, run: QueryRun, question: str, history: list[Message]) -> SearchResult:
         raise NotImplementedError
 
-    async def search(self, question: str, history: HistoryLike = None) -> SearchResult:
-        async for event in self.stream(question, history):
+    async def search(
+        self, question: str, history: HistoryLike = None, *, deadline_s: float | None = None
+    ) -> SearchResult:
+        async for event in self.stream(question, history, deadline_s=deadline_s):
             if isinstance(event, Final):
                 return event.result
         raise EngineError("the pipeline ended without a result", stage="answer", engine=self.name)
 
-    async def stream(self, question: str, history: HistoryLike = None) -> AsyncIterator[Event]:
-        """Progress events, then the answer's deltas, then `Final(result)`; errors are raised here."""
+    async def stream(
+        self,
+        question: str,
+        history: HistoryLike = None,
+        *,
+        deadline_s: float | None = None,
+        deadline: float | None = None,
+    ) -> AsyncIterator[Event]:
+        """Progress events, then the answer's deltas, then `Final(result)`; errors are raised here.
+
+        A deadline (`deadline_s` seconds from now, or the `time.perf_counter()` instant `deadline`, then
+        `deadline_s` only names it) stops the run when it passes: the result is then the best partial
+        answer, marked degraded, or the stream raises `DeadlineExceeded`. Every error raised here carries
+        the usage spent (`.usage`).
+        """
         link_text, note = check_question(question, self.index)
-        messages = normalise_history(history)
+        messages, history_note = limit_history(normalise_history(history), self.index.tokenizer)
+        if deadline is None and deadline_s is not None:
+            deadline = time.perf_counter() + deadline_s
+        total_s = deadline_s if deadline_s is not None else (
+            None if deadline is None else deadline - time.perf_counter())
         queue: asyncio.Queue[Event | BaseException | None] = asyncio.Queue()
 
         async def emit(event: Event) -> None:
             await queue.put(event)
 
-        run = QueryRun(self.name, question.strip(), self.models, emit, link_text)
+        run = QueryRun(self.name, question.strip(), self.models, emit, link_text, deadline=deadline)
         if note:
             run.degrade("entity_link", note)
+        if history_note:
+            run.degrade("history", history_note)
 
         async def drive() -> None:
             try:
@@ -381,19 +550,42 @@ class Engine:
         task = asyncio.create_task(drive())
         try:
             while True:
-                item = await queue.get()
+                item = await _next_event(queue, deadline)
+                if item is _DEADLINE:
+                    task.cancel()
+                    with contextlib.suppress(BaseException):
+                        await task
+                    yield Final(run.cut_at_deadline(self.index, total_s or 0.0))
+                    break
                 if item is None:
                     break
                 if isinstance(item, BaseException):
+                    if isinstance(item, ModelError | EngineError):
+                        attach_usage(item, run.usage)
                     raise item
-                yield item
-                if isinstance(item, Final):
-                    continue
+                yield item  # type: ignore[misc]
         finally:
             if not task.done():
                 task.cancel()
                 with contextlib.suppress(BaseException):
                     await task
+
+
+_DEADLINE = object()  # sentinel: the deadline passed while waiting for the next event
+
+
+async def _next_event(queue: asyncio.Queue[Any], deadline: float | None) -> Any:
+    if deadline is None:
+        return await queue.get()
+    with contextlib.suppress(asyncio.QueueEmpty):
+        return queue.get_nowait()  # what is already done counts, even at the deadline
+    left = deadline - time.perf_counter()
+    if left <= 0:
+        return _DEADLINE
+    try:
+        return await asyncio.wait_for(queue.get(), left)
+    except TimeoutError:
+        return _DEADLINE
 
 
 async def gather_bounded(limit: int, fn: Callable[[T], Awaitable[R]], items: Sequence[T]) -> list[R | BaseException]:

@@ -13,6 +13,7 @@ from engines.estimate import CostEstimate, estimate_basic
 from engines.events import ContextReady
 from engines.models.base import Message
 from engines.result import SearchResult
+from shared_context.vectors import vector_table
 
 if TYPE_CHECKING:
     from shared_context.index import Index
@@ -20,8 +21,9 @@ if TYPE_CHECKING:
 
 def top_text_units(index: Index, question: str, k: int, query_vector: Any = None) -> tuple[list[tuple[int, float]], str]:
     """(text unit position, similarity) best first, and the method used ("vector" or "lexical")."""
-    if query_vector is not None:
-        return index.vectors["text_unit_text"].search(query_vector, k), "vector"
+    table = vector_table(index, "text_unit_text") if query_vector is not None else None
+    if table is not None:
+        return table.search(query_vector, k), "vector"
     from shared_context.linking import lexical_scores
 
     scores = np.asarray(lexical_scores(index, "text_units", question), dtype=np.float64)
@@ -49,7 +51,9 @@ class BasicSearch(Engine):
     section_type = BasicSearchConfig
 
     def estimate(self, question: str) -> CostEstimate:
-        return estimate_basic(self, question)
+        hits, _ = top_text_units(self.index, question, self.config.k)
+        section, _ = sources_section(self.index, hits, self.config.max_context_tokens)
+        return estimate_basic(self, question, section.tokens)
 
     async def _run(self, run: QueryRun, question: str, history: list[Message]) -> SearchResult:
         link_text = run.link_text

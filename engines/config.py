@@ -16,14 +16,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from engines.models.config import (
     ModelsConfig,
-    _format_validation_error,
     find_config_file,
+    format_validation_error,
     models_config_from_mapping,
     read_toml,
 )
 from engines.models.errors import ModelConfigError
 from shared_context.local_context import LocalContextParams
-from shared_context.text_unit_selection import DEFAULT_TEXT_UNIT_STRATEGY, TextUnitStrategy
 
 
 class ConfigError(ModelConfigError):
@@ -31,17 +30,41 @@ class ConfigError(ModelConfigError):
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    # strict: `prerank = "yes"` or `n = "5"` is an error naming the key, not silently coerced
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, strict=True)
 
 
 class LocalContextSettings(LocalContextParams):
     """The local context builder's own parameters (`shared_context.LocalContextParams`: GraphRAG's names,
-    defaults and checks), made settable from graphroute.toml."""
+    defaults and checks), made settable from graphroute.toml. Values that would defeat the context are
+    rejected here (the builder itself accepts 0 for tests of its edges)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=False, validate_assignment=True)
+    model_config = ConfigDict(extra="forbid", frozen=False, validate_assignment=True, strict=True)
+
+    max_context_tokens: int = Field(default=12_000, ge=100, description="an empty budget builds no context")
+    top_k_mapped_entities: int = Field(default=10, ge=1, description="0 would link no entity at all")
 
     def builder_fields(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in LocalContextParams.model_fields}
+
+
+def _nested_local_context(data: Any, prefix: str, defaults: dict[str, Any]) -> Any:
+    """Fold flat `<prefix>X` keys (the older spelling, e.g. `local_search_max_context_tokens`) into the
+    nested `local_search` table, over the section's own defaults."""
+    if not isinstance(data, Mapping):
+        return data
+    out = dict(data)
+    nested = out.get("local_search", {})
+    if not isinstance(nested, Mapping):
+        return data  # validation names the key
+    flat = {k[len(prefix):]: out.pop(k) for k in list(out) if prefix and k.startswith(prefix)}
+    out["local_search"] = defaults | flat | dict(nested)
+    return out
+
+
+# Reduce calls write partial answers of data_max_tokens // 2 - 32 tokens (at least 64); two of them plus
+# their headers must fit one reduce call, or a batched reduce never converges.
+MIN_REDUCE_TOKENS = 256
 
 
 class LocalSearchConfig(LocalContextSettings):
@@ -52,7 +75,7 @@ class LocalSearchConfig(LocalContextSettings):
 
 class GlobalSearchConfig(_Section):
     max_context_tokens: int = Field(default=12_000, ge=200, description="tokens per map batch")
-    data_max_tokens: int = Field(default=12_000, ge=50, description="tokens of analyst points per reduce call")
+    data_max_tokens: int = Field(default=12_000, ge=MIN_REDUCE_TOKENS, description="tokens of analyst points per reduce call")
     map_max_length: int = Field(default=1000, ge=10, description="words per map answer (in the prompt)")
     reduce_max_length: int = Field(default=2000, ge=10, description="words of the final answer (in the prompt)")
     concurrency: int = Field(default=25, ge=1, le=1024)
@@ -78,6 +101,10 @@ class GlobalSearchConfig(_Section):
     temperature: float | None = Field(default=0.0, ge=0, le=2)
 
 
+_DRIFT_LOCAL: dict[str, Any] = {"text_unit_prop": 0.6, "community_prop": 0.1}
+_QUESTIONS_LOCAL: dict[str, Any] = {"max_context_tokens": 8_000}
+
+
 class DriftSearchConfig(_Section):
     """DRIFT defaults chosen so a query costs at most 1 + 5 + 2·7 + 1 = 21 model calls (GraphRAG: 67).
 
@@ -94,37 +121,25 @@ class DriftSearchConfig(_Section):
     n_depth: int = Field(default=2, ge=0, le=10)
     k_followups: int = Field(default=7, ge=1, le=100)
     concurrency: int = Field(default=8, ge=1, le=1024)
-    # GraphRAG's 0.9 / 0.1 leaves 0 for entities and relationships (bug 8); keep 30 % for them.
-    local_search_text_unit_prop: float = Field(default=0.6, ge=0, le=1)
-    local_search_community_prop: float = Field(default=0.1, ge=0, le=1)
-    local_search_max_context_tokens: int = Field(default=12_000, ge=100)
-    local_search_top_k_mapped_entities: int = Field(default=10, ge=1)
-    local_search_top_k_relationships: int = Field(default=10, ge=0)
-    local_search_text_unit_strategy: TextUnitStrategy = DEFAULT_TEXT_UNIT_STRATEGY
-    reduce_max_tokens: int = Field(default=12_000, ge=100, description="tokens of intermediate answers in the reduce")
+    # The follow-ups' local context ([drift.local_search]). GraphRAG's 0.9 / 0.1 leaves 0 for entities and
+    # relationships (bug 8); keep 30 % for them.
+    local_search: LocalContextSettings = Field(default_factory=lambda: LocalContextSettings(**_DRIFT_LOCAL))
+    reduce_max_tokens: int = Field(default=12_000, ge=MIN_REDUCE_TOKENS, description="tokens of intermediate answers in the reduce")
     response_type: str = Field(default="multiple paragraphs", min_length=1)
     seed: int = 0
     temperature: float | None = Field(default=0.0, ge=0, le=2)
 
-    @model_validator(mode="after")
-    def _props_fit(self) -> DriftSearchConfig:
-        if self.local_search_text_unit_prop + self.local_search_community_prop > 1.0 + 1e-9:
-            raise ValueError("local_search_text_unit_prop + local_search_community_prop must be <= 1")
-        return self
+    @model_validator(mode="before")
+    @classmethod
+    def _flat_local_search_keys(cls, data: Any) -> Any:
+        return _nested_local_context(data, "local_search_", _DRIFT_LOCAL)
 
     @property
     def max_llm_calls(self) -> int:
         return 1 + self.primer_folds + self.n_depth * self.k_followups + 1
 
     def local_context(self) -> LocalContextSettings:
-        return LocalContextSettings(
-            max_context_tokens=self.local_search_max_context_tokens,
-            text_unit_prop=self.local_search_text_unit_prop,
-            community_prop=self.local_search_community_prop,
-            top_k_mapped_entities=self.local_search_top_k_mapped_entities,
-            top_k_relationships=self.local_search_top_k_relationships,
-            text_unit_strategy=self.local_search_text_unit_strategy,
-        )
+        return self.local_search
 
 
 class BasicSearchConfig(_Section):
@@ -137,21 +152,24 @@ class BasicSearchConfig(_Section):
 
 class QuestionGenConfig(_Section):
     n: int = Field(default=5, ge=1, le=50)
-    max_context_tokens: int = Field(default=8_000, ge=100)
-    text_unit_prop: float = Field(default=0.5, ge=0, le=1)
-    community_prop: float = Field(default=0.15, ge=0, le=1)
-    top_k_mapped_entities: int = Field(default=10, ge=1)
-    top_k_relationships: int = Field(default=10, ge=0)
+    # the local context the questions are drawn from ([questions.local_search]; flat keys such as
+    # `max_context_tokens` are read into it too)
+    local_search: LocalContextSettings = Field(default_factory=lambda: LocalContextSettings(**_QUESTIONS_LOCAL))
     temperature: float | None = Field(default=0.0, ge=0, le=2)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _flat_local_search_keys(cls, data: Any) -> Any:
+        if isinstance(data, Mapping):
+            moved = {k: data[k] for k in data if k in LocalContextParams.model_fields}
+            data = {k: v for k, v in data.items() if k not in moved}
+            nested = data.get("local_search", {})
+            if isinstance(nested, Mapping):
+                data = data | {"local_search": moved | dict(nested)}
+        return _nested_local_context(data, "", _QUESTIONS_LOCAL)
+
     def local_context(self) -> LocalContextSettings:
-        return LocalContextSettings(
-            max_context_tokens=self.max_context_tokens,
-            text_unit_prop=self.text_unit_prop,
-            community_prop=self.community_prop,
-            top_k_mapped_entities=self.top_k_mapped_entities,
-            top_k_relationships=self.top_k_relationships,
-        )
+        return self.local_search
 
 
 class RouterConfig(_Section):
@@ -203,7 +221,7 @@ def config_from_mapping(
     except ValidationError as err:
         first = err.errors()[0]["loc"]
         raise ConfigError(
-            _format_validation_error(err, source, ""), key=".".join(str(p) for p in first)
+            format_validation_error(err, source, ""), key=".".join(str(p) for p in first)
         ) from None
 
 

@@ -38,6 +38,7 @@ from engines.models.errors import ModelError
 from engines.reduce import Point, ReduceSettings, batched_reduce, sort_points
 from engines.result import SearchResult
 from engines.schemas import FollowupResponse, PrimerResponse
+from shared_context.vectors import vector_table
 
 if TYPE_CHECKING:
     from shared_context.index import Index
@@ -144,6 +145,9 @@ class DriftSearch(Engine):
                 batch = state.next_round(cfg.k_followups)
                 if not batch:
                     break
+                if run.should_wrap_up():  # keep time for the reduce of what was found so far
+                    run.degrade("followups", f"stopped before depth {depth} to answer within the deadline")
+                    break
                 await self._round(run, question, history, state, batch, depth)
         run.details["calls"]["followups"] = run.usage.total.llm_calls - calls_before
         answered = [n for n in state.nodes if n.status == "answered"]
@@ -192,9 +196,10 @@ class DriftSearch(Engine):
         k = self.config.primer_top_k_reports
         if vector_for(self.index, "community_full_content", run.models):
             vectors = await run.embed("primer", [expanded])
-            if vectors is not None:
+            table = vector_table(self.index, "community_full_content")
+            if vectors is not None and table is not None:
                 run.details["report_similarity"] = "vector"
-                return list(self.index.vectors["community_full_content"].search(vectors[0], k))
+                return list(table.search(vectors[0], k))
         from shared_context.linking import lexical_scores
 
         run.details["report_similarity"] = "lexical"
@@ -206,7 +211,7 @@ class DriftSearch(Engine):
     def _fold_table(self, fold: list[tuple[int, float]]) -> str:
         from shared_context.tables import render_table
 
-        per_report = max(200, self.config.local_search_max_context_tokens // max(len(fold), 1))
+        per_report = max(200, self.config.local_search.max_context_tokens // max(len(fold), 1))
         rows = []
         for pos, _ in fold:
             r = self.index.community_reports[pos]
@@ -229,6 +234,7 @@ class DriftSearch(Engine):
             messages: list[Message] = [{"role": "system", "content": system}, {"role": "user", "content": question}]
             parsed = await run.complete_json("primer", "drift_primer", messages, PrimerResponse,
                                              temperature=self.config.temperature)
+            run.add_finding(float(parsed.score), parsed.intermediate_answer)
             done += 1
             await run.progress("primer", f"primer fold {done}/{n}", done, n)
             return parsed
@@ -274,6 +280,7 @@ class DriftSearch(Engine):
                                        {"role": "user", "content": node.query}]
             parsed = await run.complete_json("followups", "drift_followup", messages, FollowupResponse,
                                              temperature=self.config.temperature)
+            run.add_finding(float(parsed.score), parsed.response)
             done += 1
             await run.progress("followups", f"DRIFT depth {depth} follow-up {done}/{n}", done, n)
             return parsed

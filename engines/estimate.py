@@ -9,15 +9,22 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from engines import prompts
+from engines.latency import LATENCY, latency_key
 
 if TYPE_CHECKING:
-    from engines.basic import BasicSearch
-    from engines.drift import DriftSearch
-    from engines.global_search import GlobalSearch
-    from engines.local import LocalSearch
+    from shared_context.index import Index
+
+
+class EstimatedEngine(Protocol):
+    """What an estimate reads from an engine (a protocol, so this module imports no engine: engines call
+    these functions from their `estimate` method)."""
+
+    index: Index
+    models: Any  # engines.base.ModelSet (not imported: base records latencies here)
+    config: Any  # the engine's own config section
 
 # Typical output sizes (tokens) per task, from the prompts' length instructions.
 OUTPUT_GUESS = {
@@ -30,6 +37,8 @@ OUTPUT_TOKENS_PER_S = 60.0
 OFFLINE_CALL_S = 0.02
 
 
+
+
 @dataclass(frozen=True)
 class CostEstimate:
     llm_calls: int
@@ -37,13 +46,14 @@ class CostEstimate:
     output_tokens: int
     cost: float
     seconds_guess: float
+    latency_known: bool = True  # False: seconds_guess uses default latencies, no call was observed yet
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
 class _Tally:
-    def __init__(self, engine: Any, question: str) -> None:
+    def __init__(self, engine: EstimatedEngine, question: str) -> None:
         self.engine = engine
         self.tok = engine.index.tokenizer
         self.q_tokens = self.tok.count(question) + 10  # + message framing
@@ -52,6 +62,7 @@ class _Tally:
         self.output = 0
         self.cost = 0.0
         self.seconds = 0.0
+        self.latency_known = True
 
     def calls_of(self, stage: str, task: str, system_tokens: int, n: int = 1, *, waves: int | None = None,
                  output: int | None = None) -> None:
@@ -63,19 +74,29 @@ class _Tally:
         self.prompt += n * prompt
         self.output += n * out
         self.cost += n * self.engine.models.cost(stage, prompt, out)
-        offline = getattr(self.engine.models.chat(stage), "offline", False)
-        per_wave = OFFLINE_CALL_S if offline else CALL_LATENCY_S + out / OUTPUT_TOKENS_PER_S
-        self.seconds += (n if waves is None else waves) * per_wave
+        self.seconds += (n if waves is None else waves) * self.per_call(stage, out)
+
+    def per_call(self, stage: str, output_tokens: float) -> float:
+        """Seconds of one call: offline constant, else the endpoint's observed latency, else the default."""
+        model = self.engine.models.chat(stage)
+        if getattr(model, "offline", False):
+            return OFFLINE_CALL_S
+        observed = LATENCY.predict(latency_key(model), output_tokens)
+        if observed is not None:
+            return observed
+        self.latency_known = False
+        return CALL_LATENCY_S + output_tokens / OUTPUT_TOKENS_PER_S
 
     def result(self) -> CostEstimate:
-        return CostEstimate(self.calls, self.prompt, self.output, round(self.cost, 6), round(self.seconds, 3))
+        return CostEstimate(self.calls, self.prompt, self.output, round(self.cost, 6), round(self.seconds, 3),
+                            self.latency_known)
 
 
-def _template_tokens(engine: Any, template: str) -> int:
+def _template_tokens(engine: EstimatedEngine, template: str) -> int:
     return int(engine.index.tokenizer.count(template))
 
 
-def estimate_local(engine: LocalSearch, question: str) -> CostEstimate:
+def estimate_local(engine: Any, question: str) -> CostEstimate:
     t = _Tally(engine, question)
     ctx = engine.builder.build(question)
     t.calls_of("answer", "local_answer", ctx.tokens + _template_tokens(engine, prompts.LOCAL_ANSWER)
@@ -84,17 +105,14 @@ def estimate_local(engine: LocalSearch, question: str) -> CostEstimate:
     return t.result()
 
 
-def estimate_basic(engine: BasicSearch, question: str) -> CostEstimate:
-    from engines.basic import sources_section, top_text_units
-
+def estimate_basic(engine: EstimatedEngine, question: str, section_tokens: int) -> CostEstimate:
+    """`section_tokens`: size of the Sources section the engine would send (it builds it, not this module)."""
     t = _Tally(engine, question)
-    hits, _ = top_text_units(engine.index, question, engine.config.k)
-    section, _ = sources_section(engine.index, hits, engine.config.max_context_tokens)
-    t.calls_of("answer", "basic_answer", section.tokens + _template_tokens(engine, prompts.BASIC_ANSWER))
+    t.calls_of("answer", "basic_answer", section_tokens + _template_tokens(engine, prompts.BASIC_ANSWER))
     return t.result()
 
 
-def estimate_global(engine: GlobalSearch, question: str) -> CostEstimate:
+def estimate_global(engine: Any, question: str) -> CostEstimate:
     t = _Tally(engine, question)
     cfg = engine.config
     if not engine.index.community_reports:
@@ -115,9 +133,7 @@ def estimate_global(engine: GlobalSearch, question: str) -> CostEstimate:
     if n:
         for b in batches:
             t.calls_of("map", "global_map", map_system + b.tokens, 1, waves=0)
-        offline = getattr(engine.models.chat("map"), "offline", False)
-        per = OFFLINE_CALL_S if offline else CALL_LATENCY_S + OUTPUT_GUESS["global_map"] / OUTPUT_TOKENS_PER_S
-        t.seconds += math.ceil(n / cfg.concurrency) * per
+        t.seconds += math.ceil(n / cfg.concurrency) * t.per_call("map", OUTPUT_GUESS["global_map"])
         points_tokens = n * OUTPUT_GUESS["global_map"]
         reduce_calls = 1
         if points_tokens > cfg.data_max_tokens:  # batched reduce: partial answers, then a final merge
@@ -129,7 +145,7 @@ def estimate_global(engine: GlobalSearch, question: str) -> CostEstimate:
     return t.result()
 
 
-def estimate_drift(engine: DriftSearch, question: str) -> CostEstimate:
+def estimate_drift(engine: EstimatedEngine, question: str) -> CostEstimate:
     """Upper bound: every fold and every follow-up slot is used."""
     t = _Tally(engine, question)
     cfg = engine.config
@@ -141,7 +157,7 @@ def estimate_drift(engine: DriftSearch, question: str) -> CostEstimate:
         folds = min(cfg.primer_folds, k)
         fold_tokens = int(mean_report * k / folds) + _template_tokens(engine, prompts.DRIFT_PRIMER)
         t.calls_of("primer", "drift_primer", fold_tokens, folds, waves=math.ceil(folds / cfg.concurrency))
-        follow_system = cfg.local_search_max_context_tokens + _template_tokens(engine, prompts.DRIFT_FOLLOWUP)
+        follow_system = cfg.local_search.max_context_tokens + _template_tokens(engine, prompts.DRIFT_FOLLOWUP)
         for _ in range(cfg.n_depth):
             t.calls_of("followups", "drift_followup", follow_system, cfg.k_followups,
                        waves=math.ceil(cfg.k_followups / cfg.concurrency))

@@ -152,6 +152,8 @@ class GlobalSearch(Engine):
             messages: list[Message] = [{"role": "system", "content": system}, {"role": "user", "content": question}]
             parsed = await run.complete_json("map", "global_map", messages, MapResponse,
                                              temperature=self.config.temperature)
+            for point in parsed.points:  # kept in case the deadline cuts the run before the reduce
+                run.add_finding(float(point.score), point.description)
             done += 1
             await run.progress("map", f"map batch {done}/{n}", done, n)
             return parsed

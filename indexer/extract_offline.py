@@ -1,9 +1,13 @@
 """Offline entity and relationship extraction from one chunk: no model, English and Chinese.
 
-English: capitalised multi-word spans (leading stop words and honorifics stripped, name connectors such
-as "of" kept), acronyms, "<year> <event noun>" events and lowercase noun-phrase bigrams (kept later only
-when frequent across chunks). Chinese: `jieba.posseg` proper nouns (nr/ns/nt/nz) and noun bigrams.
-Types are voted from cues (honorifics, organisation/place/event words, "said X", "in X").
+English: capitalised multi-word spans (leading stop words, fillers and honorifics stripped, name
+connectors such as "of" kept, contractions such as "I'll" never names), acronyms, "<year> <event noun>"
+events, lowercase noun-phrase bigrams and lone nouns seen after a determiner ("the door"); phrases and
+nouns are kept later only when frequent across chunks. Transcript speaker turns ("NAME: ...") make the
+speaker a PERSON linked to what the turn mentions. Chinese: `jieba.posseg` proper nouns (nr/ns/nt/nz)
+and noun bigrams. Types are voted from cues (honorifics, organisation/place/event words, "said X",
+"in X"); a bare two- or three-word capitalised name is only a possible person (`MAYBE_PERSON`), settled in
+`graph.py` by whether its words are also ordinary lowercase words in the corpus.
 
 Each chunk is processed on its own, so results can be stored per chunk and reused by incremental runs;
 everything that needs the whole corpus (frequency filters, descriptions, degrees) happens in `graph.py`.
@@ -21,8 +25,10 @@ from indexer import lexicon as lx
 from shared_context.text import split_sentences
 
 # Kinds of mention: proper names and acronyms are entities at once; phrases only when frequent.
-NAME, ACRONYM, EVENT, PHRASE, ZH_NAME, ZH_PHRASE = "name", "acronym", "event", "phrase", "zh_name", "zh_phrase"
-FREQUENT_ONLY_KINDS = frozenset({PHRASE, ZH_PHRASE})
+NAME, ACRONYM, EVENT, PHRASE, NOUN = "name", "acronym", "event", "phrase", "noun"
+ZH_NAME, ZH_PHRASE, SPEAKER = "zh_name", "zh_phrase", "speaker"
+FREQUENT_ONLY_KINDS = frozenset({PHRASE, ZH_PHRASE, NOUN})
+MAYBE_PERSON = "PERSON?"  # type vote settled at merge time (see module doc)
 
 _TOKEN = re.compile(r"[A-Za-z\u00C0-\u024F][A-Za-z\u00C0-\u024F0-9'’]*(?:-[A-Za-z\u00C0-\u024F0-9'’]+)*|\d+|[^\w\s]")
 _CJK = re.compile(r"[\u4e00-\u9fff]")
@@ -34,7 +40,10 @@ _ZH_RUN_FLAGS = frozenset({"n", "nz", "ns", "nt", "nr", "l", "j", "vn", "nrt", "
 _POSSESSIVE_HEADS = lx.ORG_WORDS | lx.GEO_WORDS | lx.EVENT_WORDS
 _NAME_ABBREVIATIONS = frozenset({"st", "mt", "ft", "jr", "sr"})
 _DEMONYM_ENDINGS = ("ish", "ese", "ian", "ean", "can", "man", "ch", "ic", "ian")
-_GEO_HEADS = frozenset({"mount", "lake", "port", "cape", "isle", "fort", "river", "loch", "glen", "bay", "mt"})
+_CONTRACTION = re.compile(r"(?:['’](?:ll|m|d|re|ve)|n['’]t)$", re.IGNORECASE)  # I'll, I'm, we're, don't
+_SPEAKER = re.compile(r"^[ \t]*([A-Z][A-Za-z.'’\-]*(?: [A-Z][A-Za-z.'’\-]*){0,3})[ \t]*:[ \t]+(?=\S)", re.MULTILINE)
+_LOWER_WORD = re.compile(r"\b[a-z][a-z\-]{2,}\b")
+_EDGE_DROP = lx.STOPWORDS | lx.CONNECTORS | lx.FILLERS
 _MD_PREFIX = re.compile(r"^\s*(#+|[*\-]|\d+\.)\s+")
 MAX_SENTENCE_CHARS = 500
 
@@ -48,6 +57,7 @@ class Mention:
     non_initial: bool = False  # seen somewhere other than as a sentence's first word
     type_votes: dict[str, float] = field(default_factory=dict)
     sentences: list[tuple[float, str]] = field(default_factory=list)  # best (score, sentence), at most 3
+    speaker: bool = False  # named as the speaker of a transcript turn
 
 
 @dataclass(slots=True)
@@ -61,6 +71,9 @@ class PairStat:
 class ChunkExtraction:
     mentions: dict[str, Mention] = field(default_factory=dict)
     pairs: dict[tuple[str, str], PairStat] = field(default_factory=dict)
+    # lowercase word -> count in this chunk: corpus-wide, tells a name ("Scrooge") from a sentence-initial
+    # or title-cased common word ("Come", "Cloud")
+    lowercase: dict[str, int] = field(default_factory=dict)
 
 
 def normalise_title(name: str) -> str:
@@ -73,6 +86,53 @@ def normalise_title(name: str) -> str:
     return t
 
 
+def _noun_word(t: str) -> bool:
+    return t.isalpha() and t.islower() and len(t) >= 3 and t not in lx.NOUN_STOP and not t.endswith("ly")
+
+
+def _noun_heads(toks: list[str]) -> list[str]:
+    """Lowercase words that end a determiner phrase: "the door.", "his old hat and", "a boy who"."""
+    heads: list[str] = []
+    n = len(toks)
+    for i, t in enumerate(toks):
+        if not _noun_word(t):
+            continue
+        det = i >= 1 and toks[i - 1].lower() in lx.DETERMINERS
+        det_adj = i >= 2 and toks[i - 2].lower() in lx.DETERMINERS and toks[i - 1].isalpha() and toks[i - 1].islower()
+        if not (det or det_adj):
+            continue
+        nxt = toks[i + 1] if i + 1 < n else "."
+        if not nxt[0].isalnum() or nxt.lower() in lx.STOPWORDS:
+            heads.append(t)
+    return heads
+
+
+def speaker_turns(text: str) -> list[tuple[str, str]]:
+    """Split a transcript into (speaker title, turn text); text before the first label has speaker "".
+
+    A label is "Name:" at a line start followed by speech. It names a person when it is not a role
+    ("Operator") or a field ("Title"), and is upper case, two or more words, or used twice in the text.
+    """
+    labels = [m for m in _SPEAKER.finditer(text)]
+    if not labels:
+        return [("", text)]
+    uses = Counter(m.group(1).strip() for m in labels)
+    turns: list[tuple[str, str]] = []
+    start, speaker = 0, ""
+    for m in labels:
+        if m.start() > start:
+            turns.append((speaker, text[start : m.start()]))
+        label = m.group(1).strip()
+        words = [w.lower().strip(".") for w in label.split()]
+        person = not any(w in lx.SPEAKER_ROLES or w in lx.FIELD_LABELS or w in lx.STOPWORDS for w in words) and (
+            label.isupper() or len(words) >= 2 or uses[label] >= 2
+        )
+        speaker = normalise_title(label) if person else ""
+        start = m.end()
+    turns.append((speaker, text[start:]))
+    return turns
+
+
 def _vote(m: Mention, type_: str, w: float) -> None:
     m.type_votes[type_] = m.type_votes.get(type_, 0.0) + w
 
@@ -82,7 +142,7 @@ def _span_type_cues(words: list[str]) -> dict[str, float]:
     votes: dict[str, float] = {}
     if any(w in lx.ORG_WORDS for w in lower):
         votes["ORGANIZATION"] = 3.0
-    if lower[-1] in lx.GEO_WORDS or lower[0] in _GEO_HEADS:
+    if lower[-1] in lx.GEO_WORDS or lower[0] in lx.GEO_HEADS:
         votes["GEO"] = votes.get("GEO", 0.0) + 3.0
     if lower[-1] in lx.EVENT_WORDS:
         votes["EVENT"] = votes.get("EVENT", 0.0) + 3.5
@@ -94,7 +154,7 @@ def _span_type_cues(words: list[str]) -> dict[str, float]:
             and all(w[:1].isupper() and not w.isupper() for w in words)
             and not any(w in lx.NON_PERSON_WORDS for w in lower)
         ):
-            votes["PERSON"] = 0.6
+            votes[MAYBE_PERSON] = 0.6
         else:
             votes["CONCEPT"] = 0.2
     return votes
@@ -133,6 +193,8 @@ class OfflineExtractor:
             person_cue = 0.0
             while j < n:
                 t = toks[j]
+                if _CONTRACTION.search(t):
+                    break
                 if t[0].isalpha() and t[0].isupper():
                     core = re.sub(r"['’][sS]$", "", t)
                     if core.lower() in lx.HONORIFICS and not words:
@@ -159,15 +221,15 @@ class OfflineExtractor:
                     continue
                 break
             initial = i == first_word or (i == first_word + 1 and toks[first_word].lower() in lx.HONORIFICS)
-            # trim stop words at both ends
-            while words and (words[0].lower() in lx.STOPWORDS or words[0].lower() in lx.CONNECTORS):
+            # trim stop words and fillers at both ends
+            while words and words[0].lower() in _EDGE_DROP:
                 words.pop(0)
                 initial = False if words else initial
-            while words and (words[-1].lower() in lx.STOPWORDS or words[-1].lower() in lx.CONNECTORS):
+            while words and words[-1].lower() in _EDGE_DROP:
                 words.pop()
             if initial and len(words) > 1 and words[0].lower().endswith("ing"):
                 words.pop(0)  # heading verbs: "Building the Kestrel Point Wind Farm"
-                while words and (words[0].lower() in lx.STOPWORDS or words[0].lower() in lx.CONNECTORS):
+                while words and words[0].lower() in _EDGE_DROP:
                     words.pop(0)
             if "of" in words and words.index("of") >= 2:
                 # "Li Wen of Haixing Marine Engineering": a name, then an organisation or place
@@ -185,8 +247,10 @@ class OfflineExtractor:
                 run.append(t)
                 continue
             for a, b in itertools.pairwise(run):
-                found.append((f"{a} {b}", PHRASE, {"EVENT": 2.0} if b in lx.EVENT_WORDS else {"CONCEPT": 1.0}, False))
+                if a not in lx.FILLERS and b not in lx.NON_HEADS:
+                    found.append((f"{a} {b}", PHRASE, {"EVENT": 2.0} if b in lx.EVENT_WORDS else {"CONCEPT": 1.0}, False))
             run = []
+        found.extend((noun, NOUN, {"EVENT": 1.0} if noun in lx.EVENT_WORDS else {"CONCEPT": 1.0}, False) for noun in _noun_heads(toks))
         return found
 
     def _emit_span(
@@ -203,6 +267,8 @@ class OfflineExtractor:
             return
         if all(len(w) == 1 for w in words):
             return  # bare initials
+        if all(w.lower() in lx.BOILERPLATE or w.lower() in lx.STOPWORDS for w in words):
+            return  # "Table of Contents", "Copyright"
         if len(words) == 1:
             w = words[0]
             nxt_word = toks[j] if j < len(toks) else ""
@@ -210,7 +276,10 @@ class OfflineExtractor:
                 return  # an adjective ("English literature", "German scholars"), not a named thing
             if w.lower().endswith("ly"):
                 return
-            if w.lower() in lx.STOPWORDS or w.lower() in lx.PERSON_TITLES or len(w) < 2 or (_ROMAN.match(w.upper()) and w.isupper()):
+            lw = w.lower()
+            if lw in lx.STOPWORDS or lw in lx.PERSON_TITLES or lw in lx.SPEAKER_ROLES or lw in lx.FILLERS or len(w) < 2:
+                return
+            if _ROMAN.match(w.upper()) and w.isupper():
                 return
             if w.isupper() and len(w) >= 2 and not w.isdigit():
                 if len(w) <= 6:
@@ -295,66 +364,99 @@ class OfflineExtractor:
     # ---- one chunk -------------------------------------------------------------------------------
     def extract(self, text: str) -> ChunkExtraction:
         result = ChunkExtraction()
+        for word in _LOWER_WORD.findall(text):
+            result.lowercase[word] = result.lowercase.get(word, 0) + 1
+        turns = speaker_turns(text)
+        for t_i, (speaker, turn) in enumerate(turns):
+            sentences = split_sentences(turn)
+            if speaker:
+                m = result.mentions.setdefault(speaker, Mention(kind=SPEAKER))
+                m.kind, m.speaker = SPEAKER, True
+                m.count += 1
+                m.non_initial = True
+                _vote(m, "PERSON", 5.0)
+            for s_i, raw_sentence in enumerate(sentences):
+                # a chunk starts and ends mid-sentence: those fragments make poor descriptions
+                fragment = (t_i == 0 and s_i == 0 and not raw_sentence[:1].isupper() and raw_sentence[:1] not in "\"'“‘(#*-")
+                fragment = fragment or (
+                    t_i == len(turns) - 1 and s_i == len(sentences) - 1 and raw_sentence.rstrip()[-1:] not in ".!?\"'”’)。！？"
+                )
+                self._sentence(result, _WS.sub(" ", raw_sentence), speaker, fragment)
+        return result
+
+    def _sentence(self, result: ChunkExtraction, sentence: str, speaker: str, fragment: bool) -> None:
         mentions = result.mentions
         pairs = result.pairs
-        for raw_sentence in split_sentences(text):
-            sentence = _WS.sub(" ", raw_sentence)
-            found = self._english(sentence)
-            if _CJK.search(sentence):
-                found += self._chinese(sentence)
-            if not found:
+        found = self._english(sentence)
+        if _CJK.search(sentence):
+            found += self._chinese(sentence)
+        if not found:
+            return
+        order: list[str] = []
+        seen: set[str] = set()
+        for title, kind, votes, initial in found:
+            key = normalise_title(title)
+            if len(key) < 2:
                 continue
-            order: list[str] = []
-            seen: set[str] = set()
-            for title, kind, votes, initial in found:
-                key = normalise_title(title)
-                if len(key) < 2:
+            m = mentions.get(key)
+            if m is None:
+                m = mentions[key] = Mention(kind=kind)
+            elif kind in (NAME, ZH_NAME, EVENT, ACRONYM) and m.kind in FREQUENT_ONLY_KINDS:
+                m.kind = kind  # a phrase also seen as a proper name is a name
+            m.count += 1
+            m.non_initial = m.non_initial or not initial
+            for t, w in votes.items():
+                _vote(m, t, w)
+            if key not in seen:
+                seen.add(key)
+                order.append(key)
+        short = sentence if len(sentence) <= MAX_SENTENCE_CHARS else sentence[: MAX_SENTENCE_CHARS - 1] + "…"
+        n_words = sentence.count(" ") + 1
+        names = [k for k in order if mentions[k].kind not in FREQUENT_ONLY_KINDS]
+        score = (
+            2.0 * min(len(names) - 1, 4)
+            + min(n_words, 30) / 10.0
+            - (3.0 if n_words > 80 else 0.0)
+            - 0.5 * max(0, len(names) - 6)  # long enumerations describe nobody in particular
+            - (4.0 if fragment else 0.0)
+        )
+        upper = sentence.upper()
+        for key in order:
+            # a sentence that opens with the entity is usually about it
+            pos = upper.find(key)
+            own = score + (2.5 if 0 <= pos < 40 else 0.0)
+            sents = mentions[key].sentences
+            if len(sents) < 3:
+                sents.append((own, short))
+                sents.sort(key=lambda s: -s[0])
+            elif own > sents[-1][0]:
+                sents[-1] = (own, short)
+                sents.sort(key=lambda s: -s[0])
+        linked = order[: self.max_entities_per_sentence]
+        for a_i in range(len(linked)):
+            for b_i in range(a_i + 1, len(linked)):
+                a, b = linked[a_i], linked[b_i]
+                pair_key = (a, b) if a < b else (b, a)
+                p = pairs.get(pair_key)
+                if p is None:
+                    p = pairs[pair_key] = PairStat()
+                p.weight += 1.0
+                if score > p.score:
+                    p.score, p.sentence = score, short
+        if speaker:
+            sents = mentions[speaker].sentences
+            sents.append((score, short))
+            sents.sort(key=lambda s: -s[0])
+            del sents[3:]
+            said = f"{speaker} said: {short}"
+            for key in order[: self.max_entities_per_sentence]:
+                if key == speaker:
                     continue
-                m = mentions.get(key)
-                if m is None:
-                    m = mentions[key] = Mention(kind=kind)
-                elif kind in (NAME, ZH_NAME, EVENT) and m.kind in FREQUENT_ONLY_KINDS:
-                    m.kind = kind  # a phrase also seen as a proper name is a name
-                m.count += 1
-                m.non_initial = m.non_initial or not initial
-                for t, w in votes.items():
-                    _vote(m, t, w)
-                if key not in seen:
-                    seen.add(key)
-                    order.append(key)
-            short = sentence if len(sentence) <= MAX_SENTENCE_CHARS else sentence[: MAX_SENTENCE_CHARS - 1] + "…"
-            n_words = sentence.count(" ") + 1
-            names = [k for k in order if mentions[k].kind not in FREQUENT_ONLY_KINDS]
-            score = (
-                2.0 * min(len(names) - 1, 4)
-                + min(n_words, 30) / 10.0
-                - (3.0 if n_words > 80 else 0.0)
-                - 0.5 * max(0, len(names) - 6)  # long enumerations describe nobody in particular
-            )
-            upper = sentence.upper()
-            for key in order:
-                # a sentence that opens with the entity is usually about it
-                pos = upper.find(key)
-                own = score + (2.5 if 0 <= pos < 40 else 0.0)
-                sents = mentions[key].sentences
-                if len(sents) < 3:
-                    sents.append((own, short))
-                    sents.sort(key=lambda s: -s[0])
-                elif own > sents[-1][0]:
-                    sents[-1] = (own, short)
-                    sents.sort(key=lambda s: -s[0])
-            linked = order[: self.max_entities_per_sentence]
-            for a_i in range(len(linked)):
-                for b_i in range(a_i + 1, len(linked)):
-                    a, b = linked[a_i], linked[b_i]
-                    pair_key = (a, b) if a < b else (b, a)
-                    p = pairs.get(pair_key)
-                    if p is None:
-                        p = pairs[pair_key] = PairStat()
-                    p.weight += 1.0
-                    if score > p.score:
-                        p.score, p.sentence = score, short
-        return result
+                pair_key = (speaker, key) if speaker < key else (key, speaker)
+                p = pairs.setdefault(pair_key, PairStat())
+                p.weight += 1.0
+                if score > p.score or not p.sentence.startswith(speaker):
+                    p.score, p.sentence = score, said
 
 
 def chunk_anchor_pairs(extraction: ChunkExtraction, keep: set[str]) -> dict[tuple[str, str], PairStat]:

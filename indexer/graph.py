@@ -14,12 +14,18 @@ from __future__ import annotations
 
 import uuid
 from collections import defaultdict
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from indexer.extract_offline import (
     ACRONYM,
     FREQUENT_ONLY_KINDS,
+    MAYBE_PERSON,
     NAME,
+    NOUN,
+    PHRASE,
+    SPEAKER,
     ChunkExtraction,
     PairStat,
 )
@@ -79,6 +85,18 @@ class _Agg:
     sentences: list[tuple[float, int, str]] = field(default_factory=list)
 
 
+def _capitalised_name(key: str, a: _Agg, lowercase: dict[str, int]) -> bool:
+    """A one-word name seen mid-sentence, and capitalised more often than written in lower case."""
+    return a.non_initial and (a.kind != NAME or lowercase.get(key.lower(), 0) < a.count)
+
+
+def _settle_person(key: str, a: _Agg, lowercase: dict[str, int]) -> None:
+    maybe = a.votes.pop(MAYBE_PERSON, 0.0)
+    if maybe:
+        common = any(lowercase.get(w, 0) >= 2 for w in key.lower().split())
+        a.votes["CONCEPT" if common else "PERSON"] += maybe
+
+
 def _best_type(votes: dict[str, float]) -> str:
     if not votes:
         return "CONCEPT"
@@ -93,9 +111,18 @@ def merge_offline(
     max_phrase_entities: int = 2000,
     description_sentences: int = 3,
 ) -> tuple[list[EntityRow], list[RelationshipRow]]:
-    """Aggregate mentions over chunks, filter, merge name variants, describe and link entities."""
+    """Aggregate mentions over chunks, filter, merge name variants, describe and link entities.
+
+    Corpus-wide filters: phrases and lone nouns must occur in `min_phrase_chunks` chunks, and a phrase
+    must end in a word also used as a noun; a one-word name must be capitalised more often than the
+    same word appears in lower case ("Scrooge" yes, "Come" no); a possible person name is a person only
+    when none of its words is an ordinary lowercase word ("Bob Cratchit" yes, "Microsoft Cloud" no).
+    """
     aggs: dict[str, _Agg] = {}
+    lowercase: dict[str, int] = defaultdict(int)
     for ci, cid in enumerate(chunk_ids):
+        for word, n in extractions[cid].lowercase.items():
+            lowercase[word] += n
         for pos, (key, m) in enumerate(extractions[cid].mentions.items()):
             a = aggs.get(key)
             if a is None:
@@ -109,13 +136,18 @@ def merge_offline(
             a.chunks.append(ci)
             a.sentences.extend((s, ci, text) for s, text in m.sentences)
 
+    nouns = {key.lower() for key, a in aggs.items() if a.kind == NOUN}
     keep: set[str] = set()
     phrases: list[str] = []
     for key, a in aggs.items():
+        _settle_person(key, a, lowercase)
         if a.kind in FREQUENT_ONLY_KINDS:
-            if len(a.chunks) >= min_phrase_chunks:
-                phrases.append(key)
-        elif a.non_initial or a.words > 1 or a.kind == ACRONYM:
+            if len(set(a.chunks)) < min_phrase_chunks:
+                continue
+            if a.kind == PHRASE and key.rsplit(" ", 1)[-1].lower() not in nouns:
+                continue
+            phrases.append(key)
+        elif a.kind == ACRONYM or a.words > 1 or _capitalised_name(key, a, lowercase):
             keep.add(key)
     phrases.sort(key=lambda k: (-aggs[k].count, aggs[k].first_seen))
     keep.update(phrases[:max_phrase_entities])
@@ -204,10 +236,25 @@ def merge_offline(
     return entities, relationships
 
 
+_SHINGLE = 6  # words: two sentences sharing a run this long repeat each other's text
+
+
+def _shingles(text: str) -> set[tuple[str, ...]]:
+    words = [w.strip(".,;:!?\"'“”‘’()…").lower() for w in text.split()]
+    words = [w for w in words if w]
+    if len(words) < _SHINGLE:
+        return {tuple(words)} if words else set()
+    return {tuple(words[i : i + _SHINGLE]) for i in range(len(words) - _SHINGLE + 1)}
+
+
 def _describe(sentences: list[tuple[float, int, str]], n: int) -> str:
-    """The `n` most informative distinct sentences (more co-mentioned entities, fuller sentences), in text order."""
+    """The `n` most informative sentences (more co-mentioned entities, fuller sentences), in text order.
+
+    Overlapping chunks hold the same passage twice, often once whole and once cut at a chunk edge, so a
+    sentence sharing a run of words with one already chosen is skipped: no text repeats in a description.
+    """
     best: list[tuple[float, int, str]] = []
-    seen: set[str] = set()
+    taken: set[tuple[str, ...]] = set()
     chunks: set[int] = set()
     ranked = sorted(sentences, key=lambda x: (-x[0], x[1]))
     # first pass: one sentence per chunk, so the description spans documents; second pass fills up
@@ -215,9 +262,12 @@ def _describe(sentences: list[tuple[float, int, str]], n: int) -> str:
         for s, ci, text in ranked:
             if len(best) == n:
                 break
-            if text in seen or (one_per_chunk and ci in chunks):
+            if one_per_chunk and ci in chunks:
                 continue
-            seen.add(text)
+            shingles = _shingles(text)
+            if not shingles or shingles & taken:
+                continue
+            taken |= shingles
             chunks.add(ci)
             best.append((s, ci, text))
     return " ".join(text for _s, _ci, text in sorted(best, key=lambda x: x[1]))
@@ -228,7 +278,7 @@ def _person_aliases(keep: set[str], aggs: dict[str, _Agg]) -> dict[str, str]:
     by_part: dict[str, list[str]] = defaultdict(list)
     for key in keep:
         a = aggs[key]
-        if a.kind == NAME and a.words in (2, 3) and _best_type(a.votes) == "PERSON":
+        if a.kind in (NAME, SPEAKER) and a.words in (2, 3) and _best_type(a.votes) == "PERSON":
             parts = key.split(" ")
             by_part[parts[0]].append(key)
             if parts[-1] != parts[0]:
@@ -248,34 +298,43 @@ def finalise_graph(
     entities: list[EntityRow],
     relationships: list[RelationshipRow],
     *,
-    previous_entity_titles: list[str] | None = None,
-    previous_relationship_pairs: list[tuple[str, str]] | None = None,
+    previous_entity_titles: Sequence[str] | Mapping[str, int] | None = None,
+    previous_relationship_pairs: Sequence[tuple[str, str]] | Mapping[tuple[str, str], int] | None = None,
 ) -> Graph:
-    """Order rows (previous build's order first), assign ids, degrees and combined degrees."""
-    prev_e = {t: i for i, t in enumerate(previous_entity_titles or [])}
+    """Order rows (previous build's order first), assign ids, degrees and combined degrees.
+
+    The previous build's rows are given as title -> human_readable_id (or a list, where the position is
+    the id). Rows that survive keep their `human_readable_id`, so saved citations keep their meaning;
+    new rows get numbers after the largest one ever used, never a number a removed row had.
+    """
+    prev_e = _previous_ids(previous_entity_titles)
     ents = sorted(
         enumerate(entities), key=lambda ie: (0, prev_e[ie[1].title]) if ie[1].title in prev_e else (1, ie[0])
     )
     ordered: list[EntityRow] = []
-    for hrid, (_i, e) in enumerate(ents):
+    fresh = iter(range(max(prev_e.values(), default=-1) + 1, 1 << 62))
+    for _i, e in ents:
         e.id = entity_uuid(e.title)
-        e.human_readable_id = hrid
+        e.human_readable_id = prev_e[e.title] if e.title in prev_e else next(fresh)
         ordered.append(e)
-    position = {e.title: e.human_readable_id for e in ordered}
+    position = {e.title: i for i, e in enumerate(ordered)}
     rels = [r for r in relationships if r.source in position and r.target in position and r.source != r.target]
-    for r in rels:  # orient each edge from the older (lower id) entity, so the orientation is stable
+    for r in rels:  # orient each edge from the older (earlier) entity, so the orientation is stable
         if position[r.source] > position[r.target]:
             r.source, r.target = r.target, r.source
-    prev_r = {p: i for i, p in enumerate(previous_relationship_pairs or [])}
+    prev_r = _previous_ids(previous_relationship_pairs)
     rels_sorted = sorted(
         enumerate(rels),
         key=lambda ir: (0, prev_r[(ir[1].source, ir[1].target)]) if (ir[1].source, ir[1].target) in prev_r else (1, ir[0]),
     )
+    fresh = iter(range(max(prev_r.values(), default=-1) + 1, 1 << 62))
+    for _i, r in rels_sorted:
+        pair = (r.source, r.target)
+        r.human_readable_id = prev_r[pair] if pair in prev_r else next(fresh)
     neighbours: dict[str, set[str]] = defaultdict(set)
     out_rels: list[RelationshipRow] = []
-    for hrid, (_i, r) in enumerate(rels_sorted):
+    for _i, r in rels_sorted:
         r.id = relationship_uuid(r.source, r.target)
-        r.human_readable_id = hrid
         neighbours[r.source].add(r.target)
         neighbours[r.target].add(r.source)
         out_rels.append(r)
@@ -285,3 +344,11 @@ def finalise_graph(
     for r in out_rels:
         r.combined_degree = degree[r.source] + degree[r.target]
     return Graph(ordered, out_rels)
+
+
+def _previous_ids(previous: Sequence[Any] | Mapping[Any, int] | None) -> dict[Any, int]:
+    if previous is None:
+        return {}
+    if isinstance(previous, Mapping):
+        return dict(previous)
+    return {key: i for i, key in enumerate(previous)}

@@ -19,7 +19,7 @@ from pydantic import BaseModel, Field
 from engines.models.base import ChatModel, Message
 from engines.models.errors import ModelError, StructuredOutputError
 from engines.models.structured import complete_json
-from engines.usage import Usage
+from engines.models.usage import Usage
 from indexer import prompts
 from indexer.communities import CommunityRow
 from indexer.config import IndexerConfig

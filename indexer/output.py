@@ -7,7 +7,9 @@ half-written table next to a valid one.
 
 from __future__ import annotations
 
+import json
 import os
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -69,6 +71,9 @@ def today() -> str:
 
 def write_table(out_dir: Path, name: str, rows: list[dict[str, Any]]) -> Path:
     schema = SCHEMAS[name]
+    if name == "documents" and any(r.get("raw_data") is not None for r in rows):
+        # table inputs' other columns, as JSON text (GraphRAG leaves the column null for text files)
+        schema = schema.set(schema.get_field_index("raw_data"), pa.field("raw_data", pa.string()))
     columns = {f.name: [r.get(f.name) for r in rows] for f in schema}
     table = pa.Table.from_pydict(columns, schema=schema)
     path = out_dir / f"{name}.parquet"
@@ -115,7 +120,27 @@ def report_rows(reports: list[ReportRow], period: str) -> list[dict[str, Any]]:
     ]
 
 
-def text_unit_rows(chunks: list[Chunk], graph: Graph, claims_by_unit: dict[str, list[str]]) -> list[dict[str, Any]]:
+def stable_ids(keys: list[str], previous: Mapping[str, int] | None) -> list[int]:
+    """human_readable_id per key: the previous build's value when the key survives, else a number after
+    the largest ever used (so a saved citation never changes meaning)."""
+    prev = previous or {}
+    fresh = max(prev.values(), default=-1) + 1
+    out = []
+    for key in keys:
+        if key in prev:
+            out.append(prev[key])
+        else:
+            out.append(fresh)
+            fresh += 1
+    return out
+
+
+def text_unit_rows(
+    chunks: list[Chunk],
+    graph: Graph,
+    claims_by_unit: dict[str, list[str]],
+    previous_ids: Mapping[str, int] | None = None,
+) -> list[dict[str, Any]]:
     """Reverse lookups of `entities.text_unit_ids` and `relationships.text_unit_ids`, as GraphRAG builds them."""
     ents: dict[str, list[str]] = {c.id: [] for c in chunks}
     rels: dict[str, list[str]] = {c.id: [] for c in chunks}
@@ -128,16 +153,19 @@ def text_unit_rows(chunks: list[Chunk], graph: Graph, claims_by_unit: dict[str, 
     return [
         {"id": c.id, "human_readable_id": i, "text": c.text, "n_tokens": c.n_tokens, "document_id": c.document_id,
          "entity_ids": ents[c.id], "relationship_ids": rels[c.id], "covariate_ids": claims_by_unit.get(c.id, [])}
-        for i, c in enumerate(chunks)
+        for i, c in zip(stable_ids([c.id for c in chunks], previous_ids), chunks, strict=True)
     ]
 
 
-def document_rows(documents: list[SourceDocument], chunks: list[Chunk]) -> list[dict[str, Any]]:
+def document_rows(
+    documents: list[SourceDocument], chunks: list[Chunk], previous_ids: Mapping[str, int] | None = None
+) -> list[dict[str, Any]]:
     by_doc: dict[str, list[str]] = {d.id: [] for d in documents}
     for c in chunks:
         by_doc[c.document_id].append(c.id)
     return [
         {"id": d.id, "human_readable_id": i, "title": d.title, "text": d.text, "text_unit_ids": by_doc[d.id],
-         "creation_date": d.creation_date, "raw_data": None}
-        for i, d in enumerate(documents)
+         "creation_date": d.creation_date,
+         "raw_data": json.dumps(d.metadata, ensure_ascii=False, sort_keys=True) if d.metadata else None}
+        for i, d in zip(stable_ids([d.id for d in documents], previous_ids), documents, strict=True)
     ]

@@ -7,7 +7,10 @@
   entities, relationships and claims) as typed JSON (`indexer.jsoncodec`), so an incremental run
   only extracts new chunks.
 - `embedder.npz`: the offline embedder (see `engines.models.embedding_offline`), read with
-  `allow_pickle=False`.
+  `allow_pickle=False`. Fitted once per index and kept by updates (refitted only on request), so
+  stored vectors stay comparable with new ones.
+- `embedded.json.gz`: the sha256 of the text behind every stored vector and the embedder's
+  fingerprint, so an update embeds only new or changed texts and copies the other vectors.
 
 Files left by older versions (`extractions.pkl`, `embedder.joblib`) are never opened: they are named
 in the build's warnings so the user can delete them.
@@ -30,8 +33,9 @@ STATE_DIR = "graphroute"
 MANIFEST = "manifest.json"
 EXTRACTIONS = "extractions.json.gz"
 EMBEDDER = "embedder.npz"
+EMBEDDED = "embedded.json.gz"
 LEGACY_CODE_FILES = ("extractions.pkl", "embedder.joblib")  # older formats that could run code: never read
-WRITTEN_BY_BUILD = (MANIFEST, EXTRACTIONS, EMBEDDER)  # what a build (re)writes in STATE_DIR
+WRITTEN_BY_BUILD = (MANIFEST, EXTRACTIONS, EMBEDDER, EMBEDDED)  # what a build (re)writes in STATE_DIR
 
 
 @dataclass
@@ -76,6 +80,14 @@ def write_manifest(out_dir: Path, manifest: Manifest) -> None:
     _atomic_write(out_dir / STATE_DIR / MANIFEST, manifest.to_json().encode("utf-8"))
 
 
+def table_digests(folder: Path) -> dict[str, str]:
+    """sha256 of every table a build wrote in `folder` (and of its embedder), for `Manifest.tables`."""
+    from shared_context.loaders.integrity import sha256_file
+
+    files = sorted(folder.glob("*.parquet")) + sorted((folder / STATE_DIR).glob(EMBEDDER))
+    return {p.relative_to(folder).as_posix(): sha256_file(p) for p in files}
+
+
 def legacy_code_files(out_dir: Path) -> list[str]:
     """Older state files in a format that can execute code when loaded; they are ignored, never opened."""
     return [f"{STATE_DIR}/{n}" for n in LEGACY_CODE_FILES if (out_dir / STATE_DIR / n).exists()]
@@ -102,6 +114,32 @@ def read_extractions(out_dir: Path, mode: str, value_type: Any) -> dict[str, Any
 def write_extractions(out_dir: Path, mode: str, chunks: dict[str, Any]) -> None:
     text = json.dumps({"mode": mode, "chunks": encode(chunks)}, ensure_ascii=False, separators=(",", ":"))
     _atomic_write(out_dir / STATE_DIR / EXTRACTIONS, gzip.compress(text.encode("utf-8"), compresslevel=5, mtime=0))
+
+
+@dataclass
+class EmbeddedTexts:
+    """Which text each stored vector was computed from, and by which embedder, so an update re-embeds only
+    texts that are new or changed (`embedder` is the embedder's fingerprint; `digests`: table -> id -> sha256)."""
+
+    embedder: str
+    digests: dict[str, dict[str, str]] = field(default_factory=dict)
+
+
+def read_embedded(out_dir: Path) -> EmbeddedTexts | None:
+    path = out_dir / STATE_DIR / EMBEDDED
+    if not path.exists():
+        return None
+    try:
+        with gzip.open(path, "rt", encoding="utf-8") as fh:
+            value: EmbeddedTexts = decode(EmbeddedTexts, json.load(fh))
+    except (OSError, EOFError, ValueError, CodecError):
+        return None  # unreadable: every text is embedded again, which is always correct
+    return value
+
+
+def write_embedded(out_dir: Path, embedded: EmbeddedTexts) -> None:
+    text = json.dumps(encode(embedded), ensure_ascii=False, separators=(",", ":"))
+    _atomic_write(out_dir / STATE_DIR / EMBEDDED, gzip.compress(text.encode("utf-8"), compresslevel=5, mtime=0))
 
 
 def _atomic_write(path: Path, data: bytes) -> None:

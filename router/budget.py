@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
-from typing import Protocol
+from numbers import Integral, Real
+from typing import Any, Protocol
 
 
 class BudgetError(ValueError):
-    """The budget cannot be met by any engine (the message says which limit and by how much)."""
+    """The budget cannot be met by any engine (the message says which limit and by how much), or a
+    budget value is invalid. `usage` is what the question spent before the refusal (e.g. a rewrite)."""
+
+    usage: Any = None
 
 
 @dataclass(frozen=True)
@@ -19,16 +24,26 @@ class Budget:
     deadline_s: float | None = None
 
     def __post_init__(self) -> None:
-        if self.max_cost is not None and self.max_cost < 0:
-            raise BudgetError(f"budget max_cost must be >= 0, got {self.max_cost}")
-        if self.max_llm_calls is not None and self.max_llm_calls < 1:
-            raise BudgetError(f"budget max_llm_calls must be >= 1, got {self.max_llm_calls}")
-        if self.deadline_s is not None and self.deadline_s <= 0:
-            raise BudgetError(f"budget deadline_s must be > 0, got {self.deadline_s}")
+        # NaN compares false with everything, so a plain `< 0` check would let it mean "unlimited".
+        _check_number("max_cost", self.max_cost, minimum=0.0, inclusive=True)
+        _check_number("max_llm_calls", self.max_llm_calls, minimum=1, inclusive=True, integer=True)
+        _check_number("deadline_s", self.deadline_s, minimum=0.0, inclusive=False)
 
     @property
     def unlimited(self) -> bool:
         return self.max_cost is None and self.max_llm_calls is None and self.deadline_s is None
+
+
+def _check_number(name: str, value: Any, *, minimum: float, inclusive: bool, integer: bool = False) -> None:
+    if value is None:
+        return
+    kind = "a whole number" if integer else "a number"
+    if isinstance(value, bool) or not isinstance(value, Integral if integer else Real):
+        raise BudgetError(f"budget {name} must be {kind} or None, got {value!r} ({type(value).__name__})")
+    if not math.isfinite(value):
+        raise BudgetError(f"budget {name} must be a finite number, got {value!r} (use None for no limit)")
+    if value < minimum or (value == minimum and not inclusive):
+        raise BudgetError(f"budget {name} must be {'>=' if inclusive else '>'} {minimum:g}, got {value!r}")
 
 
 class EstimateLike(Protocol):
@@ -80,6 +95,9 @@ def check_fit(estimate: EstimateLike, budget: Budget) -> str:
         reasons.append(f"{estimate.llm_calls} calls > {budget.max_llm_calls}")
     if budget.max_cost is not None and estimate.cost > budget.max_cost:
         reasons.append(f"${estimate.cost:.4f} > ${budget.max_cost:.4f}")
-    if budget.deadline_s is not None and estimate.seconds_guess > budget.deadline_s:
+    # A deadline refuses only on observed latency: the default figures are a guess (~11 s for a local
+    # answer) that would refuse every question on a fast endpoint. The run itself stops at the deadline.
+    latency_known = getattr(estimate, "latency_known", True)
+    if budget.deadline_s is not None and latency_known and estimate.seconds_guess > budget.deadline_s:
         reasons.append(f"~{estimate.seconds_guess:.1f}s > {budget.deadline_s:.1f}s deadline")
     return "; ".join(reasons)

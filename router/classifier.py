@@ -2,24 +2,30 @@
 
 Model
 -----
-A multinomial logistic regression over three feature blocks (`router.features`): cue-lexicon and
-question-form features in English and Chinese, index-linking signals, and hashed character n-grams. Its
-one-vs-rest scores are calibrated with per-class sigmoids fitted on cross-validated predictions
+A linear support-vector classifier (scikit-learn `LinearSVC`, one-vs-rest) over three feature blocks
+(`router.features`): cue-lexicon and question-form features in English and Chinese (`router.cues`, lexicons in
+`router/data/cues.json`), index-linking signals, and hashed character n-grams. Its one-vs-rest decision values
+are calibrated with per-class sigmoids fitted on cross-validated predictions
 (`CalibratedClassifierCV(method="sigmoid", ensemble=False)`), so `confidence` is a probability. The fitted
 weights are stored as plain arrays in `router/data/router_model.npz` (rebuilt by `python -m router.train`)
 and applied here with numpy, which keeps a prediction well under a millisecond and the file independent of
 the scikit-learn version.
 
+Knowing when it does not know
+-----------------------------
+A question unlike anything in training (few of its words, names aside, were ever seen, and no cue group fires)
+gets its probabilities pulled towards uniform (`familiarity` in `signals`), so odd questions come out below
+the router's confidence threshold instead of at 0.99; the router then applies its cost-aware default.
+
 Index signals
 -------------
 The model is trained on every question twice: once with the index block empty (its missing-indicator
-`idx_present` = 0) and once with simulated linking signals (`router.train.simulate_signals`: names the
-question mentions link with high scores most of the time, some are missing from the index, generic words
-sometimes link weakly, entities of one question often share a community). With no index the block is zero
-and the model relies on the wording alone; with an index, the real `shared_context.linking.link_entities`
-output fills the block and the learned weights move the decision (no entity linked -> towards global; one
-entity -> local; several entities across communities -> DRIFT). If linking fails, the decision falls back to
-the wording and says so in `reasons`.
+`idx_present` = 0) and once with simulated linking signals (`router.train.simulate_signals`). With an index,
+the real `shared_context.linking.link_entities` output fills the block. On top of that, `router.index_scope`
+measures how specific the question is *in this index* (specific entities versus speakers found across the
+collection, named documents, how thinly its words spread over the top-level communities) and nudges the
+probabilities with documented weights; those signals are listed in `signals` and `reasons`. If linking fails,
+the decision falls back to the wording and says so in `reasons`.
 
 Reasons are built from the features that pushed the chosen class up the most (cue phrases found, question
 form, names, linking), in words a user understands.
@@ -45,13 +51,19 @@ from router.features import (
     FEATURE_NAMES,
     MAX_CHARS,
     N_HASH_FEATURES,
+    N_WORD_BUCKETS,
     IndexSignals,
     QuestionFeatures,
     extract,
     index_vector,
     ngram_vector,
     signals_from_link,
+    wording_buckets,
 )
+from router.index_scope import CLASSES as SCOPE_CLASSES
+from router.index_scope import IndexScope
+from router.index_scope import adjust as adjust_for_scope
+from router.index_scope import measure as measure_scope
 
 if TYPE_CHECKING:
     from engines.models.base import ChatModel, Completion
@@ -59,8 +71,13 @@ if TYPE_CHECKING:
 Engine = Literal["local", "global", "drift"]
 ENGINES: tuple[Engine, ...] = ("local", "global", "drift")
 MODEL_PATH = Path(__file__).resolve().parent / "data" / "router_model.npz"
-MODEL_FORMAT = 1
+MODEL_FORMAT = 2
 _REASON_MIN_CONTRIBUTION = 0.15  # log-odds; weaker features are not worth telling the user about
+# familiarity: share of a question's words (names aside) seen in training. At or above FAMILIAR the
+# calibrated probabilities stand; below it they are mixed with uniform, fully at UNFAMILIAR. A cue group
+# firing counts as familiar wording whatever the n-grams say.
+FAMILIAR = 0.85
+UNFAMILIAR = 0.45
 _ENGINE_WORDS = {"local": "questions about specific entities", "global": "questions about the whole collection",
                  "drift": "questions that connect several entities"}
 
@@ -75,6 +92,7 @@ class RouteDecision:
     reasons: list[str]
     signals: dict[str, float] = field(default_factory=dict)
     method: str = "model"
+    fallbacks: tuple[str, ...] = ()  # engines to escalate to first if the chosen one finds nothing
 
 
 class ModelFileError(RuntimeError):
@@ -101,6 +119,7 @@ class Classifier:
             self._intercept = np.asarray(payload["intercept"], dtype=np.float64)
             self._calib_a = np.asarray(payload["calib_a"], dtype=np.float64)
             self._calib_b = np.asarray(payload["calib_b"], dtype=np.float64)
+            self._seen_words = np.unpackbits(np.asarray(payload["seen_words"], dtype=np.uint8))[:N_WORD_BUCKETS] > 0
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise ModelFileError(f"{source}: not a router model file ({exc})") from exc
         self.trained_on: dict[str, Any] = dict(payload.get("trained_on", {}))
@@ -121,14 +140,24 @@ class Classifier:
 
     # ------------------------------------------------------------------------------------ scoring
 
-    def _scores(self, feats: QuestionFeatures, signals: IndexSignals | None) -> tuple[np.ndarray, np.ndarray]:
-        """Return (dense feature vector, raw decision values) for one question."""
+    def _scores(self, feats: QuestionFeatures, signals: IndexSignals | None) -> tuple[np.ndarray, np.ndarray, float]:
+        """Return (dense feature vector, raw decision values, familiarity) for one question."""
         dense = np.concatenate([feats.dense, index_vector(signals)]).astype(np.float64)
         columns, values = ngram_vector(feats.text)
         decision = self._coef_dense @ dense + self._intercept
         if len(columns):
             decision = decision + values @ self._coef_hash[columns]
-        return dense, decision
+        buckets = wording_buckets(feats.text, feats.names)
+        familiarity = float(self._seen_words[buckets].mean()) if buckets else 0.0
+        return dense, decision, familiarity
+
+    @staticmethod
+    def _temper(proba: np.ndarray, familiarity: float, has_cues: bool) -> np.ndarray:
+        """Pull the probabilities of unfamiliar wording towards uniform (see FAMILIAR / UNFAMILIAR)."""
+        if has_cues or familiarity >= FAMILIAR:
+            return proba
+        trust = max(0.0, (familiarity - UNFAMILIAR) / (FAMILIAR - UNFAMILIAR))
+        return trust * proba + (1.0 - trust) / len(proba)
 
     def _calibrate(self, decision: np.ndarray) -> np.ndarray:
         proba = 1.0 / (1.0 + np.exp(self._calib_a * decision + self._calib_b))
@@ -150,20 +179,40 @@ class Classifier:
             feats = extract(f"{history[0]} {feats.text}")
             notes.append("short follow-up: read together with the previous question")
         signals: IndexSignals | None = None
-        if index is not None:
+        scope: IndexScope | None = None
+        if index is not None and not _is_index(index):
+            notes.append(f"entity linking failed ({type(index).__name__} is not an Index); decided from the wording only")
+        elif index is not None:
             signals, note = _link(index, feats.text)
             if note:
                 notes.append(note)
-        dense, decision = self._scores(feats, signals)
-        proba = self._calibrate(decision)
+            scope, note = _scope(index, feats.text, signals)
+            if note:
+                notes.append(note)
+        dense, decision, familiarity = self._scores(feats, signals)
+        proba = self._temper(self._calibrate(decision), familiarity, bool(feats.cues))
+        scope_reasons: list[str] = []
+        if scope is not None:
+            bonus, scope_reasons = adjust_for_scope(scope)
+            order = [SCOPE_CLASSES.index(c) for c in self.classes]
+            proba = proba * np.exp(bonus[order])
+            proba = proba / proba.sum()
         best = int(np.argmax(proba))
         engine = cast(Engine, self.classes[best])
-        reasons = self._reasons(best, dense, feats, signals) + notes
+        reasons = scope_reasons + self._reasons(best, dense, feats, signals) + notes
+        if familiarity < FAMILIAR and not feats.cues:
+            reasons.append(f"unfamiliar wording (only {familiarity:.0%} of it resembles the training questions); "
+                           "confidence lowered")
         if feats.truncated:
             reasons.append(f"the question is very long; only its first {MAX_CHARS} characters were used")
         probabilities: dict[str, float] = {str(c): float(proba[self.classes.index(c)]) for c in ENGINES}
+        found: dict[str, float] = {"familiarity": round(familiarity, 3)}
+        if signals is not None:
+            found.update(signals.as_dict())
+        if scope is not None:
+            found.update(scope.as_dict())
         return RouteDecision(engine=engine, confidence=probabilities[engine], probabilities=probabilities,
-                             reasons=reasons, signals=signals.as_dict() if signals else {}, method="model")
+                             reasons=reasons, signals=found, method="model")
 
     # ------------------------------------------------------------------------------------ reasons
 
@@ -247,20 +296,38 @@ def _index_reason(signals: IndexSignals) -> str:
     return text
 
 
-def _link(index: Any, text: str) -> tuple[IndexSignals | None, str]:
-    """Run entity linking; never raises (a failure degrades to wording-only classification)."""
+def _scope(index: Any, text: str, signals: IndexSignals | None) -> tuple[IndexScope | None, str]:
+    """Measure how specific the question is in this index; never raises (degrades to no nudge)."""
+    from shared_context.errors import IndexFormatError
+
     try:
-        from shared_context.linking import link_entities
+        return measure_scope(index, text, signals, signals.positions if signals else ()), ""
+    except IndexFormatError as exc:  # a signal, not a requirement: say so and decide without it
+        return None, f"index scope could not be measured ({exc})"
 
+
+def _is_index(index: object) -> bool:
+    from shared_context.index import Index  # imported only when an index is given: classify() stays light
+
+    return isinstance(index, Index)
+
+
+def _link(index: Any, text: str) -> tuple[IndexSignals | None, str]:
+    """Run entity linking. Something that is not an Index, or index data linking cannot use, degrades to
+    wording-only classification and says so; any other exception is a bug and surfaces."""
+    from shared_context.errors import IndexFormatError
+    from shared_context.linking import link_entities
+
+    try:
         link = link_entities(index, text)
-        entities = getattr(index, "entities", None)
+    except IndexFormatError as exc:  # linking is an optional signal; report and carry on with the wording
+        return None, f"entity linking failed ({exc}); decided from the wording only"
+    entities = index.entities
 
-        def title_of(pos: int) -> str:
-            return str(getattr(entities[pos], "title", pos)) if entities is not None else str(pos)
+    def title_of(pos: int) -> str:
+        return str(entities[pos].title)
 
-        return signals_from_link(link, getattr(index, "entity_communities", None), title_of), ""
-    except Exception as exc:  # linking is an optional signal; report and carry on with the wording
-        return None, f"entity linking failed ({type(exc).__name__}: {exc}); decided from the wording only"
+    return signals_from_link(link, index.entity_communities, title_of), ""
 
 
 # ---------------------------------------------------------------------------------- module level

@@ -132,6 +132,10 @@ def _cmd_ask(args: argparse.Namespace, console: Console) -> int:
     from router.budget import Budget, BudgetError
     from router.router import Done, EngineEvent, Escalated, RouteDecided
 
+    try:  # checked first: a meaningless budget needs no index loaded to be refused
+        budget = Budget(args.max_cost, args.max_calls, args.deadline)
+    except BudgetError as exc:
+        raise CliError(str(exc)) from exc
     router = _load_router(args.index, args.config)
     history = None
     if args.history:
@@ -139,10 +143,6 @@ def _cmd_ask(args: argparse.Namespace, console: Console) -> int:
             history = json.loads(Path(args.history).read_text())
         except (OSError, json.JSONDecodeError) as exc:
             raise CliError(f"cannot read --history {args.history}: {exc}") from exc
-    try:
-        budget = Budget(args.max_cost, args.max_calls, args.deadline)
-    except BudgetError as exc:
-        raise CliError(str(exc)) from exc
 
     async def run() -> Any:
         answer = None
@@ -207,6 +207,15 @@ def _cmd_questions(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
+def _spent(usage: Any) -> str:
+    """' (spent: 3 model calls, 1,234 prompt tokens, $0.0012)' for an error line, '' when nothing was spent."""
+    total = getattr(usage, "total", None)
+    if total is None or not (total.llm_calls or total.embedding_calls):
+        return ""
+    return (f" (spent: {total.llm_calls} model calls, {total.prompt_tokens:,} prompt tokens, "
+            f"{total.output_tokens:,} output tokens, ${total.cost:.4f})")
+
+
 def _cmd_index(args: argparse.Namespace) -> int:
     from indexer.cli import run_from_args
 
@@ -233,7 +242,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         if not isinstance(exc, EngineError | ModelError):
             raise
-        err.print(f"[red]error:[/red] {exc}")
+        err.print(f"[red]error:[/red] {exc}{_spent(getattr(exc, 'usage', None))}", highlight=False,
+                  soft_wrap=True)  # one line, however narrow the terminal
         return 1
     except KeyboardInterrupt:
         err.print("interrupted")

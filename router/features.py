@@ -107,6 +107,7 @@ class IndexSignals:
     communities: int = 0
     unknown: int = 0
     names: tuple[str, ...] = ()  # titles of the linked entities, best first (for reasons)
+    positions: tuple[int, ...] = ()  # their positions in the index, aligned with `names`
 
     def as_dict(self) -> dict[str, float]:
         return {"linked_entities": float(self.linked), "max_link_score": self.max_score,
@@ -199,6 +200,25 @@ def index_vector(signals: IndexSignals | None) -> np.ndarray:
         math.log1p(signals.communities) / 2.0, 1.0 if signals.communities >= 3 else 0.0,
         min(3.0, float(signals.unknown)) / 3.0,
     ], dtype=np.float32)
+
+
+_WORD = re.compile(r"[a-z][a-z'’\-]*|[\u4e00-\u9fff]+")
+N_WORD_BUCKETS = 2**18
+
+
+def wording_buckets(text: str, names: Sequence[str] = ()) -> list[int]:
+    """Hashed buckets of the question's own wording, for the familiarity check: lower-cased Latin words and
+    CJK character bigrams, with name-like spans removed first (a new name is not unfamiliar *wording*)."""
+    for name in names:
+        text = text.replace(name, " ")
+    out: list[int] = []
+    for run in _WORD.findall(text.lower()):
+        if _CJK.match(run):
+            grams = [run] if len(run) == 1 else [run[i : i + 2] for i in range(len(run) - 1)]
+        else:
+            grams = [run.strip("'’-")]
+        out.extend(mmh3.hash(g, 7, signed=False) % N_WORD_BUCKETS for g in grams if g)
+    return out
 
 
 def _bucket(gram: str) -> int:
@@ -317,5 +337,5 @@ def signals_from_link(link: Any, entity_communities: Sequence[Sequence[int]] | N
         linked=len(kept), max_score=max(scores, default=0.0),
         mean_score=sum(scores) / len(scores) if scores else 0.0, exact=len(kept),
         communities=len(communities), unknown=len(getattr(link, "unknown_names", ()) or ()),
-        names=tuple(title for _, _, title in kept),
+        names=tuple(title for _, _, title in kept), positions=tuple(pos for pos, _, _ in kept),
     )

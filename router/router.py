@@ -15,7 +15,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
+from engines.errors import DeadlineExceeded, EngineError
 from engines.models.base import Message
+from engines.models.errors import ModelConfigError, ModelError, ModelResponseError, StructuredOutputError
 from engines.usage import Usage
 from router.answer import Answer, Escalation
 from router.budget import LADDER, Budget, BudgetError, Plan, PlanStep, check_fit
@@ -24,6 +26,7 @@ from router.rewrite import rewrite_question, user_turns
 T = TypeVar("T")
 ENGINES = ("local", "global", "drift", "basic")
 MODES = ("auto", *ENGINES)
+CLOSE_CALL = 0.25  # below the threshold, two engines this close in probability are decided by cost
 # Where to go when an engine finds nothing (no linked entities, every map score 0, empty context).
 ESCALATION: dict[str, tuple[str, ...]] = {
     "local": ("global", "basic"),
@@ -32,6 +35,16 @@ ESCALATION: dict[str, tuple[str, ...]] = {
     "global_prerank": ("local", "basic"),
     "basic": (),
 }
+# Where to go when an engine fails (e.g. a small model that cannot write JSON): engines needing no JSON.
+FALLBACK: dict[str, tuple[str, ...]] = {
+    "drift": ("local", "basic"),
+    "global": ("local", "basic"),
+    "global_prerank": ("local", "basic"),
+    "local": ("basic",),
+    "basic": (),
+}
+# Seconds the router waits past the deadline for an engine to hand back its partial result.
+DEADLINE_GRACE_S = 1.0
 
 
 # ---- events streamed by Router.astream -------------------------------------------------------------
@@ -131,22 +144,27 @@ class Router:
     # ---- the question pipeline ------------------------------------------------------------------
 
     async def _prepare(
-        self, question: str, history: Sequence[Message | str] | None, mode: str, usage: Usage
+        self,
+        question: str,
+        history: Sequence[Message | str] | None,
+        mode: str,
+        usage: Usage,
+        deadline: float | None = None,
+        degraded: list[str] | None = None,
     ) -> tuple[str, list[Message], Any]:
         from router.classifier import classify
 
         if mode not in MODES:
             raise ValueError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
-        from engines.base import normalise_history
+        from engines.base import limit_history, normalise_history
 
-        turns = normalise_history(history)
+        notes = degraded if degraded is not None else []
+        turns, history_note = limit_history(normalise_history(history), self.index.tokenizer)
+        if history_note:
+            notes.append(f"history: {history_note}")
         standalone = question
         if turns and self.config.router.rewrite_followups:
-            t0 = time.perf_counter()
-            standalone, completions = await rewrite_question(question, turns, self.models.chat("rewrite"))
-            for c in completions:
-                usage.add_completion("rewrite", c)
-            usage.add_seconds("rewrite", time.perf_counter() - t0)
+            standalone = await self._rewrite(question, turns, usage, deadline, notes)
         t0 = time.perf_counter()
         decision = classify(standalone, self.index, history=user_turns(turns))
         if (
@@ -154,7 +172,9 @@ class Router:
             and not self.models.offline
             and decision.confidence < self.config.router.llm_classifier_threshold
         ):
-            decision = await self._llm_second_opinion(standalone, decision, usage)
+            decision = await self._llm_second_opinion(standalone, decision, usage, deadline)
+        if mode == "auto" and decision.confidence < self.config.router.llm_classifier_threshold:
+            decision = self._cost_aware_default(standalone, decision)
         usage.add_seconds("classify", time.perf_counter() - t0)
         if mode != "auto":
             forced: Any = mode if mode != "basic" else decision.engine  # basic is not a routed class
@@ -163,18 +183,73 @@ class Router:
             )
         return standalone, turns, decision
 
-    async def _llm_second_opinion(self, question: str, decision: Any, usage: Usage) -> Any:
+    async def _rewrite(
+        self, question: str, turns: list[Message], usage: Usage, deadline: float | None, notes: list[str]
+    ) -> str:
+        """The standalone form of a follow-up; an optional stage: on any failure the question goes on as asked."""
+        t0 = time.perf_counter()
+        try:
+            standalone, completions = await _within(
+                deadline, rewrite_question(question, turns, self.models.chat("rewrite"))
+            )
+        except TimeoutError:
+            notes.append("rewrite: the deadline left no time to rewrite the follow-up; it was used as asked")
+            return question
+        except StructuredOutputError as err:
+            for c in err.completions:
+                usage.add_completion("rewrite", c)
+            notes.append(f"rewrite: failed, the follow-up was used as asked ({err})")
+            return question
+        except ModelError as err:
+            notes.append(f"rewrite: failed, the follow-up was used as asked ({err})")
+            return question
+        finally:
+            usage.add_seconds("rewrite", time.perf_counter() - t0)
+        for c in completions:
+            usage.add_completion("rewrite", c)
+        return standalone
+
+    async def _llm_second_opinion(
+        self, question: str, decision: Any, usage: Usage, deadline: float | None = None
+    ) -> Any:
         from router.classifier import classify_with_llm
 
         try:
-            new_decision, completions = await classify_with_llm(
+            new_decision, completions = await _within(deadline, classify_with_llm(
                 question, self.models.chat("classify"), decision, self.config.router.llm_classifier_threshold
-            )
-        except Exception as exc:  # a failed second opinion must never fail the question
-            return replace(decision, reasons=[*decision.reasons, f"model classifier unavailable: {exc}"])
+            ))
+        except TimeoutError:
+            return replace(decision, reasons=[*decision.reasons, "model classifier skipped: the deadline was near"])
+        except ModelError as err:  # a failed second opinion must never fail the question; a bug still surfaces
+            for c in getattr(err, "completions", ()):  # StructuredOutputError carries what was paid for
+                usage.add_completion("classify", c)
+            return replace(decision, reasons=[*decision.reasons, f"model classifier unavailable: {err}"])
         for c in completions:
             usage.add_completion("classify", c)
         return new_decision
+
+    def _cost_aware_default(self, question: str, decision: Any) -> Any:
+        """Below the confidence threshold, decide between the two closest engines by what they cost here:
+        global vs DRIFT -> the one with the lower `estimate()` on this index (cost, then calls); local vs DRIFT
+        -> local first, escalating to DRIFT if local finds nothing. Otherwise the decision stands."""
+        p = decision.probabilities
+        first, second = sorted(p, key=lambda e: -p[e])[:2]
+        if p[first] - p[second] > CLOSE_CALL:
+            return decision
+        pair = {first, second}
+        unsure = f"unsure between {first} ({p[first]:.2f}) and {second} ({p[second]:.2f})"
+        if pair == {"global", "drift"}:
+            est = {e: self.engine(e).estimate(question) for e in ("global", "drift")}
+            cheaper = min(est, key=lambda e: (est[e].cost, est[e].llm_calls, e))
+            why = (f"{unsure}: chose {cheaper}, the cheaper on this index (estimated global {est['global'].llm_calls}"
+                   f" calls ${est['global'].cost:.4f}, drift {est['drift'].llm_calls} calls ${est['drift'].cost:.4f})")
+            return replace(decision, engine=cheaper, reasons=[*decision.reasons, why],
+                           method=f"{decision.method}+cost-default")
+        if pair == {"local", "drift"}:
+            why = f"{unsure}: local first (cheaper), escalating to drift if it finds nothing"
+            return replace(decision, engine="local", fallbacks=("drift",), reasons=[*decision.reasons, why],
+                           method=f"{decision.method}+cost-default")
+        return decision
 
     def plan(self, question: str, engine: str, budget: Budget | None) -> tuple[Plan, Any]:
         """Pick the first engine on the step-down ladder whose estimate fits the budget (no model calls)."""
@@ -243,55 +318,73 @@ class Router:
             v is not None for v in (cfg_budget.max_cost, cfg_budget.max_llm_calls, cfg_budget.deadline_s)
         ):
             budget = Budget(cfg_budget.max_cost, cfg_budget.max_llm_calls, cfg_budget.deadline_s)
-        deadline = started + budget.deadline_s if budget and budget.deadline_s else None
-
-        standalone, turns, decision = await self._prepare(q, history, mode, usage)
-        target = "basic" if mode == "basic" else decision.engine
-        plan, eng = self.plan(standalone, target, budget)
-        yield RouteDecided(decision, plan.chosen, plan.describe())
+        deadline = started + budget.deadline_s if budget and budget.deadline_s is not None else None
+        deadline_s = budget.deadline_s if budget and budget.deadline_s is not None else 0.0
 
         degraded: list[str] = []
+        standalone, turns, decision = await self._prepare(q, history, mode, usage, deadline, degraded)
+        target = "basic" if mode == "basic" else decision.engine
+        try:
+            plan, eng = self.plan(standalone, target, budget)
+        except BudgetError as err:
+            err.usage = usage  # a rewrite may already have been paid for
+            raise
+        yield RouteDecided(decision, plan.chosen, plan.describe())
+
         escalations: list[Escalation] = []
         current = plan.chosen
         tried = [current]
         result = None
+        best = None  # the last result any engine produced (an empty one still beats none)
+        failure: EngineError | ModelError | None = None
         while True:
+            result, failure = None, None
             try:
-                result = None
-                async for ev in self._stream_engine(eng, standalone, turns, deadline):
+                async for ev in self._stream_engine(eng, standalone, turns, deadline, deadline_s, current):
                     if isinstance(ev, Final):
                         result = ev.result
                     elif deltas or not isinstance(ev, AnswerDelta):
                         yield EngineEvent(current, ev)
-            except TimeoutError:
-                degraded.append(f"{current}: deadline of {budget.deadline_s if budget else '?'}s reached")
-                result = None
+            except (EngineError, ModelError) as err:
+                if getattr(err, "usage", None) is not None:
+                    usage.merge(err.usage)
+                failure = err
+                degraded.append(f"{public_name(current)} search failed: {err}")
             if result is not None:
+                best = result
                 usage.merge(result.usage)
                 degraded.extend(f"{d.stage}: {d.reason}" for d in result.degraded)
-            empty = result is None or result.empty
-            if not empty or not self.config.router.escalate_on_empty:
+            if deadline is not None and time.perf_counter() >= deadline:
+                break  # whatever the deadline left is the answer
+            if failure is not None:
+                options, reason = FALLBACK.get(current, ()) if _worth_falling_back(failure) else (), "failed"
+                if isinstance(failure, EngineError) and failure.stage:
+                    reason = f"failed at stage {failure.stage}; falling back to an engine that needs no JSON"
+            elif (result.empty if result is not None else False) and self.config.router.escalate_on_empty:
+                options = (*decision.fallbacks, *ESCALATION.get(current, ()))  # a cost-aware default's own first
+                reason = str(result.details.get("empty_reason") or "found nothing") if result is not None else ""
+            else:
                 break
-            nxt = next((e for e in ESCALATION.get(current, ()) if e not in tried), None)
-            if nxt is None or (deadline is not None and time.perf_counter() >= deadline):
+            nxt = next((e for e in options if e not in tried), None)
+            if nxt is None:
                 break
             over = self._over_remaining_budget(nxt, standalone, budget, usage)
             if over:
                 degraded.append(f"escalation to {nxt} skipped: {over}")
                 break
-            reason = "found nothing" if result is not None else "failed or timed out"
-            if result is not None and result.details.get("empty_reason"):
-                reason = str(result.details["empty_reason"])
             esc = Escalation(public_name(current), nxt, reason)
             escalations.append(esc)
             yield Escalated(esc)
             current, eng = nxt, self.engine(nxt)
             tried.append(nxt)
 
+        if result is None and best is not None:
+            result = best
+            current = best.engine
         if result is None:
-            raise RuntimeError(
-                f"{current} search failed: " + ("; ".join(degraded) or "no result")
-            )
+            final_error = failure if failure is not None else DeadlineExceeded(deadline_s, stage="answer", engine=current)
+            final_error.usage = usage  # everything spent on this question, rewrite and every engine tried included
+            raise final_error
         answer = Answer(
             question=q,
             standalone_question=standalone,
@@ -326,24 +419,44 @@ class Router:
         return f"over the remaining budget ({why})" if why else ""
 
     async def _stream_engine(
-        self, eng: Any, question: str, turns: list[Message], deadline: float | None
+        self, eng: Any, question: str, turns: list[Message], deadline: float | None, deadline_s: float, name: str
     ) -> AsyncIterator[Any]:
-        stream = eng.stream(question, history=turns or None).__aiter__()
-        while True:
-            if deadline is None:
+        """The engine's events. The engine stops itself at the deadline (returning its partial result);
+        the router only steps in when an engine overruns it by more than DEADLINE_GRACE_S."""
+        if deadline is not None and time.perf_counter() >= deadline:  # e.g. a slow rewrite took it all
+            raise DeadlineExceeded(deadline_s, stage="answer", engine=public_name(name))
+        stream = eng.stream(question, history=turns or None, deadline=deadline,
+                            deadline_s=deadline_s if deadline is not None else None).__aiter__()
+        try:
+            while True:
                 try:
-                    ev = await stream.__anext__()
+                    if deadline is None:
+                        ev = await stream.__anext__()
+                    else:
+                        left = deadline + DEADLINE_GRACE_S - time.perf_counter()
+                        ev = await asyncio.wait_for(stream.__anext__(), timeout=max(left, DEADLINE_GRACE_S / 4))
                 except StopAsyncIteration:
                     return
-            else:
-                remaining = deadline - time.perf_counter()
-                if remaining <= 0:
-                    raise TimeoutError
-                try:
-                    ev = await asyncio.wait_for(stream.__anext__(), timeout=remaining)
-                except StopAsyncIteration:
-                    return
-            yield ev
+                except TimeoutError:
+                    raise DeadlineExceeded(deadline_s, stage="answer", engine=public_name(name)) from None
+                yield ev
+        finally:
+            await stream.aclose()
+
+
+async def _within(deadline: float | None, coro: Coroutine[Any, Any, T]) -> T:
+    """Await `coro`, cut at the deadline (TimeoutError) when there is one."""
+    if deadline is None:
+        return await coro
+    return await asyncio.wait_for(coro, timeout=max(0.0, deadline - time.perf_counter()))
+
+
+def _worth_falling_back(err: BaseException) -> bool:
+    """Another engine can succeed where this one failed, unless the model is unusable for every engine
+    (bad configuration, rejected key, unknown model)."""
+    if isinstance(err, ModelConfigError):
+        return False
+    return not (isinstance(err, ModelResponseError) and err.status_code in (401, 403, 404))
 
 
 def _run_sync(coro: Coroutine[Any, Any, T]) -> T:

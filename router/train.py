@@ -2,7 +2,9 @@
 
 Training data (see `router.classifier` for the model design):
 
-* `router/data/questions.jsonl` - the project's own labelled set (source ``graphroute``);
+* `router/data/questions.jsonl` - the project's own labelled set (sources ``graphroute``, the domain templates and
+  hand-written questions, and ``collections``, questions about collections of documents and speakers; see
+  `router.question_bank`);
 * GraphRAG-Bench novel + medical development questions and the MultiHop-RAG development sample, read from
   `--data-dir` and mapped to routes by each data set's `router_label_map.json` (labels mapped to ``exclude``
   are dropped). They are read at train time only; the saved model does not need them.
@@ -10,6 +12,9 @@ Training data (see `router.classifier` for the model design):
 Every question is used twice: once with the index block empty (no index given) and once with simulated
 index-linking signals, so the model learns both situations. The simulation is seeded per question, and
 scikit-learn's solvers and fold splits are deterministic, so rebuilding gives the same model file.
+
+The "new styles" evaluation set (`router/data/new_styles.jsonl`) is never training data: every loader here
+refuses to read it, so `benchmarks/router_eval.py` can report it as questions the model has never seen.
 """
 
 from __future__ import annotations
@@ -33,19 +38,22 @@ from router.features import (
     FEATURE_NAMES,
     N_DENSE,
     N_HASH_FEATURES,
+    N_WORD_BUCKETS,
     IndexSignals,
     QuestionFeatures,
     build_matrix,
     entity_like_names,
     extract,
+    wording_buckets,
 )
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 QUESTIONS = Path(__file__).resolve().parent / "data" / "questions.jsonl"
 MODEL_PATH = Path(__file__).resolve().parent / "data" / "router_model.npz"
+NEW_STYLES = Path(__file__).resolve().parent / "data" / "new_styles.jsonl"  # evaluation only, never trained on
 DEFAULT_DATA_DIR = REPO_ROOT.parent / "shared" / "data"
 CLASSES = ("drift", "global", "local")
-MODEL_FORMAT = 1
+MODEL_FORMAT = 2
 C_REGULARISATION = 0.3
 
 
@@ -53,24 +61,43 @@ C_REGULARISATION = 0.3
 class Example:
     question: str
     label: str
-    source: str  # graphroute | graphrag_bench | multihop
-    subset: str  # finer grouping for reports: graphroute | novel | medical | multihop
+    source: str  # graphroute | collections | graphrag_bench | multihop
+    subset: str  # finer grouping for reports: graphroute | collections | novel | medical | multihop
     lang: str
     entities: tuple[str, ...] = ()
     domain: str = ""
+    group: str = ""  # template id (questions expanded from one template share it); "" = the question itself
+
+    @property
+    def cv_group(self) -> str:
+        """What grouped cross-validation keeps together: the template, or the question when hand-written."""
+        return self.group or f"{self.source}:{self.question}"
 
 
 # ------------------------------------------------------------------------------------------------ data
 
 
-def load_own(path: Path = QUESTIONS) -> list[Example]:
-    rows = []
+class HeldOutDataError(ValueError):
+    """Raised when training code is pointed at the held-out new-styles evaluation set."""
+
+
+def refuse_held_out(path: Path) -> None:
+    if path.resolve() == NEW_STYLES.resolve() or path.name == NEW_STYLES.name:
+        raise HeldOutDataError(f"{path} is the held-out new-styles evaluation set; it is never training data")
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
     with path.open(encoding="utf-8") as fh:
-        for line in fh:
-            if line.strip():
-                r = json.loads(line)
-                rows.append(Example(r["question"], r["label"], "graphroute", "graphroute", r.get("lang", "en"),
-                                    tuple(r.get("entities", ())), r.get("domain", "")))
+        return [json.loads(line) for line in fh if line.strip()]
+
+
+def load_own(path: Path = QUESTIONS) -> list[Example]:
+    refuse_held_out(path)
+    rows = []
+    for r in read_jsonl(path):
+        source = str(r.get("source", "graphroute"))
+        rows.append(Example(r["question"], r["label"], source, source, r.get("lang", "en"),
+                            tuple(r.get("entities", ())), r.get("domain", ""), str(r.get("template", ""))))
     return rows
 
 
@@ -179,7 +206,12 @@ def fit(examples: Sequence[Example], *, with_index_copies: bool = True) -> dict[
     base = LinearSVC(C=C_REGULARISATION, random_state=0)  # liblinear shuffles coordinates: fix the seed
     model = CalibratedClassifierCV(base, method="sigmoid", cv=3, ensemble=False)
     model.fit(matrix, np.asarray(labels), sample_weight=weights)
-    return export(model, classes, Counter(e.subset for e in examples), Counter(labels[: len(examples)]))
+    seen_words = np.zeros(N_WORD_BUCKETS, dtype=bool)
+    for f in feats[: len(examples)]:
+        seen_words[wording_buckets(f.text, f.names)] = True
+    payload = export(model, classes, Counter(e.subset for e in examples), Counter(labels[: len(examples)]))
+    payload["seen_words"] = np.packbits(seen_words)
+    return payload
 
 
 def export(model: CalibratedClassifierCV, classes: list[str], subsets: Counter[str], labels: Counter[str]) -> dict[str, Any]:

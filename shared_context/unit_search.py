@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from shared_context.linking import lexical_scores, lexical_terms
+from shared_context.vectors import vector_table
 
 __all__ = ["QuestionUnits", "best_window", "question_units", "top_positions"]
 
@@ -56,7 +57,7 @@ def question_units(
         np.asarray(lexical_scores(index, "text_units", query), dtype=np.float64), depth, positive_only=True
     )
     vector: list[int] = []
-    table = getattr(index, "vectors", {}).get("text_unit_text")
+    table = vector_table(index, "text_unit_text")
     if query_vector is None:
         notes.append("no query vector: question-similar units found lexically only")
     elif table is None or len(table) == 0:

@@ -225,7 +225,7 @@ def test_linking_signals_move_the_decision_in_the_expected_direction() -> None:
 def test_linking_failure_degrades_to_the_wording() -> None:
     d = classify("Who is the landlord of the Crooked Anchor tavern?", index=object())
     assert d.engine == "local"
-    assert d.signals == {}
+    assert "linked_entities" not in d.signals and "top_level_spread" not in d.signals
     assert any("entity linking failed" in r for r in d.reasons)
 
 

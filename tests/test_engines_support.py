@@ -148,7 +148,7 @@ def test_drift_defaults_stay_within_22_calls_and_keep_local_budget() -> None:
     cfg = DriftSearchConfig()
     assert cfg.max_llm_calls <= 22
     # GraphRAG bug 8: 0.9 + 0.1 left nothing for entities/relationships.
-    assert cfg.local_search_text_unit_prop + cfg.local_search_community_prop < 1.0
+    assert cfg.local_search.text_unit_prop + cfg.local_search.community_prop < 1.0
 
 
 def test_vote_ties_go_up() -> None:

@@ -208,12 +208,15 @@ def test_planted_pickles_in_an_index_are_never_loaded(tmp_path: Path) -> None:
     with pytest.raises(IndexerError, match="unreadable stored extractions"):
         read_extractions(out, report.extraction, ChunkExtraction)
     from engines.models.embedding_offline import OfflineEmbedder, embedder_for_index
-    from shared_context import load_index
+    from shared_context import IndexFormatError, load_index
 
+    index = load_index(out)
     (state / "embedder.npz").write_bytes(payload)
+    with pytest.raises(IndexFormatError, match=r"embedder\.npz"):
+        load_index(out)  # not the embedder the build recorded
     with pytest.raises(Exception, match="not an offline embedder"):
         OfflineEmbedder.load(state / "embedder.npz")
-    embedder_for_index(load_index(out), cache_dir=tmp_path / "cache")
+    embedder_for_index(index, cache_dir=tmp_path / "cache")  # refits instead
     assert not marker.exists()
 
 

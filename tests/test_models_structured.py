@@ -48,7 +48,11 @@ def test_truncated_array_keeps_complete_elements():
 
 def test_truncated_string_and_object_are_closed():
     assert repair_json_text('{"questions": ["Who is Fred?", "Why') == {"questions": ["Who is Fred?"]}
-    assert repair_json_text('{"intermediate_answer": "Scrooge changes') == {"intermediate_answer": "Scrooge changes"}
+    # With no list to cut back to, the cut-off field would be taken as meant ("Who is Sc"): refused (issue 17).
+    with pytest.raises(ValueError, match="cut off"):
+        repair_json_text('{"intermediate_answer": "Scrooge changes')
+    with pytest.raises(ValueError, match="cut off"):
+        repair_json_text('{"question": "Who is Sc')
 
 
 def test_truncated_nested_list_drops_the_whole_half_written_element():

@@ -6,7 +6,7 @@ where it helps, which endpoint/model/config key is involved. SDK tracebacks neve
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from engines.models.base import Completion
@@ -20,6 +20,8 @@ class ModelError(RuntimeError):
         self.message = message
         self.stage = stage
         self.task = task
+        # The engines.usage.Usage spent before the failure, set by the engine or router that raises it on.
+        self.usage: Any = None
 
     def __str__(self) -> str:
         where = [f"{k}={v}" for k, v in (("stage", self.stage), ("task", self.task)) if v]

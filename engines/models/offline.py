@@ -22,7 +22,7 @@ from engines.models.offline_parse import ParsedPrompt, parse_messages
 from engines.models.offline_questions import generate_questions, rewrite, route
 from engines.models.offline_reduce import compose_reduce
 from engines.models.offline_tasks import drift_followup, drift_hyde, drift_primer, global_map, rate
-from engines.schemas import (
+from engines.models.schemas import (
     FollowupResponse,
     MapResponse,
     PrimerResponse,

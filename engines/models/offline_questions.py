@@ -8,7 +8,7 @@ from engines.models.offline_answer import question_entities
 from engines.models.offline_names import capitalised_phrases, display_name, quoted_terms
 from engines.models.offline_parse import ParsedPrompt
 from engines.models.offline_text import is_cjk_text
-from engines.schemas import QuestionList, RewriteResponse, RouteResponse
+from engines.models.schemas import QuestionList, RewriteResponse, RouteResponse
 
 # ---------------------------------------------------------------------------------------------
 # Candidate questions

@@ -1,7 +1,7 @@
 """Structured tasks of the offline extractive model: map, rate, HyDE, DRIFT primer and follow-up.
 
 Each function turns a parsed prompt into the pydantic object its engine expects (schemas in
-`engines/schemas.py`). Scores come from term coverage of the question, so they are comparable
+`engines/models/schemas.py`). Scores come from term coverage of the question, so they are comparable
 across calls; orders are by score, then position in the context (never by hash order).
 """
 
@@ -35,7 +35,7 @@ from engines.models.offline_text import (
     trim_sentence,
     wordset,
 )
-from engines.schemas import FollowupResponse, MapPoint, MapResponse, PrimerResponse, RateResponse
+from engines.models.schemas import FollowupResponse, MapPoint, MapResponse, PrimerResponse, RateResponse
 from shared_context.tokens import Tokenizer
 
 _QUESTION_WORDS = wordset(

@@ -25,7 +25,7 @@ from pydantic import BaseModel, ValidationError
 from engines.models.base import ChatModel, Completion, Message
 from engines.models.errors import ModelError, StructuredOutputError
 
-__all__ = ["complete_json", "parse_structured", "repair_json_text"]
+__all__ = ["complete_json", "leading_reasoning_done", "parse_structured", "repair_json_text", "strip_reasoning"]
 
 M = TypeVar("M", bound=BaseModel)
 _NUMBER = re.compile(r"^\s*[-+]?\d+(\.\d+)?\s*%?\s*$")
@@ -52,6 +52,35 @@ def _strip_thinking(text: str) -> str:
     return text
 
 
+def strip_reasoning(text: str) -> str:
+    """Prose without reasoning blocks: closed blocks go, a lone closing tag ends the reasoning before it,
+    and an unclosed opening tag starts reasoning that runs to the end (the model never answered)."""
+    text = _THINK_BLOCK.sub("", text)
+    close = list(_THINK_CLOSE.finditer(text))
+    if close:
+        text = text[close[-1].end() :]
+    opened = _THINK_OPEN.search(text)
+    if opened:
+        text = text[: opened.start()]
+    return text.strip()
+
+
+def leading_reasoning_done(text: str) -> tuple[str, bool]:
+    """For a streamed answer: (visible text, True) once `text` is known not to open with a reasoning block
+    or its block is closed; ("", False) while it may still be reasoning (or a tag is half received)."""
+    body = text.lstrip()
+    if not body:
+        return "", False
+    opened = _THINK_OPEN.match(body)
+    if opened:
+        close = re.compile(rf"</{opened.group(1)}>", re.I).search(body, opened.end())
+        return (body[close.end() :].lstrip(), True) if close else ("", False)
+    lowered = body.lower()
+    if any(tag.startswith(lowered) for tag in ("<think>", "<thinking>", "<reasoning>")):
+        return "", False  # "<th" may become "<think>"
+    return text, True
+
+
 def _without_last_element(value: Any) -> Any | None:
     """`value` without the last element of the first list on its trailing path (the element a truncated
     reply was writing; a half-written object inside it goes as a whole), or None when there is no list."""
@@ -66,7 +95,8 @@ def _without_last_element(value: Any) -> Any | None:
 
 def repair_candidates(text: str) -> list[Any]:
     """JSON values recoverable from a model reply, best first (may be empty): the `json-repair` reading,
-    preceded for a truncated reply by the same without its half-written last list element."""
+    preceded for a truncated reply by the same without its half-written last list element. A truncated
+    reply with no list to cut back to is a `ValueError`: its last field is cut mid-value."""
     with contextlib.suppress(ValueError):  # the common case: valid JSON already
         value = json.loads(text)
         return [value] if isinstance(value, dict | list) else []
@@ -78,8 +108,12 @@ def repair_candidates(text: str) -> list[Any]:
     if not isinstance(value, dict | list):
         return []
     truncated = body.count("{") + body.count("[") > body.count("}") + body.count("]")
-    cut = _without_last_element(value) if truncated else None
-    return [cut, value] if cut else [value]
+    if not truncated:
+        return [value]
+    cut = _without_last_element(value)
+    if cut is None:  # no list to cut back to: the cut-off field itself ("Who is Sc") would be taken as meant
+        raise ValueError("the reply is cut off: its JSON object is never closed")
+    return [cut, value]
 
 
 def repair_json_text(text: str) -> Any:

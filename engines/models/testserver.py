@@ -263,6 +263,14 @@ class _Server(ThreadingHTTPServer):
     request_queue_size = 512  # listen() backlog: must be set before bind, hence a class attribute
     allow_reuse_address = True
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that hung up (its deadline passed, it was cancelled) is normal here, not an error."""
+        import sys
+
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return
+        super().handle_error(request, client_address)
+
 
 class _Handler(BaseHTTPRequestHandler):
     owner: LoopbackServer

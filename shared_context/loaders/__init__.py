@@ -20,6 +20,7 @@ from shared_context.errors import IndexFormatError
 from shared_context.index import Index
 from shared_context.loaders.columns import TableData
 from shared_context.loaders.files import IndexFiles, detect_version, locate, read_table
+from shared_context.loaders.integrity import check_build_manifest, repair_short_ids
 from shared_context.loaders.schema import (
     build_claims,
     build_communities,
@@ -101,6 +102,7 @@ def load_index(
 
 def _load(path: str | Path, *, embedding_dim: int | None, tokenizer: str) -> Index:
     files = locate(path)
+    check_build_manifest(files.root, list(files.files.values()))
     tok = get_tokenizer(tokenizer)
     warnings: list[str] = []
 
@@ -129,6 +131,10 @@ def _load(path: str | Path, *, embedding_dim: int | None, tokenizer: str) -> Ind
     documents = build_documents(read_table(files, "documents", skip=_UNUSED["documents"]))
     _release_arrow_memory()
     version = detect_version(files, entity_columns, text_unit_columns)
+    for name, records in (("entities", entities), ("relationships", relationships), ("text_units", text_units),
+                          ("covariates", claims), ("documents", documents)):
+        if records:
+            repair_short_ids(records, files.rel(name), warnings)
     if not communities and "communities" not in files.files and reports:
         warnings.append(
             f"{files.rel('community_reports')}: no communities table; community membership unknown"
