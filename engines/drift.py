@@ -42,6 +42,7 @@ from shared_context.vectors import vector_table
 
 if TYPE_CHECKING:
     from shared_context.index import Index
+    from shared_context.local_context import LocalContextBuilder
 
 _TEMPLATE_TOKENS = 1500
 _WS = re.compile(r"\s+")
@@ -114,9 +115,12 @@ class DriftSearch(Engine):
     section_name = "drift"
     section_type = DriftSearchConfig
 
-    def __init__(self, index: Index, model: Any = None, *, embedder: Any = None, config: Any = None) -> None:
+    def __init__(self, index: Index, model: Any = None, *, embedder: Any = None, config: Any = None,
+                 builder: LocalContextBuilder | None = None) -> None:
+        """`builder`: the follow-ups' local context builder (default: from `[drift.local_search]`)."""
         super().__init__(index, model, embedder=embedder, config=config)
-        self.builder = local_builder(index, self.config.local_context())  # stateless; shared by all follow-ups
+        # stateless; shared by all follow-ups
+        self.builder = builder if builder is not None else local_builder(index, self.config.local_context())
 
     def estimate(self, question: str) -> CostEstimate:
         return estimate_drift(self, question)
