@@ -7,6 +7,7 @@ calls / tokens applied before any model call.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -84,8 +85,11 @@ class GlobalSearch(Engine):
         if communities is not None and not communities:
             return []
         t0 = time.perf_counter()
-        built = self.builder.build(question, query_vector=qv, history=history or None, communities=communities)
-        batches = list(built)
+        def build() -> tuple[Any, list[Any]]:  # CPU work: run off the event loop
+            built = self.builder.build(question, query_vector=qv, history=history or None, communities=communities)
+            return built, list(built)
+
+        built, batches = await asyncio.to_thread(build)
         if run is not None:
             run.usage.add_seconds("build_context", time.perf_counter() - t0)
             if getattr(built, "notes", None):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING, Any
 
 from engines import prompts
@@ -62,7 +63,8 @@ class LocalSearch(Engine):
         link_text = run.link_text
         qv = await link_vector(run, self.index, link_text)
         with run.timed("build_context"):
-            ctx = self.builder.build(link_text, history or None, query_vector=qv)
+            # Off the loop: linking and building are CPU work; other questions' model waits go on meanwhile.
+            ctx = await asyncio.to_thread(self.builder.build, link_text, history or None, query_vector=qv)
         await run.emit(ContextReady("build_context", ctx.tokens))
         run.details["linked_entities"] = [
             {"id": e.entity.short_id, "title": e.entity.title, "score": round(float(e.score), 4)} for e in ctx.entities
