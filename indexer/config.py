@@ -105,6 +105,7 @@ class IndexBuildReport:
     step_seconds: dict[str, float] = field(default_factory=dict)
     embedded: dict[str, int] = field(default_factory=dict)  # texts embedded by this run, per vector table
     vectors_reused: int = 0  # vectors copied from the previous build (their text did not change)
+    reports_reused: int = 0  # model reports kept from the previous build (their community's context did not change)
     usage: Usage = field(default_factory=Usage)
 
     @property
