@@ -209,6 +209,8 @@ class _Builder:
         return tqdm(total=total, desc=desc, unit="it", disable=not self.progress, leave=False)
 
     async def run(self) -> IndexBuildReport:
+        if self.out.is_symlink():  # swap the real folder, not the link to it
+            self.out = self.out.resolve()
         check_target(self.out, force=self.force)
         staging = Staging(self.out)
         self.dest = staging.path

@@ -234,3 +234,16 @@ def test_extractions_round_trip_as_typed_json(tmp_path: Path) -> None:
         decode(ChunkExtraction, {"mentions": [["X", {"kind": 3}]], "pairs": []})
     with pytest.raises(CodecError):
         encode({"x": np.float32(1)})  # only plain values are stored
+
+
+def test_an_index_reached_through_a_link_is_updated_in_place(tmp_path: Path) -> None:
+    docs = _docs(tmp_path)
+    real = tmp_path / "real-index"
+    build_index(docs, real, progress=False)
+    link = tmp_path / "link"
+    link.symlink_to(real, target_is_directory=True)
+    (docs / "d.txt").write_text("Charles Babbage met Ada Lovelace again in London.\n", encoding="utf-8")
+    report = build_index(docs, link, progress=False)
+    assert report.message.startswith("Updated")
+    assert link.is_symlink() and (real / "graphroute" / "manifest.json").is_file()
+    assert not _leftovers(real)
