@@ -308,21 +308,25 @@ class LocalContextBuilder:
         query_vector: np.ndarray | None = None,
         include_entity_names: Sequence[str] = (),
         exclude_entity_names: Sequence[str] = (),
+        link: LinkResult | None = None,
         **overrides: Any,
     ) -> LocalContext:
+        """`link`: entities already linked for exactly this query, history, vector and `k` (the caller's
+        QueryPlan), so they are not linked twice; None links here."""
         p = self._params(overrides)
         index = self.index
         tok = index.tokenizer
         turns = recent_user_turns(history, p.conversation_history_max_turns)
-        link = link_entities(
-            index,
-            query,
-            history_turns=turns,
-            query_vector=query_vector,
-            k=p.top_k_mapped_entities,
-            include=include_entity_names,
-            exclude=exclude_entity_names,
-        )
+        if link is None:
+            link = link_entities(
+                index,
+                query,
+                history_turns=turns,
+                query_vector=query_vector,
+                k=p.top_k_mapped_entities,
+                include=include_entity_names,
+                exclude=exclude_entity_names,
+            )
         sections: list[ContextSection] = []
         budgets: dict[str, int] = {}
         total = p.max_context_tokens
