@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 from engines.errors import DeadlineExceeded, EngineError
 from engines.models.base import Message
 from engines.models.errors import ModelConfigError, ModelError, ModelResponseError, StructuredOutputError
+from engines.plan import QueryPlan
 from engines.usage import Usage
 from router.answer import Answer, Escalation
 from router.budget import LADDER, Budget, BudgetError, Plan, PlanStep, check_fit
@@ -209,6 +210,7 @@ class Router:
         usage: Usage,
         deadline: float | None = None,
         degraded: list[str] | None = None,
+        query_plan: QueryPlan | None = None,
     ) -> tuple[str, list[Message], Any]:
         from router.classifier import classify
 
@@ -224,7 +226,9 @@ class Router:
         if turns and self.config.router.rewrite_followups:
             standalone = await self._rewrite(question, turns, usage, deadline, notes)
         t0 = time.perf_counter()
-        decision = await asyncio.to_thread(classify, standalone, self.index, history=user_turns(turns))
+        # the classifier links through the plan, so the engine can reuse that linking
+        linker = query_plan.linker(self.index) if query_plan is not None and standalone == query_plan.question else None
+        decision = await asyncio.to_thread(classify, standalone, self.index, history=user_turns(turns), linker=linker)
         if (
             mode == "auto"
             and not self.models.offline
@@ -309,7 +313,9 @@ class Router:
                            method=f"{decision.method}+cost-default")
         return decision
 
-    def plan(self, question: str, engine: str, budget: Budget | None) -> tuple[Plan, Any]:
+    def plan(
+        self, question: str, engine: str, budget: Budget | None, query_plan: QueryPlan | None = None
+    ) -> tuple[Plan, Any]:
         """Pick the first engine on the step-down ladder whose estimate fits the budget (no model calls)."""
         ladder = LADDER.get(engine, (engine,))
         if budget is None or budget.unlimited:
@@ -317,7 +323,7 @@ class Router:
         steps: list[PlanStep] = []
         for name in ladder:
             eng = self._prerank_engine(budget) if name == "global_prerank" else self.engine(name)
-            est = eng.estimate(question)
+            est = eng.estimate(question, query_plan)
             why = check_fit(est, budget)
             steps.append(PlanStep(name, est.llm_calls, est.cost, est.seconds_guess, not why, why))
             if not why:
@@ -363,12 +369,12 @@ class Router:
 
         `mode=None` takes `[router] default_mode` from the configuration ("auto" unless set).
         """
-        from engines.base import check_question
+        from engines.base import plan_question
         from engines.events import AnswerDelta, Final
 
         started = time.perf_counter()
-        check_question(question, self.index)  # the engines' own limits, checked before any model call
-        q = question.strip()
+        query_plan = plan_question(question, self.index)  # the engines' own limits, checked once, before any call
+        q = query_plan.question
         mode = self.config.router.default_mode if mode is None else mode
         usage = Usage()
         cfg_budget = self.config.router
@@ -380,11 +386,13 @@ class Router:
         deadline_s = budget.deadline_s if budget and budget.deadline_s is not None else 0.0
 
         degraded: list[str] = []
-        standalone, turns, decision = await self._prepare(q, history, mode, usage, deadline, degraded)
+        standalone, turns, decision = await self._prepare(q, history, mode, usage, deadline, degraded, query_plan)
+        if standalone != q:  # a rewritten follow-up is its own question
+            query_plan = plan_question(standalone, self.index)
         target = "basic" if mode == "basic" else decision.engine
         try:
             # Planning builds engines (first use may fit the embedder) and estimates contexts: off the loop.
-            plan, eng = await asyncio.to_thread(self.plan, standalone, target, budget)
+            plan, eng = await asyncio.to_thread(self.plan, standalone, target, budget, query_plan)
         except BudgetError as err:
             err.usage = usage  # a rewrite may already have been paid for
             raise
@@ -399,7 +407,8 @@ class Router:
         while True:
             result, failure = None, None
             try:
-                async for ev in self._stream_engine(eng, standalone, turns, deadline, deadline_s, current):
+                async for ev in self._stream_engine(eng, standalone, turns, deadline, deadline_s, current,
+                                                    query_plan):
                     if isinstance(ev, Final):
                         result = ev.result
                     elif deltas or not isinstance(ev, AnswerDelta):
@@ -478,14 +487,15 @@ class Router:
         return f"over the remaining budget ({why})" if why else ""
 
     async def _stream_engine(
-        self, eng: Any, question: str, turns: list[Message], deadline: float | None, deadline_s: float, name: str
+        self, eng: Any, question: str, turns: list[Message], deadline: float | None, deadline_s: float, name: str,
+        query_plan: QueryPlan | None = None,
     ) -> AsyncIterator[Any]:
         """The engine's events. The engine stops itself at the deadline (returning its partial result);
         the router only steps in when an engine overruns it by more than DEADLINE_GRACE_S."""
         if deadline is not None and time.perf_counter() >= deadline:  # e.g. a slow rewrite took it all
             raise DeadlineExceeded(deadline_s, stage="answer", engine=public_name(name))
         stream = eng.stream(question, history=turns or None, deadline=deadline,
-                            deadline_s=deadline_s if deadline is not None else None).__aiter__()
+                            deadline_s=deadline_s if deadline is not None else None, plan=query_plan).__aiter__()
         try:
             while True:
                 try:
