@@ -31,11 +31,12 @@ def context_records(ctx: Any) -> dict[str, list[dict[str, Any]]]:
 
 
 async def link_vector(run: QueryRun, index: Index, text: str, stage: str = "entity_link", *, timed: bool = True) -> Any:
-    """The query vector for entity linking, when the index has entity vectors for this embedder.
+    """The query vector for entity linking and the hybrid Sources' unit search, when the index has entity
+    or text-unit vectors for this embedder (one embedding serves both).
 
     `timed=False` inside an already timed stage (DRIFT follow-ups), so seconds are not counted twice.
     """
-    if not vector_for(index, "entity_description", run.models):
+    if not (vector_for(index, "entity_description", run.models) or vector_for(index, "text_unit_text", run.models)):
         return None
     if timed:
         with run.timed(stage):

@@ -103,7 +103,11 @@ class LocalContextParams(BaseModel):
 
     @model_validator(mode="after")
     def _props_fit(self) -> LocalContextParams:
-        for name in ("text_unit_prop", "weak_link_text_unit_prop"):
+        # the weak-link share is checked only when set: its default yields to a larger community_prop
+        names = ["text_unit_prop"]
+        if "weak_link_text_unit_prop" in self.model_fields_set:
+            names.append("weak_link_text_unit_prop")
+        for name in names:
             value = getattr(self, name)
             if value is not None and self.community_prop + value > 1:
                 raise ValueError(
@@ -117,7 +121,8 @@ class LocalContextParams(BaseModel):
         if self.weak_link_text_unit_prop is None:
             return self.text_unit_prop
         s = min(max(link_strength, 0.0), 1.0)
-        return self.weak_link_text_unit_prop + s * (self.text_unit_prop - self.weak_link_text_unit_prop)
+        weak = min(self.weak_link_text_unit_prop, 1.0 - self.community_prop)
+        return weak + s * (self.text_unit_prop - weak)
 
 
 @dataclass
