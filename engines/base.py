@@ -12,6 +12,7 @@ import contextlib
 import dataclasses
 import math
 import time
+import unicodedata
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
@@ -25,6 +26,7 @@ from engines.latency import LATENCY, latency_key
 from engines.models.base import ChatModel, Completion, Embedder, Message
 from engines.models.errors import ModelError, StructuredOutputError
 from engines.models.structured import leading_reasoning_done, strip_reasoning
+from engines.plan import QueryPlan
 from engines.result import Degradation, SearchResult
 from engines.usage import Usage
 from shared_context.vectors import vector_table
@@ -40,6 +42,10 @@ R = TypeVar("R")
 # Questions longer than this are refused; longer than LINK_TOKENS are cut for entity linking only.
 MAX_QUESTION_TOKENS = 8_000
 LINK_TOKENS = 1_000
+# History bounds, checked before any linking: one message, the number of messages and their total kept.
+MAX_TURN_TOKENS = 4_000
+MAX_HISTORY_MESSAGES = 50
+MAX_HISTORY_TOKENS = 16_000
 # How many findings a run cut by its deadline shows instead of the final answer.
 _DEADLINE_FINDINGS = 8
 
@@ -90,10 +96,7 @@ class ModelSet:
         model = self.chat(stage)
         if getattr(model, "offline", False) or self.prices is None:
             return 0.0
-        try:
-            return float(self.prices.cost(model.name, prompt_tokens, output_tokens))
-        except Exception:  # an estimate must never fail on a price lookup
-            return 0.0
+        return float(self.prices.cost(model.name, prompt_tokens, output_tokens))  # unknown model: 0, warned once
 
 
 def _default_models(index: Index, graphroute_config: GraphrouteConfig | None) -> Any:
@@ -105,21 +108,82 @@ def _default_models(index: Index, graphroute_config: GraphrouteConfig | None) ->
 
 
 def normalise_history(history: HistoryLike) -> list[Message]:
-    """Accept a list of strings (earlier user questions) or of role/content messages."""
-    if not history:
+    """Accept a list of strings (earlier user questions) or of role/content messages; anything else is a
+    ValueError naming the item (a bare string would otherwise be read one character per turn)."""
+    if history is None:
         return []
+    if isinstance(history, str | bytes) or not isinstance(history, Sequence):
+        raise ValueError(
+            f"history must be a list of earlier questions or {{'role', 'content'}} messages, "
+            f"got {type(history).__name__}"
+        )
     out: list[Message] = []
     for i, item in enumerate(history):
         if isinstance(item, str):
-            out.append({"role": "user", "content": item})
+            out.append({"role": "user", "content": _valid_text(item, f"history item {i}")})
         elif isinstance(item, Mapping) and "role" in item and "content" in item:
-            role = str(item["role"])
+            role = item["role"]
             if role not in ("user", "assistant", "system"):
                 raise ValueError(f"history item {i} has unknown role {role!r} (use 'user', 'assistant' or 'system')")
-            out.append({"role": role, "content": str(item["content"])})
+            content = item["content"]
+            if not isinstance(content, str):  # None would become the text "None"
+                raise ValueError(f"history item {i} content must be a string, got {type(content).__name__}")
+            out.append({"role": role, "content": _valid_text(content, f"history item {i}")})
         else:
             raise ValueError(f"history item {i} must be a string or a {{'role', 'content'}} message")
     return out
+
+
+def limit_history(turns: list[Message], tokenizer: Any) -> tuple[list[Message], str | None]:
+    """Bound the history before any linking: one oversized message is a ValueError naming it; beyond
+    MAX_HISTORY_MESSAGES messages or MAX_HISTORY_TOKENS tokens the oldest are dropped (with a note)."""
+    sizes = []
+    for i, turn in enumerate(turns):
+        text = turn["content"]
+        # A cheap bound first: a token is rarely under 1/16 of a character, so huge texts are refused
+        # without paying to tokenise them.
+        tokens = MAX_TURN_TOKENS + 1 if len(text) > 16 * MAX_TURN_TOKENS else tokenizer.count(text)
+        if tokens > MAX_TURN_TOKENS:
+            size = f"{tokens:,} tokens" if len(text) <= 16 * MAX_TURN_TOKENS else f"{len(text):,} characters"
+            raise ValueError(
+                f"history item {i} is too long: {size} (the limit is {MAX_TURN_TOKENS:,} tokens per message)"
+            )
+        sizes.append(tokens)
+    kept, total = 0, 0
+    for tokens in reversed(sizes):
+        if kept == MAX_HISTORY_MESSAGES or total + tokens > MAX_HISTORY_TOKENS:
+            break
+        kept, total = kept + 1, total + tokens
+    if kept == len(turns):
+        return turns, None
+    return turns[len(turns) - kept :], (
+        f"only the newest {kept} of {len(turns)} history messages were used (limits: {MAX_HISTORY_MESSAGES} "
+        f"messages, {MAX_HISTORY_TOKENS:,} tokens)"
+    )
+
+
+def _valid_text(text: str, what: str) -> str:
+    """`text`, or a ValueError when it holds a lone surrogate (not Unicode text; it cannot be sent)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as err:
+        raise ValueError(
+            f"{what} is not valid Unicode text: lone surrogate U+{ord(text[err.start]):04X} at position {err.start}"
+        ) from None
+    return text
+
+
+_INVISIBLE = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zs", "Zl", "Zp"})
+
+
+def _has_visible(text: str) -> bool:
+    return any(unicodedata.category(ch) not in _INVISIBLE for ch in text)
+
+
+def plan_question(question: str, index: Index) -> QueryPlan:
+    """The question checked once (ValueError on bad input), as the `QueryPlan` the pipeline hands on."""
+    link_text, note = check_question(question, index)
+    return QueryPlan(question.strip(), link_text, note)
 
 
 def check_question(question: str, index: Index) -> tuple[str, str | None]:
@@ -128,6 +192,12 @@ def check_question(question: str, index: Index) -> tuple[str, str | None]:
         raise ValueError(f"question must be a string, got {type(question).__name__}")
     if not question.strip():
         raise ValueError("question is empty")
+    if len(question) > 16 * MAX_QUESTION_TOKENS:  # refused before paying to tokenise it
+        raise ValueError(f"question is too long: {len(question):,} characters (the limit is "
+                         f"{MAX_QUESTION_TOKENS} tokens)")
+    _valid_text(question, "question")
+    if not _has_visible(question):
+        raise ValueError("question is empty: it has only invisible characters (control, zero-width or bidi marks)")
     tokens = index.tokenizer.count(question)
     if tokens > MAX_QUESTION_TOKENS:
         raise ValueError(f"question is too long: {tokens} tokens (the limit is {MAX_QUESTION_TOKENS})")
@@ -153,6 +223,7 @@ class QueryRun:
         self.engine = engine
         self.question = question
         self.link_text = question if link_text is None else link_text  # the question as used for linking
+        self.plan: QueryPlan | None = None  # what the router already computed for this question
         self.models = models
         self.usage = Usage()
         self.degraded: list[Degradation] = []
@@ -438,9 +509,10 @@ class Engine:
         raise NotImplementedError
 
     async def search(
-        self, question: str, history: HistoryLike = None, *, deadline_s: float | None = None
+        self, question: str, history: HistoryLike = None, *, deadline_s: float | None = None,
+        plan: QueryPlan | None = None,
     ) -> SearchResult:
-        async for event in self.stream(question, history, deadline_s=deadline_s):
+        async for event in self.stream(question, history, deadline_s=deadline_s, plan=plan):
             if isinstance(event, Final):
                 return event.result
         raise EngineError("the pipeline ended without a result", stage="answer", engine=self.name)
@@ -452,16 +524,20 @@ class Engine:
         *,
         deadline_s: float | None = None,
         deadline: float | None = None,
+        plan: QueryPlan | None = None,
     ) -> AsyncIterator[Event]:
         """Progress events, then the answer's deltas, then `Final(result)`; errors are raised here.
 
         A deadline (`deadline_s` seconds from now, or the `time.perf_counter()` instant `deadline`, then
         `deadline_s` only names it) stops the run when it passes: the result is then the best partial
         answer, marked degraded, or the stream raises `DeadlineExceeded`. Every error raised here carries
-        the usage spent (`.usage`).
+        the usage spent (`.usage`). `plan`: the router's `QueryPlan` for this question (checked once, its
+        linking and an estimate's context reused); made here when absent.
         """
-        link_text, note = check_question(question, self.index)
-        messages = normalise_history(history)
+        if plan is None or plan.question != question.strip():
+            plan = plan_question(question, self.index)
+        link_text, note = plan.link_text, plan.note
+        messages, history_note = limit_history(normalise_history(history), self.index.tokenizer)
         if deadline is None and deadline_s is not None:
             deadline = time.perf_counter() + deadline_s
         total_s = deadline_s if deadline_s is not None else (
@@ -472,8 +548,11 @@ class Engine:
             await queue.put(event)
 
         run = QueryRun(self.name, question.strip(), self.models, emit, link_text, deadline=deadline)
+        run.plan = plan
         if note:
             run.degrade("entity_link", note)
+        if history_note:
+            run.degrade("history", history_note)
 
         async def drive() -> None:
             try:
@@ -499,7 +578,7 @@ class Engine:
                     if isinstance(item, ModelError | EngineError):
                         attach_usage(item, run.usage)
                     raise item
-                yield item  # type: ignore[misc]
+                yield item
         finally:
             if not task.done():
                 task.cancel()

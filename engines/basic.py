@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -16,6 +17,7 @@ from engines.result import SearchResult
 from shared_context.vectors import vector_table
 
 if TYPE_CHECKING:
+    from engines.plan import QueryPlan
     from shared_context.index import Index
 
 
@@ -50,7 +52,7 @@ class BasicSearch(Engine):
     section_name = "basic"
     section_type = BasicSearchConfig
 
-    def estimate(self, question: str) -> CostEstimate:
+    def estimate(self, question: str, plan: QueryPlan | None = None) -> CostEstimate:
         hits, _ = top_text_units(self.index, question, self.config.k)
         section, _ = sources_section(self.index, hits, self.config.max_context_tokens)
         return estimate_basic(self, question, section.tokens)
@@ -63,8 +65,8 @@ class BasicSearch(Engine):
                 vectors = await run.embed("entity_link", [link_text])
             qv = None if vectors is None else vectors[0]
         with run.timed("build_context"):
-            hits, method = top_text_units(self.index, link_text, self.config.k, qv)
-            section, skipped = sources_section(self.index, hits, self.config.max_context_tokens)
+            hits, method = await asyncio.to_thread(top_text_units, self.index, link_text, self.config.k, qv)
+            section, skipped = await asyncio.to_thread(sources_section, self.index, hits, self.config.max_context_tokens)
         await run.emit(ContextReady("build_context", section.tokens))
         run.details.update(retrieval=method, hits=len(hits), skipped_over_budget=skipped)
         system = prompts.BASIC_ANSWER.format(response_type=self.config.response_type, context_data=section.text)
@@ -75,7 +77,8 @@ class BasicSearch(Engine):
                 max_tokens=self.config.max_answer_tokens, temperature=self.config.temperature,
             )
         # Nearest vectors always exist, so "found nothing" means no text unit shares a word with the question.
-        lexical_hit = (method == "lexical" and bool(hits)) or bool(top_text_units(self.index, link_text, 1)[0])
+        lexical_hit = (method == "lexical" and bool(hits)) or bool(
+            (await asyncio.to_thread(top_text_units, self.index, link_text, 1))[0])
         return run.finish(
             self.index,
             response=completion.text,

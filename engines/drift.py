@@ -41,7 +41,9 @@ from engines.schemas import FollowupResponse, PrimerResponse
 from shared_context.vectors import vector_table
 
 if TYPE_CHECKING:
+    from engines.plan import QueryPlan
     from shared_context.index import Index
+    from shared_context.local_context import LocalContextBuilder
 
 _TEMPLATE_TOKENS = 1500
 _WS = re.compile(r"\s+")
@@ -114,11 +116,14 @@ class DriftSearch(Engine):
     section_name = "drift"
     section_type = DriftSearchConfig
 
-    def __init__(self, index: Index, model: Any = None, *, embedder: Any = None, config: Any = None) -> None:
+    def __init__(self, index: Index, model: Any = None, *, embedder: Any = None, config: Any = None,
+                 builder: LocalContextBuilder | None = None) -> None:
+        """`builder`: the follow-ups' local context builder (default: from `[drift.local_search]`)."""
         super().__init__(index, model, embedder=embedder, config=config)
-        self.builder = local_builder(index, self.config.local_context())  # stateless; shared by all follow-ups
+        # stateless; shared by all follow-ups
+        self.builder = builder if builder is not None else local_builder(index, self.config.local_context())
 
-    def estimate(self, question: str) -> CostEstimate:
+    def estimate(self, question: str, plan: QueryPlan | None = None) -> CostEstimate:
         return estimate_drift(self, question)
 
     # ------------------------------------------------------------------ pipeline

@@ -100,10 +100,12 @@ class IndexBuildReport:
     extraction: str = "offline"
     embedder: str = ""
     skipped_files: list[str] = field(default_factory=list)
+    encodings: dict[str, str] = field(default_factory=dict)  # input file -> how it was decoded
     warnings: list[str] = field(default_factory=list)
     step_seconds: dict[str, float] = field(default_factory=dict)
     embedded: dict[str, int] = field(default_factory=dict)  # texts embedded by this run, per vector table
     vectors_reused: int = 0  # vectors copied from the previous build (their text did not change)
+    reports_reused: int = 0  # model reports kept from the previous build (their community's context did not change)
     usage: Usage = field(default_factory=Usage)
 
     @property
@@ -125,7 +127,8 @@ class IndexBuildReport:
             f"documents {self.documents}, chunks {self.chunks} ({self.new_chunks} new, {self.removed_chunks} removed), "
             f"entities {self.entities}, relationships {self.relationships}, communities {self.communities}, "
             f"reports {self.reports}" + (f", claims {self.claims}" if self.claims else ""),
-            f"vectors: {sum(self.embedded.values())} embedded, {self.vectors_reused} reused",
+            f"vectors: {sum(self.embedded.values())} embedded, {self.vectors_reused} reused"
+            + (f"; model reports: {self.reports_reused} of {self.reports} reused" if self.reports_reused else ""),
             "seconds: " + ", ".join(f"{k} {v:.2f}" for k, v in self.step_seconds.items())
             + f" (total {self.total_seconds:.2f})",
         ]
@@ -136,8 +139,24 @@ class IndexBuildReport:
                 f"{total.prompt_tokens} prompt + {total.output_tokens} output tokens, "
                 f"{total.embedding_calls} embedding calls, ${total.cost:.4f}"
             )
+        if self.encodings:
+            lines.append("read: " + encodings_line(self.encodings))
         if self.skipped_files:
             lines.append("skipped: " + "; ".join(self.skipped_files))
         if self.warnings:
             lines.append(f"warnings ({len(self.warnings)}): " + "; ".join(self.warnings[:5]))
         return "\n".join(line for line in lines if line)
+
+
+def encodings_line(encodings: dict[str, str]) -> str:
+    """"utf-8 12 files; latin-1: a.txt; gb18030: b.txt, c.txt": common decodings counted, rare ones named."""
+    by_kind: dict[str, list[str]] = {}
+    for name, kind in sorted(encodings.items()):
+        by_kind.setdefault(kind, []).append(name)
+    parts = []
+    for kind, names in sorted(by_kind.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+        if len(names) > 3:
+            parts.append(f"{kind} {len(names)} files")
+        else:
+            parts.append(f"{kind}: {', '.join(names)}")
+    return "; ".join(parts)

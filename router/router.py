@@ -1,7 +1,11 @@
 """`Router`: classify each question, plan within the budget, answer with the right engine, escalate when empty.
 
 One Router holds one immutable index and engines built once; it keeps no per-question state, so many
-callers can `aask` concurrently.
+callers can `aask` concurrently. The sync API (`ask`, `run`) runs every question on one long-lived event loop
+in a background thread (`router.loop_thread`), so HTTP clients and their connections are reused; `close()`
+(or `with Router(...) as r:`) shuts them. Async callers close with `await router.aclose()` on their own loop.
+CPU-bound steps (classification, planning, engine construction and its first-use embedder fit, context
+building) run in worker threads, so concurrent questions overlap their model waits.
 """
 
 from __future__ import annotations
@@ -10,18 +14,24 @@ import asyncio
 import threading
 import time
 from collections.abc import AsyncIterator, Coroutine, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from engines.errors import DeadlineExceeded, EngineError
 from engines.models.base import Message
 from engines.models.errors import ModelConfigError, ModelError, ModelResponseError, StructuredOutputError
+from engines.plan import QueryPlan
 from engines.usage import Usage
 from router.answer import Answer, Escalation
 from router.budget import LADDER, Budget, BudgetError, Plan, PlanStep, check_fit
+from router.loop_thread import LoopThread
 from router.rewrite import rewrite_question, user_turns
+
+if TYPE_CHECKING:
+    from engines.config import GraphrouteConfig
+    from engines.models.factory import Models
+    from shared_context.index import Index
 
 T = TypeVar("T")
 ENGINES = ("local", "global", "drift", "basic")
@@ -76,7 +86,7 @@ class Done:
 class Router:
     """Answers questions over one index, choosing local, global, DRIFT or basic search per question."""
 
-    def __init__(self, index: Any, config: Any | None = None, models: Any | None = None) -> None:
+    def __init__(self, index: Index, config: GraphrouteConfig | None = None, models: Models | None = None) -> None:
         from engines import load_config
 
         self.index = index
@@ -86,9 +96,57 @@ class Router:
         stored = {name: (t.dim, t.model) for name, t in getattr(index, "vectors", {}).items()}
         self.models = models if models is not None else _build_models(self.config, index)
         self.notes: list[str] = _foreign_vector_notes(stored, self.models)
-        self._check_embedding_dim()
         self._engines: dict[str, Any] = {}
         self._lock = threading.Lock()
+        self._loop: LoopThread | None = None  # started on the first synchronous call
+        self._closed = False
+        try:
+            self._check_embedding_dim()
+        except BaseException:
+            self.close()  # the probe call opened a client: do not leak it with the half-built Router
+            raise
+
+    # ---- the event loop of the synchronous API, and closing -------------------------------------
+
+    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run a coroutine on this Router's long-lived loop (from sync code; also inside Jupyter's loop)."""
+        with self._lock:
+            if self._closed:
+                coro.close()
+                raise RuntimeError("this Router is closed")
+            if self._loop is None:
+                self._loop = LoopThread()
+            loop = self._loop
+        return loop.run(coro)
+
+    def close(self) -> None:
+        """Close the HTTP clients of the sync loop and stop it. Idempotent; the Router is unusable after."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            loop, self._loop = self._loop, None
+        if loop is not None:
+            loop.close(self.models.aclose())
+
+    async def aclose(self) -> None:
+        """Close the HTTP clients this (the caller's) event loop opened, and the sync loop if one ran."""
+        await self.models.aclose()
+        if self._loop is not None:
+            await asyncio.to_thread(self.close)
+        self._closed = True
+
+    def __enter__(self) -> Router:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    async def __aenter__(self) -> Router:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
 
     def _check_embedding_dim(self) -> None:
         """A configured (non-offline) embedder must match the index's stored vectors: IndexFormatError
@@ -98,11 +156,11 @@ class Router:
             return
         embedder = self.models.embedder
         if not embedder.dim:
-            _run_sync(embedder.embed(["dimension probe"]))  # the backend learns its size from the reply
+            self.run(embedder.embed(["dimension probe"]))  # the backend learns its size from the reply
         self.index.check_embedding_dim(embedder.dim, embedder.name)
 
     @classmethod
-    def from_index(cls, path: str | Path, config: Any | None = None) -> Router:
+    def from_index(cls, path: str | Path, config: GraphrouteConfig | None = None) -> Router:
         from shared_context import load_index
 
         return cls(load_index(path), config=config)
@@ -134,12 +192,18 @@ class Router:
 
     def _prerank_engine(self, budget: Budget | None) -> Any:
         """Global search with pre-ranking: the configured share of report tokens, and no more map calls
-        than the call budget leaves room for (one reduce and a possible escalation aside)."""
+        than the call budget leaves room for (one reduce and a possible escalation aside). Built once per
+        map-call cap, like every other engine."""
         cap = self.config.global_search.max_map_calls
         if budget is not None and budget.max_llm_calls is not None:
             room = max(1, budget.max_llm_calls - 2)
             cap = room if cap is None else min(cap, room)
-        return self._make_engine("global_prerank", max_map_calls=cap) if cap else self._make_engine("global_prerank")
+        key = f"global_prerank:{cap}"
+        with self._lock:
+            if key not in self._engines:
+                self._engines[key] = (self._make_engine("global_prerank", max_map_calls=cap) if cap
+                                      else self._make_engine("global_prerank"))
+            return self._engines[key]
 
     # ---- the question pipeline ------------------------------------------------------------------
 
@@ -151,20 +215,25 @@ class Router:
         usage: Usage,
         deadline: float | None = None,
         degraded: list[str] | None = None,
+        query_plan: QueryPlan | None = None,
     ) -> tuple[str, list[Message], Any]:
         from router.classifier import classify
 
         if mode not in MODES:
             raise ValueError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
-        from engines.base import normalise_history
+        from engines.base import limit_history, normalise_history
 
         notes = degraded if degraded is not None else []
-        turns = normalise_history(history)
+        turns, history_note = limit_history(normalise_history(history), self.index.tokenizer)
+        if history_note:
+            notes.append(f"history: {history_note}")
         standalone = question
         if turns and self.config.router.rewrite_followups:
             standalone = await self._rewrite(question, turns, usage, deadline, notes)
         t0 = time.perf_counter()
-        decision = classify(standalone, self.index, history=user_turns(turns))
+        # the classifier links through the plan, so the engine can reuse that linking
+        linker = query_plan.linker(self.index) if query_plan is not None and standalone == query_plan.question else None
+        decision = await asyncio.to_thread(classify, standalone, self.index, history=user_turns(turns), linker=linker)
         if (
             mode == "auto"
             and not self.models.offline
@@ -218,12 +287,10 @@ class Router:
             ))
         except TimeoutError:
             return replace(decision, reasons=[*decision.reasons, "model classifier skipped: the deadline was near"])
-        except StructuredOutputError as err:
-            for c in err.completions:
+        except ModelError as err:  # a failed second opinion must never fail the question; a bug still surfaces
+            for c in getattr(err, "completions", ()):  # StructuredOutputError carries what was paid for
                 usage.add_completion("classify", c)
             return replace(decision, reasons=[*decision.reasons, f"model classifier unavailable: {err}"])
-        except Exception as exc:  # a failed second opinion must never fail the question
-            return replace(decision, reasons=[*decision.reasons, f"model classifier unavailable: {exc}"])
         for c in completions:
             usage.add_completion("classify", c)
         return new_decision
@@ -251,7 +318,9 @@ class Router:
                            method=f"{decision.method}+cost-default")
         return decision
 
-    def plan(self, question: str, engine: str, budget: Budget | None) -> tuple[Plan, Any]:
+    def plan(
+        self, question: str, engine: str, budget: Budget | None, query_plan: QueryPlan | None = None
+    ) -> tuple[Plan, Any]:
         """Pick the first engine on the step-down ladder whose estimate fits the budget (no model calls)."""
         ladder = LADDER.get(engine, (engine,))
         if budget is None or budget.unlimited:
@@ -259,7 +328,7 @@ class Router:
         steps: list[PlanStep] = []
         for name in ladder:
             eng = self._prerank_engine(budget) if name == "global_prerank" else self.engine(name)
-            est = eng.estimate(question)
+            est = eng.estimate(question, query_plan)
             why = check_fit(est, budget)
             steps.append(PlanStep(name, est.llm_calls, est.cost, est.seconds_guess, not why, why))
             if not why:
@@ -289,8 +358,8 @@ class Router:
         mode: str | None = None,
         budget: Budget | None = None,
     ) -> Answer:
-        """Synchronous form of `aask` (runs its own event loop; from async code use `aask`)."""
-        return _run_sync(self.aask(question, history=history, mode=mode, budget=budget))
+        """Synchronous form of `aask`, run on this Router's long-lived loop (from async code use `aask`)."""
+        return self.run(self.aask(question, history=history, mode=mode, budget=budget))
 
     async def astream(
         self,
@@ -305,12 +374,12 @@ class Router:
 
         `mode=None` takes `[router] default_mode` from the configuration ("auto" unless set).
         """
-        from engines.base import check_question
+        from engines.base import plan_question
         from engines.events import AnswerDelta, Final
 
         started = time.perf_counter()
-        check_question(question, self.index)  # the engines' own limits, checked before any model call
-        q = question.strip()
+        query_plan = plan_question(question, self.index)  # the engines' own limits, checked once, before any call
+        q = query_plan.question
         mode = self.config.router.default_mode if mode is None else mode
         usage = Usage()
         cfg_budget = self.config.router
@@ -322,10 +391,13 @@ class Router:
         deadline_s = budget.deadline_s if budget and budget.deadline_s is not None else 0.0
 
         degraded: list[str] = []
-        standalone, turns, decision = await self._prepare(q, history, mode, usage, deadline, degraded)
+        standalone, turns, decision = await self._prepare(q, history, mode, usage, deadline, degraded, query_plan)
+        if standalone != q:  # a rewritten follow-up is its own question
+            query_plan = plan_question(standalone, self.index)
         target = "basic" if mode == "basic" else decision.engine
         try:
-            plan, eng = self.plan(standalone, target, budget)
+            # Planning builds engines (first use may fit the embedder) and estimates contexts: off the loop.
+            plan, eng = await asyncio.to_thread(self.plan, standalone, target, budget, query_plan)
         except BudgetError as err:
             err.usage = usage  # a rewrite may already have been paid for
             raise
@@ -340,7 +412,8 @@ class Router:
         while True:
             result, failure = None, None
             try:
-                async for ev in self._stream_engine(eng, standalone, turns, deadline, deadline_s, current):
+                async for ev in self._stream_engine(eng, standalone, turns, deadline, deadline_s, current,
+                                                    query_plan):
                     if isinstance(ev, Final):
                         result = ev.result
                     elif deltas or not isinstance(ev, AnswerDelta):
@@ -368,14 +441,14 @@ class Router:
             nxt = next((e for e in options if e not in tried), None)
             if nxt is None:
                 break
-            over = self._over_remaining_budget(nxt, standalone, budget, usage)
+            over = await asyncio.to_thread(self._over_remaining_budget, nxt, standalone, budget, usage)
             if over:
                 degraded.append(f"escalation to {nxt} skipped: {over}")
                 break
             esc = Escalation(public_name(current), nxt, reason)
             escalations.append(esc)
             yield Escalated(esc)
-            current, eng = nxt, self.engine(nxt)
+            current, eng = nxt, await asyncio.to_thread(self.engine, nxt)
             tried.append(nxt)
 
         if result is None and best is not None:
@@ -419,14 +492,15 @@ class Router:
         return f"over the remaining budget ({why})" if why else ""
 
     async def _stream_engine(
-        self, eng: Any, question: str, turns: list[Message], deadline: float | None, deadline_s: float, name: str
+        self, eng: Any, question: str, turns: list[Message], deadline: float | None, deadline_s: float, name: str,
+        query_plan: QueryPlan | None = None,
     ) -> AsyncIterator[Any]:
         """The engine's events. The engine stops itself at the deadline (returning its partial result);
         the router only steps in when an engine overruns it by more than DEADLINE_GRACE_S."""
         if deadline is not None and time.perf_counter() >= deadline:  # e.g. a slow rewrite took it all
             raise DeadlineExceeded(deadline_s, stage="answer", engine=public_name(name))
         stream = eng.stream(question, history=turns or None, deadline=deadline,
-                            deadline_s=deadline_s if deadline is not None else None).__aiter__()
+                            deadline_s=deadline_s if deadline is not None else None, plan=query_plan).__aiter__()
         try:
             while True:
                 try:
@@ -459,16 +533,6 @@ def _worth_falling_back(err: BaseException) -> bool:
     return not (isinstance(err, ModelResponseError) and err.status_code in (401, 403, 404))
 
 
-def _run_sync(coro: Coroutine[Any, Any, T]) -> T:
-    """Run a coroutine to completion from sync code, also when a loop is already running (Jupyter)."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coro)
-    with ThreadPoolExecutor(max_workers=1) as pool:  # a worker thread with its own loop
-        return pool.submit(asyncio.run, coro).result()
-
-
 def _foreign_vector_notes(stored: dict[str, tuple[int, str | None]], models: Any) -> list[str]:
     config = getattr(models, "config", None)
     embedding = getattr(config, "embedding", None)
@@ -490,7 +554,7 @@ def public_name(engine: str) -> str:
     return "global" if engine == "global_prerank" else engine
 
 
-def _build_models(config: Any, index: Any) -> Any:
+def _build_models(config: GraphrouteConfig, index: Index) -> Models:
     from engines.models.factory import Models
 
     return Models.from_config(config.models, index=index)
