@@ -577,7 +577,7 @@ class Engine:
                     if isinstance(item, ModelError | EngineError):
                         attach_usage(item, run.usage)
                     raise item
-                yield item  # type: ignore[misc]
+                yield item
         finally:
             if not task.done():
                 task.cancel()
