@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 def local_builder(index: Index, settings: LocalContextSettings) -> LocalContextBuilder:
     """The default local context builder for `settings` (engines take any builder with the same `build`)."""
-    from shared_context import LocalContextBuilder, LocalContextParams
+    from shared_context.local_context import LocalContextBuilder, LocalContextParams
 
     return LocalContextBuilder(index, make_params(LocalContextParams, settings.builder_fields()))
 

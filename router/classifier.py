@@ -394,7 +394,7 @@ async def classify_with_llm(question: str, model: ChatModel, decision: RouteDeci
         return replace(decision, reasons=[*decision.reasons, note]), used
     vote = str(parsed.engine)
     blended = {e: (1.0 - weight) * p + (weight if e == vote else 0.0) for e, p in decision.probabilities.items()}
-    engine = cast(Engine, max(ENGINES, key=lambda e: blended[e]))
+    engine: Engine = max(ENGINES, key=lambda e: blended[e])
     why = f"the chat model chose {vote}" + (f": {parsed.reason}" if parsed.reason else "")
     return RouteDecision(engine=engine, confidence=blended[engine], probabilities=blended,
                          reasons=[*decision.reasons, why], signals=decision.signals,

@@ -16,7 +16,7 @@ import time
 from collections.abc import AsyncIterator, Coroutine, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from engines.errors import DeadlineExceeded, EngineError
 from engines.models.base import Message
@@ -27,6 +27,11 @@ from router.answer import Answer, Escalation
 from router.budget import LADDER, Budget, BudgetError, Plan, PlanStep, check_fit
 from router.loop_thread import LoopThread
 from router.rewrite import rewrite_question, user_turns
+
+if TYPE_CHECKING:
+    from engines.config import GraphrouteConfig
+    from engines.models.factory import Models
+    from shared_context.index import Index
 
 T = TypeVar("T")
 ENGINES = ("local", "global", "drift", "basic")
@@ -81,7 +86,7 @@ class Done:
 class Router:
     """Answers questions over one index, choosing local, global, DRIFT or basic search per question."""
 
-    def __init__(self, index: Any, config: Any | None = None, models: Any | None = None) -> None:
+    def __init__(self, index: Index, config: GraphrouteConfig | None = None, models: Models | None = None) -> None:
         from engines import load_config
 
         self.index = index
@@ -155,7 +160,7 @@ class Router:
         self.index.check_embedding_dim(embedder.dim, embedder.name)
 
     @classmethod
-    def from_index(cls, path: str | Path, config: Any | None = None) -> Router:
+    def from_index(cls, path: str | Path, config: GraphrouteConfig | None = None) -> Router:
         from shared_context import load_index
 
         return cls(load_index(path), config=config)
@@ -549,7 +554,7 @@ def public_name(engine: str) -> str:
     return "global" if engine == "global_prerank" else engine
 
 
-def _build_models(config: Any, index: Any) -> Any:
+def _build_models(config: GraphrouteConfig, index: Index) -> Models:
     from engines.models.factory import Models
 
     return Models.from_config(config.models, index=index)
