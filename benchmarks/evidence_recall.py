@@ -1,7 +1,8 @@
 """Which context reaches the evidence? GraphRAG-Bench novel and medical development questions.
 
     .venv/bin/python -m benchmarks.evidence_recall --novel-index DIR --medical-index DIR \\
-        [--budgets 4000 8000 12000] [--sample N] [--half all|tune|confirm] [--set key=value ...]
+        [--budgets 4000 8000 12000] [--sample N] [--half all|tune|confirm] [--set key=value ...] [--csv FILE]
+    .venv/bin/python -m benchmarks.evidence_recall --report FILE [FILE ...]   # tables of saved runs
 
 Build the indexes first (`python -m benchmarks.index_build --out DIR`, and with
 `--corpus .../corpus/medical.parquet` for medical). The medical text is copyrighted: internal benchmark only.
@@ -115,11 +116,21 @@ def parse_sets(items: list[str]) -> dict[str, Any]:
     return out
 
 
-def whole_unit_positions(ctx: Any) -> list[int]:
+def context_ranges(ctx: Any, units: dict[int, tuple[str, int, int]]) -> list[tuple[str, int, int]]:
+    """Book character ranges of the text units shown: whole units, and the exact excerpt of a unit shown
+    trimmed to its question-like part; a unit cut without recorded offsets counts for nothing."""
     sources = ctx.section("Sources")
-    if sources is None:
-        return []
-    return [int(r["position"]) for r in sources.in_context if not r.get("truncated")]
+    out: list[tuple[str, int, int]] = []
+    for r in [] if sources is None else sources.in_context:
+        span = units.get(int(r["position"]))
+        if span is None:
+            continue
+        if not r.get("truncated"):
+            out.append(span)
+        elif "excerpt" in r:
+            a, b = r["excerpt"]
+            out.append((span[0], span[1] + int(a), span[1] + int(b)))
+    return out
 
 
 def run_subset(subset: str, index_dir: Path, args: argparse.Namespace, overrides: dict[str, Any]) -> list[dict[str, Any]]:
@@ -150,7 +161,11 @@ def run_subset(subset: str, index_dir: Path, args: argparse.Namespace, overrides
           f"budgets {args.budgets}; setup {time.perf_counter() - t0:.1f} s", flush=True)
 
     builder = LocalContextBuilder(index, overrides)
-    drift_params = DriftSearchConfig().local_context().builder_fields() | overrides
+    # DRIFT keeps its own shares, budget, entity counts and strategy; other --set keys reach it too
+    drift_base = DriftSearchConfig().local_context()
+    drift_params = drift_base.builder_fields() | {
+        k: v for k, v in overrides.items() if k not in drift_base.model_fields_set
+    }
     drift_builder = LocalContextBuilder(index, drift_params)
     tok = index.tokenizer
     rows: list[dict[str, Any]] = []
@@ -162,25 +177,25 @@ def run_subset(subset: str, index_dir: Path, args: argparse.Namespace, overrides
         q_spans = spans_by_q.get(str(q.id), [])
         hits, _ = top_text_units(index, question, 50, qvec)
         for budget in args.budgets:
-            contexts: dict[str, tuple[str, list[int]]] = {}
+            contexts: dict[str, tuple[str, list[tuple[str, int, int]]]] = {}
             for strategy in strategies:
                 ctx = builder.build(question, query_vector=qvec, text_unit_strategy=strategy, max_context_tokens=budget)
-                contexts[f"local-{strategy}"] = (ctx.text, whole_unit_positions(ctx))
+                contexts[f"local-{strategy}"] = (ctx.text, context_ranges(ctx, units))
             if not args.no_drift:
                 first = drift_builder.build(question, query_vector=qvec, max_context_tokens=budget)
-                texts, positions = [], []
+                texts, ranges = [], []
                 for ent in first.entities[:3]:
                     follow = f"{ent.title}: {question}"
                     sub = drift_builder.build(follow, query_vector=embedder.transform([follow])[0],
                                               max_context_tokens=budget // 3)
                     texts.append(sub.text)
-                    positions.extend(whole_unit_positions(sub))
-                contexts["drift-followups"] = ("\n\n".join(texts), positions)
+                    ranges.extend(context_ranges(sub, units))
+                contexts["drift-followups"] = ("\n\n".join(texts), ranges)
             section, _ = sources_section(index, hits, budget)
             unit_by_short = {index.text_units[p].short_id: p for p, _ in hits}
-            contexts["basic"] = (section.text, [unit_by_short[str(r["id"])] for r in section.in_context])
-            for method, (text, positions) in contexts.items():
-                ranges = [units[p] for p in dict.fromkeys(positions) if p in units]
+            shown = [unit_by_short[str(r["id"])] for r in section.in_context]
+            contexts["basic"] = (section.text, [units[p] for p in shown if p in units])
+            for method, (text, ranges) in contexts.items():
                 rows.append({
                     "subset": subset,
                     "half": half_of(str(q.id)),
@@ -207,6 +222,10 @@ def report(df: pd.DataFrame) -> None:
             print(f"{label}:\n{table.round(3).to_string()}\n")
         if part["tokens"].notna().any():
             print(f"mean context tokens:\n{part.groupby('method')['tokens'].mean().round(0).to_string()}\n")
+    if df["half"].nunique() > 1:
+        halves = df.pivot_table(index=["subset", "budget", "method"], columns="half", values=["recall", "span_hit"],
+                                aggfunc="mean")
+        print(f"by half (tune = where parameters were chosen, confirm = check):\n{halves.round(3).to_string()}\n")
     local = df[df["method"].str.startswith("local-")].groupby("method")[["recall", "span_hit"]].mean()
     local["score"] = local["recall"] + local["span_hit"]
     best = str(local["score"].idxmax())
@@ -227,7 +246,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--count-tokens", action="store_true", help="also report mean context tokens")
     ap.add_argument("--set", dest="sets", action="append", default=[], help="local-context parameter key=value")
     ap.add_argument("--csv", type=Path, help="write the per-question rows here")
+    ap.add_argument("--report", type=Path, nargs="+", help="only print the tables of earlier --csv files")
     args = ap.parse_args(argv)
+    if args.report:
+        report(pd.concat([pd.read_csv(f) for f in args.report], ignore_index=True))
+        return 0
     if not args.novel_index and not args.medical_index:
         ap.error("give --novel-index and/or --medical-index")
     if not (args.data / "questions").exists():

@@ -111,7 +111,9 @@ class DriftSearchConfig(_Section):
     GraphRAG runs 3 rounds of 20 follow-ups picked at random; we run 2 rounds of the 7 best-scored
     follow-ups, which keeps the depth that matters (the primer's best leads and their children) at a
     third of the cost. With concurrency 8, each round is one wave of calls, so a query takes about
-    5 model latencies (HyDE, primer, 2 rounds, reduce) instead of 21 sequential ones.
+    5 model latencies (HyDE, primer, 2 rounds, reduce) instead of 21 sequential ones. The reduce is one
+    call while the findings fit `reduce_max_tokens`; beyond that it is batched (global search's reduce),
+    adding calls rather than dropping findings, so `max_llm_calls` counts the one-call case.
     """
 
     primer_folds: int = Field(default=5, ge=1, le=50)

@@ -55,19 +55,21 @@ from indexer.reader import SourceDocument, read_input
 from indexer.reports import offline_reports
 from indexer.signals import interruptible, signals_ignored
 from indexer.state import (
+    EMBEDDED,
     EMBEDDER,
+    MODEL_REPORTS,
     STATE_DIR,
     EmbeddedTexts,
     Manifest,
     legacy_code_files,
     package_versions,
-    read_embedded,
     read_extractions,
     read_manifest,
+    read_reusable,
     table_digests,
-    write_embedded,
     write_extractions,
     write_manifest,
+    write_reusable,
 )
 from indexer.tabular import ColumnOptions
 from shared_context.tokens import TokenizerError
@@ -87,7 +89,8 @@ def build_index(
     refit_embedder: bool = False,
     columns: ColumnOptions | None = None,
 ) -> IndexBuildReport:
-    """Index every `.txt`/`.md` file under `input_dir` into a GraphRAG-v3 index at `out_dir`.
+    """Index every document under `input_dir` (see `indexer.reader`; `columns` for table inputs) into a
+    GraphRAG-v3 index at `out_dir`.
 
     Offline extraction when `model` is None; otherwise model extraction (entities, relationships,
     gleanings, optional claims, description summaries, reports) through the model layer. Re-running on
@@ -206,6 +209,8 @@ class _Builder:
         return tqdm(total=total, desc=desc, unit="it", disable=not self.progress, leave=False)
 
     async def run(self) -> IndexBuildReport:
+        if self.out.is_symlink():  # swap the real folder, not the link to it
+            self.out = self.out.resolve()
         check_target(self.out, force=self.force)
         staging = Staging(self.out)
         self.dest = staging.path
@@ -304,8 +309,9 @@ class _Builder:
             if self.model is None:
                 reports = offline_reports(communities, graph)
             else:
-                reports = await self._model_reports(communities, graph)
-            note["done"] = f"{len(reports)} reports"
+                reports = await self._model_reports(communities, graph, previous)
+            reused = f", {rep.reports_reused} reused (context unchanged)" if self.model is not None else ""
+            note["done"] = f"{len(reports)} reports{reused}"
         rep.reports = len(reports)
 
         with self._step("embed", "entity descriptions, reports and text units") as note:
@@ -463,12 +469,14 @@ class _Builder:
         extractor.warnings.clear()
         return merged
 
-    async def _model_reports(self, communities: Any, graph: Graph) -> Any:
-        from indexer.model_reports import model_reports
+    async def _model_reports(self, communities: Any, graph: Graph, previous: Manifest | None) -> Any:
+        from indexer.model_reports import StoredReports, model_reports
 
         assert self.model is not None
+        stored = read_reusable(self.out, MODEL_REPORTS, StoredReports) if previous is not None else None
+        written = StoredReports()
         with self._bar(len(communities), f"reports ({self.model.name})") as bar:
-            return await model_reports(
+            reports = await model_reports(
                 communities,
                 graph,
                 self.model,
@@ -476,7 +484,12 @@ class _Builder:
                 self.report.usage,
                 on_done=lambda: bar.update(1),
                 warnings=self.report.warnings,
+                reuse=stored.reports if stored is not None else {},
+                written=written.reports,
             )
+        self.report.reports_reused = len(set(written.reports) & set(stored.reports)) if stored is not None else 0
+        write_reusable(self.dest, MODEL_REPORTS, written)
+        return reports
 
     async def _embed(self, chunks: list[Chunk], graph: Graph, reports: Any, previous: Manifest | None) -> dict[str, Any]:
         cfg, rep = self.config, self.report
@@ -491,7 +504,7 @@ class _Builder:
         saved = save_offline_embedder(embedder, state) if self.embedder is None else None
         fingerprint = _file_digest(saved) if saved else f"{embedder.name}:{embedder.dim}"
         digests = {j.name: {i: _text_digest(t) for i, t in zip(j.ids, j.texts, strict=True)} for j in jobs}
-        old = read_embedded(self.out) if previous is not None and not fitted else None
+        old = read_reusable(self.out, EMBEDDED, EmbeddedTexts) if previous is not None and not fitted else None
         stored = read_lancedb(self.out / "lancedb", embedder.dim) if old is not None and old.embedder == fingerprint else {}
         todo: list[EmbeddingJob] = []
         kept: dict[str, dict[str, Any]] = {}
@@ -511,7 +524,7 @@ class _Builder:
             rows = [kept[j.name][i] if i in kept[j.name] else new_rows[i] for i in j.ids]
             vectors[j.name] = np.stack(rows) if rows else np.zeros((0, embedder.dim), dtype=np.float32)
         write_lancedb(self.dest / "lancedb", {j.name: j.ids for j in jobs}, vectors, embedder.dim)
-        write_embedded(self.dest, EmbeddedTexts(embedder=fingerprint, digests=digests))
+        write_reusable(self.dest, EMBEDDED, EmbeddedTexts(embedder=fingerprint, digests=digests))
         return {
             "requested": "offline" if self.embedder is None else self.embedder.name,
             "name": embedder.name,

@@ -64,7 +64,7 @@ async def test_reasoning_blocks_never_reach_the_answer_or_its_stream(server: Loo
 REWRITE_FAULTS = {
     "429": Fault("rate_limit", retry_after=0),
     "500": Fault("server_error"),
-    "timeout": Fault("hang", hang_s=3),
+    "timeout": Fault("hang", hang_s=8),
 }
 REWRITE_REPLIES = {
     "invalid json": "I think he means Fred.",
@@ -79,7 +79,7 @@ async def test_a_failed_rewrite_is_skipped(server: LoopbackServer, case: str) ->
         script_fault(server, "rewrite", REWRITE_FAULTS[case])
     else:
         script_reply(server, "rewrite", REWRITE_REPLIES[case])
-    router = loopback_router(server, warm=(), timeout_s=1.0)
+    router = loopback_router(server, warm=(), timeout_s=2.5)
     question, history = FOLLOW_UP
     answer = await _ask(router, question, history=history, mode="local")
     assert answer.standalone_question == question  # never "Who is Sc"
@@ -98,10 +98,12 @@ async def test_invalid_map_json_falls_back_to_an_engine_without_json(server: Loo
     assert answer.usage.total.llm_calls == len(server.chat_requests)
 
 
-async def test_engine_error_carries_the_usage_spent(server: LoopbackServer) -> None:
+# "{oops" repairs to ['oops'] and "{}" to an object with no field: both used to read as "no points found".
+@pytest.mark.parametrize("bad_map_reply", ["no JSON here", "{oops", "{}", '{"points": [{"description": "B'])
+async def test_unusable_map_json_is_an_engine_error_carrying_usage(server: LoopbackServer, bad_map_reply: str) -> None:
     from engines import GlobalSearch
 
-    script_reply(server, "global_map", "no JSON here")
+    script_reply(server, "global_map", bad_map_reply)
     router = loopback_router(server, warm=())
     try:
         with pytest.raises(EngineError, match=r"all .* map batches failed") as caught:
