@@ -19,6 +19,8 @@ demo: $(STAMP)
 	$(PY) -m router.demo --index $(DEMO_INDEX)
 
 test: $(STAMP)
+	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || \
+		echo "NOTE: no chromium/chromedriver: the browser test (tests/test_service_browser.py) is SKIPPED (apt-get install chromium chromium-driver)"
 	$(PY) -m pytest
 
 lint: $(STAMP)

@@ -115,11 +115,21 @@ def parse_sets(items: list[str]) -> dict[str, Any]:
     return out
 
 
-def whole_unit_positions(ctx: Any) -> list[int]:
+def context_ranges(ctx: Any, units: dict[int, tuple[str, int, int]]) -> list[tuple[str, int, int]]:
+    """Book character ranges of the text units shown: whole units, and the exact excerpt of a unit shown
+    trimmed to its question-like part; a unit cut without recorded offsets counts for nothing."""
     sources = ctx.section("Sources")
-    if sources is None:
-        return []
-    return [int(r["position"]) for r in sources.in_context if not r.get("truncated")]
+    out: list[tuple[str, int, int]] = []
+    for r in [] if sources is None else sources.in_context:
+        span = units.get(int(r["position"]))
+        if span is None:
+            continue
+        if not r.get("truncated"):
+            out.append(span)
+        elif "excerpt" in r:
+            a, b = r["excerpt"]
+            out.append((span[0], span[1] + int(a), span[1] + int(b)))
+    return out
 
 
 def run_subset(subset: str, index_dir: Path, args: argparse.Namespace, overrides: dict[str, Any]) -> list[dict[str, Any]]:
@@ -150,7 +160,11 @@ def run_subset(subset: str, index_dir: Path, args: argparse.Namespace, overrides
           f"budgets {args.budgets}; setup {time.perf_counter() - t0:.1f} s", flush=True)
 
     builder = LocalContextBuilder(index, overrides)
-    drift_params = DriftSearchConfig().local_context().builder_fields() | overrides
+    # DRIFT keeps its own shares, budget, entity counts and strategy; other --set keys reach it too
+    drift_base = DriftSearchConfig().local_context()
+    drift_params = drift_base.builder_fields() | {
+        k: v for k, v in overrides.items() if k not in drift_base.model_fields_set
+    }
     drift_builder = LocalContextBuilder(index, drift_params)
     tok = index.tokenizer
     rows: list[dict[str, Any]] = []
@@ -162,25 +176,25 @@ def run_subset(subset: str, index_dir: Path, args: argparse.Namespace, overrides
         q_spans = spans_by_q.get(str(q.id), [])
         hits, _ = top_text_units(index, question, 50, qvec)
         for budget in args.budgets:
-            contexts: dict[str, tuple[str, list[int]]] = {}
+            contexts: dict[str, tuple[str, list[tuple[str, int, int]]]] = {}
             for strategy in strategies:
                 ctx = builder.build(question, query_vector=qvec, text_unit_strategy=strategy, max_context_tokens=budget)
-                contexts[f"local-{strategy}"] = (ctx.text, whole_unit_positions(ctx))
+                contexts[f"local-{strategy}"] = (ctx.text, context_ranges(ctx, units))
             if not args.no_drift:
                 first = drift_builder.build(question, query_vector=qvec, max_context_tokens=budget)
-                texts, positions = [], []
+                texts, ranges = [], []
                 for ent in first.entities[:3]:
                     follow = f"{ent.title}: {question}"
                     sub = drift_builder.build(follow, query_vector=embedder.transform([follow])[0],
                                               max_context_tokens=budget // 3)
                     texts.append(sub.text)
-                    positions.extend(whole_unit_positions(sub))
-                contexts["drift-followups"] = ("\n\n".join(texts), positions)
+                    ranges.extend(context_ranges(sub, units))
+                contexts["drift-followups"] = ("\n\n".join(texts), ranges)
             section, _ = sources_section(index, hits, budget)
             unit_by_short = {index.text_units[p].short_id: p for p, _ in hits}
-            contexts["basic"] = (section.text, [unit_by_short[str(r["id"])] for r in section.in_context])
-            for method, (text, positions) in contexts.items():
-                ranges = [units[p] for p in dict.fromkeys(positions) if p in units]
+            shown = [unit_by_short[str(r["id"])] for r in section.in_context]
+            contexts["basic"] = (section.text, [units[p] for p in shown if p in units])
+            for method, (text, ranges) in contexts.items():
                 rows.append({
                     "subset": subset,
                     "half": half_of(str(q.id)),

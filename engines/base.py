@@ -12,6 +12,7 @@ import contextlib
 import dataclasses
 import math
 import time
+import unicodedata
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
@@ -27,6 +28,7 @@ from engines.models.errors import ModelError, StructuredOutputError
 from engines.models.structured import leading_reasoning_done, strip_reasoning
 from engines.result import Degradation, SearchResult
 from engines.usage import Usage
+from shared_context.vectors import vector_table
 
 if TYPE_CHECKING:
     from engines.config import GraphrouteConfig
@@ -39,6 +41,10 @@ R = TypeVar("R")
 # Questions longer than this are refused; longer than LINK_TOKENS are cut for entity linking only.
 MAX_QUESTION_TOKENS = 8_000
 LINK_TOKENS = 1_000
+# History bounds, checked before any linking: one message, the number of messages and their total kept.
+MAX_TURN_TOKENS = 4_000
+MAX_HISTORY_MESSAGES = 50
+MAX_HISTORY_TOKENS = 16_000
 # How many findings a run cut by its deadline shows instead of the final answer.
 _DEADLINE_FINDINGS = 8
 
@@ -89,10 +95,7 @@ class ModelSet:
         model = self.chat(stage)
         if getattr(model, "offline", False) or self.prices is None:
             return 0.0
-        try:
-            return float(self.prices.cost(model.name, prompt_tokens, output_tokens))
-        except Exception:  # an estimate must never fail on a price lookup
-            return 0.0
+        return float(self.prices.cost(model.name, prompt_tokens, output_tokens))  # unknown model: 0, warned once
 
 
 def _default_models(index: Index, graphroute_config: GraphrouteConfig | None) -> Any:
@@ -104,21 +107,76 @@ def _default_models(index: Index, graphroute_config: GraphrouteConfig | None) ->
 
 
 def normalise_history(history: HistoryLike) -> list[Message]:
-    """Accept a list of strings (earlier user questions) or of role/content messages."""
-    if not history:
+    """Accept a list of strings (earlier user questions) or of role/content messages; anything else is a
+    ValueError naming the item (a bare string would otherwise be read one character per turn)."""
+    if history is None:
         return []
+    if isinstance(history, str | bytes) or not isinstance(history, Sequence):
+        raise ValueError(
+            f"history must be a list of earlier questions or {{'role', 'content'}} messages, "
+            f"got {type(history).__name__}"
+        )
     out: list[Message] = []
     for i, item in enumerate(history):
         if isinstance(item, str):
-            out.append({"role": "user", "content": item})
+            out.append({"role": "user", "content": _valid_text(item, f"history item {i}")})
         elif isinstance(item, Mapping) and "role" in item and "content" in item:
-            role = str(item["role"])
+            role = item["role"]
             if role not in ("user", "assistant", "system"):
                 raise ValueError(f"history item {i} has unknown role {role!r} (use 'user', 'assistant' or 'system')")
-            out.append({"role": role, "content": str(item["content"])})
+            content = item["content"]
+            if not isinstance(content, str):  # None would become the text "None"
+                raise ValueError(f"history item {i} content must be a string, got {type(content).__name__}")
+            out.append({"role": role, "content": _valid_text(content, f"history item {i}")})
         else:
             raise ValueError(f"history item {i} must be a string or a {{'role', 'content'}} message")
     return out
+
+
+def limit_history(turns: list[Message], tokenizer: Any) -> tuple[list[Message], str | None]:
+    """Bound the history before any linking: one oversized message is a ValueError naming it; beyond
+    MAX_HISTORY_MESSAGES messages or MAX_HISTORY_TOKENS tokens the oldest are dropped (with a note)."""
+    sizes = []
+    for i, turn in enumerate(turns):
+        text = turn["content"]
+        # A cheap bound first: a token is rarely under 1/16 of a character, so huge texts are refused
+        # without paying to tokenise them.
+        tokens = MAX_TURN_TOKENS + 1 if len(text) > 16 * MAX_TURN_TOKENS else tokenizer.count(text)
+        if tokens > MAX_TURN_TOKENS:
+            size = f"{tokens:,} tokens" if len(text) <= 16 * MAX_TURN_TOKENS else f"{len(text):,} characters"
+            raise ValueError(
+                f"history item {i} is too long: {size} (the limit is {MAX_TURN_TOKENS:,} tokens per message)"
+            )
+        sizes.append(tokens)
+    kept, total = 0, 0
+    for tokens in reversed(sizes):
+        if kept == MAX_HISTORY_MESSAGES or total + tokens > MAX_HISTORY_TOKENS:
+            break
+        kept, total = kept + 1, total + tokens
+    if kept == len(turns):
+        return turns, None
+    return turns[len(turns) - kept :], (
+        f"only the newest {kept} of {len(turns)} history messages were used (limits: {MAX_HISTORY_MESSAGES} "
+        f"messages, {MAX_HISTORY_TOKENS:,} tokens)"
+    )
+
+
+def _valid_text(text: str, what: str) -> str:
+    """`text`, or a ValueError when it holds a lone surrogate (not Unicode text; it cannot be sent)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as err:
+        raise ValueError(
+            f"{what} is not valid Unicode text: lone surrogate U+{ord(text[err.start]):04X} at position {err.start}"
+        ) from None
+    return text
+
+
+_INVISIBLE = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zs", "Zl", "Zp"})
+
+
+def _has_visible(text: str) -> bool:
+    return any(unicodedata.category(ch) not in _INVISIBLE for ch in text)
 
 
 def check_question(question: str, index: Index) -> tuple[str, str | None]:
@@ -127,6 +185,12 @@ def check_question(question: str, index: Index) -> tuple[str, str | None]:
         raise ValueError(f"question must be a string, got {type(question).__name__}")
     if not question.strip():
         raise ValueError("question is empty")
+    if len(question) > 16 * MAX_QUESTION_TOKENS:  # refused before paying to tokenise it
+        raise ValueError(f"question is too long: {len(question):,} characters (the limit is "
+                         f"{MAX_QUESTION_TOKENS} tokens)")
+    _valid_text(question, "question")
+    if not _has_visible(question):
+        raise ValueError("question is empty: it has only invisible characters (control, zero-width or bidi marks)")
     tokens = index.tokenizer.count(question)
     if tokens > MAX_QUESTION_TOKENS:
         raise ValueError(f"question is too long: {tokens} tokens (the limit is {MAX_QUESTION_TOKENS})")
@@ -389,7 +453,7 @@ def _with_where(err: ModelError, stage: str, task: str) -> ModelError:
 
 def vector_for(index: Index, table: str, models: ModelSet) -> bool:
     """True when the index has vectors for `table` that the configured embedder can query."""
-    vt = index.vectors.get(table)
+    vt = vector_table(index, table)
     emb = models.embedder
     return vt is not None and emb is not None and len(vt) > 0 and vt.dim == emb.dim
 
@@ -459,7 +523,7 @@ class Engine:
         the usage spent (`.usage`).
         """
         link_text, note = check_question(question, self.index)
-        messages = normalise_history(history)
+        messages, history_note = limit_history(normalise_history(history), self.index.tokenizer)
         if deadline is None and deadline_s is not None:
             deadline = time.perf_counter() + deadline_s
         total_s = deadline_s if deadline_s is not None else (
@@ -472,6 +536,8 @@ class Engine:
         run = QueryRun(self.name, question.strip(), self.models, emit, link_text, deadline=deadline)
         if note:
             run.degrade("entity_link", note)
+        if history_note:
+            run.degrade("history", history_note)
 
         async def drive() -> None:
             try:

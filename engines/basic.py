@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -13,6 +14,7 @@ from engines.estimate import CostEstimate, estimate_basic
 from engines.events import ContextReady
 from engines.models.base import Message
 from engines.result import SearchResult
+from shared_context.vectors import vector_table
 
 if TYPE_CHECKING:
     from shared_context.index import Index
@@ -20,8 +22,9 @@ if TYPE_CHECKING:
 
 def top_text_units(index: Index, question: str, k: int, query_vector: Any = None) -> tuple[list[tuple[int, float]], str]:
     """(text unit position, similarity) best first, and the method used ("vector" or "lexical")."""
-    if query_vector is not None:
-        return index.vectors["text_unit_text"].search(query_vector, k), "vector"
+    table = vector_table(index, "text_unit_text") if query_vector is not None else None
+    if table is not None:
+        return table.search(query_vector, k), "vector"
     from shared_context.linking import lexical_scores
 
     scores = np.asarray(lexical_scores(index, "text_units", question), dtype=np.float64)
@@ -61,8 +64,8 @@ class BasicSearch(Engine):
                 vectors = await run.embed("entity_link", [link_text])
             qv = None if vectors is None else vectors[0]
         with run.timed("build_context"):
-            hits, method = top_text_units(self.index, link_text, self.config.k, qv)
-            section, skipped = sources_section(self.index, hits, self.config.max_context_tokens)
+            hits, method = await asyncio.to_thread(top_text_units, self.index, link_text, self.config.k, qv)
+            section, skipped = await asyncio.to_thread(sources_section, self.index, hits, self.config.max_context_tokens)
         await run.emit(ContextReady("build_context", section.tokens))
         run.details.update(retrieval=method, hits=len(hits), skipped_over_budget=skipped)
         system = prompts.BASIC_ANSWER.format(response_type=self.config.response_type, context_data=section.text)
@@ -73,7 +76,8 @@ class BasicSearch(Engine):
                 max_tokens=self.config.max_answer_tokens, temperature=self.config.temperature,
             )
         # Nearest vectors always exist, so "found nothing" means no text unit shares a word with the question.
-        lexical_hit = (method == "lexical" and bool(hits)) or bool(top_text_units(self.index, link_text, 1)[0])
+        lexical_hit = (method == "lexical" and bool(hits)) or bool(
+            (await asyncio.to_thread(top_text_units, self.index, link_text, 1))[0])
         return run.finish(
             self.index,
             response=completion.text,

@@ -1,7 +1,7 @@
 """The one typed configuration of graphroute: `graphroute.toml` + environment, validated in one place.
 
 Sections: `[models]` (delegated to `engines.models.config`), `[local]`, `[global_search]`, `[drift]`,
-`[basic]`, `[questions]`, `[router]`. Every section forbids unknown keys, and every error names the
+`[basic]`, `[questions]`, `[router]`, `[serve]` (the HTTP service). Every section forbids unknown keys, and every error names the
 file and the dotted key, e.g. ``graphroute.toml: global_search.concurrency: must be >= 1 (got 0)``.
 """
 
@@ -16,8 +16,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from engines.models.config import (
     ModelsConfig,
-    _format_validation_error,
     find_config_file,
+    format_validation_error,
     models_config_from_mapping,
     read_toml,
 )
@@ -62,9 +62,9 @@ def _nested_local_context(data: Any, prefix: str, defaults: dict[str, Any]) -> A
     return out
 
 
-# Reduce calls write partial answers of data_max_tokens // 2 - 32 tokens (at least 64); two of them plus
-# their headers must fit one reduce call, or a batched reduce never converges.
-MIN_REDUCE_TOKENS = 256
+# A batched reduce writes partial answers of at least 64 tokens (engines.reduce) and must fit two of them in
+# one reduce call to make progress: below twice that it can never converge.
+MIN_REDUCE_TOKENS = 128
 
 
 class LocalSearchConfig(LocalContextSettings):
@@ -111,7 +111,9 @@ class DriftSearchConfig(_Section):
     GraphRAG runs 3 rounds of 20 follow-ups picked at random; we run 2 rounds of the 7 best-scored
     follow-ups, which keeps the depth that matters (the primer's best leads and their children) at a
     third of the cost. With concurrency 8, each round is one wave of calls, so a query takes about
-    5 model latencies (HyDE, primer, 2 rounds, reduce) instead of 21 sequential ones.
+    5 model latencies (HyDE, primer, 2 rounds, reduce) instead of 21 sequential ones. The reduce is one
+    call while the findings fit `reduce_max_tokens`; beyond that it is batched (global search's reduce),
+    adding calls rather than dropping findings, so `max_llm_calls` counts the one-call case.
     """
 
     primer_folds: int = Field(default=5, ge=1, le=50)
@@ -180,6 +182,27 @@ class RouterConfig(_Section):
     rewrite_followups: bool = True
 
 
+class ServeConfig(_Section):
+    """`graphroute serve`: where it listens, who may call it and how much it takes at once.
+
+    API keys also come from `$GRAPHROUTE_API_KEYS` (comma-separated) and `--api-key`; budgets here are the
+    server-wide defaults for a request that sets none (else `[router]`'s apply).
+    """
+
+    host: str = "127.0.0.1"  # loopback unless the operator says otherwise
+    port: int = Field(default=8000, ge=0, le=65535)
+    api_keys: list[str] = Field(default_factory=list)
+    max_body_bytes: int = Field(default=256_000, ge=1_024)
+    max_question_chars: int = Field(default=16_000, ge=1)
+    max_concurrency: int = Field(default=32, ge=1)
+    max_concurrency_per_key: int = Field(default=8, ge=1)
+    cors_origins: list[str] = Field(default_factory=list)  # CORS is off unless origins are listed
+    max_cost: float | None = Field(default=None, ge=0)
+    max_llm_calls: int | None = Field(default=None, ge=1)
+    deadline_s: float | None = Field(default=None, gt=0)
+    shutdown_grace_s: float = Field(default=30.0, ge=0)
+
+
 class GraphrouteConfig(_Section):
     models: ModelsConfig = Field(default_factory=ModelsConfig)
     local: LocalSearchConfig = Field(default_factory=LocalSearchConfig)
@@ -188,9 +211,10 @@ class GraphrouteConfig(_Section):
     basic: BasicSearchConfig = Field(default_factory=BasicSearchConfig)
     questions: QuestionGenConfig = Field(default_factory=QuestionGenConfig)
     router: RouterConfig = Field(default_factory=RouterConfig)
+    serve: ServeConfig = Field(default_factory=ServeConfig)
 
 
-_SECTIONS = ("local", "global_search", "drift", "basic", "questions", "router")
+_SECTIONS = ("local", "global_search", "drift", "basic", "questions", "router", "serve")
 
 
 def config_from_mapping(
@@ -219,7 +243,7 @@ def config_from_mapping(
     except ValidationError as err:
         first = err.errors()[0]["loc"]
         raise ConfigError(
-            _format_validation_error(err, source, ""), key=".".join(str(p) for p in first)
+            format_validation_error(err, source, ""), key=".".join(str(p) for p in first)
         ) from None
 
 

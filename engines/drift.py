@@ -38,9 +38,11 @@ from engines.models.errors import ModelError
 from engines.reduce import Point, ReduceSettings, batched_reduce, sort_points
 from engines.result import SearchResult
 from engines.schemas import FollowupResponse, PrimerResponse
+from shared_context.vectors import vector_table
 
 if TYPE_CHECKING:
     from shared_context.index import Index
+    from shared_context.local_context import LocalContextBuilder
 
 _TEMPLATE_TOKENS = 1500
 _WS = re.compile(r"\s+")
@@ -113,9 +115,12 @@ class DriftSearch(Engine):
     section_name = "drift"
     section_type = DriftSearchConfig
 
-    def __init__(self, index: Index, model: Any = None, *, embedder: Any = None, config: Any = None) -> None:
+    def __init__(self, index: Index, model: Any = None, *, embedder: Any = None, config: Any = None,
+                 builder: LocalContextBuilder | None = None) -> None:
+        """`builder`: the follow-ups' local context builder (default: from `[drift.local_search]`)."""
         super().__init__(index, model, embedder=embedder, config=config)
-        self.builder = local_builder(index, self.config.local_context())  # stateless; shared by all follow-ups
+        # stateless; shared by all follow-ups
+        self.builder = builder if builder is not None else local_builder(index, self.config.local_context())
 
     def estimate(self, question: str) -> CostEstimate:
         return estimate_drift(self, question)
@@ -195,9 +200,10 @@ class DriftSearch(Engine):
         k = self.config.primer_top_k_reports
         if vector_for(self.index, "community_full_content", run.models):
             vectors = await run.embed("primer", [expanded])
-            if vectors is not None:
+            table = vector_table(self.index, "community_full_content")
+            if vectors is not None and table is not None:
                 run.details["report_similarity"] = "vector"
-                return list(self.index.vectors["community_full_content"].search(vectors[0], k))
+                return list(table.search(vectors[0], k))
         from shared_context.linking import lexical_scores
 
         run.details["report_similarity"] = "lexical"

@@ -7,6 +7,7 @@ calls / tokens applied before any model call.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -23,6 +24,7 @@ from engines.result import SearchResult
 from engines.schemas import MapResponse
 
 if TYPE_CHECKING:
+    from shared_context.community_context import CommunityContextBuilder
     from shared_context.index import Index
 
 
@@ -54,11 +56,13 @@ class GlobalSearch(Engine):
     section_name = "global_search"
     section_type = GlobalSearchConfig
 
-    def __init__(self, index: Index, model: Any = None, *, embedder: Any = None, config: Any = None) -> None:
+    def __init__(self, index: Index, model: Any = None, *, embedder: Any = None, config: Any = None,
+                 builder: CommunityContextBuilder | None = None) -> None:
+        """`builder`: the map batches' context builder (default: `CommunityContextBuilder` from the config)."""
         super().__init__(index, model, embedder=embedder, config=config)
         from shared_context import CommunityContextBuilder, CommunityContextParams
 
-        self.builder = CommunityContextBuilder(index, make_params(
+        self.builder = builder if builder is not None else CommunityContextBuilder(index, make_params(
             CommunityContextParams, community_params(self.config, int(index.report_tokens.sum()))
         ))
 
@@ -81,8 +85,11 @@ class GlobalSearch(Engine):
         if communities is not None and not communities:
             return []
         t0 = time.perf_counter()
-        built = self.builder.build(question, query_vector=qv, history=history or None, communities=communities)
-        batches = list(built)
+        def build() -> tuple[Any, list[Any]]:  # CPU work: run off the event loop
+            built = self.builder.build(question, query_vector=qv, history=history or None, communities=communities)
+            return built, list(built)
+
+        built, batches = await asyncio.to_thread(build)
         if run is not None:
             run.usage.add_seconds("build_context", time.perf_counter() - t0)
             if getattr(built, "notes", None):

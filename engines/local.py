@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING, Any
 
 from engines import prompts
@@ -14,9 +15,11 @@ from engines.result import SearchResult
 
 if TYPE_CHECKING:
     from shared_context.index import Index
+    from shared_context.local_context import LocalContextBuilder
 
 
-def local_builder(index: Index, settings: LocalContextSettings) -> Any:
+def local_builder(index: Index, settings: LocalContextSettings) -> LocalContextBuilder:
+    """The default local context builder for `settings` (engines take any builder with the same `build`)."""
     from shared_context import LocalContextBuilder, LocalContextParams
 
     return LocalContextBuilder(index, make_params(LocalContextParams, settings.builder_fields()))
@@ -47,9 +50,11 @@ class LocalSearch(Engine):
     section_name = "local"
     section_type = LocalSearchConfig
 
-    def __init__(self, index: Index, model: Any = None, *, embedder: Any = None, config: Any = None) -> None:
+    def __init__(self, index: Index, model: Any = None, *, embedder: Any = None, config: Any = None,
+                 builder: LocalContextBuilder | None = None) -> None:
+        """`builder`: the context builder to use (default: `LocalContextBuilder` from the config)."""
         super().__init__(index, model, embedder=embedder, config=config)
-        self.builder = local_builder(index, self.config)
+        self.builder = builder if builder is not None else local_builder(index, self.config)
 
     def estimate(self, question: str) -> CostEstimate:
         return estimate_local(self, question)
@@ -58,7 +63,8 @@ class LocalSearch(Engine):
         link_text = run.link_text
         qv = await link_vector(run, self.index, link_text)
         with run.timed("build_context"):
-            ctx = self.builder.build(link_text, history or None, query_vector=qv)
+            # Off the loop: linking and building are CPU work; other questions' model waits go on meanwhile.
+            ctx = await asyncio.to_thread(self.builder.build, link_text, history or None, query_vector=qv)
         await run.emit(ContextReady("build_context", ctx.tokens))
         run.details["linked_entities"] = [
             {"id": e.entity.short_id, "title": e.entity.title, "score": round(float(e.score), 4)} for e in ctx.entities

@@ -8,6 +8,7 @@ router's classifier would send it to (None when the classifier is not installed)
 
 from __future__ import annotations
 
+import asyncio
 import re
 import time
 from collections.abc import Sequence
@@ -108,7 +109,7 @@ class QuestionGenerator:
         run = QueryRun("questions", question, self.models, ignore)
         qv = await link_vector(run, self.index, question) if question else None
         with run.timed("build_context"):
-            ctx = self.builder.build(question, earlier or None, query_vector=qv)
+            ctx = await asyncio.to_thread(self.builder.build, question, earlier or None, query_vector=qv)
         system = prompts.QUESTIONS.format(question_count=count, context_data=ctx.text)
         chat: list[Message] = [{"role": "system", "content": system},
                                {"role": "user", "content": question or NO_HISTORY_PROMPT}]

@@ -19,16 +19,29 @@ from indexer.config import IndexerConfig, IndexerError
 
 def build_arg_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
     p = parser or argparse.ArgumentParser(
-        prog="graphroute index", description="Build a GraphRAG-v3 index from a folder of .txt/.md documents."
+        prog="graphroute index", description="Build a GraphRAG-v3 index from a folder of documents."
     )
-    p.add_argument("input", metavar="INPUT", help="folder of .txt / .md documents (read recursively)")
+    p.add_argument(
+        "input",
+        metavar="INPUT",
+        help="folder of documents, read recursively: .txt .md .html .pdf .docx, and .csv .jsonl .parquet with one "
+        "document per row",
+    )
     p.add_argument("--out", metavar="INDEX", required=True, help="index folder to create or update")
     p.add_argument("--chunk-size", type=int, default=1200, help="tokens per text unit (default 1200)")
     p.add_argument("--overlap", type=int, default=100, help="tokens shared by consecutive text units (default 100)")
     p.add_argument("--encoding", default="o200k_base", help="tiktoken encoding (default o200k_base)")
     p.add_argument("--max-gleanings", type=int, default=1, help="extra extraction rounds with a model (default 1)")
     p.add_argument("--claims", action="store_true", help="also extract claims (covariates) with a model")
-    p.add_argument("--no-progress", action="store_true", help="hide progress bars")
+    p.add_argument("--text-column", default="text", help="table inputs: column holding the text (default text)")
+    p.add_argument("--title-column", help="table inputs: column holding the title (default title, else FILE#ROW)")
+    p.add_argument("--id-column", help="table inputs: column holding a unique document id (default: hash of the text)")
+    p.add_argument("--no-progress", action="store_true", help="hide progress lines and bars")
+    p.add_argument(
+        "--refit-embedder",
+        action="store_true",
+        help="fit the offline embedder anew on an update (every text is embedded again); by default an index keeps its embedder",
+    )
     p.add_argument(
         "--force",
         action="store_true",
@@ -69,6 +82,7 @@ def run_from_args(args: argparse.Namespace) -> int:
     from engines.models.errors import ModelError
     from indexer.pipeline import build_index
     from indexer.signals import BuildInterrupted
+    from indexer.tabular import ColumnOptions
 
     try:
         config = IndexerConfig(
@@ -91,6 +105,8 @@ def run_from_args(args: argparse.Namespace) -> int:
             embedder=embedder,
             progress=not args.no_progress,
             force=args.force,
+            refit_embedder=args.refit_embedder,
+            columns=ColumnOptions(text=args.text_column, title=args.title_column, id=args.id_column),
         )
     except IndexerError as exc:
         print(f"graphroute index: error: {exc}", file=sys.stderr)

@@ -4,7 +4,8 @@ Texts follow GraphRAG (`{title}:{description}` for entities, `full_content` for 
 units). Tables are `lancedb/entity_description`, `community_full_content` and `text_unit_text`, each with
 `id` (utf8) and `vector` (FixedSizeList<float32>[dim]). Without a configured embedder the offline
 embedder is fitted on the corpus and saved in `graphroute/embedder.npz`, so query time embeds
-questions into the same space.
+questions into the same space; updates load it again (`load_offline_embedder`) rather than refitting,
+and copy unchanged texts' vectors from the previous tables (`read_lancedb`).
 """
 
 from __future__ import annotations
@@ -51,6 +52,40 @@ def save_offline_embedder(embedder: Embedder, folder: Path) -> Path | None:
     path = folder / EMBEDDER_FILE
     save(path)
     return path
+
+
+def load_offline_embedder(path: Path) -> Embedder | None:
+    """The offline embedder an index was built with, or None when the file is unreadable or foreign."""
+    from engines.models.embedding_offline import OfflineEmbedder
+    from engines.models.errors import ModelConfigError
+
+    try:
+        embedder: Embedder = OfflineEmbedder.load(path)
+    except (ModelConfigError, OSError, ValueError):
+        return None
+    return embedder
+
+
+def read_lancedb(folder: Path, dim: int) -> dict[str, dict[str, np.ndarray]]:
+    """table -> id -> vector of a previous build's tables of width `dim` ({} for a missing or other table)."""
+    if not folder.is_dir():
+        return {}
+    os.environ.setdefault("LANCEDB_LOG", "error")
+    import lancedb
+
+    out: dict[str, dict[str, np.ndarray]] = {}
+    try:
+        db = lancedb.connect(str(folder))
+        for name in TABLES:
+            table = db.open_table(name).to_arrow()
+            vectors = table.column("vector").combine_chunks()
+            if vectors.type.list_size != dim:
+                continue
+            matrix = vectors.flatten().to_numpy(zero_copy_only=False).reshape(-1, dim).astype(np.float32)
+            out[name] = dict(zip(table.column("id").to_pylist(), matrix, strict=True))
+    except (OSError, ValueError, KeyError, AttributeError):
+        return {}  # unreadable vectors are simply embedded again
+    return out
 
 
 async def embed_jobs(

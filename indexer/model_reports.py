@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import csv
+import hashlib
 import io
 from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -84,6 +86,18 @@ def community_context(community: CommunityRow, graph: Graph, config: IndexerConf
     return ents_text + ("\n\n" + rels_text if rels else "")
 
 
+@dataclass
+class StoredReports:
+    """Model reports of a build keyed by `report_key` (stored so the next update can reuse them)."""
+
+    reports: dict[str, ReportRow] = field(default_factory=dict)
+
+
+def report_key(model: ChatModel, context: str) -> str:
+    """What a model report depends on: the model and the community's context (not its community number)."""
+    return hashlib.sha256(f"{model.name}\x1f{prompts.REPORT_SYSTEM}\x1f{context}".encode()).hexdigest()
+
+
 async def model_reports(
     communities: list[CommunityRow],
     graph: Graph,
@@ -93,7 +107,12 @@ async def model_reports(
     *,
     on_done: Callable[[], Any] | None = None,
     warnings: list[str] | None = None,
+    reuse: dict[str, ReportRow] | None = None,
+    written: dict[str, ReportRow] | None = None,
 ) -> list[ReportRow]:
+    """One report per community from the model; a community whose context is unchanged since the build
+    that stored `reuse` gets its stored report without a call. Successful reports are put in `written`
+    (failures fall back to the offline report and are retried next time)."""
     ranks = community_ranks(communities, graph)
     entity_by_id = {e.id: e for e in graph.entities}
     rel_by_id = {r.id: r for r in graph.relationships}
@@ -101,8 +120,18 @@ async def model_reports(
     sem = asyncio.Semaphore(config.model_concurrency)
 
     async def one(c: CommunityRow) -> ReportRow:
+        context = community_context(c, graph, config)
+        key = report_key(model, context)
+        if reuse and key in reuse:
+            old = reuse[key]
+            report = replace(old, community=c.community, level=c.level, parent=c.parent, children=list(c.children), size=c.size)
+            if written is not None:
+                written[key] = report
+            if on_done is not None:
+                on_done()
+            return report
         messages: list[Message] = [
-            {"role": "system", "content": prompts.REPORT_SYSTEM.format(context=community_context(c, graph, config))},
+            {"role": "system", "content": prompts.REPORT_SYSTEM.format(context=context)},
             {"role": "user", "content": prompts.REPORT_USER.format(community=c.community)},
         ]
         try:
@@ -122,7 +151,10 @@ async def model_reports(
                 rating_explanation=parsed.rating_explanation.strip(),
                 size=c.size,
             )
-            return finish_report(report, raw_json=completions[-1].text)
+            finished = finish_report(report, raw_json=completions[-1].text)
+            if written is not None:
+                written[key] = finished
+            return finished
         except ModelError as exc:
             if isinstance(exc, StructuredOutputError):
                 for comp in exc.completions:

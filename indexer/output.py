@@ -7,6 +7,7 @@ half-written table next to a valid one.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping
 from datetime import UTC, datetime
@@ -70,6 +71,9 @@ def today() -> str:
 
 def write_table(out_dir: Path, name: str, rows: list[dict[str, Any]]) -> Path:
     schema = SCHEMAS[name]
+    if name == "documents" and any(r.get("raw_data") is not None for r in rows):
+        # table inputs' other columns, as JSON text (GraphRAG leaves the column null for text files)
+        schema = schema.set(schema.get_field_index("raw_data"), pa.field("raw_data", pa.string()))
     columns = {f.name: [r.get(f.name) for r in rows] for f in schema}
     table = pa.Table.from_pydict(columns, schema=schema)
     path = out_dir / f"{name}.parquet"
@@ -161,6 +165,7 @@ def document_rows(
         by_doc[c.document_id].append(c.id)
     return [
         {"id": d.id, "human_readable_id": i, "title": d.title, "text": d.text, "text_unit_ids": by_doc[d.id],
-         "creation_date": d.creation_date, "raw_data": None}
+         "creation_date": d.creation_date,
+         "raw_data": json.dumps(d.metadata, ensure_ascii=False, sort_keys=True) if d.metadata else None}
         for i, d in zip(stable_ids([d.id for d in documents], previous_ids), documents, strict=True)
     ]

@@ -1,13 +1,20 @@
-"""The build: read -> chunk -> extract (new chunks only) -> merge -> communities -> reports -> embed -> write.
+"""The build: read -> chunk -> extract (new chunks only) -> graph -> communities -> reports -> embed -> write.
 
 `build_index` is the public entry point (`graphroute index` calls it through `indexer.cli`). It is
 synchronous; when called from inside a running event loop it runs the build in a worker thread.
+
+Every stage reports on stderr when it starts and when it ends, with its counts and elapsed time (bars
+within the long ones), so no part of a build is silent. Updates cost what changed: stored extractions
+are reused per chunk, the index keeps one embedder (refitted only with `refit_embedder`), and vectors
+whose text did not change are copied from the previous index instead of being embedded again.
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import hashlib
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -15,13 +22,22 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from tqdm.auto import tqdm
 
 from engines.models.base import ChatModel, Embedder
 from indexer.chunking import Chunk, chunk_documents
 from indexer.communities import detect_communities
 from indexer.config import EXTRACTOR_VERSION, IndexBuildReport, IndexerConfig, IndexerError
-from indexer.embed import EmbeddingJob, embed_jobs, fit_offline_embedder, save_offline_embedder, write_lancedb
+from indexer.embed import (
+    EmbeddingJob,
+    embed_jobs,
+    fit_offline_embedder,
+    load_offline_embedder,
+    read_lancedb,
+    save_offline_embedder,
+    write_lancedb,
+)
 from indexer.extract_offline import ChunkExtraction, OfflineExtractor
 from indexer.graph import Graph, finalise_graph, merge_offline
 from indexer.outdir import Staging, check_target
@@ -35,20 +51,27 @@ from indexer.output import (
     today,
     write_table,
 )
-from indexer.reader import SourceDocument, read_documents
+from indexer.reader import SourceDocument, read_input
 from indexer.reports import offline_reports
 from indexer.signals import interruptible, signals_ignored
 from indexer.state import (
+    EMBEDDED,
+    EMBEDDER,
+    MODEL_REPORTS,
     STATE_DIR,
+    EmbeddedTexts,
     Manifest,
     legacy_code_files,
     package_versions,
     read_extractions,
     read_manifest,
+    read_reusable,
     table_digests,
     write_extractions,
     write_manifest,
+    write_reusable,
 )
+from indexer.tabular import ColumnOptions
 from shared_context.tokens import TokenizerError
 
 OUTPUT_TABLES = ("entities", "relationships", "communities", "community_reports", "text_units", "documents")
@@ -63,6 +86,8 @@ def build_index(
     embedder: Embedder | None = None,
     progress: bool = True,
     force: bool = False,
+    refit_embedder: bool = False,
+    columns: ColumnOptions | None = None,
 ) -> IndexBuildReport:
     """Index every `.txt`/`.md` file under `input_dir` into a GraphRAG-v3 index at `out_dir`.
 
@@ -71,21 +96,25 @@ def build_index(
     the same folder only extracts new chunks; an unchanged folder is a no-op. The index is built in a
     staging folder and swapped into place at the end (`indexer.outdir`): a failed or interrupted build
     leaves `out_dir` as it was. `force` allows a non-empty folder that is not a graphroute index (its
-    files are kept).
+    files are kept). `refit_embedder` fits the offline embedder anew (and so embeds every text again)
+    instead of keeping the one the index was built with.
     """
     started = time.perf_counter()
-    documents, skipped = read_documents(input_dir)
+    read = read_input(input_dir, columns)
     read_seconds = time.perf_counter() - started
     return build_index_from_documents(
-        documents,
+        read.documents,
         out_dir,
         config=config,
         model=model,
         embedder=embedder,
         progress=progress,
         force=force,
-        skipped_files=skipped,
+        refit_embedder=refit_embedder,
+        skipped_files=read.skipped,
         read_seconds=read_seconds,
+        encodings=read.encodings,
+        notes=read.notes,
     )
 
 
@@ -98,8 +127,11 @@ def build_index_from_documents(
     embedder: Embedder | None = None,
     progress: bool = True,
     force: bool = False,
+    refit_embedder: bool = False,
     skipped_files: list[str] | None = None,
     read_seconds: float = 0.0,
+    encodings: dict[str, str] | None = None,
+    notes: list[str] | None = None,
 ) -> IndexBuildReport:
     """Same as `build_index` for documents already in memory (e.g. a parquet corpus)."""
     if not documents:
@@ -113,8 +145,11 @@ def build_index_from_documents(
             unique[doc.id] = doc
     builder = _Builder(list(unique.values()), Path(out_dir), config or IndexerConfig(), model, embedder, progress)
     builder.report.skipped_files = skipped
+    builder.report.encodings = dict(encodings or {})
+    builder.report.warnings.extend(notes or [])
     builder.report.step_seconds["read"] = read_seconds
     builder.force = force
+    builder.refit_embedder = refit_embedder
     try:
         asyncio.get_running_loop()
     except RuntimeError:
@@ -148,15 +183,26 @@ class _Builder:
         self.report.extraction = self.mode
         self._extractor: Any = None
         self.force = False
+        self.refit_embedder = False
         self.dest = out_dir  # where this run writes: the staging folder while `run` is building
 
     @contextmanager
-    def _step(self, name: str) -> Iterator[None]:
+    def _step(self, name: str, doing: str = "") -> Iterator[dict[str, str]]:
+        """Time one stage and say on stderr when it starts and what it made (the yielded dict's "done")."""
         t0 = time.perf_counter()
+        note = {"done": ""}
+        if doing:
+            self._say(f"{name}: {doing} ...")
         try:
-            yield
+            yield note
         finally:
-            self.report.step_seconds[name] = self.report.step_seconds.get(name, 0.0) + time.perf_counter() - t0
+            seconds = time.perf_counter() - t0
+            self.report.step_seconds[name] = self.report.step_seconds.get(name, 0.0) + seconds
+            self._say(f"{name}: {note['done'] or 'done'} ({seconds:.1f} s)")
+
+    def _say(self, line: str) -> None:
+        if self.progress:
+            tqdm.write(f"[index] {line}", file=sys.stderr)
 
     def _bar(self, total: int, desc: str) -> Any:
         return tqdm(total=total, desc=desc, unit="it", disable=not self.progress, leave=False)
@@ -187,7 +233,8 @@ class _Builder:
             rep.full_rebuild_reason = reason
             previous = None
 
-        with self._step("chunk"):
+        self._say(f"read: {len(self.documents)} documents ({self.report.step_seconds.get('read', 0.0):.1f} s)")
+        with self._step("chunk", f"{len(self.documents)} documents") as note:
             documents = self._ordered_documents(previous)
             try:
                 chunks = chunk_documents(
@@ -196,6 +243,7 @@ class _Builder:
             except TokenizerError as exc:
                 raise IndexerError(f"--encoding {cfg.encoding}: {exc}") from exc
             chunks = self._ordered_chunks(chunks, previous)
+            note["done"] = f"{len(chunks)} chunks"
         rep.documents, rep.chunks = len(documents), len(chunks)
         embedder_name = self.embedder.name if self.embedder is not None else "offline"
         if previous is not None and self._unchanged(previous, documents, chunks, embedder_name):
@@ -225,14 +273,15 @@ class _Builder:
         rep.removed_chunks = len(set(previous.chunk_ids) - set(chunk_ids)) if previous is not None else 0
         extractions = {cid: stored[cid] for cid in chunk_ids if cid in stored}
 
-        with self._step("extract"):
+        with self._step("extract", f"{len(new_chunks)} new of {len(chunks)} chunks") as note:
             if self.model is None:
                 self._extract_offline(new_chunks, extractions)
             else:
                 await self._extract_model(new_chunks, extractions)
+            note["done"] = f"{len(new_chunks)} chunks extracted, {len(chunks) - len(new_chunks)} reused"
 
         prev_titles, prev_pairs = self._previous_order(previous)
-        with self._step("merge"):
+        with self._step("graph", f"merging {len(chunk_ids)} chunk extractions") as note:
             if self.model is None:
                 ents, rels = merge_offline(
                     chunk_ids,
@@ -245,23 +294,31 @@ class _Builder:
             else:
                 ents, rels, claims = await self._merge_model(chunk_ids, extractions)
             graph = finalise_graph(ents, rels, previous_entity_titles=prev_titles, previous_relationship_pairs=prev_pairs)
+            note["done"] = f"{len(graph.entities)} entities, {len(graph.relationships)} relationships"
         rep.entities, rep.relationships, rep.claims = len(graph.entities), len(graph.relationships), len(claims)
 
-        with self._step("communities"):
+        with self._step("communities", f"clustering {len(graph.entities)} entities") as note:
             communities = detect_communities(graph, max_cluster_size=cfg.max_cluster_size, seed=cfg.seed)
+            note["done"] = f"{len(communities)} communities"
         rep.communities = len(communities)
 
-        with self._step("reports"):
+        with self._step("reports", f"{len(communities)} communities") as note:
             if self.model is None:
                 reports = offline_reports(communities, graph)
             else:
-                reports = await self._model_reports(communities, graph)
+                reports = await self._model_reports(communities, graph, previous)
+            reused = f", {rep.reports_reused} reused (context unchanged)" if self.model is not None else ""
+            note["done"] = f"{len(reports)} reports{reused}"
         rep.reports = len(reports)
 
-        with self._step("embed"):
-            embedder_info = await self._embed(chunks, graph, reports)
+        with self._step("embed", "entity descriptions, reports and text units") as note:
+            embedder_info = await self._embed(chunks, graph, reports, previous)
+            note["done"] = (
+                f"{sum(rep.embedded.values())} texts embedded, {rep.vectors_reused} vectors reused"
+                f" ({embedder_info['name']}{', refitted' if embedder_info.get('fitted') else ''})"
+            )
 
-        with self._step("write"):
+        with self._step("write", "tables, vectors and state") as note:
             period = today()
             claims_by_unit: dict[str, list[str]] = {}
             for c in claims:
@@ -298,6 +355,7 @@ class _Builder:
                     tables=table_digests(out),  # written last, with the embedder already saved
                 ),
             )
+            note["done"] = f"{len(OUTPUT_TABLES)} tables"
         rep.embedder = str(embedder_info.get("name", ""))
         kind = "Built" if previous is None else "Updated"
         why = f" (full rebuild: {rep.full_rebuild_reason})" if rep.full_rebuild_reason else ""
@@ -408,12 +466,14 @@ class _Builder:
         extractor.warnings.clear()
         return merged
 
-    async def _model_reports(self, communities: Any, graph: Graph) -> Any:
-        from indexer.model_reports import model_reports
+    async def _model_reports(self, communities: Any, graph: Graph, previous: Manifest | None) -> Any:
+        from indexer.model_reports import StoredReports, model_reports
 
         assert self.model is not None
+        stored = read_reusable(self.out, MODEL_REPORTS, StoredReports) if previous is not None else None
+        written = StoredReports()
         with self._bar(len(communities), f"reports ({self.model.name})") as bar:
-            return await model_reports(
+            reports = await model_reports(
                 communities,
                 graph,
                 self.model,
@@ -421,10 +481,15 @@ class _Builder:
                 self.report.usage,
                 on_done=lambda: bar.update(1),
                 warnings=self.report.warnings,
+                reuse=stored.reports if stored is not None else {},
+                written=written.reports,
             )
+        self.report.reports_reused = len(set(written.reports) & set(stored.reports)) if stored is not None else 0
+        write_reusable(self.dest, MODEL_REPORTS, written)
+        return reports
 
-    async def _embed(self, chunks: list[Chunk], graph: Graph, reports: Any) -> dict[str, Any]:
-        cfg = self.config
+    async def _embed(self, chunks: list[Chunk], graph: Graph, reports: Any, previous: Manifest | None) -> dict[str, Any]:
+        cfg, rep = self.config, self.report
         state = self.dest / STATE_DIR
         state.mkdir(parents=True, exist_ok=True)
         jobs = [
@@ -432,21 +497,59 @@ class _Builder:
             EmbeddingJob("community_full_content", [r.id for r in reports], [r.full_content for r in reports]),
             EmbeddingJob("text_unit_text", [c.id for c in chunks], [c.text for c in chunks]),
         ]
-        embedder = self.embedder
-        requested = "offline" if embedder is None else embedder.name
-        saved: Path | None = None
-        if embedder is None:
-            # fitted on every text it will embed, as query time's `embedder_for_index` would
-            embedder = fit_offline_embedder([t for j in jobs for t in j.texts], dim=cfg.embedding_dim)
-            saved = save_offline_embedder(embedder, state)
-        total = sum(len(j.texts) for j in jobs)
-        with self._bar(total, f"embed ({embedder.name})") as bar:
-            vectors = await embed_jobs(embedder, jobs, batch_size=cfg.embed_batch_size, usage=self.report.usage, on_batch=bar.update)
+        embedder, fitted = self._embedder(previous, jobs)
+        saved = save_offline_embedder(embedder, state) if self.embedder is None else None
+        fingerprint = _file_digest(saved) if saved else f"{embedder.name}:{embedder.dim}"
+        digests = {j.name: {i: _text_digest(t) for i, t in zip(j.ids, j.texts, strict=True)} for j in jobs}
+        old = read_reusable(self.out, EMBEDDED, EmbeddedTexts) if previous is not None and not fitted else None
+        stored = read_lancedb(self.out / "lancedb", embedder.dim) if old is not None and old.embedder == fingerprint else {}
+        todo: list[EmbeddingJob] = []
+        kept: dict[str, dict[str, Any]] = {}
+        for j in jobs:
+            old_digests = old.digests.get(j.name, {}) if old is not None else {}
+            have = stored.get(j.name, {})
+            kept[j.name] = {i: have[i] for i in j.ids if i in have and old_digests.get(i) == digests[j.name][i]}
+            missing = [(i, t) for i, t in zip(j.ids, j.texts, strict=True) if i not in kept[j.name]]
+            todo.append(EmbeddingJob(j.name, [i for i, _t in missing], [t for _i, t in missing]))
+        rep.embedded = {j.name: len(j.ids) for j in todo}
+        rep.vectors_reused = sum(len(v) for v in kept.values())
+        with self._bar(sum(len(j.texts) for j in todo), f"embed ({embedder.name})") as bar:
+            fresh = await embed_jobs(embedder, todo, batch_size=cfg.embed_batch_size, usage=rep.usage, on_batch=bar.update)
+        vectors = {}
+        for j, t in zip(jobs, todo, strict=True):
+            new_rows = dict(zip(t.ids, fresh[j.name], strict=True))
+            rows = [kept[j.name][i] if i in kept[j.name] else new_rows[i] for i in j.ids]
+            vectors[j.name] = np.stack(rows) if rows else np.zeros((0, embedder.dim), dtype=np.float32)
         write_lancedb(self.dest / "lancedb", {j.name: j.ids for j in jobs}, vectors, embedder.dim)
+        write_reusable(self.dest, EMBEDDED, EmbeddedTexts(embedder=fingerprint, digests=digests))
         return {
-            "requested": requested,
+            "requested": "offline" if self.embedder is None else self.embedder.name,
             "name": embedder.name,
             "dim": embedder.dim,
             "offline": bool(embedder.offline),
             "path": f"{STATE_DIR}/{saved.name}" if saved else None,
+            "fitted": fitted,
         }
+
+    def _embedder(self, previous: Manifest | None, jobs: list[EmbeddingJob]) -> tuple[Embedder, bool]:
+        """The configured embedder, else the index's own offline embedder, else a new fit (second value True)."""
+        if self.embedder is not None:
+            return self.embedder, False
+        kept = self.out / STATE_DIR / EMBEDDER
+        if previous is not None and not self.refit_embedder and kept.is_file():
+            embedder = load_offline_embedder(kept)
+            same_dim = previous.settings.get("embedding_dim") == self.config.embedding_dim
+            if embedder is not None and same_dim:
+                return embedder, False
+            why = "unreadable" if embedder is None else "made for another embedding_dim"
+            self.report.warnings.append(f"{STATE_DIR}/{EMBEDDER} {why}: the offline embedder was refitted")
+        # fitted on every text it will embed, as query time's `embedder_for_index` would
+        return fit_offline_embedder([t for j in jobs for t in j.texts], dim=self.config.embedding_dim), True
+
+
+def _text_digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
+
+
+def _file_digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()

@@ -7,7 +7,12 @@
   entities, relationships and claims) as typed JSON (`indexer.jsoncodec`), so an incremental run
   only extracts new chunks.
 - `embedder.npz`: the offline embedder (see `engines.models.embedding_offline`), read with
-  `allow_pickle=False`.
+  `allow_pickle=False`. Fitted once per index and kept by updates (refitted only on request), so
+  stored vectors stay comparable with new ones.
+- `embedded.json.gz`: the sha256 of the text behind every stored vector and the embedder's
+  fingerprint, so an update embeds only new or changed texts and copies the other vectors.
+- `model_reports.json.gz`: model-written community reports keyed by the digest of their model and
+  input context, so an update asks the model only about communities whose context changed.
 
 Files left by older versions (`extractions.pkl`, `embedder.joblib`) are never opened: they are named
 in the build's warnings so the user can delete them.
@@ -30,8 +35,10 @@ STATE_DIR = "graphroute"
 MANIFEST = "manifest.json"
 EXTRACTIONS = "extractions.json.gz"
 EMBEDDER = "embedder.npz"
+EMBEDDED = "embedded.json.gz"
+MODEL_REPORTS = "model_reports.json.gz"
 LEGACY_CODE_FILES = ("extractions.pkl", "embedder.joblib")  # older formats that could run code: never read
-WRITTEN_BY_BUILD = (MANIFEST, EXTRACTIONS, EMBEDDER)  # what a build (re)writes in STATE_DIR
+WRITTEN_BY_BUILD = (MANIFEST, EXTRACTIONS, EMBEDDER, EMBEDDED, MODEL_REPORTS)  # what a build (re)writes in STATE_DIR
 
 
 @dataclass
@@ -110,6 +117,33 @@ def read_extractions(out_dir: Path, mode: str, value_type: Any) -> dict[str, Any
 def write_extractions(out_dir: Path, mode: str, chunks: dict[str, Any]) -> None:
     text = json.dumps({"mode": mode, "chunks": encode(chunks)}, ensure_ascii=False, separators=(",", ":"))
     _atomic_write(out_dir / STATE_DIR / EXTRACTIONS, gzip.compress(text.encode("utf-8"), compresslevel=5, mtime=0))
+
+
+@dataclass
+class EmbeddedTexts:
+    """Which text each stored vector was computed from, and by which embedder, so an update re-embeds only
+    texts that are new or changed (`embedder` is the embedder's fingerprint; `digests`: table -> id -> sha256)."""
+
+    embedder: str
+    digests: dict[str, dict[str, str]] = field(default_factory=dict)
+
+
+def read_reusable(out_dir: Path, name: str, kind: Any) -> Any:
+    """A stored `kind` value that only saves work (embedded texts, model reports), or None when absent or
+    unreadable: redoing the work is always correct."""
+    path = out_dir / STATE_DIR / name
+    if not path.exists():
+        return None
+    try:
+        with gzip.open(path, "rt", encoding="utf-8") as fh:
+            return decode(kind, json.load(fh))
+    except (OSError, EOFError, ValueError, CodecError):
+        return None
+
+
+def write_reusable(out_dir: Path, name: str, value: Any) -> None:
+    text = json.dumps(encode(value), ensure_ascii=False, separators=(",", ":"))
+    _atomic_write(out_dir / STATE_DIR / name, gzip.compress(text.encode("utf-8"), compresslevel=5, mtime=0))
 
 
 def _atomic_write(path: Path, data: bytes) -> None:

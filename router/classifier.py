@@ -180,7 +180,9 @@ class Classifier:
             notes.append("short follow-up: read together with the previous question")
         signals: IndexSignals | None = None
         scope: IndexScope | None = None
-        if index is not None:
+        if index is not None and not _is_index(index):
+            notes.append(f"entity linking failed ({type(index).__name__} is not an Index); decided from the wording only")
+        elif index is not None:
             signals, note = _link(index, feats.text)
             if note:
                 notes.append(note)
@@ -296,26 +298,36 @@ def _index_reason(signals: IndexSignals) -> str:
 
 def _scope(index: Any, text: str, signals: IndexSignals | None) -> tuple[IndexScope | None, str]:
     """Measure how specific the question is in this index; never raises (degrades to no nudge)."""
+    from shared_context.errors import IndexFormatError
+
     try:
         return measure_scope(index, text, signals, signals.positions if signals else ()), ""
-    except Exception as exc:  # a signal, not a requirement: say so and decide without it
-        return None, f"index scope could not be measured ({type(exc).__name__}: {exc})"
+    except IndexFormatError as exc:  # a signal, not a requirement: say so and decide without it
+        return None, f"index scope could not be measured ({exc})"
+
+
+def _is_index(index: object) -> bool:
+    from shared_context.index import Index  # imported only when an index is given: classify() stays light
+
+    return isinstance(index, Index)
 
 
 def _link(index: Any, text: str) -> tuple[IndexSignals | None, str]:
-    """Run entity linking; never raises (a failure degrades to wording-only classification)."""
+    """Run entity linking. Something that is not an Index, or index data linking cannot use, degrades to
+    wording-only classification and says so; any other exception is a bug and surfaces."""
+    from shared_context.errors import IndexFormatError
+    from shared_context.linking import link_entities
+
     try:
-        from shared_context.linking import link_entities
-
         link = link_entities(index, text)
-        entities = getattr(index, "entities", None)
+    except IndexFormatError as exc:  # linking is an optional signal; report and carry on with the wording
+        return None, f"entity linking failed ({exc}); decided from the wording only"
+    entities = index.entities
 
-        def title_of(pos: int) -> str:
-            return str(getattr(entities[pos], "title", pos)) if entities is not None else str(pos)
+    def title_of(pos: int) -> str:
+        return str(entities[pos].title)
 
-        return signals_from_link(link, getattr(index, "entity_communities", None), title_of), ""
-    except Exception as exc:  # linking is an optional signal; report and carry on with the wording
-        return None, f"entity linking failed ({type(exc).__name__}: {exc}); decided from the wording only"
+    return signals_from_link(link, index.entity_communities, title_of), ""
 
 
 # ---------------------------------------------------------------------------------- module level

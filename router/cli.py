@@ -1,9 +1,8 @@
-"""The `graphroute` command: `index`, `ask`, `questions`, `demo`."""
+"""The `graphroute` command: `index`, `ask`, `questions`, `serve`, `demo`."""
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import sys
 from collections.abc import Sequence
@@ -48,6 +47,17 @@ def _parser() -> argparse.ArgumentParser:
     qs.add_argument("--history", nargs="*", default=[], help="earlier questions, oldest first")
     qs.add_argument("--config")
     qs.add_argument("--json", action="store_true")
+
+    sv = sub.add_parser("serve", help="serve one or more indexes over HTTP (OpenAI-compatible API and a web page)")
+    sv.add_argument("--index", action="append", required=True, metavar="[NAME=]PATH",
+                    help="an index folder, optionally named (repeat for several; the first is the default)")
+    sv.add_argument("--host", help="address to bind (default: [serve] host, 127.0.0.1)")
+    sv.add_argument("--port", type=int, help="port (default: [serve] port, 8000)")
+    sv.add_argument("--config", help="graphroute.toml (default: ./graphroute.toml if present)")
+    sv.add_argument("--api-key", action="append", default=[], metavar="KEY",
+                    help="require this API key (repeatable; also $GRAPHROUTE_API_KEYS, comma-separated)")
+    sv.add_argument("--cors-origin", action="append", default=[], metavar="ORIGIN",
+                    help="allow browser calls from this origin (CORS is off by default)")
     return p
 
 
@@ -172,7 +182,8 @@ def _cmd_ask(args: argparse.Namespace, console: Console) -> int:
         return answer
 
     try:
-        answer = asyncio.run(run())
+        with router:  # closes the HTTP clients of the Router's loop
+            answer = router.run(run())
     except (ValueError, BudgetError) as exc:
         raise CliError(str(exc)) from exc
     if args.json:
@@ -189,7 +200,8 @@ def _cmd_questions(args: argparse.Namespace, console: Console) -> int:
     if args.n < 1 or args.n > 50:
         raise CliError("--n must be between 1 and 50")
     gen = QuestionGenerator(router.index, router.models, config=router.config.questions)
-    result = asyncio.run(gen.generate(list(args.history), n=args.n))
+    with router:
+        result = router.run(gen.generate(list(args.history), n=args.n))
     if args.json:
         print(json.dumps(
             {"questions": [{"text": q.text, "engine": q.engine, "confidence": q.confidence}
@@ -204,6 +216,58 @@ def _cmd_questions(args: argparse.Namespace, console: Console) -> int:
         t.add_row(str(i), q.text, f"{q.engine or '?'}" + (f" ({q.confidence:.2f})" if q.confidence else ""))
     console.print(t)
     console.print(_usage_table(result.usage))
+    return 0
+
+
+def _parse_index_specs(specs: Sequence[str]) -> dict[str, str]:
+    """`NAME=PATH` or `PATH` (named after its folder) -> {name: path}; names must be unique."""
+    out: dict[str, str] = {}
+    for spec in specs:
+        name, sep, path = spec.partition("=")
+        if not sep:
+            path, name = spec, Path(spec.rstrip("/")).name or "index"
+        if not name or any(c in name for c in "@/ "):
+            raise CliError(f"--index {spec!r}: the name must be non-empty without '@', '/' or spaces")
+        if name in out:
+            raise CliError(f"--index {spec!r}: the name {name!r} is used twice (give NAME=PATH)")
+        out[name] = path
+    return out
+
+
+def _cmd_serve(args: argparse.Namespace, console: Console) -> int:
+    import os
+
+    from engines import load_config
+    from router.service import Service, serve
+
+    specs = _parse_index_specs(args.index)
+    cfg_path = args.config or ("graphroute.toml" if Path("graphroute.toml").exists() else None)
+    try:
+        config = load_config(cfg_path)
+    except ValueError as exc:
+        raise CliError(str(exc)) from exc
+    serve_cfg = config.serve
+    updates: dict[str, Any] = {}
+    if args.host:
+        updates["host"] = args.host
+    if args.port is not None:
+        updates["port"] = args.port
+    if args.cors_origin:
+        updates["cors_origins"] = list(args.cors_origin)
+    try:
+        serve_cfg = serve_cfg.model_validate({**serve_cfg.model_dump(), **updates})
+    except ValueError as exc:
+        raise CliError(str(exc)) from exc
+    env_keys = [k.strip() for k in os.environ.get("GRAPHROUTE_API_KEYS", "").split(",") if k.strip()]
+    keys = [*serve_cfg.api_keys, *env_keys, *args.api_key]
+    routers = {name: _load_router(path, args.config) for name, path in specs.items()}
+    service = Service(routers, serve_cfg, api_keys=keys)
+    where = f"http://{serve_cfg.host}:{serve_cfg.port}"
+    console.print(f"graphroute serve: {', '.join(routers)} on {where} "
+                  f"({'API key required' if keys else 'no API key: loopback use only'})")
+    if serve_cfg.host not in ("127.0.0.1", "localhost", "::1") and not keys:
+        console.print("[yellow]warning:[/yellow] listening beyond loopback without an API key")
+    serve(service, serve_cfg.host, serve_cfg.port)
     return 0
 
 
@@ -233,6 +297,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _cmd_questions(args, console)
         if args.command == "index":
             return _cmd_index(args)
+        if args.command == "serve":
+            return _cmd_serve(args, console)
     except CliError as exc:
         err.print(f"[red]error:[/red] {exc}")
         return 2

@@ -1,7 +1,11 @@
 """`Router`: classify each question, plan within the budget, answer with the right engine, escalate when empty.
 
 One Router holds one immutable index and engines built once; it keeps no per-question state, so many
-callers can `aask` concurrently.
+callers can `aask` concurrently. The sync API (`ask`, `run`) runs every question on one long-lived event loop
+in a background thread (`router.loop_thread`), so HTTP clients and their connections are reused; `close()`
+(or `with Router(...) as r:`) shuts them. Async callers close with `await router.aclose()` on their own loop.
+CPU-bound steps (classification, planning, engine construction and its first-use embedder fit, context
+building) run in worker threads, so concurrent questions overlap their model waits.
 """
 
 from __future__ import annotations
@@ -10,7 +14,6 @@ import asyncio
 import threading
 import time
 from collections.abc import AsyncIterator, Coroutine, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TypeVar
@@ -21,6 +24,7 @@ from engines.models.errors import ModelConfigError, ModelError, ModelResponseErr
 from engines.usage import Usage
 from router.answer import Answer, Escalation
 from router.budget import LADDER, Budget, BudgetError, Plan, PlanStep, check_fit
+from router.loop_thread import LoopThread
 from router.rewrite import rewrite_question, user_turns
 
 T = TypeVar("T")
@@ -86,9 +90,57 @@ class Router:
         stored = {name: (t.dim, t.model) for name, t in getattr(index, "vectors", {}).items()}
         self.models = models if models is not None else _build_models(self.config, index)
         self.notes: list[str] = _foreign_vector_notes(stored, self.models)
-        self._check_embedding_dim()
         self._engines: dict[str, Any] = {}
         self._lock = threading.Lock()
+        self._loop: LoopThread | None = None  # started on the first synchronous call
+        self._closed = False
+        try:
+            self._check_embedding_dim()
+        except BaseException:
+            self.close()  # the probe call opened a client: do not leak it with the half-built Router
+            raise
+
+    # ---- the event loop of the synchronous API, and closing -------------------------------------
+
+    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run a coroutine on this Router's long-lived loop (from sync code; also inside Jupyter's loop)."""
+        with self._lock:
+            if self._closed:
+                coro.close()
+                raise RuntimeError("this Router is closed")
+            if self._loop is None:
+                self._loop = LoopThread()
+            loop = self._loop
+        return loop.run(coro)
+
+    def close(self) -> None:
+        """Close the HTTP clients of the sync loop and stop it. Idempotent; the Router is unusable after."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            loop, self._loop = self._loop, None
+        if loop is not None:
+            loop.close(self.models.aclose())
+
+    async def aclose(self) -> None:
+        """Close the HTTP clients this (the caller's) event loop opened, and the sync loop if one ran."""
+        await self.models.aclose()
+        if self._loop is not None:
+            await asyncio.to_thread(self.close)
+        self._closed = True
+
+    def __enter__(self) -> Router:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    async def __aenter__(self) -> Router:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
 
     def _check_embedding_dim(self) -> None:
         """A configured (non-offline) embedder must match the index's stored vectors: IndexFormatError
@@ -98,7 +150,7 @@ class Router:
             return
         embedder = self.models.embedder
         if not embedder.dim:
-            _run_sync(embedder.embed(["dimension probe"]))  # the backend learns its size from the reply
+            self.run(embedder.embed(["dimension probe"]))  # the backend learns its size from the reply
         self.index.check_embedding_dim(embedder.dim, embedder.name)
 
     @classmethod
@@ -134,12 +186,18 @@ class Router:
 
     def _prerank_engine(self, budget: Budget | None) -> Any:
         """Global search with pre-ranking: the configured share of report tokens, and no more map calls
-        than the call budget leaves room for (one reduce and a possible escalation aside)."""
+        than the call budget leaves room for (one reduce and a possible escalation aside). Built once per
+        map-call cap, like every other engine."""
         cap = self.config.global_search.max_map_calls
         if budget is not None and budget.max_llm_calls is not None:
             room = max(1, budget.max_llm_calls - 2)
             cap = room if cap is None else min(cap, room)
-        return self._make_engine("global_prerank", max_map_calls=cap) if cap else self._make_engine("global_prerank")
+        key = f"global_prerank:{cap}"
+        with self._lock:
+            if key not in self._engines:
+                self._engines[key] = (self._make_engine("global_prerank", max_map_calls=cap) if cap
+                                      else self._make_engine("global_prerank"))
+            return self._engines[key]
 
     # ---- the question pipeline ------------------------------------------------------------------
 
@@ -156,15 +214,17 @@ class Router:
 
         if mode not in MODES:
             raise ValueError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
-        from engines.base import normalise_history
+        from engines.base import limit_history, normalise_history
 
         notes = degraded if degraded is not None else []
-        turns = normalise_history(history)
+        turns, history_note = limit_history(normalise_history(history), self.index.tokenizer)
+        if history_note:
+            notes.append(f"history: {history_note}")
         standalone = question
         if turns and self.config.router.rewrite_followups:
             standalone = await self._rewrite(question, turns, usage, deadline, notes)
         t0 = time.perf_counter()
-        decision = classify(standalone, self.index, history=user_turns(turns))
+        decision = await asyncio.to_thread(classify, standalone, self.index, history=user_turns(turns))
         if (
             mode == "auto"
             and not self.models.offline
@@ -218,12 +278,10 @@ class Router:
             ))
         except TimeoutError:
             return replace(decision, reasons=[*decision.reasons, "model classifier skipped: the deadline was near"])
-        except StructuredOutputError as err:
-            for c in err.completions:
+        except ModelError as err:  # a failed second opinion must never fail the question; a bug still surfaces
+            for c in getattr(err, "completions", ()):  # StructuredOutputError carries what was paid for
                 usage.add_completion("classify", c)
             return replace(decision, reasons=[*decision.reasons, f"model classifier unavailable: {err}"])
-        except Exception as exc:  # a failed second opinion must never fail the question
-            return replace(decision, reasons=[*decision.reasons, f"model classifier unavailable: {exc}"])
         for c in completions:
             usage.add_completion("classify", c)
         return new_decision
@@ -289,8 +347,8 @@ class Router:
         mode: str | None = None,
         budget: Budget | None = None,
     ) -> Answer:
-        """Synchronous form of `aask` (runs its own event loop; from async code use `aask`)."""
-        return _run_sync(self.aask(question, history=history, mode=mode, budget=budget))
+        """Synchronous form of `aask`, run on this Router's long-lived loop (from async code use `aask`)."""
+        return self.run(self.aask(question, history=history, mode=mode, budget=budget))
 
     async def astream(
         self,
@@ -325,7 +383,8 @@ class Router:
         standalone, turns, decision = await self._prepare(q, history, mode, usage, deadline, degraded)
         target = "basic" if mode == "basic" else decision.engine
         try:
-            plan, eng = self.plan(standalone, target, budget)
+            # Planning builds engines (first use may fit the embedder) and estimates contexts: off the loop.
+            plan, eng = await asyncio.to_thread(self.plan, standalone, target, budget)
         except BudgetError as err:
             err.usage = usage  # a rewrite may already have been paid for
             raise
@@ -368,14 +427,14 @@ class Router:
             nxt = next((e for e in options if e not in tried), None)
             if nxt is None:
                 break
-            over = self._over_remaining_budget(nxt, standalone, budget, usage)
+            over = await asyncio.to_thread(self._over_remaining_budget, nxt, standalone, budget, usage)
             if over:
                 degraded.append(f"escalation to {nxt} skipped: {over}")
                 break
             esc = Escalation(public_name(current), nxt, reason)
             escalations.append(esc)
             yield Escalated(esc)
-            current, eng = nxt, self.engine(nxt)
+            current, eng = nxt, await asyncio.to_thread(self.engine, nxt)
             tried.append(nxt)
 
         if result is None and best is not None:
@@ -457,16 +516,6 @@ def _worth_falling_back(err: BaseException) -> bool:
     if isinstance(err, ModelConfigError):
         return False
     return not (isinstance(err, ModelResponseError) and err.status_code in (401, 403, 404))
-
-
-def _run_sync(coro: Coroutine[Any, Any, T]) -> T:
-    """Run a coroutine to completion from sync code, also when a loop is already running (Jupyter)."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coro)
-    with ThreadPoolExecutor(max_workers=1) as pool:  # a worker thread with its own loop
-        return pool.submit(asyncio.run, coro).result()
 
 
 def _foreign_vector_notes(stored: dict[str, tuple[int, str | None]], models: Any) -> list[str]:

@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from shared_context.history import build_history_section
 from shared_context.linking import lexical_scores
 from shared_context.tables import SectionBuilder, format_value, per_index_cache, render_row, section_title
+from shared_context.vectors import vector_table
 
 __all__ = ["CommunityContext", "CommunityContextBuilder", "CommunityContextParams", "ReportBatch"]
 
@@ -199,7 +200,7 @@ class CommunityContextBuilder:
         self, positions: list[int], query: str, query_vector: np.ndarray | None, notes: list[str]
     ) -> dict[int, float]:
         index = self.index
-        table = index.vectors.get("community_full_content")
+        table = vector_table(index, "community_full_content")
         scores: np.ndarray | None = None
         if query_vector is not None and table is not None:
             q = np.asarray(query_vector, dtype=np.float32).reshape(-1)

@@ -26,6 +26,7 @@ import numpy as np
 from shared_context.records import Entity
 from shared_context.tables import per_index_cache
 from shared_context.text import BM25, CJK_RE, STOPWORDS, TOKEN_RE, plural_stem, tokens
+from shared_context.vectors import vector_table
 
 __all__ = [
     "LinkResult",
@@ -231,13 +232,22 @@ def _exact_strengths(ent: _EntityLinkIndex, tokens: list[str], n: int) -> np.nda
                 hit = table.get(key)
                 if hit:
                     spans.append((start, start + length, hit, value))
-    covered: list[tuple[int, int]] = []
-    for start, end, hits, value in spans:  # longest first
-        inside = any(s <= start and end <= e and (e - s) > (end - start) for s, e in covered)
+    # Longest spans first; a span is "inside" when a strictly longer one covers it. Such a span starts at
+    # most max_ngram tokens before it, so each check looks at that window only (linear in the text, not
+    # quadratic: a 30,000-word history turn must not take minutes).
+    longer: dict[int, int] = {}  # start -> furthest end of the spans of greater length
+    current: dict[int, int] = {}  # the same for the length being processed
+    current_length = 0
+    for start, end, hits, value in spans:
+        if end - start != current_length:
+            for s0, e0 in current.items():
+                longer[s0] = max(longer.get(s0, 0), e0)
+            current, current_length = {}, end - start
+        inside = any(longer.get(s0, -1) >= end for s0 in range(max(0, end - ent.max_ngram), start + 1))
         v = 0.6 if inside else value
         for pos in hits:
             strength[pos] = max(strength[pos], v)
-        covered.append((start, end))
+        current[start] = max(current.get(start, 0), end)
     return strength
 
 
@@ -319,7 +329,7 @@ def _resolve_names(
 
 
 def _semantic(index: Any, query_vector: np.ndarray | None, notes: list[str]) -> np.ndarray | None:
-    table = getattr(index, "vectors", {}).get("entity_description")
+    table = vector_table(index, "entity_description")
     if query_vector is None:
         if table is not None:
             notes.append(

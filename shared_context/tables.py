@@ -12,12 +12,15 @@ text with the tokenizer and drops rows from the end until it fits, so a section 
 from __future__ import annotations
 
 import itertools
+import math
 import re
 import threading
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
+
+import numpy as np
 
 from shared_context.tokens import Tokenizer
 
@@ -43,9 +46,10 @@ def format_value(value: Any) -> str:
         return ""
     if isinstance(value, bool):
         return str(value)
-    if isinstance(value, float):
-        if value != value:  # NaN
+    if isinstance(value, float | np.floating):
+        if not math.isfinite(value):  # NaN or inf: no meaningful figure (and int(inf) would raise)
             return ""
+        value = float(value)
         rounded = round(value, 4)
         return str(int(rounded)) + ".0" if rounded == int(rounded) else str(rounded)
     return str(value)

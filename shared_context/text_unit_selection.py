@@ -12,7 +12,9 @@ entity's relationships found in the unit (GraphRAG's rule), then by position.
   best units; the remaining units then compete in `graphrag` order.
 - `min_guarantee`: each entity first gets its best `min_units_per_entity` units (taken round-robin, so
   the guarantee degrades evenly when the budget is tight), then the rest compete in `graphrag` order.
-- `hybrid`: the linked units (in `graphrag` order) AND the units most similar to the question (a BM25
+- `hybrid`: the linked units (ordered by coverage: the summed link scores of the selected entities each
+  unit mentions, so a unit naming several of the question's entities comes first; ties in `graphrag`
+  order) AND the units most similar to the question (a BM25
   ranking and, when vectors are usable, a vector ranking; see `unit_search.py`) fused by reciprocal-rank
   fusion:  score(u) = 1/(k + r_entity(u)) + w * (1/(k + r_lexical(u)) + 1/(k + r_vector(u))),
   ranks 1-based, a list the unit is not in adding nothing; k = `rrf_k` (60, the usual RRF constant),
@@ -41,8 +43,8 @@ __all__ = [
 TextUnitStrategy = Literal["graphrag", "per_entity_cap", "round_robin", "weighted", "min_guarantee", "hybrid"]
 STRATEGIES: tuple[str, ...] = ("graphrag", "per_entity_cap", "round_robin", "weighted", "min_guarantee", "hybrid")
 # The default is the strategy that reached the most evidence in benchmarks/evidence_recall.py
-# (all 1,620 GraphRAG-Bench novel questions, equal token budgets): GraphRAG's own order.
-DEFAULT_TEXT_UNIT_STRATEGY: TextUnitStrategy = "graphrag"
+# (GraphRAG-Bench novel and medical development questions, equal token budgets; README): hybrid.
+DEFAULT_TEXT_UNIT_STRATEGY: TextUnitStrategy = "hybrid"
 
 
 @dataclass(frozen=True)
@@ -161,7 +163,8 @@ def select_text_units(
     if strategy == "weighted":
         return _weighted(per_entity, entities, scores, budget, unit_cost)
     if strategy == "hybrid":
-        return fuse_rankings(_graphrag_order(per_entity, entities), lexical, vector, question_weight, rrf_k)
+        linked = _by_coverage(index, _graphrag_order(per_entity, entities), entities, scores)
+        return fuse_rankings(linked, lexical, vector, question_weight, rrf_k)
     raise ValueError(f"unknown text_unit_strategy {strategy!r}; expected one of {', '.join(STRATEGIES)}")
 
 
@@ -195,6 +198,18 @@ def _weighted(
             spent += c
             first.append(UnitCandidate(unit, entity, rank, count))
     return first + [c for c in _graphrag_order(per_entity, entities) if c.unit not in seen]
+
+
+def _by_coverage(
+    index: Any, linked: list[UnitCandidate], entities: Sequence[int], scores: Sequence[float] | None
+) -> list[UnitCandidate]:
+    """Linked units ordered by the summed link scores of the selected entities each one mentions."""
+    weight = dict(zip(entities, scores if scores is not None else [1.0] * len(entities), strict=True))
+    cover = {
+        c.unit: sum(weight.get(e, 0.0) for e in index.text_unit_entities[c.unit]) for c in linked
+    }
+    rank = {c.unit: i for i, c in enumerate(linked)}
+    return sorted(linked, key=lambda c: (-cover[c.unit], rank[c.unit]))
 
 
 def fuse_rankings(

@@ -17,9 +17,10 @@ from typing import Any
 
 import numpy as np
 
-from shared_context.linking import lexical_scores
+from shared_context.linking import lexical_scores, lexical_terms
+from shared_context.vectors import vector_table
 
-__all__ = ["QuestionUnits", "question_units", "top_positions"]
+__all__ = ["QuestionUnits", "best_window", "question_units", "top_positions"]
 
 # How deep each question ranking goes. Far more units than any Sources budget holds at usual chunk
 # sizes (12k tokens / 300-token chunks = 40), so the budget, not this cut, decides what is shown.
@@ -56,7 +57,7 @@ def question_units(
         np.asarray(lexical_scores(index, "text_units", query), dtype=np.float64), depth, positive_only=True
     )
     vector: list[int] = []
-    table = getattr(index, "vectors", {}).get("text_unit_text")
+    table = vector_table(index, "text_unit_text")
     if query_vector is None:
         notes.append("no query vector: question-similar units found lexically only")
     elif table is None or len(table) == 0:
@@ -70,3 +71,25 @@ def question_units(
         sims = np.asarray(table.similarities(query_vector), dtype=np.float64)
         vector = [int(table.positions[r]) for r in top_positions(sims, depth, positive_only=True)]
     return QuestionUnits(lexical, vector, notes)
+
+
+def best_window(text: str, query: str, chars: int) -> tuple[int, int]:
+    """(start, end) character offsets of the `chars`-long window of `text` sharing the most distinct
+    question terms (first such window on ties), starting on a word boundary. Used to trim a unit to the
+    part the question is about rather than to its head."""
+    if chars <= 0:
+        return 0, 0
+    if len(text) <= chars:
+        return 0, len(text)
+    wanted = set(lexical_terms(query))
+    step = max(chars // 4, 1)
+    best_score, best_start = -1, 0
+    for start in range(0, len(text) - chars + step, step):
+        start = min(start, len(text) - chars)
+        score = len(wanted.intersection(lexical_terms(text[start : start + chars])))
+        if score > best_score:
+            best_score, best_start = score, start
+    if best_start > 0:  # do not open on half a word
+        space = text.find(" ", best_start, best_start + 40)
+        best_start = space + 1 if space >= 0 else best_start
+    return best_start, min(best_start + chars, len(text))

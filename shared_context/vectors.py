@@ -110,3 +110,26 @@ class VectorTable:
         top = np.argpartition(-sims, k - 1)[:k] if k < len(sims) else np.arange(len(sims))
         order = sorted(top.tolist(), key=lambda r: (-float(sims[r]), int(self.positions[r])))
         return [(int(self.positions[r]), float(sims[r])) for r in order]
+
+
+# ---------------------------------------------------------------------------- vectors beside the Index
+
+_DERIVED = "vectors.derived"
+
+
+def derived_vectors(index: object) -> dict[str, VectorTable]:
+    """Vector tables computed for an index after load (the offline embedder's), kept beside it in its
+    per-index cache: the Index itself stays read-only and shared."""
+    from shared_context.tables import per_index_cache
+
+    tables: dict[str, VectorTable] = per_index_cache(index, _DERIVED, dict)
+    return tables
+
+
+def vector_table(index: object, name: str) -> VectorTable | None:
+    """The vector table `name` queries should use: one derived for this index, else the stored one."""
+    derived = derived_vectors(index).get(name)
+    if derived is not None:
+        return derived
+    stored: dict[str, VectorTable] = getattr(index, "vectors", {})
+    return stored.get(name)

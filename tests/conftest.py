@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -40,6 +41,13 @@ def _isolated_token_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[
         os.environ.pop("GRAPHROUTE_CACHE_DIR", None)
     else:
         os.environ["GRAPHROUTE_CACHE_DIR"] = old
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _collect_leaks() -> Iterator[None]:
+    """Collect garbage after each module, so an unclosed socket/client warns (an error) in the module that leaked it."""
+    yield
+    gc.collect()
 
 
 @pytest.fixture(scope="session")

@@ -15,8 +15,8 @@ from engines.config import ConfigError, config_from_mapping
         ({"questions": {"n": "5"}}, "questions.n", "valid integer"),
         ({"local": {"max_context_tokens": 0}}, "local.max_context_tokens", ">= 100"),
         ({"local": {"top_k_mapped_entities": 0}}, "local.top_k_mapped_entities", ">= 1"),
-        ({"global_search": {"data_max_tokens": 50}}, "global_search.data_max_tokens", ">= 256"),
-        ({"drift": {"reduce_max_tokens": 100}}, "drift.reduce_max_tokens", ">= 256"),
+        ({"global_search": {"data_max_tokens": 50}}, "global_search.data_max_tokens", ">= 128"),
+        ({"drift": {"reduce_max_tokens": 100}}, "drift.reduce_max_tokens", ">= 128"),
         ({"drift": {"local_search": {"top_k_mapped_entities": 0}}}, "drift.local_search.top_k_mapped_entities", ">= 1"),
         ({"drift": {"local_search_max_context_tokens": 0}}, "drift.local_search.max_context_tokens", ">= 100"),
         ({"questions": {"max_context_tokens": 0}}, "questions.local_search.max_context_tokens", ">= 100"),
@@ -42,3 +42,21 @@ def test_drift_and_questions_use_the_local_context_settings_with_their_own_defau
     assert cfg.drift.local_search.text_unit_prop == 0.6  # DRIFT's default kept when another key is set
     assert cfg.questions.local_search.max_context_tokens == 3000
     assert cfg.questions.local_search.text_unit_strategy == "hybrid"
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "key", "message"),
+    [
+        ({"chunk_size": 8}, "chunk_size", r"indexer: chunk_size: must be >= 16 \(got 8\)"),
+        ({"chunk_size": 100, "chunk_overlap": 100}, "chunk_overlap", "must be smaller than chunk_size"),
+        ({"claims": "yes"}, "claims", "valid boolean"),
+        ({"model_concurrency": 0}, "model_concurrency", ">= 1"),
+        ({"chunk_sise": 300}, "chunk_sise", "unknown setting"),
+    ],
+)
+def test_indexer_settings_are_checked_like_the_rest(kwargs: dict, key: str, message: str) -> None:
+    from indexer import IndexerConfig, IndexerError
+
+    with pytest.raises(IndexerError, match=message) as err:
+        IndexerConfig(**kwargs)
+    assert err.value.key == key

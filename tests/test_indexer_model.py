@@ -170,3 +170,26 @@ def test_unreachable_model_fails_with_a_clear_error(tmp_path: Path) -> None:
                              max_retries=0, timeout_s=2, total_deadline_s=3)
     with pytest.raises(IndexerError, match="failed for every chunk"):
         build_index(tmp_path / "d", tmp_path / "out", model=OpenAIChatModel(endpoint), progress=False)
+
+
+def test_update_reuses_reports_whose_community_context_is_unchanged(server: LoopbackServer, tmp_path: Path) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.md").write_text(DOC_A, encoding="utf-8")
+    (docs / "b.md").write_text(DOC_B, encoding="utf-8")
+    out = tmp_path / "index"
+
+    def report_calls() -> int:
+        return sum(1 for r in server.chat_requests if "community report" in json.dumps(r.body["messages"][0]))
+
+    first = build_index(docs, out, model=_model(server, tmp_path / "c1.sqlite"), progress=False)
+    before = report_calls()
+    # a setting that changes neither text units nor the graph: an update, not a no-op, with a cold call cache
+    second = build_index(
+        docs, out, config=IndexerConfig(embed_batch_size=7), model=_model(server, tmp_path / "c2.sqlite"), progress=False
+    )
+    assert not second.noop and not second.full_rebuild_reason
+    assert report_calls() == before  # every report came from the previous build, none from the model
+    assert second.reports_reused == second.reports == first.reports >= 1
+    reps = pd.read_parquet(out / "community_reports.parquet")
+    assert all(title.startswith("Scripted community") for title in reps["title"])

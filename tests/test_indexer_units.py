@@ -14,7 +14,10 @@ from shared_context.tokens import get_tokenizer
 
 
 def test_chunks_are_exact_overlapping_slices_even_in_chinese() -> None:
-    text = "北风能源合作社在宁波签署了协议。" * 40 + " Amara Osei leads the Tidewater Turbine Programme. " * 30
+    # numbered sentences: identical chunk texts would be kept once (see the next test)
+    text = "".join(f"北风能源合作社在宁波签署了第{i}份协议。" for i in range(40)) + "".join(
+        f" Amara Osei leads the Tidewater Turbine Programme, phase {i}." for i in range(30)
+    )
     doc = SourceDocument(title="a.md", text=text)
     chunks = chunk_documents([doc], chunk_size=64, overlap=16, encoding_name="o200k_base")
     assert len(chunks) > 5

@@ -106,8 +106,10 @@ def test_default_layout_on_dulce_matches_graphrag_headers() -> None:
     assert "links" not in ctx.section("Relationships").text.split("\n")[1]  # type: ignore[union-attr]
     assert ctx.entities[0].title == "ALEX MERCER"
     assert ctx.text_unit_ids and set(ctx.text_unit_ids) <= {t.short_id for t in index.text_units}
-    # GraphRAG's split on what is left after reserving the blank lines between the six sections
-    assert ctx.budgets["Reports"] == int((12_000 - 5 * index.tokenizer.count("\n\n")) * 0.15)
+    # the default split (reports 0.1, sources 0.7 when an entity is named) on what is left after
+    # reserving the blank lines between the six sections
+    assert ctx.link_strength == 1.0
+    assert ctx.budgets["Reports"] == int((12_000 - 5 * index.tokenizer.count("\n\n")) * 0.1)
 
 
 def test_unused_budget_flows_to_sources() -> None:
@@ -115,13 +117,13 @@ def test_unused_budget_flows_to_sources() -> None:
     ctx = LocalContextBuilder(index).build("Bob Cratchit")
     m = 12_000 - 5 * index.tokenizer.count("\n\n")
     reports = ctx.section("Reports")
-    assert reports is not None and reports.budget == int(m * 0.15)
-    # local gets its own 35 % plus what Reports left unused
-    assert ctx.budgets["Entities"] == int(m * 0.35) + (reports.budget - reports.tokens)
+    assert reports is not None and reports.budget == int(m * 0.1)
+    # local gets its own 20 % plus what Reports left unused
+    assert ctx.budgets["Entities"] == int(m * 0.2) + (reports.budget - reports.tokens)
     local_used = sum(s.tokens for s in ctx.sections if s.name in ("Entities", "Relationships", "Claims"))
     assert local_used < ctx.budgets["Entities"]
-    # Sources gets everything the earlier sections did not use, i.e. more than GraphRAG's fixed 50 %
-    assert ctx.budgets["Sources"] == m - reports.tokens - local_used > int(m * 0.5)
+    # Sources gets everything the earlier sections did not use, i.e. more than its fixed 70 %
+    assert ctx.budgets["Sources"] == m - reports.tokens - local_used > int(m * 0.7)
 
 
 def test_drift_props_still_show_entities() -> None:
@@ -191,9 +193,9 @@ def test_deterministic_and_no_state_leak() -> None:
 
 def test_candidate_context_marks_records_not_in_context() -> None:
     index = _load("christmas_carol_graphrag_index")
-    ctx = LocalContextBuilder(index, {"max_context_tokens": 8000}).build(
-        "Scrooge", return_candidate_context=True
-    )
+    # GraphRAG's shares, so that every section has rows both shown and left out at this budget
+    params = {"max_context_tokens": 8000, "text_unit_prop": 0.5, "community_prop": 0.15}
+    ctx = LocalContextBuilder(index, params).build("Scrooge", return_candidate_context=True)
     for name in ("Entities", "Relationships", "Sources", "Reports"):
         section = ctx.section(name)
         assert section is not None

@@ -97,6 +97,18 @@ def test_room_left_after_whole_units_goes_to_one_trimmed_unit() -> None:
     flags = [bool(r.get("truncated")) for r in records]
     assert len(flags) >= 3 and flags[-1] and not any(flags[:-1])
     assert ctx.tokens <= 2000
+    start, end = records[-1]["excerpt"]
+    unit_text = index.text_units[int(records[-1]["position"])].text
+    assert 0 <= start < end < len(unit_text) and unit_text[start:end] in ctx.text
+
+
+def test_a_trimmed_unit_keeps_the_part_the_question_is_about() -> None:
+    from shared_context.unit_search import best_window
+
+    text = "Opening words about nothing much. " * 30 + "The lighthouse keeper rang the bell. " + "Closing. " * 40
+    start, end = best_window(text, "Why did the lighthouse keeper ring?", 200)
+    assert "lighthouse keeper" in text[start:end] and end - start <= 200 and text[start - 1] == " "
+    assert best_window("short", "anything", 200) == (0, 5)
 
 
 def test_fusion_formula_and_ties() -> None:
@@ -128,7 +140,7 @@ def test_weak_linking_moves_budget_to_sources() -> None:
                                              **(params | {"weak_link_text_unit_prop": None}))
     assert fixed.budgets["Entities"] > unnamed.budgets["Entities"]
     with pytest.raises(ValueError, match="weak_link_text_unit_prop"):
-        LocalContextBuilder(index, {"community_prop": 0.5, "weak_link_text_unit_prop": 0.8})
+        LocalContextBuilder(index, {"community_prop": 0.5, "text_unit_prop": 0.4, "weak_link_text_unit_prop": 0.8})
 
 
 def test_hybrid_and_share_rule_settable_in_graphroute_toml(tmp_path: Path) -> None:

@@ -11,6 +11,7 @@ from engines.models.config import load_models_config
 from engines.models.embedding_offline import OfflineEmbedder, attach_offline_vectors, embedder_for_index
 from engines.models.errors import ModelConfigError
 from engines.models.factory import Models, build_embedder
+from shared_context.vectors import vector_table
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 CORPUS = [
@@ -119,9 +120,12 @@ def test_embedder_for_index_fits_caches_and_attaches(dulce, tmp_path):
     again = embedder_for_index(dulce, cache_dir=tmp_path)  # loaded, not refitted
     assert again.fingerprint == emb.fingerprint
 
+    stored_before = dict(dulce.vectors)
     attached = attach_offline_vectors(dulce, emb)
     assert set(attached) == {"entity_description", "community_full_content", "text_unit_text"}
-    table = dulce.vectors["entity_description"]
+    assert dulce.vectors == stored_before  # the shared Index is not modified: derived vectors live beside it
+    table = vector_table(dulce, "entity_description")
+    assert table is not None
     assert table.model == emb.name and table.dim == emb.dim and len(table) == len(dulce.entities)
     assert attach_offline_vectors(dulce, emb) == []  # already in this embedder's space
     for question, title in (("Who is Alex Mercer?", "ALEX MERCER"), ("What happened in the server room?", "SERVER ROOM")):
@@ -133,7 +137,8 @@ def test_factory_builds_offline_embedder_for_an_index(dulce, tmp_path):
     config = load_models_config(env={})
     models = Models(config, index=dulce, cache_dir=str(tmp_path))
     assert models.embedder.offline and models.embedder.dim > 0
-    assert dulce.vectors["text_unit_text"].model == models.embedder.name
+    table = vector_table(dulce, "text_unit_text")
+    assert table is not None and table.model == models.embedder.name
 
 
 def test_offline_embedder_without_index_is_a_clear_error():

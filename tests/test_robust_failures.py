@@ -64,7 +64,7 @@ async def test_reasoning_blocks_never_reach_the_answer_or_its_stream(server: Loo
 REWRITE_FAULTS = {
     "429": Fault("rate_limit", retry_after=0),
     "500": Fault("server_error"),
-    "timeout": Fault("hang", hang_s=3),
+    "timeout": Fault("hang", hang_s=8),
 }
 REWRITE_REPLIES = {
     "invalid json": "I think he means Fred.",
@@ -79,7 +79,7 @@ async def test_a_failed_rewrite_is_skipped(server: LoopbackServer, case: str) ->
         script_fault(server, "rewrite", REWRITE_FAULTS[case])
     else:
         script_reply(server, "rewrite", REWRITE_REPLIES[case])
-    router = loopback_router(server, warm=(), timeout_s=1.0)
+    router = loopback_router(server, warm=(), timeout_s=2.5)
     question, history = FOLLOW_UP
     answer = await _ask(router, question, history=history, mode="local")
     assert answer.standalone_question == question  # never "Who is Sc"

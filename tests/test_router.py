@@ -163,9 +163,9 @@ def test_matching_embedder_links_with_the_stored_vectors(dulce_path: Path) -> No
     from shared_context import load_index
 
     with LoopbackServer(embedding_dim=3072) as srv:
-        router = Router(load_index(dulce_path), config=_with_http_embedder(srv.base_url))
-        assert router.notes == []  # the stored vectors are usable: nothing to warn about
-        answer = router.ask("Who is Alex Mercer?")
+        with Router(load_index(dulce_path), config=_with_http_embedder(srv.base_url)) as router:
+            assert router.notes == []  # the stored vectors are usable: nothing to warn about
+            answer = router.ask("Who is Alex Mercer?")
         assert answer.engine == "local" and "Mercer" in answer.text
         assert answer.usage.stages["entity_link"].embedding_calls == 1
         assert answer.result is not None and "embedding" in answer.result.details["link_mode"]

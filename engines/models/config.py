@@ -208,7 +208,7 @@ class ModelsConfig(BaseModel):
 # loading
 
 
-def _format_validation_error(err: ValidationError | list[Any], source: str, prefix: str) -> str:
+def format_validation_error(err: ValidationError | list[Any], source: str, prefix: str) -> str:
     """`source: dotted.key: what is wrong (got value)` for each error, joined by "; "."""
     lines: list[str] = []
     for e in err.errors() if isinstance(err, ValidationError) else err:
@@ -225,6 +225,8 @@ def _format_validation_error(err: ValidationError | list[Any], source: str, pref
             msg = "unknown setting"
         elif kind == "literal_error":
             msg = f"must be one of {ctx.get('expected')}"
+        elif kind == "value_error":
+            msg = str(ctx.get("error", e["msg"]))
         else:
             msg = e["msg"][0].lower() + e["msg"][1:]
         got = e.get("input")
@@ -382,7 +384,7 @@ def models_config_from_mapping(
     except ValidationError as err:
         bad = next(k for k, v in user_prices.items() if not _valid_price(v))
         raise ModelConfigError(
-            _format_validation_error(err, source, f"models.prices.{bad}"), key=f"models.prices.{bad}"
+            format_validation_error(err, source, f"models.prices.{bad}"), key=f"models.prices.{bad}"
         ) from None
     prices.update(parsed_prices)
     try:
@@ -399,7 +401,7 @@ def models_config_from_mapping(
         for e in errors:  # a bad value that came from the environment names its variable, not the file
             var = _ENV_FIELDS.get(str(e["loc"][1])) if e["loc"][:1] == ("chat",) and len(e["loc"]) > 1 else None
             from_env = var is not None and var in env and str(e["loc"][1]) in env_chat
-            parts.append(_format_validation_error([e], f"environment {var}" if from_env else source, "models"))
+            parts.append(format_validation_error([e], f"environment {var}" if from_env else source, "models"))
         raise ModelConfigError(
             "; ".join(parts),
             key="models." + ".".join(str(p) for p in first),

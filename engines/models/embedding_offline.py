@@ -303,7 +303,7 @@ def attach_offline_vectors(index: Any, embedder: Any) -> list[str]:
     model, another dim) is replaced, since questions can only be embedded with this embedder.
     Returns the names attached.
     """
-    from shared_context.vectors import VectorTable
+    from shared_context.vectors import VectorTable, derived_vectors, vector_table
 
     groups = index_texts(index)
     # `embedder` is an OfflineEmbedder or anything with the same transform/dim/name/fingerprint/vector_cache
@@ -315,7 +315,7 @@ def attach_offline_vectors(index: Any, embedder: Any) -> list[str]:
     for name, (positions, texts) in groups.items():
         if not texts:
             continue
-        existing = index.vectors.get(name)
+        existing = vector_table(index, name)
         if existing is not None and existing.dim == embedder.dim and len(existing) == len(texts) and (
             existing.model == embedder.name or embedder.from_index_file
         ):
@@ -326,7 +326,7 @@ def attach_offline_vectors(index: Any, embedder: Any) -> list[str]:
         table = VectorTable.build(
             name, positions, matrix, source=f"offline-embedder:{embedder.fingerprint[:12]}", model=embedder.name
         )
-        index.add_vectors(table)
+        derived_vectors(index)[name] = table
         attached.append(name)
     if computed and embedder.vector_cache is not None:
         everything = {**cached, **computed}

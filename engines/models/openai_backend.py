@@ -9,10 +9,11 @@ One SDK client is kept per event loop, because an httpx client is bound to the l
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import time
 import weakref
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any, ClassVar
 
 import numpy as np
@@ -51,30 +52,68 @@ def _mentions(err: ModelError, *words: str) -> bool:
 
 
 class _ClientPool:
-    """One AsyncOpenAI client per running event loop."""
+    """One AsyncOpenAI client per running event loop (an httpx client is bound to the loop it first ran on).
+
+    A sync `Router` runs every call on one long-lived loop, so in practice this is one client per endpoint.
+    Each client is closed with its loop: a tiny async generator is registered with the loop, and loops
+    finalise their async generators when they shut down (`asyncio.run`, `Router.close`, test loops), so a
+    client never outlives its loop with open sockets. The loop holds the generator (`_LOOP_CLOSERS`), so it is
+    finalised by the loop's shutdown even when the model that made it is garbage by then.
+    """
 
     def __init__(self, endpoint: ModelEndpoint, section: str = "chat") -> None:
         self._endpoint = endpoint
         self._section = section
-        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, openai.AsyncOpenAI] = (
-            weakref.WeakKeyDictionary()
-        )
+        self._clients: weakref.WeakKeyDictionary[
+            asyncio.AbstractEventLoop, tuple[openai.AsyncOpenAI, AsyncGenerator[None, None]]
+        ] = weakref.WeakKeyDictionary()
         self._lock = threading.Lock()
 
     def get(self) -> openai.AsyncOpenAI:
         loop = asyncio.get_running_loop()
         with self._lock:
-            client = self._clients.get(loop)
-            if client is None:
-                client = self._clients[loop] = make_client(self._endpoint, self._section)
-            return client
+            entry = self._clients.get(loop)
+            if entry is None:
+                client = make_client(self._endpoint, self._section)
+                entry = self._clients[loop] = (client, _close_with_loop(client))
+            return entry[0]
 
     async def aclose(self) -> None:
+        """Close this loop's client now (other loops' clients close when those loops shut down)."""
         loop = asyncio.get_running_loop()
         with self._lock:
-            client = self._clients.pop(loop, None)
-        if client is not None:
-            await client.close()
+            entry = self._clients.pop(loop, None)
+        if entry is not None:
+            with _closers_lock:
+                closers = _LOOP_CLOSERS.get(loop, [])
+                if entry[1] in closers:
+                    closers.remove(entry[1])
+            await entry[1].aclose()
+
+
+# Loop -> the client closers started on it: strong references, so a loop's shutdown finds and runs them all.
+_LOOP_CLOSERS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, list[AsyncGenerator[None, None]]] = (
+    weakref.WeakKeyDictionary()
+)
+_closers_lock = threading.Lock()
+
+
+async def _closer(client: openai.AsyncOpenAI) -> AsyncGenerator[None, None]:
+    try:
+        yield
+    finally:
+        await client.close()
+
+
+def _close_with_loop(client: openai.AsyncOpenAI) -> AsyncGenerator[None, None]:
+    """An async generator, started and parked at its `yield`, that the running loop will finalise at shutdown
+    (starting it registers it with the loop's asyncgen hooks); finalising it closes `client`."""
+    gen = _closer(client)
+    with contextlib.suppress(StopIteration):
+        gen.__anext__().send(None)  # runs to the first yield without awaiting anything
+    with _closers_lock:
+        _LOOP_CLOSERS.setdefault(asyncio.get_running_loop(), []).append(gen)
+    return gen
 
 
 def make_client(endpoint: ModelEndpoint, section: str = "chat") -> openai.AsyncOpenAI:

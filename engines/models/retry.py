@@ -13,7 +13,7 @@ import random
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import openai
 
@@ -137,6 +137,36 @@ def classify(exc: BaseException, *, base_url: str, model: str, timeout_s: float)
     raise exc  # a bug of ours, not a model failure: let it surface
 
 
+# Requests whose caller gave up while they were on the wire; kept referenced until they end.
+_ABANDONED: set[asyncio.Future[Any]] = set()
+
+
+async def _attempt_in_slot(limiter: ConcurrencyLimiter, attempt: Callable[[float], Awaitable[T]], timeout: float) -> T:
+    """One attempt holding a limiter slot for as long as the request is on the wire.
+
+    When the caller is cancelled (its deadline passed) the request is not torn down: the server would go
+    on working on it anyway, so freeing the slot then would let the next request past the limit. It
+    finishes in the background (bounded by the per-call timeout), its result dropped, and only then is
+    the slot released.
+    """
+    await limiter.acquire()
+    request = asyncio.ensure_future(asyncio.wait_for(attempt(timeout), timeout + 0.05))
+    request.add_done_callback(lambda _: limiter.release())
+    try:
+        return await asyncio.shield(request)
+    except asyncio.CancelledError:
+        if not request.done():
+            _ABANDONED.add(request)
+            request.add_done_callback(_forget)
+        raise
+
+
+def _forget(request: asyncio.Future[Any]) -> None:
+    _ABANDONED.discard(request)
+    if not request.cancelled():
+        request.exception()  # retrieved, so an abandoned failure is not reported as "never retrieved"
+
+
 async def call_with_retries(
     attempt: Callable[[float], Awaitable[T]],
     policy: RetryPolicy,
@@ -166,8 +196,7 @@ async def call_with_retries(
         try:
             if limiter is None:
                 return await asyncio.wait_for(attempt(timeout), timeout + 0.05)
-            async with limiter.slot():
-                return await asyncio.wait_for(attempt(timeout), timeout + 0.05)
+            return await _attempt_in_slot(limiter, attempt, timeout)
         except (openai.OpenAIError, TimeoutError, ModelError) as exc:
             last = classify(exc, base_url=base_url, model=model, timeout_s=timeout)
         if not last.retryable or retry_index == policy.max_retries:

@@ -6,7 +6,7 @@
         srv.fail_next(2, Fault("rate_limit", retry_after=0.2))
         client = openai.AsyncOpenAI(base_url=srv.base_url, api_key="x")
         ...
-        srv.requests, srv.max_in_flight
+        srv.requests, srv.max_in_flight, srv.connections (TCP connections accepted: reuse shows as a small count)
 
 Endpoints: `POST /v1/chat/completions` (JSON, or SSE when `stream=true`, with a final usage chunk when
 `stream_options.include_usage`), `POST /v1/embeddings` (deterministic hash-seeded unit vectors; float or
@@ -148,6 +148,7 @@ class LoopbackServer:
         self.stream_chunk_chars = stream_chunk_chars
         self.requests: list[RecordedRequest] = []
         self.max_in_flight = 0
+        self.connections = 0
         self._in_flight = 0
         self._rules: list[Rule] = []
         self._next_faults: list[Fault] = []
@@ -213,6 +214,7 @@ class LoopbackServer:
             owner = server
 
         httpd = _Server(("127.0.0.1", 0), Handler)
+        httpd.owner = self
         self._httpd = httpd
         self._thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
         self._thread.start()
@@ -262,6 +264,12 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = True
     request_queue_size = 512  # listen() backlog: must be set before bind, hence a class attribute
     allow_reuse_address = True
+    owner: LoopbackServer
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        with self.owner._lock:
+            self.owner.connections += 1
+        super().process_request(request, client_address)
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         """A client that hung up (its deadline passed, it was cancelled) is normal here, not an error."""

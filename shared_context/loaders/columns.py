@@ -118,7 +118,10 @@ class TableData:
         if pa.types.is_list(col.type) or pa.types.is_large_list(col.type) or pa.types.is_struct(col.type):
             raise self.error(f"expected text but found {col.type}", column)
         if not (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)):
-            col = col.cast(pa.string())
+            try:
+                col = col.cast(pa.string())
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as err:  # e.g. binary that is not UTF-8
+                raise self.error(f"expected text but found {col.type} that is not UTF-8 text ({err})", column) from None
         if non_empty:
             missing = col.null_count + int(pc.sum(pc.equal(col, "")).as_py() or 0)
             if missing:
@@ -130,6 +133,17 @@ class TableData:
         return [default if v is None else v for v in col.to_pylist()]
 
     def _numeric(self, column: str, required: bool) -> np.ndarray | None:
+        arr = self._numeric_values(column, required)
+        if arr is not None:
+            infinite = np.isinf(arr)
+            if infinite.any():  # it would sort first everywhere and cannot be rendered; NaN means "missing"
+                raise self.error(
+                    f"{int(infinite.sum())} values are infinite (e.g. {float(arr[infinite][0])!r}); "
+                    "weights, ranks and degrees must be finite numbers", column,
+                )
+        return arr
+
+    def _numeric_values(self, column: str, required: bool) -> np.ndarray | None:
         col = self._column(column, required)
         if col is None:
             return None

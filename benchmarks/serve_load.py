@@ -1,0 +1,153 @@
+"""Load check for `graphroute serve`: many concurrent clients against the service, a slow model behind it.
+
+    .venv/bin/python -m benchmarks.serve_load --index ../shared/data/christmas_carol_graphrag_index \\
+        --clients 64 --requests 640 --latency-ms 300 --model-concurrency 32
+
+Three processes, so no side steals the others' interpreter: the loopback OpenAI-compatible model server
+(`engines.models.testserver`, `--latency-ms` per call), the service (this process: uvicorn + one Router,
+its chat model pointed at the loopback server, offline embedder), and the load generator (`--clients`
+concurrent HTTP clients sending `--requests` chat completions in total). Questions are "Who is X?" for the
+index's highest-degree entities (read from the index, nothing in this file knows a corpus), forced to local
+search (`graphroute-local`). Reports throughput, p50/p95 latency, errors, and the most requests the model
+server ever had in flight, which must not exceed `--model-concurrency` (the service's limiter).
+Targets (issue 12): >= 30 requests/s, p95 <= 1.5 s, 0 errors with 64 clients and a 300 ms model.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import multiprocessing as mp
+import os
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+
+def _model_server(latency_ms: float, conn: Any) -> None:
+    from engines.models.testserver import LoopbackServer
+
+    reply = "The answer, drawn from the supplied data [Data: Sources (1)]."
+    with LoopbackServer(latency_ms=latency_ms, default_reply=reply) as srv:
+        conn.send(srv.base_url)
+        conn.recv()  # until told to stop
+        conn.send({"max_in_flight": srv.max_in_flight, "requests": len(srv.requests)})
+
+
+def _load(url: str, questions: list[str], clients: int, total: int, model: str, conn: Any) -> None:
+    import httpx
+
+    async def main() -> dict[str, Any]:
+        latencies: list[float] = []
+        statuses: dict[str, int] = {}
+        todo = iter(range(total))
+        limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
+        async with httpx.AsyncClient(base_url=url, timeout=120, limits=limits) as http:
+
+            async def worker() -> None:
+                for i in todo:
+                    body = {"model": model, "messages": [{"role": "user", "content": questions[i % len(questions)]}]}
+                    t0 = time.perf_counter()
+                    try:
+                        r = await http.post("/v1/chat/completions", json=body)
+                        key = str(r.status_code)
+                    except httpx.HTTPError as exc:
+                        key = type(exc).__name__
+                    latencies.append(time.perf_counter() - t0)
+                    statuses[key] = statuses.get(key, 0) + 1
+
+            started = time.perf_counter()
+            await asyncio.gather(*(worker() for _ in range(clients)))
+            wall = time.perf_counter() - started
+        return {"latencies": latencies, "statuses": statuses, "wall_s": wall}
+
+    conn.send(asyncio.run(main()))
+
+
+def _questions(index: Any, n: int) -> list[str]:
+    ranked = sorted(range(len(index.entities)), key=lambda i: -len(index.entity_relationships[i]))
+    return [f"Who is {index.entities[i].title.title()}?" for i in ranked[:n]]
+
+
+def _pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    from engines.config import GraphrouteConfig, ServeConfig
+    from engines.models.config import models_config_from_mapping
+    from router import Router
+    from router.service import Service, ServiceThread
+    from shared_context import load_index
+
+    ctx = mp.get_context("spawn")
+    model_parent, model_child = ctx.Pipe()
+    model_proc = ctx.Process(target=_model_server, args=(args.latency_ms, model_child), daemon=True)
+    model_proc.start()
+    base_url = model_parent.recv()
+    models = models_config_from_mapping({
+        "chat": {"base_url": base_url, "api_key": "bench", "model": "gpt-4.1-mini",
+                 "concurrency": args.model_concurrency},
+        "embedding": {"provider": "offline"},
+    }, env={})
+    index = load_index(args.index)
+    questions = _questions(index, 50)
+    cfg = ServeConfig(max_concurrency=max(args.clients, 1), max_concurrency_per_key=max(args.clients, 1))
+    with Router(index, config=GraphrouteConfig(models=models)) as router, \
+            ServiceThread(Service({"index": router}, cfg)) as svc:
+        # Warm-up (unmeasured): engine construction, the offline embedder's fit, lexical caches.
+        import httpx
+
+        with httpx.Client(base_url=svc.url, timeout=300) as http:
+            for q in questions[:4]:
+                http.post("/v1/chat/completions", json={"model": args.model, "messages": [{"role": "user", "content": q}]})
+        load_parent, load_child = ctx.Pipe()
+        load_proc = ctx.Process(target=_load, args=(svc.url, questions, args.clients, args.requests, args.model,
+                                                    load_child))
+        load_proc.start()
+        out = load_parent.recv()
+        load_proc.join()
+    model_parent.send("stop")
+    server_stats = model_parent.recv()
+    model_proc.join()
+    lat = out["latencies"]
+    ok = out["statuses"].get("200", 0)
+    report = {
+        "clients": args.clients, "requests": args.requests, "model": args.model, "latency_ms": args.latency_ms,
+        "model_concurrency": args.model_concurrency, "index": Path(args.index).name,
+        "throughput_rps": round(len(lat) / out["wall_s"], 2), "wall_s": round(out["wall_s"], 2),
+        "p50_s": round(statistics.median(lat), 3), "p95_s": round(_pct(lat, 0.95), 3),
+        "max_s": round(max(lat), 3), "ok": ok, "errors": len(lat) - ok, "statuses": out["statuses"],
+        "model_server_max_in_flight": server_stats["max_in_flight"],
+        "model_server_requests": server_stats["requests"],
+        "load_average": os.getloadavg(), "cpus": os.cpu_count(),
+    }
+    report["targets_met"] = (report["throughput_rps"] >= 30 and report["p95_s"] <= 1.5 and report["errors"] == 0
+                             and report["model_server_max_in_flight"] <= args.model_concurrency)
+    return report
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--index", default=str(Path(__file__).resolve().parents[2] / "shared" / "data" /
+                                          "christmas_carol_graphrag_index"))
+    p.add_argument("--clients", type=int, default=64)
+    p.add_argument("--requests", type=int, default=640)
+    p.add_argument("--latency-ms", type=float, default=300.0)
+    p.add_argument("--model-concurrency", type=int, default=32)
+    p.add_argument("--model", default="graphroute-local", help="the model name sent (graphroute[-MODE])")
+    p.add_argument("--out", help="write the report as JSON here")
+    args = p.parse_args(argv)
+    report = run(args)
+    text = json.dumps(report, indent=2)
+    print(text)
+    if args.out:
+        Path(args.out).write_text(text + "\n")
+    return 0 if report["targets_met"] else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

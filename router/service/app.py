@@ -1,0 +1,348 @@
+"""The ASGI app: routes over one `Router` per index, behind `Guard` (keys, limits, drain, metrics)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.cors import CORSMiddleware
+from starlette.requests import Request
+from starlette.responses import FileResponse, JSONResponse, PlainTextResponse, Response, StreamingResponse
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from engines.config import ServeConfig
+from router.budget import Budget, BudgetError
+from router.router import MODES, Done, EngineEvent, Escalated, RouteDecided, Router
+from router.service.guard import Guard, error_body
+from router.service.metrics import Metrics
+from router.service.openai_compat import (
+    Completion,
+    RequestError,
+    graphroute_object,
+    parse_model,
+    split_messages,
+    sse,
+)
+
+log = logging.getLogger("graphroute.serve")
+STATIC = Path(__file__).resolve().parent / "static"
+
+
+class Service:
+    """What the routes share: the routers by index name, the [serve] settings, keys, metrics, drain state."""
+
+    def __init__(self, routers: Mapping[str, Router], config: ServeConfig | None = None,
+                 api_keys: list[str] | None = None, paths: Mapping[str, str] | None = None) -> None:
+        if not routers:
+            raise ValueError("serve needs at least one index")
+        self.routers = dict(routers)
+        self.default_index = next(iter(self.routers))
+        self.config = config or ServeConfig()
+        self.api_keys = [k for k in (api_keys if api_keys is not None else self.config.api_keys) if k]
+        self.paths = dict(paths or {})
+        self.metrics = Metrics()
+        self.draining = False
+        self._active = 0
+        self._idle: asyncio.Event | None = None
+
+    # ---- drain: new requests get 503, in-flight ones finish -----------------------------------------
+    def request_started(self) -> None:
+        self._active += 1
+
+    def request_finished(self) -> None:
+        self._active -= 1
+        if self._active == 0 and self._idle is not None:
+            self._idle.set()
+
+    def begin_drain(self) -> None:
+        self.draining = True
+
+    async def wait_idle(self, timeout: float) -> bool:
+        """True when every in-flight request finished within `timeout` seconds."""
+        if self._active == 0:
+            return True
+        self._idle = asyncio.Event()
+        try:
+            await asyncio.wait_for(self._idle.wait(), timeout)
+            return True
+        except TimeoutError:
+            return False
+
+    # ---- helpers for the routes -------------------------------------------------------------------
+    def router(self, name: str | None) -> tuple[str, Router]:
+        key = name or self.default_index
+        if key not in self.routers:
+            raise RequestError(f"unknown index {key!r}; known: {', '.join(self.routers)}", 404, "not_found")
+        return key, self.routers[key]
+
+    def budget(self, raw: Any) -> Budget | None:
+        """The request's budget, each missing field taken from the [serve] defaults; None when nothing is set."""
+        if raw is not None and not isinstance(raw, dict):
+            raise RequestError("'budget' must be an object {max_cost, max_llm_calls, deadline_s}")
+        raw = raw or {}
+        unknown = set(raw) - {"max_cost", "max_llm_calls", "deadline_s"}
+        if unknown:
+            raise RequestError(f"unknown budget field {sorted(unknown)[0]!r} (use max_cost, max_llm_calls, deadline_s)")
+        cfg = self.config
+        values = (raw.get("max_cost", cfg.max_cost), raw.get("max_llm_calls", cfg.max_llm_calls),
+                  raw.get("deadline_s", cfg.deadline_s))
+        if all(v is None for v in values):
+            return None
+        try:
+            return Budget(*values)
+        except (BudgetError, TypeError, ValueError) as exc:
+            raise RequestError(f"budget: {exc}") from None
+
+    def check_question(self, question: Any) -> str:
+        if not isinstance(question, str):
+            raise RequestError("'question' must be a string")
+        if len(question) > self.config.max_question_chars:
+            raise RequestError(f"question is {len(question)} characters; the limit is {self.config.max_question_chars}",
+                               413, "request_too_large")
+        return question
+
+
+def _error(status: int, message: str, kind: str) -> Response:
+    return Response(error_body(status, message, kind), status_code=status, media_type="application/json")
+
+
+async def _json(request: Request) -> dict[str, Any]:
+    try:
+        body = await request.json()
+    except ValueError:
+        raise RequestError("the request body must be JSON") from None
+    if not isinstance(body, dict):
+        raise RequestError("the request body must be a JSON object")
+    return body
+
+
+def _failure(exc: Exception) -> Response:
+    """Known failures as clean JSON errors; anything else goes up to Guard (500, logged, no trace)."""
+    from engines.errors import DeadlineExceeded, EngineError
+    from engines.models.errors import ModelError
+
+    if isinstance(exc, RequestError):
+        return _error(exc.status, str(exc), exc.kind)
+    if isinstance(exc, BudgetError):
+        return _error(422, str(exc), "budget_error")
+    if isinstance(exc, ValueError):  # the router's input checks (empty question, bad history, mode)
+        return _error(400, str(exc), "invalid_request_error")
+    if isinstance(exc, EngineError | ModelError | RuntimeError):
+        log.warning("question failed: %s", exc)
+        status, kind = (504, "deadline_exceeded") if isinstance(exc, DeadlineExceeded) else (502, "upstream_error")
+        body: dict[str, Any] = {"message": str(exc), "type": kind, "code": status}
+        usage = getattr(exc, "usage", None)
+        if usage is not None and hasattr(usage, "to_dict"):
+            body["usage"] = usage.to_dict()  # what the failed question cost is never lost
+        return JSONResponse({"error": body}, status_code=status)
+    raise exc
+
+
+def _history(raw: Any) -> list[Any] | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, list):
+        raise RequestError("'history' must be a list of strings or {role, content} messages")
+    return raw
+
+
+def _mode(raw: Any) -> str | None:
+    if raw is None:
+        return None
+    if raw not in MODES:
+        raise RequestError(f"unknown mode {raw!r}; choose one of {', '.join(MODES)}")
+    return str(raw)
+
+
+def create_app(service: Service) -> Any:
+    """The ASGI app (Guard around Starlette)."""
+
+    async def healthz(request: Request) -> Response:
+        if service.draining:
+            return JSONResponse({"status": "draining"}, status_code=503)
+        return JSONResponse({"status": "ok", "indexes": list(service.routers)})
+
+    async def metrics(request: Request) -> Response:
+        return PlainTextResponse(service.metrics.render(), media_type="text/plain; version=0.0.4")
+
+    async def page(request: Request) -> Response:
+        return FileResponse(STATIC / "index.html")
+
+    async def indexes(request: Request) -> Response:
+        out = []
+        for name, r in service.routers.items():
+            ix = r.index
+            out.append({"name": name, "default": name == service.default_index,
+                        "entities": len(ix.entities), "relationships": len(ix.relationships),
+                        "text_units": len(ix.text_units), "community_reports": len(ix.community_reports),
+                        "documents": len(ix.documents), "models": r.models.describe()})
+        return JSONResponse({"indexes": out, "modes": list(MODES)})
+
+    async def models(request: Request) -> Response:
+        names = [f"graphroute{'' if m == 'auto' else '-' + m}" for m in MODES]
+        data = [{"id": n + (f"@{ix}" if ix else ""), "object": "model", "created": 0, "owned_by": "graphroute"}
+                for ix in ("", *service.routers) for n in names]
+        return JSONResponse({"object": "list", "data": data})
+
+    async def record(request: Request) -> Response:
+        """A text unit or a document by id (or short id), for citations on the page."""
+        try:
+            _, router = service.router(request.path_params["name"])
+        except RequestError as exc:
+            return _failure(exc)
+        ix, kind, ident = router.index, request.path_params["kind"], request.path_params["id"]
+        if kind == "text_units":
+            unit = next((t for t in ix.text_units if ident in (t.id, t.short_id)), None)
+            if unit is None:
+                return _error(404, f"no text unit {ident!r} in this index", "not_found")
+            doc = ix.document_for_text_unit(unit.id)
+            return JSONResponse({"id": unit.id, "short_id": unit.short_id, "text": unit.text,
+                                 "document": None if doc is None else {"id": doc.id, "title": doc.title}})
+        if kind == "documents":
+            found = next((d for d in ix.documents if ident in (d.id, d.short_id)), None)
+            if found is None:
+                return _error(404, f"no document {ident!r} in this index", "not_found")
+            text, source = found.text, "document"
+            if not text.strip():  # some GraphRAG outputs keep no document text: rebuild it from its chunks
+                units = [ix.text_units[ix.text_unit_pos[u]] for u in found.text_unit_ids if u in ix.text_unit_pos]
+                text, source = "\n\n".join(u.text for u in units), "text_units"
+            return JSONResponse({"id": found.id, "short_id": found.short_id, "title": found.title, "text": text,
+                                 "text_source": source, "text_unit_ids": list(found.text_unit_ids)})
+        return _error(404, f"no record kind {kind!r} (use text_units or documents)", "not_found")
+
+    async def route(request: Request) -> Response:
+        """The routing decision and the plan under the budget, with no model call."""
+        from engines.base import check_question
+        from router.classifier import classify
+
+        try:
+            body = await _json(request)
+            name, router = service.router(body.get("index"))
+            question = service.check_question(body.get("question"))
+            budget = service.budget(body.get("budget"))
+            history = _history(body.get("history"))
+            check_question(question, router.index)
+            from engines.base import normalise_history
+            from router.rewrite import user_turns
+
+            turns = normalise_history(history)
+            decision = await asyncio.to_thread(classify, question.strip(), router.index, history=user_turns(turns))
+            plan, _ = await asyncio.to_thread(router.plan, question.strip(), decision.engine, budget)
+        except Exception as exc:
+            return _failure(exc)
+        return JSONResponse({"index": name, "engine": decision.engine, "confidence": decision.confidence,
+                             "probabilities": dict(decision.probabilities), "reasons": list(decision.reasons),
+                             "plan": plan.describe(), "chosen": plan.chosen})
+
+    async def ask(request: Request) -> Response:
+        try:
+            body = await _json(request)
+            name, router = service.router(body.get("index"))
+            question = service.check_question(body.get("question"))
+            answer = await router.aask(question, history=_history(body.get("history")), mode=_mode(body.get("mode")),
+                                       budget=service.budget(body.get("budget")))
+        except Exception as exc:
+            return _failure(exc)
+        service.metrics.observe_answer(name, answer)
+        return JSONResponse({**answer.to_dict(), "index": name, "cost": answer.usage.total.cost})
+
+    async def chat_completions(request: Request) -> Response:
+        try:
+            body = await _json(request)
+            mode, index = parse_model(body.get("model"), list(service.routers))
+            name, router = service.router(index)
+            question, history = split_messages(body.get("messages"))
+            service.check_question(question)
+            budget = service.budget(body.get("budget"))
+        except Exception as exc:
+            return _failure(exc)
+        completion = Completion(str(body["model"]))
+        if not body.get("stream"):
+            try:
+                answer = await router.aask(question, history=history or None, mode=mode, budget=budget)
+            except Exception as exc:
+                return _failure(exc)
+            service.metrics.observe_answer(name, answer)
+            return JSONResponse(completion.response(name, answer))
+        # Start the stream before answering, so a bad question is still a plain HTTP error.
+        events = router.astream(question, history=history or None, mode=mode, budget=budget).__aiter__()
+        try:
+            first = await events.__anext__()
+        except Exception as exc:
+            return _failure(exc)
+        return StreamingResponse(_chat_stream(service, name, completion, first, events),
+                                 media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+
+    routes = [
+        Route("/", page),
+        Route("/healthz", healthz),
+        Route("/metrics", metrics),
+        Route("/v1/indexes", indexes),
+        Route("/v1/models", models),
+        Route("/v1/indexes/{name}/{kind}/{id:path}", record),
+        Route("/v1/route", route, methods=["POST"]),
+        Route("/v1/ask", ask, methods=["POST"]),
+        Route("/v1/chat/completions", chat_completions, methods=["POST"]),
+        Mount("/static", StaticFiles(directory=STATIC), name="static"),
+    ]
+    middleware = []
+    if service.config.cors_origins:  # CORS is off unless origins are configured
+        middleware.append(Middleware(CORSMiddleware, allow_origins=service.config.cors_origins,
+                                     allow_methods=["GET", "POST"], allow_headers=["authorization", "content-type"]))
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        yield
+        for router in service.routers.values():  # the HTTP clients this loop opened
+            await router.aclose()
+
+    app = Starlette(routes=routes, middleware=middleware, lifespan=lifespan)
+    return Guard(app, service)
+
+
+async def _chat_stream(service: Service, name: str, completion: Completion, first: Any,
+                       events: AsyncIterator[Any]) -> AsyncIterator[str]:
+    """SSE: a role chunk, answer deltas, a final chunk carrying `graphroute`, the usage chunk, [DONE].
+
+    Non-standard chunks (`graphroute_event`: route decided, escalation) have no choices; OpenAI clients skip them.
+    """
+    from engines.events import AnswerDelta
+
+    yield completion.chunk({"role": "assistant", "content": ""})
+    pending: Any = first
+    try:
+        while True:
+            ev = pending
+            if isinstance(ev, RouteDecided):
+                yield sse({"id": completion.id, "object": "chat.completion.chunk", "choices": [],
+                           "graphroute_event": {"type": "route", "route": ev.decision.engine, "engine": ev.engine,
+                                                "reasons": list(ev.decision.reasons), "plan": ev.plan}})
+            elif isinstance(ev, EngineEvent) and isinstance(ev.event, AnswerDelta):
+                yield completion.chunk({"content": ev.event.text})
+            elif isinstance(ev, Escalated):
+                e = ev.escalation
+                yield sse({"id": completion.id, "object": "chat.completion.chunk", "choices": [],
+                           "graphroute_event": {"type": "escalation", "from": e.from_engine, "to": e.to_engine,
+                                                "reason": e.reason}})
+            elif isinstance(ev, Done):
+                answer = ev.answer
+                service.metrics.observe_answer(name, answer)
+                yield completion.chunk({}, "stop", graphroute=graphroute_object(name, answer))
+                yield completion.usage_chunk(answer)
+                break
+            pending = await events.__anext__()
+    except Exception as exc:  # mid-stream: an error event (the client raises it), never a trace
+        log.warning("streamed question failed: %s", exc)
+        yield sse({"error": {"message": str(exc) or type(exc).__name__, "type": "upstream_error", "code": 502}})
+    finally:
+        close = getattr(events, "aclose", None)
+        if close is not None:
+            await close()
+    yield "data: [DONE]\n\n"

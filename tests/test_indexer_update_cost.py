@@ -1,0 +1,81 @@
+"""Updates cost what changed: the index keeps its embedder, and only new or changed texts are embedded."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import lancedb
+import numpy as np
+import pandas as pd
+
+from indexer import SourceDocument
+from indexer.pipeline import build_index_from_documents
+
+PLACES = ["Arden Vale", "Brisk Harbour", "Corran Fell", "Dunmore Reach", "Elswick Down"]
+GUILDS = ["Orrin Guild", "Saltmark Company", "Tolbeck Society", "Varn Union"]
+
+
+def _doc(i: int) -> SourceDocument:
+    person = f"Keeper{chr(65 + i % 26)} Marlow{i}"
+    place, guild, other = PLACES[i % len(PLACES)], GUILDS[i % len(GUILDS)], PLACES[(i + 2) % len(PLACES)]
+    text = (
+        f"{person} of the {guild} surveyed the old mill at {place} in spring. "
+        f"The {guild} paid {person} to repair the granary roof before the autumn fair. "
+        f"Later {person} travelled to {other}, where the {guild} kept its ledgers and its barges."
+    )
+    return SourceDocument(title=f"doc-{i:02d}.txt", text=text)
+
+
+def _vectors(out: Path, table: str) -> dict[str, np.ndarray]:
+    t = lancedb.connect(str(out / "lancedb")).open_table(table).to_arrow()
+    return dict(zip(t.column("id").to_pylist(), np.array(t.column("vector").to_pylist(), dtype=np.float32), strict=True))
+
+
+def _sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_update_adding_ten_percent_embeds_only_what_changed(tmp_path: Path) -> None:
+    docs = [_doc(i) for i in range(10)]
+    out = tmp_path / "index"
+    first = build_index_from_documents(docs, out, progress=False)
+    embedder_sha = _sha(out / "graphroute" / "embedder.npz")
+    units_before = _vectors(out, "text_unit_text")
+    assert first.vectors_reused == 0 and first.embedded["text_unit_text"] == first.chunks
+
+    second = build_index_from_documents([*docs, _doc(10)], out, progress=False)
+    assert second.new_chunks == 1 and second.chunks == first.chunks + 1
+    assert second.embedded["text_unit_text"] == 1  # the new document's text unit alone
+    ents = pd.read_parquet(out / "entities.parquet")
+    assert 0 < second.embedded["entity_description"] < len(ents)  # only new or re-described entities
+    assert _sha(out / "graphroute" / "embedder.npz") == embedder_sha  # kept, not refitted
+    units_after = _vectors(out, "text_unit_text")
+    assert set(units_before) < set(units_after)
+    assert all(np.array_equal(units_before[i], units_after[i]) for i in units_before)
+
+    refit = build_index_from_documents([*docs, _doc(10), _doc(11)], out, progress=False, refit_embedder=True)
+    assert refit.vectors_reused == 0 and refit.embedded["text_unit_text"] == refit.chunks
+
+
+def test_deleting_a_document_removes_what_only_it_supported(tmp_path: Path) -> None:
+    docs = [_doc(i) for i in range(6)]
+    out = tmp_path / "index"
+    build_index_from_documents(docs, out, progress=False)
+    only_in_last = "KEEPERF MARLOW5"
+    assert only_in_last in set(pd.read_parquet(out / "entities.parquet")["title"])
+    report = build_index_from_documents(docs[:5], out, progress=False)
+    assert report.removed_chunks == 1
+    ents = pd.read_parquet(out / "entities.parquet")
+    assert only_in_last not in set(ents["title"]) and "ORRIN GUILD" in set(ents["title"])
+    rels = pd.read_parquet(out / "relationships.parquet")
+    assert only_in_last not in set(rels["source"]) | set(rels["target"])
+    assert set(_vectors(out, "entity_description")) == set(ents["id"])
+
+
+def test_every_stage_reports_progress(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    build_index_from_documents([_doc(i) for i in range(3)], tmp_path / "index", progress=True)
+    err = capsys.readouterr().err
+    for stage in ("read", "chunk", "extract", "graph", "communities", "reports", "embed", "write"):
+        assert f"[index] {stage}: " in err, stage
+    assert "entities" in err and "texts embedded" in err and " s)" in err

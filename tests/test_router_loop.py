@@ -1,0 +1,81 @@
+"""The sync Router runs on one long-lived loop: one HTTP client per endpoint, reused connections, closed by close()."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from router import Router
+
+
+@pytest.fixture(scope="module")
+def carol_index(carol_path: Path) -> Any:
+    from shared_context import load_index
+
+    return load_index(carol_path)
+
+
+@pytest.fixture()
+def srv() -> Iterator[Any]:
+    from engines.models.testserver import LoopbackServer
+
+    with LoopbackServer(default_reply="Bob Cratchit is Scrooge's clerk.") as server:
+        yield server
+
+
+def _remote_config(base_url: str) -> Any:
+    from engines.config import GraphrouteConfig
+    from engines.models.config import models_config_from_mapping
+
+    models = models_config_from_mapping({"chat": {"base_url": base_url, "api_key": "test", "model": "gpt-4.1"},
+                                          "embedding": {"provider": "offline"}}, env={})
+    return GraphrouteConfig(models=models)
+
+
+def _open_sockets_to(port: int) -> int:
+    return sum(1 for c in psutil.Process().net_connections(kind="tcp")
+               if c.raddr and c.raddr.port == port and c.status == psutil.CONN_ESTABLISHED)
+
+
+def test_hundred_sync_asks_use_one_connection_pool(carol_index: Any, srv: Any) -> None:
+    port = int(srv.base_url.split(":")[2].split("/")[0])
+    with Router(carol_index, config=_remote_config(srv.base_url)) as router:
+        for _ in range(100):
+            answer = router.ask("Who is Bob Cratchit?", mode="basic")
+        assert "Cratchit" in answer.text
+        assert len(srv.chat_requests) == 100
+        # Before: one client (and one new connection) per ask, the old ones left open.
+        assert srv.connections == 1
+        assert _open_sockets_to(port) == 1
+        pool = router.models.chat("answer")._clients
+        assert len(pool._clients) == 1
+    assert _open_sockets_to(port) == 0  # close() shut the client and its connection
+    with pytest.raises(RuntimeError, match="closed"):
+        router.ask("Who is Bob Cratchit?")
+
+
+def test_async_callers_close_their_own_loops_client(carol_index: Any, srv: Any) -> None:
+    port = int(srv.base_url.split(":")[2].split("/")[0])
+
+    async def main() -> None:
+        async with Router(carol_index, config=_remote_config(srv.base_url)) as router:
+            answers = await asyncio.gather(*(router.aask("Who is Bob Cratchit?", mode="basic") for _ in range(4)))
+            assert all("Cratchit" in a.text for a in answers)
+        assert _open_sockets_to(port) == 0
+
+    asyncio.run(main())
+
+
+def test_sync_api_inside_a_running_loop(carol_index: Any) -> None:
+    """Jupyter-style: `ask` from a thread that already runs a loop goes to the Router's own loop."""
+
+    async def main() -> str:
+        with Router(carol_index) as router:
+            return router.ask("Who is Bob Cratchit?").engine
+
+    assert asyncio.run(main()) == "local"
