@@ -1,7 +1,8 @@
 """Which context reaches the evidence? GraphRAG-Bench novel and medical development questions.
 
     .venv/bin/python -m benchmarks.evidence_recall --novel-index DIR --medical-index DIR \\
-        [--budgets 4000 8000 12000] [--sample N] [--half all|tune|confirm] [--set key=value ...]
+        [--budgets 4000 8000 12000] [--sample N] [--half all|tune|confirm] [--set key=value ...] [--csv FILE]
+    .venv/bin/python -m benchmarks.evidence_recall --report FILE [FILE ...]   # tables of saved runs
 
 Build the indexes first (`python -m benchmarks.index_build --out DIR`, and with
 `--corpus .../corpus/medical.parquet` for medical). The medical text is copyrighted: internal benchmark only.
@@ -221,6 +222,10 @@ def report(df: pd.DataFrame) -> None:
             print(f"{label}:\n{table.round(3).to_string()}\n")
         if part["tokens"].notna().any():
             print(f"mean context tokens:\n{part.groupby('method')['tokens'].mean().round(0).to_string()}\n")
+    if df["half"].nunique() > 1:
+        halves = df.pivot_table(index=["subset", "budget", "method"], columns="half", values=["recall", "span_hit"],
+                                aggfunc="mean")
+        print(f"by half (tune = where parameters were chosen, confirm = check):\n{halves.round(3).to_string()}\n")
     local = df[df["method"].str.startswith("local-")].groupby("method")[["recall", "span_hit"]].mean()
     local["score"] = local["recall"] + local["span_hit"]
     best = str(local["score"].idxmax())
@@ -241,7 +246,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--count-tokens", action="store_true", help="also report mean context tokens")
     ap.add_argument("--set", dest="sets", action="append", default=[], help="local-context parameter key=value")
     ap.add_argument("--csv", type=Path, help="write the per-question rows here")
+    ap.add_argument("--report", type=Path, nargs="+", help="only print the tables of earlier --csv files")
     args = ap.parse_args(argv)
+    if args.report:
+        report(pd.concat([pd.read_csv(f) for f in args.report], ignore_index=True))
+        return 0
     if not args.novel_index and not args.medical_index:
         ap.error("give --novel-index and/or --medical-index")
     if not (args.data / "questions").exists():

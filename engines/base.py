@@ -26,6 +26,7 @@ from engines.latency import LATENCY, latency_key
 from engines.models.base import ChatModel, Completion, Embedder, Message
 from engines.models.errors import ModelError, StructuredOutputError
 from engines.models.structured import leading_reasoning_done, strip_reasoning
+from engines.plan import QueryPlan
 from engines.result import Degradation, SearchResult
 from engines.usage import Usage
 from shared_context.vectors import vector_table
@@ -179,6 +180,12 @@ def _has_visible(text: str) -> bool:
     return any(unicodedata.category(ch) not in _INVISIBLE for ch in text)
 
 
+def plan_question(question: str, index: Index) -> QueryPlan:
+    """The question checked once (ValueError on bad input), as the `QueryPlan` the pipeline hands on."""
+    link_text, note = check_question(question, index)
+    return QueryPlan(question.strip(), link_text, note)
+
+
 def check_question(question: str, index: Index) -> tuple[str, str | None]:
     """(question to use for linking, degradation note or None); raises ValueError on bad input."""
     if not isinstance(question, str):
@@ -216,6 +223,7 @@ class QueryRun:
         self.engine = engine
         self.question = question
         self.link_text = question if link_text is None else link_text  # the question as used for linking
+        self.plan: QueryPlan | None = None  # what the router already computed for this question
         self.models = models
         self.usage = Usage()
         self.degraded: list[Degradation] = []
@@ -231,7 +239,7 @@ class QueryRun:
         self.longest_call_s = 0.0
         self.stage_now = "answer"  # the stage running now (named when the deadline cuts it)
         # (kind, id) of every context row any model call of this query was given: citation validity.
-        self.shown: set[tuple[str, str]] = set()
+        self.shown: dict[tuple[str, str], None] = {}  # ordered set: first call's rows first
 
     def time_left(self) -> float | None:
         return None if self.deadline is None else self.deadline - time.perf_counter()
@@ -287,7 +295,7 @@ class QueryRun:
         max_tokens: int | None = None,
         temperature: float | None = None,
     ) -> Completion:
-        self.shown |= context_ids_of_messages(messages)
+        self.shown.update(dict.fromkeys(context_ids_of_messages(messages)))
         try:
             completion = await self.models.chat(stage).complete(
                 messages, task=task, max_tokens=max_tokens, temperature=temperature
@@ -310,7 +318,7 @@ class QueryRun:
         """Parsed output; every call made (including a failed repair retry) is counted in usage."""
         from engines.models.structured import complete_json
 
-        self.shown |= context_ids_of_messages(messages)
+        self.shown.update(dict.fromkeys(context_ids_of_messages(messages)))
         try:
             parsed, completions = await complete_json(
                 self.models.chat(stage), messages, schema, task=task, max_tokens=max_tokens, temperature=temperature
@@ -337,7 +345,7 @@ class QueryRun:
         model = self.models.chat(stage)
         self.streamed = []
         self.open_stream = (stage, messages, model.name)
-        self.shown |= context_ids_of_messages(messages)
+        self.shown.update(dict.fromkeys(context_ids_of_messages(messages)))
         try:
             held, reasoning_done = "", False  # a leading <think> block is held back, never shown
             async for piece in model.stream(messages, task=task, max_tokens=max_tokens, temperature=temperature):
@@ -416,7 +424,7 @@ class QueryRun:
         if not response.strip():  # never a silent empty answer: say so, and let the router escalate
             self.degrade(self.stage_now, "the model returned an empty answer")
             empty = True
-        citations = resolve_citations(index, response if cite_text is None else cite_text, self.shown)
+        citations = resolve_citations(index, response if cite_text is None else cite_text, set(self.shown))
         units, docs = union_ids(citations)
         answer_model = self.models.chat("answer")
         return SearchResult(
@@ -426,6 +434,7 @@ class QueryRun:
             context_text=context_text,
             context_records=context_records or {},
             citations=citations,
+            context_ids=list(self.shown),
             text_unit_ids=units,
             document_ids=docs,
             usage=self.usage,
@@ -500,9 +509,10 @@ class Engine:
         raise NotImplementedError
 
     async def search(
-        self, question: str, history: HistoryLike = None, *, deadline_s: float | None = None
+        self, question: str, history: HistoryLike = None, *, deadline_s: float | None = None,
+        plan: QueryPlan | None = None,
     ) -> SearchResult:
-        async for event in self.stream(question, history, deadline_s=deadline_s):
+        async for event in self.stream(question, history, deadline_s=deadline_s, plan=plan):
             if isinstance(event, Final):
                 return event.result
         raise EngineError("the pipeline ended without a result", stage="answer", engine=self.name)
@@ -514,15 +524,19 @@ class Engine:
         *,
         deadline_s: float | None = None,
         deadline: float | None = None,
+        plan: QueryPlan | None = None,
     ) -> AsyncIterator[Event]:
         """Progress events, then the answer's deltas, then `Final(result)`; errors are raised here.
 
         A deadline (`deadline_s` seconds from now, or the `time.perf_counter()` instant `deadline`, then
         `deadline_s` only names it) stops the run when it passes: the result is then the best partial
         answer, marked degraded, or the stream raises `DeadlineExceeded`. Every error raised here carries
-        the usage spent (`.usage`).
+        the usage spent (`.usage`). `plan`: the router's `QueryPlan` for this question (checked once, its
+        linking and an estimate's context reused); made here when absent.
         """
-        link_text, note = check_question(question, self.index)
+        if plan is None or plan.question != question.strip():
+            plan = plan_question(question, self.index)
+        link_text, note = plan.link_text, plan.note
         messages, history_note = limit_history(normalise_history(history), self.index.tokenizer)
         if deadline is None and deadline_s is not None:
             deadline = time.perf_counter() + deadline_s
@@ -534,6 +548,7 @@ class Engine:
             await queue.put(event)
 
         run = QueryRun(self.name, question.strip(), self.models, emit, link_text, deadline=deadline)
+        run.plan = plan
         if note:
             run.degrade("entity_link", note)
         if history_note:
@@ -563,7 +578,7 @@ class Engine:
                     if isinstance(item, ModelError | EngineError):
                         attach_usage(item, run.usage)
                     raise item
-                yield item  # type: ignore[misc]
+                yield item
         finally:
             if not task.done():
                 task.cancel()

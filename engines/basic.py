@@ -17,6 +17,7 @@ from engines.result import SearchResult
 from shared_context.vectors import vector_table
 
 if TYPE_CHECKING:
+    from engines.plan import QueryPlan
     from shared_context.index import Index
 
 
@@ -51,7 +52,7 @@ class BasicSearch(Engine):
     section_name = "basic"
     section_type = BasicSearchConfig
 
-    def estimate(self, question: str) -> CostEstimate:
+    def estimate(self, question: str, plan: QueryPlan | None = None) -> CostEstimate:
         hits, _ = top_text_units(self.index, question, self.config.k)
         section, _ = sources_section(self.index, hits, self.config.max_context_tokens)
         return estimate_basic(self, question, section.tokens)

@@ -41,6 +41,7 @@ from engines.schemas import FollowupResponse, PrimerResponse
 from shared_context.vectors import vector_table
 
 if TYPE_CHECKING:
+    from engines.plan import QueryPlan
     from shared_context.index import Index
     from shared_context.local_context import LocalContextBuilder
 
@@ -122,7 +123,7 @@ class DriftSearch(Engine):
         # stateless; shared by all follow-ups
         self.builder = builder if builder is not None else local_builder(index, self.config.local_context())
 
-    def estimate(self, question: str) -> CostEstimate:
+    def estimate(self, question: str, plan: QueryPlan | None = None) -> CostEstimate:
         return estimate_drift(self, question)
 
     # ------------------------------------------------------------------ pipeline

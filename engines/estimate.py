@@ -15,6 +15,7 @@ from engines import prompts
 from engines.latency import LATENCY, latency_key
 
 if TYPE_CHECKING:
+    from engines.plan import QueryPlan
     from shared_context.index import Index
 
 
@@ -96,9 +97,14 @@ def _template_tokens(engine: EstimatedEngine, template: str) -> int:
     return int(engine.index.tokenizer.count(template))
 
 
-def estimate_local(engine: Any, question: str) -> CostEstimate:
+def estimate_local(engine: Any, question: str, plan: QueryPlan | None = None) -> CostEstimate:
+    """Builds the context the engine would (no history, no query vector); kept in `plan` for the answer."""
     t = _Tally(engine, question)
-    ctx = engine.builder.build(question)
+    ctx = plan.context_for(engine.name, question) if plan is not None else None
+    if ctx is None:
+        ctx = engine.builder.build(question)
+        if plan is not None:
+            plan.keep_context(engine.name, question, ctx)
     t.calls_of("answer", "local_answer", ctx.tokens + _template_tokens(engine, prompts.LOCAL_ANSWER)
                + _template_tokens(engine, prompts.CITATION_RULES),
                output=engine.config.max_answer_tokens or OUTPUT_GUESS["local_answer"])

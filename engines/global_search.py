@@ -24,6 +24,7 @@ from engines.result import SearchResult
 from engines.schemas import MapResponse
 
 if TYPE_CHECKING:
+    from engines.plan import QueryPlan
     from shared_context.community_context import CommunityContextBuilder
     from shared_context.index import Index
 
@@ -66,7 +67,7 @@ class GlobalSearch(Engine):
             CommunityContextParams, community_params(self.config, int(index.report_tokens.sum()))
         ))
 
-    def estimate(self, question: str) -> CostEstimate:
+    def estimate(self, question: str, plan: QueryPlan | None = None) -> CostEstimate:
         return estimate_global(self, question)
 
     async def build_batches(self, run: QueryRun | None, question: str, history: list[Message]) -> list[Any]:

@@ -34,8 +34,8 @@ class LatencyTracker:
         mean_out = sum(o for o, _ in calls) / n
         mean_s = sum(s for _, s in calls) / n
         spread = sum((o - mean_out) ** 2 for o, _ in calls)
-        if n < 3 or spread < 1.0:  # one output size seen: scale the mean by the tokens asked for
-            return mean_s * max(output_tokens, 1.0) / max(mean_out, 1.0) if mean_out > 0 else mean_s
+        if n < 3 or spread < 1.0:  # one output size seen: overhead and speed cannot be told apart, and the
+            return mean_s  # calls seen are better evidence than the typical output size asked about
         per_token = max(0.0, sum((o - mean_out) * (s - mean_s) for o, s in calls) / spread)
         overhead = max(0.0, mean_s - per_token * mean_out)
         return overhead + per_token * output_tokens

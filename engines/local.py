@@ -14,13 +14,14 @@ from engines.models.base import Message
 from engines.result import SearchResult
 
 if TYPE_CHECKING:
+    from engines.plan import QueryPlan
     from shared_context.index import Index
     from shared_context.local_context import LocalContextBuilder
 
 
 def local_builder(index: Index, settings: LocalContextSettings) -> LocalContextBuilder:
     """The default local context builder for `settings` (engines take any builder with the same `build`)."""
-    from shared_context import LocalContextBuilder, LocalContextParams
+    from shared_context.local_context import LocalContextBuilder, LocalContextParams
 
     return LocalContextBuilder(index, make_params(LocalContextParams, settings.builder_fields()))
 
@@ -30,11 +31,12 @@ def context_records(ctx: Any) -> dict[str, list[dict[str, Any]]]:
 
 
 async def link_vector(run: QueryRun, index: Index, text: str, stage: str = "entity_link", *, timed: bool = True) -> Any:
-    """The query vector for entity linking, when the index has entity vectors for this embedder.
+    """The query vector for entity linking and the hybrid Sources' unit search, when the index has entity
+    or text-unit vectors for this embedder (one embedding serves both).
 
     `timed=False` inside an already timed stage (DRIFT follow-ups), so seconds are not counted twice.
     """
-    if not vector_for(index, "entity_description", run.models):
+    if not (vector_for(index, "entity_description", run.models) or vector_for(index, "text_unit_text", run.models)):
         return None
     if timed:
         with run.timed(stage):
@@ -56,15 +58,32 @@ class LocalSearch(Engine):
         super().__init__(index, model, embedder=embedder, config=config)
         self.builder = builder if builder is not None else local_builder(index, self.config)
 
-    def estimate(self, question: str) -> CostEstimate:
-        return estimate_local(self, question)
+    def estimate(self, question: str, plan: QueryPlan | None = None) -> CostEstimate:
+        """No model call; with a `plan`, the context built here is kept for the answer."""
+        return estimate_local(self, question, plan)
+
+    def _context(self, run: QueryRun, link_text: str, history: list[Message], qv: Any) -> Any:
+        """The local context, reusing what the plan already computed when it is exactly this context."""
+        plan = run.plan
+        if plan is None or history or qv is not None or link_text != plan.link_text:
+            return self.builder.build(link_text, history or None, query_vector=qv)
+        kept = plan.context_for(self.name, link_text)
+        if kept is not None:
+            run.details["context_reused"] = True
+            return kept
+        from shared_context.local_context import LocalContextBuilder
+
+        params = getattr(self.builder, "params", None)
+        if not isinstance(self.builder, LocalContextBuilder) or params is None:  # a custom builder links itself
+            return self.builder.build(link_text, None, query_vector=None)
+        return self.builder.build(link_text, None, link=plan.link(self.index, params.top_k_mapped_entities))
 
     async def _run(self, run: QueryRun, question: str, history: list[Message]) -> SearchResult:
         link_text = run.link_text
         qv = await link_vector(run, self.index, link_text)
         with run.timed("build_context"):
             # Off the loop: linking and building are CPU work; other questions' model waits go on meanwhile.
-            ctx = await asyncio.to_thread(self.builder.build, link_text, history or None, query_vector=qv)
+            ctx = await asyncio.to_thread(self._context, run, link_text, history, qv)
         await run.emit(ContextReady("build_context", ctx.tokens))
         run.details["linked_entities"] = [
             {"id": e.entity.short_id, "title": e.entity.title, "score": round(float(e.score), 4)} for e in ctx.entities

@@ -14,7 +14,18 @@ Imports are lazy so `import indexer` stays cheap.
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the real types for mypy; at run time the names load on first use (below)
+    from indexer.cli import build_arg_parser as build_arg_parser
+    from indexer.cli import cli_main as cli_main
+    from indexer.config import IndexBuildReport as IndexBuildReport
+    from indexer.config import IndexerConfig as IndexerConfig
+    from indexer.config import IndexerError as IndexerError
+    from indexer.pipeline import build_index as build_index
+    from indexer.pipeline import build_index_from_documents as build_index_from_documents
+    from indexer.reader import SourceDocument as SourceDocument
+    from indexer.reader import read_documents as read_documents
 
 _EXPORTS = {
     "build_index": "indexer.pipeline",

@@ -127,7 +127,8 @@ class IndexBuildReport:
             f"documents {self.documents}, chunks {self.chunks} ({self.new_chunks} new, {self.removed_chunks} removed), "
             f"entities {self.entities}, relationships {self.relationships}, communities {self.communities}, "
             f"reports {self.reports}" + (f", claims {self.claims}" if self.claims else ""),
-            f"vectors: {sum(self.embedded.values())} embedded, {self.vectors_reused} reused",
+            f"vectors: {sum(self.embedded.values())} embedded, {self.vectors_reused} reused"
+            + (f"; model reports: {self.reports_reused} of {self.reports} reused" if self.reports_reused else ""),
             "seconds: " + ", ".join(f"{k} {v:.2f}" for k, v in self.step_seconds.items())
             + f" (total {self.total_seconds:.2f})",
         ]

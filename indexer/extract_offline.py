@@ -28,6 +28,7 @@ from shared_context.text import split_sentences
 NAME, ACRONYM, EVENT, PHRASE, NOUN = "name", "acronym", "event", "phrase", "noun"
 ZH_NAME, ZH_PHRASE, SPEAKER = "zh_name", "zh_phrase", "speaker"
 FREQUENT_ONLY_KINDS = frozenset({PHRASE, ZH_PHRASE, NOUN})
+_NAMED_KINDS = frozenset({NAME, ACRONYM, EVENT, ZH_NAME, SPEAKER})
 MAYBE_PERSON = "PERSON?"  # type vote settled at merge time (see module doc)
 
 _TOKEN = re.compile(r"[A-Za-z\u00C0-\u024F][A-Za-z\u00C0-\u024F0-9'’]*(?:-[A-Za-z\u00C0-\u024F0-9'’]+)*|\d+|[^\w\s]")
@@ -436,6 +437,8 @@ class OfflineExtractor:
         for a_i in range(len(linked)):
             for b_i in range(a_i + 1, len(linked)):
                 a, b = linked[a_i], linked[b_i]
+                if NOUN in (mentions[a].kind, mentions[b].kind) and _NAMED_KINDS.isdisjoint((mentions[a].kind, mentions[b].kind)):
+                    continue  # a lone noun links to names only: noun-noun pairs would swamp the graph
                 pair_key = (a, b) if a < b else (b, a)
                 p = pairs.get(pair_key)
                 if p is None:

@@ -12,10 +12,12 @@ citation id), new rows are appended in order of first appearance.
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from indexer.extract_offline import (
@@ -237,14 +239,15 @@ def merge_offline(
 
 
 _SHINGLE = 6  # words: two sentences sharing a run this long repeat each other's text
+_WORD = re.compile(r"\w+")
 
 
-def _shingles(text: str) -> set[tuple[str, ...]]:
-    words = [w.strip(".,;:!?\"'“”‘’()…").lower() for w in text.split()]
-    words = [w for w in words if w]
+@lru_cache(maxsize=65536)  # the same sentence is a candidate for every entity it mentions
+def _shingles(text: str) -> frozenset[tuple[str, ...]]:
+    words = _WORD.findall(text.lower())
     if len(words) < _SHINGLE:
-        return {tuple(words)} if words else set()
-    return {tuple(words[i : i + _SHINGLE]) for i in range(len(words) - _SHINGLE + 1)}
+        return frozenset({tuple(words)} if words else ())
+    return frozenset(tuple(words[i : i + _SHINGLE]) for i in range(len(words) - _SHINGLE + 1))
 
 
 def _describe(sentences: list[tuple[float, int, str]], n: int) -> str:

@@ -89,7 +89,8 @@ def build_index(
     refit_embedder: bool = False,
     columns: ColumnOptions | None = None,
 ) -> IndexBuildReport:
-    """Index every `.txt`/`.md` file under `input_dir` into a GraphRAG-v3 index at `out_dir`.
+    """Index every document under `input_dir` (see `indexer.reader`; `columns` for table inputs) into a
+    GraphRAG-v3 index at `out_dir`.
 
     Offline extraction when `model` is None; otherwise model extraction (entities, relationships,
     gleanings, optional claims, description summaries, reports) through the model layer. Re-running on
@@ -208,6 +209,8 @@ class _Builder:
         return tqdm(total=total, desc=desc, unit="it", disable=not self.progress, leave=False)
 
     async def run(self) -> IndexBuildReport:
+        if self.out.is_symlink():  # swap the real folder, not the link to it
+            self.out = self.out.resolve()
         check_target(self.out, force=self.force)
         staging = Staging(self.out)
         self.dest = staging.path

@@ -7,7 +7,16 @@ Imports are lazy so `from router import classify` stays fast and does not import
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the real types for mypy; at run time the names load on first use (below)
+    from router.answer import Answer as Answer
+    from router.answer import Escalation as Escalation
+    from router.budget import Budget as Budget
+    from router.budget import BudgetError as BudgetError
+    from router.classifier import RouteDecision as RouteDecision
+    from router.classifier import classify as classify
+    from router.router import Router as Router
 
 _EXPORTS = {
     "Router": "router.router",

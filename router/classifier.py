@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, cast
@@ -164,7 +164,8 @@ class Classifier:
         total = float(proba.sum())
         return proba / total if total > 0 else np.full_like(proba, 1.0 / len(proba))
 
-    def predict(self, question: str, index: Any = None, *, history: Sequence[str] = ()) -> RouteDecision:
+    def predict(self, question: str, index: Any = None, *, history: Sequence[str] = (),
+                linker: Callable[[str], Any] | None = None) -> RouteDecision:
         """Classify one question; `index` (a `shared_context.Index`) adds entity-linking signals.
 
         `history` holds the earlier user turns, newest first (the order `link_entities` uses). It only
@@ -183,7 +184,7 @@ class Classifier:
         if index is not None and not _is_index(index):
             notes.append(f"entity linking failed ({type(index).__name__} is not an Index); decided from the wording only")
         elif index is not None:
-            signals, note = _link(index, feats.text)
+            signals, note = _link(index, feats.text, linker)
             if note:
                 notes.append(note)
             scope, note = _scope(index, feats.text, signals)
@@ -312,14 +313,14 @@ def _is_index(index: object) -> bool:
     return isinstance(index, Index)
 
 
-def _link(index: Any, text: str) -> tuple[IndexSignals | None, str]:
+def _link(index: Any, text: str, linker: Callable[[str], Any] | None = None) -> tuple[IndexSignals | None, str]:
     """Run entity linking. Something that is not an Index, or index data linking cannot use, degrades to
     wording-only classification and says so; any other exception is a bug and surfaces."""
     from shared_context.errors import IndexFormatError
     from shared_context.linking import link_entities
 
     try:
-        link = link_entities(index, text)
+        link = linker(text) if linker is not None else link_entities(index, text)
     except IndexFormatError as exc:  # linking is an optional signal; report and carry on with the wording
         return None, f"entity linking failed ({exc}); decided from the wording only"
     entities = index.entities
@@ -346,13 +347,14 @@ def default_classifier() -> Classifier:
     return _default
 
 
-def classify(question: str, index: Any = None, *, history: Sequence[str] = ()) -> RouteDecision:
+def classify(question: str, index: Any = None, *, history: Sequence[str] = (),
+             linker: Callable[[str], Any] | None = None) -> RouteDecision:
     """Route one question to "local", "global" or "drift" with the packaged model.
 
     Works without an index; with a `shared_context.Index`, entity-linking signals are added. `history`:
     earlier user turns, newest first. Raises `ValueError("question is empty")` for an empty or whitespace-only question.
     """
-    return default_classifier().predict(question, index, history=history)
+    return default_classifier().predict(question, index, history=history, linker=linker)
 
 
 ROUTE_SYSTEM_PROMPT = (
@@ -392,7 +394,7 @@ async def classify_with_llm(question: str, model: ChatModel, decision: RouteDeci
         return replace(decision, reasons=[*decision.reasons, note]), used
     vote = str(parsed.engine)
     blended = {e: (1.0 - weight) * p + (weight if e == vote else 0.0) for e, p in decision.probabilities.items()}
-    engine = cast(Engine, max(ENGINES, key=lambda e: blended[e]))
+    engine: Engine = max(ENGINES, key=lambda e: blended[e])
     why = f"the chat model chose {vote}" + (f": {parsed.reason}" if parsed.reason else "")
     return RouteDecision(engine=engine, confidence=blended[engine], probabilities=blended,
                          reasons=[*decision.reasons, why], signals=decision.signals,

@@ -16,16 +16,22 @@ import time
 from collections.abc import AsyncIterator, Coroutine, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from engines.errors import DeadlineExceeded, EngineError
 from engines.models.base import Message
 from engines.models.errors import ModelConfigError, ModelError, ModelResponseError, StructuredOutputError
+from engines.plan import QueryPlan
 from engines.usage import Usage
 from router.answer import Answer, Escalation
 from router.budget import LADDER, Budget, BudgetError, Plan, PlanStep, check_fit
 from router.loop_thread import LoopThread
 from router.rewrite import rewrite_question, user_turns
+
+if TYPE_CHECKING:
+    from engines.config import GraphrouteConfig
+    from engines.models.factory import Models
+    from shared_context.index import Index
 
 T = TypeVar("T")
 ENGINES = ("local", "global", "drift", "basic")
@@ -80,7 +86,7 @@ class Done:
 class Router:
     """Answers questions over one index, choosing local, global, DRIFT or basic search per question."""
 
-    def __init__(self, index: Any, config: Any | None = None, models: Any | None = None) -> None:
+    def __init__(self, index: Index, config: GraphrouteConfig | None = None, models: Models | None = None) -> None:
         from engines import load_config
 
         self.index = index
@@ -154,7 +160,7 @@ class Router:
         self.index.check_embedding_dim(embedder.dim, embedder.name)
 
     @classmethod
-    def from_index(cls, path: str | Path, config: Any | None = None) -> Router:
+    def from_index(cls, path: str | Path, config: GraphrouteConfig | None = None) -> Router:
         from shared_context import load_index
 
         return cls(load_index(path), config=config)
@@ -209,6 +215,7 @@ class Router:
         usage: Usage,
         deadline: float | None = None,
         degraded: list[str] | None = None,
+        query_plan: QueryPlan | None = None,
     ) -> tuple[str, list[Message], Any]:
         from router.classifier import classify
 
@@ -224,7 +231,9 @@ class Router:
         if turns and self.config.router.rewrite_followups:
             standalone = await self._rewrite(question, turns, usage, deadline, notes)
         t0 = time.perf_counter()
-        decision = await asyncio.to_thread(classify, standalone, self.index, history=user_turns(turns))
+        # the classifier links through the plan, so the engine can reuse that linking
+        linker = query_plan.linker(self.index) if query_plan is not None and standalone == query_plan.question else None
+        decision = await asyncio.to_thread(classify, standalone, self.index, history=user_turns(turns), linker=linker)
         if (
             mode == "auto"
             and not self.models.offline
@@ -309,7 +318,9 @@ class Router:
                            method=f"{decision.method}+cost-default")
         return decision
 
-    def plan(self, question: str, engine: str, budget: Budget | None) -> tuple[Plan, Any]:
+    def plan(
+        self, question: str, engine: str, budget: Budget | None, query_plan: QueryPlan | None = None
+    ) -> tuple[Plan, Any]:
         """Pick the first engine on the step-down ladder whose estimate fits the budget (no model calls)."""
         ladder = LADDER.get(engine, (engine,))
         if budget is None or budget.unlimited:
@@ -317,7 +328,7 @@ class Router:
         steps: list[PlanStep] = []
         for name in ladder:
             eng = self._prerank_engine(budget) if name == "global_prerank" else self.engine(name)
-            est = eng.estimate(question)
+            est = eng.estimate(question, query_plan)
             why = check_fit(est, budget)
             steps.append(PlanStep(name, est.llm_calls, est.cost, est.seconds_guess, not why, why))
             if not why:
@@ -363,12 +374,12 @@ class Router:
 
         `mode=None` takes `[router] default_mode` from the configuration ("auto" unless set).
         """
-        from engines.base import check_question
+        from engines.base import plan_question
         from engines.events import AnswerDelta, Final
 
         started = time.perf_counter()
-        check_question(question, self.index)  # the engines' own limits, checked before any model call
-        q = question.strip()
+        query_plan = plan_question(question, self.index)  # the engines' own limits, checked once, before any call
+        q = query_plan.question
         mode = self.config.router.default_mode if mode is None else mode
         usage = Usage()
         cfg_budget = self.config.router
@@ -380,11 +391,13 @@ class Router:
         deadline_s = budget.deadline_s if budget and budget.deadline_s is not None else 0.0
 
         degraded: list[str] = []
-        standalone, turns, decision = await self._prepare(q, history, mode, usage, deadline, degraded)
+        standalone, turns, decision = await self._prepare(q, history, mode, usage, deadline, degraded, query_plan)
+        if standalone != q:  # a rewritten follow-up is its own question
+            query_plan = plan_question(standalone, self.index)
         target = "basic" if mode == "basic" else decision.engine
         try:
             # Planning builds engines (first use may fit the embedder) and estimates contexts: off the loop.
-            plan, eng = await asyncio.to_thread(self.plan, standalone, target, budget)
+            plan, eng = await asyncio.to_thread(self.plan, standalone, target, budget, query_plan)
         except BudgetError as err:
             err.usage = usage  # a rewrite may already have been paid for
             raise
@@ -399,7 +412,8 @@ class Router:
         while True:
             result, failure = None, None
             try:
-                async for ev in self._stream_engine(eng, standalone, turns, deadline, deadline_s, current):
+                async for ev in self._stream_engine(eng, standalone, turns, deadline, deadline_s, current,
+                                                    query_plan):
                     if isinstance(ev, Final):
                         result = ev.result
                     elif deltas or not isinstance(ev, AnswerDelta):
@@ -478,14 +492,15 @@ class Router:
         return f"over the remaining budget ({why})" if why else ""
 
     async def _stream_engine(
-        self, eng: Any, question: str, turns: list[Message], deadline: float | None, deadline_s: float, name: str
+        self, eng: Any, question: str, turns: list[Message], deadline: float | None, deadline_s: float, name: str,
+        query_plan: QueryPlan | None = None,
     ) -> AsyncIterator[Any]:
         """The engine's events. The engine stops itself at the deadline (returning its partial result);
         the router only steps in when an engine overruns it by more than DEADLINE_GRACE_S."""
         if deadline is not None and time.perf_counter() >= deadline:  # e.g. a slow rewrite took it all
             raise DeadlineExceeded(deadline_s, stage="answer", engine=public_name(name))
         stream = eng.stream(question, history=turns or None, deadline=deadline,
-                            deadline_s=deadline_s if deadline is not None else None).__aiter__()
+                            deadline_s=deadline_s if deadline is not None else None, plan=query_plan).__aiter__()
         try:
             while True:
                 try:
@@ -539,7 +554,7 @@ def public_name(engine: str) -> str:
     return "global" if engine == "global_prerank" else engine
 
 
-def _build_models(config: Any, index: Any) -> Any:
+def _build_models(config: GraphrouteConfig, index: Index) -> Models:
     from engines.models.factory import Models
 
     return Models.from_config(config.models, index=index)

@@ -7,7 +7,24 @@ Imports are lazy so that `import shared_context` stays cheap (the router's class
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the real types for mypy; at run time the names load on first use (below)
+    from shared_context.community_context import CommunityContextBuilder as CommunityContextBuilder
+    from shared_context.community_context import CommunityContextParams as CommunityContextParams
+    from shared_context.community_context import ReportBatch as ReportBatch
+    from shared_context.errors import IndexFormatError as IndexFormatError
+    from shared_context.index import Index as Index
+    from shared_context.index import VectorTable as VectorTable
+    from shared_context.linking import LinkedEntity as LinkedEntity
+    from shared_context.linking import LinkResult as LinkResult
+    from shared_context.linking import link_entities as link_entities
+    from shared_context.loaders import load_index as load_index
+    from shared_context.local_context import LocalContext as LocalContext
+    from shared_context.local_context import LocalContextBuilder as LocalContextBuilder
+    from shared_context.local_context import LocalContextParams as LocalContextParams
+    from shared_context.tokens import Tokenizer as Tokenizer
+    from shared_context.tokens import get_tokenizer as get_tokenizer
 
 _EXPORTS = {
     "load_index": "shared_context.loaders",

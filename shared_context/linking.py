@@ -178,7 +178,8 @@ def lexical_scores(index: Any, table: Table, query: str) -> np.ndarray:
     terms = lexical_terms(query)
     if table == "entities":
         ent = _entity_index(index)
-        return _TITLE_BOOST * ent.titles.scores(terms) + ent.descriptions.scores(terms)
+        combined: np.ndarray = _TITLE_BOOST * ent.titles.scores(terms) + ent.descriptions.scores(terms)
+        return combined
     return _table_index(index, table).scores(terms)
 
 

@@ -103,7 +103,11 @@ class LocalContextParams(BaseModel):
 
     @model_validator(mode="after")
     def _props_fit(self) -> LocalContextParams:
-        for name in ("text_unit_prop", "weak_link_text_unit_prop"):
+        # the weak-link share is checked only when set: its default yields to a larger community_prop
+        names = ["text_unit_prop"]
+        if "weak_link_text_unit_prop" in self.model_fields_set:
+            names.append("weak_link_text_unit_prop")
+        for name in names:
             value = getattr(self, name)
             if value is not None and self.community_prop + value > 1:
                 raise ValueError(
@@ -117,7 +121,8 @@ class LocalContextParams(BaseModel):
         if self.weak_link_text_unit_prop is None:
             return self.text_unit_prop
         s = min(max(link_strength, 0.0), 1.0)
-        return self.weak_link_text_unit_prop + s * (self.text_unit_prop - self.weak_link_text_unit_prop)
+        weak = min(self.weak_link_text_unit_prop, 1.0 - self.community_prop)
+        return weak + s * (self.text_unit_prop - weak)
 
 
 @dataclass
@@ -303,21 +308,25 @@ class LocalContextBuilder:
         query_vector: np.ndarray | None = None,
         include_entity_names: Sequence[str] = (),
         exclude_entity_names: Sequence[str] = (),
+        link: LinkResult | None = None,
         **overrides: Any,
     ) -> LocalContext:
+        """`link`: entities already linked for exactly this query, history, vector and `k` (the caller's
+        QueryPlan), so they are not linked twice; None links here."""
         p = self._params(overrides)
         index = self.index
         tok = index.tokenizer
         turns = recent_user_turns(history, p.conversation_history_max_turns)
-        link = link_entities(
-            index,
-            query,
-            history_turns=turns,
-            query_vector=query_vector,
-            k=p.top_k_mapped_entities,
-            include=include_entity_names,
-            exclude=exclude_entity_names,
-        )
+        if link is None:
+            link = link_entities(
+                index,
+                query,
+                history_turns=turns,
+                query_vector=query_vector,
+                k=p.top_k_mapped_entities,
+                include=include_entity_names,
+                exclude=exclude_entity_names,
+            )
         sections: list[ContextSection] = []
         budgets: dict[str, int] = {}
         total = p.max_context_tokens

@@ -43,7 +43,8 @@ def top_positions(scores: np.ndarray, depth: int, *, positive_only: bool) -> lis
         cut = np.partition(scores[candidates], len(candidates) - depth)[len(candidates) - depth]
         candidates = candidates[scores[candidates] >= cut]
     order = np.lexsort((candidates, -scores[candidates]))
-    return candidates[order][:depth].tolist()
+    best: list[int] = candidates[order][:depth].tolist()
+    return best
 
 
 def question_units(

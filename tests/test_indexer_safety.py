@@ -159,6 +159,8 @@ _CHILD = textwrap.dedent(
     class SlowEmbedder:
         name, dim, offline = "slow", 8, True
         async def embed(self, texts):
+            with open(sys.argv[4], "w") as fh:
+                fh.write(repr(time.time()))
             os.kill(os.getpid(), getattr(signal, sys.argv[1]))
             time.sleep(60)  # synchronous work: the signal must not wait for it
             raise AssertionError("not interrupted")
@@ -178,11 +180,12 @@ def test_signals_stop_a_build_promptly_and_keep_the_previous_index(tmp_path: Pat
     before = _snapshot(out)
     (docs / "d.txt").write_text("A new document about Babbage.\n", encoding="utf-8")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    started = time.monotonic()
+    sent = tmp_path / "signal-sent"
     proc = subprocess.run(
-        [sys.executable, "-c", _CHILD, signame, str(docs), str(out)], env=env, capture_output=True, text=True, timeout=120
+        [sys.executable, "-c", _CHILD, signame, str(docs), str(out), str(sent)],
+        env=env, capture_output=True, text=True, timeout=180,
     )
-    assert time.monotonic() - started < 45, "the signal waited for the synchronous work"
+    assert time.time() - float(sent.read_text()) < 30, "the signal waited for the 60 s of synchronous work"
     signum = getattr(signal, signame)
     assert proc.returncode == 128 + signum, proc.stderr
     assert "interrupted" in proc.stderr and "Traceback" not in proc.stderr
@@ -231,3 +234,16 @@ def test_extractions_round_trip_as_typed_json(tmp_path: Path) -> None:
         decode(ChunkExtraction, {"mentions": [["X", {"kind": 3}]], "pairs": []})
     with pytest.raises(CodecError):
         encode({"x": np.float32(1)})  # only plain values are stored
+
+
+def test_an_index_reached_through_a_link_is_updated_in_place(tmp_path: Path) -> None:
+    docs = _docs(tmp_path)
+    real = tmp_path / "real-index"
+    build_index(docs, real, progress=False)
+    link = tmp_path / "link"
+    link.symlink_to(real, target_is_directory=True)
+    (docs / "d.txt").write_text("Charles Babbage met Ada Lovelace again in London.\n", encoding="utf-8")
+    report = build_index(docs, link, progress=False)
+    assert report.message.startswith("Updated")
+    assert link.is_symlink() and (real / "graphroute" / "manifest.json").is_file()
+    assert not _leftovers(real)

@@ -141,6 +141,9 @@ def test_weak_linking_moves_budget_to_sources() -> None:
     assert fixed.budgets["Entities"] > unnamed.budgets["Entities"]
     with pytest.raises(ValueError, match="weak_link_text_unit_prop"):
         LocalContextBuilder(index, {"community_prop": 0.5, "text_unit_prop": 0.4, "weak_link_text_unit_prop": 0.8})
+    # left at its default, the weak-link share yields to a larger community_prop instead of failing
+    roomy = LocalContextBuilder(index, {"community_prop": 0.3, "text_unit_prop": 0.5})
+    assert roomy.params.sources_share(0.0) == pytest.approx(0.7)
 
 
 def test_hybrid_and_share_rule_settable_in_graphroute_toml(tmp_path: Path) -> None:

@@ -126,3 +126,23 @@ def test_cli_deadline_is_one_line_and_non_zero(capsys: pytest.CaptureFixture[str
     assert "spent:" not in err or "spent: 1 model calls" in err
     assert main(["ask", "Who?", "--index", str(CAROL), "--deadline", "nan"]) == 2
     assert "finite" in capsys.readouterr().err
+
+
+async def test_latency_estimate_learns_from_the_endpoint() -> None:
+    from engines.latency import LATENCY, latency_key
+
+    question = "Who is Bob Cratchit?"
+    with LoopbackServer(default_reply=responder()) as server:
+        router = loopback_router(server, warm=("local",))
+        engine = router.engine("local")
+        guess = engine.estimate(question)
+        assert not guess.latency_known and guess.seconds_guess > 5  # the default figure for a remote model
+        assert router.plan(question, "local", Budget(deadline_s=3.0))[0].chosen == "local"  # not refused on a guess
+        await _ask(router, question, mode="local")
+        learnt = engine.estimate(question)
+        assert learnt.latency_known and learnt.seconds_guess < 3.0  # a loopback call takes well under a second
+        key = latency_key(router.models.chat("answer"))
+        for _ in range(64):  # the same endpoint turns slow: 30 s per answer
+            LATENCY.observe(key, 30.0, 600)
+        with pytest.raises(BudgetError, match="deadline"):
+            router.plan(question, "local", Budget(deadline_s=3.0))

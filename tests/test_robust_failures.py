@@ -98,10 +98,12 @@ async def test_invalid_map_json_falls_back_to_an_engine_without_json(server: Loo
     assert answer.usage.total.llm_calls == len(server.chat_requests)
 
 
-async def test_engine_error_carries_the_usage_spent(server: LoopbackServer) -> None:
+# "{oops" repairs to ['oops'] and "{}" to an object with no field: both used to read as "no points found".
+@pytest.mark.parametrize("bad_map_reply", ["no JSON here", "{oops", "{}", '{"points": [{"description": "B'])
+async def test_unusable_map_json_is_an_engine_error_carrying_usage(server: LoopbackServer, bad_map_reply: str) -> None:
     from engines import GlobalSearch
 
-    script_reply(server, "global_map", "no JSON here")
+    script_reply(server, "global_map", bad_map_reply)
     router = loopback_router(server, warm=())
     try:
         with pytest.raises(EngineError, match=r"all .* map batches failed") as caught:

@@ -93,6 +93,15 @@ def _without_last_element(value: Any) -> Any | None:
     return None
 
 
+def _trailing_list_empty(value: Any) -> bool:
+    """True when the list `_without_last_element` cut (the first one on the trailing path) is now empty."""
+    if isinstance(value, list):
+        return not value
+    if isinstance(value, dict) and value:
+        return _trailing_list_empty(value[next(reversed(value))])
+    return False
+
+
 def repair_candidates(text: str) -> list[Any]:
     """JSON values recoverable from a model reply, best first (may be empty): the `json-repair` reading,
     preceded for a truncated reply by the same without its half-written last list element. A truncated
@@ -113,6 +122,8 @@ def repair_candidates(text: str) -> list[Any]:
     cut = _without_last_element(value)
     if cut is None:  # no list to cut back to: the cut-off field itself ("Who is Sc") would be taken as meant
         raise ValueError("the reply is cut off: its JSON object is never closed")
+    if _trailing_list_empty(cut):  # nothing complete before the cut: not "an empty answer"
+        raise ValueError("the reply is cut off before its first complete item")
     return [cut, value]
 
 
@@ -173,6 +184,13 @@ def _coerce(value: Any, schema: type[BaseModel]) -> Any:
     return out
 
 
+def _has_none_of_the_fields(value: Any, schema: type[BaseModel]) -> bool:
+    if not isinstance(value, dict) or not schema.model_fields:
+        return False
+    names = {n for n, f in schema.model_fields.items()} | {f.alias for f in schema.model_fields.values() if f.alias}
+    return not names & set(value)
+
+
 def _wrap_bare_list(value: Any, schema: type[BaseModel]) -> Any:
     """A bare list where the schema is an object with exactly one list field: wrap it in that field."""
     if not isinstance(value, list):
@@ -199,6 +217,11 @@ def parse_structured(text: str, schema: type[M]) -> M:
         raise ValueError(f"the reply contains no JSON object (it starts: {preview!r})")
     first_error: str | None = None
     for candidate in candidates:
+        if _has_none_of_the_fields(candidate, schema):
+            # A schema whose fields all have defaults would accept `{}` (what "{oops" repairs to) as a
+            # real, empty answer: "found nothing" instead of a failure.
+            first_error = first_error or f"it has none of the fields {sorted(schema.model_fields)}"
+            continue
         try:
             return schema.model_validate(_coerce(_wrap_bare_list(candidate, schema), schema))
         except ValidationError as err:

@@ -164,13 +164,15 @@ class TableData:
         arr = self._numeric(column, required)
         if arr is None:
             return [default] * len(self)
-        return np.where(np.isnan(arr), default, arr).tolist()
+        values: list[float] = np.where(np.isnan(arr), default, arr).tolist()
+        return values
 
     def ints(self, column: str, *, required: bool = True, default: int = 0) -> list[int]:
         arr = self._numeric(column, required)
         if arr is None:
             return [default] * len(self)
-        return np.where(np.isnan(arr), default, arr).astype(np.int64).tolist()
+        values: list[int] = np.where(np.isnan(arr), default, arr).astype(np.int64).tolist()
+        return values
 
     # -------------------------------------------------------------- lists
 
