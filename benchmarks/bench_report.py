@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 SUMMARY_HEADERS = (
-    "engine", "runs", "failed", "degraded", "p50 s", "p95 s", "calls/q", "prompt tok/q", "output tok/q",
+    "engine", "runs", "failed", "degraded", "p50 s", "p95 s", "p99 s", "calls/q", "prompt tok/q", "output tok/q",
     "$/query", "$ total", "cache hits",
 )
 
@@ -38,7 +38,8 @@ def summary_rows(report: dict[str, Any]) -> list[list[str]]:
     for engine, s in report["summary"].items():
         out.append([
             engine, str(s["runs"]), str(s["failures"]), str(s["degraded"]),
-            _num(s["latency_p50_s"]), _num(s["latency_p95_s"]), _num(s["llm_calls_mean"], 1),
+            _num(s["latency_p50_s"]), _num(s["latency_p95_s"]), _num(s.get("latency_p99_s")),
+            _num(s["llm_calls_mean"], 1),
             _num(s["prompt_tokens_mean"], 0), _num(s["output_tokens_mean"], 0), _usd(s["cost_mean"]),
             _usd(s["cost_total"]), str(s["cached_calls_total"]),
         ])
@@ -79,6 +80,68 @@ def markdown_table(headers: list[str] | tuple[str, ...], rows: list[list[str]]) 
     return "\n".join(lines)
 
 
+QUALITY_HEADERS = ("engine", "graded", "quality", "F1", "answer recall", "evidence recall", "citations valid",
+                   "judge score", "correct/partial/wrong", "faithfulness", "ctx precision", "ctx recall",
+                   "$/query", "p50 s", "quality per $", "judge calls", "judge $")
+
+
+def _frac(value: float | None) -> str:
+    return "–" if value is None else f"{value:.3f}"
+
+
+def quality_rows(quality: dict[str, Any]) -> list[list[str]]:
+    out = []
+    for engine, q in quality["per_target"].items():
+        v = q["verdicts"]
+        out.append([
+            engine, str(q["graded"]), _frac(q["quality"]), _frac(q["f1"]), _frac(q["answer_recall"]),
+            _frac(q["evidence_recall"]), _frac(q["citation_validity"]), _frac(q["judge_score"]),
+            f"{v['correct']}/{v['partially']}/{v['incorrect']}" if q["judged"] else "–",
+            _frac(q["judge_faithfulness"]), _frac(q["judge_context_precision"]), _frac(q["judge_context_recall"]),
+            _usd(q["cost_mean"]), _num(q["latency_p50_s"]), _num(q["quality_per_dollar"], 1),
+            str(q["judge_calls"]) if q["judged"] else "–", _usd(q["judge_cost"]) if q["judged"] else "–",
+        ])
+    return out
+
+
+def quality_type_table(quality: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
+    """Headline quality per engine (rows) and question type (columns)."""
+    types = quality["types"]
+    headers = ["engine", *types]
+    rows = [[engine, *(_frac(per[t]["quality"]) for t in types)] for engine, per in quality["per_type"].items()]
+    return headers, rows
+
+
+VERSUS_HEADERS = ("router", "vs always", "questions", "quality (router vs always)", "$/query (router vs always)",
+                  "p50 s (router vs always)")
+
+
+def versus_rows(quality: dict[str, Any]) -> list[list[str]]:
+    out = []
+    for router, baselines in quality["versus"].items():
+        for base, v in baselines.items():
+            if v is None:
+                continue
+            out.append([router, base, str(v["pairs"]), f"{_frac(v['quality'])} vs {_frac(v['baseline_quality'])}",
+                        f"{_usd(v['cost_mean'])} vs {_usd(v['baseline_cost_mean'])}",
+                        f"{_num(v['latency_p50_s'])} vs {_num(v['baseline_latency_p50_s'])}"])
+    return out
+
+
+def quality_lines(report: dict[str, Any]) -> list[str]:
+    grading = report.get("grading") or {}
+    quality = report.get("quality")
+    lines = []
+    if grading.get("note"):
+        lines.append(grading["note"])
+    if quality:
+        measure = next(iter(quality["per_target"].values()))["quality_measure"]
+        lines.append(f"quality = {measure} per question (a failed run counts 0); quality per $ = summed quality "
+                     "/ $ spent answering (answers-worth per dollar); judge calls and $ are not in the engines' "
+                     "cost")
+    return lines
+
+
 def router_lines(router: dict[str, Any]) -> list[str]:
     """Headline figures of the router in plain sentences (used by the terminal and the markdown)."""
     if not router["route_mix"]:
@@ -113,7 +176,7 @@ def render_markdown(report: dict[str, Any]) -> str:
         f"- model: `{model['spec']}` — {model['description']}",
         *([f"- mock server: {_mock_line(model['mock_server'])}"] if model.get("mock_server") else []),
         f"- cost: {_pricing_line(pricing)}",
-        f"- latency = wall-clock seconds per question as the caller sees it; p50/p95 over "
+        f"- latency = wall-clock seconds per question as the caller sees it; p50/p95/p99 over "
         f"{cfg['repeat']} × {report['queries']['count']} runs per engine",
         f"- graphroute {report['packages'].get('graphroute', '?')}, Python {report['python']}, "
         f"{report['created_utc']}; {_machine_line(report.get('machine'))}",
@@ -123,9 +186,22 @@ def render_markdown(report: dict[str, Any]) -> str:
         markdown_table(SUMMARY_HEADERS, summary_rows(report)),
         "",
     ]
-    router = report.get("router")
-    if router:
-        parts += ["## Router", ""] + [f"- {line}" for line in router_lines(router)] + [""]
+    quality = report.get("quality")
+    if quality or report.get("grading"):
+        parts += ["## Answer quality", ""] + [f"- {line}" for line in quality_lines(report)] + [""]
+    if quality:
+        parts += [markdown_table(QUALITY_HEADERS, quality_rows(quality)), ""]
+        if quality["types"]:
+            headers, rows = quality_type_table(quality)
+            parts += ["Quality per question type:", "", markdown_table(headers, rows), ""]
+        if versus_rows(quality):
+            parts += ["Routers against always using one engine (same questions):", "",
+                      markdown_table(VERSUS_HEADERS, versus_rows(quality)), ""]
+    for key, title in (("router", "Router"), ("keyword_router", "Keyword router (seed-003 baseline)")):
+        router = report.get(key)
+        if not router:
+            continue
+        parts += [f"## {title}", ""] + [f"- {line}" for line in router_lines(router)] + [""]
         parts += [markdown_table(SAVINGS_HEADERS, savings_rows(router)), ""]
         q = router.get("quality")
         if q and q.get("n"):
@@ -195,11 +271,24 @@ def print_terminal(report: dict[str, Any], console: Any | None = None) -> None:
     for row in summary_rows(report):
         table.add_row(*row)
     console.print(table)
-    router = report.get("router")
-    if router:
+    quality = report.get("quality")
+    for line in quality_lines(report):
+        console.print(f"[bold]quality[/bold] {line}")
+    if quality:
+        qt = Table(title="answer quality")
+        for i, h in enumerate(QUALITY_HEADERS):
+            qt.add_column(h, justify="left" if i == 0 else "right")
+        for row in quality_rows(quality):
+            qt.add_row(*row)
+        console.print(qt)
+    for key in ("router", "keyword_router"):
+        router = report.get(key)
+        if not router:
+            continue
+        name = key.replace("_", "-")
         for line in router_lines(router):
-            console.print(f"[bold]router[/bold] {line}")
-        sav = Table(title="router savings")
+            console.print(f"[bold]{name}[/bold] {line}")
+        sav = Table(title=f"{name} savings")
         for h in SAVINGS_HEADERS:
             sav.add_column(h)
         for row in savings_rows(router):

@@ -19,7 +19,9 @@ from benchmarks.bench_queries import Query
 from engines.models.config import PriceTable
 
 ENGINE_NAMES = ("local", "global", "drift", "basic")
-TARGET_NAMES = (*ENGINE_NAMES, "router")
+# The trained router and the seed-003 design's keyword rule (a baseline), each routing to one engine.
+ROUTER_TARGETS = ("router", "keyword-router")
+TARGET_NAMES = (*ENGINE_NAMES, *ROUTER_TARGETS)
 ROUTER_STAGES = ("rewrite", "classify")
 _INT_FIELDS = ("llm_calls", "prompt_tokens", "output_tokens", "cached_calls", "embedding_calls", "embedding_tokens")
 PREVIEW_CHARS = 400
@@ -63,6 +65,51 @@ class Pricing:
 
 
 Target = Callable[[str], Awaitable[Any]]
+# (query, engine result) -> (offline grade, judge input or None); see benchmarks/bench_grade.py.
+Grader = Callable[[Query, Any], tuple[dict[str, Any], dict[str, Any] | None]]
+
+
+@dataclass(frozen=True)
+class KeywordRoute:
+    engine: str
+    confidence: float = 1.0
+    probabilities: tuple[tuple[str, float], ...] = ()
+    reasons: tuple[str, ...] = ("seed-003 keyword rule",)
+
+
+@dataclass
+class KeywordRouted:
+    """The keyword router's answer, shaped like the router's `Answer` where route-bench reads it."""
+
+    route: KeywordRoute
+    result: Any  # the chosen engine's SearchResult
+
+    @property
+    def engine(self) -> str:
+        return self.route.engine
+
+    @property
+    def text(self) -> str:
+        return str(self.result.response)
+
+    @property
+    def usage(self) -> Any:
+        return self.result.usage
+
+    @property
+    def seconds(self) -> float:
+        return float(self.result.seconds)
+
+    @property
+    def model(self) -> str:
+        return str(self.result.model)
+
+    @property
+    def degraded(self) -> list[str]:
+        return [f"{d.stage}: {d.reason}" for d in self.result.degraded]
+
+    stepped_down_from: str | None = None
+    escalations: tuple[Any, ...] = ()
 
 
 def build_targets(index: Any, config: Any, models: Any, names: Sequence[str]) -> dict[str, Target]:
@@ -76,16 +123,34 @@ def build_targets(index: Any, config: Any, models: Any, names: Sequence[str]) ->
         "basic": (BasicSearch, config.basic),
     }
     targets: dict[str, Target] = {}
+    engines: dict[str, Any] = {}
+
+    def engine(name: str) -> Any:
+        if name not in engines:
+            cls, section = sections[name]
+            engines[name] = cls(index, models, config=section)
+        return engines[name]
+
     for name in names:
         if name == "router":
             from router import Router
 
             targets[name] = _router_target(Router(index, config=config, models=models))
+        elif name == "keyword-router":
+            targets[name] = _keyword_target(engine)
         else:
-            cls, section = sections[name]
-            engine = cls(index, models, config=section)
-            targets[name] = engine.search
+            targets[name] = engine(name).search
     return targets
+
+
+def _keyword_target(engine: Callable[[str], Any]) -> Target:
+    from router.keyword_router import keyword_route
+
+    async def ask(question: str) -> KeywordRouted:
+        route = keyword_route(question)
+        return KeywordRouted(KeywordRoute(route), await engine(route).search(question))
+
+    return ask
 
 
 def _router_target(router: Any) -> Target:
@@ -110,16 +175,17 @@ def usage_dict(usage: Any, pricing: Pricing) -> dict[str, Any]:
 
 
 def result_row(engine: str, query: Query, repeat: int, seconds: float, result: Any, pricing: Pricing) -> dict[str, Any]:
-    """A row for a successful run of an engine (`SearchResult`) or the router (`Answer`)."""
+    """A row for a successful run of an engine (`SearchResult`) or a router (`Answer` / `KeywordRouted`)."""
     usage = usage_dict(result.usage, pricing)
     total = usage["total"]
-    is_router = engine == "router"
+    is_router = engine in ROUTER_TARGETS
     text = result.text if is_router else result.response
     row: dict[str, Any] = {
         "engine": engine,
         "query_id": query.id,
         "question": query.question,
         "label": query.label,
+        "question_type": query.question_type,
         "repeat": repeat,
         "ok": True,
         "error": None,
@@ -170,6 +236,7 @@ def failure_row(engine: str, query: Query, repeat: int, seconds: float, exc: Bas
         "query_id": query.id,
         "question": query.question,
         "label": query.label,
+        "question_type": query.question_type,
         "repeat": repeat,
         "ok": False,
         "error": f"{type(exc).__name__}: {exc}",
@@ -184,14 +251,22 @@ def failure_row(engine: str, query: Query, repeat: int, seconds: float, exc: Bas
 
 
 async def run_target(
-    name: str, target: Target, query: Query, repeat: int, pricing: Pricing
+    name: str, target: Target, query: Query, repeat: int, pricing: Pricing, grader: Grader | None = None
 ) -> dict[str, Any]:
     started = time.perf_counter()
     try:
         result = await target(query.question)
     except Exception as exc:  # one failed question must not end the benchmark; it becomes a failure row
         return failure_row(name, query, repeat, time.perf_counter() - started, exc)
-    return result_row(name, query, repeat, time.perf_counter() - started, result, pricing)
+    row = result_row(name, query, repeat, time.perf_counter() - started, result, pricing)
+    if grader is not None:
+        # Graded after the clock stopped: grading is not part of the engine's latency.
+        engine_result = result.result if name in ROUTER_TARGETS else result
+        if engine_result is not None:
+            row["grade"], judge_input = grader(query, engine_result)
+            if judge_input is not None:
+                row["_judge_input"] = judge_input  # kept in memory for the judge pass, never written out
+    return row
 
 
 async def run_benchmark(
@@ -203,6 +278,7 @@ async def run_benchmark(
     pricing: Pricing,
     seed: int,
     on_done: Callable[[dict[str, Any]], None] | None = None,
+    grader: Grader | None = None,
 ) -> list[dict[str, Any]]:
     """Every target on every query, `repeat` times; rows come back in (repeat, target, query) order."""
     rows: list[dict[str, Any]] = []
@@ -217,7 +293,7 @@ async def run_benchmark(
                 sem: asyncio.Semaphore = sem,
             ) -> dict[str, Any]:
                 async with sem:
-                    row = await run_target(name, target, q, rep, pricing)
+                    row = await run_target(name, target, q, rep, pricing, grader)
                 if on_done is not None:
                     on_done(row)
                 return row
@@ -251,10 +327,10 @@ def check_router_rows(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     repeat, which are independent measurements; only possible when every engine the router tried was
     also benchmarked on its own and both runs succeeded.
     """
-    standalone = {(r["engine"], r["query_id"], r["repeat"]): r for r in rows if r["engine"] != "router"}
+    standalone = {(r["engine"], r["query_id"], r["repeat"]): r for r in rows if r["engine"] not in ROUTER_TARGETS}
     problems = []
     for row in rows:
-        if row["engine"] != "router" or not row["ok"]:
+        if row["engine"] not in ROUTER_TARGETS or not row["ok"]:
             continue
         stages = row["usage"]["stages"]
         own = sum(stages.get(s, {}).get("llm_calls", 0) for s in ROUTER_STAGES)

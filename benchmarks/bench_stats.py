@@ -42,6 +42,7 @@ def summarize_engine(rows: Iterable[dict[str, Any]]) -> dict[str, Any]:
         "empty": sum(1 for r in ok if r.get("empty")),
         "latency_p50_s": percentile(lat, 50),
         "latency_p95_s": percentile(lat, 95),
+        "latency_p99_s": percentile(lat, 99),
         "latency_mean_s": sum(lat) / n_ok if n_ok else None,
         "llm_calls_mean": mean("llm_calls"),
         "prompt_tokens_mean": mean("prompt_tokens"),
@@ -92,11 +93,11 @@ def routing_quality(pairs: Sequence[tuple[str, str]]) -> dict[str, Any]:
     }
 
 
-def router_savings(rows: Sequence[dict[str, Any]], baseline: str) -> dict[str, Any] | None:
+def router_savings(rows: Sequence[dict[str, Any]], baseline: str, target: str = "router") -> dict[str, Any] | None:
     """Router cost and time against always using `baseline`, on the (query, repeat) pairs both answered."""
     by_key = {(r["query_id"], r["repeat"]): r for r in rows if r["engine"] == baseline and r["ok"]}
     pairs = [(r, by_key[(r["query_id"], r["repeat"])]) for r in rows
-             if r["engine"] == "router" and r["ok"] and (r["query_id"], r["repeat"]) in by_key]
+             if r["engine"] == target and r["ok"] and (r["query_id"], r["repeat"]) in by_key]
     if not pairs:
         return None
     router_cost = sum(r["cost"] for r, _ in pairs)
@@ -120,9 +121,10 @@ def router_savings(rows: Sequence[dict[str, Any]], baseline: str) -> dict[str, A
     }
 
 
-def router_section(rows: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
-    """Everything about the router: route mix, quality against labels, savings, cost per correct route."""
-    routed = [r for r in rows if r["engine"] == "router"]
+def router_section(rows: Sequence[dict[str, Any]], target: str = "router") -> dict[str, Any] | None:
+    """Everything about one router target (the trained router or the keyword baseline): route mix, quality
+    against labels, savings, cost per correct route."""
+    routed = [r for r in rows if r["engine"] == target]
     if not routed:
         return None
     ok = [r for r in routed if r["ok"]]
@@ -139,7 +141,7 @@ def router_section(rows: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
         "engine_used_mix": dict(sorted(used.items())),
         "escalations": sum(1 for r in ok if r.get("escalations")),
         "quality": quality,
-        "savings": {b: router_savings(rows, b) for b in ("global", "drift")},
+        "savings": {b: router_savings(rows, b, target) for b in ("global", "drift")},
     }
     if quality and quality["n"]:
         labelled_ids = {r["query_id"] for r in labelled}
@@ -149,3 +151,81 @@ def router_section(rows: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
         section["cost_per_correct_route"] = cost / quality["correct"] if quality["correct"] else None
         section["labelled_cost_per_repeat"] = cost
     return section
+
+
+# ---- answer quality (route-bench --grade) ----------------------------------------------------------
+
+OFFLINE_QUALITY = ("f1", "answer_recall", "evidence_recall", "citation_validity")
+JUDGE_QUALITY = ("score", "faithfulness", "context_precision", "context_recall")
+
+
+def _mean(values: Iterable[float | None]) -> float | None:
+    kept = [v for v in values if v is not None]
+    return sum(kept) / len(kept) if kept else None
+
+
+def headline(row: dict[str, Any]) -> float | None:
+    """The one quality figure of a graded row: the judge's score when judged, else token F1."""
+    grade = row.get("grade") or {}
+    judge = grade.get("judge") or {}
+    return judge["score"] if judge.get("score") is not None else grade.get("f1")
+
+
+def quality_of(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Mean of every quality measure over graded rows, judge verdict counts and judge usage.
+
+    A failed run counts as quality 0 in the headline (a user got no answer), never silently dropped.
+    """
+    graded = [r for r in rows if r.get("grade")]
+    failed = [r for r in rows if not r["ok"]]
+    out: dict[str, Any] = {"graded": len(graded), "failed": len(failed)}
+    for key in OFFLINE_QUALITY:
+        out[key] = _mean(r["grade"].get(key) for r in graded)
+    judged = [r["grade"]["judge"] for r in graded if r["grade"].get("judge")]
+    out["judged"] = len(judged)
+    for key in JUDGE_QUALITY:
+        out[f"judge_{key}"] = _mean(j.get(key) for j in judged)
+    out["verdicts"] = {v: sum(1 for j in judged if j.get("verdict") == v) for v in ("correct", "partially", "incorrect")}
+    out["judge_calls"] = sum(j.get("judge_calls", 0) for j in judged)
+    out["judge_cost"] = sum(j.get("judge_cost", 0.0) for j in judged)
+    out["judge_errors"] = sum(len(j.get("errors", [])) for j in judged)
+    scores = [headline(r) for r in graded] + [0.0] * len(failed)
+    out["quality"] = _mean(scores)
+    out["quality_measure"] = "judge score" if judged else "token F1"
+    ok = [r for r in rows if r["ok"]]
+    cost = sum(r["cost"] for r in ok)
+    out["cost_mean"] = cost / len(ok) if ok else None
+    out["latency_p50_s"] = percentile([r["seconds"] for r in ok], 50)
+    # Quality per dollar: summed quality (answers weighted by their score) per $ spent answering them.
+    out["quality_per_dollar"] = sum(s for s in scores if s is not None) / cost if cost > 0 else None
+    return out
+
+
+def quality_section(rows: Sequence[dict[str, Any]], targets: Sequence[str]) -> dict[str, Any] | None:
+    """Quality per target and per question type, and each router against always using one engine."""
+    if not any(r.get("grade") for r in rows):
+        return None
+    per_target = {t: quality_of([r for r in rows if r["engine"] == t]) for t in targets}
+    types = sorted({str(r["question_type"]) for r in rows if r.get("question_type")})
+    per_type = {t: {qt: quality_of([r for r in rows if r["engine"] == t and r.get("question_type") == qt])
+                    for qt in types} for t in targets}
+    versus: dict[str, dict[str, Any]] = {}
+    for router in ("router", "keyword-router"):
+        if router not in targets:
+            continue
+        versus[router] = {b: paired_quality(rows, router, b) for b in ("local", "global", "drift", "basic", "router")
+                          if b in targets and b != router}
+    return {"per_target": per_target, "per_type": per_type, "types": types, "versus": versus}
+
+
+def paired_quality(rows: Sequence[dict[str, Any]], target: str, baseline: str) -> dict[str, Any] | None:
+    """`target` against `baseline` on the (query, repeat) pairs both ran: quality and cost, side by side."""
+    base = {(r["query_id"], r["repeat"]): r for r in rows if r["engine"] == baseline}
+    pairs = [(r, base[(r["query_id"], r["repeat"])]) for r in rows
+             if r["engine"] == target and (r["query_id"], r["repeat"]) in base]
+    if not pairs:
+        return None
+    mine, theirs = quality_of([a for a, _ in pairs]), quality_of([b for _, b in pairs])
+    return {"pairs": len(pairs), "quality": mine["quality"], "baseline_quality": theirs["quality"],
+            "cost_mean": mine["cost_mean"], "baseline_cost_mean": theirs["cost_mean"],
+            "latency_p50_s": mine["latency_p50_s"], "baseline_latency_p50_s": theirs["latency_p50_s"]}

@@ -1,8 +1,10 @@
 """`route-bench`: latency and cost of every engine and of the router, on your index and your questions.
 
-    route-bench --index PATH --queries FILE|builtin:NAME [--engines local,global,drift,basic,router]
+    route-bench --index PATH --queries FILE|builtin:NAME
+                [--engines local,global,drift,basic,router,keyword-router]
                 [--model offline|mock:LATENCY_MS[:TOKENS_PER_S]|openai] [--repeat N] [--concurrency C]
                 [--out DIR] [--seed S] [--config graphroute.toml] [--price-as MODEL] [--limit N] [--no-progress]
+                [--grade [--no-judge]] [--label-map FILE]
 
 Writes `DIR/report.json` (every run: config, model, seed, package versions, per-query rows with per-stage
 usage), `DIR/report.md` and PNG charts, and prints a table. Exit codes: 0 all runs succeeded and every
@@ -26,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.bench_mock import MockBackend, ModelSpec, parse_model_spec
-from benchmarks.bench_queries import BenchInputError, Query, builtin_names, load_queries
+from benchmarks.bench_queries import BenchInputError, LabelMap, Query, builtin_names, load_queries
 from benchmarks.bench_runner import (
     TARGET_NAMES,
     Pricing,
@@ -35,7 +37,7 @@ from benchmarks.bench_runner import (
     check_row,
     run_benchmark,
 )
-from benchmarks.bench_stats import router_section, summarize_engine
+from benchmarks.bench_stats import quality_section, router_section, summarize_engine
 
 DEFAULT_PRICE_AS = "gpt-4.1-mini"
 DEFAULT_EMBEDDING_PRICE_AS = "text-embedding-3-small"
@@ -50,10 +52,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--index", required=True, help="GraphRAG index folder (the parquet output)")
     p.add_argument("--queries", required=True,
-                   help="questions: .txt (one per line), .csv or .jsonl (columns question, optional id, label), "
-                        f"or builtin:NAME ({', '.join(builtin_names())})")
+                   help="questions: .txt (one per line), .csv, .jsonl or .parquet (columns question, optional id, "
+                        "label, answer, evidence, question_type), or builtin:NAME "
+                        f"({', '.join(builtin_names())})")
     p.add_argument("--engines", default="local,global,drift,basic,router",
-                   help="comma-separated subset of local,global,drift,basic,router (default: all)")
+                   help="comma-separated subset of local,global,drift,basic,router,keyword-router (default: "
+                        "local,global,drift,basic,router); keyword-router is the seed-003 keyword rule baseline")
     p.add_argument("--model", default="offline",
                    help="offline (extractive, no network), mock:LATENCY_MS[:TOKENS_PER_S] (loopback OpenAI server "
                         "answering with the offline model after LATENCY_MS), or openai (graphroute.toml / env)")
@@ -64,7 +68,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--config", default=None, help="graphroute.toml with engine settings")
     p.add_argument("--price-as", default=DEFAULT_PRICE_AS,
                    help=f"offline/mock: price tokens as this model (default {DEFAULT_PRICE_AS})")
-    p.add_argument("--limit", type=int, default=None, help="use only the first N questions")
+    p.add_argument("--limit", type=int, default=None,
+                   help="use a stratified sample of N questions (across labels and question types, seeded by --seed)")
+    p.add_argument("--label-map", default=None, metavar="FILE",
+                   help="JSON {field, map}: derive each question's label from another column (e.g. GraphRAG-Bench's "
+                        "question_type with ../shared/data/graphrag_bench/router_label_map.json)")
+    p.add_argument("--grade", action="store_true",
+                   help="grade answers against the gold 'answer' / 'evidence' columns: token F1, evidence recall and "
+                        "citation validity always; with --model openai also an LLM judge (verdict, faithfulness, "
+                        "context precision/recall), whose calls are reported apart from the answers'")
+    p.add_argument("--no-judge", action="store_true", help="--grade without the LLM judge (offline measures only)")
     p.add_argument("--model-cache", default=None, metavar="PATH",
                    help="enable the model-call cache (sqlite file) so repeats show cache hits; off by default "
                         "(the offline model is never cached: it is deterministic and free)")
@@ -186,6 +199,12 @@ def run(args: argparse.Namespace, queries: list[Query], engines: list[str], spec
         models = Models.from_config(config.models, index=index)
         _ = models.embedder  # fit/load it now: it is set-up, not part of the first question's latency
         targets = build_targets(index, config, models, engines)
+        judge, judge_note = _judge_for(args, spec, models, index) if args.grade else (None, None)
+        grader = None
+        if args.grade:
+            from benchmarks.bench_grade import make_grader
+
+            grader = make_grader(index, keep_judge_input=judge is not None)
         if mock is not None:
             # With a model cache the warm-up would turn every measured call into a cache hit.
             if not args.no_warmup and args.model_cache is None:
@@ -196,8 +215,12 @@ def run(args: argparse.Namespace, queries: list[Query], engines: list[str], spec
                                 "llm_calls": sum(r["llm_calls"] for r in warm),
                                 "errors": sorted({str(r["error"]) for r in warm if not r["ok"]})[:10]}
             mock.measure()
-        rows = _run_with_progress(targets, queries, args, pricing, models)
+        rows = _run_with_progress(targets, queries, args, pricing, models, grader=grader)
         mock_stats = mock.stats() if mock else None
+        if judge is not None:
+            _judge_pass(judge, rows, queries, args, models)
+        for row in rows:
+            row.pop("_judge_input", None)  # a judge input is never written out
         if mock_stats is not None:
             mock_stats["warmup"] = warmup_stats
     finally:
@@ -206,6 +229,9 @@ def run(args: argparse.Namespace, queries: list[Query], engines: list[str], spec
 
     report = build_report(args, queries, engines, spec, config, pricing, index, rows, mock_stats,
                           time.perf_counter() - started)
+    if args.grade:
+        report["grading"] = {"judge": judge is not None, "judge_model": getattr(judge, "model", None) and judge.model.name,
+                             "note": judge_note, "graded_queries": sum(1 for q in queries if q.answer or q.evidence)}
     # Latency is wall-clock: a busy machine inflates it, so the report says how busy this one was.
     report["machine"] = {"cpus": os.cpu_count(), "load_average_1m_before": load_before,
                          "load_average_1m_after": _load_average()}
@@ -223,15 +249,44 @@ def run(args: argparse.Namespace, queries: list[Query], engines: list[str], spec
     return 1 if report["failures"] or report["consistency"]["problems"] else 0
 
 
+def _judge_for(args: argparse.Namespace, spec: ModelSpec, models: Any, index: Any) -> tuple[Any, str]:
+    """The LLM judge for this run, or None with the reason it does not run."""
+    if args.no_judge:
+        return None, "LLM judge off (--no-judge): offline measures only"
+    if spec.kind != "openai":
+        return None, ("LLM judge not run: it needs a real model (--model openai); offline and mock replies come from "
+                      "the extractive model, which cannot judge. Offline measures only")
+    from engines.grading import Judge, NeedsRealModel
+
+    try:
+        return Judge(models.chat("judge"), index.tokenizer), "LLM judge: verdict, faithfulness, context precision/recall"
+    except NeedsRealModel as err:
+        return None, f"LLM judge not run: {err}"
+
+
+def _judge_pass(judge: Any, rows: list[dict[str, Any]], queries: list[Query], args: argparse.Namespace,
+                models: Any) -> None:
+    from benchmarks.bench_grade import judge_rows
+
+    async def one_pass() -> None:
+        try:
+            await judge_rows(judge, rows, queries, concurrency=max(args.concurrency, 4))
+        finally:
+            await models.aclose()
+
+    asyncio.run(one_pass())
+
+
 def _run_with_progress(targets: dict[str, Any], queries: list[Query], args: argparse.Namespace,
-                       pricing: Pricing, models: Any, warmup: bool = False) -> list[dict[str, Any]]:
+                       pricing: Pricing, models: Any, warmup: bool = False,
+                       grader: Any = None) -> list[dict[str, Any]]:
     repeat = 1 if warmup else args.repeat
     label = "warm-up" if warmup else "route-bench"
 
     async def one_pass(on_done: Any = None) -> list[dict[str, Any]]:
         try:
             return await run_benchmark(targets, queries, repeat=repeat, concurrency=args.concurrency,
-                                       pricing=pricing, seed=args.seed, on_done=on_done)
+                                       pricing=pricing, seed=args.seed, on_done=on_done, grader=grader)
         finally:
             await models.aclose()  # HTTP clients belong to this pass's event loop
 
@@ -245,7 +300,7 @@ def _run_with_progress(targets: dict[str, Any], queries: list[Query], args: argp
 
         def done(row: dict[str, Any]) -> None:
             status = "ok" if row["ok"] else "FAILED"
-            progress.update(task, advance=1, description=f"{label} {row['engine']:>6} {row['query_id']} {status}")
+            progress.update(task, advance=1, description=f"{label} {row['engine']:>14} {row['query_id']} {status}")
 
         return asyncio.run(one_pass(done))
 
@@ -277,6 +332,7 @@ def build_report(args: argparse.Namespace, queries: list[Query], engines: list[s
             "index": str(args.index), "queries": args.queries, "engines": engines, "model": spec.label,
             "repeat": args.repeat, "concurrency": args.concurrency, "seed": args.seed, "config_file": args.config,
             "price_as": args.price_as, "limit": args.limit, "out": str(args.out),
+            "label_map": args.label_map, "grade": args.grade, "no_judge": args.no_judge,
             "warmup": spec.kind == "mock" and not args.no_warmup and args.model_cache is None, "model_cache": args.model_cache,
         },
         "model": {
@@ -291,15 +347,28 @@ def build_report(args: argparse.Namespace, queries: list[Query], engines: list[s
         "platform": platform.platform(),
         "index": index_facts(index),
         "queries": {"spec": args.queries, "count": len(queries),
-                    "labelled": sum(1 for q in queries if q.label)},
+                    "labelled": sum(1 for q in queries if q.label),
+                    "with_gold_answer": sum(1 for q in queries if q.answer),
+                    "by_type": _count(q.question_type for q in queries if q.question_type),
+                    "by_label": _count(q.label for q in queries if q.label),
+                    "sample": "stratified by label and question type" if args.limit else "all"},
         "summary": {e: summarize_engine(r for r in rows if r["engine"] == e) for e in engines},
         "router": router_section(rows),
+        "keyword_router": router_section(rows, "keyword-router"),
+        "quality": quality_section(rows, engines),
         "consistency": {"checked_rows": sum(1 for r in rows if r["ok"]), "problems": problems},
         "failures": [{"engine": r["engine"], "query_id": r["query_id"], "repeat": r["repeat"], "error": r["error"]}
                      for r in rows if not r["ok"]],
         "wall_seconds": wall_s,
         "rows": rows,
     }
+
+
+def _count(values: Any) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for v in values:
+        out[str(v)] = out.get(str(v), 0) + 1
+    return dict(sorted(out.items()))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -320,7 +389,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise BenchInputError(f"index path is not a folder: {index_path}")
         engines = parse_engines(args.engines)
         spec = parse_model_spec(args.model)
-        queries = load_queries(args.queries, limit=args.limit)
+        label_map = LabelMap.load(args.label_map) if args.label_map else None
+        queries = load_queries(args.queries, limit=args.limit, label_map=label_map, seed=args.seed)
+        if args.grade and not any(q.answer or q.evidence for q in queries):
+            raise BenchInputError(f"--grade needs gold answers: {args.queries} has no 'answer' or 'evidence' column")
         if args.config is not None and not Path(args.config).is_file():
             raise BenchInputError(f"config file not found: {args.config}")
         return run(args, queries, engines, spec)

@@ -239,7 +239,7 @@ class QueryRun:
         self.longest_call_s = 0.0
         self.stage_now = "answer"  # the stage running now (named when the deadline cuts it)
         # (kind, id) of every context row any model call of this query was given: citation validity.
-        self.shown: set[tuple[str, str]] = set()
+        self.shown: dict[tuple[str, str], None] = {}  # ordered set: first call's rows first
 
     def time_left(self) -> float | None:
         return None if self.deadline is None else self.deadline - time.perf_counter()
@@ -295,7 +295,7 @@ class QueryRun:
         max_tokens: int | None = None,
         temperature: float | None = None,
     ) -> Completion:
-        self.shown |= context_ids_of_messages(messages)
+        self.shown.update(dict.fromkeys(context_ids_of_messages(messages)))
         try:
             completion = await self.models.chat(stage).complete(
                 messages, task=task, max_tokens=max_tokens, temperature=temperature
@@ -318,7 +318,7 @@ class QueryRun:
         """Parsed output; every call made (including a failed repair retry) is counted in usage."""
         from engines.models.structured import complete_json
 
-        self.shown |= context_ids_of_messages(messages)
+        self.shown.update(dict.fromkeys(context_ids_of_messages(messages)))
         try:
             parsed, completions = await complete_json(
                 self.models.chat(stage), messages, schema, task=task, max_tokens=max_tokens, temperature=temperature
@@ -345,7 +345,7 @@ class QueryRun:
         model = self.models.chat(stage)
         self.streamed = []
         self.open_stream = (stage, messages, model.name)
-        self.shown |= context_ids_of_messages(messages)
+        self.shown.update(dict.fromkeys(context_ids_of_messages(messages)))
         try:
             held, reasoning_done = "", False  # a leading <think> block is held back, never shown
             async for piece in model.stream(messages, task=task, max_tokens=max_tokens, temperature=temperature):
@@ -424,7 +424,7 @@ class QueryRun:
         if not response.strip():  # never a silent empty answer: say so, and let the router escalate
             self.degrade(self.stage_now, "the model returned an empty answer")
             empty = True
-        citations = resolve_citations(index, response if cite_text is None else cite_text, self.shown)
+        citations = resolve_citations(index, response if cite_text is None else cite_text, set(self.shown))
         units, docs = union_ids(citations)
         answer_model = self.models.chat("answer")
         return SearchResult(
@@ -434,6 +434,7 @@ class QueryRun:
             context_text=context_text,
             context_records=context_records or {},
             citations=citations,
+            context_ids=list(self.shown),
             text_unit_ids=units,
             document_ids=docs,
             usage=self.usage,

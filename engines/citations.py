@@ -134,7 +134,12 @@ def context_ids(text: str) -> set[tuple[str, str]]:
     A section is `-----Name-----` then a `|`-delimited CSV table whose first column is the id; it ends
     at the first blank row outside a quoted field (csv handles multi-line quoted cells).
     """
-    found: set[tuple[str, str]] = set()
+    return set(context_id_list(text))
+
+
+def context_id_list(text: str) -> list[tuple[str, str]]:
+    """`context_ids` in order of appearance, without duplicates."""
+    found: dict[tuple[str, str], None] = {}
     heads = list(_SECTION.finditer(text or ""))
     for i, head in enumerate(heads):
         kind = _KIND_ALIASES.get(head.group(1).strip().lower())
@@ -148,19 +153,49 @@ def context_ids(text: str) -> set[tuple[str, str]]:
             for row in rows:
                 if not row or not row[0].strip():
                     break
-                found.add((kind, row[0].strip()))
+                found.setdefault((kind, row[0].strip()), None)
         except csv.Error:
             continue  # a malformed table supplies the ids read before the fault
-    return found
+    return list(found)
 
 
-def context_ids_of_messages(messages: Iterable[Mapping[str, Any]]) -> set[tuple[str, str]]:
-    """Ids of the context tables in a model call's messages (data travels in system messages)."""
-    found: set[tuple[str, str]] = set()
+def context_ids_of_messages(messages: Iterable[Mapping[str, Any]]) -> list[tuple[str, str]]:
+    """Ids of the context tables in a model call's messages (data travels in system messages), in order."""
+    found: dict[tuple[str, str], None] = {}
     for m in messages:
         if m.get("role") == "system":
-            found |= context_ids(str(m.get("content", "")))
-    return found
+            found.update(dict.fromkeys(context_id_list(str(m.get("content", "")))))
+    return list(found)
+
+
+def record_text(index: Index, kind: str, ident: str) -> str | None:
+    """The main text of the record a citation id names (None when the index does not know it)."""
+    m = _maps(index)
+    if kind == "Sources":
+        pos = m.text_units.get(ident)
+        return None if pos is None else index.text_units[pos].text
+    if kind == "Entities":
+        pos = m.entities.get(ident)
+        return None if pos is None else f"{index.entities[pos].title}: {index.entities[pos].description}"
+    if kind == "Relationships":
+        pos = m.relationships.get(ident)
+        if pos is None:
+            return None
+        rel = index.relationships[pos]
+        return f"{rel.source} -> {rel.target}: {rel.description}"
+    if kind == "Claims":
+        pos = m.claims.get(ident)
+        return None if pos is None else f"{index.claims[pos].subject}: {index.claims[pos].description}"
+    if kind == "Reports":
+        try:
+            rpos = index.report_pos.get(int(ident))
+        except ValueError:
+            return None
+        if rpos is None:
+            return None
+        report = index.community_reports[rpos]
+        return f"{report.title}\n{report.full_content or report.summary}"
+    return None
 
 
 def resolve(index: Index, kind: str, ident: str, shown: set[tuple[str, str]] | None = None) -> Citation:

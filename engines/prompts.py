@@ -161,6 +161,30 @@ Data tables:
 """
 
 
+# ---- grading (route-bench --grade): judge tasks. They need a real model; the offline model does not judge.
+
+JUDGE_ANSWER = """You are grading an answer to a question against the gold answer written by the question's author.
+Judge only whether the answer states what the gold answer states; ignore length, style and data references such as [Data: ...]. An answer that contains the gold answer among other correct material is correct. One that gets part of it, or hedges between the gold answer and something else, is partially correct. One that misses it, contradicts it or says it cannot answer is incorrect.
+Reply with JSON only, in this shape: {{"verdict": "correct" | "partially" | "incorrect", "reason": "one short sentence"}}
+
+{grading_data}
+"""
+
+JUDGE_FAITHFULNESS = """You are checking whether each numbered sentence of an answer is supported by the cited records the answer was written from.
+A sentence is supported when the records state it or it follows directly from them; general knowledge does not count. Judge every sentence.
+Reply with JSON only, in this shape: {{"sentences": [{{"id": 1, "supported": true}}, ...]}}
+
+{grading_data}
+"""
+
+JUDGE_CONTEXT = """You are checking a retrieved context against the gold evidence for a question.
+For each gold evidence claim, decide whether the context records state it. For each context record, decide whether it states any of the gold evidence.
+Reply with JSON only, in this shape: {{"evidence_found": [ids of evidence claims the context states], "relevant_records": [ids of context records that state some evidence]}}
+
+{grading_data}
+"""
+
+
 def analyst_block(number: int, score: int | float, text: str) -> str:
     """One analyst block of the reduce input, exactly as the contract names it."""
     shown = int(score) if float(score).is_integer() else round(float(score), 1)
@@ -180,4 +204,7 @@ TASK_MARKERS = {
     "local_answer": r"answering a question about the data tables below",
     "basic_answer": r"from the text passages below",
     "questions": r"You suggest the next questions",
+    "judge_answer": r"You are grading an answer to a question against the gold answer",
+    "judge_faithfulness": r"You are checking whether each numbered sentence of an answer is supported",
+    "judge_context": r"You are checking a retrieved context against the gold evidence",
 }

@@ -2,8 +2,12 @@
 
 As GraphRAG's `LocalQuestionGen`: the last question drives the context (earlier ones are history; with
 no history the builder falls back to the best-connected entities). Unlike it, the output is a clean list
-(no bullets or blank lines), every call is counted, and each question is labelled with the engine the
-router's classifier would send it to (None when the classifier is not installed).
+(no bullets or blank lines), every call is counted, and some suggestions are corpus-wide: one in four (at
+least one when four or more are asked, or two or more with no history) comes from the titles of the
+index's top-level community reports, so a user also sees the questions global search is for.
+
+Each question is labelled by the `labeller` the caller injects (the router passes its classifier; engines
+never import the router). Without one, questions carry no label and a note says so.
 """
 
 from __future__ import annotations
@@ -11,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +24,7 @@ from engines.base import ModelSet, QueryRun, normalise_history
 from engines.config import GraphrouteConfig, QuestionGenConfig
 from engines.local import context_records, link_vector, local_builder
 from engines.models.base import Embedder, Message
+from engines.models.offline_text import is_cjk_text
 from engines.schemas import QuestionList
 from engines.usage import Usage
 
@@ -28,6 +33,13 @@ if TYPE_CHECKING:
 
 _BULLET = re.compile(r"^\s*(?:[-*•]+|\d+[.)]|Q\d*[:.])\s*")
 NO_HISTORY_PROMPT = "What are the most important questions to ask about this data?"
+NO_LABELLER_NOTE = "no route labeller was given, so the questions carry no engine label"
+CORPUS_WIDE_EN = "What is the overall picture of {title} across the whole corpus?"
+CORPUS_WIDE_ZH = "在整个语料中，关于{title}的总体情况是什么？"
+CORPUS_WIDE_FALLBACK = "What are the main themes across the whole corpus?"
+_MAX_TITLE_WORDS = 12  # a longer title reads as a sentence, not a topic
+
+Labeller = Callable[[str], Any]  # question -> decision with .engine and .confidence (the router's classifier)
 
 
 @dataclass(frozen=True)
@@ -68,18 +80,38 @@ def clean_questions(raw: Sequence[str], n: int) -> list[str]:
     return out[:n]
 
 
-def _labeller(index: Index) -> tuple[Any, str | None]:
-    """The router's classifier as a labelling function, or (None, why not)."""
-    try:
-        from router.classifier import classify
-    except ImportError:
-        return None, "router classifier not installed"
-    return (lambda q: classify(q, index)), None
+def corpus_wide_count(n: int, has_history: bool) -> int:
+    """How many of `n` suggestions are corpus-wide (see the module docstring)."""
+    if n >= 4:
+        return max(1, n // 4)
+    return 1 if n >= 2 and not has_history else 0
+
+
+def corpus_wide_questions(index: Index, k: int) -> list[str]:
+    """`k` corpus-wide questions from the top-level reports' titles, best-ranked first."""
+    if k < 1:
+        return []
+    reports = list(index.community_reports)
+    if not reports:
+        return [CORPUS_WIDE_FALLBACK][:k]
+    top = min(r.level for r in reports)
+    ranked = sorted((r for r in reports if r.level == top), key=lambda r: (-float(r.rank or 0.0), str(r.short_id)))
+    out: list[str] = []
+    for report in ranked:
+        title = " ".join(str(report.title).split()).rstrip(".?!。？")
+        if not title or len(title.split()) > _MAX_TITLE_WORDS:
+            continue
+        out.append((CORPUS_WIDE_ZH if is_cjk_text(title) else CORPUS_WIDE_EN).format(title=title))
+        if len(out) == k:
+            break
+    return out or [CORPUS_WIDE_FALLBACK][:k]
 
 
 class QuestionGenerator:
-    def __init__(self, index: Index, model: Any = None, *, embedder: Embedder | None = None, config: Any = None):
+    def __init__(self, index: Index, model: Any = None, *, embedder: Embedder | None = None, config: Any = None,
+                 labeller: Labeller | None = None):
         self.index = index
+        self.labeller = labeller
         full = config if isinstance(config, GraphrouteConfig) else None
         if config is None:
             self.config = QuestionGenConfig()
@@ -106,6 +138,8 @@ class QuestionGenerator:
         async def ignore(_: Any) -> None:
             return None
 
+        wide = corpus_wide_count(count, bool(user_turns))
+        count -= wide
         run = QueryRun("questions", question, self.models, ignore)
         qv = await link_vector(run, self.index, question) if question else None
         with run.timed("build_context"):
@@ -115,9 +149,12 @@ class QuestionGenerator:
                                {"role": "user", "content": question or NO_HISTORY_PROMPT}]
         with run.timed("answer"):
             parsed = await run.complete_json("answer", "questions", chat, QuestionList, temperature=self.config.temperature)
-        label, note = _labeller(self.index)
+        label, note = self.labeller, (None if self.labeller is not None else NO_LABELLER_NOTE)
         out: list[GeneratedQuestion] = []
-        for text in clean_questions(parsed.questions, count):
+        texts = clean_questions(parsed.questions, count)
+        seen = {t.casefold() for t in texts}
+        texts += [q for q in corpus_wide_questions(self.index, wide) if q.casefold() not in seen]
+        for text in texts:
             decision = None
             if label is not None:
                 try:

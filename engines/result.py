@@ -29,6 +29,8 @@ class SearchResult:
     context_text: str = ""
     context_records: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     citations: list[Citation] = field(default_factory=list)
+    # (kind, id) of every context row any model call was given, in order: what citations may cite.
+    context_ids: list[tuple[str, str]] = field(default_factory=list)
     text_unit_ids: list[str] = field(default_factory=list)
     document_ids: list[str] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)
@@ -51,6 +53,7 @@ class SearchResult:
             "context_text": self.context_text,
             "context_records": _jsonable(self.context_records),
             "citations": [c.to_dict() for c in self.citations],
+            "context_ids": [list(k) for k in self.context_ids],
             "text_unit_ids": list(self.text_unit_ids),
             "document_ids": list(self.document_ids),
             "usage": self.usage.to_dict(),

@@ -2,6 +2,9 @@
 parses them, and it must not import the engines)."""
 
 from engines.models.schemas import (
+    AnswerVerdict,
+    ContextVerdict,
+    FaithfulnessVerdict,
     FollowupResponse,
     MapPoint,
     MapResponse,
@@ -10,9 +13,13 @@ from engines.models.schemas import (
     RateResponse,
     RewriteResponse,
     RouteResponse,
+    SentenceSupport,
 )
 
 __all__ = [
+    "AnswerVerdict",
+    "ContextVerdict",
+    "FaithfulnessVerdict",
     "FollowupResponse",
     "MapPoint",
     "MapResponse",
@@ -21,4 +28,5 @@ __all__ = [
     "RateResponse",
     "RewriteResponse",
     "RouteResponse",
+    "SentenceSupport",
 ]

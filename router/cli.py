@@ -40,6 +40,9 @@ def _parser() -> argparse.ArgumentParser:
     ask.add_argument("--deadline", type=float, help="budget: seconds for this question")
     ask.add_argument("--json", action="store_true", help="print the whole answer as JSON")
     ask.add_argument("--stream", action="store_true", help="stream progress and the answer as it is written")
+    ask.add_argument("--length", choices=["short", "medium", "long"], default="medium",
+                     help="answer length: sets every engine's response type and global search's reduce length "
+                          "(default medium)")
 
     qs = sub.add_parser("questions", help="suggest next questions, each labelled with its route")
     qs.add_argument("--index", required=True)
@@ -61,8 +64,9 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _load_router(index: str, config_path: str | None) -> Any:
+def _load_router(index: str, config_path: str | None, length: str | None = None) -> Any:
     from engines import load_config
+    from engines.answer_length import apply_length
     from router.router import Router
     from shared_context import IndexFormatError, load_index
 
@@ -71,6 +75,8 @@ def _load_router(index: str, config_path: str | None) -> Any:
     cfg_path = config_path or ("graphroute.toml" if Path("graphroute.toml").exists() else None)
     try:
         config = load_config(cfg_path)
+        if length is not None:
+            config = apply_length(config, length)
         return Router(load_index(index), config=config)
     except IndexFormatError as exc:
         raise CliError(f"cannot read the index: {exc}") from exc
@@ -80,15 +86,21 @@ def _load_router(index: str, config_path: str | None) -> Any:
 
 def _usage_table(usage: Any) -> Table:
     t = Table(title="usage", show_lines=False)
-    for col in ("stage", "calls", "prompt tok", "output tok", "cached", "cost $", "seconds"):
+    for col in ("stage", "calls", "prompt tok", "output tok", "cached", "embed tok", "cost $", "seconds"):
         t.add_column(col, justify="right" if col != "stage" else "left")
     for name, s in usage.stages.items():
         t.add_row(name, str(s.llm_calls), str(s.prompt_tokens), str(s.output_tokens), str(s.cached_calls),
-                  f"{s.cost:.5f}", f"{s.seconds:.3f}")
+                  _embeddings(s), f"{s.cost:.5f}", f"{s.seconds:.3f}")
     tot = usage.total
     t.add_row("total", str(tot.llm_calls), str(tot.prompt_tokens), str(tot.output_tokens),
-              str(tot.cached_calls), f"{tot.cost:.5f}", f"{tot.seconds:.3f}", style="bold")
+              str(tot.cached_calls), _embeddings(tot), f"{tot.cost:.5f}", f"{tot.seconds:.3f}", style="bold")
     return t
+
+
+def _embeddings(stage: Any) -> str:
+    """Embedding tokens of a stage (what embeddings are billed on; "–" when it embedded nothing)."""
+    calls = int(getattr(stage, "embedding_calls", 0))
+    return str(int(getattr(stage, "embedding_tokens", 0))) if calls else "–"
 
 
 def _citation_table(citations: Sequence[Any], max_rows: int = 12, max_docs: int = 3) -> Table:
@@ -113,14 +125,28 @@ def _citation_table(citations: Sequence[Any], max_rows: int = 12, max_docs: int 
     return ct
 
 
-def render_answer(console: Console, answer: Any, *, show_text: bool = True) -> None:
+def route_lines(route: Any, mode: str | None) -> list[str]:
+    """How the engine was chosen. A forced mode names the forced engine, then the classifier's own opinion
+    (its most probable engine and probabilities) on a separate line, never the forced one as its pick."""
+    ranked = sorted(route.probabilities.items(), key=lambda kv: -kv[1])
+    probs = ", ".join(f"{k} {v:.2f}" for k, v in ranked)
+    forced_reason = f"mode '{mode}' requested by the caller"
+    reasons = [f"  • {r}" for r in route.reasons if r != forced_reason]
+    if mode in (None, "auto"):
+        return [f"[bold]route[/bold]: {route.engine} (confidence {route.confidence:.2f}; {probs})", *reasons]
+    lines = [f"[bold]engine[/bold]: {mode} (forced by --mode {mode}; the router did not choose it)"]
+    if ranked:
+        own, p = ranked[0]
+        lines.append(f"[bold]classifier's own opinion[/bold]: {own} (confidence {p:.2f}; {probs})")
+    return lines + reasons
+
+
+def render_answer(console: Console, answer: Any, *, show_text: bool = True, mode: str | None = None) -> None:
     route = answer.route
     if show_text:
         console.print(Panel(Markdown(answer.text or "(empty)"), title=f"answer — {answer.engine} search"))
-    probs = ", ".join(f"{k} {v:.2f}" for k, v in sorted(route.probabilities.items(), key=lambda kv: -kv[1]))
-    console.print(f"[bold]route[/bold]: {route.engine} (confidence {route.confidence:.2f}; {probs})")
-    for reason in route.reasons:
-        console.print(f"  • {reason}")
+    for line in route_lines(route, mode):
+        console.print(line)
     if answer.standalone_question != answer.question:
         console.print(f"[bold]standalone question[/bold]: {answer.standalone_question}")
     if answer.stepped_down_from:
@@ -146,7 +172,8 @@ def _cmd_ask(args: argparse.Namespace, console: Console) -> int:
         budget = Budget(args.max_cost, args.max_calls, args.deadline)
     except BudgetError as exc:
         raise CliError(str(exc)) from exc
-    router = _load_router(args.index, args.config)
+    router = _load_router(args.index, args.config, args.length)
+    mode = args.mode or router.config.router.default_mode
     history = None
     if args.history:
         try:
@@ -164,7 +191,8 @@ def _cmd_ask(args: argparse.Namespace, console: Console) -> int:
                     answer = ev.answer
                 continue
             if isinstance(ev, RouteDecided) and args.stream:
-                console.print(f"[dim]route: {ev.decision.engine} → running {ev.engine}[/dim]")
+                how = f"mode {mode} (forced)" if mode not in (None, "auto") else f"route: {ev.decision.engine}"
+                console.print(f"[dim]{how} → running {ev.engine}[/dim]")
             elif isinstance(ev, EngineEvent) and args.stream:
                 from engines.events import AnswerDelta, Progress
 
@@ -189,7 +217,7 @@ def _cmd_ask(args: argparse.Namespace, console: Console) -> int:
     if args.json:
         print(json.dumps(answer.to_dict(), indent=2, ensure_ascii=False, default=str))
     else:
-        render_answer(console, answer, show_text=not args.stream)
+        render_answer(console, answer, show_text=not args.stream, mode=mode)
     return 0
 
 
@@ -199,7 +227,12 @@ def _cmd_questions(args: argparse.Namespace, console: Console) -> int:
     router = _load_router(args.index, args.config)
     if args.n < 1 or args.n > 50:
         raise CliError("--n must be between 1 and 50")
-    gen = QuestionGenerator(router.index, router.models, config=router.config.questions)
+    from router.classifier import classify
+
+    index = router.index
+    # The router's classifier labels each suggestion; engines never import the router (layering).
+    gen = QuestionGenerator(index, router.models, config=router.config.questions,
+                            labeller=lambda q: classify(q, index))
     with router:
         result = router.run(gen.generate(list(args.history), n=args.n))
     if args.json:

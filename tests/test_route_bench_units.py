@@ -239,3 +239,68 @@ def test_unreadable_index_is_a_clear_error(tmp_path: Path, capsys: pytest.Captur
                              "--out", str(tmp_path / "out"), "--no-progress"])
     assert code == 2
     assert "cannot load index" in capsys.readouterr().err
+
+
+# ---- issue 16: stratified --limit, label maps, parquet gold files, chart labels -------------------------
+
+
+def _labelled(tmp_path: Path) -> Path:
+    rows = [{"id": f"l{i}", "question": f"local question {i}", "label": "local"} for i in range(12)]
+    rows += [{"id": f"g{i}", "question": f"global question {i}", "label": "global"} for i in range(6)]
+    rows += [{"id": f"d{i}", "question": f"drift question {i}", "label": "drift"} for i in range(2)]
+    path = tmp_path / "q.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in rows), encoding="utf-8")
+    return path
+
+
+def test_limit_samples_across_labels_and_is_seeded(tmp_path: Path) -> None:
+    from benchmarks.bench_queries import load_queries
+
+    path = _labelled(tmp_path)
+    sample = load_queries(str(path), limit=5, seed=1)
+    labels = [q.label for q in sample]
+    assert len(sample) == 5 and set(labels) == {"local", "global", "drift"}  # not the first five (all local)
+    assert labels.count("local") >= labels.count("global") >= labels.count("drift")
+    assert sample == load_queries(str(path), limit=5, seed=1)
+    assert [q.id for q in sample] != [q.id for q in load_queries(str(path), limit=5, seed=2)]
+    assert len(load_queries(str(path), limit=50)) == 20
+
+
+def test_parquet_gold_file_with_a_label_map(tmp_path: Path) -> None:
+    import pandas as pd
+
+    from benchmarks.bench_queries import LabelMap, load_queries
+
+    pd.DataFrame({
+        "id": ["x1", "x2", "x2", "x3"], "question": ["Who is A?", "Summarise B", "Why C?", "Write a poem"],
+        "answer": ["A", "B", "C", "D"], "question_type": ["Fact Retrieval", "Contextual Summarize",
+                                                          "Complex Reasoning", "Creative Generation"],
+        "evidence": ["A is a; A is b", "", None, "d"],
+    }).to_parquet(tmp_path / "q.parquet")
+    (tmp_path / "map.json").write_text(json.dumps({"field": "question_type", "map": {
+        "Fact Retrieval": "local", "Contextual Summarize": "global", "Complex Reasoning": "drift",
+        "Creative Generation": "exclude"}}), encoding="utf-8")
+    queries = load_queries(str(tmp_path / "q.parquet"), label_map=LabelMap.load(str(tmp_path / "map.json")))
+    assert [(q.id, q.label) for q in queries] == [("x1", "local"), ("x2", "global"), ("x2#2", "drift")]
+    assert queries[0].evidence == ("A is a", "A is b") and queries[1].evidence == () and queries[0].answer == "A"
+    (tmp_path / "bad.json").write_text(json.dumps({"field": "t", "map": {"a": "fast"}}), encoding="utf-8")
+    with pytest.raises(BenchInputError, match="'fast' is not an engine"):
+        LabelMap.load(str(tmp_path / "bad.json"))
+
+
+def test_grade_without_gold_answers_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "q.txt"
+    path.write_text("Who is Scrooge?\n", encoding="utf-8")
+    code = route_bench.main(["--index", str(tmp_path), "--queries", str(path), "--grade"])
+    assert code == 2 and "--grade needs gold answers" in capsys.readouterr().err
+
+
+def test_keyword_router_is_a_known_engine() -> None:
+    assert route_bench.parse_engines("router,keyword-router") == ["router", "keyword-router"]
+
+
+def test_chart_labels_of_nearby_points_do_not_share_a_spot() -> None:
+    from benchmarks.bench_charts import label_offsets
+
+    offsets = label_offsets([("local", 0.39, 5.0), ("basic", 0.40, 5.1), ("global", 1.2, 67.0)])
+    assert offsets["local"] != offsets["basic"] and offsets["global"] == (6, 6)

@@ -113,7 +113,7 @@ class OfflineChatModel:
             if json_schema is not None and not _same_schema(json_schema, type(obj)):
                 obj = _fill_schema(json_schema, self._text(parsed, "answer", max_tokens))
             return json.dumps(obj.model_dump(), ensure_ascii=False)
-        text = self._text(parsed, task, max_tokens)
+        text = self._text(parsed, task, max_tokens, messages)
         if json_schema is not None:
             return json.dumps(_fill_schema(json_schema, text).model_dump(), ensure_ascii=False)
         return text
@@ -125,10 +125,13 @@ class OfflineChatModel:
             return _TASK_BY_SCHEMA[json_schema.__name__]
         return task if task in _ANSWER_TASKS else "answer"
 
-    def _text(self, parsed: ParsedPrompt, task: str, max_tokens: int | None) -> str:
+    def _text(self, parsed: ParsedPrompt, task: str, max_tokens: int | None,
+              messages: Sequence[Message] = ()) -> str:
         question = parsed.question
         if task in _REDUCE_TASKS:
-            return compose_reduce(parsed, question, self._tokenizer, max_tokens)
+            system = "\n".join(str(m.get("content", "")) for m in messages
+                                if isinstance(m, Mapping) and m.get("role") == "system")
+            return compose_reduce(parsed, question, self._tokenizer, max_tokens, system)
         if task == "drift_hyde":
             return drift_hyde(parsed, question)
         datasets = (

@@ -7,7 +7,7 @@ import re
 from engines.models.offline_answer import question_entities
 from engines.models.offline_names import capitalised_phrases, display_name, quoted_terms
 from engines.models.offline_parse import ParsedPrompt
-from engines.models.offline_text import is_cjk_text
+from engines.models.offline_text import CJK_RE, is_cjk_text
 from engines.models.schemas import QuestionList, RewriteResponse, RouteResponse
 
 # ---------------------------------------------------------------------------------------------
@@ -72,6 +72,28 @@ def _claim_subjects(parsed: ParsedPrompt) -> list[tuple[str, str]]:
     return [(r[name_col], r.get(type_col, "") if type_col else "") for r in table.rows if r.get(name_col)]
 
 
+def _source_text(parsed: ParsedPrompt) -> str:
+    table = parsed.table("Sources")
+    if table is None:
+        return ""
+    col = table.column("text", "content", "chunk")
+    return "\n".join(r.get(col, "") for r in table.rows) if col else ""
+
+
+def is_fragment(name: str, text: str) -> bool:
+    """A name that is not a usable subject: one or two characters, or a single word the source text
+    uses mostly in lower case ("Key" from "Key findings ...": a common word an extractor capitalised)."""
+    if len(name.strip()) <= 2:
+        return True
+    words = name.split()
+    if len(words) != 1 or CJK_RE.search(name):
+        return False
+    low = name.lower()
+    lower_uses = len(re.findall(rf"(?<![^\W_]){re.escape(low)}(?![^\W_])", text))
+    all_uses = len(re.findall(rf"(?<![^\W_]){re.escape(low)}(?![^\W_])", text, re.IGNORECASE))
+    return lower_uses > 0 and lower_uses * 2 >= all_uses
+
+
 def _interleave(*streams: list[str]) -> list[str]:
     out: list[str] = []
     longest = max((len(s) for s in streams), default=0)
@@ -85,14 +107,17 @@ def generate_questions(parsed: ParsedPrompt, question: str) -> QuestionList:
     zh = is_cjk_text(question) or is_cjk_text(" ".join(e for e, _ in _entity_rows(parsed)[:5]))
     asked = question_entities(parsed, question) if question else []
     types = {display_name(e): t.lower() for e, t in _entity_rows(parsed)}
-    names = _distinct([*types, *(display_name(x) for pair in _pairs(parsed) for x in pair)])
+    source = _source_text(parsed)
+    names = [n for n in _distinct([*types, *(display_name(x) for pair in _pairs(parsed) for x in pair)])
+             if not is_fragment(n, source)]
     entities = [(e, types.get(e, "")) for e in names]
-    pairs = [
-        (a, b)
-        for a, b in ((display_name(a), display_name(b)) for a, b in _pairs(parsed))
-        if a in names and b in names
-    ]
-    claims = [(display_name(e), t.lower().replace("_", " ")) for e, t in _claim_subjects(parsed) if t]
+    unordered: dict[frozenset[str], tuple[str, str]] = {}
+    for a, b in ((display_name(a), display_name(b)) for a, b in _pairs(parsed)):
+        if a in names and b in names and a != b:
+            unordered.setdefault(frozenset((a, b)), (a, b))  # A-B and B-A are one relationship question
+    pairs = list(unordered.values())
+    claims = [(display_name(e), t.lower().replace("_", " ")) for e, t in _claim_subjects(parsed)
+              if t and display_name(e) in names]
     if len(asked) >= 2:
         # The user's question names several entities: every candidate must name all of them.
         shown = [display_name(a) for a in asked]
@@ -125,8 +150,8 @@ def generate_questions(parsed: ParsedPrompt, question: str) -> QuestionList:
                 _TYPE_TEMPLATES.get(t, _UNTYPED_TEMPLATES[i % len(_UNTYPED_TEMPLATES)]).format(e=e)
                 for i, (e, t) in enumerate(entities)
             ]
-            pair_q = [f"How is {a} related to {b}?" for a, b in pairs]
-            claim_q = [f"What is known about {e} regarding {t}?" for e, t in claims]
+            pair_q = [f"What is the relationship between {a} and {b}?" for a, b in pairs if a != b]
+            claim_q = [f"What do the records claim about {e} concerning {t}?" for e, t in claims]
             broad = []
             if len(names) >= 3:
                 broad.append(f"What are the main themes connecting {names[0]}, {names[1]} and {names[2]}?")

@@ -18,6 +18,12 @@ from engines.models.offline_text import (
 )
 from shared_context.tokens import Tokenizer
 
+# A response type that states no size ("multiple paragraphs", GraphRAG's default) gets this many findings:
+# an answer a reader takes in at once, not the 40-60 bullets every analyst block would give.
+DEFAULT_MAX_POINTS = 12
+_AT_MOST_RE = re.compile(r"\bat most (\d+)\b|最多\s*(\d+)", re.IGNORECASE)
+_WORD_LIMIT_RE = re.compile(r"\blimit (?:the|the whole) answer to (\d+) words\b", re.IGNORECASE)
+
 REDUCE_LABEL_EN = "**Answer (offline extractive model; key findings merged from the supplied data):**"
 REDUCE_LABEL_ZH = "**回答（离线抽取式模型，合并自所提供数据的要点）：**"
 # The label of an earlier offline answer, and bold group headings, are structure, not findings.
@@ -58,7 +64,22 @@ def cited_units(text: str) -> list[tuple[str, dict[str, list[str]]]]:
     return units
 
 
-def compose_reduce(parsed: ParsedPrompt, question: str, tokenizer: Tokenizer, max_tokens: int | None) -> str:
+def max_points(response_type: str) -> int:
+    """How many findings the answer may list: the "at most N" of the response type, else the default."""
+    match = _AT_MOST_RE.search(response_type or "")
+    if match:
+        return max(1, int(match.group(1) or match.group(2)))
+    return DEFAULT_MAX_POINTS
+
+
+def word_limit_tokens(system_text: str) -> int | None:
+    """The reduce prompt's "Limit the answer to N words", as tokens (about 4 tokens per 3 words)."""
+    match = _WORD_LIMIT_RE.search(system_text or "")
+    return None if match is None else int(match.group(1)) * 4 // 3
+
+
+def compose_reduce(parsed: ParsedPrompt, question: str, tokenizer: Tokenizer, max_tokens: int | None,
+                   system_text: str = "") -> str:
     """One answer from the analyst blocks, most important first, duplicates merged, within budget.
 
     Budget is shared in two passes: first the opening sentences of every block (in importance
@@ -83,7 +104,9 @@ def compose_reduce(parsed: ParsedPrompt, question: str, tokenizer: Tokenizer, ma
     if not kept:
         return no_answer_text(question)
     label = REDUCE_LABEL_ZH if is_cjk_text(question) else REDUCE_LABEL_EN
-    budget = max_tokens if max_tokens is not None else 2000
+    limits = [t for t in (max_tokens, word_limit_tokens(system_text)) if t is not None]
+    budget = min(limits) if limits else 2000
+    points = max_points(parsed.scalar("response type"))
     used = tokenizer.count(label) + 2
     taken = [0] * len(kept)
     for first_pass in (True, False):
@@ -91,6 +114,9 @@ def compose_reduce(parsed: ParsedPrompt, question: str, tokenizer: Tokenizer, ma
         for b, group in enumerate(kept):
             stop = min(len(group), 3) if first_pass else len(group)
             while taken[b] < stop:
+                if sum(taken) >= points:
+                    full = True
+                    break
                 sentence, refs = group[taken[b]]
                 cost = tokenizer.count(cite(sentence, refs)) + 3  # "- " and the line break
                 if used + cost > budget:

@@ -44,3 +44,24 @@ class RewriteResponse(BaseModel):
 class RouteResponse(BaseModel):
     engine: Literal["local", "global", "drift"]
     reason: str = ""
+
+
+# ---- grading (engines/grading.py): the LLM judge's replies
+
+class AnswerVerdict(BaseModel):
+    verdict: Literal["correct", "partially", "incorrect"]
+    reason: str = ""
+
+
+class SentenceSupport(BaseModel):
+    id: int
+    supported: bool
+
+
+class FaithfulnessVerdict(BaseModel):
+    sentences: list[SentenceSupport] = Field(default_factory=list)
+
+
+class ContextVerdict(BaseModel):
+    evidence_found: list[int] = Field(default_factory=list)
+    relevant_records: list[int] = Field(default_factory=list)
