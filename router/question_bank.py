@@ -116,6 +116,9 @@ def _fill(template: str, dom: dict[str, Any], lang: str, rng: random.Random) -> 
         "k": rng.choice(dom[pre + "kinds"]),
         "d1": d1, "d2": d2,
     }
+    for slot, field in (("pop", "population"), ("units", "units")):  # drawn only when used, so older
+        if "{" + slot + "}" in template:  # templates keep their random stream
+            values[slot] = rng.choice(dom[pre + field])
     text = template.format(**values)
     entities = [values[key] for key in ("p", "p2", "p3", "t", "t2") if "{" + key + "}" in template]
     text = text[0].upper() + text[1:] if not zh else text

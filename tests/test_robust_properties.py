@@ -183,11 +183,19 @@ def server() -> Iterator[LoopbackServer]:
         yield srv
 
 
-def _run_case(server: LoopbackServer, engine: str, stage: str, fault: str) -> None:
-    server.reset()
-    _script(server, stage, fault)
+@pytest.fixture(scope="module")
+def matrix_router(server: LoopbackServer) -> Router:
+    """One router for every case (a router is built once in real use too: cases time questions, not set-up)."""
     router = loopback_router(server, warm=(), timeout_s=1.5, llm_classifier_threshold=1.0)
     router.config.drift.k_followups, router.config.drift.n_depth = 2, 1  # keep DRIFT to a handful of calls
+    for name in ("local", "basic", "global", "drift"):  # built before any case is timed
+        router.engine(name)
+    return router
+
+
+def _run_case(server: LoopbackServer, router: Router, engine: str, stage: str, fault: str) -> None:
+    server.reset()
+    _script(server, stage, fault)
     history = ["Who is Ebenezer Scrooge?"] if stage == "rewrite" else None
     mode = "auto" if stage == "route" else engine
     question = "And what about his nephew?" if stage == "rewrite" else "How does Scrooge treat Bob Cratchit?"
@@ -212,14 +220,16 @@ def _run_case(server: LoopbackServer, engine: str, stage: str, fault: str) -> No
 
 
 @pytest.mark.parametrize("case", MATRIX if LONG else [])
-def test_stage_fault_matrix_in_full(server: LoopbackServer, case: tuple[str, str, str]) -> None:
-    _run_case(server, *case)
+def test_stage_fault_matrix_in_full(server: LoopbackServer, matrix_router: Router,
+                                    case: tuple[str, str, str]) -> None:
+    _run_case(server, matrix_router, *case)
 
 
 @given(case=st.sampled_from(MATRIX))
 @settings(max_examples=6 if not LONG else 1)  # the long profile runs the full matrix above instead
-def test_stage_fault_matrix_sampled(server: LoopbackServer, case: tuple[str, str, str]) -> None:
-    _run_case(server, *case)
+def test_stage_fault_matrix_sampled(server: LoopbackServer, matrix_router: Router,
+                                    case: tuple[str, str, str]) -> None:
+    _run_case(server, matrix_router, *case)
 
 
 # ---------------------------------------------------------------------------- corrupted indexes

@@ -79,3 +79,33 @@ def test_sync_api_inside_a_running_loop(carol_index: Any) -> None:
             return router.ask("Who is Bob Cratchit?").engine
 
     assert asyncio.run(main()) == "local"
+
+
+def test_cpu_steps_run_off_the_event_loop(carol_index: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Linking (the embedder's transform), classification and context building must not block the loop,
+    or concurrent questions stall each other's model waits."""
+    seen: dict[str, list[bool]] = {}
+
+    def spy(name: str, fn: Any) -> Any:
+        def wrapped(*args: Any, **kwargs: Any) -> Any:
+            try:
+                asyncio.get_running_loop()
+                on_loop = True
+            except RuntimeError:
+                on_loop = False
+            seen.setdefault(name, []).append(on_loop)
+            return fn(*args, **kwargs)
+        return wrapped
+
+    with Router(carol_index) as router:
+        engine = router.engine("local")
+        monkeypatch.setattr(engine.builder, "build", spy("build", engine.builder.build))
+        embedder = router.models.embedder
+        monkeypatch.setattr(embedder, "transform", spy("embed", embedder.transform))
+        import router.classifier as classifier_module
+
+        monkeypatch.setattr(classifier_module, "classify", spy("classify", classifier_module.classify))
+        answer = router.ask("Who is Bob Cratchit?", mode="local")
+    assert answer.engine == "local"
+    assert seen.get("build") == [False] and seen.get("classify") == [False]
+    assert seen.get("embed") and not any(seen["embed"])

@@ -201,3 +201,13 @@ def test_graceful_shutdown_finishes_in_flight_and_refuses_new(slow: tuple[Any, S
     svc.stop()  # waits for the in-flight request
     t.join()
     assert results[0].status_code == 200 and "Cratchit" in json.loads(results[0].text)["text"]
+
+
+def test_cli_index_specs_name_each_index() -> None:
+    from router.cli import CliError, _parse_index_specs
+
+    assert _parse_index_specs(["carol=/data/carol", "/data/dulce/"]) == {"carol": "/data/carol", "dulce": "/data/dulce/"}
+    with pytest.raises(CliError, match="used twice"):
+        _parse_index_specs(["a=/x", "a=/y"])
+    with pytest.raises(CliError, match="without '@'"):
+        _parse_index_specs(["a@b=/x"])

@@ -11,6 +11,7 @@ with `allow_pickle=False`, so loading an embedder never executes code from the f
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import io
 import json
@@ -132,7 +133,9 @@ class OfflineEmbedder:
 
     async def embed(self, texts: list[str]) -> EmbeddingResult:
         started = time.monotonic()
-        vectors = self.transform(list(texts))
+        # CPU work (sparse TF-IDF times the SVD basis): in a worker thread, so the event loop keeps serving
+        # other questions' model calls meanwhile.
+        vectors = await asyncio.to_thread(self.transform, list(texts))
         tokens = sum(get_tokenizer().count_many(list(texts))) if texts else 0
         return EmbeddingResult(vectors=vectors, prompt_tokens=tokens, model=self.name,
                                seconds=time.monotonic() - started, cost=0.0)

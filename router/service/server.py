@@ -7,7 +7,6 @@ load benchmark, the browser test).
 
 from __future__ import annotations
 
-import asyncio
 import socket
 import threading
 from typing import Any
@@ -65,7 +64,7 @@ class ServiceThread:
         return f"http://127.0.0.1:{self.port}"
 
     def _run(self) -> None:
-        asyncio.run(self.server.serve(sockets=[self._sock]))
+        self.server.run(sockets=[self._sock])  # uvicorn's loop choice (uvloop when installed); no signal handlers off the main thread
 
     def start(self) -> ServiceThread:
         self._thread.start()
