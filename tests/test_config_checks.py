@@ -60,3 +60,16 @@ def test_indexer_settings_are_checked_like_the_rest(kwargs: dict, key: str, mess
     with pytest.raises(IndexerError, match=message) as err:
         IndexerConfig(**kwargs)
     assert err.value.key == key
+
+
+def test_environment_is_read_by_pydantic_settings_with_precedence_and_named_errors() -> None:
+    from engines.models.config import EnvSettings
+    from engines.models.errors import ModelConfigError
+
+    env = EnvSettings.read({"OPENAI_API_KEY": "low", "GRAPHROUTE_API_KEY": "high", "GRAPHROUTE_TIMEOUT_S": "12",
+                            "GRAPHROUTE_CHAT_MODEL": "", "UNRELATED": "x"})
+    assert env.api_key == "high" and env.timeout_s == 12.0
+    assert env.chat_model is None  # empty means unset
+    with pytest.raises(ModelConfigError, match=r"environment: GRAPHROUTE_TOTAL_DEADLINE_S: must be a number") as err:
+        EnvSettings.read({"GRAPHROUTE_TOTAL_DEADLINE_S": "soon"})
+    assert err.value.key == "GRAPHROUTE_TOTAL_DEADLINE_S"

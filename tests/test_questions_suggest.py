@@ -42,6 +42,7 @@ def test_fragment_names_are_words_the_text_writes_in_lower_case() -> None:
     text = "Key findings: the key role of the nodes, a key result. Scrooge said no."
     assert is_fragment("Key", text) and is_fragment("Ai", text)
     assert not is_fragment("Scrooge", text) and not is_fragment("Lymph Nodes", text)
+    assert not is_fragment("马利", "马利的鬼魂")  # two CJK characters are a whole name
 
 
 def test_offline_questions_use_grammatical_templates_and_drop_fragment_pairs() -> None:

@@ -23,8 +23,8 @@ GRACE = 2.5
 
 @pytest.fixture
 async def slow() -> AsyncIterator[LoopbackServer]:
-    """Answers like the offline model, streaming slowly (about 8 s for a typical answer)."""
-    with LoopbackServer(default_reply=responder(), tokens_per_s=30, stream_chunk_chars=4) as server:
+    """Answers like the offline model, streaming slowly (about 15 s for a typical answer)."""
+    with LoopbackServer(default_reply=responder(), tokens_per_s=15, stream_chunk_chars=4) as server:
         yield server
 
 
@@ -38,8 +38,8 @@ async def _ask(router: Any, question: str, **kw: Any) -> tuple[Any, float]:
 
 async def test_slow_answer_is_cut_at_the_deadline_and_marked_degraded(slow: LoopbackServer) -> None:
     router = loopback_router(slow)
-    answer, took = await _ask(router, "Who is Bob Cratchit?", mode="local", budget=Budget(deadline_s=3.0))
-    assert took < 3.0 + GRACE
+    answer, took = await _ask(router, "Who is Bob Cratchit?", mode="local", budget=Budget(deadline_s=6.0))
+    assert took < 6.0 + GRACE
     assert answer.text.strip(), "the part of the answer written before the deadline is kept"
     assert any("deadline" in d for d in answer.degraded)
     assert answer.usage.total.llm_calls == 1 and answer.usage.total.estimated  # the cut call is still counted

@@ -83,10 +83,11 @@ def _source_text(parsed: ParsedPrompt) -> str:
 def is_fragment(name: str, text: str) -> bool:
     """A name that is not a usable subject: one or two characters, or a single word the source text
     uses mostly in lower case ("Key" from "Key findings ...": a common word an extractor capitalised)."""
+    if CJK_RE.search(name):
+        return False  # two CJK characters are a whole name (马利), and CJK has no letter case to judge by
     if len(name.strip()) <= 2:
         return True
-    words = name.split()
-    if len(words) != 1 or CJK_RE.search(name):
+    if len(name.split()) != 1:
         return False
     low = name.lower()
     lower_uses = len(re.findall(rf"(?<![^\W_]){re.escape(low)}(?![^\W_])", text))
@@ -117,7 +118,7 @@ def generate_questions(parsed: ParsedPrompt, question: str) -> QuestionList:
             unordered.setdefault(frozenset((a, b)), (a, b))  # A-B and B-A are one relationship question
     pairs = list(unordered.values())
     claims = [(display_name(e), t.lower().replace("_", " ")) for e, t in _claim_subjects(parsed)
-              if t and display_name(e) in names]
+              if t and not is_fragment(display_name(e), source)]
     if len(asked) >= 2:
         # The user's question names several entities: every candidate must name all of them.
         shown = [display_name(a) for a in asked]
