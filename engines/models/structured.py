@@ -37,13 +37,17 @@ _THINK_CLOSE = re.compile(r"</(think|thinking|reasoning)>", re.I)
 # ---------------------------------------------------------------------------- repair
 
 
+def _drop_closed_reasoning(text: str) -> str:
+    """Remove closed `<think>` blocks; a lone closing tag ends reasoning whose opening tag was dropped."""
+    text = _THINK_BLOCK.sub("", text)
+    close = list(_THINK_CLOSE.finditer(text))
+    return text[close[-1].end() :] if close else text
+
+
 def _strip_thinking(text: str) -> str:
     """Drop reasoning blocks; after an unclosed `<think>` only the last JSON object counts (the reasoning
     may quote drafts), and a lone `</think>` (the server dropped the opening tag) ends the reasoning."""
-    text = _THINK_BLOCK.sub("", text)
-    close = list(_THINK_CLOSE.finditer(text))
-    if close:
-        text = text[close[-1].end() :]
+    text = _drop_closed_reasoning(text)
     opened = _THINK_OPEN.search(text)
     if opened:
         rest = text[opened.end() :]
@@ -55,10 +59,7 @@ def _strip_thinking(text: str) -> str:
 def strip_reasoning(text: str) -> str:
     """Prose without reasoning blocks: closed blocks go, a lone closing tag ends the reasoning before it,
     and an unclosed opening tag starts reasoning that runs to the end (the model never answered)."""
-    text = _THINK_BLOCK.sub("", text)
-    close = list(_THINK_CLOSE.finditer(text))
-    if close:
-        text = text[close[-1].end() :]
+    text = _drop_closed_reasoning(text)
     opened = _THINK_OPEN.search(text)
     if opened:
         text = text[: opened.start()]
