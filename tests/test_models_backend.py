@@ -204,7 +204,7 @@ async def test_64_concurrent_calls_never_exceed_limit_8(srv):
 
 
 async def test_limit_is_shared_by_models_on_the_same_endpoint(srv):
-    srv.latency_ms = 20
+    srv.latency_ms = 100  # long enough that all 4 slots fill even on a loaded machine
     registry = LimiterRegistry()
     endpoint = ModelEndpoint(provider="openai", model="gpt-4.1", base_url=srv.base_url, api_key="k", concurrency=4)
     a = OpenAIChatModel(endpoint, limiter_registry=registry)
