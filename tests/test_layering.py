@@ -71,12 +71,6 @@ def _graph() -> dict[str, set[str]]:
 
 
 # Known wrong-way imports being removed by another change; delete an entry when its import is gone.
-PENDING = {
-    # question generation's route labels will come from an injected labelling callable (issue 15 item 4)
-    ("engines/questions.py", "router.classifier"),
-}
-
-
 def test_imports_point_one_way() -> None:
     wrong = []
     for path in _product_files():
@@ -84,8 +78,7 @@ def test_imports_point_one_way() -> None:
         assert source is not None
         for line, target in _imports(path):
             layer = _layer(target)
-            pending = (str(path.relative_to(REPO)), target) in PENDING
-            if layer is not None and layer != source and layer not in ALLOWED[source] and not pending:
+            if layer is not None and layer != source and layer not in ALLOWED[source]:
                 wrong.append(f"{path.relative_to(REPO)}:{line} ({source}) imports {target} ({layer})")
     assert not wrong, "imports against the layering:\n" + "\n".join(dict.fromkeys(wrong))
 
