@@ -318,6 +318,28 @@ class Router:
                            method=f"{decision.method}+cost-default")
         return decision
 
+    async def aroute(
+        self, question: str, history: Sequence[Message | str] | None = None, budget: Budget | None = None
+    ) -> tuple[Any, Plan]:
+        """The decision and plan `aask` starts from, with no model call: the question and history get the same
+        checks and limits, but a follow-up is not rewritten and no model second opinion is asked; below the
+        confidence threshold the same cost-aware default applies."""
+        from engines.base import limit_history, normalise_history, plan_question
+        from router.classifier import classify
+
+        query_plan = plan_question(question, self.index)
+        turns, _ = limit_history(normalise_history(history), self.index.tokenizer)
+
+        def decide() -> tuple[Any, Plan]:
+            decision = classify(query_plan.question, self.index, history=user_turns(turns),
+                                linker=query_plan.linker(self.index))
+            if decision.confidence < self.config.router.llm_classifier_threshold:
+                decision = self._cost_aware_default(query_plan.question, decision)
+            plan, _ = self.plan(query_plan.question, decision.engine, budget, query_plan)
+            return decision, plan
+
+        return await asyncio.to_thread(decide)
+
     def plan(
         self, question: str, engine: str, budget: Budget | None, query_plan: QueryPlan | None = None
     ) -> tuple[Plan, Any]:

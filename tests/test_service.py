@@ -184,7 +184,13 @@ def test_route_makes_no_model_call(slow: tuple[Any, ServiceThread]) -> None:
     srv, svc = slow
     with httpx.Client(timeout=60) as c:
         r = c.post(svc.url + "/v1/route", json={"question": "What are the main themes of the story?"})
-    assert r.status_code == 200 and r.json()["engine"] == "global"
+        assert r.status_code == 200 and r.json()["engine"] == "global"
+        # a follow-up is routed as asked: no rewrite call, no second opinion, history still checked
+        r = c.post(svc.url + "/v1/route", json={"question": "And the minor ones?",
+                                                 "history": ["What are the main themes of the story?"]})
+        assert r.status_code == 200 and r.json()["engine"] in ("local", "global", "drift")
+        bad = c.post(svc.url + "/v1/route", json={"question": "Who?", "history": [{"role": "wizard", "content": "x"}]})
+        assert bad.status_code == 400 and "role" in bad.text
     assert srv.requests == []
 
 

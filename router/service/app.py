@@ -219,22 +219,12 @@ def create_app(service: Service) -> Any:
 
     async def route(request: Request) -> Response:
         """The routing decision and the plan under the budget, with no model call."""
-        from engines.base import check_question
-        from router.classifier import classify
-
         try:
             body = await _json(request)
             name, router = service.router(body.get("index"))
             question = service.check_question(body.get("question"))
             budget = service.budget(body.get("budget"))
-            history = _history(body.get("history"))
-            check_question(question, router.index)
-            from engines.base import normalise_history
-            from router.rewrite import user_turns
-
-            turns = normalise_history(history)
-            decision = await asyncio.to_thread(classify, question.strip(), router.index, history=user_turns(turns))
-            plan, _ = await asyncio.to_thread(router.plan, question.strip(), decision.engine, budget)
+            decision, plan = await router.aroute(question, _history(body.get("history")), budget)
         except Exception as exc:
             return _failure(exc)
         return JSONResponse({"index": name, "engine": decision.engine, "confidence": decision.confidence,
