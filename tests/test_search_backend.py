@@ -14,7 +14,13 @@ from shared_context.index import Index
 from shared_context.lexical_store import SortedVocab
 from shared_context.linking import _table_index, lexical_search, lexical_top, link_entities
 from shared_context.records import Entity, TextUnit
-from shared_context.search_backend import LanceLexical, LanceVector, SearchParams, configure_search
+from shared_context.search_backend import (
+    LanceLexical,
+    LanceVector,
+    SearchParams,
+    configure_search,
+    search_params,
+)
 from shared_context.search_store import field_folder
 from shared_context.text import BM25
 from shared_context.unit_search import question_units
@@ -181,3 +187,18 @@ def test_stored_postings_are_reused_on_second_open_and_rebuilt_when_the_index_ch
     assert isinstance(rebuilt.vocab, dict)
     assert lexical_top(changed, "text_units", "zyxquokka", 3)[0].tolist() == [0]
     assert lexical_top(second, "text_units", "zyxquokka", 3)[0].tolist() == []
+
+
+def test_search_section_of_graphroute_toml_is_validated_and_applied(pair: tuple[Index, Index]) -> None:
+    from engines.basic import BasicSearch
+    from engines.config import ConfigError, config_from_mapping
+
+    with pytest.raises(ConfigError, match=r"search.vector_ann_min_rows: must be >= 1"):
+        config_from_mapping({"search": {"vector_ann_min_rows": 0}}, env={})
+    with pytest.raises(ConfigError, match=r"search.ann_index"):
+        config_from_mapping({"search": {"ann_index": "LSH"}}, env={})
+    config = config_from_mapping({"search": {"lexical_on_disk_min_rows": 5, "nprobes": 4}}, env={})
+    index = _index(SearchParams())
+    BasicSearch(index, config=config)
+    assert search_params(index).lexical_on_disk_min_rows == 5 and search_params(index).nprobes == 4
+    assert isinstance(lexical_search(index, "text_units"), LanceLexical)
