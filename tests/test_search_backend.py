@@ -11,8 +11,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from shared_context.index import Index
-from shared_context.lexical_store import SortedVocab
-from shared_context.linking import _table_index, lexical_search, lexical_top, link_entities
+from shared_context.lexical_store import SortedVocab, StoredPhrases
+from shared_context.linking import _entity_index, _table_index, lexical_search, lexical_top, link_entities
 from shared_context.records import Entity, TextUnit
 from shared_context.search_backend import (
     LanceLexical,
@@ -174,7 +174,14 @@ def test_stored_postings_are_reused_on_second_open_and_rebuilt_when_the_index_ch
     got = lexical_top(second, "text_units", query, 10)
     assert got[0].tolist() == want[0].tolist()
     np.testing.assert_allclose(got[1], want[1])
-    assert link_entities(second, query, k=5).positions == link_entities(first, query, k=5).positions
+    assert isinstance(_entity_index(first).exact, dict)
+    assert isinstance(_entity_index(second).exact, StoredPhrases)  # title phrases read back too
+    for text in (query, "What did Bob Cratchit and the Ghost of Christmas Past say?"):
+        want_link = link_entities(first, text, k=8)
+        got_link = link_entities(second, text, k=8)
+        assert got_link.positions == want_link.positions and got_link.unknown_names == want_link.unknown_names
+        assert [e.exact for e in got_link.entities] == [e.exact for e in want_link.entities]
+    assert any(e.exact for e in link_entities(second, "Bob Cratchit", k=3).entities)
 
     # a changed table file is a new index content: new postings, which see the new text
     units = pq.read_table(path / "text_units.parquet")
