@@ -12,7 +12,6 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
-import scipy.sparse as sp
 
 __all__ = [
     "BM25",
@@ -163,6 +162,8 @@ class BM25:
             term_ids.extend(ids)
             doc_ids.extend([d] * len(ids))
         n_docs, n_terms = len(docs), len(vocab)
+        import scipy.sparse as sp  # here, not at module level: importing the package must stay cheap
+
         self.vocab = vocab
         self.n_docs = n_docs
         self.dtype = dtype
