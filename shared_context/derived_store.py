@@ -155,15 +155,19 @@ class DerivedStore:
     # ------------------------------------------------------------------ numpy arrays
 
     def load_arrays(
-        self, name: str, depends_on: Sequence[str], fields: Sequence[str], extra: str = ""
+        self, name: str, depends_on: Sequence[str], fields: Sequence[str] | None = None, extra: str = ""
     ) -> dict[str, np.ndarray] | None:
-        """Memory-mapped arrays of an entry, or None when absent, incomplete or unreadable."""
+        """Memory-mapped arrays of an entry (`fields`, default all), or None when absent, incomplete or
+        unreadable."""
         entry = self.entry_dir(name, depends_on, extra)
         if not self.is_complete(entry):
             return None
         try:
+            if fields is None:
+                meta = json.loads((entry / _META).read_text(encoding="utf-8"))
+                fields = [f[: -len(".npy")] for f in meta["files"] if f.endswith(".npy")]
             return {f: np.load(entry / f"{f}.npy", mmap_mode="r", allow_pickle=False) for f in fields}
-        except (OSError, ValueError):
+        except (OSError, ValueError, KeyError, TypeError):
             return None
 
     def save_arrays(
