@@ -724,10 +724,12 @@ class LocalContextBuilder:
     def _add_excerpt(self, builder: SectionBuilder, record: dict[str, Any], query: str) -> bool:
         """Add the part of a unit the question is about, cut to the room left, marked `truncated` with
         its `excerpt` character offsets in the unit's text."""
-        text = self.index.text_units[int(record["position"])].text
+        pos = int(record["position"])
+        text = self.index.text_units[pos].text
         tok = self.index.tokenizer
         room = builder.remaining - tok.count(f"{record['id']}|… …\n") - 2
-        chars = int(room * len(text) / max(tok.count(text), 1))  # the unit's own characters per token
+        # The unit's own characters per token (its exact count is known from the index's load).
+        chars = int(room * len(text) / max(int(self.index.text_unit_tokens[pos]), 1))
         for _ in range(8):
             if chars < 40:
                 return False

@@ -1,9 +1,9 @@
 """Text units most similar to the question: the question side of the `hybrid` Sources strategy.
 
 Two rankings, each cut to the best `depth` units:
-- lexical: BM25 over the units' text. This is the project's one BM25 (`linking.lexical_scores` on the
-  `text_units` table), whose matrix is built once per index and cached beside it; a query reads only
-  the posting lists of its own terms.
+- lexical: BM25 over the units' text. This is the project's one BM25 (`linking.lexical_top` on the
+  `text_units` table: stored postings, or Lance full-text search above the size threshold of
+  `search_backend.SearchParams`); a query reads only the posting lists of its own terms.
 - vector: cosine with the index's `text_unit_text` vectors, only when a query vector of the same
   dimension is given (the engine embeds the question once, with the embedder the index was built with).
 
@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from shared_context.linking import lexical_scores, lexical_terms
-from shared_context.vectors import vector_table
+from shared_context.linking import lexical_terms, lexical_top
+from shared_context.vectors import VectorTable, vector_search, vector_table
 
 __all__ = ["QuestionUnits", "best_window", "question_units", "top_positions"]
 
@@ -54,9 +54,7 @@ def question_units(
     notes: list[str] = []
     if not index.text_units or not query.strip():
         return QuestionUnits([], [], notes)
-    lexical = top_positions(
-        np.asarray(lexical_scores(index, "text_units", query), dtype=np.float64), depth, positive_only=True
-    )
+    lexical: list[int] = lexical_top(index, "text_units", query, depth)[0].tolist()
     vector: list[int] = []
     table = vector_table(index, "text_unit_text")
     if query_vector is None:
@@ -69,8 +67,12 @@ def question_units(
             f"{np.asarray(query_vector).reshape(-1).shape[0]}: question-similar units found lexically only"
         )
     else:
-        sims = np.asarray(table.similarities(query_vector), dtype=np.float64)
-        vector = [int(table.positions[r]) for r in top_positions(sims, depth, positive_only=True)]
+        search = vector_search(index, "text_unit_text")
+        if isinstance(search, VectorTable):
+            sims = np.asarray(search.similarities(query_vector), dtype=np.float64)
+            vector = [int(search.positions[r]) for r in top_positions(sims, depth, positive_only=True)]
+        elif search is not None:  # ANN above the size threshold (search_backend)
+            vector = [pos for pos, sim in search.search(query_vector, depth) if sim > 0]
     return QuestionUnits(lexical, vector, notes)
 
 

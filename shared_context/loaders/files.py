@@ -19,6 +19,7 @@ import pyarrow.parquet as pq
 
 from shared_context.errors import IndexFormatError
 from shared_context.loaders.columns import TableData
+from shared_context.loaders.uri import local_folder
 
 TABLES = (
     "entities",
@@ -57,7 +58,8 @@ class IndexFiles:
 
 
 def locate(path: str | Path) -> IndexFiles:
-    root = Path(path).expanduser()
+    """The tables of the index at `path`: a local folder or a URI (see `uri.py`; remote ones are mirrored)."""
+    root = local_folder(path)
     if not root.exists():
         raise IndexFormatError("index folder does not exist", file=str(root))
     if not root.is_dir():
