@@ -114,3 +114,82 @@ def stored_bm25(folder: Path | None, build: Callable[[], BM25], expected_docs: i
             save_bm25(bm25, folder)
     return bm25
 
+
+
+# ---------------------------------------------------------------------------- phrase tables
+
+
+class StoredPhrases:
+    """Phrase -> record positions, read from disk: sorted phrases (binary search) + CSR position lists.
+    Behaves like the `dict[str, list[int]]` it was written from for `get` and `in`."""
+
+    def __init__(self, keys: SortedVocab, indptr: np.ndarray, positions: np.ndarray) -> None:
+        self._keys = keys
+        self._indptr = indptr
+        self._positions = positions
+
+    def get(self, key: str, /) -> list[int] | None:
+        group = self._keys.get(key)
+        if group is None:
+            return None
+        found: list[int] = self._positions[self._indptr[group] : self._indptr[group + 1]].tolist()
+        return found
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and self._keys.get(key) is not None
+
+
+def _write_phrases(folder: Path, prefix: str, phrases: dict[str, list[int]]) -> None:
+    keys = sorted(phrases)
+    encoded = [k.encode("utf-8") for k in keys]
+    offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
+    np.cumsum([len(e) for e in encoded], out=offsets[1:])
+    indptr = np.zeros(len(keys) + 1, dtype=np.int64)
+    np.cumsum([len(phrases[k]) for k in keys], out=indptr[1:])
+    flat = [p for k in keys for p in phrases[k]]
+    np.save(folder / f"{prefix}_offsets.npy", offsets)
+    np.save(folder / f"{prefix}_bytes.npy", np.frombuffer(b"".join(encoded), dtype=np.uint8))
+    np.save(folder / f"{prefix}_indptr.npy", indptr)
+    np.save(folder / f"{prefix}_positions.npy", np.asarray(flat, dtype=np.int64))
+
+
+def _read_phrases(folder: Path, prefix: str) -> StoredPhrases:
+    def arr(name: str) -> np.ndarray:
+        loaded: np.ndarray = np.load(folder / f"{prefix}_{name}.npy", mmap_mode="r", allow_pickle=False)
+        return loaded
+
+    offsets = arr("offsets")
+    keys = SortedVocab(offsets, arr("bytes"), np.arange(len(offsets) - 1, dtype=np.int64))
+    return StoredPhrases(keys, arr("indptr"), arr("positions"))
+
+
+PhraseTables = dict[str, "dict[str, list[int]] | StoredPhrases"]
+
+
+def stored_phrases(
+    folder: Path | None, build: Callable[[], tuple[dict[str, dict[str, list[int]]], int]]
+) -> tuple[PhraseTables, int]:
+    """Named phrase tables plus one integer (linking: exact and alias titles, longest title), read from
+    `folder` when stored there, else `build()` and stored."""
+    if folder is not None:
+        try:
+            meta = json.loads((folder / "meta.json").read_text())
+            if meta.get("format") == _FORMAT:
+                return {name: _read_phrases(folder, name) for name in meta["tables"]}, int(meta["value"])
+        except (OSError, ValueError, KeyError, TypeError):
+            pass
+    tables, value = build()
+    if folder is not None:
+        with contextlib.suppress(OSError):
+            folder.parent.mkdir(parents=True, exist_ok=True)
+            tmp = folder.with_name(f".{folder.name}.{os.getpid()}.tmp")
+            shutil.rmtree(tmp, ignore_errors=True)
+            tmp.mkdir()
+            for name, phrases in tables.items():
+                _write_phrases(tmp, name, phrases)
+            (tmp / "meta.json").write_text(json.dumps({"format": _FORMAT, "tables": list(tables), "value": value}))
+            try:
+                os.replace(tmp, folder)
+            except OSError:
+                shutil.rmtree(tmp, ignore_errors=True)
+    return dict(tables), value

@@ -29,7 +29,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from shared_context.lexical_store import stored_bm25
+from shared_context.lexical_store import StoredPhrases, stored_bm25, stored_phrases
 from shared_context.records import Entity
 from shared_context.search_backend import (
     Hits,
@@ -93,6 +93,12 @@ def exact_tokens(text: str) -> list[str]:
     return out
 
 
+def word_terms(words: list[str]) -> list[str]:
+    """The lexical term of each lower-cased, non-CJK word ("" for a stopword), aligned with `words`."""
+    get = _TERM_OF.get
+    return [get(w) or _term(w) for w in words]
+
+
 def lexical_terms(text: str) -> list[str]:
     """Tokens for BM25: stemmed non-stopwords, and character bigrams of CJK runs.
 
@@ -100,9 +106,7 @@ def lexical_terms(text: str) -> list[str]:
     """
     lowered = text.lower()
     if not CJK_RE.search(lowered):  # fast path for the common all-alphabetic text
-        get = _TERM_OF.get
-        terms = [get(w) or _term(w) for w in _WORD_ONLY_RE.findall(lowered)]
-        return [t for t in terms if t]
+        return [t for t in word_terms(_WORD_ONLY_RE.findall(lowered)) if t]
     out: list[str] = []
     for run in TOKEN_RE.findall(lowered):
         if CJK_RE.match(run):
@@ -122,15 +126,29 @@ def lexical_index(texts: Sequence[str]) -> BM25:
     return BM25([lexical_terms(text) if text else [] for text in texts], dtype=np.float32)
 
 
+_SEP = "\x1f"  # joins a title's normalised tokens into one phrase key (never inside a token)
+
+
 @dataclass
 class _EntityLinkIndex:
     titles: BM25  # always in memory (memory-mapped when stored): `_is_known` reads its postings
     descriptions: LexicalSearch  # a BM25, or Lance FTS above the on-disk threshold
-    exact: dict[tuple[str, ...], list[int]]  # normalised title -> entity positions
-    alias: dict[tuple[str, ...], list[int]]  # normalised alias -> entity positions
+    exact: dict[str, list[int]] | StoredPhrases  # normalised title tokens joined by _SEP -> positions
+    alias: dict[str, list[int]] | StoredPhrases  # the same for aliases
     max_ngram: int
     degree: np.ndarray
-    title_upper: dict[str, int]
+    entities: Sequence[Entity]
+    _title_upper: dict[str, int] | None = None
+
+    @property
+    def title_upper(self) -> dict[str, int]:
+        """Upper-cased title -> first position; only include/exclude names need it, so built on demand."""
+        if self._title_upper is None:
+            table: dict[str, int] = {}
+            for pos, ent in enumerate(self.entities):
+                table.setdefault(ent.title.strip().upper(), pos)
+            self._title_upper = table
+        return self._title_upper
 
 
 def _alias_key(key: tuple[str, ...]) -> tuple[str, ...] | None:
@@ -142,31 +160,40 @@ def _alias_key(key: tuple[str, ...]) -> tuple[str, ...] | None:
     return None
 
 
-def _build_entity_index(index: Any) -> _EntityLinkIndex:
-    entities: Sequence[Entity] = index.entities
-    exact: dict[tuple[str, ...], list[int]] = {}
-    alias: dict[tuple[str, ...], list[int]] = {}
+def _build_phrases(entities: Sequence[Entity]) -> tuple[dict[str, dict[str, list[int]]], int]:
+    exact: dict[str, list[int]] = {}
+    alias: dict[str, list[int]] = {}
     longest = 1
     for pos, ent in enumerate(entities):
         key = tuple(exact_tokens(ent.title))
         if not key or all(t in STOPWORDS for t in key):
             continue
-        exact.setdefault(key, []).append(pos)
+        exact.setdefault(_SEP.join(key), []).append(pos)
         longest = max(longest, len(key))
         akey = _alias_key(key)
         if akey is not None:
-            alias.setdefault(akey, []).append(pos)
-    title_upper: dict[str, int] = {}
-    for pos, ent in enumerate(entities):
-        title_upper.setdefault(ent.title.strip().upper(), pos)
+            alias.setdefault(_SEP.join(akey), []).append(pos)
+    return {"exact": exact, "alias": alias}, longest
+
+
+def _build_entity_index(index: Any) -> _EntityLinkIndex:
+    entities: Sequence[Entity] = index.entities
+
+    def titles() -> list[str]:
+        return [e.title for e in entities]
+
+    folder = None
+    if len(entities) >= search_params(index).persist_min_rows:
+        folder = field_folder(index, "phrases.entities.title", titles)
+    phrases, longest = stored_phrases(folder, lambda: _build_phrases(entities))
     return _EntityLinkIndex(
-        titles=_stored_index(index, "entities.title", lambda: [e.title for e in entities]),
+        titles=_stored_index(index, "entities.title", titles),
         descriptions=lexical_search(index, "entities"),
-        exact=exact,
-        alias=alias,
+        exact=phrases["exact"],
+        alias=phrases["alias"],
         max_ngram=min(longest, _MAX_EXACT_NGRAM),
         degree=np.fromiter((e.degree for e in entities), dtype=np.float64, count=len(entities)),
-        title_upper=title_upper,
+        entities=entities,
     )
 
 
@@ -301,7 +328,7 @@ def _exact_strengths(ent: _EntityLinkIndex, tokens: list[str], n: int) -> np.nda
     spans: list[tuple[int, int, list[int], float]] = []
     for length in range(min(ent.max_ngram, len(tokens)), 0, -1):
         for start in range(len(tokens) - length + 1):
-            key = tuple(tokens[start : start + length])
+            key = _SEP.join(tokens[start : start + length])
             for table, value in ((ent.exact, 1.0), (ent.alias, 0.8)):
                 hit = table.get(key)
                 if hit:
@@ -370,7 +397,7 @@ def _is_known(ent: _EntityLinkIndex, span: str) -> bool:
     covered = [False] * len(tokens)
     for length in range(min(ent.max_ngram, len(tokens)), 0, -1):
         for start in range(len(tokens) - length + 1):
-            key = tuple(tokens[start : start + length])
+            key = _SEP.join(tokens[start : start + length])
             if key in ent.exact or key in ent.alias:
                 covered[start : start + length] = [True] * length
     rest = " ".join(t for t, c in zip(tokens, covered, strict=True) if not c)

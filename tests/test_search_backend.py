@@ -11,10 +11,16 @@ import pyarrow.parquet as pq
 import pytest
 
 from shared_context.index import Index
-from shared_context.lexical_store import SortedVocab
-from shared_context.linking import _table_index, lexical_search, lexical_top, link_entities
+from shared_context.lexical_store import SortedVocab, StoredPhrases
+from shared_context.linking import _entity_index, _table_index, lexical_search, lexical_top, link_entities
 from shared_context.records import Entity, TextUnit
-from shared_context.search_backend import LanceLexical, LanceVector, SearchParams, configure_search
+from shared_context.search_backend import (
+    LanceLexical,
+    LanceVector,
+    SearchParams,
+    configure_search,
+    search_params,
+)
 from shared_context.search_store import field_folder
 from shared_context.text import BM25
 from shared_context.unit_search import question_units
@@ -168,7 +174,14 @@ def test_stored_postings_are_reused_on_second_open_and_rebuilt_when_the_index_ch
     got = lexical_top(second, "text_units", query, 10)
     assert got[0].tolist() == want[0].tolist()
     np.testing.assert_allclose(got[1], want[1])
-    assert link_entities(second, query, k=5).positions == link_entities(first, query, k=5).positions
+    assert isinstance(_entity_index(first).exact, dict)
+    assert isinstance(_entity_index(second).exact, StoredPhrases)  # title phrases read back too
+    for text in (query, "What did Bob Cratchit and the Ghost of Christmas Past say?"):
+        want_link = link_entities(first, text, k=8)
+        got_link = link_entities(second, text, k=8)
+        assert got_link.positions == want_link.positions and got_link.unknown_names == want_link.unknown_names
+        assert [e.exact for e in got_link.entities] == [e.exact for e in want_link.entities]
+    assert any(e.exact for e in link_entities(second, "Bob Cratchit", k=3).entities)
 
     # a changed table file is a new index content: new postings, which see the new text
     units = pq.read_table(path / "text_units.parquet")
@@ -181,3 +194,18 @@ def test_stored_postings_are_reused_on_second_open_and_rebuilt_when_the_index_ch
     assert isinstance(rebuilt.vocab, dict)
     assert lexical_top(changed, "text_units", "zyxquokka", 3)[0].tolist() == [0]
     assert lexical_top(second, "text_units", "zyxquokka", 3)[0].tolist() == []
+
+
+def test_search_section_of_graphroute_toml_is_validated_and_applied(pair: tuple[Index, Index]) -> None:
+    from engines.basic import BasicSearch
+    from engines.config import ConfigError, config_from_mapping
+
+    with pytest.raises(ConfigError, match=r"search.vector_ann_min_rows: must be >= 1"):
+        config_from_mapping({"search": {"vector_ann_min_rows": 0}}, env={})
+    with pytest.raises(ConfigError, match=r"search.ann_index"):
+        config_from_mapping({"search": {"ann_index": "LSH"}}, env={})
+    config = config_from_mapping({"search": {"lexical_on_disk_min_rows": 5, "nprobes": 4}}, env={})
+    index = _index(SearchParams())
+    BasicSearch(index, config=config)
+    assert search_params(index).lexical_on_disk_min_rows == 5 and search_params(index).nprobes == 4
+    assert isinstance(lexical_search(index, "text_units"), LanceLexical)
