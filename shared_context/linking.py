@@ -93,6 +93,12 @@ def exact_tokens(text: str) -> list[str]:
     return out
 
 
+def word_terms(words: list[str]) -> list[str]:
+    """The lexical term of each lower-cased, non-CJK word ("" for a stopword), aligned with `words`."""
+    get = _TERM_OF.get
+    return [get(w) or _term(w) for w in words]
+
+
 def lexical_terms(text: str) -> list[str]:
     """Tokens for BM25: stemmed non-stopwords, and character bigrams of CJK runs.
 
@@ -100,9 +106,7 @@ def lexical_terms(text: str) -> list[str]:
     """
     lowered = text.lower()
     if not CJK_RE.search(lowered):  # fast path for the common all-alphabetic text
-        get = _TERM_OF.get
-        terms = [get(w) or _term(w) for w in _WORD_ONLY_RE.findall(lowered)]
-        return [t for t in terms if t]
+        return [t for t in word_terms(_WORD_ONLY_RE.findall(lowered)) if t]
     out: list[str] = []
     for run in TOKEN_RE.findall(lowered):
         if CJK_RE.match(run):
