@@ -146,21 +146,24 @@ def weighted_top_k(parts: Sequence[tuple[float, LexicalSearch]], query: Sequence
 _build_lock = threading.Lock()
 
 
-def lance_table(folder: Path, build: Callable[[Any], None]) -> Any:
-    """Open the Lance table `data` in `folder`, building it first with `build(db)` when absent.
+def lance_table(folder: Path, build: Callable[[Any], None], check: str = "") -> Any:
+    """Open the Lance table `data` in `folder`, building it first with `build(db)` when absent or
+    built from other content (`check`, see `search_store.content_check`).
 
     `build` writes into a temporary sibling that is renamed into place once complete (indexes
     included), so an interrupted build is never opened and concurrent builders keep the first one.
     """
     import lancedb
 
+    marker = folder / "COMPLETE"
     with _build_lock:
-        if not (folder / "COMPLETE").exists():
+        if not marker.exists() or marker.read_text().strip() != (check or "ok"):
             folder.parent.mkdir(parents=True, exist_ok=True)
             tmp = folder.with_name(f".{folder.name}.{os.getpid()}.{threading.get_ident()}.tmp")
             shutil.rmtree(tmp, ignore_errors=True)
             build(lancedb.connect(str(tmp)))
-            (tmp / "COMPLETE").write_text("ok\n")
+            (tmp / "COMPLETE").write_text(f"{check or 'ok'}\n")
+            shutil.rmtree(folder, ignore_errors=True)  # a stale table of other content
             try:
                 os.replace(tmp, folder)
             except OSError:  # built by someone else meanwhile

@@ -189,10 +189,14 @@ def test_stored_postings_are_reused_on_second_open_and_rebuilt_when_the_index_ch
     assert any(e.exact for e in link_entities(second, "Bob Cratchit", k=3).entities)
 
     # a changed table file is a new index content: new postings, which see the new text
+    stale = _load(path)  # loaded before the change, first searched after it
     units = pq.read_table(path / "text_units.parquet")
     texts = units.column("text").to_pylist()
     texts[0] = texts[0] + " zyxquokka"
     pq.write_table(units.set_column(units.column_names.index("text"), "text", [texts]), path / "text_units.parquet")
+    # its tables are keyed by the new files but checked against its own texts: never the new content
+    assert lexical_top(stale, "text_units", "zyxquokka", 3)[0].tolist() == []
+    assert lexical_top(stale, "text_units", query, 10)[0].tolist() == want[0].tolist()
     changed = _load(path)
     assert field_folder(changed, "bm25.text_units", lambda: []) != folder
     rebuilt = _table_index(changed, "text_units")
