@@ -482,6 +482,30 @@ def _lexical_strengths(
     return lexical
 
 
+@dataclass(frozen=True)
+class LexicalPass:
+    """The part of linking one text that does not depend on a query vector: exact-name strengths, the
+    lexical terms, BM25 strengths when every description is in memory, and the unknown names. A
+    `QueryPlan` keeps it, so a question linked by text (classifier) and then with its vector (engine)
+    is analysed once."""
+
+    text: str
+    exact: np.ndarray
+    terms: list[str]
+    lexical: np.ndarray | None  # None when descriptions are on disk: candidates then depend on the vector
+    unknown_names: list[str]
+
+
+def lexical_pass(index: Any, text: str) -> LexicalPass:
+    """The vector-independent half of `link_entities` for `text` (the query and history already joined)."""
+    ent = _entity_index(index)
+    exact = _exact_strengths(ent, exact_tokens(text), len(index.entities))
+    terms = lexical_terms(text)
+    lexical = _lexical_strengths(index, ent, terms, exact, None) if isinstance(ent.descriptions, BM25) else None
+    unknown = [s for s in _name_spans(text) if not _is_known(ent, s)]
+    return LexicalPass(text, exact, terms, lexical, unknown)
+
+
 def link_entities(
     index: Any,
     query: str,
@@ -491,6 +515,7 @@ def link_entities(
     k: int = 10,
     include: Sequence[str] = (),
     exclude: Sequence[str] = (),
+    analysed: LexicalPass | None = None,
 ) -> LinkResult:
     """Rank the index's entities for `query` (+ `history_turns`, newest first) and keep the best `k`.
 
@@ -505,6 +530,8 @@ def link_entities(
     Ties go to the higher-degree entity, then the lower position. Included names come first (score 1),
     excluded names are removed from everything, and the result never holds more than
     max(k, number of included entities).
+
+    `analysed`: the `lexical_pass` of this same text, computed earlier (reused only when its text matches).
     """
     if k < 0:
         raise ValueError(f"k must be >= 0, got {k}")
@@ -537,8 +564,12 @@ def link_entities(
                 linked.append(LinkedEntity(p, index.entities[p], 0.0, False, 0.0, 0.0))
         return LinkResult(linked, mode, text, notes, [])
 
-    exact = _exact_strengths(ent, exact_tokens(text), n)
-    lexical = _lexical_strengths(index, ent, lexical_terms(text), exact, semantic)
+    done = analysed if analysed is not None and analysed.text == text else lexical_pass(index, text)
+    exact = done.exact
+    if done.lexical is not None:
+        lexical = done.lexical.copy()  # normalised below; the pass stays reusable
+    else:
+        lexical = _lexical_strengths(index, ent, done.terms, exact, semantic)
     top = float(lexical.max())
     if top > 0:
         lexical /= top
@@ -572,5 +603,4 @@ def link_entities(
             )
     if len(linked) == len(included):
         notes.append("no entity matched the query")
-    unknown = [s for s in _name_spans(text) if not _is_known(ent, s)]
-    return LinkResult(linked, mode, text, notes, unknown)
+    return LinkResult(linked, mode, text, notes, list(done.unknown_names))
