@@ -30,6 +30,7 @@ from typing import Any, Literal
 import numpy as np
 
 from shared_context.lexical_store import stored_bm25
+from shared_context.record_table import array_of, values_of
 from shared_context.records import Entity
 from shared_context.search_backend import (
     Hits,
@@ -147,8 +148,9 @@ def _build_entity_index(index: Any) -> _EntityLinkIndex:
     exact: dict[tuple[str, ...], list[int]] = {}
     alias: dict[tuple[str, ...], list[int]] = {}
     longest = 1
-    for pos, ent in enumerate(entities):
-        key = tuple(exact_tokens(ent.title))
+    titles = values_of(entities, "title")
+    for pos, title in enumerate(titles):
+        key = tuple(exact_tokens(title))
         if not key or all(t in STOPWORDS for t in key):
             continue
         exact.setdefault(key, []).append(pos)
@@ -157,15 +159,15 @@ def _build_entity_index(index: Any) -> _EntityLinkIndex:
         if akey is not None:
             alias.setdefault(akey, []).append(pos)
     title_upper: dict[str, int] = {}
-    for pos, ent in enumerate(entities):
-        title_upper.setdefault(ent.title.strip().upper(), pos)
+    for pos, title in enumerate(titles):
+        title_upper.setdefault(title.strip().upper(), pos)
     return _EntityLinkIndex(
-        titles=_stored_index(index, "entities.title", lambda: [e.title for e in entities]),
+        titles=_stored_index(index, "entities.title", lambda: titles),
         descriptions=lexical_search(index, "entities"),
         exact=exact,
         alias=alias,
         max_ngram=min(longest, _MAX_EXACT_NGRAM),
-        degree=np.fromiter((e.degree for e in entities), dtype=np.float64, count=len(entities)),
+        degree=array_of(entities, "degree"),
         title_upper=title_upper,
     )
 
@@ -177,11 +179,11 @@ def _entity_index(index: Any) -> _EntityLinkIndex:
 def _texts(index: Any, table: Table) -> list[str]:
     """The text BM25 indexes for each record of `table` (entities: their descriptions; titles apart)."""
     if table == "entities":
-        return [e.description for e in index.entities]
+        return values_of(index.entities, "description")
     if table == "reports":
         return [f"{r.title}\n{r.full_content or r.summary}" for r in index.community_reports]
     if table == "text_units":
-        return [t.text for t in index.text_units]
+        return values_of(index.text_units, "text")
     raise ValueError(f"unknown table {table!r}; expected 'entities', 'reports' or 'text_units'")
 
 

@@ -12,12 +12,14 @@ Python list without making records, for code that needs one field of every row.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Generic, TypeVar, overload
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
-__all__ = ["RecordTable", "values_of"]
+__all__ = ["RecordTable", "array_of", "text_lengths_of", "values_of"]
 
 T = TypeVar("T")
 _CHUNK = 8192
@@ -34,7 +36,7 @@ class RecordTable(Sequence[T], Generic[T]):
         self.cls = cls
         self.table = table.select(names)
         self._names = names
-        self._columns = [self.table.column(n) for n in names]
+        self._columns = [_accessor(self.table.column(n)) for n in names]
         self._made: dict[int, T] = {}
 
     def __len__(self) -> int:
@@ -54,7 +56,7 @@ class RecordTable(Sequence[T], Generic[T]):
             raise IndexError(f"row {i} out of range for {n} rows")
         record = self._made.get(i)
         if record is None:
-            record = self.cls(*(col[i].as_py() for col in self._columns))
+            record = self.cls(*(get(i) for get in self._columns))
             self._made[i] = record
         return record
 
@@ -78,9 +80,10 @@ class RecordTable(Sequence[T], Generic[T]):
         """Replace one field in every row (load-time repairs); records made so far are updated too."""
         array = values if isinstance(values, pa.Array | pa.ChunkedArray) else pa.array(values, self.table.schema.field(name).type)
         self.table = self.table.set_column(self._names.index(name), name, array)
-        self._columns = [self.table.column(n) for n in self._names]
+        self._columns = [_accessor(self.table.column(n)) for n in self._names]
+        get = self._columns[self._names.index(name)]
         for i, record in self._made.items():
-            setattr(record, name, self._columns[self._names.index(name)][i].as_py())
+            setattr(record, name, get(i))
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, Sequence) and not isinstance(other, str):
@@ -93,8 +96,65 @@ class RecordTable(Sequence[T], Generic[T]):
         return f"RecordTable({self.cls.__name__}, rows={len(self)})"
 
 
+def _accessor(column: pa.ChunkedArray) -> Callable[[int], Any]:
+    """A fast `i -> Python value` for one column: reads the Arrow buffers directly for text, numbers
+    and lists of text (about 1 µs a value, where `column[i].as_py()` costs tens of µs)."""
+    arr = column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
+    valid = None if arr.null_count == 0 else np.asarray(arr.is_valid().to_numpy(zero_copy_only=False))
+    kind = arr.type
+    get: Callable[[int], Any]
+    if pa.types.is_string(kind) or pa.types.is_large_string(kind):
+        get = _text_getter(arr)
+    elif pa.types.is_integer(kind) or pa.types.is_floating(kind):
+        values = arr.to_numpy(zero_copy_only=False)
+        to_py = int if pa.types.is_integer(kind) else float
+        get = lambda i: to_py(values[i])  # noqa: E731
+    elif (pa.types.is_list(kind) or pa.types.is_large_list(kind)) and (
+        pa.types.is_string(kind.value_type) or pa.types.is_large_string(kind.value_type)
+    ):
+        offsets = np.frombuffer(arr.buffers()[1], dtype=np.int64 if pa.types.is_large_list(kind) else np.int32)
+        offsets = offsets[arr.offset : arr.offset + len(arr) + 1]
+        child = _text_getter(arr.values)
+        get = lambda i: [child(j) for j in range(int(offsets[i]), int(offsets[i + 1]))]  # noqa: E731
+    else:
+        return lambda i: arr[i].as_py()
+    if valid is None:
+        return get
+    return lambda i: get(i) if valid[i] else None
+
+
+def _text_getter(arr: pa.Array) -> Callable[[int], str | None]:
+    buffers = arr.buffers()
+    offsets = np.frombuffer(buffers[1], dtype=np.int64 if pa.types.is_large_string(arr.type) else np.int32)
+    offsets = offsets[arr.offset : arr.offset + len(arr) + 1]
+    data = memoryview(buffers[2]) if buffers[2] is not None else memoryview(b"")
+    valid = None if arr.null_count == 0 else np.asarray(arr.is_valid().to_numpy(zero_copy_only=False))
+
+    def get(i: int) -> str | None:
+        if valid is not None and not valid[i]:
+            return None
+        return str(data[int(offsets[i]) : int(offsets[i + 1])], "utf-8")
+
+    return get
+
+
 def values_of(records: Sequence[Any], name: str) -> list[Any]:
     """Field `name` of every record, from the column when `records` is a `RecordTable`."""
     if isinstance(records, RecordTable):
         return records.column(name)
     return [getattr(r, name) for r in records]
+
+
+def array_of(records: Sequence[Any], name: str, dtype: Any = np.float64) -> np.ndarray:
+    """A numeric field of every record as a numpy array (straight from Arrow for a `RecordTable`)."""
+    if isinstance(records, RecordTable):
+        return np.asarray(records.arrow_column(name).to_numpy(), dtype=dtype)
+    return np.fromiter((getattr(r, name) for r in records), dtype=dtype, count=len(records))
+
+
+def text_lengths_of(records: Sequence[Any], name: str) -> np.ndarray:
+    """`len()` of a text field of every record (characters), as int64."""
+    if isinstance(records, RecordTable):
+        lengths = pc.utf8_length(records.arrow_column(name)).fill_null(0)
+        return np.asarray(lengths.to_numpy(), dtype=np.int64)
+    return np.fromiter((len(getattr(r, name)) for r in records), dtype=np.int64, count=len(records))
