@@ -22,6 +22,7 @@ top entities whenever the true ones are among those candidates.
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -29,6 +30,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from shared_context.key_map import JOIN, KeyMap, load_key_maps, save_key_maps
 from shared_context.lexical_store import stored_bm25
 from shared_context.record_table import array_of, values_of
 from shared_context.records import Entity
@@ -127,11 +129,11 @@ def lexical_index(texts: Sequence[str]) -> BM25:
 class _EntityLinkIndex:
     titles: BM25  # always in memory (memory-mapped when stored): `_is_known` reads its postings
     descriptions: LexicalSearch  # a BM25, or Lance FTS above the on-disk threshold
-    exact: dict[tuple[str, ...], list[int]]  # normalised title -> entity positions
-    alias: dict[tuple[str, ...], list[int]]  # normalised alias -> entity positions
+    exact: Any  # normalised title (token tuple) -> entity positions: a dict, or `_TupleKeys` when stored
+    alias: Any  # normalised alias -> entity positions (same)
     max_ngram: int
     degree: np.ndarray
-    title_upper: dict[str, int]
+    title_upper: Any  # upper-cased title -> first entity position: a dict, or `_FirstPosition` when stored
 
 
 def _alias_key(key: tuple[str, ...]) -> tuple[str, ...] | None:
@@ -143,12 +145,37 @@ def _alias_key(key: tuple[str, ...]) -> tuple[str, ...] | None:
     return None
 
 
-def _build_entity_index(index: Any) -> _EntityLinkIndex:
-    entities: Sequence[Entity] = index.entities
+class _TupleKeys:
+    """Tuple-keyed view of a stored `KeyMap` (the tokens joined with `JOIN`), used like the dict."""
+
+    def __init__(self, keys: KeyMap) -> None:
+        self._keys = keys
+
+    def get(self, key: tuple[str, ...], default: Any = None) -> Any:
+        return self._keys.get(JOIN.join(key), default)
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, tuple) and JOIN.join(key) in self._keys
+
+
+class _FirstPosition:
+    """`get(upper-cased title)` -> the first entity position with it, from a stored `KeyMap`."""
+
+    def __init__(self, keys: KeyMap) -> None:
+        self._keys = keys
+
+    def get(self, key: str, default: Any = None) -> Any:
+        hit = self._keys.get(key)
+        return hit[0] if hit else default
+
+
+def _title_tables(
+    titles: list[str],
+) -> tuple[dict[tuple[str, ...], list[int]], dict[tuple[str, ...], list[int]], dict[str, int], int]:
+    """exact (normalised title -> positions), alias, upper-cased title -> first position, longest key."""
     exact: dict[tuple[str, ...], list[int]] = {}
     alias: dict[tuple[str, ...], list[int]] = {}
     longest = 1
-    titles = values_of(entities, "title")
     for pos, title in enumerate(titles):
         key = tuple(exact_tokens(title))
         if not key or all(t in STOPWORDS for t in key):
@@ -161,6 +188,37 @@ def _build_entity_index(index: Any) -> _EntityLinkIndex:
     title_upper: dict[str, int] = {}
     for pos, title in enumerate(titles):
         title_upper.setdefault(title.strip().upper(), pos)
+    return exact, alias, title_upper, longest
+
+
+def _stored_title_tables(index: Any, titles: list[str]) -> tuple[Any, Any, Any, int]:
+    """The title tables: plain dicts for a small index; for one of at least `persist_min_rows` entities,
+    `KeyMap`s built once per index content and memory-mapped afterwards (no million-entry dicts)."""
+    if len(titles) < search_params(index).persist_min_rows:
+        return _title_tables(titles)
+    folder = field_folder(index, "linking.title_keys", lambda: titles)
+    found = load_key_maps(folder)
+    if found is None:
+        exact, alias, upper, longest = _title_tables(titles)
+        maps = {
+            "exact": KeyMap.build({JOIN.join(k): v for k, v in exact.items()}),
+            "alias": KeyMap.build({JOIN.join(k): v for k, v in alias.items()}),
+            "upper": KeyMap.build({k: [v] for k, v in upper.items()}),
+        }
+        with contextlib.suppress(OSError):  # an unwritable cache only costs the rebuild next time
+            save_key_maps(folder, maps, {"longest": longest, "rows": len(titles)})
+        found = maps, {"longest": longest, "rows": len(titles)}
+    maps, meta = found
+    if meta.get("rows") != len(titles):
+        exact, alias, upper, longest = _title_tables(titles)
+        return exact, alias, upper, longest
+    return _TupleKeys(maps["exact"]), _TupleKeys(maps["alias"]), _FirstPosition(maps["upper"]), int(meta["longest"])
+
+
+def _build_entity_index(index: Any) -> _EntityLinkIndex:
+    entities: Sequence[Entity] = index.entities
+    titles = values_of(entities, "title")
+    exact, alias, title_upper, longest = _stored_title_tables(index, titles)
     return _EntityLinkIndex(
         titles=_stored_index(index, "entities.title", lambda: titles),
         descriptions=lexical_search(index, "entities"),
