@@ -22,7 +22,6 @@ top entities whenever the true ones are among those candidates.
 
 from __future__ import annotations
 
-import contextlib
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -30,8 +29,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from shared_context.key_map import JOIN, KeyMap, load_key_maps, save_key_maps
-from shared_context.lexical_store import stored_bm25
+from shared_context.lexical_store import StoredPhrases, stored_bm25, stored_phrases
 from shared_context.record_table import array_of, values_of
 from shared_context.records import Entity
 from shared_context.search_backend import (
@@ -43,7 +41,7 @@ from shared_context.search_backend import (
     search_params,
     weighted_top_k,
 )
-from shared_context.search_store import field_folder
+from shared_context.search_store import content_check, field_folder
 from shared_context.tables import per_index_cache
 from shared_context.text import BM25, CJK_RE, STOPWORDS, TOKEN_RE, plural_stem, tokens
 from shared_context.vectors import VectorTable, vector_search, vector_table
@@ -96,6 +94,12 @@ def exact_tokens(text: str) -> list[str]:
     return out
 
 
+def word_terms(words: list[str]) -> list[str]:
+    """The lexical term of each lower-cased, non-CJK word ("" for a stopword), aligned with `words`."""
+    get = _TERM_OF.get
+    return [get(w) or _term(w) for w in words]
+
+
 def lexical_terms(text: str) -> list[str]:
     """Tokens for BM25: stemmed non-stopwords, and character bigrams of CJK runs.
 
@@ -103,9 +107,7 @@ def lexical_terms(text: str) -> list[str]:
     """
     lowered = text.lower()
     if not CJK_RE.search(lowered):  # fast path for the common all-alphabetic text
-        get = _TERM_OF.get
-        terms = [get(w) or _term(w) for w in _WORD_ONLY_RE.findall(lowered)]
-        return [t for t in terms if t]
+        return [t for t in word_terms(_WORD_ONLY_RE.findall(lowered)) if t]
     out: list[str] = []
     for run in TOKEN_RE.findall(lowered):
         if CJK_RE.match(run):
@@ -125,15 +127,29 @@ def lexical_index(texts: Sequence[str]) -> BM25:
     return BM25([lexical_terms(text) if text else [] for text in texts], dtype=np.float32)
 
 
+_SEP = "\x1f"  # joins a title's normalised tokens into one phrase key (never inside a token)
+
+
 @dataclass
 class _EntityLinkIndex:
     titles: BM25  # always in memory (memory-mapped when stored): `_is_known` reads its postings
     descriptions: LexicalSearch  # a BM25, or Lance FTS above the on-disk threshold
-    exact: Any  # normalised title (token tuple) -> entity positions: a dict, or `_TupleKeys` when stored
-    alias: Any  # normalised alias -> entity positions (same)
+    exact: dict[str, list[int]] | StoredPhrases  # normalised title tokens joined by _SEP -> positions
+    alias: dict[str, list[int]] | StoredPhrases  # the same for aliases
     max_ngram: int
     degree: np.ndarray
-    title_upper: Any  # upper-cased title -> first entity position: a dict, or `_FirstPosition` when stored
+    entities: Sequence[Entity]
+    _title_upper: dict[str, int] | None = None
+
+    @property
+    def title_upper(self) -> dict[str, int]:
+        """Upper-cased title -> first position; only include/exclude names need it, so built on demand."""
+        if self._title_upper is None:
+            table: dict[str, int] = {}
+            for pos, title in enumerate(values_of(self.entities, "title")):
+                table.setdefault(title.strip().upper(), pos)
+            self._title_upper = table
+        return self._title_upper
 
 
 def _alias_key(key: tuple[str, ...]) -> tuple[str, ...] | None:
@@ -145,88 +161,40 @@ def _alias_key(key: tuple[str, ...]) -> tuple[str, ...] | None:
     return None
 
 
-class _TupleKeys:
-    """Tuple-keyed view of a stored `KeyMap` (the tokens joined with `JOIN`), used like the dict."""
-
-    def __init__(self, keys: KeyMap) -> None:
-        self._keys = keys
-
-    def get(self, key: tuple[str, ...], default: Any = None) -> Any:
-        return self._keys.get(JOIN.join(key), default)
-
-    def __contains__(self, key: object) -> bool:
-        return isinstance(key, tuple) and JOIN.join(key) in self._keys
-
-
-class _FirstPosition:
-    """`get(upper-cased title)` -> the first entity position with it, from a stored `KeyMap`."""
-
-    def __init__(self, keys: KeyMap) -> None:
-        self._keys = keys
-
-    def get(self, key: str, default: Any = None) -> Any:
-        hit = self._keys.get(key)
-        return hit[0] if hit else default
-
-
-def _title_tables(
-    titles: list[str],
-) -> tuple[dict[tuple[str, ...], list[int]], dict[tuple[str, ...], list[int]], dict[str, int], int]:
-    """exact (normalised title -> positions), alias, upper-cased title -> first position, longest key."""
-    exact: dict[tuple[str, ...], list[int]] = {}
-    alias: dict[tuple[str, ...], list[int]] = {}
+def _build_phrases(entities: Sequence[Entity]) -> tuple[dict[str, dict[str, list[int]]], int]:
+    exact: dict[str, list[int]] = {}
+    alias: dict[str, list[int]] = {}
     longest = 1
-    for pos, title in enumerate(titles):
+    for pos, title in enumerate(values_of(entities, "title")):
         key = tuple(exact_tokens(title))
         if not key or all(t in STOPWORDS for t in key):
             continue
-        exact.setdefault(key, []).append(pos)
+        exact.setdefault(_SEP.join(key), []).append(pos)
         longest = max(longest, len(key))
         akey = _alias_key(key)
         if akey is not None:
-            alias.setdefault(akey, []).append(pos)
-    title_upper: dict[str, int] = {}
-    for pos, title in enumerate(titles):
-        title_upper.setdefault(title.strip().upper(), pos)
-    return exact, alias, title_upper, longest
-
-
-def _stored_title_tables(index: Any, titles: list[str]) -> tuple[Any, Any, Any, int]:
-    """The title tables: plain dicts for a small index; for one of at least `persist_min_rows` entities,
-    `KeyMap`s built once per index content and memory-mapped afterwards (no million-entry dicts)."""
-    if len(titles) < search_params(index).persist_min_rows:
-        return _title_tables(titles)
-    folder = field_folder(index, "linking.title_keys", lambda: titles)
-    found = load_key_maps(folder)
-    if found is None:
-        exact, alias, upper, longest = _title_tables(titles)
-        maps = {
-            "exact": KeyMap.build({JOIN.join(k): v for k, v in exact.items()}),
-            "alias": KeyMap.build({JOIN.join(k): v for k, v in alias.items()}),
-            "upper": KeyMap.build({k: [v] for k, v in upper.items()}),
-        }
-        with contextlib.suppress(OSError):  # an unwritable cache only costs the rebuild next time
-            save_key_maps(folder, maps, {"longest": longest, "rows": len(titles)})
-        found = maps, {"longest": longest, "rows": len(titles)}
-    maps, meta = found
-    if meta.get("rows") != len(titles):
-        exact, alias, upper, longest = _title_tables(titles)
-        return exact, alias, upper, longest
-    return _TupleKeys(maps["exact"]), _TupleKeys(maps["alias"]), _FirstPosition(maps["upper"]), int(meta["longest"])
+            alias.setdefault(_SEP.join(akey), []).append(pos)
+    return {"exact": exact, "alias": alias}, longest
 
 
 def _build_entity_index(index: Any) -> _EntityLinkIndex:
     entities: Sequence[Entity] = index.entities
-    titles = values_of(entities, "title")
-    exact, alias, title_upper, longest = _stored_title_tables(index, titles)
+
+    def titles() -> list[str]:
+        return values_of(entities, "title")
+
+    folder, check = None, ""
+    if len(entities) >= search_params(index).persist_min_rows:
+        folder, check = field_folder(index, "phrases.entities.title", titles), content_check(titles())
+    phrases, longest = stored_phrases(folder, lambda: _build_phrases(entities), check)
     return _EntityLinkIndex(
-        titles=_stored_index(index, "entities.title", lambda: titles),
+        titles=_stored_index(index, "entities.title", titles),
         descriptions=lexical_search(index, "entities"),
-        exact=exact,
-        alias=alias,
+        exact=phrases["exact"],
+        alias=phrases["alias"],
         max_ngram=min(longest, _MAX_EXACT_NGRAM),
         degree=array_of(entities, "degree"),
-        title_upper=title_upper,
+        entities=entities,
     )
 
 
@@ -249,10 +217,10 @@ def _stored_index(index: Any, field: str, texts: Callable[[], list[str]]) -> BM2
     """The in-memory BM25 of one field, read from the search cache when this index content was seen
     before (fields of at least `persist_min_rows` rows), else built (and stored)."""
     items = texts()
-    folder = None
-    if len(items) >= search_params(index).persist_min_rows:
-        folder = field_folder(index, f"bm25.{field}", lambda: items)
-    return stored_bm25(folder, lambda: lexical_index(items), expected_docs=len(items))
+    if len(items) < search_params(index).persist_min_rows:
+        return lexical_index(items)
+    folder = field_folder(index, f"bm25.{field}", lambda: items)
+    return stored_bm25(folder, lambda: lexical_index(items), content_check(items))
 
 
 def _table_index(index: Any, table: Table) -> BM25:
@@ -271,11 +239,12 @@ def _lance_index(index: Any, table: Table) -> LanceLexical:
     def build() -> LanceLexical:
         texts = _texts(index, table)
         folder = field_folder(index, f"fts.{table}", lambda: texts)
+        check = content_check(texts)
 
         def build_table(db: Any) -> None:
             build_lexical_table({"terms": [" ".join(lexical_terms(t)) if t else "" for t in texts]})(db)
 
-        lance = lance_table(folder, build_table)
+        lance = lance_table(folder, build_table, check)
         return LanceLexical(lance, "terms", len(texts))
 
     return per_index_cache(index, f"linking.fts.{table}", build)
@@ -361,7 +330,7 @@ def _exact_strengths(ent: _EntityLinkIndex, tokens: list[str], n: int) -> np.nda
     spans: list[tuple[int, int, list[int], float]] = []
     for length in range(min(ent.max_ngram, len(tokens)), 0, -1):
         for start in range(len(tokens) - length + 1):
-            key = tuple(tokens[start : start + length])
+            key = _SEP.join(tokens[start : start + length])
             for table, value in ((ent.exact, 1.0), (ent.alias, 0.8)):
                 hit = table.get(key)
                 if hit:
@@ -430,7 +399,7 @@ def _is_known(ent: _EntityLinkIndex, span: str) -> bool:
     covered = [False] * len(tokens)
     for length in range(min(ent.max_ngram, len(tokens)), 0, -1):
         for start in range(len(tokens) - length + 1):
-            key = tuple(tokens[start : start + length])
+            key = _SEP.join(tokens[start : start + length])
             if key in ent.exact or key in ent.alias:
                 covered[start : start + length] = [True] * length
     rest = " ".join(t for t, c in zip(tokens, covered, strict=True) if not c)

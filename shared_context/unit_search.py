@@ -12,12 +12,16 @@ Pure and deterministic: ties go to the lower unit position.
 
 from __future__ import annotations
 
+import bisect
+import itertools
+import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from shared_context.linking import lexical_terms, lexical_top
+from shared_context.linking import lexical_terms, lexical_top, word_terms
 from shared_context.vectors import VectorTable, vector_search, vector_table
 
 __all__ = ["QuestionUnits", "best_window", "question_units", "top_positions"]
@@ -25,6 +29,7 @@ __all__ = ["QuestionUnits", "best_window", "question_units", "top_positions"]
 # How deep each question ranking goes. Far more units than any Sources budget holds at usual chunk
 # sizes (12k tokens / 300-token chunks = 40), so the budget, not this cut, decides what is shown.
 DEFAULT_DEPTH = 60
+_GAP_RE = re.compile(r"([\W_]+)")  # between the words `lexical_terms` reads from plain (non-CJK) text
 
 
 @dataclass(frozen=True)
@@ -86,13 +91,64 @@ def best_window(text: str, query: str, chars: int) -> tuple[int, int]:
         return 0, len(text)
     wanted = set(lexical_terms(query))
     step = max(chars // 4, 1)
+    starts = [min(start, len(text) - chars) for start in range(0, len(text) - chars + step, step)]
+    # Plain ASCII text (lower-casing maps character to character, no CJK runs): score every window from one
+    # pass over the words; anything else re-reads each window. Both give the same scores.
+    score = _window_scorer(text, wanted, chars) if text.isascii() else None
     best_score, best_start = -1, 0
-    for start in range(0, len(text) - chars + step, step):
-        start = min(start, len(text) - chars)
-        score = len(wanted.intersection(lexical_terms(text[start : start + chars])))
-        if score > best_score:
-            best_score, best_start = score, start
+    for start in starts:
+        found = (
+            score(start)
+            if score is not None
+            else len(wanted.intersection(lexical_terms(text[start : start + chars])))
+        )
+        if found > best_score:
+            best_score, best_start = found, start
     if best_start > 0:  # do not open on half a word
         space = text.find(" ", best_start, best_start + 40)
         best_start = space + 1 if space >= 0 else best_start
     return best_start, min(best_start + chars, len(text))
+
+
+def _window_scorer(text: str, wanted: set[str], chars: int) -> Callable[[int], int]:
+    """`score(start)` == len(wanted & set(lexical_terms(text[start:start + chars]))) for ASCII `text`.
+
+    Words wholly inside a window count with their term; a word cut by either window edge counts with the
+    term of the part inside, exactly as `lexical_terms` sees the slice.
+    """
+    lowered = text.lower()
+    # [word, gap, word, gap, ..., word] (first/last word may be ""): offsets from the cumulative lengths, all
+    # in C, rather than a match object per word.
+    parts = _GAP_RE.split(lowered)
+    offsets = list(itertools.accumulate(map(len, parts), initial=0))
+    spans = list(zip(offsets[0::2], offsets[1::2], strict=False))
+    word_starts = offsets[0::2]
+    terms = word_terms(parts[0::2])
+    hits = [(a, b, t) for (a, b), t in zip(spans, terms, strict=True) if t in wanted]
+    hit_starts = [a for a, _, _ in hits]
+
+    def term_of(piece: str) -> str | None:
+        term = word_terms([piece])[0]
+        return term if term in wanted else None
+
+    def score(start: int) -> int:
+        end = start + chars
+        found: set[str] = set()
+        lo = bisect.bisect_left(hit_starts, start)
+        for _, b, term in hits[lo : bisect.bisect_left(hit_starts, end)]:
+            if b <= end:
+                found.add(term)
+        # a word running into the window from the left, and one running out of it on the right
+        i = bisect.bisect_left(word_starts, start) - 1
+        if i >= 0 and spans[i][1] > start:
+            edge = term_of(lowered[start : min(spans[i][1], end)])
+            if edge:
+                found.add(edge)
+        j = bisect.bisect_left(word_starts, end) - 1
+        if j >= 0 and spans[j][0] >= start and spans[j][1] > end:
+            edge = term_of(lowered[spans[j][0] : end])
+            if edge:
+                found.add(edge)
+        return len(found)
+
+    return score
