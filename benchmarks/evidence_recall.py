@@ -14,12 +14,15 @@ For each question and budget, every method builds one context of at most that ma
   (`DriftSearchConfig().local_context()`), one per follow-up question made from each of the top 3
   linked entity names ("<name>: <question>"), each with a third of the budget;
 - `basic`: basic search's Sources table (`engines.basic`): the nearest text units by vector, best first,
-  each added while it fits.
+  each added while it fits, over the whole budget (no entity tables to pay for);
+- `basic-excerpts` (when `excerpt_tokens` is set): the same nearest units given the excerpt opportunity
+  the hybrid Sources have (`shared_context.passages`, same window size and weight) - a fairness check:
+  how much of the gain is excerpting rather than the hybrid candidates.
 
 Metrics per subset and question type: evidence token recall (share of the evidence's content words
 present in the context text) and silver-span hit rate (share of silver evidence spans with
-token_recall >= 0.8 whose characters are >= 80 % covered by whole text units in the context; a unit
-shown trimmed does not count). `--sample N` takes N questions per subset, stratified by question type
+token_recall >= 0.8 whose characters are >= 80 % covered by the text shown: whole units, and the
+recorded `excerpts` offsets of a unit shown in part; a unit cut without offsets counts for nothing). `--sample N` takes N questions per subset, stratified by question type
 (proportional, seeded); `--half tune|confirm` keeps one half of the questions, split by a hash of the
 question id, so parameters tuned on one half can be confirmed on the other.
 """
@@ -127,10 +130,31 @@ def context_ranges(ctx: Any, units: dict[int, tuple[str, int, int]]) -> list[tup
             continue
         if not r.get("truncated"):
             out.append(span)
-        elif "excerpt" in r:
-            a, b = r["excerpt"]
-            out.append((span[0], span[1] + int(a), span[1] + int(b)))
+        else:
+            out.extend((span[0], span[1] + int(a), span[1] + int(b)) for a, b in r.get("excerpts", []))
     return out
+
+
+def basic_excerpts(index: Any, hits: list[tuple[int, float]], question: str, budget: int,
+                   units: dict[int, tuple[str, int, int]], excerpt_tokens: int, weight: float,
+                   rrf_k: int) -> tuple[str, list[tuple[str, int, int]]]:
+    """Basic search's nearest units given the same excerpt opportunity as the hybrid Sources (fairness
+    check): `passages.select_excerpts` over the vector ranking, in one Sources table of `budget` tokens."""
+    from shared_context.local_context import _join_spans
+    from shared_context.passages import select_excerpts
+    from shared_context.tables import SectionBuilder
+
+    builder = SectionBuilder("Sources", ["id", "text"], index.tokenizer, budget)
+    room = builder.remaining - max(builder.remaining // 50, 4)
+    ranges: list[tuple[str, int, int]] = []
+    for ex in select_excerpts(index, [p for p, _ in hits], question, room, excerpt_tokens=excerpt_tokens,
+                              weight=weight, rrf_k=rrf_k):
+        t = index.text_units[ex.unit]
+        shown = t.text if ex.whole else _join_spans(t.text, ex.spans)
+        if builder.add([t.short_id, shown]) and ex.unit in units:
+            title, start, _ = units[ex.unit]
+            ranges.extend((title, start + a, start + b) for a, b in ex.spans)
+    return builder.finish().text, ranges
 
 
 def run_subset(subset: str, index_dir: Path, args: argparse.Namespace, overrides: dict[str, Any]) -> list[dict[str, Any]]:
@@ -195,6 +219,10 @@ def run_subset(subset: str, index_dir: Path, args: argparse.Namespace, overrides
             unit_by_short = {index.text_units[p].short_id: p for p, _ in hits}
             shown = [unit_by_short[str(r["id"])] for r in section.in_context]
             contexts["basic"] = (section.text, [units[p] for p in shown if p in units])
+            if builder.params.excerpt_tokens is not None:
+                contexts["basic-excerpts"] = basic_excerpts(
+                    index, hits, question, budget, units, builder.params.excerpt_tokens,
+                    builder.params.excerpt_weight, builder.params.hybrid_rrf_k)
             for method, (text, ranges) in contexts.items():
                 rows.append({
                     "subset": subset,

@@ -32,8 +32,11 @@ def _model_server(latency_ms: float, conn: Any) -> None:
     reply = "The answer, drawn from the supplied data [Data: Sources (1)]."
     with LoopbackServer(latency_ms=latency_ms, default_reply=reply) as srv:
         conn.send(srv.base_url)
+        conn.recv()  # the load starts: CPU is counted from here
+        cpu0 = time.process_time()
         conn.recv()  # until told to stop
-        conn.send({"max_in_flight": srv.max_in_flight, "requests": len(srv.requests)})
+        conn.send({"max_in_flight": srv.max_in_flight, "requests": len(srv.requests),
+                   "cpu_s": time.process_time() - cpu0})
 
 
 def _load(url: str, questions: list[str], clients: int, total: int, model: str, conn: Any) -> None:
@@ -58,10 +61,10 @@ def _load(url: str, questions: list[str], clients: int, total: int, model: str, 
                     latencies.append(time.perf_counter() - t0)
                     statuses[key] = statuses.get(key, 0) + 1
 
-            started = time.perf_counter()
+            started, cpu0 = time.perf_counter(), time.process_time()
             await asyncio.gather(*(worker() for _ in range(clients)))
-            wall = time.perf_counter() - started
-        return {"latencies": latencies, "statuses": statuses, "wall_s": wall}
+            wall, cpu = time.perf_counter() - started, time.process_time() - cpu0
+        return {"latencies": latencies, "statuses": statuses, "wall_s": wall, "cpu_s": cpu}
 
     conn.send(asyncio.run(main()))
 
@@ -107,8 +110,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         load_parent, load_child = ctx.Pipe()
         load_proc = ctx.Process(target=_load, args=(svc.url, questions, args.clients, args.requests, args.model,
                                                     load_child))
+        model_parent.send("load")
+        cpu0 = time.process_time()  # this process is the service (its uvicorn and Router threads)
         load_proc.start()
         out = load_parent.recv()
+        service_cpu = time.process_time() - cpu0
         load_proc.join()
     model_parent.send("stop")
     server_stats = model_parent.recv()
@@ -123,6 +129,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "max_s": round(max(lat), 3), "ok": ok, "errors": len(lat) - ok, "statuses": out["statuses"],
         "model_server_max_in_flight": server_stats["max_in_flight"],
         "model_server_requests": server_stats["requests"],
+        # Core time per request, each process measured by itself over the load (the service's spans the
+        # load generator's start-up too, so it is an upper bound): the three share the machine's cores.
+        "cpu_ms_per_request": {"service": round(1000 * service_cpu / max(len(lat), 1), 1),
+                               "model_server": round(1000 * server_stats["cpu_s"] / max(len(lat), 1), 1),
+                               "load_generator": round(1000 * out["cpu_s"] / max(len(lat), 1), 1)},
         "load_average": os.getloadavg(), "cpus": os.cpu_count(),
     }
     report["targets_met"] = (report["throughput_rps"] >= 30 and report["p95_s"] <= 1.5 and report["errors"] == 0

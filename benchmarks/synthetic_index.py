@@ -92,8 +92,12 @@ def write_synthetic_index(
     units_tokens: int = 300,
     entities_per_unit: int = 10,
     levels: int = 3,
+    vector_dim: int = 0,
 ) -> dict[str, int]:
-    """Write a GraphRAG-v3 parquet index into `out_dir`; return the row count of each table."""
+    """Write a GraphRAG-v3 parquet index into `out_dir`; return the row count of each table.
+
+    `vector_dim` > 0 also writes `embeddings.entity_description.parquet` and
+    `embeddings.text_unit_text.parquet` (see `_write_vectors`); the tables stay byte-identical."""
     if n_entities < 2:
         raise ValueError("n_entities must be at least 2")
     if not 1 <= levels <= 4:
@@ -266,6 +270,8 @@ def write_synthetic_index(
         out, rng, pool, titles, entity_ids, rel_ids, unit_ids, number, levels, rel_src, rel_tgt, rel_units
     )
     n_claims = _write_claims(out, rng, pool, titles, unit_ids, entity_units, popularity)
+    if vector_dim > 0:
+        _write_vectors(out, seed, vector_dim, entity_ids, unit_ids, unit_entities, comm_of_entity[level_of_leaf])
     return {
         "entities": n_ent,
         "relationships": n_rel,
@@ -275,6 +281,31 @@ def write_synthetic_index(
         "covariates": n_claims,
         "documents": n_docs,
     }
+
+
+def _write_vectors(
+    out: Path,
+    seed: int,
+    dim: int,
+    entity_ids: list[str],
+    unit_ids: list[str],
+    unit_entities: list[list[int]],
+    leaf_of_entity: np.ndarray,
+) -> None:
+    """Deterministic embeddings shaped like real ones: related records are near each other. An entity
+    is its leaf community's random centre plus noise; a text unit is the mean of its entities plus
+    noise. A separate RNG stream, so the other tables do not change with `dim`."""
+    rng = np.random.default_rng([seed, 1])
+    centres = rng.standard_normal((int(leaf_of_entity.max()) + 1, dim)).astype(np.float32)
+    ent = centres[leaf_of_entity] + 0.6 * rng.standard_normal((len(entity_ids), dim)).astype(np.float32)
+    units = np.zeros((len(unit_ids), dim), dtype=np.float32)
+    for j, ents in enumerate(unit_entities):
+        if ents:
+            units[j] = ent[ents].mean(axis=0)
+    units += 0.3 * rng.standard_normal(units.shape).astype(np.float32)
+    for name, ids, matrix in (("entity_description", entity_ids, ent), ("text_unit_text", unit_ids, units)):
+        vectors = pa.FixedSizeListArray.from_arrays(pa.array(matrix.reshape(-1)), dim)
+        pq.write_table(pa.table({"id": ids, "vector": vectors}), out / f"embeddings.{name}.parquet")
 
 
 def _write_communities(
@@ -438,6 +469,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--units-tokens", type=int, default=300)
     parser.add_argument("--entities-per-unit", type=int, default=10)
     parser.add_argument("--levels", type=int, default=3)
+    parser.add_argument("--vector-dim", type=int, default=0, help="also write embeddings of this dimension")
     args = parser.parse_args(argv)
     start = time.perf_counter()
     counts = write_synthetic_index(

@@ -487,6 +487,10 @@ class Engine:
 
         self.index = index
         full = config if isinstance(config, GraphrouteConfig) else None
+        if full is not None:
+            from shared_context.search_backend import configure_search
+
+            configure_search(index, full.search)
         self.config = self._section(config)
         self.models = ModelSet(index, model, embedder, full)
 

@@ -5,8 +5,6 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from engines import prompts
 from engines.base import Engine, QueryRun, vector_for
 from engines.config import BasicSearchConfig
@@ -14,7 +12,7 @@ from engines.estimate import CostEstimate, estimate_basic
 from engines.events import ContextReady
 from engines.models.base import Message
 from engines.result import SearchResult
-from shared_context.vectors import vector_table
+from shared_context.vectors import vector_search
 
 if TYPE_CHECKING:
     from engines.plan import QueryPlan
@@ -23,14 +21,13 @@ if TYPE_CHECKING:
 
 def top_text_units(index: Index, question: str, k: int, query_vector: Any = None) -> tuple[list[tuple[int, float]], str]:
     """(text unit position, similarity) best first, and the method used ("vector" or "lexical")."""
-    table = vector_table(index, "text_unit_text") if query_vector is not None else None
-    if table is not None:
-        return table.search(query_vector, k), "vector"
-    from shared_context.linking import lexical_scores
+    search = vector_search(index, "text_unit_text") if query_vector is not None else None
+    if search is not None:
+        return search.search(query_vector, k), "vector"
+    from shared_context.linking import lexical_top
 
-    scores = np.asarray(lexical_scores(index, "text_units", question), dtype=np.float64)
-    order = sorted((i for i in range(len(scores)) if scores[i] > 0), key=lambda i: (-scores[i], i))[:k]
-    return [(i, float(scores[i])) for i in order], "lexical"
+    positions, scores = lexical_top(index, "text_units", question, k)
+    return [(int(p), float(s)) for p, s in zip(positions.tolist(), scores.tolist(), strict=True)], "lexical"
 
 
 def sources_section(index: Index, hits: list[tuple[int, float]], budget: int) -> tuple[Any, int]:

@@ -1,8 +1,8 @@
 """The one typed configuration of graphroute: `graphroute.toml` + environment, validated in one place.
 
 Sections: `[models]` (delegated to `engines.models.config`), `[local]`, `[global_search]`, `[drift]`,
-`[basic]`, `[questions]`, `[router]`, `[serve]` (the HTTP service). Every section forbids unknown keys, and every error names the
-file and the dotted key, e.g. ``graphroute.toml: global_search.concurrency: must be >= 1 (got 0)``.
+`[basic]`, `[questions]`, `[router]`, `[serve]` (the HTTP service), `[search]` (search backends by size).
+Every section forbids unknown keys, and every error names the file and the dotted key, e.g. ``graphroute.toml: global_search.concurrency: must be >= 1 (got 0)``.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from engines.models.config import (
 )
 from engines.models.errors import ModelConfigError
 from shared_context.local_context import LocalContextParams
+from shared_context.search_backend import SearchParams
 
 
 class ConfigError(ModelConfigError):
@@ -203,6 +204,13 @@ class ServeConfig(_Section):
     shutdown_grace_s: float = Field(default=30.0, ge=0)
 
 
+class SearchConfig(SearchParams):
+    """`[search]`: which backend serves lexical and vector search, by size (`shared_context.search_backend`).
+    Small indexes stay exact in memory; the defaults put LanceDB FTS / ANN only where memory needs it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+
 class GraphrouteConfig(_Section):
     models: ModelsConfig = Field(default_factory=ModelsConfig)
     local: LocalSearchConfig = Field(default_factory=LocalSearchConfig)
@@ -212,9 +220,10 @@ class GraphrouteConfig(_Section):
     questions: QuestionGenConfig = Field(default_factory=QuestionGenConfig)
     router: RouterConfig = Field(default_factory=RouterConfig)
     serve: ServeConfig = Field(default_factory=ServeConfig)
+    search: SearchConfig = Field(default_factory=SearchConfig)
 
 
-_SECTIONS = ("local", "global_search", "drift", "basic", "questions", "router", "serve")
+_SECTIONS = ("local", "global_search", "drift", "basic", "questions", "router", "serve", "search")
 
 
 def config_from_mapping(

@@ -70,7 +70,7 @@ def _load_router(index: str, config_path: str | None, length: str | None = None)
     from router.router import Router
     from shared_context import IndexFormatError, load_index
 
-    if not Path(index).exists():
+    if "://" not in index and not Path(index).exists():  # URIs (file://, s3://...) are checked by the loader
         raise CliError(f"index folder not found: {index}")
     cfg_path = config_path or ("graphroute.toml" if Path("graphroute.toml").exists() else None)
     try:

@@ -91,6 +91,9 @@ class Router:
 
         self.index = index
         self.config = config if config is not None else load_config()
+        from shared_context.search_backend import configure_search
+
+        configure_search(index, self.config.search)  # before any query builds a search table
         # Vectors stored in the index by a model we cannot call are replaced by the configured embedder's
         # own (attached on first use); every answer says so.
         stored = {name: (t.dim, t.model) for name, t in getattr(index, "vectors", {}).items()}

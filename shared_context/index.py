@@ -22,12 +22,11 @@ Dangling-reference policy (GraphRAG indexes in the wild contain some; GraphRAG i
 
 from __future__ import annotations
 
-import hashlib
 import os
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from itertools import chain
-from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +34,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from shared_context.adjacency import Adjacency, group
+from shared_context.derived_store import DerivedStore, cache_root
 from shared_context.errors import IndexFormatError
 from shared_context.records import (
     Claim,
@@ -58,14 +59,23 @@ _TOKEN_FIELDS = (
     "report_summary_tokens",
     "claim_tokens",
 )
-_TOKEN_CACHE_FORMAT = "1"
+# Bump when what `from_records` derives changes, so stored structures of older code are not reused.
+_DERIVED_FORMAT = "1"
+# table each token-count field is derived from (the derived store invalidates per table)
+_TOKEN_TABLES = {
+    "entity_tokens": "entities",
+    "relationship_tokens": "relationships",
+    "text_unit_tokens": "text_units",
+    "report_tokens": "community_reports",
+    "report_summary_tokens": "community_reports",
+    "claim_tokens": "covariates",
+}
 
 
 def token_cache_dir() -> Path:
-    """Where token counts are cached: `$GRAPHROUTE_CACHE_DIR/tokens` or `~/.cache/graphroute/tokens`."""
-    base = os.environ.get("GRAPHROUTE_CACHE_DIR")
-    root = Path(base) if base else Path.home() / ".cache" / "graphroute"
-    return root / "tokens"
+    """Root of the on-disk caches (`$GRAPHROUTE_CACHE_DIR` or `~/.cache/graphroute`); token counts and
+    the other derived structures live under its `derived/` folder (see `derived_store`)."""
+    return cache_root()
 
 
 def _file_for(source_files: dict[str, str], table: str) -> str:
@@ -83,30 +93,6 @@ def _check_unique(values: Sequence[Any], file: str, column: str) -> dict[Any, in
             column=column,
         )
     return pos
-
-
-def _group(
-    keys: np.ndarray,
-    values: np.ndarray,
-    n: int,
-    order: np.ndarray | None = None,
-    shared: list[int] | None = None,
-) -> list[list[int]]:
-    """Group `values` by integer `keys` in [0, n), each group sorted by `order` (default: value).
-
-    `shared` (a list whose item i is the int i) makes every group hold the same int objects instead
-    of a fresh 28-byte int per entry: millions of adjacency entries then cost one pointer each.
-    """
-    if len(keys) == 0:
-        return [[] for _ in range(n)]
-    sort_by = values if order is None else order
-    idx = np.lexsort((sort_by, keys))
-    flat_values = values[idx].tolist()
-    flat: Sequence[int] = flat_values
-    if shared is not None and len(flat_values) > 1:
-        flat = itemgetter(*flat_values)(shared)
-    ends = np.cumsum(np.bincount(keys, minlength=n)).tolist()
-    return [list(flat[a:b]) for a, b in zip([0, *ends[:-1]], ends, strict=True)]
 
 
 def _positions(values: Sequence[str], pos: dict[str, int]) -> np.ndarray:
@@ -137,11 +123,24 @@ def _unique_pairs(a: np.ndarray, b: np.ndarray, n_b: int) -> tuple[np.ndarray, n
     return codes // max(n_b, 1), codes % max(n_b, 1)
 
 
-def _count(tokenizer: Tokenizer, texts: list[str]) -> np.ndarray:
-    # One text at a time: tiktoken's threaded batch API costs a future per text and was 3-4x slower
-    # on many short descriptions (measured: 463k relationship descriptions, 25 s vs 6.8 s).
+_COUNT_CHUNK = 50_000
+
+
+def _count_chunk(tokenizer: Tokenizer, texts: list[str]) -> np.ndarray:
     count = tokenizer.count
     return np.fromiter((count(t) for t in texts), dtype=np.int32, count=len(texts))
+
+
+def _count(tokenizer: Tokenizer, texts: list[str]) -> np.ndarray:
+    # One text at a time: tiktoken's threaded batch API costs a future per text and was 3-4x slower
+    # on many short descriptions (measured: 463k relationship descriptions, 25 s vs 6.8 s). Large
+    # lists go in chunks to a few threads instead: tiktoken encodes with the GIL released.
+    if len(texts) <= _COUNT_CHUNK:
+        return _count_chunk(tokenizer, texts)
+    chunks = [texts[i : i + _COUNT_CHUNK] for i in range(0, len(texts), _COUNT_CHUNK)]
+    workers = min(len(chunks), os.cpu_count() or 1, 4)
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        return np.concatenate(list(pool.map(lambda chunk: _count_chunk(tokenizer, chunk), chunks)))
 
 
 class Index:
@@ -180,12 +179,12 @@ class Index:
     claim_pos: dict[str, int]
     community_pos: dict[int, int]
     report_pos: dict[int, int]
-    entity_relationships: list[list[int]]
-    entity_text_units: list[list[int]]
-    text_unit_entities: list[list[int]]
-    text_unit_relationships: list[list[int]]
-    entity_claims: list[list[int]]
-    entity_communities: list[list[int]]
+    entity_relationships: Adjacency
+    entity_text_units: Adjacency
+    text_unit_entities: Adjacency
+    text_unit_relationships: Adjacency
+    entity_claims: Adjacency
+    entity_communities: Adjacency
     relationship_endpoints: np.ndarray
     communities_by_level: dict[int, list[int]]
     reports_by_level: dict[int, list[int]]
@@ -200,7 +199,6 @@ class Index:
     vectors: dict[str, VectorTable]
 
     _frozen: bool = False
-    _ints: list[int]
 
     def __setattr__(self, name: str, value: Any) -> None:
         if self._frozen:
@@ -228,12 +226,14 @@ class Index:
         tokenizer: Tokenizer | str | None = None,
         source_files: dict[str, str] | None = None,
         warnings: Iterable[str] = (),
-        token_cache_key: str | None = None,
+        store: DerivedStore | None = None,
     ) -> Index:
         """Validate the records, derive missing links and precompute everything a query needs.
 
-        `token_cache_key` (set by the loaders from file paths, sizes and mtimes) enables the on-disk
-        token-count cache; in-memory indexes are counted every time.
+        `store` (set by the loaders: keyed by the fingerprints of the index's table files) keeps what
+        is derived here on disk - adjacency, links, claims and community membership per entity, token
+        counts - so the next load maps it instead of computing it; each entry depends only on the
+        tables it is computed from. In-memory indexes are computed every time.
         """
         self = object.__new__(cls)
         self.path = Path(path) if path is not None else None
@@ -252,15 +252,12 @@ class Index:
         self.claims = list(claims)
         self.documents = list(documents)
         self._build_id_maps()
-        # canonical int objects shared by all adjacency lists (see _group)
-        self._ints = list(range(max(len(self.entities), len(self.relationships), len(self.text_units))))
-        self._build_graph()
-        self._build_text_unit_links()
-        self._build_claims()
-        self._build_communities()
+        self._build_graph(store)
+        self._build_text_unit_links(store)
+        self._build_claims(store)
+        self._build_communities(store)
         self._build_documents()
-        self._build_token_counts(token_cache_key)
-        del self._ints
+        self._build_token_counts(store)
         self.vectors = {}
         if vectors is not None:
             tables = vectors.values() if isinstance(vectors, dict) else vectors
@@ -290,8 +287,36 @@ class Index:
             [r.community for r in self.community_reports], self._file("community_reports"), "community"
         )
 
-    def _build_graph(self) -> None:
+    def _derived(
+        self, store: DerivedStore | None, name: str, depends_on: list[str], build: Callable[[], dict[str, np.ndarray]]
+    ) -> dict[str, np.ndarray]:
+        """The arrays of one derived entry: mapped from the store when it holds them, else built (and
+        stored). Warnings raised while building are stored with the arrays and repeated on a hit."""
+        if store is not None:
+            found = store.load_arrays(name, depends_on, extra=_DERIVED_FORMAT)
+            if found is not None and "warnings" in found:
+                self.warnings.extend(str(w) for w in found.pop("warnings").tolist())
+                return found
+        before = len(self.warnings)
+        arrays = build()
+        if store is not None:
+            warnings = np.array(self.warnings[before:] or [""], dtype=str)[: len(self.warnings) - before]
+            store.save_arrays(name, depends_on, {**arrays, "warnings": warnings}, extra=_DERIVED_FORMAT)
+        return arrays
+
+    def _build_graph(self, store: DerivedStore | None) -> None:
         """Relationship endpoints and per-entity relationship lists, pre-sorted for local search."""
+        found = self._derived(store, "graph", ["entities", "relationships", "nodes"], self._compute_graph)
+        self.relationship_endpoints = found["endpoints"]
+        self.entity_relationships = Adjacency(found["er_indptr"], found["er_indices"])
+        if len(found["entity_degree"]) and self.entities:
+            for e, d in zip(self.entities, found["entity_degree"].tolist(), strict=True):
+                e.degree = d
+        if len(found["combined_degree"]) and self.relationships:
+            for r, d in zip(self.relationships, found["combined_degree"].tolist(), strict=True):
+                r.combined_degree = d
+
+    def _compute_graph(self) -> dict[str, np.ndarray]:
         n_ent, n_rel = len(self.entities), len(self.relationships)
         titles = self.entity_by_title
         src = _positions([r.source for r in self.relationships], titles)
@@ -313,10 +338,8 @@ class Index:
                     f"{self._file('relationships')}: column {col!r}: {len(missing)} values name no entity "
                     f"(e.g. {example!r}); those relationships are kept and listed under their other endpoint"
                 )
-        self.relationship_endpoints = (
-            np.stack([src, tgt], axis=1) if n_rel else np.zeros((0, 2), dtype=np.int64)
-        )
-        self._derive_degrees(src, tgt)
+        endpoints = np.stack([src, tgt], axis=1) if n_rel else np.zeros((0, 2), dtype=np.int64)
+        entity_degree, combined_degree = self._derive_degrees(src, tgt)
         combined = np.fromiter((r.combined_degree for r in self.relationships), dtype=np.float64, count=n_rel)
         weight = np.fromiter((r.weight for r in self.relationships), dtype=np.float64, count=n_rel)
         positions = np.arange(n_rel, dtype=np.int64)
@@ -326,16 +349,24 @@ class Index:
         keys = np.concatenate([src, tgt[~self_loop]])
         rels = np.concatenate([positions, positions[~self_loop]])
         ok = keys >= 0
-        self.entity_relationships = _group(keys[ok], rels[ok], n_ent, order=rank[rels[ok]], shared=self._ints)
+        adjacency = group(keys[ok], rels[ok], n_ent, order=rank[rels[ok]])
+        return {
+            "endpoints": endpoints,
+            **adjacency.arrays("er"),
+            "entity_degree": entity_degree,
+            "combined_degree": combined_degree,
+        }
 
-    def _derive_degrees(self, src: np.ndarray, tgt: np.ndarray) -> None:
-        """Fill entity degree / relationship combined_degree when the tables lacked them (all zero)."""
+    def _derive_degrees(self, src: np.ndarray, tgt: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Fill entity degree / relationship combined_degree when the tables lacked them (all zero);
+        returns the filled arrays (empty when the table had the column) for the derived store."""
+        none = np.zeros(0, dtype=np.int64)
         if not self.relationships:
-            return
+            return none, none
         need_entity = bool(self.entities) and all(e.degree == 0 for e in self.entities)
         need_combined = all(r.combined_degree == 0 for r in self.relationships)
         if not (need_entity or need_combined):
-            return
+            return none, none
         n_ent = len(self.entities)
         ok = (src >= 0) & (tgt >= 0) & (src != tgt)
         lo, hi = np.minimum(src[ok], tgt[ok]), np.maximum(src[ok], tgt[ok])
@@ -343,28 +374,56 @@ class Index:
         degree = (
             np.bincount(np.concatenate([a, b]), minlength=n_ent) if n_ent else np.zeros(0, dtype=np.int64)
         )
+        entity_degree, combined_degree = none, none
         if need_entity:
+            entity_degree = degree.astype(np.int64)
             for e, d in zip(self.entities, degree.tolist(), strict=True):
                 e.degree = d
         if need_combined:
-            deg_list = [e.degree for e in self.entities]
-            for r, s, t in zip(self.relationships, src.tolist(), tgt.tolist(), strict=True):
-                r.combined_degree = (deg_list[s] if s >= 0 else 0) + (deg_list[t] if t >= 0 else 0)
+            deg = np.fromiter((e.degree for e in self.entities), dtype=np.int64, count=n_ent)
+            combined_degree = np.where(src >= 0, deg[np.maximum(src, 0)], 0) + np.where(
+                tgt >= 0, deg[np.maximum(tgt, 0)], 0
+            )
+            for r, d in zip(self.relationships, combined_degree.tolist(), strict=True):
+                r.combined_degree = d
             self.warnings.append(
                 f"{self._file('relationships')}: column 'combined_degree' missing; derived from entity degrees"
             )
+        return entity_degree, combined_degree
 
-    def _build_text_unit_links(self) -> None:
+    def _build_text_unit_links(self, store: DerivedStore | None) -> None:
         """entity <-> text unit and text unit -> relationship links, taking the union of both sides."""
-        n_ent, n_rel, n_tu = len(self.entities), len(self.relationships), len(self.text_units)
+        found = self._derived(
+            store, "text_unit_links", ["entities", "relationships", "text_units"], self._compute_text_unit_links
+        )
+        self.entity_text_units = Adjacency(found["etu_indptr"], found["etu_indices"])
+        self.text_unit_entities = Adjacency(found["tue_indptr"], found["tue_indices"])
+        self.text_unit_relationships = Adjacency(found["tur_indptr"], found["tur_indices"])
+        # Fill the record fields a table did not carry (e.g. LightRAG text units have no entity_ids).
+        fill_tu_entities, fill_entity_tus, fill_tu_rels, fill_rel_tus = found["fill"].tolist()
+        if fill_tu_entities:
+            for tu, members in zip(self.text_units, self.text_unit_entities, strict=True):
+                tu.entity_ids = [self.entities[i].id for i in members]
+        if fill_entity_tus:
+            for ent, units in zip(self.entities, self.entity_text_units, strict=True):
+                ent.text_unit_ids = [self.text_units[j].id for j in units]
+        if fill_tu_rels:
+            for tu, members in zip(self.text_units, self.text_unit_relationships, strict=True):
+                tu.relationship_ids = [self.relationships[i].id for i in members]
+        if fill_rel_tus:
+            tur = self.text_unit_relationships
+            units_of = np.repeat(np.arange(len(tur), dtype=np.int64), tur.lengths())
+            rel_units = group(np.asarray(tur.indices), units_of, len(self.relationships))
+            for rel, units in zip(self.relationships, rel_units, strict=True):
+                rel.text_unit_ids = [self.text_units[j].id for j in units]
+
+    def _compute_text_unit_links(self) -> dict[str, np.ndarray]:
+        n_ent, n_tu = len(self.entities), len(self.text_units)
         e_rows, e_tus, e_bad = _lookup_lists([e.text_unit_ids for e in self.entities], self.text_unit_pos)
         t_rows, t_ents, t_bad = _lookup_lists([t.entity_ids for t in self.text_units], self.entity_pos)
         self._warn_dangling(e_bad, "entities", "text_unit_ids", "text unit")
         self._warn_dangling(t_bad, "text_units", "entity_ids", "entity")
         ents, tus = _unique_pairs(np.concatenate([e_rows, t_ents]), np.concatenate([e_tus, t_rows]), n_tu)
-        self.entity_text_units = _group(ents, tus, n_ent, shared=self._ints)
-        self.text_unit_entities = _group(tus, ents, n_tu, shared=self._ints)
-
         r_rows, r_tus, r_bad = _lookup_lists(
             [r.text_unit_ids for r in self.relationships], self.text_unit_pos
         )
@@ -374,22 +433,18 @@ class Index:
         self._warn_dangling(r_bad, "relationships", "text_unit_ids", "text unit")
         self._warn_dangling(u_bad, "text_units", "relationship_ids", "relationship")
         rels, tus2 = _unique_pairs(np.concatenate([r_rows, u_rels]), np.concatenate([r_tus, u_rows]), n_tu)
-        self.text_unit_relationships = _group(tus2, rels, n_tu, shared=self._ints)
-
-        # Fill the record fields a table did not carry (e.g. LightRAG text units have no entity_ids).
-        if len(t_rows) == 0 and len(ents):
-            for tu, members in zip(self.text_units, self.text_unit_entities, strict=True):
-                tu.entity_ids = [self.entities[i].id for i in members]
-        if len(e_rows) == 0 and len(ents):
-            for ent, units in zip(self.entities, self.entity_text_units, strict=True):
-                ent.text_unit_ids = [self.text_units[j].id for j in units]
-        if len(u_rows) == 0 and len(rels):
-            for tu, members in zip(self.text_units, self.text_unit_relationships, strict=True):
-                tu.relationship_ids = [self.relationships[i].id for i in members]
-        if len(r_rows) == 0 and len(rels):
-            rel_units = _group(rels, tus2, n_rel)
-            for rel, units in zip(self.relationships, rel_units, strict=True):
-                rel.text_unit_ids = [self.text_units[j].id for j in units]
+        fill = [
+            len(t_rows) == 0 and len(ents) > 0,
+            len(e_rows) == 0 and len(ents) > 0,
+            len(u_rows) == 0 and len(rels) > 0,
+            len(r_rows) == 0 and len(rels) > 0,
+        ]
+        return {
+            **group(ents, tus, n_ent).arrays("etu"),
+            **group(tus, ents, n_tu).arrays("tue"),
+            **group(tus2, rels, n_tu).arrays("tur"),
+            "fill": np.array(fill, dtype=np.int8),
+        }
 
     def _warn_dangling(self, count: int, table: str, column: str, what: str) -> None:
         if count:
@@ -397,16 +452,19 @@ class Index:
                 f"{self._file(table)}: column {column!r}: {count} ids name no {what}; ignored"
             )
 
-    def _build_claims(self) -> None:
+    def _build_claims(self, store: DerivedStore | None) -> None:
+        found = self._derived(store, "claims", ["entities", "covariates", "text_units"], self._compute_claims)
+        self.entity_claims = Adjacency(found["ec_indptr"], found["ec_indices"])
+
+    def _compute_claims(self) -> dict[str, np.ndarray]:
         n = len(self.claims)
         subj = _positions([c.subject for c in self.claims], self.entity_by_title)
         ok = subj >= 0
-        self.entity_claims = _group(subj[ok], np.arange(n, dtype=np.int64)[ok], len(self.entities))
         bad_units = sum(1 for c in self.claims if c.text_unit_id and c.text_unit_id not in self.text_unit_pos)
         self._warn_dangling(bad_units, "covariates", "text_unit_id", "text unit")
+        return group(subj[ok], np.arange(n, dtype=np.int64)[ok], len(self.entities)).arrays("ec")
 
-    def _build_communities(self) -> None:
-        n_ent = len(self.entities)
+    def _entity_communities(self) -> dict[str, np.ndarray]:
         rows, members, bad = _lookup_lists([c.entity_ids for c in self.communities], self.entity_pos)
         self._warn_dangling(bad, "communities", "entity_ids", "entity")
         numbers = np.fromiter(
@@ -415,9 +473,14 @@ class Index:
         levels = np.fromiter((c.level for c in self.communities), dtype=np.int64, count=len(self.communities))
         span = int(numbers.max()) + 1 if len(numbers) else 1
         comm_numbers = numbers[rows]
-        self.entity_communities = _group(
-            members, comm_numbers, n_ent, order=levels[rows] * span + comm_numbers
+        order = levels[rows] * span + comm_numbers
+        return group(members, comm_numbers, len(self.entities), order=order).arrays("ecm")
+
+    def _build_communities(self, store: DerivedStore | None) -> None:
+        found = self._derived(
+            store, "entity_communities", ["entities", "communities", "nodes"], self._entity_communities
         )
+        self.entity_communities = Adjacency(found["ecm_indptr"], found["ecm_indices"])
         self._derive_hierarchy()
         self.communities_by_level = {}
         for c in sorted(self.communities, key=lambda c: (c.level, c.community)):
@@ -517,40 +580,25 @@ class Index:
 
     # ------------------------------------------------------------------ token counts
 
-    def _token_texts(self) -> dict[str, list[str]]:
+    def _token_texts(self) -> dict[str, Callable[[], list[str]]]:
+        """The text each token-count field counts (built only when the counts are not stored)."""
         return {
-            "entity_tokens": [e.description for e in self.entities],
-            "relationship_tokens": [r.description for r in self.relationships],
-            "text_unit_tokens": [t.text for t in self.text_units],
-            "report_tokens": [r.full_content for r in self.community_reports],
-            "report_summary_tokens": [r.summary for r in self.community_reports],
-            "claim_tokens": [c.description for c in self.claims],
+            "entity_tokens": lambda: [e.description for e in self.entities],
+            "relationship_tokens": lambda: [r.description for r in self.relationships],
+            "text_unit_tokens": lambda: [t.text for t in self.text_units],
+            "report_tokens": lambda: [r.full_content for r in self.community_reports],
+            "report_summary_tokens": lambda: [r.summary for r in self.community_reports],
+            "claim_tokens": lambda: [c.description for c in self.claims],
         }
 
-    def _build_token_counts(self, cache_key: str | None) -> None:
-        lengths = {
-            "entity_tokens": len(self.entities),
-            "relationship_tokens": len(self.relationships),
-            "text_unit_tokens": len(self.text_units),
-            "report_tokens": len(self.community_reports),
-            "report_summary_tokens": len(self.community_reports),
-            "claim_tokens": len(self.claims),
-        }
-        cache_file = None
-        if cache_key is not None:
-            digest = hashlib.sha256(
-                f"{_TOKEN_CACHE_FORMAT}|{cache_key}|{self.tokenizer.encoding_name}".encode()
-            ).hexdigest()
-            cache_file = token_cache_dir() / f"{digest}.npz"
-            cached = _read_token_cache(cache_file, lengths)
-            if cached is not None:
-                for name, arr in cached.items():
-                    setattr(self, name, arr)
-                return
-        for name, texts in self._token_texts().items():
-            setattr(self, name, _count(self.tokenizer, texts))
-        if cache_file is not None:
-            _write_token_cache(cache_file, {name: getattr(self, name) for name in _TOKEN_FIELDS})
+    def _build_token_counts(self, store: DerivedStore | None) -> None:
+        texts = self._token_texts()
+        for name, table in _TOKEN_TABLES.items():
+            def count(name: str = name) -> dict[str, np.ndarray]:
+                return {"counts": _count(self.tokenizer, texts[name]())}
+
+            found = self._derived(store, f"{name}-{self.tokenizer.encoding_name}", [table], count)
+            setattr(self, name, found["counts"])
 
     # ------------------------------------------------------------------ vectors
 
@@ -626,27 +674,3 @@ class Index:
             f"Index(version={self.version!r}, entities={len(self.entities)}, relationships={len(self.relationships)}, "
             f"text_units={len(self.text_units)}, community_reports={len(self.community_reports)}, path={self.path})"
         )
-
-
-def _read_token_cache(path: Path, lengths: dict[str, int]) -> dict[str, np.ndarray] | None:
-    """Cached counts, or None when absent, unreadable or not matching the record counts."""
-    try:
-        if not path.exists():
-            return None
-        with np.load(path) as data:
-            out = {name: np.asarray(data[name], dtype=np.int32) for name in _TOKEN_FIELDS}
-    except Exception:  # a broken cache must never break loading
-        return None
-    if any(len(out[name]) != lengths[name] for name in _TOKEN_FIELDS):
-        return None
-    return out
-
-
-def _write_token_cache(path: Path, arrays: dict[str, np.ndarray]) -> None:
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f"{path.stem}.{os.getpid()}.tmp.npz")
-        np.savez(tmp, **arrays)  # type: ignore[arg-type]
-        os.replace(tmp, path)
-    except Exception:  # read-only home, full disk...: counting again next time is fine
-        return

@@ -10,23 +10,40 @@ Signals
 - semantic: cosine with the stored `entity_description` vectors, only when a query vector of the same
   dimension is given (the engine embeds the query with the embedder the index was built with).
 
-The BM25 matrices are built once per Index (a weak side table, see `tables.per_index_cache`) as sparse
-CSC postings; a query touches only the posting lists of its own terms.
+The BM25 matrices are built once per index content as sparse CSC postings, stored on disk and
+memory-mapped on the next open (`lexical_store`; the first query of a large index no longer tokenises
+every record), and kept beside the Index (`tables.per_index_cache`); a query touches only the posting
+lists of its own terms. Above `SearchParams.lexical_on_disk_min_rows` rows, descriptions, reports and
+text units are searched with Lance full-text search instead (`search_backend`: same terms, same BM25),
+and above `vector_ann_min_rows` vectors with a Lance ANN index; linking then scores the union of the
+best `candidate_depth` lexical and vector candidates and the exact title matches, which gives the same
+top entities whenever the true ones are among those candidates.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
 
+from shared_context.lexical_store import StoredPhrases, stored_bm25, stored_phrases
 from shared_context.records import Entity
+from shared_context.search_backend import (
+    Hits,
+    LanceLexical,
+    LexicalSearch,
+    build_lexical_table,
+    lance_table,
+    search_params,
+    weighted_top_k,
+)
+from shared_context.search_store import field_folder
 from shared_context.tables import per_index_cache
 from shared_context.text import BM25, CJK_RE, STOPWORDS, TOKEN_RE, plural_stem, tokens
-from shared_context.vectors import vector_table
+from shared_context.vectors import VectorTable, vector_search, vector_table
 
 __all__ = [
     "LinkResult",
@@ -34,7 +51,9 @@ __all__ = [
     "exact_tokens",
     "lexical_index",
     "lexical_scores",
+    "lexical_search",
     "lexical_terms",
+    "lexical_top",
     "link_entities",
 ]
 
@@ -74,6 +93,12 @@ def exact_tokens(text: str) -> list[str]:
     return out
 
 
+def word_terms(words: list[str]) -> list[str]:
+    """The lexical term of each lower-cased, non-CJK word ("" for a stopword), aligned with `words`."""
+    get = _TERM_OF.get
+    return [get(w) or _term(w) for w in words]
+
+
 def lexical_terms(text: str) -> list[str]:
     """Tokens for BM25: stemmed non-stopwords, and character bigrams of CJK runs.
 
@@ -81,9 +106,7 @@ def lexical_terms(text: str) -> list[str]:
     """
     lowered = text.lower()
     if not CJK_RE.search(lowered):  # fast path for the common all-alphabetic text
-        get = _TERM_OF.get
-        terms = [get(w) or _term(w) for w in _WORD_ONLY_RE.findall(lowered)]
-        return [t for t in terms if t]
+        return [t for t in word_terms(_WORD_ONLY_RE.findall(lowered)) if t]
     out: list[str] = []
     for run in TOKEN_RE.findall(lowered):
         if CJK_RE.match(run):
@@ -103,15 +126,29 @@ def lexical_index(texts: Sequence[str]) -> BM25:
     return BM25([lexical_terms(text) if text else [] for text in texts], dtype=np.float32)
 
 
+_SEP = "\x1f"  # joins a title's normalised tokens into one phrase key (never inside a token)
+
+
 @dataclass
 class _EntityLinkIndex:
-    titles: BM25
-    descriptions: BM25
-    exact: dict[tuple[str, ...], list[int]]  # normalised title -> entity positions
-    alias: dict[tuple[str, ...], list[int]]  # normalised alias -> entity positions
+    titles: BM25  # always in memory (memory-mapped when stored): `_is_known` reads its postings
+    descriptions: LexicalSearch  # a BM25, or Lance FTS above the on-disk threshold
+    exact: dict[str, list[int]] | StoredPhrases  # normalised title tokens joined by _SEP -> positions
+    alias: dict[str, list[int]] | StoredPhrases  # the same for aliases
     max_ngram: int
     degree: np.ndarray
-    title_upper: dict[str, int]
+    entities: Sequence[Entity]
+    _title_upper: dict[str, int] | None = None
+
+    @property
+    def title_upper(self) -> dict[str, int]:
+        """Upper-cased title -> first position; only include/exclude names need it, so built on demand."""
+        if self._title_upper is None:
+            table: dict[str, int] = {}
+            for pos, ent in enumerate(self.entities):
+                table.setdefault(ent.title.strip().upper(), pos)
+            self._title_upper = table
+        return self._title_upper
 
 
 def _alias_key(key: tuple[str, ...]) -> tuple[str, ...] | None:
@@ -123,51 +160,113 @@ def _alias_key(key: tuple[str, ...]) -> tuple[str, ...] | None:
     return None
 
 
-def _build_entity_index(entities: Sequence[Entity]) -> _EntityLinkIndex:
-    exact: dict[tuple[str, ...], list[int]] = {}
-    alias: dict[tuple[str, ...], list[int]] = {}
+def _build_phrases(entities: Sequence[Entity]) -> tuple[dict[str, dict[str, list[int]]], int]:
+    exact: dict[str, list[int]] = {}
+    alias: dict[str, list[int]] = {}
     longest = 1
     for pos, ent in enumerate(entities):
         key = tuple(exact_tokens(ent.title))
         if not key or all(t in STOPWORDS for t in key):
             continue
-        exact.setdefault(key, []).append(pos)
+        exact.setdefault(_SEP.join(key), []).append(pos)
         longest = max(longest, len(key))
         akey = _alias_key(key)
         if akey is not None:
-            alias.setdefault(akey, []).append(pos)
-    title_upper: dict[str, int] = {}
-    for pos, ent in enumerate(entities):
-        title_upper.setdefault(ent.title.strip().upper(), pos)
+            alias.setdefault(_SEP.join(akey), []).append(pos)
+    return {"exact": exact, "alias": alias}, longest
+
+
+def _build_entity_index(index: Any) -> _EntityLinkIndex:
+    entities: Sequence[Entity] = index.entities
+
+    def titles() -> list[str]:
+        return [e.title for e in entities]
+
+    folder = None
+    if len(entities) >= search_params(index).persist_min_rows:
+        folder = field_folder(index, "phrases.entities.title", titles)
+    phrases, longest = stored_phrases(folder, lambda: _build_phrases(entities))
     return _EntityLinkIndex(
-        titles=lexical_index([e.title for e in entities]),
-        descriptions=lexical_index([e.description for e in entities]),
-        exact=exact,
-        alias=alias,
+        titles=_stored_index(index, "entities.title", titles),
+        descriptions=lexical_search(index, "entities"),
+        exact=phrases["exact"],
+        alias=phrases["alias"],
         max_ngram=min(longest, _MAX_EXACT_NGRAM),
         degree=np.fromiter((e.degree for e in entities), dtype=np.float64, count=len(entities)),
-        title_upper=title_upper,
+        entities=entities,
     )
 
 
 def _entity_index(index: Any) -> _EntityLinkIndex:
-    return per_index_cache(index, "linking.entities", lambda: _build_entity_index(index.entities))
+    return per_index_cache(index, "linking.entities", lambda: _build_entity_index(index))
+
+
+def _texts(index: Any, table: Table) -> list[str]:
+    """The text BM25 indexes for each record of `table` (entities: their descriptions; titles apart)."""
+    if table == "entities":
+        return [e.description for e in index.entities]
+    if table == "reports":
+        return [f"{r.title}\n{r.full_content or r.summary}" for r in index.community_reports]
+    if table == "text_units":
+        return [t.text for t in index.text_units]
+    raise ValueError(f"unknown table {table!r}; expected 'entities', 'reports' or 'text_units'")
+
+
+def _stored_index(index: Any, field: str, texts: Callable[[], list[str]]) -> BM25:
+    """The in-memory BM25 of one field, read from the search cache when this index content was seen
+    before (fields of at least `persist_min_rows` rows), else built (and stored)."""
+    items = texts()
+    folder = None
+    if len(items) >= search_params(index).persist_min_rows:
+        folder = field_folder(index, f"bm25.{field}", lambda: items)
+    return stored_bm25(folder, lambda: lexical_index(items), expected_docs=len(items))
 
 
 def _table_index(index: Any, table: Table) -> BM25:
-    if table == "reports":
+    if table == "entities":  # descriptions only; lexical_scores adds the boosted titles
         return per_index_cache(
             index,
-            "linking.reports",
-            lambda: lexical_index(
-                [f"{r.title}\n{r.full_content or r.summary}" for r in index.community_reports]
-            ),
+            "linking.entities.description",
+            lambda: _stored_index(index, "entities.description", lambda: _texts(index, table)),
         )
-    if table == "text_units":
-        return per_index_cache(
-            index, "linking.text_units", lambda: lexical_index([t.text for t in index.text_units])
-        )
-    raise ValueError(f"unknown table {table!r}; expected 'entities', 'reports' or 'text_units'")
+    return per_index_cache(
+        index, f"linking.{table}", lambda: _stored_index(index, table, lambda: _texts(index, table))
+    )
+
+
+def _lance_index(index: Any, table: Table) -> LanceLexical:
+    def build() -> LanceLexical:
+        texts = _texts(index, table)
+        folder = field_folder(index, f"fts.{table}", lambda: texts)
+
+        def build_table(db: Any) -> None:
+            build_lexical_table({"terms": [" ".join(lexical_terms(t)) if t else "" for t in texts]})(db)
+
+        lance = lance_table(folder, build_table)
+        return LanceLexical(lance, "terms", len(texts))
+
+    return per_index_cache(index, f"linking.fts.{table}", build)
+
+
+def lexical_search(index: Any, table: Table) -> LexicalSearch:
+    """The search serving `table`'s BM25 (entities: descriptions): in memory below
+    `SearchParams.lexical_on_disk_min_rows` rows, else Lance full-text search."""
+    rows = {"entities": index.entities, "reports": index.community_reports, "text_units": index.text_units}
+    if table not in rows:
+        raise ValueError(f"unknown table {table!r}; expected 'entities', 'reports' or 'text_units'")
+    if len(rows[table]) >= search_params(index).lexical_on_disk_min_rows:
+        return _lance_index(index, table)
+    return _table_index(index, table)
+
+
+def lexical_top(index: Any, table: Table, query: str, k: int) -> Hits:
+    """(positions, raw BM25 scores) of the `k` best records of `table` with a positive score, best
+    first, ties by position; the same ranking as `lexical_scores` (entities: 2 x title + description)."""
+    terms = lexical_terms(query)
+    if table == "entities":
+        ent = _entity_index(index)
+        return weighted_top_k([(_TITLE_BOOST, ent.titles), (1.0, ent.descriptions)], terms, k)
+    return lexical_search(index, table).top_k(terms, k)
 
 
 def lexical_scores(index: Any, table: Table, query: str) -> np.ndarray:
@@ -178,7 +277,8 @@ def lexical_scores(index: Any, table: Table, query: str) -> np.ndarray:
     terms = lexical_terms(query)
     if table == "entities":
         ent = _entity_index(index)
-        combined: np.ndarray = _TITLE_BOOST * ent.titles.scores(terms) + ent.descriptions.scores(terms)
+        descriptions = _table_index(index, "entities")
+        combined: np.ndarray = _TITLE_BOOST * ent.titles.scores(terms) + descriptions.scores(terms)
         return combined
     return _table_index(index, table).scores(terms)
 
@@ -228,7 +328,7 @@ def _exact_strengths(ent: _EntityLinkIndex, tokens: list[str], n: int) -> np.nda
     spans: list[tuple[int, int, list[int], float]] = []
     for length in range(min(ent.max_ngram, len(tokens)), 0, -1):
         for start in range(len(tokens) - length + 1):
-            key = tuple(tokens[start : start + length])
+            key = _SEP.join(tokens[start : start + length])
             for table, value in ((ent.exact, 1.0), (ent.alias, 0.8)):
                 hit = table.get(key)
                 if hit:
@@ -297,7 +397,7 @@ def _is_known(ent: _EntityLinkIndex, span: str) -> bool:
     covered = [False] * len(tokens)
     for length in range(min(ent.max_ngram, len(tokens)), 0, -1):
         for start in range(len(tokens) - length + 1):
-            key = tuple(tokens[start : start + length])
+            key = _SEP.join(tokens[start : start + length])
             if key in ent.exact or key in ent.alias:
                 covered[start : start + length] = [True] * length
     rest = " ".join(t for t, c in zip(tokens, covered, strict=True) if not c)
@@ -348,10 +448,38 @@ def _semantic(index: Any, query_vector: np.ndarray | None, notes: list[str]) -> 
             f"{', ' + table.model if table.model else ''}; query vector dim {q.shape[0]}); linked lexically"
         )
         return None
-    sims = np.clip(table.similarities(q).astype(np.float64), 0.0, None)
     full = np.zeros(len(index.entities), dtype=np.float64)
-    full[table.positions] = sims
+    search = vector_search(index, "entity_description")
+    if isinstance(search, VectorTable):
+        full[table.positions] = np.clip(table.similarities(q).astype(np.float64), 0.0, None)
+    elif search is not None:  # ANN: only the best candidates get a (exact, re-ranked) similarity
+        for pos, sim in search.search(q, search_params(index).candidate_depth):
+            full[pos] = max(sim, 0.0)
     return full
+
+
+def _lexical_strengths(
+    index: Any, ent: _EntityLinkIndex, terms: list[str], exact: np.ndarray, semantic: np.ndarray | None
+) -> np.ndarray:
+    """2 x BM25(title) + BM25(description) per entity, over all entities in memory; with descriptions
+    on disk, over the union of the best lexical candidates, the exact matches and the best semantic
+    candidates (every other entity gets 0)."""
+    if isinstance(ent.descriptions, BM25):
+        lexical: np.ndarray = _TITLE_BOOST * ent.titles.scores(terms).astype(np.float64)
+        lexical += ent.descriptions.scores(terms)
+        return lexical
+    depth = search_params(index).candidate_depth
+    parts = [(_TITLE_BOOST, ent.titles), (1.0, ent.descriptions)]
+    best, _ = weighted_top_k(parts, terms, depth)
+    extra = [best, np.flatnonzero(exact)]
+    if semantic is not None:
+        extra.append(np.argsort(-semantic, kind="stable")[:depth])
+    candidates = np.unique(np.concatenate(extra)).astype(np.int64)
+    lexical = np.zeros(len(exact), dtype=np.float64)
+    if len(candidates):
+        lexical[candidates] = _TITLE_BOOST * ent.titles.scores_at(terms, candidates)
+        lexical[candidates] += ent.descriptions.scores_at(terms, candidates)
+    return lexical
 
 
 def link_entities(
@@ -410,8 +538,7 @@ def link_entities(
         return LinkResult(linked, mode, text, notes, [])
 
     exact = _exact_strengths(ent, exact_tokens(text), n)
-    lexical = _TITLE_BOOST * ent.titles.scores(lexical_terms(text)).astype(np.float64)
-    lexical += ent.descriptions.scores(lexical_terms(text))
+    lexical = _lexical_strengths(index, ent, lexical_terms(text), exact, semantic)
     top = float(lexical.max())
     if top > 0:
         lexical /= top

@@ -40,6 +40,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from shared_context.history import HISTORY_SECTION, build_history_section, recent_user_turns
 from shared_context.linking import LinkedEntity, LinkResult, link_entities
+from shared_context.passages import select_excerpts
 from shared_context.tables import (
     ContextSection,
     SectionBuilder,
@@ -61,6 +62,9 @@ __all__ = ["LocalContext", "LocalContextBuilder", "LocalContextParams", "link_st
 SECTION_ORDER = (HISTORY_SECTION, "Reports", "Entities", "Relationships", "Claims", "Sources")
 # A trimmed unit is only added when at least this much room is left: shorter cuts carry little text.
 _MIN_TRIMMED_UNIT_TOKENS = 120
+# Excerpt mode scores the blocks of this many of the best candidate units: several times what any Sources
+# budget shows, so the budget decides, while a query tokenises (once per index, cached) a bounded set.
+_EXCERPT_CANDIDATES = 40
 _CLAIM_HEADER = ["id", "entity", "object_id", "status", "start_date", "end_date", "description"]
 
 
@@ -96,6 +100,11 @@ class LocalContextParams(BaseModel):
     # constant (see text_unit_selection.py for the formula)
     hybrid_question_weight: float = Field(default=1.0, ge=0.0)
     hybrid_rrf_k: int = Field(default=60, ge=0)
+    # hybrid strategy, excerpt mode (shared_context/passages.py): Sources show the question-relevant
+    # windows (about this many tokens) of many units instead of a few whole units; None = whole units.
+    excerpt_tokens: int | None = Field(default=None, ge=2)
+    # weight of the unit-rank prior against a window's own relevance (passages.py formula)
+    excerpt_weight: float = Field(default=1.0, ge=0.0)
     # Section shares that follow linking strength (module docstring): the Sources share used when no
     # linked entity matched by name; None keeps text_unit_prop whatever the linking.
     weak_link_text_unit_prop: float | None = Field(default=0.8, ge=0.0, le=1.0)
@@ -144,6 +153,14 @@ class LocalContext:
     @property
     def records(self) -> dict[str, list[dict[str, Any]]]:
         return {s.name: s.records for s in self.sections}
+
+
+def _join_spans(text: str, spans: Sequence[tuple[int, int]]) -> str:
+    """The spans of `text` joined by "…", with "…" where the text goes on before or after."""
+    parts = [text[a:b].strip() for a, b in spans]
+    head = "… " if spans[0][0] > 0 else ""
+    tail = " …" if spans[-1][1] < len(text) else ""
+    return head + " … ".join(parts) + tail
 
 
 def link_strength(link: LinkResult, strong_matches: int) -> float:
@@ -610,6 +627,8 @@ class LocalContextBuilder:
             question_weight=p.hybrid_question_weight,
             rrf_k=p.hybrid_rrf_k,
         )
+        if hybrid and p.excerpt_tokens is not None and budget > 0:
+            return self._excerpt_sources(builder, candidates, link.query_text, p)
         rejected: list[dict[str, Any]] = []
         for cand in candidates:
             t = index.text_units[cand.unit]
@@ -647,20 +666,77 @@ class LocalContextBuilder:
             section.records.extend(dict(r, in_context=False) for r in rejected if r["position"] not in shown)
         return section
 
+    def _excerpt_sources(
+        self, builder: SectionBuilder, candidates: Sequence[Any], query: str, p: LocalContextParams
+    ) -> ContextSection:
+        """Sources as question-relevant excerpts of the candidates (`passages.py`): whole units where all
+        their blocks were chosen, else the chosen spans joined by "…", marked `truncated` with `excerpts`
+        (character offsets in the unit's text)."""
+        index = self.index
+        tok = index.tokenizer
+        cands = {c.unit: c for c in candidates[:_EXCERPT_CANDIDATES]}
+        # a little headroom: block counts are exact, the quoting of a joined row is estimated
+        room = builder.remaining - max(builder.remaining // 50, 4)
+        excerpts = select_excerpts(
+            index,
+            list(cands),
+            query,
+            room,
+            excerpt_tokens=int(p.excerpt_tokens or 0),
+            weight=p.excerpt_weight,
+            rrf_k=p.hybrid_rrf_k,
+            row_overhead=lambda u: tok.count(f"{index.text_units[u].short_id}|\n") + 2,
+        )
+        shown_units: set[int] = set()
+        for ex in excerpts:
+            t, cand = index.text_units[ex.unit], cands[ex.unit]
+            record: dict[str, Any] = {
+                "id": t.short_id,
+                "entity": index.entities[cand.entity].title if cand.entity != NO_ENTITY else "",
+                "position": ex.unit,
+                "reasons": list(cand.reasons),
+                "score": cand.score,
+            }
+            spans = list(ex.spans)
+            while spans:
+                whole = ex.whole and spans == ex.spans
+                shown = t.text if whole else _join_spans(t.text, spans)
+                extra = {} if whole else {"truncated": True, "excerpts": [list(s) for s in spans]}
+                if builder.add([t.short_id, shown], dict(record, text=shown, **extra)):
+                    shown_units.add(ex.unit)
+                    break
+                spans.pop()  # the estimate was short: drop the row's last span and retry
+        if not len(builder) and candidates:  # not even one block fits: GraphRAG's trimmed first unit
+            first = candidates[0]
+            t = index.text_units[first.unit]
+            builder.add_truncated([t.short_id, t.text], 1, {"id": t.short_id, "text": t.text, "position": first.unit,
+                                                           "reasons": list(first.reasons), "score": first.score})
+        section = builder.finish()
+        if p.return_candidate_context:
+            shown = {int(r["position"]) for r in section.records}
+            section.records.extend(
+                {"id": index.text_units[c.unit].short_id, "text": index.text_units[c.unit].text,
+                 "position": c.unit, "reasons": list(c.reasons), "score": c.score, "in_context": False}
+                for c in candidates if c.unit not in shown
+            )
+        return section
+
     def _add_excerpt(self, builder: SectionBuilder, record: dict[str, Any], query: str) -> bool:
         """Add the part of a unit the question is about, cut to the room left, marked `truncated` with
         its `excerpt` character offsets in the unit's text."""
-        text = self.index.text_units[int(record["position"])].text
+        pos = int(record["position"])
+        text = self.index.text_units[pos].text
         tok = self.index.tokenizer
         room = builder.remaining - tok.count(f"{record['id']}|… …\n") - 2
-        chars = int(room * len(text) / max(tok.count(text), 1))  # the unit's own characters per token
+        # The unit's own characters per token (its exact count is known from the index's load).
+        chars = int(room * len(text) / max(int(self.index.text_unit_tokens[pos]), 1))
         for _ in range(8):
             if chars < 40:
                 return False
             start, end = best_window(text, query, chars)
             cut = text[start:end]
             shown = ("… " if start > 0 else "") + cut + (" …" if end < len(text) else "")
-            if builder.add([record["id"], shown], dict(record, truncated=True, excerpt=[start, end])):
+            if builder.add([record["id"], shown], dict(record, text=shown, truncated=True, excerpts=[[start, end]])):
                 return True
             chars = int(chars * 0.9)  # quoting or merges made it longer than estimated
         return False

@@ -9,10 +9,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
-import scipy.sparse as sp
+
+if TYPE_CHECKING:  # SciPy loads when a BM25 index is built, not on import
+    import scipy.sparse as sp
 
 __all__ = [
     "BM25",
@@ -142,6 +146,22 @@ def split_sentences(text: str) -> list[str]:
 # ---------------------------------------------------------------------------- BM25
 
 
+class TermLookup(Protocol):
+    """Term -> column of the postings matrix: a dict, or a vocabulary read from disk."""
+
+    def get(self, term: str, /) -> int | None: ...
+
+
+@dataclass(frozen=True)
+class Postings:
+    """CSC postings read back from disk (memory-mapped arrays; scipy would copy them)."""
+
+    indptr: np.ndarray  # term column t spans indices/data[indptr[t]:indptr[t + 1]]
+    indices: np.ndarray  # document rows
+    data: np.ndarray  # BM25 weight of (document, term)
+    shape: tuple[int, int]
+
+
 class BM25:
     """Okapi BM25 over a fixed list of documents given as term lists, stored as (documents x terms) CSC
     postings so a query touches only the posting lists of its own terms.
@@ -154,6 +174,7 @@ class BM25:
         self, docs: Sequence[Sequence[str]], *, k1: float = 1.2, b: float = 0.75, dtype: type = np.float64
     ) -> None:
         vocab: dict[str, int] = {}
+        self.vocab: TermLookup = vocab
         doc_ids: list[int] = []
         term_ids: list[int] = []
         lengths = np.zeros(len(docs), dtype=np.float64)
@@ -163,11 +184,12 @@ class BM25:
             term_ids.extend(ids)
             doc_ids.extend([d] * len(ids))
         n_docs, n_terms = len(docs), len(vocab)
-        self.vocab = vocab
+        import scipy.sparse as sp  # here, not at module level: importing the package must stay cheap
+
         self.n_docs = n_docs
         self.dtype = dtype
         if not term_ids:
-            self.matrix = sp.csc_matrix((n_docs, max(n_terms, 1)), dtype=dtype)
+            self.matrix: sp.csc_matrix | Postings = sp.csc_matrix((n_docs, max(n_terms, 1)), dtype=dtype)
             return
         tf = sp.coo_matrix(
             (np.ones(len(term_ids), dtype=np.float64), (np.asarray(doc_ids), np.asarray(term_ids))),
@@ -182,6 +204,34 @@ class BM25:
         values = tf.data
         tf.data = (idf[term_of_entry] * values * (k1 + 1) / (values + norm[tf.indices])).astype(dtype)
         self.matrix = tf
+
+    @classmethod
+    def from_postings(cls, vocab: TermLookup, postings: Postings, n_docs: int) -> BM25:
+        """A BM25 over postings computed earlier (`lexical_store` keeps them on disk, memory-mapped)."""
+        self = object.__new__(cls)
+        self.vocab = vocab
+        self.n_docs = n_docs
+        self.dtype = postings.data.dtype.type
+        self.matrix = postings
+        return self
+
+    def top_k(self, query: Sequence[str], k: int) -> tuple[np.ndarray, np.ndarray]:
+        """(positions, scores) of the `k` best documents with a positive score, best first, ties by
+        position."""
+        scores = self.scores(query)
+        candidates = np.flatnonzero(scores > 0)
+        if k <= 0 or not len(candidates):
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
+        if len(candidates) > k:  # keep everything tied with the k-th best, then order exactly
+            cut = np.partition(scores[candidates], len(candidates) - k)[len(candidates) - k]
+            candidates = candidates[scores[candidates] >= cut]
+        best = candidates[np.lexsort((candidates, -scores[candidates]))][:k]
+        return best.astype(np.int64), scores[best].astype(np.float64)
+
+    def scores_at(self, query: Sequence[str], positions: np.ndarray) -> np.ndarray:
+        """Scores of the documents at `positions` (float64)."""
+        out: np.ndarray = self.scores(query)[positions].astype(np.float64)
+        return out
 
     def scores(self, query: Sequence[str]) -> np.ndarray:
         """Score of every document for `query` (repeated query terms count once)."""

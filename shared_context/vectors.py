@@ -2,17 +2,28 @@
 
 Rows are aligned with `positions`, the positions of the matching records in the index's lists
 (entities for `entity_description`, community reports for `community_full_content`, text units for
-`text_unit_text`). Search is exact cosine similarity with numpy; at GraphRAG scales (≤ 10^5–10^6
-rows) this is a few milliseconds and needs no ANN index.
+`text_unit_text`). `VectorTable.search` is exact cosine similarity with numpy (a few milliseconds up to
+~10^5 rows); `vector_search` switches to a Lance ANN index above `SearchParams.vector_ann_min_rows`
+(see `search_backend`).
 """
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 
 import numpy as np
 
 from shared_context.errors import IndexFormatError
+from shared_context.search_backend import (
+    LanceVector,
+    SearchParams,
+    VectorSearch,
+    build_vector_table,
+    lance_table,
+    search_params,
+)
+from shared_context.search_store import field_folder
 
 # Embedding name -> the record list (attribute of Index) its rows point into.
 VECTOR_TARGETS: dict[str, str] = {
@@ -133,3 +144,30 @@ def vector_table(index: object, name: str) -> VectorTable | None:
         return derived
     stored: dict[str, VectorTable] = getattr(index, "vectors", {})
     return stored.get(name)
+
+
+def vector_search(index: object, name: str) -> VectorSearch | None:
+    """The search serving vector table `name`: the exact `VectorTable` below
+    `SearchParams.vector_ann_min_rows` rows, else a Lance ANN index built once per index content."""
+    table = vector_table(index, name)
+    if table is None:
+        return None
+    params = search_params(index)
+    if len(table) < params.vector_ann_min_rows:
+        return table
+    from shared_context.tables import per_index_cache
+
+    slot = f"search.ann.{name}.{id(table)}.{params.ann_index}.{params.nprobes}.{params.refine_factor}"
+    return per_index_cache(index, slot, lambda: _lance_vector(index, table, params))
+
+
+def _lance_vector(index: object, table: VectorTable, params: SearchParams) -> LanceVector:
+    field = f"ann.{table.name}.{params.ann_index}"
+    identity = f"{table.source}|{table.model}|{table.dim}|{len(table)}"
+
+    def content() -> list[bytes]:
+        return [identity.encode(), table.positions.tobytes(), table.matrix.tobytes()]
+
+    folder = field_folder(index, f"{field}.{hashlib.sha256(identity.encode()).hexdigest()[:12]}", content)
+    lance = lance_table(folder, build_vector_table(table.positions, table.matrix, params.ann_index))
+    return LanceVector(lance, table.dim, params.nprobes, params.refine_factor)

@@ -234,21 +234,24 @@ def test_synthetic_index_is_deterministic_and_loads(tmp_path: Path) -> None:
 
 def test_token_counts_are_cached_on_disk(tmp_path: Path) -> None:
     write_synthetic_index(tmp_path / "idx", 120, seed=1)
-    before = set(token_cache_dir().glob("*.npz")) if token_cache_dir().exists() else set()
+    derived = token_cache_dir() / "derived"
+    before = set(derived.glob("*/relationship_tokens-*")) if derived.exists() else set()
     first = load_index(tmp_path / "idx")
-    created = set(token_cache_dir().glob("*.npz")) - before
+    created = set(derived.glob("*/relationship_tokens-*")) - before
     assert len(created) == 1
-    cache_file = created.pop()
+    entry = created.pop()
+    cache_file = entry / "counts.npy"
     stamp = cache_file.stat().st_mtime_ns
     second = load_index(tmp_path / "idx")
     assert cache_file.stat().st_mtime_ns == stamp  # read, not rewritten
     assert second.relationship_tokens.tolist() == first.relationship_tokens.tolist()
     # a corrupt cache is ignored and recounted, never an error
-    cache_file.write_bytes(b"not an npz file")
+    cache_file.write_bytes(b"not an npy file")
     third = load_index(tmp_path / "idx")
-    assert third.text_unit_tokens.tolist() == first.text_unit_tokens.tolist()
-    # touching a table changes the key
-    table = tmp_path / "idx" / "entities.parquet"
+    assert third.relationship_tokens.tolist() == first.relationship_tokens.tolist()
+    # a changed table changes the key of what is counted from it, and only of that
+    table = tmp_path / "idx" / "relationships.parquet"
     os.utime(table, ns=(stamp + 10**9, stamp + 10**9))
     load_index(tmp_path / "idx")
-    assert len(set(token_cache_dir().glob("*.npz")) - before) == 2
+    assert len(set(derived.glob("*/relationship_tokens-*")) - before) == 2
+    assert len(list(entry.parent.glob("entity_tokens-*"))) == 1

@@ -97,7 +97,7 @@ def test_room_left_after_whole_units_goes_to_one_trimmed_unit() -> None:
     flags = [bool(r.get("truncated")) for r in records]
     assert len(flags) >= 3 and flags[-1] and not any(flags[:-1])
     assert ctx.tokens <= 2000
-    start, end = records[-1]["excerpt"]
+    [[start, end]] = records[-1]["excerpts"]
     unit_text = index.text_units[int(records[-1]["position"])].text
     assert 0 <= start < end < len(unit_text) and unit_text[start:end] in ctx.text
 

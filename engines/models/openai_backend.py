@@ -46,6 +46,45 @@ def _uses_max_completion_tokens(model: str) -> bool:
     return name.startswith(("o1", "o3", "o4", "gpt-5"))
 
 
+_CHAT_PATH = "/chat/completions"
+
+
+async def _post_chat(client: openai.AsyncOpenAI, body: dict[str, Any], timeout: float, *, stream: bool = False) -> Any:
+    """POST /chat/completions through the SDK's own request path (auth, Azure deployment URL, typed errors,
+    SSE decoding), returning plain parsed JSON: a dict, or an `AsyncStream` of dicts.
+
+    This is the SDK's documented way to call an endpoint (`client.post`) rather than `chat.completions.create`,
+    which re-walks the parameters against their TypedDicts and builds a pydantic model per response and per
+    streamed chunk: together the largest CPU cost of a local question in the service (issue 12).
+    """
+    options: openai.RequestOptions = {"timeout": timeout, "security": {"bearer_auth": True}}
+    if stream:
+        return await client.post(_CHAT_PATH, cast_to=object, body=body, options=options, stream=True,
+                                 stream_cls=openai.AsyncStream[object])
+    return await client.post(_CHAT_PATH, cast_to=object, body=body, options=options)
+
+
+def _message_text(response: Any) -> str | None:
+    """The first choice's content of a chat completion body; None when the body has no choices."""
+    choices = response.get("choices") if isinstance(response, dict) else None
+    if not choices or not isinstance(choices, list) or not isinstance(choices[0], dict):
+        return None
+    message = choices[0].get("message")
+    content = message.get("content") if isinstance(message, dict) else None
+    return content if isinstance(content, str) else ""
+
+
+def _delta_texts(chunk: Any) -> list[str]:
+    """The content deltas of one streamed chunk (a dict), in choice order."""
+    out = []
+    for choice in (chunk.get("choices") if isinstance(chunk, dict) else None) or []:
+        delta = choice.get("delta") if isinstance(choice, dict) else None
+        content = delta.get("content") if isinstance(delta, dict) else None
+        if content and isinstance(content, str):
+            out.append(content)
+    return out
+
+
 def _mentions(err: ModelError, *words: str) -> bool:
     text = str(err).lower()
     return any(w in text for w in words)
@@ -198,8 +237,8 @@ class OpenAIChatModel(_EndpointUser):
             return self.endpoint.limiter_key not in _NO_JSON_MODE
 
     def _finish(self, messages: list[Message], text: str, usage: Any, started: float) -> Completion:
-        if usage is not None and getattr(usage, "prompt_tokens", None) is not None:
-            prompt, output, estimated = int(usage.prompt_tokens), int(usage.completion_tokens or 0), False
+        if isinstance(usage, dict) and isinstance(usage.get("prompt_tokens"), int):
+            prompt, output, estimated = usage["prompt_tokens"], int(usage.get("completion_tokens") or 0), False
         else:
             prompt, output, estimated = _estimate_prompt_tokens(messages), get_tokenizer().count(text), True
         return Completion(
@@ -251,24 +290,25 @@ class OpenAIChatModel(_EndpointUser):
         except ModelError as err:
             err.task = err.task or task
             raise
-        if not response.choices:
+        text = _message_text(response)
+        if text is None:
             raise ModelResponseError(f"model {self.name!r} at {self.base_url} returned no choices", task=task)
-        text = response.choices[0].message.content or ""
-        completion = self._finish(messages, text, response.usage, started)
+        completion = self._finish(messages, text, response.get("usage"), started)
         if key is not None and self.cache is not None and text:
             self.cache.put(key, completion)
         return completion
 
     async def _create(self, messages: list[Message], max_tokens: int | None, temperature: float | None,
                       use_json: bool) -> Any:
-        params = self._params(max_tokens, temperature)
+        body = self._params(max_tokens, temperature)
+        body["messages"] = messages
         if use_json:
-            params["response_format"] = {"type": "json_object"}
+            body["response_format"] = {"type": "json_object"}
 
         async def attempt(timeout: float) -> Any:
             client = self._clients.get()
             try:
-                return await client.chat.completions.create(messages=messages, timeout=timeout, **params)  # type: ignore[arg-type]
+                return await _post_chat(client, body, timeout)
             except ValueError as err:  # the SDK could not parse the body (not JSON)
                 raise ModelResponseError(
                     f"model {self.name!r} at {self.base_url} sent a body that is not valid JSON: {err}", retryable=True
@@ -306,11 +346,10 @@ class OpenAIChatModel(_EndpointUser):
         usage: Any = None
         async with self.limiter.slot():
             async def open_stream(timeout: float) -> Any:
-                kwargs: dict[str, Any] = dict(params, messages=messages, stream=True, timeout=timeout)
+                body: dict[str, Any] = dict(params, messages=messages, stream=True)
                 if want_usage:
-                    kwargs["stream_options"] = {"include_usage": True}
-                client = self._clients.get()
-                return await client.chat.completions.create(**kwargs)
+                    body["stream_options"] = {"include_usage": True}
+                return await _post_chat(self._clients.get(), body, timeout, stream=True)
 
             try:
                 stream = await call_with_retries(open_stream, self.policy, base_url=self.base_url, model=self.name)
@@ -337,13 +376,11 @@ class OpenAIChatModel(_EndpointUser):
                         chunk = await asyncio.wait_for(iterator.__anext__(), min(self.policy.timeout_s, remaining))
                     except StopAsyncIteration:
                         break
-                    if getattr(chunk, "usage", None) is not None:
-                        usage = chunk.usage
-                    for choice in chunk.choices or []:
-                        delta = choice.delta.content if choice.delta else None
-                        if delta:
-                            parts.append(delta)
-                            yield delta
+                    if isinstance(chunk, dict) and chunk.get("usage") is not None:
+                        usage = chunk["usage"]
+                    for delta in _delta_texts(chunk):
+                        parts.append(delta)
+                        yield delta
             except (openai.OpenAIError, TimeoutError) as exc:
                 failure = classify(exc, base_url=self.base_url, model=self.name, timeout_s=self.policy.timeout_s)
                 failure.error.message += " (while streaming; the partial answer was discarded)"

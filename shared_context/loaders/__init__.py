@@ -11,11 +11,11 @@ Vectors come from `lancedb/<name>.lance`, `embeddings.<name>[.<model>].parquet` 
 from __future__ import annotations
 
 import gc
-import hashlib
 from pathlib import Path
 
 import pyarrow as pa
 
+from shared_context.derived_store import DerivedStore
 from shared_context.errors import IndexFormatError
 from shared_context.index import Index
 from shared_context.loaders.columns import TableData
@@ -68,22 +68,14 @@ def _release_arrow_memory() -> None:
         return
 
 
-def _cache_key(files: IndexFiles) -> str:
-    """Identity of the table files: path, size and mtime of each (tables are never edited in place)."""
-    parts = [str(files.root.resolve())]
-    for table in sorted(files.files):
-        st = files.files[table].stat()
-        parts.append(f"{table}={files.files[table].name}:{st.st_size}:{st.st_mtime_ns}")
-    return hashlib.sha256("|".join(parts).encode()).hexdigest()
-
-
 def load_index(
     path: str | Path,
     *,
     embedding_dim: int | None = None,
     tokenizer: str = "o200k_base",
 ) -> Index:
-    """Load, validate and precompute a GraphRAG index folder.
+    """Load, validate and precompute a GraphRAG index folder: a local path or a URI (`file://`,
+    `s3://`, `gs://`, `az://`...; remote folders are mirrored into the local cache, see `loaders/uri.py`).
 
     `embedding_dim`: the configured embedder's dimension; a stored vector table of another
     dimension raises `IndexFormatError` naming the table. `tokenizer`: tiktoken encoding used for
@@ -153,7 +145,7 @@ def _load(path: str | Path, *, embedding_dim: int | None, tokenizer: str) -> Ind
         tokenizer=tok,
         source_files={table: p.name for table, p in files.files.items()},
         warnings=warnings,
-        token_cache_key=_cache_key(files),
+        store=DerivedStore.for_tables(files.root.resolve(), files.files),
     )
     for table in _read_vectors(files, index, embedding_dim, inline):
         index.add_vectors(table)

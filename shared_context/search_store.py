@@ -1,0 +1,64 @@
+"""Where an index's search structures live on disk, and the key that ties them to the index content.
+
+`search_cache_root()` is `$GRAPHROUTE_CACHE_DIR/search` (beside the token cache of
+`index.token_cache_dir()`). Each searchable field gets a folder named by `field_key(index, field)`:
+- a loaded index is identified by its table files (resolved path, size and mtime of each file the
+  loader read, as for the token cache: GraphRAG never edits a table in place, it writes a new one), so
+  computing the key costs a few `stat` calls;
+- an index built in memory has no files, so its key hashes the very texts being indexed.
+The field name and a format number are part of the key: a new tokenisation never reads old tables.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+__all__ = ["field_folder", "field_key", "search_cache_root"]
+
+# Bump when lexical_terms, the BM25 layout or the Lance table layout changes.
+SEARCH_FORMAT = 1
+
+
+def search_cache_root() -> Path:
+    base = os.environ.get("GRAPHROUTE_CACHE_DIR")
+    root = Path(base) if base else Path.home() / ".cache" / "graphroute"
+    return root / "search"
+
+
+def _files_identity(index: Any) -> str | None:
+    root = getattr(index, "path", None)
+    files: dict[str, str] = getattr(index, "source_files", {}) or {}
+    if root is None or not files:
+        return None
+    parts = [str(Path(root).resolve())]
+    try:
+        for table in sorted(files):
+            st = (Path(root) / files[table]).stat()
+            parts.append(f"{table}={files[table]}:{st.st_size}:{st.st_mtime_ns}")
+    except OSError:  # a file moved away after load: fall back to hashing the texts
+        return None
+    return "|".join(parts)
+
+
+def field_key(index: Any, field: str, texts: Callable[[], Iterable[str | bytes]]) -> str:
+    """Key of `field`'s search structures for this index content (`texts`, the indexed texts or vector
+    bytes, is called only for an index that has no files)."""
+    h = hashlib.sha256(f"{SEARCH_FORMAT}|{field}|".encode())
+    identity = _files_identity(index)
+    if identity is not None:
+        h.update(identity.encode())
+    else:
+        for text in texts():
+            data = text.encode("utf-8") if isinstance(text, str) else text
+            h.update(len(data).to_bytes(8, "little"))
+            h.update(data)
+    return h.hexdigest()[:32]
+
+
+def field_folder(index: Any, field: str, texts: Callable[[], Iterable[str | bytes]]) -> Path:
+    """The folder holding `field`'s stored search structures (not created here)."""
+    return search_cache_root() / f"{field}-{field_key(index, field, texts)}"

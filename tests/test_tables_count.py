@@ -1,0 +1,91 @@
+"""`SectionBuilder.finish` counts a section from its rows' own counts: it must equal counting the text."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from shared_context.tables import SectionBuilder, render_row
+from shared_context.tokens import get_tokenizer
+
+ENCODINGS = ["o200k_base", "cl100k_base"]
+
+# Pieces chosen to sit at row boundaries: line ends, leading/trailing spaces and tabs, "/", punctuation
+# runs, digits, contractions, CJK, marks, emoji and quoted newlines inside cells.
+FRAGMENTS = ["a", "Scrooge", " ", "  ", "\t", "\n", "\r\n", "/", "//", ".", "...", ",", "!?", '"', "|", "'s",
+             "123", "4567", " 89", "雅各", "é", "e\u0301", "🎄", "\u00a0", "\u3000", "—", "-----", "x\n ", " \n"]
+
+cell = st.lists(st.sampled_from(FRAGMENTS), max_size=8).map("".join)
+row = st.lists(cell, min_size=1, max_size=3)
+
+
+def _build(encoding: str, rows: list[list[str]], budget: int = 10_000) -> tuple[SectionBuilder, object]:
+    tok = get_tokenizer(encoding)
+    builder = SectionBuilder("Sources", ["id", "text"], tok, budget)
+    for cells in rows:
+        line = render_row(cells)
+        builder.add_line(line, tok.count(line + "\n"), {"cells": cells})
+    return builder, tok
+
+
+@pytest.mark.parametrize("encoding", ENCODINGS)
+@settings(max_examples=150, deadline=None, derandomize=True)
+@given(rows=st.lists(row, min_size=1, max_size=5))
+def test_finish_count_equals_counting_the_text(encoding: str, rows: list[list[str]]) -> None:
+    builder, tok = _build(encoding, rows)
+    section = builder.finish()
+    assert section.tokens == tok.count(section.text)  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("encoding", ENCODINGS)
+@pytest.mark.parametrize(
+    "rows",
+    [
+        [["1", "ends with a full stop."], ["2", "/starts with a slash"]],
+        [["1", "trailing spaces   "], ["2", "x"]],
+        [["1", "a"], ["2", "punctuation at the end!!!"]],
+        [["1", 'quoted "cell" at the end'], ["2", "multi\nline\n/cell"]],
+        [["1", "digits 1234"], ["22", "雅各·马利"]],
+        [["", "empty first cell"], ["3", "x"]],
+        [["1", "tab at end\t"], ["2", "word and space followed by tab \tz"]],
+    ],
+)
+def test_finish_count_on_awkward_rows(encoding: str, rows: list[list[str]]) -> None:
+    builder, tok = _build(encoding, rows)
+    section = builder.finish()
+    assert section.tokens == tok.count(section.text)  # type: ignore[attr-defined]
+
+
+def test_finish_trims_to_the_budget_with_exact_counts() -> None:
+    tok = get_tokenizer()
+    rows = [[str(i), "Marley was dead, to begin with. " * (i + 1)] for i in range(6)]
+    full = _build("o200k_base", rows)[0].finish()
+    for budget in range(full.tokens - 40, full.tokens + 1, 7):
+        builder, _ = _build("o200k_base", rows, budget=10_000)
+        builder.budget = budget
+        section = builder.finish()
+        assert section.tokens == tok.count(section.text) <= budget
+        assert len(section.records) == section.text.count("\n") - 1
+
+
+def test_finish_does_not_re_encode_the_whole_section() -> None:
+    """The point of the row counts: a large section is not tokenised again when it is finished."""
+    real = get_tokenizer()
+
+    class Spy:
+        encoding_name = real.encoding_name
+        longest = 0
+
+        def count(self, text: str) -> int:
+            Spy.longest = max(Spy.longest, len(text))
+            return real.count(text)
+
+    rows = [[str(i), "The ghost of Christmas Past, " * 40] for i in range(10)]
+    builder = SectionBuilder("Sources", ["id", "text"], Spy(), 100_000)  # type: ignore[arg-type]
+    for cells in rows:
+        line = render_row(cells)
+        builder.add_line(line, real.count(line + "\n"), {})
+    section = builder.finish()
+    assert section.tokens == real.count(section.text)
+    assert Spy.longest < 100  # only the last row's final piece and the header
