@@ -40,7 +40,7 @@ from shared_context.search_backend import (
     search_params,
     weighted_top_k,
 )
-from shared_context.search_store import field_folder
+from shared_context.search_store import content_check, field_folder
 from shared_context.tables import per_index_cache
 from shared_context.text import BM25, CJK_RE, STOPWORDS, TOKEN_RE, plural_stem, tokens
 from shared_context.vectors import VectorTable, vector_search, vector_table
@@ -182,10 +182,10 @@ def _build_entity_index(index: Any) -> _EntityLinkIndex:
     def titles() -> list[str]:
         return [e.title for e in entities]
 
-    folder = None
+    folder, check = None, ""
     if len(entities) >= search_params(index).persist_min_rows:
-        folder = field_folder(index, "phrases.entities.title", titles)
-    phrases, longest = stored_phrases(folder, lambda: _build_phrases(entities))
+        folder, check = field_folder(index, "phrases.entities.title", titles), content_check(titles())
+    phrases, longest = stored_phrases(folder, lambda: _build_phrases(entities), check)
     return _EntityLinkIndex(
         titles=_stored_index(index, "entities.title", titles),
         descriptions=lexical_search(index, "entities"),
@@ -216,10 +216,10 @@ def _stored_index(index: Any, field: str, texts: Callable[[], list[str]]) -> BM2
     """The in-memory BM25 of one field, read from the search cache when this index content was seen
     before (fields of at least `persist_min_rows` rows), else built (and stored)."""
     items = texts()
-    folder = None
-    if len(items) >= search_params(index).persist_min_rows:
-        folder = field_folder(index, f"bm25.{field}", lambda: items)
-    return stored_bm25(folder, lambda: lexical_index(items), expected_docs=len(items))
+    if len(items) < search_params(index).persist_min_rows:
+        return lexical_index(items)
+    folder = field_folder(index, f"bm25.{field}", lambda: items)
+    return stored_bm25(folder, lambda: lexical_index(items), content_check(items))
 
 
 def _table_index(index: Any, table: Table) -> BM25:
@@ -238,11 +238,12 @@ def _lance_index(index: Any, table: Table) -> LanceLexical:
     def build() -> LanceLexical:
         texts = _texts(index, table)
         folder = field_folder(index, f"fts.{table}", lambda: texts)
+        check = content_check(texts)
 
         def build_table(db: Any) -> None:
             build_lexical_table({"terms": [" ".join(lexical_terms(t)) if t else "" for t in texts]})(db)
 
-        lance = lance_table(folder, build_table)
+        lance = lance_table(folder, build_table, check)
         return LanceLexical(lance, "terms", len(texts))
 
     return per_index_cache(index, f"linking.fts.{table}", build)
