@@ -464,16 +464,29 @@ def _semantic(
     return full, (max(hits[-1][1], 0.0) if len(hits) >= depth else 0.0)
 
 
+def _memory_lexical(ent: _EntityLinkIndex, terms: list[str]) -> np.ndarray:
+    """2 x BM25(title) + BM25(description) of every entity (descriptions in memory)."""
+    assert isinstance(ent.descriptions, BM25)
+    lexical: np.ndarray = _TITLE_BOOST * ent.titles.scores(terms).astype(np.float64)
+    lexical += ent.descriptions.scores(terms)
+    return lexical
+
+
 def _lexical_strengths(
-    ent: _EntityLinkIndex, terms: list[str], exact: np.ndarray, semantic: np.ndarray | None, depth: int
+    ent: _EntityLinkIndex,
+    terms: list[str],
+    exact: np.ndarray,
+    semantic: np.ndarray | None,
+    depth: int,
+    known: np.ndarray | None = None,
 ) -> tuple[np.ndarray, float, np.ndarray]:
     """2 x BM25(title) + BM25(description) per entity, over all entities in memory; with descriptions
     on disk, over the union of the best `depth` lexical candidates, the exact matches and the semantic
     candidates (every other entity gets 0). Also the `depth`-th best lexical score (what an entity
     outside the candidates can score at most) and the candidates: the best `depth` and the exact matches."""
     if isinstance(ent.descriptions, BM25):
-        lexical: np.ndarray = _TITLE_BOOST * ent.titles.scores(terms).astype(np.float64)
-        lexical += ent.descriptions.scores(terms)
+        # `known`: the LexicalPass's array, copied because it is normalised later and stays reusable
+        lexical = known.copy() if known is not None else _memory_lexical(ent, terms)
         if depth >= len(lexical):
             return lexical, 0.0, np.flatnonzero(lexical > 0)
         deepest = np.argpartition(-lexical, depth - 1)[:depth]
@@ -524,6 +537,30 @@ def _decided(score: np.ndarray, taken: set[int], room: int, unseen: float) -> bo
     return len(positive) >= room
 
 
+@dataclass(frozen=True)
+class LexicalPass:
+    """The part of linking one text that does not depend on a query vector: exact-name strengths, the
+    lexical terms, BM25 strengths when every description is in memory, and the unknown names. A
+    `QueryPlan` keeps it, so a question linked by text (classifier) and then with its vector (engine)
+    is analysed once."""
+
+    text: str
+    exact: np.ndarray
+    terms: list[str]
+    lexical: np.ndarray | None  # None when descriptions are on disk: candidates then depend on the vector
+    unknown_names: list[str]
+
+
+def lexical_pass(index: Any, text: str) -> LexicalPass:
+    """The vector-independent half of `link_entities` for `text` (the query and history already joined)."""
+    ent = _entity_index(index)
+    exact = _exact_strengths(ent, exact_tokens(text), len(index.entities))
+    terms = lexical_terms(text)
+    lexical = _memory_lexical(ent, terms) if isinstance(ent.descriptions, BM25) else None
+    unknown = [s for s in _name_spans(text) if not _is_known(ent, s)]
+    return LexicalPass(text, exact, terms, lexical, unknown)
+
+
 def link_entities(
     index: Any,
     query: str,
@@ -533,6 +570,7 @@ def link_entities(
     k: int = 10,
     include: Sequence[str] = (),
     exclude: Sequence[str] = (),
+    analysed: LexicalPass | None = None,
 ) -> LinkResult:
     """Rank the index's entities for `query` (+ `history_turns`, newest first) and keep the best `k`.
 
@@ -547,6 +585,8 @@ def link_entities(
     Ties go to the higher-degree entity, then the lower position. Included names come first (score 1),
     excluded names are removed from everything, and the result never holds more than
     max(k, number of included entities).
+
+    `analysed`: the `lexical_pass` of this same text, computed earlier (reused only when its text matches).
     """
     if k < 0:
         raise ValueError(f"k must be >= 0, got {k}")
@@ -580,10 +620,10 @@ def link_entities(
                 linked.append(LinkedEntity(p, index.entities[p], 0.0, False, 0.0, 0.0))
         return LinkResult(linked, mode, text, notes, [])
 
-    exact = _exact_strengths(ent, exact_tokens(text), n)
-    terms = lexical_terms(text)
+    done = analysed if analysed is not None and analysed.text == text else lexical_pass(index, text)
+    exact, terms = done.exact, done.terms
     while True:  # in memory one pass; on disk, deepen the candidate lists until the top is decided
-        lexical, lexical_cut, candidates = _lexical_strengths(ent, terms, exact, semantic, depth)
+        lexical, lexical_cut, candidates = _lexical_strengths(ent, terms, exact, semantic, depth, done.lexical)
         if semantic is None or semantic_cut <= 0:
             if isinstance(ent.descriptions, BM25):
                 lexical_cut = 0.0  # every lexical score is known
@@ -631,5 +671,4 @@ def link_entities(
             )
     if len(linked) == len(included):
         notes.append("no entity matched the query")
-    unknown = [s for s in _name_spans(text) if not _is_known(ent, s)]
-    return LinkResult(linked, mode, text, notes, unknown)
+    return LinkResult(linked, mode, text, notes, list(done.unknown_names))
