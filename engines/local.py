@@ -65,9 +65,9 @@ class LocalSearch(Engine):
     def _context(self, run: QueryRun, link_text: str, history: list[Message], qv: Any) -> Any:
         """The local context, reusing what the plan already computed when it is exactly this context."""
         plan = run.plan
-        if plan is None or history or qv is not None or link_text != plan.link_text:
+        if plan is None or history or link_text != plan.link_text:
             return self.builder.build(link_text, history or None, query_vector=qv)
-        kept = plan.context_for(self.name, link_text)
+        kept = plan.context_for(self.name, link_text) if qv is None else None
         if kept is not None:
             run.details["context_reused"] = True
             return kept
@@ -75,8 +75,9 @@ class LocalSearch(Engine):
 
         params = getattr(self.builder, "params", None)
         if not isinstance(self.builder, LocalContextBuilder) or params is None:  # a custom builder links itself
-            return self.builder.build(link_text, None, query_vector=None)
-        return self.builder.build(link_text, None, link=plan.link(self.index, params.top_k_mapped_entities))
+            return self.builder.build(link_text, None, query_vector=qv)
+        link = plan.link(self.index, params.top_k_mapped_entities, qv)  # on the classifier's lexical pass
+        return self.builder.build(link_text, None, query_vector=qv, link=link)
 
     async def _run(self, run: QueryRun, question: str, history: list[Message]) -> SearchResult:
         link_text = run.link_text
