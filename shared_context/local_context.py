@@ -41,6 +41,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from shared_context.history import HISTORY_SECTION, build_history_section, recent_user_turns
 from shared_context.linking import LinkedEntity, LinkResult, link_entities
 from shared_context.passages import select_excerpts
+from shared_context.record_table import array_of, text_lengths_of
 from shared_context.tables import (
     ContextSection,
     SectionBuilder,
@@ -186,10 +187,7 @@ class _RelArrays:
 def _rel_arrays(index: Any) -> _RelArrays:
     def build() -> _RelArrays:
         rels = index.relationships
-        return _RelArrays(
-            np.fromiter((r.combined_degree for r in rels), dtype=np.float64, count=len(rels)),
-            np.fromiter((r.weight for r in rels), dtype=np.float64, count=len(rels)),
-        )
+        return _RelArrays(array_of(rels, "combined_degree"), array_of(rels, "weight"))
 
     return per_index_cache(index, "local.rel_arrays", build)
 
@@ -264,7 +262,8 @@ def _estimates(index: Any) -> _Estimates:
         return _Estimates(
             rel=np.asarray(index.relationship_tokens, dtype=np.int64)
             + 8
-            + extra((len(r.source) + len(r.target) + len(r.short_id) for r in rels), len(rels)),
+            + (text_lengths_of(rels, "source") + text_lengths_of(rels, "target") + text_lengths_of(rels, "short_id"))
+            // 3,
             claim=np.asarray(index.claim_tokens, dtype=np.int64)
             + 12
             + extra(
