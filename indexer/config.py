@@ -10,10 +10,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 from engines.models.config import format_validation_error
 from engines.models.usage import Usage
 
-# Which offline extractor ran (recorded in the manifest as "offline:<this>"): rule-based, as no NER model
-# with verifiable provenance installs from PyPI. Bumped whenever its output changes, so stored per-chunk
-# results are not reused.
-EXTRACTOR_VERSION = "rules-2"
+# Which offline extractor ran (recorded in the manifest as "offline:<this>"): rules with WordNet noun classes
+# (indexer/data/noun_classes.txt), as no NER model with verifiable provenance installs from PyPI. Bumped
+# whenever its output changes, so stored per-chunk results are not reused.
+EXTRACTOR_VERSION = "rules-3"
 FORMAT_VERSION = 1
 
 

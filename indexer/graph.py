@@ -32,6 +32,8 @@ from indexer.extract_offline import (
     SPEAKER,
     ChunkExtraction,
     PairStat,
+    entity_noun,
+    noun_min_chunks,
 )
 
 _NAMESPACE = uuid.UUID("6f0d3f4e-5b8a-4c59-9a55-2f1c0e7d9b11")
@@ -149,7 +151,8 @@ def merge_offline(
 ) -> tuple[list[EntityRow], list[RelationshipRow]]:
     """Aggregate mentions over chunks, filter, merge name variants, describe and link entities.
 
-    Corpus-wide filters: phrases and lone nouns must occur in `min_phrase_chunks` chunks, and a phrase
+    Corpus-wide filters: phrases and lone nouns must occur in `min_phrase_chunks` chunks (fewer for nouns
+    naming one person or place, see `noun_min_chunks`), and a phrase
     must end in a word also used as a noun; a one-word name must be capitalised more often than the
     same word appears in lower case ("Scrooge" yes, "Come" no); a possible person name is a person only
     when none of its words is an ordinary lowercase word ("Bob Cratchit" yes, "Microsoft Cloud" no).
@@ -193,9 +196,11 @@ def merge_offline(
     phrases: list[str] = []
     for key, st in stats.items():
         if st.kind in FREQUENT_ONLY_KINDS:
-            if st.n_chunks < min_phrase_chunks:
+            if st.n_chunks < (noun_min_chunks(key, min_phrase_chunks) if st.kind == NOUN else min_phrase_chunks):
                 continue
             if st.kind == PHRASE and key.rsplit(" ", 1)[-1].lower() not in nouns:
+                continue
+            if st.kind == NOUN and not entity_noun(key):
                 continue
             phrases.append(key)
         elif st.kind == ACRONYM or st.words > 1 or _capitalised_name(key, st, lowercase):
