@@ -82,12 +82,13 @@ def test_every_stage_reports_progress(tmp_path: Path, capsys) -> None:  # type: 
 
 
 def _group_doc(group: int, i: int) -> SourceDocument:
-    """Documents in four groups that share no entity: an added document changes one group's graph only."""
+    """Documents in four groups that share no word: an added document changes one group's graph only."""
     person, guild, place = f"Warden{chr(65 + i)} Castell{group}{i}", GUILDS[group], PLACES[group]
+    thing = ("lantern", "anchor", "loom", "kiln")[group]
     text = (
-        f"{person} of the {guild} surveyed the old mill at {place} in spring. "
-        f"The {guild} paid {person} to repair the granary roof before the autumn fair. "
-        f"Later {person} returned to {place}, where the {guild} kept its ledgers."
+        f"{person} of the {guild} mended the {thing} at {place} in spring. "
+        f"The {guild} paid {person} for the {thing}. "
+        f"Later {person} returned to {place}, where the {guild} kept its {thing}."
     )
     return SourceDocument(title=f"g{group}-{i}.txt", text=text)
 
@@ -110,7 +111,7 @@ def test_update_reclusters_only_what_changed_and_keeps_the_other_reports(tmp_pat
     ents = pd.read_parquet(out / "entities.parquet").set_index("id")["title"]
     # every community of the untouched groups is the same community with the same report as before
     kept = after[[not any(n in t for t in ents[list(e)] for n in changed) for e in after["entity_ids"]]]
-    assert len(kept) and set(kept["id"]) <= set(communities_before["id"])
+    assert len(kept) == update.communities_reused and set(kept["id"]) <= set(communities_before["id"])
     kept_reports = reports_after[reports_after["community"].isin(kept["community"])]
     assert set(kept_reports["id"]) <= set(reports_before["id"])
     assert first.communities_reused == 0 and "communities: " in update.summary()
