@@ -30,6 +30,7 @@ from typing import Any, Literal
 import numpy as np
 
 from shared_context.lexical_store import StoredPhrases, stored_bm25, stored_phrases
+from shared_context.record_table import array_of, values_of
 from shared_context.records import Entity
 from shared_context.search_backend import (
     Hits,
@@ -145,8 +146,8 @@ class _EntityLinkIndex:
         """Upper-cased title -> first position; only include/exclude names need it, so built on demand."""
         if self._title_upper is None:
             table: dict[str, int] = {}
-            for pos, ent in enumerate(self.entities):
-                table.setdefault(ent.title.strip().upper(), pos)
+            for pos, title in enumerate(values_of(self.entities, "title")):
+                table.setdefault(title.strip().upper(), pos)
             self._title_upper = table
         return self._title_upper
 
@@ -164,8 +165,8 @@ def _build_phrases(entities: Sequence[Entity]) -> tuple[dict[str, dict[str, list
     exact: dict[str, list[int]] = {}
     alias: dict[str, list[int]] = {}
     longest = 1
-    for pos, ent in enumerate(entities):
-        key = tuple(exact_tokens(ent.title))
+    for pos, title in enumerate(values_of(entities, "title")):
+        key = tuple(exact_tokens(title))
         if not key or all(t in STOPWORDS for t in key):
             continue
         exact.setdefault(_SEP.join(key), []).append(pos)
@@ -180,7 +181,7 @@ def _build_entity_index(index: Any) -> _EntityLinkIndex:
     entities: Sequence[Entity] = index.entities
 
     def titles() -> list[str]:
-        return [e.title for e in entities]
+        return values_of(entities, "title")
 
     folder, check = None, ""
     if len(entities) >= search_params(index).persist_min_rows:
@@ -192,7 +193,7 @@ def _build_entity_index(index: Any) -> _EntityLinkIndex:
         exact=phrases["exact"],
         alias=phrases["alias"],
         max_ngram=min(longest, _MAX_EXACT_NGRAM),
-        degree=np.fromiter((e.degree for e in entities), dtype=np.float64, count=len(entities)),
+        degree=array_of(entities, "degree"),
         entities=entities,
     )
 
@@ -204,11 +205,11 @@ def _entity_index(index: Any) -> _EntityLinkIndex:
 def _texts(index: Any, table: Table) -> list[str]:
     """The text BM25 indexes for each record of `table` (entities: their descriptions; titles apart)."""
     if table == "entities":
-        return [e.description for e in index.entities]
+        return values_of(index.entities, "description")
     if table == "reports":
         return [f"{r.title}\n{r.full_content or r.summary}" for r in index.community_reports]
     if table == "text_units":
-        return [t.text for t in index.text_units]
+        return values_of(index.text_units, "text")
     raise ValueError(f"unknown table {table!r}; expected 'entities', 'reports' or 'text_units'")
 
 
