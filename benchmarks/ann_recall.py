@@ -11,7 +11,7 @@ embeddings) is written once under `--work`, then:
 Both paths go through `shared_context.search_backend`, the code queries use.
 
     python -m benchmarks.ann_recall                      # 10k and 100k entities
-    python -m benchmarks.ann_recall --sizes 10000 --queries 100 --ann-index IVF_HNSW_SQ
+    python -m benchmarks.ann_recall --sizes 10000 --queries 100 --ann-index IVF_PQ --nprobes 32
 
 `scale.py` can call `run(sizes, ...)` and print `format_rows(...)`.
 """
@@ -65,11 +65,6 @@ def _vector_rows(folder: Path, work: Path, n: int, args: Any, rng: np.random.Gen
     # a question about one entity: its vector plus noise of half its length
     noise = (0.5 / np.sqrt(dim)) * rng.standard_normal((args.queries, dim)).astype(np.float32)
     queries = exact.matrix[picks] + noise
-    lance_dir = work / f"ann-{n}-{args.ann_index}"
-    shutil.rmtree(lance_dir, ignore_errors=True)
-    start = time.perf_counter()
-    table = lance_table(lance_dir, build_vector_table(exact.positions, exact.matrix, args.ann_index))
-    ann_build = time.perf_counter() - start
     truth, exact_times = [], []
     for q in queries:
         t0 = time.perf_counter()
@@ -77,18 +72,24 @@ def _vector_rows(folder: Path, work: Path, n: int, args: Any, rng: np.random.Gen
         exact_times.append(time.perf_counter() - t0)
     rows = [{"size": n, "search": f"vector exact (dim {dim})", "build_s": exact_build,
              "p50_ms": _p50_ms(exact_times), "recall": 1.0}]  # fmt: skip
-    for nprobes in args.nprobes:
-        for refine in args.refine:
-            ann = LanceVector(table, dim, nprobes, refine)
-            ann.search(queries[0], K)  # first query opens the index files
-            hits, times = [], []
-            for q, want in zip(queries, truth, strict=True):
-                t0 = time.perf_counter()
-                got = {p for p, _ in ann.search(q, K)}
-                times.append(time.perf_counter() - t0)
-                hits.append(len(got & want) / K)
-            rows.append({"size": n, "search": f"{args.ann_index} nprobes={nprobes} refine={refine}",
-                         "build_s": ann_build, "p50_ms": _p50_ms(times), "recall": float(np.mean(hits))})  # fmt: skip
+    for index_type in args.ann_index:
+        lance_dir = work / f"ann-{n}-{index_type}"
+        shutil.rmtree(lance_dir, ignore_errors=True)
+        start = time.perf_counter()
+        table = lance_table(lance_dir, build_vector_table(exact.positions, exact.matrix, index_type))
+        ann_build = time.perf_counter() - start
+        for nprobes in args.nprobes:
+            for refine in args.refine:
+                ann = LanceVector(table, dim, nprobes, refine)
+                ann.search(queries[0], K)  # first query opens the index files
+                hits, times = [], []
+                for q, want in zip(queries, truth, strict=True):
+                    t0 = time.perf_counter()
+                    got = {p for p, _ in ann.search(q, K)}
+                    times.append(time.perf_counter() - t0)
+                    hits.append(len(got & want) / K)
+                rows.append({"size": n, "search": f"{index_type} nprobes={nprobes} refine={refine}",
+                             "build_s": ann_build, "p50_ms": _p50_ms(times), "recall": float(np.mean(hits))})  # fmt: skip
     return rows
 
 
@@ -152,7 +153,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
     parser.add_argument("--dim", type=int, default=64, help="embedding dimension of the synthetic vectors")
     parser.add_argument("--queries", type=int, default=200)
-    parser.add_argument("--ann-index", choices=["IVF_PQ", "IVF_HNSW_SQ"], default="IVF_PQ")
+    parser.add_argument("--ann-index", choices=["IVF_PQ", "IVF_HNSW_SQ"], nargs="+", default=["IVF_HNSW_SQ", "IVF_PQ"])
     parser.add_argument("--nprobes", type=int, nargs="+", default=[8, 32])
     parser.add_argument("--refine", type=int, nargs="+", default=[1, 10])
     parser.add_argument("--skip-lexical", action="store_true")

@@ -8,41 +8,25 @@ loaders for compatibility — and nothing at query time depends on it.
 
 Public names: `build_index`, `build_index_from_documents`, `IndexerConfig`, `IndexBuildReport`,
 `SourceDocument`, `IndexerError`, `cli_main` (the `graphroute index` command), `build_arg_parser`.
-Imports are lazy so `import indexer` stays cheap.
+Importing the package is cheap: the document readers (pypdf, python-docx), jieba and the graph
+libraries are imported inside the functions that need them.
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from indexer.cli import build_arg_parser, cli_main
+from indexer.config import IndexBuildReport, IndexerConfig, IndexerError
+from indexer.pipeline import build_index, build_index_from_documents
+from indexer.reader import SourceDocument, read_documents
 
-if TYPE_CHECKING:  # the real types for mypy; at run time the names load on first use (below)
-    from indexer.cli import build_arg_parser as build_arg_parser
-    from indexer.cli import cli_main as cli_main
-    from indexer.config import IndexBuildReport as IndexBuildReport
-    from indexer.config import IndexerConfig as IndexerConfig
-    from indexer.config import IndexerError as IndexerError
-    from indexer.pipeline import build_index as build_index
-    from indexer.pipeline import build_index_from_documents as build_index_from_documents
-    from indexer.reader import SourceDocument as SourceDocument
-    from indexer.reader import read_documents as read_documents
-
-_EXPORTS = {
-    "build_index": "indexer.pipeline",
-    "build_index_from_documents": "indexer.pipeline",
-    "IndexerConfig": "indexer.config",
-    "IndexBuildReport": "indexer.config",
-    "IndexerError": "indexer.config",
-    "SourceDocument": "indexer.reader",
-    "read_documents": "indexer.reader",
-    "cli_main": "indexer.cli",
-    "build_arg_parser": "indexer.cli",
-}
-
-__all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name: str) -> Any:
-    if name in _EXPORTS:
-        return getattr(importlib.import_module(_EXPORTS[name]), name)
-    raise AttributeError(f"module 'indexer' has no attribute {name!r}")
+__all__ = [
+    "IndexBuildReport",
+    "IndexerConfig",
+    "IndexerError",
+    "SourceDocument",
+    "build_arg_parser",
+    "build_index",
+    "build_index_from_documents",
+    "cli_main",
+    "read_documents",
+]

@@ -13,8 +13,6 @@ import uuid
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-import graspologic_native as gn
-
 from indexer.graph import Graph
 
 _NAMESPACE = uuid.UUID("0b6e7a43-1d2c-4f1e-8a57-3c9d2e4f6a80")
@@ -48,6 +46,8 @@ def detect_communities(graph: Graph, *, max_cluster_size: int = 10, seed: int = 
     membership: dict[int, dict[int, int]] = defaultdict(dict)  # level -> entity position -> community
     parent_of: dict[int, int] = {}
     if edges:
+        import graspologic_native as gn  # native library, loaded only when communities are detected
+
         for hc in gn.hierarchical_leiden(
             edges=edges,
             starting_communities=None,

@@ -10,10 +10,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 from engines.models.config import format_validation_error
 from engines.models.usage import Usage
 
-# Which offline extractor ran (recorded in the manifest as "offline:<this>"): rule-based, as no NER model
-# with verifiable provenance installs from PyPI. Bumped whenever its output changes, so stored per-chunk
-# results are not reused.
-EXTRACTOR_VERSION = "rules-2"
+# Which offline extractor ran (recorded in the manifest as "offline:<this>"): rules with WordNet noun classes
+# (indexer/data/noun_classes.txt), as no NER model with verifiable provenance installs from PyPI. Bumped
+# whenever its output changes, so stored per-chunk results are not reused.
+EXTRACTOR_VERSION = "rules-3"
 FORMAT_VERSION = 1
 
 
@@ -103,6 +103,7 @@ class IndexBuildReport:
     encodings: dict[str, str] = field(default_factory=dict)  # input file -> how it was decoded
     warnings: list[str] = field(default_factory=list)
     step_seconds: dict[str, float] = field(default_factory=dict)
+    step_peak_rss_mb: dict[str, float] = field(default_factory=dict)  # the process's peak RSS when each step ended
     embedded: dict[str, int] = field(default_factory=dict)  # texts embedded by this run, per vector table
     vectors_reused: int = 0  # vectors copied from the previous build (their text did not change)
     reports_reused: int = 0  # model reports kept from the previous build (their community's context did not change)

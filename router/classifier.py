@@ -61,6 +61,7 @@ from router.features import (
     wording_buckets,
 )
 from router.index_scope import CLASSES as SCOPE_CLASSES
+from router.index_scope import SITUATIONS as SCOPE_SITUATIONS
 from router.index_scope import IndexScope
 from router.index_scope import adjust as adjust_for_scope
 from router.index_scope import measure as measure_scope
@@ -123,6 +124,14 @@ class Classifier:
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise ModelFileError(f"{source}: not a router model file ({exc})") from exc
         self.trained_on: dict[str, Any] = dict(payload.get("trained_on", {}))
+        # fitted index-scope nudges (rows `router.index_scope.SITUATIONS`, columns its CLASSES); None = defaults
+        weights = payload.get("scope_weights")
+        self.scope_weights: np.ndarray | None = None
+        if weights is not None:
+            self.scope_weights = np.asarray(weights, dtype=np.float64)
+            if self.scope_weights.shape != (len(SCOPE_SITUATIONS), len(SCOPE_CLASSES)):
+                raise ModelFileError(f"{source}: scope weights of shape {self.scope_weights.shape}, expected "
+                                     f"{(len(SCOPE_SITUATIONS), len(SCOPE_CLASSES))}")
         self.source = source
 
     @classmethod
@@ -172,6 +181,35 @@ class Classifier:
         matters for a short follow-up that names nothing ("and why?"), which is read together with the
         newest earlier turn; the router normally rewrites follow-ups into standalone questions first.
         """
+        feats, signals, scope, notes, dense, proba, familiarity = self._before_scope(question, index, history, linker)
+        scope_reasons: list[str] = []
+        if scope is not None:
+            bonus, scope_reasons = adjust_for_scope(scope, self.scope_weights)
+            order = [SCOPE_CLASSES.index(c) for c in self.classes]
+            proba = proba * np.exp(bonus[order])
+            proba = proba / proba.sum()
+        best = int(np.argmax(proba))
+        engine = cast(Engine, self.classes[best])
+        reasons = scope_reasons + self._reasons(best, dense, feats, signals) + notes
+        if familiarity < FAMILIAR and not feats.cues:
+            reasons.append(f"unfamiliar wording (only {familiarity:.0%} of it resembles the training questions); "
+                           "confidence lowered")
+        if feats.truncated:
+            reasons.append(f"the question is very long; only its first {MAX_CHARS} characters were used")
+        probabilities: dict[str, float] = {str(c): float(proba[self.classes.index(c)]) for c in ENGINES}
+        found: dict[str, float] = {"familiarity": round(familiarity, 3)}
+        if signals is not None:
+            found.update(signals.as_dict())
+        if scope is not None:
+            found.update(scope.as_dict())
+        return RouteDecision(engine=engine, confidence=probabilities[engine], probabilities=probabilities,
+                             reasons=reasons, signals=found, method="model")
+
+    def _before_scope(self, question: str, index: Any, history: Sequence[str],
+                      linker: Callable[[str], Any] | None) -> tuple[QuestionFeatures, IndexSignals | None,
+                                                                    IndexScope | None, list[str], np.ndarray,
+                                                                    np.ndarray, float]:
+        """Everything up to the index-scope nudge: features, linking, scope, the model's probabilities."""
         if isinstance(history, str):  # a single earlier turn passed bare
             history = [history]
         feats = extract(question)
@@ -192,28 +230,13 @@ class Classifier:
                 notes.append(note)
         dense, decision, familiarity = self._scores(feats, signals)
         proba = self._temper(self._calibrate(decision), familiarity, bool(feats.cues))
-        scope_reasons: list[str] = []
-        if scope is not None:
-            bonus, scope_reasons = adjust_for_scope(scope)
-            order = [SCOPE_CLASSES.index(c) for c in self.classes]
-            proba = proba * np.exp(bonus[order])
-            proba = proba / proba.sum()
-        best = int(np.argmax(proba))
-        engine = cast(Engine, self.classes[best])
-        reasons = scope_reasons + self._reasons(best, dense, feats, signals) + notes
-        if familiarity < FAMILIAR and not feats.cues:
-            reasons.append(f"unfamiliar wording (only {familiarity:.0%} of it resembles the training questions); "
-                           "confidence lowered")
-        if feats.truncated:
-            reasons.append(f"the question is very long; only its first {MAX_CHARS} characters were used")
-        probabilities: dict[str, float] = {str(c): float(proba[self.classes.index(c)]) for c in ENGINES}
-        found: dict[str, float] = {"familiarity": round(familiarity, 3)}
-        if signals is not None:
-            found.update(signals.as_dict())
-        if scope is not None:
-            found.update(scope.as_dict())
-        return RouteDecision(engine=engine, confidence=probabilities[engine], probabilities=probabilities,
-                             reasons=reasons, signals=found, method="model")
+        return feats, signals, scope, notes, dense, proba, familiarity
+
+    def scope_inputs(self, question: str, index: Any) -> tuple[np.ndarray, IndexScope | None]:
+        """(the model's probabilities in `router.index_scope.CLASSES` order before the scope nudge, the scope
+        measurement): what `router.scope_fit` fits the nudges on."""
+        _, _, scope, _, _, proba, _ = self._before_scope(question, index, (), None)
+        return proba[[self.classes.index(c) for c in SCOPE_CLASSES]], scope
 
     # ------------------------------------------------------------------------------------ reasons
 
@@ -277,9 +300,21 @@ def _describe(name: str, feats: QuestionFeatures, signals: IndexSignals | None) 
         return "dates", "mentions dates"
     if name == "quoted":
         return "names", "quotes a name or title"
+    if name in _INTERACTION_REASONS:
+        return name, _INTERACTION_REASONS[name]
     if name.startswith("idx_") and signals is not None:
         return "index", _index_reason(signals)
     return name, ""
+
+
+_INTERACTION_REASONS = {
+    "x_population_frequency": "asks what a group of speakers or documents generally does",
+    "x_population_aggregation": "gathers views or kinds from a group of speakers or documents",
+    "x_trend_without_collection": "asks for a most/least fact without pointing at the whole collection",
+    "x_reasoning_with_names": "connects named things by comparison, cause or time",
+    "x_identify_long": "asks for one entity, described at length",
+    "x_unit_without_population": "is about one document or meeting of the series",
+}
 
 
 def _index_reason(signals: IndexSignals) -> str:

@@ -69,12 +69,26 @@ _NOT_NAMES = frozenset(
        "These", "That", "Those", "It", "Its", "My", "Me", "Our", "We", "You", "Your", "Q&A")
 )
 
+# Interactions of cue groups: a linear model cannot express "X together with Y", and that is what carries the
+# structure across styles. "often" means corpus-wide when it quantifies over a population ("do guests often..."),
+# not when it qualifies a fact ("the most common cause of pneumonia"); a cause-or-comparison cue means DRIFT
+# when it ties named things together; a request for one entity stays a look-up however long the description.
+INTERACTION_NAMES: tuple[str, ...] = (
+    "x_population_frequency",  # population noun + frequency/quantifier word: what a collection generally does
+    "x_population_aggregation",  # population noun + views/kinds/in common: gathering from many places
+    "x_trend_without_collection",  # most/least/common with no population, scope, theme or overview cue
+    "x_reasoning_with_names",  # comparison/causal/relation/time cue and at least one name
+    "x_identify_long",  # asks for one entity (who is the.../which company...) in a long, descriptive question
+    "x_unit_without_population",  # names one document/meeting and no population of them
+)
+
 DENSE_NAMES: tuple[str, ...] = (
     *(f"cue_{name}" for name in CUE_NAMES),
     *(f"wh_{w}" for w in _WH_WORDS),
     "form_yes_no", "form_imperative", "form_other",
     "log_tokens", "commas", "conjunctions", "clauses_long",
     "names_0", "names_1", "names_2plus", "quoted", "dates", "lang_zh", "truncated",
+    *INTERACTION_NAMES,
 )
 INDEX_NAMES: tuple[str, ...] = (
     "idx_present", "idx_linked_0", "idx_linked_1", "idx_linked_2plus", "idx_log_linked", "idx_max_score",
@@ -187,7 +201,25 @@ def extract(question: str) -> QuestionFeatures:
     values += [1.0 if len(names) == 0 else 0.0, 1.0 if len(names) == 1 else 0.0, 1.0 if len(names) >= 2 else 0.0,
                min(2.0, len(_QUOTED.findall(text))), min(2.0, len(_DATE.findall(text))),
                1.0 if cjk_share > 0.3 else 0.0, 1.0 if truncated else 0.0]
+    values += _interactions(cues, len(names), len(tokens))
     return QuestionFeatures(text, truncated, cues, names, np.asarray(values, dtype=np.float32))
+
+
+_REASONING = ("comparison", "causal", "relation", "time")
+_COLLECTION = ("population", "scope", "theme", "overview", "summary")
+
+
+def _interactions(cues: dict[str, list[str]], n_names: int, n_tokens: int) -> list[float]:
+    """The `INTERACTION_NAMES` features, 0/1 each, in that order."""
+    has = cues.__contains__
+    return [float(x) for x in (
+        has("population") and has("frequency"),
+        has("population") and has("aggregation"),
+        has("trend") and not any(has(c) for c in _COLLECTION),
+        n_names >= 1 and any(has(c) for c in _REASONING),
+        has("identify") and n_tokens >= 20,
+        has("unit") and not has("population"),
+    )]
 
 
 def index_vector(signals: IndexSignals | None) -> np.ndarray:

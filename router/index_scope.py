@@ -14,9 +14,10 @@ cheap once per index (BM25 tables and per-index lookups are cached beside the in
 * **named documents**: whether the question names one document of the collection (an episode number, a
   quarter, a file's distinctive title words), which makes it a question about that document.
 
-`adjust` turns them into log-odds nudges on the classifier's probabilities (documented weights below) and
-user-facing reasons. The nudges are deliberately moderate: they decide when the wording is ambiguous and
-leave a clear wording alone.
+`situations` turns a measurement into indicators of the situations in `SITUATIONS`; `adjust` turns those into
+log-odds nudges on the classifier's probabilities and user-facing reasons. The nudges per situation and route
+are fitted by `router.scope_fit` on questions measured against real indexes (stored in the model file);
+`DEFAULT_WEIGHTS` are the hand-set values a model file without fitted weights falls back to.
 """
 
 from __future__ import annotations
@@ -33,11 +34,17 @@ import numpy as np
 from router.features import IndexSignals
 
 CLASSES = ("local", "global", "drift")
-# log-odds nudges (added to log-probabilities, then renormalised); see `adjust`
-ONE_DOCUMENT = {"local": 1.2, "global": -1.2, "drift": 0.0}
-SEVERAL_DOCUMENTS = {"local": -0.3, "global": -0.6, "drift": 0.8}
-SPECIFIC_ENTITY = {"local": 0.3, "global": -1.0, "drift": 0.2}
-THIN_SPREAD = {"local": -0.8, "global": 1.2, "drift": -0.4}
+# The situations `adjust` recognises, one 0/1 indicator each (`situations`). Their log-odds nudges per class are
+# fitted by `router.scope_fit` on questions measured against real indexes and stored in the model file; the
+# values below are the hand-set starting point, used only by a model file that carries no fitted weights.
+SITUATIONS = ("one_document", "several_documents", "specific_entity", "thin_spread", "speakers_only")
+DEFAULT_WEIGHTS = np.array([  # rows: SITUATIONS; columns: CLASSES (local, global, drift)
+    [1.2, -1.2, 0.0],  # one named document -> local
+    [-0.3, -0.6, 0.8],  # several named documents -> DRIFT
+    [0.3, -1.0, 0.2],  # a specific entity named -> away from global
+    [-0.8, 1.2, -0.4],  # nothing specific, words spread thinly over the top level -> global
+    [0.0, 0.0, 0.0],  # only speakers of the whole collection named (no prior: the wording decides)
+])
 SPREAD_THRESHOLD = 0.3  # effective share of top-level communities the question's words touch
 UBIQUITOUS_SHARE = 0.5  # an entity in at least this share of documents is a speaker of the collection
 MAX_NAMED_DOCUMENTS = 3  # more matches than this is a family of documents ("the FY15 calls"), not a name
@@ -165,35 +172,35 @@ def _shown(names: Sequence[str], limit: int = 2) -> str:
     return ", ".join(names[:limit]) + (", ..." if len(names) > limit else "")
 
 
-def adjust(scope: IndexScope) -> tuple[np.ndarray, list[str]]:
-    """Log-odds nudges in `CLASSES` order, and the reasons to show for them.
+def situations(scope: IndexScope) -> np.ndarray:
+    """The `SITUATIONS` indicators of one measurement (0/1 each)."""
+    thin = not scope.specific and not scope.documents and scope.spread >= SPREAD_THRESHOLD
+    return np.array([len(scope.documents) == 1, len(scope.documents) >= 2, bool(scope.specific), thin,
+                     bool(scope.speakers) and not scope.specific and not scope.documents and not thin], dtype=float)
 
-    * one named document -> local (a question about that episode / call / filing); several -> DRIFT;
-    * a specific entity named (not a speaker of the whole collection) -> away from global;
-    * nothing specific named and the words spread thinly over many top-level communities -> global.
+
+def adjust(scope: IndexScope, weights: np.ndarray | None = None) -> tuple[np.ndarray, list[str]]:
+    """Log-odds nudges in `CLASSES` order (`situations(scope) @ weights`), and the reasons to show for them.
+
+    * one named document -> a question about that episode / call / filing; several -> across them;
+    * a specific entity named (not a speaker of the whole collection);
+    * nothing specific named and the words spread thinly over many top-level communities;
+    * only speakers of the whole collection named.
     """
-    bonus = np.zeros(len(CLASSES))
+    found = situations(scope)
+    bonus = found @ (DEFAULT_WEIGHTS if weights is None else weights)
     reasons: list[str] = []
-
-    def add(nudge: dict[str, float]) -> None:
-        bonus[:] += [nudge[c] for c in CLASSES]
-
     if len(scope.documents) == 1:
-        add(ONE_DOCUMENT)
         reasons.append(f"names one document of the collection ({scope.documents[0]})")
     elif len(scope.documents) >= 2:
-        add(SEVERAL_DOCUMENTS)
         reasons.append(f"names {len(scope.documents)} documents of the collection ({_shown(scope.documents)})")
-    if scope.specific:
-        add(SPECIFIC_ENTITY)
-        if not scope.documents:
-            reasons.append(f"names something specific in this index ({_shown(scope.specific)})")
-    elif not scope.documents and scope.spread >= SPREAD_THRESHOLD:
-        add(THIN_SPREAD)
+    if scope.specific and not scope.documents:
+        reasons.append(f"names something specific in this index ({_shown(scope.specific)})")
+    elif found[SITUATIONS.index("thin_spread")]:
         who = f"; {_shown(scope.speakers)} appear(s) across the collection" if scope.speakers else ""
         reasons.append(f"names nothing specific in this index and its words spread over {scope.touched} of "
                        f"{scope.top_level} top-level communities{who}")
-    elif scope.speakers and not scope.specific:
+    elif found[SITUATIONS.index("speakers_only")]:
         reasons.append(f"{_shown(scope.speakers)} appear(s) across most of the collection, so naming them does "
                        "not narrow the question")
     return bonus, reasons

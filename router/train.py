@@ -9,12 +9,17 @@ Training data (see `router.classifier` for the model design):
   `--data-dir` and mapped to routes by each data set's `router_label_map.json` (labels mapped to ``exclude``
   are dropped). They are read at train time only; the saved model does not need them.
 
+After the text model, the index-scope nudges (`router.index_scope.SITUATIONS`) are fitted for it on questions
+measured against small offline indexes of two corpora of `--data-dir` (`router.scope_fit`; about a minute;
+`--no-scope-fit` keeps the hand-set defaults).
+
 Every question is used twice: once with the index block empty (no index given) and once with simulated
 index-linking signals, so the model learns both situations. The simulation is seeded per question, and
 scikit-learn's solvers and fold splits are deterministic, so rebuilding gives the same model file.
 
-The "new styles" evaluation set (`router/data/new_styles.jsonl`) is never training data: every loader here
-refuses to read it, so `benchmarks/router_eval.py` can report it as questions the model has never seen.
+The two "new styles" evaluation sets (`router/data/new_styles.jsonl` and `router/data/new_styles_2.jsonl`) are
+never training data: every loader here refuses to read them, so `benchmarks/router_eval.py` can report them as
+questions the model has never seen.
 """
 
 from __future__ import annotations
@@ -51,6 +56,8 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 QUESTIONS = Path(__file__).resolve().parent / "data" / "questions.jsonl"
 MODEL_PATH = Path(__file__).resolve().parent / "data" / "router_model.npz"
 NEW_STYLES = Path(__file__).resolve().parent / "data" / "new_styles.jsonl"  # evaluation only, never trained on
+NEW_STYLES_2 = Path(__file__).resolve().parent / "data" / "new_styles_2.jsonl"  # second held-out set, same rule
+HELD_OUT = (NEW_STYLES, NEW_STYLES_2)
 DEFAULT_DATA_DIR = REPO_ROOT.parent / "shared" / "data"
 CLASSES = ("drift", "global", "local")
 MODEL_FORMAT = 2
@@ -78,12 +85,13 @@ class Example:
 
 
 class HeldOutDataError(ValueError):
-    """Raised when training code is pointed at the held-out new-styles evaluation set."""
+    """Raised when training code is pointed at a held-out new-styles evaluation set."""
 
 
 def refuse_held_out(path: Path) -> None:
-    if path.resolve() == NEW_STYLES.resolve() or path.name == NEW_STYLES.name:
-        raise HeldOutDataError(f"{path} is the held-out new-styles evaluation set; it is never training data")
+    for held_out in HELD_OUT:
+        if path.resolve() == held_out.resolve() or path.name == held_out.name:
+            raise HeldOutDataError(f"{path} is a held-out new-styles evaluation set; it is never training data")
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
@@ -274,15 +282,32 @@ def main(argv: Sequence[str] | None = None) -> None:
                         help="shared data folder with graphrag_bench/ and multihop_rag_sample500/")
     parser.add_argument("--own-only", action="store_true", help="train on the project's question set only")
     parser.add_argument("--out", type=Path, default=MODEL_PATH)
+    parser.add_argument("--no-scope-fit", action="store_true",
+                        help="skip fitting the index-scope nudges on real indexes (the model then uses the defaults)")
     args = parser.parse_args(argv)
     data_dir = None if args.own_only else args.data_dir
     if data_dir is not None and not (data_dir / "graphrag_bench").is_dir():
         parser.error(f"{data_dir} has no graphrag_bench/ folder; pass --data-dir or --own-only")
     examples = load_all(data_dir)
     payload = fit(examples)
+    if data_dir is not None and not args.no_scope_fit:
+        add_scope_weights(payload, data_dir)
     save(payload, args.out)
     size = args.out.stat().st_size / 1e6
     print(f"trained on {len(examples)} questions {payload['trained_on']}; wrote {args.out} ({size:.2f} MB)")
+
+
+def add_scope_weights(payload: dict[str, Any], data_dir: Path) -> None:
+    """Fit the index-scope nudges for this text model on real indexes (`router.scope_fit`) and store them."""
+    from router import scope_fit
+    from router.classifier import Classifier
+
+    weights, report = scope_fit.fit(scope_fit.measure(Classifier(payload), data_dir))
+    payload["scope_weights"] = weights
+    payload["scope_fit"] = report
+    print(f"index-scope nudges fitted on {report['questions']} questions from {report['templates']} templates, "
+          f"penalty {report['penalty']}; accuracy with them (grouped CV) {report['accuracy']['fitted']:.3f}, "
+          f"hand-set {report['accuracy']['hand_set']:.3f}, none {report['accuracy']['no_nudge']:.3f}")
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ import contextlib
 import json
 import os
 import shutil
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -53,10 +54,20 @@ class SortedVocab:
         return None
 
 
-def save_bm25(bm25: BM25, folder: Path) -> None:
+def _replace_dir(tmp: Path, folder: Path) -> None:
+    """Move the finished `tmp` to `folder`, replacing a stale copy; a concurrent writer's copy wins."""
+    if folder.exists():
+        shutil.rmtree(folder, ignore_errors=True)  # open memory maps of it stay valid (POSIX)
+    try:
+        os.replace(tmp, folder)
+    except OSError:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def save_bm25(bm25: BM25, folder: Path, check: str = "") -> None:
     """Write `bm25` into `folder` atomically (a temporary sibling renamed into place)."""
     folder.parent.mkdir(parents=True, exist_ok=True)
-    tmp = folder.with_name(f".{folder.name}.{os.getpid()}.tmp")
+    tmp = folder.with_name(f".{folder.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
     matrix = bm25.matrix
@@ -72,19 +83,17 @@ def save_bm25(bm25: BM25, folder: Path) -> None:
     np.save(tmp / "vocab_offsets.npy", offsets)
     np.save(tmp / "vocab_bytes.npy", np.frombuffer(b"".join(encoded), dtype=np.uint8))
     np.save(tmp / "vocab_columns.npy", np.asarray([vocab[t] for t in terms], dtype=np.int64))
-    meta = {"format": _FORMAT, "n_docs": bm25.n_docs, "shape": list(matrix.shape)}
+    meta = {"format": _FORMAT, "n_docs": bm25.n_docs, "shape": list(matrix.shape), "check": check}
     (tmp / "meta.json").write_text(json.dumps(meta))
-    try:
-        os.replace(tmp, folder)
-    except OSError:  # another process wrote the same content first: keep theirs
-        shutil.rmtree(tmp, ignore_errors=True)
+    _replace_dir(tmp, folder)
 
 
-def load_bm25(folder: Path) -> BM25 | None:
-    """The BM25 stored in `folder`, memory-mapped; None when absent, interrupted or of another format."""
+def load_bm25(folder: Path, check: str = "") -> BM25 | None:
+    """The BM25 stored in `folder`, memory-mapped; None when absent, interrupted, of another format or
+    written for texts with another `check` (`search_store.content_check`)."""
     try:
         meta = json.loads((folder / "meta.json").read_text())
-        if meta.get("format") != _FORMAT:
+        if meta.get("format") != _FORMAT or meta.get("check", "") != check:
             return None
 
         def arr(name: str) -> np.ndarray:
@@ -99,19 +108,19 @@ def load_bm25(folder: Path) -> BM25 | None:
     return BM25.from_postings(vocab, matrix, int(meta["n_docs"]))
 
 
-def stored_bm25(folder: Path | None, build: Callable[[], BM25], expected_docs: int | None = None) -> BM25:
-    """The BM25 in `folder` when present (and of `expected_docs` documents), else `build()` and store it.
+def stored_bm25(folder: Path | None, build: Callable[[], BM25], check: str = "") -> BM25:
+    """The BM25 in `folder` when present and written for the same `check`, else `build()` and store it.
 
     A cache that cannot be written (read-only home, full disk) only costs the rebuild next time.
     """
     if folder is not None:
-        found = load_bm25(folder)
-        if found is not None and (expected_docs is None or found.n_docs == expected_docs):
+        found = load_bm25(folder, check)
+        if found is not None:
             return found
     bm25 = build()
     if folder is not None:
         with contextlib.suppress(OSError):
-            save_bm25(bm25, folder)
+            save_bm25(bm25, folder, check)
     return bm25
 
 
@@ -167,14 +176,14 @@ PhraseTables = dict[str, "dict[str, list[int]] | StoredPhrases"]
 
 
 def stored_phrases(
-    folder: Path | None, build: Callable[[], tuple[dict[str, dict[str, list[int]]], int]]
+    folder: Path | None, build: Callable[[], tuple[dict[str, dict[str, list[int]]], int]], check: str = ""
 ) -> tuple[PhraseTables, int]:
     """Named phrase tables plus one integer (linking: exact and alias titles, longest title), read from
     `folder` when stored there, else `build()` and stored."""
     if folder is not None:
         try:
             meta = json.loads((folder / "meta.json").read_text())
-            if meta.get("format") == _FORMAT:
+            if meta.get("format") == _FORMAT and meta.get("check", "") == check:
                 return {name: _read_phrases(folder, name) for name in meta["tables"]}, int(meta["value"])
         except (OSError, ValueError, KeyError, TypeError):
             pass
@@ -182,14 +191,12 @@ def stored_phrases(
     if folder is not None:
         with contextlib.suppress(OSError):
             folder.parent.mkdir(parents=True, exist_ok=True)
-            tmp = folder.with_name(f".{folder.name}.{os.getpid()}.tmp")
+            tmp = folder.with_name(f".{folder.name}.{os.getpid()}.{threading.get_ident()}.tmp")
             shutil.rmtree(tmp, ignore_errors=True)
             tmp.mkdir()
             for name, phrases in tables.items():
                 _write_phrases(tmp, name, phrases)
-            (tmp / "meta.json").write_text(json.dumps({"format": _FORMAT, "tables": list(tables), "value": value}))
-            try:
-                os.replace(tmp, folder)
-            except OSError:
-                shutil.rmtree(tmp, ignore_errors=True)
+            meta = {"format": _FORMAT, "tables": list(tables), "value": value, "check": check}
+            (tmp / "meta.json").write_text(json.dumps(meta))
+            _replace_dir(tmp, folder)
     return dict(tables), value

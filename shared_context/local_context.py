@@ -36,7 +36,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -44,6 +44,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from shared_context.history import HISTORY_SECTION, build_history_section, recent_user_turns
 from shared_context.linking import LinkedEntity, LinkResult, link_entities
 from shared_context.passages import select_excerpts
+from shared_context.record_table import array_of, text_lengths_of
 from shared_context.tables import (
     ContextSection,
     SectionBuilder,
@@ -59,6 +60,9 @@ from shared_context.text_unit_selection import (
     select_text_units,
 )
 from shared_context.unit_search import QuestionUnits, best_window, question_units
+
+if TYPE_CHECKING:
+    from shared_context.index import Index
 
 __all__ = ["LocalContext", "LocalContextBuilder", "LocalContextParams", "link_strength", "select_relationships"]
 
@@ -188,10 +192,7 @@ class _RelArrays:
 def _rel_arrays(index: Any) -> _RelArrays:
     def build() -> _RelArrays:
         rels = index.relationships
-        return _RelArrays(
-            np.fromiter((r.combined_degree for r in rels), dtype=np.float64, count=len(rels)),
-            np.fromiter((r.weight for r in rels), dtype=np.float64, count=len(rels)),
-        )
+        return _RelArrays(array_of(rels, "combined_degree"), array_of(rels, "weight"))
 
     return per_index_cache(index, "local.rel_arrays", build)
 
@@ -266,7 +267,8 @@ def _estimates(index: Any) -> _Estimates:
         return _Estimates(
             rel=np.asarray(index.relationship_tokens, dtype=np.int64)
             + 8
-            + extra((len(r.source) + len(r.target) + len(r.short_id) for r in rels), len(rels)),
+            + (text_lengths_of(rels, "source") + text_lengths_of(rels, "target") + text_lengths_of(rels, "short_id"))
+            // 3,
             claim=np.asarray(index.claim_tokens, dtype=np.int64)
             + 12
             + extra(
@@ -309,7 +311,7 @@ def _row(index: Any, kind: str, pos: int, variant: tuple[Any, ...], cells: Any) 
 class LocalContextBuilder:
     """Builds the local-search context for one query; pure and deterministic (see module docstring)."""
 
-    def __init__(self, index: Any, params: LocalContextParams | Mapping[str, Any] | None = None) -> None:
+    def __init__(self, index: Index, params: LocalContextParams | Mapping[str, Any] | None = None) -> None:
         self.index = index
         if params is None:
             params = LocalContextParams()
@@ -718,11 +720,11 @@ class LocalContextBuilder:
                                                            "reasons": list(first.reasons), "score": first.score})
         section = builder.finish()
         if p.return_candidate_context:
-            shown = {int(r["position"]) for r in section.records}
+            in_context = {int(r["position"]) for r in section.records}
             section.records.extend(
                 {"id": index.text_units[c.unit].short_id, "text": index.text_units[c.unit].text,
                  "position": c.unit, "reasons": list(c.reasons), "score": c.score, "in_context": False}
-                for c in candidates if c.unit not in shown
+                for c in candidates if c.unit not in in_context
             )
         return section
 

@@ -7,17 +7,21 @@
   computing the key costs a few `stat` calls;
 - an index built in memory has no files, so its key hashes the very texts being indexed.
 The field name and a format number are part of the key: a new tokenisation never reads old tables.
+A file key is computed on first use, so each stored table also records `content_check(texts)` and is
+rebuilt when the texts in memory differ from the ones it was built from (a file rewritten after load).
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["field_folder", "field_key", "search_cache_root"]
+import numpy as np
+
+__all__ = ["content_check", "field_folder", "field_key", "search_cache_root"]
 
 # Bump when lexical_terms, the BM25 layout or the Lance table layout changes.
 SEARCH_FORMAT = 1
@@ -62,3 +66,18 @@ def field_key(index: Any, field: str, texts: Callable[[], Iterable[str | bytes]]
 def field_folder(index: Any, field: str, texts: Callable[[], Iterable[str | bytes]]) -> Path:
     """The folder holding `field`'s stored search structures (not created here)."""
     return search_cache_root() / f"{field}-{field_key(index, field, texts)}"
+
+
+_CHECK_SAMPLES = 64
+
+
+def content_check(texts: Sequence[str]) -> str:
+    """A cheap fingerprint of `texts` (their number, every length and 64 evenly spaced texts), stored
+    with each table and compared on reuse."""
+    h = hashlib.sha256(str(len(texts)).encode())
+    h.update(np.fromiter((len(t) for t in texts), dtype=np.int64, count=len(texts)).tobytes())
+    step = max(1, len(texts) // _CHECK_SAMPLES)
+    for i in range(0, len(texts), step):
+        h.update(texts[i].encode("utf-8"))
+        h.update(b"\x00")
+    return h.hexdigest()[:32]

@@ -11,10 +11,12 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
-import scipy.sparse as sp
+
+if TYPE_CHECKING:  # SciPy loads when a BM25 index is built, not on import
+    import scipy.sparse as sp
 
 __all__ = [
     "BM25",
@@ -182,6 +184,8 @@ class BM25:
             term_ids.extend(ids)
             doc_ids.extend([d] * len(ids))
         n_docs, n_terms = len(docs), len(vocab)
+        import scipy.sparse as sp  # here, not at module level: importing the package must stay cheap
+
         self.n_docs = n_docs
         self.dtype = dtype
         if not term_ids:

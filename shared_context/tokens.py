@@ -16,6 +16,7 @@ import importlib.util
 import os
 import tempfile
 import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -97,12 +98,18 @@ def get_encoding(name: str = DEFAULT_ENCODING) -> tiktoken.Encoding:
     return tiktoken.get_encoding(name)
 
 
+_MEMO_MIN_CHARS = 1000  # shorter texts are cheap to encode and would only fill the memo
+_MEMO_SIZE = 1024  # long texts kept (a global-search question counts ~2 per report batch)
+
+
 @dataclass
 class Tokenizer:
-    """Counts tokens with one tiktoken encoding; counts of repeated strings are memoised."""
+    """Counts tokens with one tiktoken encoding; counts of repeated long strings are memoised."""
 
     encoding_name: str = DEFAULT_ENCODING
     _enc: tiktoken.Encoding = field(init=False, repr=False)
+    _memo: OrderedDict[str, int] = field(init=False, repr=False, compare=False, default_factory=OrderedDict)
+    _memo_lock: threading.Lock = field(init=False, repr=False, compare=False, default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
         self._enc = get_encoding(self.encoding_name)
@@ -110,7 +117,21 @@ class Tokenizer:
     def count(self, text: str) -> int:
         if not text:
             return 0
-        return len(self._enc.encode_ordinary(text))
+        if len(text) < _MEMO_MIN_CHARS:
+            return len(self._enc.encode_ordinary(text))
+        # Long texts repeat: global search builds the same report batches for every question and the
+        # model layer counts the same prompts; hashing a string is far cheaper than encoding it.
+        with self._memo_lock:
+            n = self._memo.get(text)
+            if n is not None:
+                self._memo.move_to_end(text)
+                return n
+        n = len(self._enc.encode_ordinary(text))
+        with self._memo_lock:
+            self._memo[text] = n
+            if len(self._memo) > _MEMO_SIZE:
+                self._memo.popitem(last=False)
+        return n
 
     def count_many(self, texts: list[str]) -> list[int]:
         """Batch count (tiktoken releases the GIL and uses threads for batches)."""

@@ -6,14 +6,18 @@ Indexes are built once per session from a few documents of the podcast and earni
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
-from router.classifier import RouteDecision, classify
+from router import scope_fit
+from router.classifier import Classifier, RouteDecision, classify
+from router.index_scope import CLASSES, DEFAULT_WEIGHTS, SITUATIONS, IndexScope, adjust
 from router.router import Router
-from router.train import NEW_STYLES, HeldOutDataError, load_own
+from router.train import NEW_STYLES, NEW_STYLES_2, HeldOutDataError, load_own
 
 CORPUS = Path(__file__).resolve().parents[2] / "shared" / "data" / "msft_graphrag_benchmarks" / "corpus"
 THRESHOLD = 0.55  # the router's default confidence threshold (`[router] llm_classifier_threshold`)
@@ -144,3 +148,38 @@ def test_the_trainer_refuses_the_new_styles_set() -> None:
     assert NEW_STYLES.is_file()
     with pytest.raises(HeldOutDataError, match="never training data"):
         load_own(NEW_STYLES)
+
+
+def test_the_trainer_refuses_the_second_new_styles_set() -> None:
+    assert NEW_STYLES_2.is_file()
+    with pytest.raises(HeldOutDataError, match="never training data"):
+        load_own(NEW_STYLES_2)
+    rows = [json.loads(line) for line in NEW_STYLES_2.read_text(encoding="utf-8").splitlines() if line.strip()]
+    assert len(rows) >= 150 and sum(r["label"] == "global" for r in rows) >= len(rows) / 3
+    training = {" ".join(q.lower().split()) for q in (e.question for e in load_own())}
+    assert not [r["question"] for r in rows if " ".join(r["question"].lower().split()) in training]
+
+
+def _measured(label: str, proba: tuple[float, float, float], situation: str) -> scope_fit.Measured:
+    found = np.array([s == situation for s in SITUATIONS], dtype=float)
+    return scope_fit.Measured("q", label, f"t-{label}-{situation}-{proba}", np.array(proba), found)
+
+
+def test_scope_nudges_are_fitted_in_the_direction_the_data_shows() -> None:
+    # the wording says local, but whenever the words spread thinly over the index the answer was global
+    rows = [_measured("global", (0.6, 0.3, 0.1), "thin_spread")] * 20 + \
+           [_measured("local", (0.6, 0.3, 0.1), "one_document")] * 20 + \
+           [_measured("local", (0.7, 0.2, 0.1), "specific_entity")] * 20
+    weights = scope_fit.fit_weights(rows, penalty=0.01)
+    thin = weights[SITUATIONS.index("thin_spread")]
+    assert thin[CLASSES.index("global")] > thin[CLASSES.index("local")] + 0.3
+    assert np.abs(weights).max() <= scope_fit.MAX_NUDGE * 2  # bounded (rows are centred after the bounded fit)
+    assert scope_fit._accuracy(rows, weights) == 1.0 and scope_fit._accuracy(rows, None) < 1.0
+
+
+def test_the_packaged_model_carries_fitted_scope_nudges() -> None:
+    model = Classifier.load()
+    assert model.scope_weights is not None and model.scope_weights.shape == (len(SITUATIONS), len(CLASSES))
+    assert not np.allclose(model.scope_weights, DEFAULT_WEIGHTS)  # fitted, not the hand-set starting point
+    bonus, _ = adjust(IndexScope(documents=("Episode_29",)), model.scope_weights)
+    assert bonus[CLASSES.index("local")] > bonus[CLASSES.index("global")]

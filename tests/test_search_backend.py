@@ -30,7 +30,8 @@ DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 WORDS = ["river", "harbour", "archive", "mission", "treaty", "signal", "winter", "market", "bridge", "valley", "council", "ledger", "lantern", "merchant", "orchard", "quarry", "beacon", "garrison", "tunnel"]
 CHINESE = ["林黛玉葬花", "贾宝玉读书", "薛宝钗进京", "王熙凤理家"]
 N_ENT, N_UNITS, DIM = 400, 300, 16
-ON_DISK = SearchParams(persist_min_rows=0, lexical_on_disk_min_rows=1, vector_ann_min_rows=1)
+# IVF_PQ builds in well under a second at this size; the HNSW default gets its own test below
+ON_DISK = SearchParams(persist_min_rows=0, lexical_on_disk_min_rows=1, vector_ann_min_rows=1, ann_index="IVF_PQ")
 IN_MEMORY = SearchParams(persist_min_rows=10**9)
 QUERIES = ["river treaty", "harbour signal market", "lantern", "ledger orchard quarry beacon", "林黛玉", "nothing"]
 
@@ -105,10 +106,14 @@ def test_chinese_text_is_found_by_the_fts_path(pair: tuple[Index, Index]) -> Non
     assert lexical_top(disk, "text_units", "宝钗", 5)[0].tolist()[:1] == [23]
 
 
-def test_ann_gives_the_exact_vector_top_results(pair: tuple[Index, Index]) -> None:
+@pytest.mark.parametrize("ann_index", ["IVF_PQ", "IVF_HNSW_SQ"])
+def test_ann_gives_the_exact_vector_top_results(pair: tuple[Index, Index], ann_index: str) -> None:
     exact, disk = pair
+    if ann_index != ON_DISK.ann_index:
+        disk = _index(ON_DISK.model_copy(update={"ann_index": ann_index}))
     rng = np.random.default_rng(1)
-    for name in ("text_unit_text", "entity_description"):
+    names = ("text_unit_text", "entity_description") if disk is pair[1] else ("text_unit_text",)
+    for name in names:
         table = vector_search(exact, name)
         ann = vector_search(disk, name)
         assert isinstance(table, VectorTable) and isinstance(ann, LanceVector)
@@ -184,10 +189,14 @@ def test_stored_postings_are_reused_on_second_open_and_rebuilt_when_the_index_ch
     assert any(e.exact for e in link_entities(second, "Bob Cratchit", k=3).entities)
 
     # a changed table file is a new index content: new postings, which see the new text
+    stale = _load(path)  # loaded before the change, first searched after it
     units = pq.read_table(path / "text_units.parquet")
     texts = units.column("text").to_pylist()
     texts[0] = texts[0] + " zyxquokka"
     pq.write_table(units.set_column(units.column_names.index("text"), "text", [texts]), path / "text_units.parquet")
+    # its tables are keyed by the new files but checked against its own texts: never the new content
+    assert lexical_top(stale, "text_units", "zyxquokka", 3)[0].tolist() == []
+    assert lexical_top(stale, "text_units", query, 10)[0].tolist() == want[0].tolist()
     changed = _load(path)
     assert field_folder(changed, "bm25.text_units", lambda: []) != folder
     rebuilt = _table_index(changed, "text_units")
@@ -199,6 +208,7 @@ def test_stored_postings_are_reused_on_second_open_and_rebuilt_when_the_index_ch
 def test_search_section_of_graphroute_toml_is_validated_and_applied(pair: tuple[Index, Index]) -> None:
     from engines.basic import BasicSearch
     from engines.config import ConfigError, config_from_mapping
+    from engines.models.offline import OfflineChatModel
 
     with pytest.raises(ConfigError, match=r"search.vector_ann_min_rows: must be >= 1"):
         config_from_mapping({"search": {"vector_ann_min_rows": 0}}, env={})
@@ -206,6 +216,23 @@ def test_search_section_of_graphroute_toml_is_validated_and_applied(pair: tuple[
         config_from_mapping({"search": {"ann_index": "LSH"}}, env={})
     config = config_from_mapping({"search": {"lexical_on_disk_min_rows": 5, "nprobes": 4}}, env={})
     index = _index(SearchParams())
-    BasicSearch(index, config=config)
+    BasicSearch(index, OfflineChatModel(), config=config)
     assert search_params(index).lexical_on_disk_min_rows == 5 and search_params(index).nprobes == 4
     assert isinstance(lexical_search(index, "text_units"), LanceLexical)
+
+
+def test_on_disk_tables_are_built_once_per_content_and_reopened(pair: tuple[Index, Index]) -> None:
+    _, disk = pair
+    lexical_top(disk, "text_units", "river", 5)
+    vector_search(disk, "text_unit_text")
+    texts = [u.text for u in disk.text_units]
+    folder = field_folder(disk, "fts.text_units", lambda: texts)
+    ann_folders = sorted(p for p in folder.parent.iterdir() if p.name.startswith("ann.text_unit_text"))
+    markers = [folder / "COMPLETE", *(f / "COMPLETE" for f in ann_folders)]
+    assert len(markers) >= 2 and all(m.exists() for m in markers)
+    before = [m.stat().st_mtime_ns for m in markers]
+    again = _index(ON_DISK)  # a second open of the same content
+    assert lexical_top(again, "text_units", "river", 5)[0].tolist() == lexical_top(disk, "text_units", "river", 5)[0].tolist()
+    units = vector_search(again, "text_unit_text")
+    assert isinstance(units, LanceVector)
+    assert [m.stat().st_mtime_ns for m in markers] == before  # opened, not rebuilt

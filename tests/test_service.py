@@ -76,6 +76,33 @@ def test_openai_client_streaming_forced_mode_second_index(client: openai.OpenAI)
     assert usage is not None and usage.completion_tokens == final["usage"]["total"]["output_tokens"]
 
 
+def test_streamed_escalation_is_marked_for_a_plain_client(client: openai.OpenAI) -> None:
+    """Local search finds nothing, streams its answer, and the router escalates: a client that only joins the
+    content deltas sees a separator naming both engines and the reason, then the answer that counts."""
+    question = [{"role": "user", "content": "Qwxzy plimbok frandle?"}]  # names no entity of the index
+    stream = client.chat.completions.create(model="graphroute-local@carol", stream=True, messages=question)
+    deltas, final, events = [], None, []
+    for chunk in stream:
+        if chunk.choices and chunk.choices[0].delta.content:
+            deltas.append(chunk.choices[0].delta.content)
+        extra = chunk.model_extra or {}
+        if "graphroute" in extra:
+            final = extra["graphroute"]
+        if "graphroute_event" in extra:
+            events.append(extra["graphroute_event"])
+    assert final is not None and final["escalations"], "expected local search to escalate"
+    esc = final["escalations"][0]
+    assert next(e for e in events if e["type"] == "escalation")["to"] == esc["to_engine"]
+    text = "".join(deltas)
+    note = f"[graphroute: the {esc['from_engine']} search answer above is superseded ({esc['reason']}); " \
+           f"escalated to {esc['to_engine']} search, whose answer follows]"
+    assert note in text
+    before, after = text.split(note, 1)
+    assert before.strip().endswith("---") and before.strip() != "---"  # the superseded answer, then the rule
+    plain = client.chat.completions.create(model="graphroute-local@carol", messages=question)
+    assert after.strip() == (plain.choices[0].message.content or "").strip()  # what follows is the answer
+
+
 def test_global_forced_mode_and_ask_and_route(http: httpx.Client) -> None:
     r = http.post("/v1/ask", json={"question": "What are the main themes?", "mode": "global", "index": "carol"})
     assert r.status_code == 200, r.text

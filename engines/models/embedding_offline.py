@@ -18,18 +18,18 @@ import json
 import os
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import scipy.linalg
-import scipy.sparse
-from sklearn.feature_extraction.text import TfidfVectorizer
-from threadpoolctl import threadpool_limits
 
 from engines.models.base import EmbeddingResult
 from engines.models.config import OFFLINE_EMBEDDING_MODEL
 from engines.models.errors import ModelConfigError
+from shared_context.record_table import values_of
 from shared_context.tokens import get_tokenizer
+
+if TYPE_CHECKING:  # scikit-learn and SciPy load when an embedder is fitted or loaded, not on import
+    from sklearn.feature_extraction.text import TfidfVectorizer
 
 FORMAT = "graphroute-offline-embedder/1"
 MAX_DIM = 256
@@ -52,6 +52,8 @@ def _top_components(tfidf: Any, k: int) -> np.ndarray:
     eigendecomposition is several times faster than randomized SVD and has no random seed at all.
     Signs are fixed (largest |entry| positive) so the same corpus always gives the same vectors.
     """
+    import scipy.linalg  # here, not at module level: importing the model layer must not load SciPy
+
     gram = np.asarray((tfidf @ tfidf.T).toarray(), dtype=np.float64)
     n = gram.shape[0]
     k = max(1, min(k, n))
@@ -107,6 +109,9 @@ class OfflineEmbedder:
             step = len(corpus) / MAX_FIT_TEXTS
             corpus = [corpus[int(i * step)] for i in range(MAX_FIT_TEXTS)]
         corpus = [t[:MAX_FIT_CHARS] for t in corpus]
+        from sklearn.feature_extraction.text import TfidfVectorizer
+        from threadpoolctl import threadpool_limits
+
         vectorizer = TfidfVectorizer(max_features=MAX_FEATURES, **_VECTORIZER_ARGS)
         # One BLAS thread: on a busy 2-core machine OpenBLAS threads spin and run 10-20x slower.
         with threadpool_limits(1):
@@ -133,6 +138,8 @@ class OfflineEmbedder:
         # Only the basis columns of n-grams these texts contain: `tfidf @ components.T` would copy the whole
         # (n_features, dim) basis into a contiguous float64 array on every call (~100 MB for one question).
         # Same products summed in the same order, so the vectors are bit-identical to the full product.
+        import scipy.sparse  # loaded already by scikit-learn's transform; kept out of the module's imports
+
         cols, local = np.unique(tfidf.indices, return_inverse=True)
         sub = scipy.sparse.csr_matrix((tfidf.data, local.reshape(-1), tfidf.indptr), shape=(tfidf.shape[0], len(cols)))
         return _normalise(np.asarray(sub @ self._components[:, cols].T, dtype=np.float32))
@@ -189,6 +196,8 @@ class OfflineEmbedder:
             raise ModelConfigError(f"{path}: unsupported offline embedder format {meta.get('format')!r}", key=str(path))
         if len(terms) != components.shape[1] or len(idf) != len(terms):
             raise ModelConfigError(f"{path}: corrupt offline embedder (vocabulary and matrix sizes differ)", key=str(path))
+        from sklearn.feature_extraction.text import TfidfVectorizer
+
         vectorizer = TfidfVectorizer(vocabulary={t: i for i, t in enumerate(terms)}, **_VECTORIZER_ARGS)
         vectorizer.idf_ = idf  # sets the fitted state; transform needs nothing else
         vectorizer._validate_vocabulary()
@@ -207,13 +216,18 @@ def index_texts(index: Any) -> dict[str, tuple[list[int], list[str]]]:
     return {
         "entity_description": (
             list(range(len(index.entities))),
-            [f"{e.title}:{e.description or ''}" for e in index.entities],
+            [
+                f"{title}:{description or ''}"
+                for title, description in zip(
+                    values_of(index.entities, "title"), values_of(index.entities, "description"), strict=True
+                )
+            ],
         ),
         "community_full_content": (
             list(range(len(index.community_reports))),
             [r.full_content or "" for r in index.community_reports],
         ),
-        "text_unit_text": (list(range(len(index.text_units))), [t.text or "" for t in index.text_units]),
+        "text_unit_text": (list(range(len(index.text_units))), [text or "" for text in values_of(index.text_units, "text")]),
     }
 
 

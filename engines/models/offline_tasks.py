@@ -7,6 +7,7 @@ across calls; orders are by score, then position in the context (never by hash o
 
 from __future__ import annotations
 
+import functools
 import re
 
 from engines.models.offline_answer import (
@@ -75,16 +76,25 @@ def _rank_norm(table: Table, row: dict[str, str]) -> float:
         return 0.5
 
 
-def _report_sentences(table: Table, row: dict[str, str]) -> list[str]:
+def _report_sentences(table: Table, row: dict[str, str]) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """The report's informative sentences, each with its index terms."""
     col = table.column("content", "full_content", "summary", "text")
-    sentences = []
-    for raw in split_sentences(strip_citations(row.get(col, "") if col else "")):
+    return _analysed_text(row.get(col, "") if col else "")
+
+
+@functools.lru_cache(maxsize=16384)
+def _analysed_text(content: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    # A pure function of the report's text, memoised: global search maps the same community reports
+    # for every question, and splitting and stemming them was most of an offline map call's time.
+    out = []
+    for raw in split_sentences(strip_citations(content)):
         if raw.lstrip().startswith("#"):
             continue
         s = clean_sentence(raw)
         if is_informative(s):
-            sentences.append(trim_sentence(s, 45))
-    return sentences
+            sentence = trim_sentence(s, 45)
+            out.append((sentence, tuple(terms(sentence))))
+    return tuple(out)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -102,8 +112,9 @@ def global_map(parsed: ParsedPrompt, question: str) -> MapResponse:
     query, broad = question_terms(question)
     title_col = table.column("title")
     rows = [r for r in table.rows if r.get(table.id_column, "")]
-    per_report = [_report_sentences(table, r) for r in rows]
-    sentence_terms = [terms(s) for sents in per_report for s in sents]
+    analysed = [_report_sentences(table, r) for r in rows]
+    per_report = [[s for s, _ in a] for a in analysed]
+    sentence_terms = [list(t) for a in analysed for _, t in a]
     bm25_scores = BM25(sentence_terms).scores(query)
     offsets = [sum(len(s) for s in per_report[:i]) for i in range(len(per_report))]
     batch_terms = [t for r in rows for t in terms(r.get(title_col, "") if title_col else "")]
@@ -111,9 +122,9 @@ def global_map(parsed: ParsedPrompt, question: str) -> MapResponse:
     relevant_batch = answerable(question, batch_terms)
     # one point per report: (ids, title, best sentences, their terms, score); near-duplicates share a point
     points: list[tuple[list[str], str, list[str], list[str], int]] = []
-    for row, sentences, offset in zip(rows, per_report, offsets, strict=True):
+    for row, sentences, sentence_info, offset in zip(rows, per_report, analysed, offsets, strict=True):
         title = row.get(title_col, "") if title_col else ""
-        found = terms(title) + [t for s in sentences for t in terms(s)]
+        found = terms(title) + [t for _, ts in sentence_info for t in ts]
         cover = coverage(query, found)
         rank = _rank_norm(table, row)
         if broad:
@@ -160,7 +171,7 @@ def rate(parsed: ParsedPrompt, question: str) -> RateResponse:
     title_col = table.column("title")
     query, broad = question_terms(question)
     found = terms(row.get(title_col, "") if title_col else "") + [
-        t for s in _report_sentences(table, row) for t in terms(s)
+        t for _, ts in _report_sentences(table, row) for t in ts
     ]
     if broad:
         rating = 1 + round(3 * _rank_norm(table, row))

@@ -25,6 +25,7 @@ from router.service.metrics import Metrics
 from router.service.openai_compat import (
     Completion,
     RequestError,
+    escalation_note,
     graphroute_object,
     parse_model,
     split_messages,
@@ -302,11 +303,14 @@ async def _chat_stream(service: Service, name: str, completion: Completion, firs
     """SSE: a role chunk, answer deltas, a final chunk carrying `graphroute`, the usage chunk, [DONE].
 
     Non-standard chunks (`graphroute_event`: route decided, escalation) have no choices; OpenAI clients skip them.
+    An escalation after some answer text also carries a content delta, a separator line naming the engines and
+    the reason, so a client that only joins the deltas sees the superseded answer marked as such.
     """
     from engines.events import AnswerDelta
 
     yield completion.chunk({"role": "assistant", "content": ""})
     pending: Any = first
+    streamed = False  # answer text already sent since the last escalation
     try:
         while True:
             ev = pending
@@ -315,12 +319,17 @@ async def _chat_stream(service: Service, name: str, completion: Completion, firs
                            "graphroute_event": {"type": "route", "route": ev.decision.engine, "engine": ev.engine,
                                                 "reasons": list(ev.decision.reasons), "plan": ev.plan}})
             elif isinstance(ev, EngineEvent) and isinstance(ev.event, AnswerDelta):
+                streamed = streamed or bool(ev.event.text)
                 yield completion.chunk({"content": ev.event.text})
             elif isinstance(ev, Escalated):
                 e = ev.escalation
-                yield sse({"id": completion.id, "object": "chat.completion.chunk", "choices": [],
-                           "graphroute_event": {"type": "escalation", "from": e.from_engine, "to": e.to_engine,
-                                                "reason": e.reason}})
+                event = {"type": "escalation", "from": e.from_engine, "to": e.to_engine, "reason": e.reason}
+                if streamed:  # a plain OpenAI client concatenates content: say where one answer ends
+                    yield completion.chunk({"content": escalation_note(e)}, graphroute_event=event)
+                else:
+                    yield sse({"id": completion.id, "object": "chat.completion.chunk", "choices": [],
+                               "graphroute_event": event})
+                streamed = False
             elif isinstance(ev, Done):
                 answer = ev.answer
                 service.metrics.observe_answer(name, answer)

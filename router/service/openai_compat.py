@@ -95,6 +95,13 @@ def usage_block(answer: Any) -> dict[str, int]:
             "total_tokens": total.prompt_tokens + total.output_tokens}
 
 
+def escalation_note(escalation: Any) -> str:
+    """The content delta that separates a superseded streamed answer from the next engine's answer."""
+    e = escalation
+    return (f"\n\n---\n[graphroute: the {e.from_engine} search answer above is superseded ({e.reason}); "
+            f"escalated to {e.to_engine} search, whose answer follows]\n\n")
+
+
 class Completion:
     """Ids and timestamps shared by one response (all chunks of a stream carry the same id)."""
 

@@ -15,7 +15,6 @@ from operator import itemgetter
 from typing import Any
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -150,6 +149,8 @@ class TableData:
         if pa.types.is_integer(col.type) or pa.types.is_floating(col.type) or pa.types.is_boolean(col.type):
             return np.asarray(col.to_numpy(zero_copy_only=False), dtype=np.float64)
         if pa.types.is_string(col.type) or pa.types.is_large_string(col.type) or pa.types.is_null(col.type):
+            import pandas as pd  # only CSV-typed indexes need it; importing the loaders must stay cheap
+
             raw = pd.Series(col.to_pylist(), dtype=object)
             blank = raw.isna() | (raw.astype(str).str.strip() == "")
             nums = pd.to_numeric(raw.where(~blank, None), errors="coerce")

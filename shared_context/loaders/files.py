@@ -13,7 +13,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -89,6 +88,8 @@ def read_table(files: IndexFiles, table: str, skip: tuple[str, ...] = ()) -> Tab
     try:
         if path.suffix == ".csv":
             # Every CSV value is text; typed accessors convert them column by column.
+            import pandas as pd  # only CSV indexes need it; importing the loaders must stay cheap
+
             df = pd.read_csv(path, dtype=str, keep_default_na=False, na_values=[""])
             df = df.loc[:, [c for c in df.columns if not str(c).startswith("Unnamed:")]]
             data = pa.Table.from_pandas(df.astype(object).where(df.notna(), None), preserve_index=False)

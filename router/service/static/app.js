@@ -172,6 +172,7 @@ async function ask(event) {
         if (ev && ev.type === "escalation") {
           $("status").textContent = `${ev.from} found nothing (${ev.reason}); escalating to ${ev.to}…`;
           answer.textContent = "";
+          continue; // its content delta is the separator for plain clients; this page shows the status line
         }
         const choice = chunk.choices && chunk.choices[0];
         if (choice && choice.delta && choice.delta.content) answer.textContent += choice.delta.content;
