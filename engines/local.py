@@ -6,11 +6,11 @@ import asyncio
 from typing import TYPE_CHECKING, Any
 
 from engines import prompts
-from engines.base import Engine, QueryRun, make_params, vector_for
+from engines.base import ConfigLike, Engine, ModelLike, QueryRun, make_params, vector_for
 from engines.config import LocalContextSettings, LocalSearchConfig
 from engines.estimate import CostEstimate, estimate_local
 from engines.events import ContextReady
-from engines.models.base import Message
+from engines.models.base import Embedder, Message
 from engines.result import SearchResult
 
 if TYPE_CHECKING:
@@ -52,7 +52,8 @@ class LocalSearch(Engine):
     section_name = "local"
     section_type = LocalSearchConfig
 
-    def __init__(self, index: Index, model: Any = None, *, embedder: Any = None, config: Any = None,
+    def __init__(self, index: Index, model: ModelLike = None, *, embedder: Embedder | None = None,
+                 config: ConfigLike = None,
                  builder: LocalContextBuilder | None = None) -> None:
         """`builder`: the context builder to use (default: `LocalContextBuilder` from the config)."""
         super().__init__(index, model, embedder=embedder, config=config)

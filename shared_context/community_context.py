@@ -19,7 +19,7 @@ from __future__ import annotations
 import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -29,6 +29,9 @@ from shared_context.history import build_history_section
 from shared_context.linking import lexical_scores
 from shared_context.tables import SectionBuilder, format_value, per_index_cache, render_row, section_title
 from shared_context.vectors import vector_table
+
+if TYPE_CHECKING:
+    from shared_context.index import Index
 
 __all__ = ["CommunityContext", "CommunityContextBuilder", "CommunityContextParams", "ReportBatch"]
 
@@ -139,7 +142,7 @@ class _Row:
 class CommunityContextBuilder:
     """Builds the global-search batches; pure and deterministic (see module docstring)."""
 
-    def __init__(self, index: Any, params: CommunityContextParams | Mapping[str, Any] | None = None) -> None:
+    def __init__(self, index: Index, params: CommunityContextParams | Mapping[str, Any] | None = None) -> None:
         self.index = index
         if params is None:
             params = CommunityContextParams()

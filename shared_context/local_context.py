@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -57,6 +57,9 @@ from shared_context.text_unit_selection import (
     select_text_units,
 )
 from shared_context.unit_search import QuestionUnits, best_window, question_units
+
+if TYPE_CHECKING:
+    from shared_context.index import Index
 
 __all__ = ["LocalContext", "LocalContextBuilder", "LocalContextParams", "link_strength", "select_relationships"]
 
@@ -303,7 +306,7 @@ def _row(index: Any, kind: str, pos: int, variant: tuple[Any, ...], cells: Any) 
 class LocalContextBuilder:
     """Builds the local-search context for one query; pure and deterministic (see module docstring)."""
 
-    def __init__(self, index: Any, params: LocalContextParams | Mapping[str, Any] | None = None) -> None:
+    def __init__(self, index: Index, params: LocalContextParams | Mapping[str, Any] | None = None) -> None:
         self.index = index
         if params is None:
             params = LocalContextParams()
@@ -712,11 +715,11 @@ class LocalContextBuilder:
                                                            "reasons": list(first.reasons), "score": first.score})
         section = builder.finish()
         if p.return_candidate_context:
-            shown = {int(r["position"]) for r in section.records}
+            in_context = {int(r["position"]) for r in section.records}
             section.records.extend(
                 {"id": index.text_units[c.unit].short_id, "text": index.text_units[c.unit].text,
                  "position": c.unit, "reasons": list(c.reasons), "score": c.score, "in_context": False}
-                for c in candidates if c.unit not in shown
+                for c in candidates if c.unit not in in_context
             )
         return section
 
