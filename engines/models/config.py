@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, SecretStr, ValidationError
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, EnvSettingsSource, SettingsConfigDict
 
 from engines.models.errors import ModelConfigError
@@ -265,6 +265,18 @@ class EnvSettings(BaseSettings):
     json_mode: str | None = Field(None, validation_alias="GRAPHROUTE_JSON_MODE")
     model_cache: str | None = Field(None, validation_alias="GRAPHROUTE_MODEL_CACHE")
 
+    @field_validator("provider", "json_mode")
+    @classmethod
+    def _lower(cls, value: str | None) -> str | None:
+        return (value.strip().lower() or None) if value is not None else None
+
+    @field_validator("max_retries", "concurrency")
+    @classmethod
+    def _whole(cls, value: float | None) -> float | None:
+        if value is not None and value != int(value):
+            raise ValueError("a whole number")
+        return value
+
     @classmethod
     def read(cls, env: Mapping[str, str]) -> EnvSettings:
         """Settings from `env` (os.environ or a mapping given by the caller), errors naming the variable."""
@@ -276,8 +288,28 @@ class EnvSettings(BaseSettings):
             name = str(e["loc"][0])
             field = cls.model_fields.get(name)
             var = next((a for a in _aliases(field) if a in env), name) if field is not None else name
-            kind = "a number" if e["type"].startswith("float") else "valid"
+            reason = e.get("ctx", {}).get("error")
+            kind = str(reason) if reason is not None else "a number" if e["type"].startswith("float") else "valid"
             raise ModelConfigError(f"environment: {var}: must be {kind} (got {env.get(var)!r})", key=var) from None
+
+    def chat_table(self) -> dict[str, Any]:
+        """These settings shaped like the toml `[models.chat]` table. With provider "azure", Azure's own
+        key (AZURE_OPENAI_API_KEY) wins over the OpenAI one and AZURE_OPENAI_ENDPOINT is the base URL
+        unless GRAPHROUTE_BASE_URL / OPENAI_BASE_URL name one."""
+        azure = self.provider == "azure"
+        table: dict[str, Any] = {
+            "provider": self.provider,
+            "api_key": (self.azure_api_key if azure else None) or self.api_key,
+            "base_url": self.base_url or (self.azure_endpoint if azure else None),
+            "api_version": self.api_version if azure else None,
+            "model": self.chat_model,
+            "timeout_s": self.timeout_s,
+            "total_deadline_s": self.total_deadline_s,
+            "max_retries": None if self.max_retries is None else int(self.max_retries),
+            "concurrency": None if self.concurrency is None else int(self.concurrency),
+            "json_mode": self.json_mode,
+        }
+        return {k: v for k, v in table.items() if v is not None and v != ""}
 
 
 class _MappingEnvSource(EnvSettingsSource):
@@ -300,38 +332,7 @@ def _aliases(field: Any) -> list[str]:
 
 def _env_overrides(env: Mapping[str, str]) -> dict[str, Any]:
     """Settings from the environment, shaped like the toml `[models.chat]` table."""
-    settings = EnvSettings.read(env)
-    out: dict[str, Any] = {}
-    provider = (settings.provider or "").strip().lower()
-    if provider:
-        out["provider"] = provider
-    key = settings.api_key
-    if provider == "azure":
-        key = settings.azure_api_key or key
-        if settings.azure_endpoint:
-            out["base_url"] = settings.azure_endpoint
-        if settings.api_version:
-            out["api_version"] = settings.api_version
-    if key:
-        out["api_key"] = key
-    if settings.base_url:
-        out["base_url"] = settings.base_url
-    if settings.chat_model:
-        out["model"] = settings.chat_model
-    for field in ("timeout_s", "total_deadline_s"):
-        value = getattr(settings, field)
-        if value is not None:
-            out[field] = value
-    for field in ("max_retries", "concurrency"):
-        value = getattr(settings, field)
-        if value is not None:
-            if value != int(value):
-                var = _ENV_FIELDS[field]
-                raise ModelConfigError(f"environment: {var}: must be a whole number (got {env[var]!r})", key=var)
-            out[field] = int(value)
-    if settings.json_mode:
-        out["json_mode"] = settings.json_mode.strip().lower()
-    return out
+    return EnvSettings.read(env).chat_table()
 
 
 # chat field -> the GRAPHROUTE_* variable that sets it (for error messages)
