@@ -145,7 +145,7 @@ def test_azure_from_env():
 
 
 def test_environment_rules_live_in_the_settings_class():
-    from engines.models.config import EnvSettings
+    from engines.models.env_settings import EnvSettings
 
     env = {"GRAPHROUTE_PROVIDER": " Azure ", "AZURE_OPENAI_API_KEY": "az", "OPENAI_API_KEY": "oa",
            "AZURE_OPENAI_ENDPOINT": "https://r.openai.azure.com", "OPENAI_BASE_URL": "https://proxy.example/v1",
