@@ -78,6 +78,7 @@ def load(store: DerivedStore) -> LargeTables | None:
             tables[name] = RecordTable(cls, table)
         except ValueError:
             return None
+        tables[name].validated = True  # stored only after the Index built from it validated
         columns[name] = list(meta.get("columns", []))
         warnings[name] = list(meta.get("warnings", []))
     return LargeTables(tables, columns, warnings, from_store=True)
