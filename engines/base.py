@@ -14,7 +14,7 @@ import math
 import time
 import unicodedata
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeAlias, TypeVar
 
 import numpy as np
 from pydantic import BaseModel
@@ -33,7 +33,13 @@ from shared_context.vectors import vector_table
 
 if TYPE_CHECKING:
     from engines.config import GraphrouteConfig
+    from engines.models.factory import Models
     from shared_context.index import Index
+
+# What engines accept as `model`: one chat model for every stage, the configured bundle, or None (from config).
+ModelLike: TypeAlias = "ChatModel | Models | None"
+# An engine's `config`: its own section, the whole GraphrouteConfig, or None (defaults).
+ConfigLike: TypeAlias = "BaseModel | None"
 
 S = TypeVar("S", bound=BaseModel)
 T = TypeVar("T")
@@ -58,7 +64,7 @@ class ModelSet:
     def __init__(
         self,
         index: Index,
-        model: Any = None,
+        model: ModelLike = None,
         embedder: Embedder | None = None,
         graphroute_config: GraphrouteConfig | None = None,
     ) -> None:
@@ -478,10 +484,10 @@ class Engine:
     def __init__(
         self,
         index: Index,
-        model: Any = None,
+        model: ModelLike = None,
         *,
         embedder: Embedder | None = None,
-        config: Any = None,
+        config: ConfigLike = None,
     ) -> None:
         from engines.config import GraphrouteConfig
 

@@ -17,6 +17,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from shared_context.record_table import values_of
+
 if TYPE_CHECKING:
     from shared_context.index import Index
 
@@ -76,14 +78,19 @@ class _ShortIdMaps:
 _MAPS: weakref.WeakKeyDictionary[Any, _ShortIdMaps] = weakref.WeakKeyDictionary()
 
 
+def _positions_by(ids: list[str]) -> dict[str, int]:
+    """id -> position (the last row wins on a duplicate, as a dict comprehension would)."""
+    return dict(zip(ids, range(len(ids)), strict=True))
+
+
 def _maps(index: Index) -> _ShortIdMaps:
     """Short-id -> position maps, computed once per (immutable) index."""
     maps = _MAPS.get(index)
     if maps is None:
         maps = _ShortIdMaps(
-            text_units={t.short_id: i for i, t in enumerate(index.text_units)},
-            entities={e.short_id: i for i, e in enumerate(index.entities)},
-            relationships={r.short_id: i for i, r in enumerate(index.relationships)},
+            text_units=_positions_by(values_of(index.text_units, "short_id")),
+            entities=_positions_by(values_of(index.entities, "short_id")),
+            relationships=_positions_by(values_of(index.relationships, "short_id")),
             claims={c.short_id: i for i, c in enumerate(index.claims)},
         )
         _MAPS[index] = maps

@@ -27,13 +27,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from engines import prompts
-from engines.base import Engine, QueryRun, gather_bounded, reraise_bugs, vector_for
+from engines.base import ConfigLike, Engine, ModelLike, QueryRun, gather_bounded, reraise_bugs, vector_for
 from engines.config import DriftSearchConfig
 from engines.errors import EngineError
 from engines.estimate import CostEstimate, estimate_drift
 from engines.events import ContextReady
 from engines.local import link_vector, local_builder
-from engines.models.base import Message
+from engines.models.base import Embedder, Message
 from engines.models.errors import ModelError
 from engines.reduce import Point, ReduceSettings, batched_reduce, sort_points
 from engines.result import SearchResult
@@ -116,7 +116,8 @@ class DriftSearch(Engine):
     section_name = "drift"
     section_type = DriftSearchConfig
 
-    def __init__(self, index: Index, model: Any = None, *, embedder: Any = None, config: Any = None,
+    def __init__(self, index: Index, model: ModelLike = None, *, embedder: Embedder | None = None,
+                 config: ConfigLike = None,
                  builder: LocalContextBuilder | None = None) -> None:
         """`builder`: the follow-ups' local context builder (default: from `[drift.local_search]`)."""
         super().__init__(index, model, embedder=embedder, config=config)

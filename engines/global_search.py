@@ -12,13 +12,22 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from engines import prompts
-from engines.base import Engine, QueryRun, gather_bounded, make_params, reraise_bugs, vector_for
+from engines.base import (
+    ConfigLike,
+    Engine,
+    ModelLike,
+    QueryRun,
+    gather_bounded,
+    make_params,
+    reraise_bugs,
+    vector_for,
+)
 from engines.config import GlobalSearchConfig
 from engines.dynamic_selection import select_communities, selection_details
 from engines.errors import EngineError
 from engines.estimate import CostEstimate, estimate_global
 from engines.events import ContextReady
-from engines.models.base import Message
+from engines.models.base import Embedder, Message
 from engines.reduce import Point, ReduceSettings, batched_reduce
 from engines.result import SearchResult
 from engines.schemas import MapResponse
@@ -57,7 +66,8 @@ class GlobalSearch(Engine):
     section_name = "global_search"
     section_type = GlobalSearchConfig
 
-    def __init__(self, index: Index, model: Any = None, *, embedder: Any = None, config: Any = None,
+    def __init__(self, index: Index, model: ModelLike = None, *, embedder: Embedder | None = None,
+                 config: ConfigLike = None,
                  builder: CommunityContextBuilder | None = None) -> None:
         """`builder`: the map batches' context builder (default: `CommunityContextBuilder` from the config)."""
         super().__init__(index, model, embedder=embedder, config=config)

@@ -6,11 +6,11 @@ import asyncio
 from typing import TYPE_CHECKING, Any
 
 from engines import prompts
-from engines.base import Engine, QueryRun, make_params, vector_for
+from engines.base import ConfigLike, Engine, ModelLike, QueryRun, make_params, vector_for
 from engines.config import LocalContextSettings, LocalSearchConfig
 from engines.estimate import CostEstimate, estimate_local
 from engines.events import ContextReady
-from engines.models.base import Message
+from engines.models.base import Embedder, Message
 from engines.result import SearchResult
 
 if TYPE_CHECKING:
@@ -52,7 +52,8 @@ class LocalSearch(Engine):
     section_name = "local"
     section_type = LocalSearchConfig
 
-    def __init__(self, index: Index, model: Any = None, *, embedder: Any = None, config: Any = None,
+    def __init__(self, index: Index, model: ModelLike = None, *, embedder: Embedder | None = None,
+                 config: ConfigLike = None,
                  builder: LocalContextBuilder | None = None) -> None:
         """`builder`: the context builder to use (default: `LocalContextBuilder` from the config)."""
         super().__init__(index, model, embedder=embedder, config=config)
@@ -65,9 +66,9 @@ class LocalSearch(Engine):
     def _context(self, run: QueryRun, link_text: str, history: list[Message], qv: Any) -> Any:
         """The local context, reusing what the plan already computed when it is exactly this context."""
         plan = run.plan
-        if plan is None or history or qv is not None or link_text != plan.link_text:
+        if plan is None or history or link_text != plan.link_text:
             return self.builder.build(link_text, history or None, query_vector=qv)
-        kept = plan.context_for(self.name, link_text)
+        kept = plan.context_for(self.name, link_text) if qv is None else None
         if kept is not None:
             run.details["context_reused"] = True
             return kept
@@ -75,8 +76,9 @@ class LocalSearch(Engine):
 
         params = getattr(self.builder, "params", None)
         if not isinstance(self.builder, LocalContextBuilder) or params is None:  # a custom builder links itself
-            return self.builder.build(link_text, None, query_vector=None)
-        return self.builder.build(link_text, None, link=plan.link(self.index, params.top_k_mapped_entities))
+            return self.builder.build(link_text, None, query_vector=qv)
+        link = plan.link(self.index, params.top_k_mapped_entities, qv)  # on the classifier's lexical pass
+        return self.builder.build(link_text, None, query_vector=qv, link=link)
 
     async def _run(self, run: QueryRun, question: str, history: list[Message]) -> SearchResult:
         link_text = run.link_text

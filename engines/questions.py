@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from engines import prompts
-from engines.base import ModelSet, QueryRun, normalise_history
+from engines.base import ConfigLike, ModelLike, ModelSet, QueryRun, normalise_history
 from engines.config import GraphrouteConfig, QuestionGenConfig
 from engines.local import context_records, link_vector, local_builder
 from engines.models.base import Embedder, Message
@@ -108,7 +108,8 @@ def corpus_wide_questions(index: Index, k: int) -> list[str]:
 
 
 class QuestionGenerator:
-    def __init__(self, index: Index, model: Any = None, *, embedder: Embedder | None = None, config: Any = None,
+    def __init__(self, index: Index, model: ModelLike = None, *, embedder: Embedder | None = None,
+                 config: ConfigLike = None,
                  labeller: Labeller | None = None):
         self.index = index
         self.labeller = labeller

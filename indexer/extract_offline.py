@@ -43,6 +43,7 @@ _NAME_ABBREVIATIONS = frozenset({"st", "mt", "ft", "jr", "sr"})
 _DEMONYM_ENDINGS = ("ish", "ese", "ian", "ean", "can", "man", "ch", "ic", "ian")
 _CONTRACTION = re.compile(r"(?:['’](?:ll|m|d|re|ve)|n['’]t)$", re.IGNORECASE)  # I'll, I'm, we're, don't
 _SPEAKER = re.compile(r"^[ \t]*([A-Z][A-Za-z.'’\-]*(?: [A-Z][A-Za-z.'’\-]*){0,3})[ \t]*:[ \t]+(?=\S)", re.MULTILINE)
+_COMPOUND_NOUN = re.compile(r"[a-z]{3,}|[a-z]{2,}(?:-[a-z]{2,})+")  # "door", "counting-house"
 _LOWER_WORD = re.compile(r"\b[a-z][a-z\-]{2,}\b")
 _EDGE_DROP = lx.STOPWORDS | lx.CONNECTORS | lx.FILLERS
 _MD_PREFIX = re.compile(r"^\s*(#+|[*\-]|\d+\.)\s+")
@@ -87,8 +88,57 @@ def normalise_title(name: str) -> str:
     return t
 
 
+def _edge_word(word: str, soft: bool) -> bool:
+    """A word trimmed from a capitalised span's edge; `soft` spans keep calendar words and adjectives."""
+    w = word.lower()
+    return w in _EDGE_DROP and not (soft and w in lx.SOFT_EDGE_WORDS)
+
+
+def _concrete_noun(t: str) -> bool:
+    """A lowercase common noun WordNet classes as a person, place or thing (not "face", "hour", "doubt")."""
+    cls = lx.noun_class(t) if t.isalpha() and t.islower() else None
+    return cls is not None and cls not in lx.ABSTRACT_NOUN_CLASSES
+
+
+def _head_class(word: str) -> str | None:
+    """WordNet class of a noun, or of a hyphenated compound's last part ("counting-house" -> artifact)."""
+    cls = lx.noun_class(word)
+    if cls is None and "-" in word:
+        cls = lx.noun_class(word.rsplit("-", 1)[1])
+    return cls
+
+
+def entity_noun(key: str) -> bool:
+    """A lone noun may stand as an entity: a WordNet noun ("held" is none) of no abstract class ("HEAD",
+    "MOMENT", "DOUBT"). Other nouns are still extracted, since they head noun phrases ("gross margin")."""
+    cls = _head_class(key)
+    return cls is not None and cls not in lx.ABSTRACT_NOUN_CLASSES
+
+
+def noun_min_chunks(key: str, default: int) -> int:
+    """In how many chunks a lone noun must occur to be an entity. A hyphenated compound naming a person or
+    thing ("the counting-house") is specific enough at once; one person by role or one place ("the baker",
+    "the moor") in two chunks; other nouns, and plurals ("the guests"), in `default`."""
+    cls = _head_class(key)
+    if "-" in key and cls is not None and cls not in lx.ABSTRACT_NOUN_CLASSES:
+        return 1
+    if cls in lx.SPECIFIC_NOUN_CLASSES and lx.listed_noun(key):
+        return min(2, default)
+    return default
+
+
+def _shouting(toks: list[str]) -> bool:
+    """A sentence set in capitals (licence terms, banners): capitals then mark no names."""
+    words = [t for t in toks if t[0].isalpha() and len(t) >= 2]
+    return len(words) >= 4 and sum(t.isupper() for t in words) >= 0.7 * len(words)
+
+
+def _noun_type(noun: str) -> str:
+    return lx.NOUN_CLASS_TYPES.get(_head_class(noun) or "", "CONCEPT")
+
+
 def _noun_word(t: str) -> bool:
-    return t.isalpha() and t.islower() and len(t) >= 3 and t not in lx.NOUN_STOP and not t.endswith("ly")
+    return _COMPOUND_NOUN.fullmatch(t) is not None and t not in lx.NOUN_STOP and not t.endswith("ly")
 
 
 def _noun_heads(toks: list[str]) -> list[str]:
@@ -175,7 +225,7 @@ class OfflineExtractor:
         found: list[tuple[str, str, dict[str, float], bool]] = []
         n = len(toks)
         first_word = next((i for i, t in enumerate(toks) if t[0].isalpha()), -1)
-        i = 0
+        i = n if _shouting(toks) else 0
         while i < n:
             tok = toks[i]
             if not tok[0].isalpha():
@@ -191,6 +241,7 @@ class OfflineExtractor:
             # collect a capitalised span with connectors
             j = i
             words: list[str] = []
+            owned = ""
             person_cue = 0.0
             while j < n:
                 t = toks[j]
@@ -211,6 +262,8 @@ class OfflineExtractor:
                             words.append(t)
                             continue
                         words.append(core)
+                        if j < n and _concrete_noun(toks[j]):
+                            owned = toks[j]  # "Scrooge's nephew", "Bob Cratchit's house"
                         break
                     words.append(core)
                     if j < n and toks[j] == "." and (len(core) == 1 or core.lower() in _NAME_ABBREVIATIONS):
@@ -222,11 +275,13 @@ class OfflineExtractor:
                     continue
                 break
             initial = i == first_word or (i == first_word + 1 and toks[first_word].lower() in lx.HONORIFICS)
-            # trim stop words and fillers at both ends
-            while words and words[0].lower() in _EDGE_DROP:
+            # trim stop words and fillers at both ends; calendar words and adjectives stay inside a name
+            # that does not open the sentence ("in Great Britain", "on Christmas Day")
+            soft = not initial and any(w.lower() not in _EDGE_DROP for w in words)
+            while words and _edge_word(words[0], soft):
                 words.pop(0)
                 initial = False if words else initial
-            while words and words[-1].lower() in _EDGE_DROP:
+            while words and _edge_word(words[-1], soft):
                 words.pop()
             if initial and len(words) > 1 and words[0].lower().endswith("ing"):
                 words.pop(0)  # heading verbs: "Building the Kestrel Point Wind Farm"
@@ -239,6 +294,9 @@ class OfflineExtractor:
                 self._emit_span(words[k + 1 :], toks, i + k + 1, j, 0.0, False, found)
             elif words:
                 self._emit_span(words, toks, i, j, person_cue, initial, found)
+                if owned and not all(len(w) == 1 for w in words):
+                    title = f"{' '.join(words)}'s {owned}"
+                    found.append((title, NAME, {_noun_type(owned): 2.0}, False))
             i = max(j, i + 1)
         # lowercase noun-phrase bigrams
         run: list[str] = []
@@ -251,7 +309,7 @@ class OfflineExtractor:
                 if a not in lx.FILLERS and b not in lx.NON_HEADS:
                     found.append((f"{a} {b}", PHRASE, {"EVENT": 2.0} if b in lx.EVENT_WORDS else {"CONCEPT": 1.0}, False))
             run = []
-        found.extend((noun, NOUN, {"EVENT": 1.0} if noun in lx.EVENT_WORDS else {"CONCEPT": 1.0}, False) for noun in _noun_heads(toks))
+        found.extend((noun, NOUN, {"EVENT" if noun in lx.EVENT_WORDS else _noun_type(noun): 1.0}, False) for noun in _noun_heads(toks))
         return found
 
     def _emit_span(

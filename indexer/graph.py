@@ -12,10 +12,12 @@ citation id), new rows are appended in order of first appearance.
 
 from __future__ import annotations
 
+import heapq
 import re
 import uuid
+from array import array
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -30,6 +32,8 @@ from indexer.extract_offline import (
     SPEAKER,
     ChunkExtraction,
     PairStat,
+    entity_noun,
+    noun_min_chunks,
 )
 
 _NAMESPACE = uuid.UUID("6f0d3f4e-5b8a-4c59-9a55-2f1c0e7d9b11")
@@ -75,19 +79,51 @@ class Graph:
     relationships: list[RelationshipRow] = field(default_factory=list)
 
 
+@dataclass(slots=True)
+class _Stat:
+    """First pass, every mention key (most are phrases seen once): only what decides whether it is kept."""
+
+    kind: str
+    first_seen: tuple[int, int]
+    words: int
+    count: int = 0
+    non_initial: bool = False
+    n_chunks: int = 0
+    last_chunk: int = -1
+
+
 @dataclass
 class _Agg:
+    """Second pass, kept entities only: type votes, the chunks they occur in and their best sentences."""
+
     kind: str
     first_seen: tuple[int, int]
     count: int = 0
     non_initial: bool = False
     words: int = 1
     votes: dict[str, float] = field(default_factory=lambda: defaultdict(float))
-    chunks: list[int] = field(default_factory=list)
-    sentences: list[tuple[float, int, str]] = field(default_factory=list)
+    chunks: array = field(default_factory=lambda: array("I"))
+    sentences: list[tuple[float, int, int, str]] = field(default_factory=list)  # a heap: (score, -chunk, -seq, text)
+
+    def add_sentence(self, score: float, ci: int, seq: int, text: str) -> None:
+        item = (score, -ci, -seq, text)
+        if len(self.sentences) < MAX_DESCRIPTION_CANDIDATES:
+            heapq.heappush(self.sentences, item)
+        elif item > self.sentences[0]:
+            heapq.heapreplace(self.sentences, item)
+
+    def ranked_sentences(self) -> list[tuple[float, int, str]]:
+        """Best first; ties in the order they were seen (as a stable sort of every sentence would give)."""
+        return [(s, -nci, text) for s, nci, _nseq, text in sorted(self.sentences, key=lambda x: (-x[0], -x[1], -x[2]))]
 
 
-def _capitalised_name(key: str, a: _Agg, lowercase: dict[str, int]) -> bool:
+# An entity named in every chunk of a 100 MB file has ~90,000 candidate sentences; its description
+# uses `description_sentences` of them, so only the best few dozen are kept while merging.
+MAX_DESCRIPTION_CANDIDATES = 64
+ExtractionPasses = Callable[[], Iterable[ChunkExtraction]]
+
+
+def _capitalised_name(key: str, a: _Stat | _Agg, lowercase: dict[str, int]) -> bool:
     """A one-word name seen mid-sentence, and capitalised more often than written in lower case."""
     return a.non_initial and (a.kind != NAME or lowercase.get(key.lower(), 0) < a.count)
 
@@ -107,7 +143,7 @@ def _best_type(votes: dict[str, float]) -> str:
 
 def merge_offline(
     chunk_ids: list[str],
-    extractions: dict[str, ChunkExtraction],
+    extractions: Mapping[str, ChunkExtraction] | ExtractionPasses,
     *,
     min_phrase_chunks: int = 3,
     max_phrase_entities: int = 2000,
@@ -115,44 +151,85 @@ def merge_offline(
 ) -> tuple[list[EntityRow], list[RelationshipRow]]:
     """Aggregate mentions over chunks, filter, merge name variants, describe and link entities.
 
-    Corpus-wide filters: phrases and lone nouns must occur in `min_phrase_chunks` chunks, and a phrase
+    Corpus-wide filters: phrases and lone nouns must occur in `min_phrase_chunks` chunks (fewer for nouns
+    naming one person or place, see `noun_min_chunks`), and a phrase
     must end in a word also used as a noun; a one-word name must be capitalised more often than the
     same word appears in lower case ("Scrooge" yes, "Come" no); a possible person name is a person only
     when none of its words is an ordinary lowercase word ("Bob Cratchit" yes, "Microsoft Cloud" no).
-    """
-    aggs: dict[str, _Agg] = {}
-    lowercase: dict[str, int] = defaultdict(int)
-    for ci, cid in enumerate(chunk_ids):
-        for word, n in extractions[cid].lowercase.items():
-            lowercase[word] += n
-        for pos, (key, m) in enumerate(extractions[cid].mentions.items()):
-            a = aggs.get(key)
-            if a is None:
-                a = aggs[key] = _Agg(kind=m.kind, first_seen=(ci, pos), words=key.count(" ") + 1)
-            elif m.kind not in FREQUENT_ONLY_KINDS and a.kind in FREQUENT_ONLY_KINDS:
-                a.kind = m.kind
-            a.count += m.count
-            a.non_initial = a.non_initial or m.non_initial
-            for t, w in m.type_votes.items():
-                a.votes[t] += w
-            a.chunks.append(ci)
-            a.sentences.extend((s, ci, text) for s, text in m.sentences)
 
-    nouns = {key.lower() for key, a in aggs.items() if a.kind == NOUN}
+    `extractions` is a mapping by chunk id, or a function giving them in `chunk_ids` order afresh on
+    each call: the merge reads them three times (which keys to keep; the kept entities' details; the
+    relationships), so extractions streamed from disk are never all in memory at once.
+    """
+    if isinstance(extractions, Mapping):
+        by_id = extractions
+
+        def passes() -> Iterable[ChunkExtraction]:
+            return (by_id[cid] for cid in chunk_ids)
+    else:
+        passes = extractions
+
+    # pass 1: light statistics of every key, and lowercase word counts
+    stats: dict[str, _Stat] = {}
+    lowercase: dict[str, int] = defaultdict(int)
+    n_seen = 0
+    for ci, ext in enumerate(passes()):
+        n_seen += 1
+        for word, n in ext.lowercase.items():
+            lowercase[word] += n
+        for pos, (key, m) in enumerate(ext.mentions.items()):
+            st = stats.get(key)
+            if st is None:
+                st = stats[key] = _Stat(kind=m.kind, first_seen=(ci, pos), words=key.count(" ") + 1)
+            elif m.kind not in FREQUENT_ONLY_KINDS and st.kind in FREQUENT_ONLY_KINDS:
+                st.kind = m.kind
+            st.count += m.count
+            st.non_initial = st.non_initial or m.non_initial
+            if st.last_chunk != ci:
+                st.n_chunks += 1
+                st.last_chunk = ci
+    if n_seen != len(chunk_ids):
+        raise ValueError(f"merge_offline: {n_seen} extractions for {len(chunk_ids)} chunks")
+
+    nouns = {key.lower() for key, st in stats.items() if st.kind == NOUN}
     keep: set[str] = set()
     phrases: list[str] = []
-    for key, a in aggs.items():
-        _settle_person(key, a, lowercase)
-        if a.kind in FREQUENT_ONLY_KINDS:
-            if len(set(a.chunks)) < min_phrase_chunks:
+    for key, st in stats.items():
+        if st.kind in FREQUENT_ONLY_KINDS:
+            if st.n_chunks < (noun_min_chunks(key, min_phrase_chunks) if st.kind == NOUN else min_phrase_chunks):
                 continue
-            if a.kind == PHRASE and key.rsplit(" ", 1)[-1].lower() not in nouns:
+            if st.kind == PHRASE and key.rsplit(" ", 1)[-1].lower() not in nouns:
+                continue
+            if st.kind == NOUN and not entity_noun(key):
                 continue
             phrases.append(key)
-        elif a.kind == ACRONYM or a.words > 1 or _capitalised_name(key, a, lowercase):
+        elif st.kind == ACRONYM or st.words > 1 or _capitalised_name(key, st, lowercase):
             keep.add(key)
-    phrases.sort(key=lambda k: (-aggs[k].count, aggs[k].first_seen))
+    phrases.sort(key=lambda k: (-stats[k].count, stats[k].first_seen))
     keep.update(phrases[:max_phrase_entities])
+    aggs = {
+        key: _Agg(kind=stats[key].kind, first_seen=stats[key].first_seen, count=stats[key].count,
+                  non_initial=stats[key].non_initial, words=stats[key].words)
+        for key in keep
+    }
+    stats.clear()  # most keys were phrases seen once: free them before the next pass
+
+    # pass 2: votes, chunks and candidate sentences of the kept entities
+    seq = 0
+    for ci, ext in enumerate(passes()):
+        for key, m in ext.mentions.items():
+            a = aggs.get(key)
+            if a is None:
+                continue
+            for t, w in m.type_votes.items():
+                a.votes[t] += w
+            if not a.chunks or a.chunks[-1] != ci:
+                a.chunks.append(ci)
+            for s, text in m.sentences:
+                a.add_sentence(s, ci, seq, text)
+                seq += 1
+    for key, a in aggs.items():
+        _settle_person(key, a, lowercase)
 
     alias = _person_aliases(keep, aggs)
     for src, dst in alias.items():
@@ -160,8 +237,12 @@ def merge_offline(
         b.count += a.count
         for t, w in a.votes.items():
             b.votes[t] += w
-        b.chunks = sorted(set(b.chunks) | set(a.chunks))
-        b.sentences.extend(a.sentences)
+        b.chunks = array("I", sorted(set(b.chunks) | set(a.chunks)))
+        for item in a.sentences:
+            if len(b.sentences) < MAX_DESCRIPTION_CANDIDATES:
+                heapq.heappush(b.sentences, item)
+            elif item > b.sentences[0]:
+                heapq.heapreplace(b.sentences, item)
         b.first_seen = min(a.first_seen, b.first_seen)
         keep.discard(src)
 
@@ -169,15 +250,15 @@ def merge_offline(
         k = alias.get(k, k)
         return k if k in keep else None
 
-    # relationships: sentence co-occurrence, plus a weak chunk anchor for otherwise unlinked entities
-    pair_aggs: dict[tuple[str, str], tuple[float, float, int, str, list[int]]] = {}
+    # pass 3 - relationships: sentence co-occurrence, plus a weak chunk anchor for otherwise unlinked entities
+    pair_aggs: dict[tuple[str, str], tuple[float, float, int, str, array]] = {}
     pair_first: dict[tuple[str, str], tuple[int, int]] = {}
 
     def add_pair(a: str, b: str, stat: PairStat, ci: int, pos: int) -> None:
         key = (a, b) if a < b else (b, a)
         cur = pair_aggs.get(key)
         if cur is None:
-            pair_aggs[key] = (stat.weight, stat.score, ci, stat.sentence, [ci])
+            pair_aggs[key] = (stat.weight, stat.score, ci, stat.sentence, array("I", [ci]))
             pair_first[key] = (ci, pos)
             return
         w, s, sci, sent, cis = cur
@@ -187,8 +268,7 @@ def merge_offline(
             s, sci, sent = stat.score, ci, stat.sentence
         pair_aggs[key] = (w + stat.weight, s, sci, sent, cis)
 
-    for ci, cid in enumerate(chunk_ids):
-        ext = extractions[cid]
+    for ci, ext in enumerate(passes()):
         linked: set[str] = set()
         pos = 0
         for (a0, b0), stat in ext.pairs.items():
@@ -215,14 +295,13 @@ def merge_offline(
     entities: list[EntityRow] = []
     for key in sorted(keep, key=lambda k: aggs[k].first_seen):
         a = aggs[key]
-        chunks = sorted(set(a.chunks))
         entities.append(
             EntityRow(
                 title=key,
                 type=_best_type(a.votes),
-                description=_describe(a.sentences, description_sentences),
-                text_unit_ids=[chunk_ids[c] for c in chunks],
-                frequency=len(chunks),
+                description=_describe(a.ranked_sentences(), description_sentences),
+                text_unit_ids=[chunk_ids[c] for c in a.chunks],
+                frequency=len(a.chunks),
             )
         )
     relationships = [
@@ -250,8 +329,8 @@ def _shingles(text: str) -> frozenset[tuple[str, ...]]:
     return frozenset(tuple(words[i : i + _SHINGLE]) for i in range(len(words) - _SHINGLE + 1))
 
 
-def _describe(sentences: list[tuple[float, int, str]], n: int) -> str:
-    """The `n` most informative sentences (more co-mentioned entities, fuller sentences), in text order.
+def _describe(ranked: list[tuple[float, int, str]], n: int) -> str:
+    """The `n` most informative of the `ranked` (score, chunk, sentence) candidates, best first, in text order.
 
     Overlapping chunks hold the same passage twice, often once whole and once cut at a chunk edge, so a
     sentence sharing a run of words with one already chosen is skipped: no text repeats in a description.
@@ -259,7 +338,6 @@ def _describe(sentences: list[tuple[float, int, str]], n: int) -> str:
     best: list[tuple[float, int, str]] = []
     taken: set[tuple[str, ...]] = set()
     chunks: set[int] = set()
-    ranked = sorted(sentences, key=lambda x: (-x[0], x[1]))
     # first pass: one sentence per chunk, so the description spans documents; second pass fills up
     for one_per_chunk in (True, False):
         for s, ci, text in ranked:

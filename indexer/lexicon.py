@@ -1,7 +1,8 @@
 """Word lists the offline extractor uses, read from `indexer/data/*.txt` (provenance noted in each file).
 
 Lists are data, not code: `lexicon_en.txt` (stop words, honorifics, type cue words), `lexicon_zh.txt`
-(jieba flag types and Chinese suffix cues) and `stop_phrases.txt` (fillers, speaker roles, boilerplate).
+(jieba flag types and Chinese suffix cues), `stop_phrases.txt` (fillers, speaker roles, boilerplate) and
+`noun_classes.txt` (WordNet's class of common nouns: person, artifact, body, time...).
 """
 
 from __future__ import annotations
@@ -38,11 +39,13 @@ def _set(name: str, section: str) -> frozenset[str]:
     return frozenset(read_lists(name)[section])
 
 
-_EN, _ZH, _STOP = "lexicon_en.txt", "lexicon_zh.txt", "stop_phrases.txt"
+_EN, _ZH, _STOP, _NOUNS = "lexicon_en.txt", "lexicon_zh.txt", "stop_phrases.txt", "noun_classes.txt"
 
 PERSON_NOUNS = _set(_EN, "PERSON_NOUNS")
+# words a capitalised span may keep at its edges when it does not open a sentence ("Great Britain")
+SOFT_EDGE_WORDS = (_set(_EN, "SOFT_STOPWORDS") | PERSON_NOUNS) - _FUNCTION_WORDS - _set(_EN, "STOPWORDS")
 # the shared function-word list (shared_context/data/stopwords.txt) plus sentence starters and the like
-STOPWORDS = _FUNCTION_WORDS | _set(_EN, "STOPWORDS") | PERSON_NOUNS
+STOPWORDS = _FUNCTION_WORDS | _set(_EN, "STOPWORDS") | SOFT_EDGE_WORDS
 HONORIFICS = _set(_EN, "HONORIFICS")
 PERSON_TITLES = _set(_EN, "PERSON_TITLES")
 CONNECTORS = _set(_EN, "CONNECTORS")
@@ -68,3 +71,37 @@ ZH_ORG_SUFFIXES = read_lists(_ZH)["ORG_SUFFIXES"]
 ZH_GEO_SUFFIXES = read_lists(_ZH)["GEO_SUFFIXES"]
 ZH_EVENT_SUFFIXES = read_lists(_ZH)["EVENT_SUFFIXES"]
 ZH_STOP = _set(_ZH, "STOP")
+
+# WordNet classes of nouns that name no thing a reader would look up alone ("face", "hour", "doubt")
+ABSTRACT_NOUN_CLASSES = _set(_EN, "ABSTRACT_NOUN_CLASSES")
+# WordNet classes of nouns kept as entities when seen once ("the baker", "the river"), not only when frequent
+SPECIFIC_NOUN_CLASSES = _set(_EN, "SPECIFIC_NOUN_CLASSES")
+# WordNet class -> entity type for a lone noun or a possessive phrase's head ("the baker", "Scrooge's office")
+NOUN_CLASS_TYPES = dict(pair.split(":", 1) for pair in read_lists(_EN)["NOUN_CLASS_TYPES"])
+_PLURALS = (("ies", "y"), ("ches", "ch"), ("shes", "sh"), ("ses", "s"), ("xes", "x"), ("men", "man"), ("s", ""))
+
+
+@cache
+def _noun_classes() -> dict[str, str]:
+    return {word: cls for cls, words in read_lists(_NOUNS).items() for word in words}
+
+
+def noun_class(word: str) -> str | None:
+    """WordNet class of a noun's usual sense, plurals folded ("houses" -> artifact); None: not a noun."""
+    classes = _noun_classes()
+    w = word.lower()
+    if w in classes:
+        return classes[w]
+    for suffix, repl in _PLURALS:
+        if w.endswith(suffix) and len(w) > len(suffix) + 2 and (base := w[: -len(suffix)] + repl) in classes:
+            return classes[base]
+    return None
+
+
+def listed_noun(word: str) -> bool:
+    """The word is a WordNet noun as written: a singular or an irregular plural ("guest", "men"; not "guests")."""
+    return word.lower() in _noun_classes()
+
+
+def abstract_noun(word: str) -> bool:
+    return noun_class(word) in ABSTRACT_NOUN_CLASSES

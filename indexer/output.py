@@ -2,14 +2,17 @@
 `graphrag/data_model/schemas.py` (checked against Microsoft's own Christmas Carol index).
 
 Each file is written to a temporary name and renamed, so an interrupted build never leaves a
-half-written table next to a valid one.
+half-written table next to a valid one. Rows come from generators and are written in row groups of
+`BATCH_ROWS`, so a large index (a text unit can list thousands of relationship ids) is never held
+as Python rows and an Arrow table at the same time.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -69,35 +72,55 @@ def today() -> str:
     return datetime.now(UTC).date().isoformat()
 
 
-def write_table(out_dir: Path, name: str, rows: list[dict[str, Any]]) -> Path:
+BATCH_ROWS = 2048
+
+
+def write_table(out_dir: Path, name: str, rows: Iterable[dict[str, Any]]) -> Path:
+    """Write `rows` (a list or any iterable, consumed once) as `name`.parquet, `BATCH_ROWS` rows at a time."""
     schema = SCHEMAS[name]
-    if name == "documents" and any(r.get("raw_data") is not None for r in rows):
-        # table inputs' other columns, as JSON text (GraphRAG leaves the column null for text files)
-        schema = schema.set(schema.get_field_index("raw_data"), pa.field("raw_data", pa.string()))
-    columns = {f.name: [r.get(f.name) for r in rows] for f in schema}
-    table = pa.Table.from_pydict(columns, schema=schema)
+    if name == "documents":
+        rows = list(rows)
+        if any(r.get("raw_data") is not None for r in rows):
+            # table inputs' other columns, as JSON text (GraphRAG leaves the column null for text files)
+            schema = schema.set(schema.get_field_index("raw_data"), pa.field("raw_data", pa.string()))
     path = out_dir / f"{name}.parquet"
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    pq.write_table(table, tmp)
+    try:
+        with pq.ParquetWriter(tmp, schema) as writer:
+            written = 0
+            for batch in _batches(rows, BATCH_ROWS):
+                writer.write_table(pa.Table.from_pydict({f.name: [r.get(f.name) for r in batch] for f in schema}, schema=schema))
+                written += len(batch)
+            if not written:
+                writer.write_table(schema.empty_table())
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     os.replace(tmp, path)
     return path
 
 
-def entity_rows(graph: Graph) -> list[dict[str, Any]]:
-    return [
+def _batches(rows: Iterable[dict[str, Any]], n: int) -> Iterator[list[dict[str, Any]]]:
+    it = iter(rows)
+    while batch := list(itertools.islice(it, n)):
+        yield batch
+
+
+def entity_rows(graph: Graph) -> Iterator[dict[str, Any]]:
+    return (
         {"id": e.id, "human_readable_id": e.human_readable_id, "title": e.title, "type": e.type,
          "description": e.description, "text_unit_ids": e.text_unit_ids, "frequency": e.frequency, "degree": e.degree}
         for e in graph.entities
-    ]
+    )
 
 
-def relationship_rows(graph: Graph) -> list[dict[str, Any]]:
-    return [
+def relationship_rows(graph: Graph) -> Iterator[dict[str, Any]]:
+    return (
         {"id": r.id, "human_readable_id": r.human_readable_id, "source": r.source, "target": r.target,
          "description": r.description, "weight": r.weight, "combined_degree": r.combined_degree,
          "text_unit_ids": r.text_unit_ids}
         for r in graph.relationships
-    ]
+    )
 
 
 def community_rows(communities: list[CommunityRow], period: str) -> list[dict[str, Any]]:
@@ -140,7 +163,7 @@ def text_unit_rows(
     graph: Graph,
     claims_by_unit: dict[str, list[str]],
     previous_ids: Mapping[str, int] | None = None,
-) -> list[dict[str, Any]]:
+) -> Iterator[dict[str, Any]]:
     """Reverse lookups of `entities.text_unit_ids` and `relationships.text_unit_ids`, as GraphRAG builds them."""
     ents: dict[str, list[str]] = {c.id: [] for c in chunks}
     rels: dict[str, list[str]] = {c.id: [] for c in chunks}
@@ -150,11 +173,11 @@ def text_unit_rows(
     for r in graph.relationships:
         for tu in r.text_unit_ids:
             rels[tu].append(r.id)
-    return [
+    return (
         {"id": c.id, "human_readable_id": i, "text": c.text, "n_tokens": c.n_tokens, "document_id": c.document_id,
          "entity_ids": ents[c.id], "relationship_ids": rels[c.id], "covariate_ids": claims_by_unit.get(c.id, [])}
         for i, c in zip(stable_ids([c.id for c in chunks], previous_ids), chunks, strict=True)
-    ]
+    )
 
 
 def document_rows(

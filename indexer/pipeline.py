@@ -14,9 +14,10 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import hashlib
+import resource
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -27,7 +28,7 @@ from tqdm.auto import tqdm
 
 from engines.models.base import ChatModel, Embedder
 from indexer.chunking import Chunk, chunk_documents
-from indexer.communities import detect_communities
+from indexer.communities import CommunityRow, cluster_graph
 from indexer.config import EXTRACTOR_VERSION, IndexBuildReport, IndexerConfig, IndexerError
 from indexer.embed import (
     EmbeddingJob,
@@ -40,6 +41,7 @@ from indexer.embed import (
 )
 from indexer.extract_offline import ChunkExtraction, OfflineExtractor
 from indexer.graph import Graph, finalise_graph, merge_offline
+from indexer.jsoncodec import CodecError
 from indexer.outdir import Staging, check_target
 from indexer.output import (
     community_rows,
@@ -57,10 +59,15 @@ from indexer.signals import interruptible, signals_ignored
 from indexer.state import (
     EMBEDDED,
     EMBEDDER,
+    EXTRACTIONS,
     MODEL_REPORTS,
     STATE_DIR,
     EmbeddedTexts,
+    ExtractionWriter,
     Manifest,
+    decode_extraction_line,
+    iter_extraction_lines,
+    iter_extractions,
     legacy_code_files,
     package_versions,
     read_extractions,
@@ -74,6 +81,9 @@ from indexer.state import (
 from indexer.tabular import ColumnOptions
 from shared_context.tokens import TokenizerError
 
+# Up to this many chunks (~40 MB of text) the merge's three passes read extractions from memory;
+# larger builds stream them from the extractions file on each pass, so memory stays flat.
+IN_MEMORY_EXTRACTIONS = 4000
 OUTPUT_TABLES = ("entities", "relationships", "communities", "community_reports", "text_units", "documents")
 
 
@@ -199,6 +209,7 @@ class _Builder:
         finally:
             seconds = time.perf_counter() - t0
             self.report.step_seconds[name] = self.report.step_seconds.get(name, 0.0) + seconds
+            self.report.step_peak_rss_mb[name] = _peak_rss_mb()
             self._say(f"{name}: {note['done'] or 'done'} ({seconds:.1f} s)")
 
     def _say(self, line: str) -> None:
@@ -264,31 +275,28 @@ class _Builder:
             )
             return rep
 
-        value_type: Any = ChunkExtraction
-        if self.model is not None:
+        chunk_ids = [c.id for c in chunks]
+        rep.removed_chunks = len(set(previous.chunk_ids) - set(chunk_ids)) if previous is not None else 0
+        if self.model is None:
+            passes = self._extract_offline_streamed(chunks, previous)
+            extractions: dict[str, Any] = {}
+        else:
             from indexer.extract_model import ModelChunkResult
 
-            value_type = ModelChunkResult
-        stored = read_extractions(self.out, self.mode, value_type) if previous is not None else {}
-        chunk_ids = [c.id for c in chunks]
-        new_chunks = [c for c in chunks if c.id not in stored]
-        rep.new_chunks = len(new_chunks)
-        rep.removed_chunks = len(set(previous.chunk_ids) - set(chunk_ids)) if previous is not None else 0
-        extractions = {cid: stored[cid] for cid in chunk_ids if cid in stored}
-
-        with self._step("extract", f"{len(new_chunks)} new of {len(chunks)} chunks") as note:
-            if self.model is None:
-                self._extract_offline(new_chunks, extractions)
-            else:
+            stored = read_extractions(self.out, self.mode, ModelChunkResult) if previous is not None else {}
+            new_chunks = [c for c in chunks if c.id not in stored]
+            rep.new_chunks = len(new_chunks)
+            extractions = {cid: stored[cid] for cid in chunk_ids if cid in stored}
+            with self._step("extract", f"{len(new_chunks)} new of {len(chunks)} chunks") as note:
                 await self._extract_model(new_chunks, extractions)
-            note["done"] = f"{len(new_chunks)} chunks extracted, {len(chunks) - len(new_chunks)} reused"
+                note["done"] = f"{len(new_chunks)} chunks extracted, {len(chunks) - len(new_chunks)} reused"
 
         prev_titles, prev_pairs = self._previous_order(previous)
         with self._step("graph", f"merging {len(chunk_ids)} chunk extractions") as note:
             if self.model is None:
                 ents, rels = merge_offline(
                     chunk_ids,
-                    extractions,
+                    passes,
                     min_phrase_chunks=cfg.min_phrase_chunks,
                     max_phrase_entities=cfg.max_phrase_entities,
                     description_sentences=cfg.description_sentences,
@@ -301,16 +309,20 @@ class _Builder:
         rep.entities, rep.relationships, rep.claims = len(graph.entities), len(graph.relationships), len(claims)
 
         with self._step("communities", f"clustering {len(graph.entities)} entities") as note:
-            communities = detect_communities(graph, max_cluster_size=cfg.max_cluster_size, seed=cfg.seed)
-            note["done"] = f"{len(communities)} communities"
+            communities, rep.communities_reused = cluster_graph(
+                graph, max_cluster_size=cfg.max_cluster_size, seed=cfg.seed, previous=self._previous_communities(previous)
+            )
+            kept = f", {rep.communities_reused} kept (graph unchanged there)" if previous is not None else ""
+            note["done"] = f"{len(communities)} communities{kept}"
         rep.communities = len(communities)
 
         with self._step("reports", f"{len(communities)} communities") as note:
             if self.model is None:
                 reports = offline_reports(communities, graph)
+                rep.reports_reused = len(self._previous_ids(previous, "community_reports").keys() & {r.id for r in reports})
             else:
                 reports = await self._model_reports(communities, graph, previous)
-            reused = f", {rep.reports_reused} reused (context unchanged)" if self.model is not None else ""
+            reused = f", {rep.reports_reused} unchanged" if previous is not None else ""
             note["done"] = f"{len(reports)} reports{reused}"
         rep.reports = len(reports)
 
@@ -335,7 +347,8 @@ class _Builder:
             write_table(out, "documents", document_rows(documents, chunks, self._previous_ids(previous, "documents")))
             if claims:
                 write_table(out, "covariates", claims)
-            write_extractions(out, self.mode, extractions)
+            if self.model is not None:  # offline extractions were streamed to disk while extracting
+                write_extractions(out, self.mode, extractions)
             write_manifest(
                 out,
                 Manifest(
@@ -421,6 +434,22 @@ class _Builder:
             {(str(a), str(b)): int(h) for (a, b), h in zip(pairs, rels.column("human_readable_id").to_pylist(), strict=True)},
         )
 
+    def _previous_communities(self, previous: Manifest | None) -> list[CommunityRow] | None:
+        """The previous build's communities (structure only), so an update re-clusters only what changed."""
+        if previous is None:
+            return None
+        import pyarrow.parquet as pq
+
+        try:
+            t = pq.read_table(self.out / "communities.parquet",
+                              columns=["community", "level", "parent", "entity_ids", "relationship_ids"])
+        except (OSError, KeyError, ValueError) as exc:
+            raise IndexerError(f"{self.out}: cannot read the previous communities ({exc}); delete the folder to rebuild") from exc
+        return [
+            CommunityRow(community=int(c), level=int(lv), parent=int(p), entity_ids=list(e), relationship_ids=list(r))
+            for c, lv, p, e, r in zip(*(t.column(n).to_pylist() for n in t.column_names), strict=True)
+        ]
+
     def _previous_ids(self, previous: Manifest | None, table: str) -> dict[str, int]:
         """id -> human_readable_id of the previous build's `table` (kept for rows that survive)."""
         if previous is None:
@@ -434,12 +463,57 @@ class _Builder:
         return {str(i): int(h) for i, h in zip(t.column("id").to_pylist(), t.column("human_readable_id").to_pylist(), strict=True)}
 
     # ------------------------------------------------------------------ steps
-    def _extract_offline(self, chunks: list[Chunk], extractions: dict[str, Any]) -> None:
-        extractor = OfflineExtractor(max_entities_per_sentence=self.config.max_entities_per_sentence)
-        with self._bar(len(chunks), "extract (offline)") as bar:
-            for c in chunks:
-                extractions[c.id] = extractor.extract(c.text)
-                bar.update(1)
+    def _extract_offline_streamed(self, chunks: list[Chunk], previous: Manifest | None) -> Callable[[], Iterable[ChunkExtraction]]:
+        """Extract new chunks offline, streaming every chunk's result (the previous build's lines copied as they
+        are for unchanged chunks) into the staging folder's extractions file, in chunk order; returns what
+        `merge_offline` reads them with. Small builds keep the results in memory for the merge's passes."""
+        rep = self.report
+        chunk_ids = [c.id for c in chunks]
+        current = set(chunk_ids)
+        keep_in_memory = len(chunks) <= IN_MEMORY_EXTRACTIONS
+        cache: dict[str, ChunkExtraction] = {}
+        order: list[str] = []
+        reused: set[str] = set()
+        writer = ExtractionWriter(self.dest, self.mode)
+        try:
+            if previous is not None:
+                for cid, line in iter_extraction_lines(self.out / STATE_DIR / EXTRACTIONS, self.mode):
+                    if cid in current and cid not in reused:
+                        writer.write_line(line)  # copied undecoded: an unchanged chunk costs no parsing here
+                        reused.add(cid)
+                        order.append(cid)
+            new_chunks = [c for c in chunks if c.id not in reused]
+            rep.new_chunks = len(new_chunks)
+            with self._step("extract", f"{len(new_chunks)} new of {len(chunks)} chunks") as note:
+                extractor = OfflineExtractor(max_entities_per_sentence=self.config.max_entities_per_sentence)
+                with self._bar(len(new_chunks), "extract (offline)") as bar:
+                    for c in new_chunks:
+                        result = extractor.extract(c.text)
+                        writer.write(c.id, result)
+                        if keep_in_memory:
+                            cache[c.id] = result
+                        order.append(c.id)
+                        bar.update(1)
+                note["done"] = f"{len(new_chunks)} chunks extracted, {len(chunks) - len(new_chunks)} reused"
+            writer.close()
+        except BaseException:
+            writer.abort()
+            raise
+        path = writer.path
+        if order != chunk_ids or keep_in_memory:
+            # (an unexpected order only happens with a hand-edited file: the merge needs chunk order)
+            try:
+                for cid, line in iter_extraction_lines(path, self.mode):
+                    if cid not in cache:
+                        cache[cid] = decode_extraction_line(line, ChunkExtraction)
+            except CodecError as exc:
+                raise IndexerError(f"{self.out / STATE_DIR / EXTRACTIONS}: {exc}; delete it to re-extract") from exc
+            return lambda: (cache[cid] for cid in chunk_ids)
+
+        def stream() -> Iterable[ChunkExtraction]:
+            return (value for _cid, value in iter_extractions(path, self.mode, ChunkExtraction))
+
+        return stream
 
     def _model_extractor(self) -> Any:
         from indexer.extract_model import ModelExtractor
@@ -548,6 +622,12 @@ class _Builder:
             self.report.warnings.append(f"{STATE_DIR}/{EMBEDDER} {why}: the offline embedder was refitted")
         # fitted on every text it will embed, as query time's `embedder_for_index` would
         return fit_offline_embedder([t for j in jobs for t in j.texts], dim=self.config.embedding_dim), True
+
+
+def _peak_rss_mb() -> float:
+    """Peak resident memory of this process so far (ru_maxrss is KiB on Linux, bytes on macOS)."""
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return round(peak / (1024.0 * 1024.0 if sys.platform == "darwin" else 1024.0), 1)
 
 
 def _text_digest(text: str) -> str:

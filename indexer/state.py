@@ -4,8 +4,11 @@
   package versions, counts and the sha256 of every table written with it (checked at load, so a
   folder whose tables come from different builds is refused). Its presence marks a graphroute index.
 - `extractions.json.gz`: per-chunk extraction results (offline mentions/pairs or the model's parsed
-  entities, relationships and claims) as typed JSON (`indexer.jsoncodec`), so an incremental run
-  only extracts new chunks.
+  entities, relationships and claims), so an incremental run only extracts new chunks. Gzipped JSON
+  lines, one per chunk in chunk order after a header line, written and read as a stream
+  (`ExtractionWriter`, `iter_extractions`), so a build never holds every chunk's extraction at once.
+  Offline extractions are stored compactly (each sentence once per chunk, see `_compact`); other
+  results as typed JSON (`indexer.jsoncodec`).
 - `embedder.npz`: the offline embedder (see `engines.models.embedding_offline`), read with
   `allow_pickle=False`. Fitted once per index and kept by updates (refitted only on request), so
   stored vectors stay comparable with new ones.
@@ -20,9 +23,11 @@ in the build's warnings so the user can delete them.
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import json
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -96,27 +101,172 @@ def legacy_code_files(out_dir: Path) -> list[str]:
     return [f"{STATE_DIR}/{n}" for n in LEGACY_CODE_FILES if (out_dir / STATE_DIR / n).exists()]
 
 
-def read_extractions(out_dir: Path, mode: str, value_type: Any) -> dict[str, Any]:
-    """Stored per-chunk results (each a `value_type`) for `mode`, or {} when absent or of another mode."""
-    path = out_dir / STATE_DIR / EXTRACTIONS
+_DECODER = json.JSONDecoder()
+EXTRACTIONS_FORMAT = 2  # header line {"mode", "format"}, then one [chunk_id, kind, payload] line per chunk
+
+
+def iter_extractions(path: Path, mode: str, value_type: Any) -> Iterator[tuple[str, Any]]:
+    """(chunk id, result) pairs stored in `path` for `mode`, in file order; nothing when the file is absent,
+    of another mode or of an older format (re-extracting is always correct, only slower)."""
+    for cid, line in iter_extraction_lines(path, mode):
+        yield cid, decode_extraction_line(line, value_type)
+
+
+def iter_extraction_lines(path: Path, mode: str) -> Iterator[tuple[str, str]]:
+    """(chunk id, raw line) pairs, undecoded: an update copies unchanged chunks' lines as they are."""
     if not path.exists():
-        return {}
+        return
     try:
         with gzip.open(path, "rt", encoding="utf-8") as fh:
-            data = json.load(fh)
+            header = json.loads(fh.readline() or "null")
+            if not isinstance(header, dict) or header.get("mode") != mode or header.get("format") != EXTRACTIONS_FORMAT:
+                return
+            for line in fh:
+                cid = _DECODER.raw_decode(line, 1)[0] if line.startswith('["') else None
+                if not isinstance(cid, str):
+                    raise ValueError("a line without a chunk id")
+                yield cid, line
     except (OSError, EOFError, ValueError) as exc:
         raise IndexerError(f"{path}: unreadable stored extractions ({exc}); delete it to re-extract") from exc
-    if not isinstance(data, dict) or data.get("mode") != mode:
-        return {}
+
+
+def decode_extraction_line(line: str, value_type: Any) -> Any:
+    """One stored result; `CodecError` when the line does not have the shape of a `value_type`."""
     try:
-        return decode(dict[str, value_type], data.get("chunks", []))  # type: ignore[no-any-return]
+        _cid, kind, payload = json.loads(line)
+        if kind == "offline":
+            return _uncompact(payload)
+        return decode(value_type, payload)
     except CodecError:
-        return {}  # e.g. written by another extractor version: re-extracting is always correct, only slower
+        raise
+    except (ValueError, TypeError, KeyError, IndexError) as exc:
+        raise CodecError(f"malformed stored extraction ({exc})") from exc
+
+
+def read_extractions(out_dir: Path, mode: str, value_type: Any) -> dict[str, Any]:
+    """Every stored per-chunk result (each a `value_type`) for `mode`, or {} when absent or of another mode."""
+    try:
+        return dict(iter_extractions(out_dir / STATE_DIR / EXTRACTIONS, mode, value_type))
+    except CodecError:
+        return {}  # e.g. written by another extractor version: re-extracting is always correct
+
+
+class ExtractionWriter:
+    """Streams per-chunk results into `graphroute/extractions.json.gz` (a temporary name until `close`)."""
+
+    def __init__(self, out_dir: Path, mode: str) -> None:
+        self.path = out_dir / STATE_DIR / EXTRACTIONS
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+        # open across `write` calls; `close` or `abort` (or the `with` block) ends it
+        self._fh = gzip.open(self._tmp, "wt", encoding="utf-8", compresslevel=5)  # noqa: SIM115
+        self._fh.write(json.dumps({"mode": mode, "format": EXTRACTIONS_FORMAT}) + "\n")
+        self.count = 0
+
+    def write(self, chunk_id: str, value: Any) -> None:
+        if _is_offline(value):
+            line = [chunk_id, "offline", _compact(value)]
+        else:
+            line = [chunk_id, "typed", encode(value)]
+        self._fh.write(json.dumps(line, ensure_ascii=False, separators=(",", ":")) + "\n")
+        self.count += 1
+
+    def write_line(self, line: str) -> None:
+        """A line as `iter_extraction_lines` gave it (an unchanged chunk's stored result)."""
+        self._fh.write(line if line.endswith("\n") else line + "\n")
+        self.count += 1
+
+    def close(self) -> None:
+        if not self._fh.closed:
+            self._fh.close()
+            os.replace(self._tmp, self.path)
+
+    def abort(self) -> None:
+        if not self._fh.closed:
+            self._fh.close()
+        self._tmp.unlink(missing_ok=True)
+
+    def __enter__(self) -> ExtractionWriter:
+        return self
+
+    def __exit__(self, exc_type: Any, *_: Any) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()
 
 
 def write_extractions(out_dir: Path, mode: str, chunks: dict[str, Any]) -> None:
-    text = json.dumps({"mode": mode, "chunks": encode(chunks)}, ensure_ascii=False, separators=(",", ":"))
-    _atomic_write(out_dir / STATE_DIR / EXTRACTIONS, gzip.compress(text.encode("utf-8"), compresslevel=5, mtime=0))
+    with ExtractionWriter(out_dir, mode) as writer:
+        for cid, value in chunks.items():
+            writer.write(cid, value)
+
+
+# Offline results repeat each sentence for every entity and pair it mentions: stored once per chunk,
+# referenced by position, which makes the file (and the strings decoded from it) several times smaller.
+_OFFLINE_FIELDS = {
+    "ChunkExtraction": ("mentions", "pairs", "lowercase"),
+    "Mention": ("kind", "count", "non_initial", "type_votes", "sentences", "speaker"),
+    "PairStat": ("weight", "score", "sentence"),
+}
+
+
+def _is_offline(value: Any) -> bool:
+    from indexer.extract_offline import ChunkExtraction, Mention, PairStat
+
+    # the compact form knows these fields only: a changed dataclass falls back to typed JSON
+    return isinstance(value, ChunkExtraction) and all(
+        tuple(f.name for f in dataclasses.fields(cls)) == _OFFLINE_FIELDS[cls.__name__]
+        for cls in (ChunkExtraction, Mention, PairStat)
+    )
+
+
+def _compact(ext: Any) -> dict[str, Any]:
+    table: dict[str, int] = {}
+
+    def ref(text: str) -> int:
+        return table.setdefault(text, len(table))
+
+    mentions = [
+        [k, m.kind, m.count, m.non_initial, list(m.type_votes.items()), [[s, ref(t)] for s, t in m.sentences], m.speaker]
+        for k, m in ext.mentions.items()
+    ]
+    pairs = [[a, b, p.weight, p.score, ref(p.sentence)] for (a, b), p in ext.pairs.items()]
+    return {"s": list(table), "m": mentions, "p": pairs, "l": list(ext.lowercase.items())}
+
+
+def _uncompact(data: dict[str, Any]) -> Any:
+    from indexer.extract_offline import ChunkExtraction, Mention, PairStat
+
+    texts = data["s"]
+    if not all(isinstance(t, str) for t in texts):
+        raise CodecError("sentences must be strings")
+    out = ChunkExtraction()
+    for k, kind, count, non_initial, votes, sentences, speaker in data["m"]:
+        out.mentions[_str(k)] = Mention(
+            kind=_str(kind),
+            count=_int(count),
+            non_initial=bool(non_initial),
+            type_votes={_str(t): float(w) for t, w in votes},
+            sentences=[(float(s), texts[_int(i)]) for s, i in sentences],
+            speaker=bool(speaker),
+        )
+    for a, b, weight, score, i in data["p"]:
+        out.pairs[(_str(a), _str(b))] = PairStat(float(weight), float(score), texts[_int(i)])
+    out.lowercase = {_str(w): _int(n) for w, n in data["l"]}
+    return out
+
+
+def _str(v: Any) -> str:
+    if not isinstance(v, str):
+        raise CodecError(f"expected a string, got {type(v).__name__}")
+    return v
+
+
+def _int(v: Any) -> int:
+    if not isinstance(v, int) or isinstance(v, bool):
+        raise CodecError(f"expected an integer, got {type(v).__name__}")
+    return v
 
 
 @dataclass

@@ -37,6 +37,11 @@ class Adjacency(Sequence[list[int]]):
         flat = np.fromiter((v for x in lists for v in x), dtype=np.int64, count=int(indptr[-1]))
         return cls(indptr, flat)
 
+    @classmethod
+    def of(cls, rows: Sequence[Sequence[int]]) -> Adjacency:
+        """`rows` itself when it is an Adjacency, else its CSR form."""
+        return rows if isinstance(rows, Adjacency) else cls.from_lists(rows)
+
     def __len__(self) -> int:
         return len(self.indptr) - 1
 

@@ -19,15 +19,19 @@ from __future__ import annotations
 import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from shared_context.adjacency import Adjacency
 from shared_context.history import build_history_section
 from shared_context.linking import lexical_scores
 from shared_context.tables import SectionBuilder, format_value, per_index_cache, render_row, section_title
 from shared_context.vectors import vector_table
+
+if TYPE_CHECKING:
+    from shared_context.index import Index
 
 __all__ = ["CommunityContext", "CommunityContextBuilder", "CommunityContextParams", "ReportBatch"]
 
@@ -97,19 +101,22 @@ def _raw_weights(index: Any) -> np.ndarray:
 
     def build() -> np.ndarray:
         n_reports, n_units = len(index.community_reports), max(len(index.text_units), 1)
-        ent_rows: list[int] = []
-        rep_rows: list[int] = []
-        for e, communities in enumerate(index.entity_communities):
-            for c in communities:
-                r = index.report_pos.get(c)
-                if r is not None:
-                    ent_rows.append(e)
-                    rep_rows.append(r)
-        if not ent_rows or not n_reports:
+        memberships = Adjacency.of(index.entity_communities)
+        numbers = np.asarray(memberships.indices, dtype=np.int64)
+        members = np.repeat(np.arange(len(memberships), dtype=np.int64), memberships.lengths())
+        known = np.fromiter(index.report_pos.keys(), dtype=np.int64, count=len(index.report_pos))
+        report_of = np.fromiter(index.report_pos.values(), dtype=np.int64, count=len(index.report_pos))
+        order = np.argsort(known, kind="stable")
+        known, report_of = known[order], report_of[order]
+        at = np.minimum(np.searchsorted(known, numbers), max(len(known) - 1, 0))
+        hit = (known[at] == numbers) if len(known) else np.zeros(len(numbers), dtype=bool)
+        ent_rows, rep_rows = members[hit], report_of[at[hit]]
+        if not len(ent_rows) or not n_reports:
             return np.zeros(n_reports, dtype=np.float64)
-        lengths = np.fromiter((len(u) for u in index.entity_text_units), dtype=np.int64)
-        indptr = np.concatenate([[0], np.cumsum(lengths)])
-        flat = np.fromiter((u for units in index.entity_text_units for u in units), dtype=np.int64)
+        units_of = Adjacency.of(index.entity_text_units)
+        lengths = units_of.lengths()
+        indptr = np.asarray(units_of.indptr, dtype=np.int64)
+        flat = np.asarray(units_of.indices, dtype=np.int64)
         ents = np.asarray(ent_rows, dtype=np.int64)
         reps = np.asarray(rep_rows, dtype=np.int64)
         counts = lengths[ents]
@@ -135,7 +142,7 @@ class _Row:
 class CommunityContextBuilder:
     """Builds the global-search batches; pure and deterministic (see module docstring)."""
 
-    def __init__(self, index: Any, params: CommunityContextParams | Mapping[str, Any] | None = None) -> None:
+    def __init__(self, index: Index, params: CommunityContextParams | Mapping[str, Any] | None = None) -> None:
         self.index = index
         if params is None:
             params = CommunityContextParams()

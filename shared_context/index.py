@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from itertools import chain
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias, cast
 
 import numpy as np
 import pyarrow as pa
@@ -37,6 +37,7 @@ import pyarrow.compute as pc
 from shared_context.adjacency import Adjacency, group
 from shared_context.derived_store import DerivedStore, cache_root
 from shared_context.errors import IndexFormatError
+from shared_context.record_table import RecordTable, values_of
 from shared_context.records import (
     Claim,
     Community,
@@ -82,6 +83,24 @@ def _file_for(source_files: dict[str, str], table: str) -> str:
     return source_files.get(table, table)
 
 
+# id maps of the record tables: attribute -> (record list, field, table, column); built on first use
+# when the records are a RecordTable (a second load then never hashes millions of ids it does not need)
+_ID_MAPS = {
+    "entity_pos": ("entities", "id", "entities", "id"),
+    "entity_by_title": ("entities", "title", "entities", "title"),
+    "relationship_pos": ("relationships", "id", "relationships", "id"),
+    "text_unit_pos": ("text_units", "id", "text_units", "id"),
+}
+
+
+def _check_unique_column(records: RecordTable[Any], field: str, file: str, column: str) -> None:
+    """IndexFormatError on duplicates, checked in Arrow without building a dict."""
+    col = records.arrow_column(field)
+    if pc.count_distinct(col).as_py() == len(col):
+        return
+    _check_unique(records.column(field), file, column)
+
+
 def _check_unique(values: Sequence[Any], file: str, column: str) -> dict[Any, int]:
     """Map value -> position, raising IndexFormatError on duplicates."""
     pos = {v: i for i, v in enumerate(values)}
@@ -95,16 +114,23 @@ def _check_unique(values: Sequence[Any], file: str, column: str) -> dict[Any, in
     return pos
 
 
-def _positions(values: Sequence[str], pos: dict[str, int]) -> np.ndarray:
-    """Position of each value in `pos` (-1 when absent), hashed in Arrow rather than per-item dict
-    lookups (2x faster on millions of ids). `pos` maps unique keys to 0..n-1 in insertion order."""
+Keys: TypeAlias = "dict[str, int] | pa.Array | pa.ChunkedArray"
+
+
+def _positions(values: Sequence[str], pos: Keys) -> np.ndarray:
+    """Position of each value among the keys (-1 when absent), hashed in Arrow rather than per-item
+    dict lookups (2x faster on millions of ids). `pos` is the Arrow array of the unique keys in row
+    order, or a dict mapping them to 0..n-1 in insertion order."""
     if not values:
         return np.zeros(0, dtype=np.int64)
-    found = pc.index_in(pa.array(values, type=pa.string()), value_set=pa.array(list(pos), type=pa.string()))
+    keys = pos if isinstance(pos, pa.Array | pa.ChunkedArray) else pa.array(list(pos), type=pa.string())
+    if isinstance(keys, pa.ChunkedArray):
+        keys = keys.combine_chunks()
+    found = pc.index_in(pa.array(values, type=pa.string()), value_set=keys.cast(pa.string()))
     return np.asarray(found.fill_null(-1).to_numpy(zero_copy_only=False), dtype=np.int64)
 
 
-def _lookup_lists(lists: Sequence[Sequence[str]], pos: dict[str, int]) -> tuple[np.ndarray, np.ndarray, int]:
+def _lookup_lists(lists: Sequence[Sequence[str]], pos: Keys) -> tuple[np.ndarray, np.ndarray, int]:
     """Flatten id lists into (row, target position) pairs; returns also the number of unknown ids."""
     lengths = np.array(list(map(len, lists)), dtype=np.int64)
     rows = np.repeat(np.arange(len(lists), dtype=np.int64), lengths)
@@ -164,9 +190,9 @@ class Index:
     tokenizer: Tokenizer
     warnings: list[str]
     source_files: dict[str, str]
-    entities: list[Entity]
-    relationships: list[Relationship]
-    text_units: list[TextUnit]
+    entities: Sequence[Entity]
+    relationships: Sequence[Relationship]
+    text_units: Sequence[TextUnit]
     communities: list[Community]
     community_reports: list[CommunityReport]
     claims: list[Claim]
@@ -199,6 +225,23 @@ class Index:
     vectors: dict[str, VectorTable]
 
     _frozen: bool = False
+
+    def __getattr__(self, name: str) -> Any:
+        # only called when normal lookup fails: an id map of a RecordTable not built yet
+        spec = _ID_MAPS.get(name)
+        if spec is None:
+            raise AttributeError(f"{type(self).__name__!s} has no attribute {name!r}")
+        values = values_of(object.__getattribute__(self, spec[0]), spec[1])
+        mapping = dict(zip(values, range(len(values)), strict=True))
+        object.__setattr__(self, name, mapping)
+        return mapping
+
+    def _keys(self, records_attr: str, field: str) -> Keys:
+        """The values of one unique field of a record list, for `_positions` / `_lookup_lists`."""
+        records = getattr(self, records_attr)
+        if isinstance(records, RecordTable):
+            return cast(Keys, records.arrow_column(field))
+        return cast(Keys, getattr(self, next(a for a, spec in _ID_MAPS.items() if spec[:2] == (records_attr, field))))
 
     def __setattr__(self, name: str, value: Any) -> None:
         if self._frozen:
@@ -244,9 +287,10 @@ class Index:
             self.tokenizer = tokenizer
         self.warnings = list(warnings)
         self.source_files = dict(source_files or {})
-        self.entities = list(entities)
-        self.relationships = list(relationships)
-        self.text_units = list(text_units)
+        # RecordTables (from the loaders) stay columnar; anything else becomes a list of records
+        self.entities = entities if isinstance(entities, RecordTable) else list(entities)
+        self.relationships = relationships if isinstance(relationships, RecordTable) else list(relationships)
+        self.text_units = text_units if isinstance(text_units, RecordTable) else list(text_units)
         self.communities = list(communities)
         self.community_reports = list(community_reports)
         self.claims = list(claims)
@@ -270,14 +314,13 @@ class Index:
         return _file_for(self.source_files, table)
 
     def _build_id_maps(self) -> None:
-        self.entity_pos = _check_unique([e.id for e in self.entities], self._file("entities"), "id")
-        self.entity_by_title = _check_unique(
-            [e.title for e in self.entities], self._file("entities"), "title"
-        )
-        self.relationship_pos = _check_unique(
-            [r.id for r in self.relationships], self._file("relationships"), "id"
-        )
-        self.text_unit_pos = _check_unique([t.id for t in self.text_units], self._file("text_units"), "id")
+        for attr, (records_attr, field, table, column) in _ID_MAPS.items():
+            records = getattr(self, records_attr)
+            if isinstance(records, RecordTable):  # map built on first use; ids checked unless stored checked
+                if not records.validated:
+                    _check_unique_column(records, field, self._file(table), column)
+            else:
+                setattr(self, attr, _check_unique(values_of(records, field), self._file(table), column))
         self.document_pos = _check_unique([d.id for d in self.documents], self._file("documents"), "id")
         self.claim_pos = _check_unique([c.id for c in self.claims], self._file("covariates"), "id")
         self.community_pos = _check_unique(
@@ -310,17 +353,15 @@ class Index:
         self.relationship_endpoints = found["endpoints"]
         self.entity_relationships = Adjacency(found["er_indptr"], found["er_indices"])
         if len(found["entity_degree"]) and self.entities:
-            for e, d in zip(self.entities, found["entity_degree"].tolist(), strict=True):
-                e.degree = d
+            _set_values(self.entities, "degree", found["entity_degree"].tolist())
         if len(found["combined_degree"]) and self.relationships:
-            for r, d in zip(self.relationships, found["combined_degree"].tolist(), strict=True):
-                r.combined_degree = d
+            _set_values(self.relationships, "combined_degree", found["combined_degree"].tolist())
 
     def _compute_graph(self) -> dict[str, np.ndarray]:
         n_ent, n_rel = len(self.entities), len(self.relationships)
-        titles = self.entity_by_title
-        src = _positions([r.source for r in self.relationships], titles)
-        tgt = _positions([r.target for r in self.relationships], titles)
+        titles = self._keys("entities", "title")
+        src = _positions(values_of(self.relationships, "source"), titles)
+        tgt = _positions(values_of(self.relationships, "target"), titles)
         both = (src < 0) & (tgt < 0)
         if both.any():
             bad = [self.relationships[i].source for i in np.flatnonzero(both)[:1]]
@@ -340,8 +381,8 @@ class Index:
                 )
         endpoints = np.stack([src, tgt], axis=1) if n_rel else np.zeros((0, 2), dtype=np.int64)
         entity_degree, combined_degree = self._derive_degrees(src, tgt)
-        combined = np.fromiter((r.combined_degree for r in self.relationships), dtype=np.float64, count=n_rel)
-        weight = np.fromiter((r.weight for r in self.relationships), dtype=np.float64, count=n_rel)
+        combined = np.asarray(values_of(self.relationships, "combined_degree"), dtype=np.float64).reshape(n_rel)
+        weight = np.asarray(values_of(self.relationships, "weight"), dtype=np.float64).reshape(n_rel)
         positions = np.arange(n_rel, dtype=np.int64)
         rank = np.empty(n_rel, dtype=np.int64)
         rank[np.lexsort((positions, -weight, -combined))] = positions
@@ -363,8 +404,8 @@ class Index:
         none = np.zeros(0, dtype=np.int64)
         if not self.relationships:
             return none, none
-        need_entity = bool(self.entities) and all(e.degree == 0 for e in self.entities)
-        need_combined = all(r.combined_degree == 0 for r in self.relationships)
+        need_entity = bool(self.entities) and not any(values_of(self.entities, "degree"))
+        need_combined = not any(values_of(self.relationships, "combined_degree"))
         if not (need_entity or need_combined):
             return none, none
         n_ent = len(self.entities)
@@ -377,15 +418,13 @@ class Index:
         entity_degree, combined_degree = none, none
         if need_entity:
             entity_degree = degree.astype(np.int64)
-            for e, d in zip(self.entities, degree.tolist(), strict=True):
-                e.degree = d
+            _set_values(self.entities, "degree", degree.tolist())
         if need_combined:
-            deg = np.fromiter((e.degree for e in self.entities), dtype=np.int64, count=n_ent)
+            deg = np.asarray(values_of(self.entities, "degree"), dtype=np.int64).reshape(n_ent)
             combined_degree = np.where(src >= 0, deg[np.maximum(src, 0)], 0) + np.where(
                 tgt >= 0, deg[np.maximum(tgt, 0)], 0
             )
-            for r, d in zip(self.relationships, combined_degree.tolist(), strict=True):
-                r.combined_degree = d
+            _set_values(self.relationships, "combined_degree", combined_degree.tolist())
             self.warnings.append(
                 f"{self._file('relationships')}: column 'combined_degree' missing; derived from entity degrees"
             )
@@ -401,34 +440,34 @@ class Index:
         self.text_unit_relationships = Adjacency(found["tur_indptr"], found["tur_indices"])
         # Fill the record fields a table did not carry (e.g. LightRAG text units have no entity_ids).
         fill_tu_entities, fill_entity_tus, fill_tu_rels, fill_rel_tus = found["fill"].tolist()
+        if fill_tu_entities or fill_entity_tus or fill_tu_rels or fill_rel_tus:
+            entity_ids, unit_ids = values_of(self.entities, "id"), values_of(self.text_units, "id")
         if fill_tu_entities:
-            for tu, members in zip(self.text_units, self.text_unit_entities, strict=True):
-                tu.entity_ids = [self.entities[i].id for i in members]
+            _set_values(self.text_units, "entity_ids", [[entity_ids[i] for i in m] for m in self.text_unit_entities])
         if fill_entity_tus:
-            for ent, units in zip(self.entities, self.entity_text_units, strict=True):
-                ent.text_unit_ids = [self.text_units[j].id for j in units]
+            _set_values(self.entities, "text_unit_ids", [[unit_ids[j] for j in u] for u in self.entity_text_units])
         if fill_tu_rels:
-            for tu, members in zip(self.text_units, self.text_unit_relationships, strict=True):
-                tu.relationship_ids = [self.relationships[i].id for i in members]
+            rel_ids = values_of(self.relationships, "id")
+            _set_values(
+                self.text_units, "relationship_ids", [[rel_ids[i] for i in m] for m in self.text_unit_relationships]
+            )
         if fill_rel_tus:
             tur = self.text_unit_relationships
             units_of = np.repeat(np.arange(len(tur), dtype=np.int64), tur.lengths())
             rel_units = group(np.asarray(tur.indices), units_of, len(self.relationships))
-            for rel, units in zip(self.relationships, rel_units, strict=True):
-                rel.text_unit_ids = [self.text_units[j].id for j in units]
+            _set_values(self.relationships, "text_unit_ids", [[unit_ids[j] for j in u] for u in rel_units])
 
     def _compute_text_unit_links(self) -> dict[str, np.ndarray]:
         n_ent, n_tu = len(self.entities), len(self.text_units)
-        e_rows, e_tus, e_bad = _lookup_lists([e.text_unit_ids for e in self.entities], self.text_unit_pos)
-        t_rows, t_ents, t_bad = _lookup_lists([t.entity_ids for t in self.text_units], self.entity_pos)
+        unit_keys = self._keys("text_units", "id")
+        e_rows, e_tus, e_bad = _lookup_lists(values_of(self.entities, "text_unit_ids"), unit_keys)
+        t_rows, t_ents, t_bad = _lookup_lists(values_of(self.text_units, "entity_ids"), self._keys("entities", "id"))
         self._warn_dangling(e_bad, "entities", "text_unit_ids", "text unit")
         self._warn_dangling(t_bad, "text_units", "entity_ids", "entity")
         ents, tus = _unique_pairs(np.concatenate([e_rows, t_ents]), np.concatenate([e_tus, t_rows]), n_tu)
-        r_rows, r_tus, r_bad = _lookup_lists(
-            [r.text_unit_ids for r in self.relationships], self.text_unit_pos
-        )
+        r_rows, r_tus, r_bad = _lookup_lists(values_of(self.relationships, "text_unit_ids"), unit_keys)
         u_rows, u_rels, u_bad = _lookup_lists(
-            [t.relationship_ids for t in self.text_units], self.relationship_pos
+            values_of(self.text_units, "relationship_ids"), self._keys("relationships", "id")
         )
         self._warn_dangling(r_bad, "relationships", "text_unit_ids", "text unit")
         self._warn_dangling(u_bad, "text_units", "relationship_ids", "relationship")
@@ -458,14 +497,15 @@ class Index:
 
     def _compute_claims(self) -> dict[str, np.ndarray]:
         n = len(self.claims)
-        subj = _positions([c.subject for c in self.claims], self.entity_by_title)
+        subj = _positions([c.subject for c in self.claims], self._keys("entities", "title"))
         ok = subj >= 0
-        bad_units = sum(1 for c in self.claims if c.text_unit_id and c.text_unit_id not in self.text_unit_pos)
+        unit_of = _positions([c.text_unit_id for c in self.claims], self._keys("text_units", "id"))
+        bad_units = sum(1 for c, u in zip(self.claims, unit_of.tolist(), strict=True) if c.text_unit_id and u < 0)
         self._warn_dangling(bad_units, "covariates", "text_unit_id", "text unit")
         return group(subj[ok], np.arange(n, dtype=np.int64)[ok], len(self.entities)).arrays("ec")
 
     def _entity_communities(self) -> dict[str, np.ndarray]:
-        rows, members, bad = _lookup_lists([c.entity_ids for c in self.communities], self.entity_pos)
+        rows, members, bad = _lookup_lists([c.entity_ids for c in self.communities], self._keys("entities", "id"))
         self._warn_dangling(bad, "communities", "entity_ids", "entity")
         numbers = np.fromiter(
             (c.community for c in self.communities), dtype=np.int64, count=len(self.communities)
@@ -564,17 +604,23 @@ class Index:
         for d_pos, doc in enumerate(self.documents):
             for tu_id in doc.text_unit_ids:
                 doc_of.setdefault(tu_id, d_pos)
+        unit_docs = values_of(self.text_units, "document_id")
+        named = _positions(unit_docs, self.document_pos).tolist()
         result: list[int] = []
+        filled: list[str] = []
         unknown = 0
-        for tu in self.text_units:
-            pos = self.document_pos.get(tu.document_id, -1) if tu.document_id else -1
+        unit_ids = values_of(self.text_units, "id") if doc_of else None
+        for j, (doc_id, pos) in enumerate(zip(unit_docs, named, strict=True)):
+            if not doc_id:
+                pos = -1
             if pos < 0:
-                pos = doc_of.get(tu.id, -1)
-                if tu.document_id and self.documents:
+                pos = doc_of.get(unit_ids[j], -1) if unit_ids is not None else -1
+                if doc_id and self.documents:
                     unknown += 1
-            if pos >= 0 and not tu.document_id:
-                tu.document_id = self.documents[pos].id
+            filled.append(doc_id if doc_id or pos < 0 else self.documents[pos].id)
             result.append(pos)
+        if filled != unit_docs:
+            _set_values(self.text_units, "document_id", filled)
         self.text_unit_document = result
         self._warn_dangling(unknown, "text_units", "document_id", "document")
 
@@ -583,9 +629,9 @@ class Index:
     def _token_texts(self) -> dict[str, Callable[[], list[str]]]:
         """The text each token-count field counts (built only when the counts are not stored)."""
         return {
-            "entity_tokens": lambda: [e.description for e in self.entities],
-            "relationship_tokens": lambda: [r.description for r in self.relationships],
-            "text_unit_tokens": lambda: [t.text for t in self.text_units],
+            "entity_tokens": lambda: values_of(self.entities, "description"),
+            "relationship_tokens": lambda: values_of(self.relationships, "description"),
+            "text_unit_tokens": lambda: values_of(self.text_units, "text"),
             "report_tokens": lambda: [r.full_content for r in self.community_reports],
             "report_summary_tokens": lambda: [r.summary for r in self.community_reports],
             "claim_tokens": lambda: [c.description for c in self.claims],
@@ -674,3 +720,12 @@ class Index:
             f"Index(version={self.version!r}, entities={len(self.entities)}, relationships={len(self.relationships)}, "
             f"text_units={len(self.text_units)}, community_reports={len(self.community_reports)}, path={self.path})"
         )
+
+
+def _set_values(records: Sequence[Any], field: str, values: list[Any]) -> None:
+    """Set one field of every record (load-time repairs), column-wise for a RecordTable."""
+    if isinstance(records, RecordTable):
+        records.with_column(field, values)
+        return
+    for record, value in zip(records, values, strict=True):
+        setattr(record, field, value)

@@ -19,6 +19,7 @@ import contextlib
 import json
 import os
 import shutil
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -66,7 +67,7 @@ def _replace_dir(tmp: Path, folder: Path) -> None:
 def save_bm25(bm25: BM25, folder: Path, check: str = "") -> None:
     """Write `bm25` into `folder` atomically (a temporary sibling renamed into place)."""
     folder.parent.mkdir(parents=True, exist_ok=True)
-    tmp = folder.with_name(f".{folder.name}.{os.getpid()}.tmp")
+    tmp = folder.with_name(f".{folder.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
     matrix = bm25.matrix
@@ -190,7 +191,7 @@ def stored_phrases(
     if folder is not None:
         with contextlib.suppress(OSError):
             folder.parent.mkdir(parents=True, exist_ok=True)
-            tmp = folder.with_name(f".{folder.name}.{os.getpid()}.tmp")
+            tmp = folder.with_name(f".{folder.name}.{os.getpid()}.{threading.get_ident()}.tmp")
             shutil.rmtree(tmp, ignore_errors=True)
             tmp.mkdir()
             for name, phrases in tables.items():

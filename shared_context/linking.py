@@ -30,6 +30,7 @@ from typing import Any, Literal
 import numpy as np
 
 from shared_context.lexical_store import StoredPhrases, stored_bm25, stored_phrases
+from shared_context.record_table import array_of, values_of
 from shared_context.records import Entity
 from shared_context.search_backend import (
     Hits,
@@ -145,8 +146,8 @@ class _EntityLinkIndex:
         """Upper-cased title -> first position; only include/exclude names need it, so built on demand."""
         if self._title_upper is None:
             table: dict[str, int] = {}
-            for pos, ent in enumerate(self.entities):
-                table.setdefault(ent.title.strip().upper(), pos)
+            for pos, title in enumerate(values_of(self.entities, "title")):
+                table.setdefault(title.strip().upper(), pos)
             self._title_upper = table
         return self._title_upper
 
@@ -164,8 +165,8 @@ def _build_phrases(entities: Sequence[Entity]) -> tuple[dict[str, dict[str, list
     exact: dict[str, list[int]] = {}
     alias: dict[str, list[int]] = {}
     longest = 1
-    for pos, ent in enumerate(entities):
-        key = tuple(exact_tokens(ent.title))
+    for pos, title in enumerate(values_of(entities, "title")):
+        key = tuple(exact_tokens(title))
         if not key or all(t in STOPWORDS for t in key):
             continue
         exact.setdefault(_SEP.join(key), []).append(pos)
@@ -180,7 +181,7 @@ def _build_entity_index(index: Any) -> _EntityLinkIndex:
     entities: Sequence[Entity] = index.entities
 
     def titles() -> list[str]:
-        return [e.title for e in entities]
+        return values_of(entities, "title")
 
     folder, check = None, ""
     if len(entities) >= search_params(index).persist_min_rows:
@@ -192,7 +193,7 @@ def _build_entity_index(index: Any) -> _EntityLinkIndex:
         exact=phrases["exact"],
         alias=phrases["alias"],
         max_ngram=min(longest, _MAX_EXACT_NGRAM),
-        degree=np.fromiter((e.degree for e in entities), dtype=np.float64, count=len(entities)),
+        degree=array_of(entities, "degree"),
         entities=entities,
     )
 
@@ -204,11 +205,11 @@ def _entity_index(index: Any) -> _EntityLinkIndex:
 def _texts(index: Any, table: Table) -> list[str]:
     """The text BM25 indexes for each record of `table` (entities: their descriptions; titles apart)."""
     if table == "entities":
-        return [e.description for e in index.entities]
+        return values_of(index.entities, "description")
     if table == "reports":
         return [f"{r.title}\n{r.full_content or r.summary}" for r in index.community_reports]
     if table == "text_units":
-        return [t.text for t in index.text_units]
+        return values_of(index.text_units, "text")
     raise ValueError(f"unknown table {table!r}; expected 'entities', 'reports' or 'text_units'")
 
 
@@ -430,7 +431,11 @@ def _resolve_names(
     return out
 
 
-def _semantic(index: Any, query_vector: np.ndarray | None, notes: list[str]) -> np.ndarray | None:
+def _semantic(
+    index: Any, query_vector: np.ndarray | None, notes: list[str], depth: int
+) -> tuple[np.ndarray | None, float]:
+    """max(cos, 0) per entity, and the most an entity left at 0 may have (0 when all were computed: in
+    memory; with ANN, only the best `depth` are)."""
     table = vector_table(index, "entity_description")
     if query_vector is None:
         if table is not None:
@@ -438,40 +443,59 @@ def _semantic(index: Any, query_vector: np.ndarray | None, notes: list[str]) -> 
                 f"entity vectors exist (dim {table.dim}{', model ' + table.model if table.model else ''}) "
                 "but no query vector was given; linked lexically"
             )
-        return None
+        return None, 0.0
     if table is None:
         notes.append("the index has no entity_description vectors; linked lexically")
-        return None
+        return None, 0.0
     q = np.asarray(query_vector, dtype=np.float32).reshape(-1)
     if q.shape[0] != table.dim:
         notes.append(
             f"entity vectors were made by a model we cannot call (dim {table.dim}"
             f"{', ' + table.model if table.model else ''}; query vector dim {q.shape[0]}); linked lexically"
         )
-        return None
+        return None, 0.0
     full = np.zeros(len(index.entities), dtype=np.float64)
     search = vector_search(index, "entity_description")
-    if isinstance(search, VectorTable):
+    if isinstance(search, VectorTable) or search is None:
         full[table.positions] = np.clip(table.similarities(q).astype(np.float64), 0.0, None)
-    elif search is not None:  # ANN: only the best candidates get a (exact, re-ranked) similarity
-        for pos, sim in search.search(q, search_params(index).candidate_depth):
-            full[pos] = max(sim, 0.0)
-    return full
+        return full, 0.0
+    hits = search.search(q, depth)  # ANN: only the best candidates get a (exact, re-ranked) similarity
+    for pos, sim in hits:
+        full[pos] = max(sim, 0.0)
+    return full, (max(hits[-1][1], 0.0) if len(hits) >= depth else 0.0)
+
+
+def _memory_lexical(ent: _EntityLinkIndex, terms: list[str]) -> np.ndarray:
+    """2 x BM25(title) + BM25(description) of every entity (descriptions in memory)."""
+    assert isinstance(ent.descriptions, BM25)
+    lexical: np.ndarray = _TITLE_BOOST * ent.titles.scores(terms).astype(np.float64)
+    lexical += ent.descriptions.scores(terms)
+    return lexical
 
 
 def _lexical_strengths(
-    index: Any, ent: _EntityLinkIndex, terms: list[str], exact: np.ndarray, semantic: np.ndarray | None
-) -> np.ndarray:
+    ent: _EntityLinkIndex,
+    terms: list[str],
+    exact: np.ndarray,
+    semantic: np.ndarray | None,
+    depth: int,
+    known: np.ndarray | None = None,
+) -> tuple[np.ndarray, float, np.ndarray]:
     """2 x BM25(title) + BM25(description) per entity, over all entities in memory; with descriptions
-    on disk, over the union of the best lexical candidates, the exact matches and the best semantic
-    candidates (every other entity gets 0)."""
+    on disk, over the union of the best `depth` lexical candidates, the exact matches and the semantic
+    candidates (every other entity gets 0). Also the `depth`-th best lexical score (what an entity
+    outside the candidates can score at most) and the candidates: the best `depth` and the exact matches."""
     if isinstance(ent.descriptions, BM25):
-        lexical: np.ndarray = _TITLE_BOOST * ent.titles.scores(terms).astype(np.float64)
-        lexical += ent.descriptions.scores(terms)
-        return lexical
-    depth = search_params(index).candidate_depth
+        # `known`: the LexicalPass's array, copied because it is normalised later and stays reusable
+        lexical = known.copy() if known is not None else _memory_lexical(ent, terms)
+        if depth >= len(lexical):
+            return lexical, 0.0, np.flatnonzero(lexical > 0)
+        deepest = np.argpartition(-lexical, depth - 1)[:depth]
+        candidates = np.union1d(deepest[lexical[deepest] > 0], np.flatnonzero(exact))
+        return lexical, float(lexical[deepest].min()), candidates
     parts = [(_TITLE_BOOST, ent.titles), (1.0, ent.descriptions)]
-    best, _ = weighted_top_k(parts, terms, depth)
+    best, best_scores = weighted_top_k(parts, terms, depth)
+    cut = float(best_scores[-1]) if len(best) >= depth else 0.0
     extra = [best, np.flatnonzero(exact)]
     if semantic is not None:
         extra.append(np.argsort(-semantic, kind="stable")[:depth])
@@ -480,7 +504,62 @@ def _lexical_strengths(
     if len(candidates):
         lexical[candidates] = _TITLE_BOOST * ent.titles.scores_at(terms, candidates)
         lexical[candidates] += ent.descriptions.scores_at(terms, candidates)
-    return lexical
+    return lexical, cut, candidates
+
+
+def _semantic_at(index: Any, query_vector: np.ndarray, positions: np.ndarray) -> np.ndarray:
+    """Exact max(cos, 0) of the entities at `positions` (0 for entities without a vector)."""
+    table = vector_table(index, "entity_description")
+    assert table is not None
+
+    def rows_of() -> np.ndarray:
+        rows = np.full(len(index.entities), -1, dtype=np.int64)
+        rows[table.positions] = np.arange(len(table))
+        return rows
+
+    rows = per_index_cache(index, f"linking.entity_vector_rows.{id(table)}", rows_of)[positions]
+    out = np.zeros(len(positions), dtype=np.float64)
+    has = rows >= 0
+    q = np.asarray(query_vector, dtype=np.float32).reshape(-1)
+    norm = float(np.linalg.norm(q))
+    sims = table.matrix[rows[has]] @ (q / norm if norm > 0 else q)
+    out[has] = np.clip(sims.astype(np.float64), 0.0, None)
+    return out
+
+
+def _decided(score: np.ndarray, taken: set[int], room: int, unseen: float) -> bool:
+    """True when the best `room` scores all beat `unseen`, what an entity outside the candidates could
+    still score: deeper candidate lists cannot change the result."""
+    if unseen <= 0 or room <= 0:
+        return True
+    positive = np.flatnonzero(score > unseen)
+    if taken:
+        positive = positive[~np.isin(positive, np.fromiter(taken, dtype=np.int64))]
+    return len(positive) >= room
+
+
+@dataclass(frozen=True)
+class LexicalPass:
+    """The part of linking one text that does not depend on a query vector: exact-name strengths, the
+    lexical terms, BM25 strengths when every description is in memory, and the unknown names. A
+    `QueryPlan` keeps it, so a question linked by text (classifier) and then with its vector (engine)
+    is analysed once."""
+
+    text: str
+    exact: np.ndarray
+    terms: list[str]
+    lexical: np.ndarray | None  # None when descriptions are on disk: candidates then depend on the vector
+    unknown_names: list[str]
+
+
+def lexical_pass(index: Any, text: str) -> LexicalPass:
+    """The vector-independent half of `link_entities` for `text` (the query and history already joined)."""
+    ent = _entity_index(index)
+    exact = _exact_strengths(ent, exact_tokens(text), len(index.entities))
+    terms = lexical_terms(text)
+    lexical = _memory_lexical(ent, terms) if isinstance(ent.descriptions, BM25) else None
+    unknown = [s for s in _name_spans(text) if not _is_known(ent, s)]
+    return LexicalPass(text, exact, terms, lexical, unknown)
 
 
 def link_entities(
@@ -492,6 +571,7 @@ def link_entities(
     k: int = 10,
     include: Sequence[str] = (),
     exclude: Sequence[str] = (),
+    analysed: LexicalPass | None = None,
 ) -> LinkResult:
     """Rank the index's entities for `query` (+ `history_turns`, newest first) and keep the best `k`.
 
@@ -506,6 +586,8 @@ def link_entities(
     Ties go to the higher-degree entity, then the lower position. Included names come first (score 1),
     excluded names are removed from everything, and the result never holds more than
     max(k, number of included entities).
+
+    `analysed`: the `lexical_pass` of this same text, computed earlier (reused only when its text matches).
     """
     if k < 0:
         raise ValueError(f"k must be >= 0, got {k}")
@@ -520,7 +602,8 @@ def link_entities(
     excluded = set(_resolve_names(index, ent, exclude, notes, "excluded"))
     included = [p for p in _resolve_names(index, ent, include, notes, "included") if p not in excluded]
 
-    semantic = _semantic(index, query_vector, notes) if text else None
+    depth = search_params(index).candidate_depth
+    semantic, semantic_cut = _semantic(index, query_vector, notes, depth) if text else (None, 0.0)
     mode = "exact+lexical+embedding" if semantic is not None else "exact+lexical"
     linked: list[LinkedEntity] = [
         LinkedEntity(p, index.entities[p], 1.0, True, 0.0, 0.0, included=True) for p in included
@@ -538,18 +621,34 @@ def link_entities(
                 linked.append(LinkedEntity(p, index.entities[p], 0.0, False, 0.0, 0.0))
         return LinkResult(linked, mode, text, notes, [])
 
-    exact = _exact_strengths(ent, exact_tokens(text), n)
-    lexical = _lexical_strengths(index, ent, lexical_terms(text), exact, semantic)
-    top = float(lexical.max())
-    if top > 0:
-        lexical /= top
-    base = lexical
-    if semantic is not None:
-        best = float(semantic.max())
-        if best > 0:
-            semantic = semantic / best
-        base = 0.5 * lexical + 0.5 * semantic
-    score = 0.5 * exact + 0.5 * base
+    done = analysed if analysed is not None and analysed.text == text else lexical_pass(index, text)
+    exact, terms = done.exact, done.terms
+    while True:  # in memory one pass; on disk, deepen the candidate lists until the top is decided
+        lexical, lexical_cut, candidates = _lexical_strengths(ent, terms, exact, semantic, depth, done.lexical)
+        if semantic is None or semantic_cut <= 0:
+            if isinstance(ent.descriptions, BM25):
+                lexical_cut = 0.0  # every lexical score is known
+            elif semantic is not None and depth < n:  # the candidates hold the best `depth` similarities
+                semantic_cut = float(np.partition(semantic, n - depth)[n - depth])
+        elif query_vector is not None:  # ANN: the lexical candidates get their exact similarity too
+            semantic[candidates] = _semantic_at(index, query_vector, candidates)
+        top = float(lexical.max())
+        if top > 0:
+            lexical /= top
+            lexical_cut /= top
+        base, unseen = lexical, lexical_cut
+        if semantic is not None:
+            best = float(semantic.max())
+            if best > 0:
+                semantic = semantic / best
+                semantic_cut /= best
+            base = 0.5 * lexical + 0.5 * semantic
+            unseen = 0.5 * lexical_cut + 0.5 * semantic_cut
+        score = 0.5 * exact + 0.5 * base
+        if depth >= n or _decided(score, taken, room, 0.5 * unseen):
+            break
+        depth *= 4
+        semantic, semantic_cut = _semantic(index, query_vector, [], depth)
 
     if room:
         candidates = np.flatnonzero(score > 0)
@@ -573,5 +672,4 @@ def link_entities(
             )
     if len(linked) == len(included):
         notes.append("no entity matched the query")
-    unknown = [s for s in _name_spans(text) if not _is_known(ent, s)]
-    return LinkResult(linked, mode, text, notes, unknown)
+    return LinkResult(linked, mode, text, notes, list(done.unknown_names))

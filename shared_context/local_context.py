@@ -17,10 +17,13 @@ its entities (s = 1) the entity tables get GraphRAG's share back. The entity tab
 Sources (`text_unit_strategy`, see `text_unit_selection.py`): candidates are tried in the strategy's
 order and added whole wherever they fit (a unit too big for the room left is skipped, a smaller later
 one may still fit). With `hybrid`, the candidates also include the units most similar to the question
-(`unit_search.py`), each record says why it is there (`reasons`), and the room left after the whole
-units goes to the best unit that did not fit, cut to the window of it that shares the most question
-terms (`unit_search.best_window`) and marked `truncated` with its `excerpt` offsets (only when at least
-`_MIN_TRIMMED_UNIT_TOKENS` are left).
+(`unit_search.py`) and each record says why it is there (`reasons`). By default `hybrid` then shows
+excerpts (`excerpt_tokens`, `passages.py`): the question-relevant windows of the best candidates, so the
+budget holds many units' evidence instead of a few whole 1,200-token units; a unit shown in part is
+marked `truncated` with its `excerpts` offsets, a unit whose every block was chosen is shown whole.
+With `excerpt_tokens = 0` whole units go in, and the room left after them goes to the best unit that
+did not fit, cut to the window of it that shares the most question terms (`unit_search.best_window`),
+marked the same way (only when at least `_MIN_TRIMMED_UNIT_TOKENS` are left).
 
 Fixed GraphRAG defects: entity selection trimmed to `top_k_mapped_entities` (bug 3); no "[]" or empty
 sections (bug 4); reports fall back to their summary, or are truncated, when the full text does not fit;
@@ -33,7 +36,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -41,6 +44,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from shared_context.history import HISTORY_SECTION, build_history_section, recent_user_turns
 from shared_context.linking import LinkedEntity, LinkResult, link_entities
 from shared_context.passages import select_excerpts
+from shared_context.record_table import array_of, text_lengths_of
 from shared_context.tables import (
     ContextSection,
     SectionBuilder,
@@ -56,6 +60,9 @@ from shared_context.text_unit_selection import (
     select_text_units,
 )
 from shared_context.unit_search import QuestionUnits, best_window, question_units
+
+if TYPE_CHECKING:
+    from shared_context.index import Index
 
 __all__ = ["LocalContext", "LocalContextBuilder", "LocalContextParams", "link_strength", "select_relationships"]
 
@@ -101,8 +108,10 @@ class LocalContextParams(BaseModel):
     hybrid_question_weight: float = Field(default=1.0, ge=0.0)
     hybrid_rrf_k: int = Field(default=60, ge=0)
     # hybrid strategy, excerpt mode (shared_context/passages.py): Sources show the question-relevant
-    # windows (about this many tokens) of many units instead of a few whole units; None = whole units.
-    excerpt_tokens: int | None = Field(default=None, ge=2)
+    # windows (about this many tokens) of many units instead of a few whole units; 0 = whole units.
+    # 200 reached the most evidence among 150/200/300/400 on the tuning half of the GraphRAG-Bench dev
+    # questions (benchmarks/evidence_recall.py, README).
+    excerpt_tokens: int = Field(default=200, ge=0)
     # weight of the unit-rank prior against a window's own relevance (passages.py formula)
     excerpt_weight: float = Field(default=1.0, ge=0.0)
     # Section shares that follow linking strength (module docstring): the Sources share used when no
@@ -183,10 +192,7 @@ class _RelArrays:
 def _rel_arrays(index: Any) -> _RelArrays:
     def build() -> _RelArrays:
         rels = index.relationships
-        return _RelArrays(
-            np.fromiter((r.combined_degree for r in rels), dtype=np.float64, count=len(rels)),
-            np.fromiter((r.weight for r in rels), dtype=np.float64, count=len(rels)),
-        )
+        return _RelArrays(array_of(rels, "combined_degree"), array_of(rels, "weight"))
 
     return per_index_cache(index, "local.rel_arrays", build)
 
@@ -261,7 +267,8 @@ def _estimates(index: Any) -> _Estimates:
         return _Estimates(
             rel=np.asarray(index.relationship_tokens, dtype=np.int64)
             + 8
-            + extra((len(r.source) + len(r.target) + len(r.short_id) for r in rels), len(rels)),
+            + (text_lengths_of(rels, "source") + text_lengths_of(rels, "target") + text_lengths_of(rels, "short_id"))
+            // 3,
             claim=np.asarray(index.claim_tokens, dtype=np.int64)
             + 12
             + extra(
@@ -304,7 +311,7 @@ def _row(index: Any, kind: str, pos: int, variant: tuple[Any, ...], cells: Any) 
 class LocalContextBuilder:
     """Builds the local-search context for one query; pure and deterministic (see module docstring)."""
 
-    def __init__(self, index: Any, params: LocalContextParams | Mapping[str, Any] | None = None) -> None:
+    def __init__(self, index: Index, params: LocalContextParams | Mapping[str, Any] | None = None) -> None:
         self.index = index
         if params is None:
             params = LocalContextParams()
@@ -627,7 +634,7 @@ class LocalContextBuilder:
             question_weight=p.hybrid_question_weight,
             rrf_k=p.hybrid_rrf_k,
         )
-        if hybrid and p.excerpt_tokens is not None and budget > 0:
+        if hybrid and p.excerpt_tokens > 0 and budget > 0:
             return self._excerpt_sources(builder, candidates, link.query_text, p)
         rejected: list[dict[str, Any]] = []
         for cand in candidates:
@@ -682,7 +689,7 @@ class LocalContextBuilder:
             list(cands),
             query,
             room,
-            excerpt_tokens=int(p.excerpt_tokens or 0),
+            excerpt_tokens=p.excerpt_tokens,
             weight=p.excerpt_weight,
             rrf_k=p.hybrid_rrf_k,
             row_overhead=lambda u: tok.count(f"{index.text_units[u].short_id}|\n") + 2,
@@ -713,11 +720,11 @@ class LocalContextBuilder:
                                                            "reasons": list(first.reasons), "score": first.score})
         section = builder.finish()
         if p.return_candidate_context:
-            shown = {int(r["position"]) for r in section.records}
+            in_context = {int(r["position"]) for r in section.records}
             section.records.extend(
                 {"id": index.text_units[c.unit].short_id, "text": index.text_units[c.unit].text,
                  "position": c.unit, "reasons": list(c.reasons), "score": c.score, "in_context": False}
-                for c in candidates if c.unit not in shown
+                for c in candidates if c.unit not in in_context
             )
         return section
 

@@ -13,6 +13,7 @@ Pure and deterministic: ties go to the lower unit position.
 from __future__ import annotations
 
 import bisect
+import itertools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -28,7 +29,7 @@ __all__ = ["QuestionUnits", "best_window", "question_units", "top_positions"]
 # How deep each question ranking goes. Far more units than any Sources budget holds at usual chunk
 # sizes (12k tokens / 300-token chunks = 40), so the budget, not this cut, decides what is shown.
 DEFAULT_DEPTH = 60
-_WORD_RE = re.compile(r"[^\W_]+")  # the words `lexical_terms` reads from plain (non-CJK) text
+_GAP_RE = re.compile(r"([\W_]+)")  # between the words `lexical_terms` reads from plain (non-CJK) text
 
 
 @dataclass(frozen=True)
@@ -116,10 +117,13 @@ def _window_scorer(text: str, wanted: set[str], chars: int) -> Callable[[int], i
     term of the part inside, exactly as `lexical_terms` sees the slice.
     """
     lowered = text.lower()
-    matches = list(_WORD_RE.finditer(lowered))
-    spans = [m.span() for m in matches]
-    word_starts = [a for a, _ in spans]
-    terms = word_terms([m.group() for m in matches])
+    # [word, gap, word, gap, ..., word] (first/last word may be ""): offsets from the cumulative lengths, all
+    # in C, rather than a match object per word.
+    parts = _GAP_RE.split(lowered)
+    offsets = list(itertools.accumulate(map(len, parts), initial=0))
+    spans = list(zip(offsets[0::2], offsets[1::2], strict=False))
+    word_starts = offsets[0::2]
+    terms = word_terms(parts[0::2])
     hits = [(a, b, t) for (a, b), t in zip(spans, terms, strict=True) if t in wanted]
     hit_starts = [a for a, _, _ in hits]
 

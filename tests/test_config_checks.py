@@ -63,7 +63,7 @@ def test_indexer_settings_are_checked_like_the_rest(kwargs: dict, key: str, mess
 
 
 def test_environment_is_read_by_pydantic_settings_with_precedence_and_named_errors() -> None:
-    from engines.models.config import EnvSettings
+    from engines.models.env_settings import EnvSettings
     from engines.models.errors import ModelConfigError
 
     env = EnvSettings.read({"OPENAI_API_KEY": "low", "GRAPHROUTE_API_KEY": "high", "GRAPHROUTE_TIMEOUT_S": "12",

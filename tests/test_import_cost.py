@@ -15,9 +15,9 @@ HEAVY = ("openai", "httpx", "sklearn", "scipy", "pandas", "lancedb", "starlette"
 
 _PROBE = """
 import json, sys, time
-start = time.perf_counter()
+start = time.process_time()  # CPU time: wall time on a shared machine says more about the load
 import router, indexer
-seconds = time.perf_counter() - start
+seconds = time.process_time() - start
 names = [router.Router, router.Answer, indexer.build_index]
 import engines, engines.models, shared_context
 names += [engines.LocalSearch, engines.load_config, engines.models.Models, shared_context.load_index]
@@ -37,8 +37,8 @@ def test_import_router_loads_no_heavy_library() -> None:
     result = _probe()
     loaded = set(result["modules"])  # type: ignore[arg-type]
     assert not loaded & set(HEAVY), f"importing the packages loaded {sorted(loaded & set(HEAVY))}"
-    # Generous: about 0.3 s on a quiet 2-core machine; the bound only catches a heavy import creeping back.
-    assert float(result["seconds"]) < 10.0  # type: ignore[arg-type]
+    # Generous: about 0.4 s of CPU; the bound only catches a heavy import creeping back.
+    assert float(result["seconds"]) < 5.0  # type: ignore[arg-type]
 
 
 def test_public_names_are_the_real_objects() -> None:

@@ -8,7 +8,7 @@ import pandas as pd
 
 from indexer import IndexerConfig, SourceDocument
 from indexer import lexicon as lx
-from indexer.extract_offline import OfflineExtractor, speaker_turns
+from indexer.extract_offline import OfflineExtractor, entity_noun, noun_min_chunks, speaker_turns
 from indexer.graph import merge_offline
 from indexer.pipeline import build_index_from_documents
 
@@ -53,7 +53,7 @@ def test_merge_filters_sentence_initial_words_and_settles_person_names() -> None
     assert "COME" not in types  # capitalised only where a sentence starts, lower case elsewhere
     assert types["BOB CRATCHIT"] == "PERSON"
     assert types["HARBOUR CLOUD"] != "PERSON"  # "cloud" is an ordinary word in this corpus
-    assert types["CLERK"] == "CONCEPT"  # a noun after a determiner in 3 chunks
+    assert types["CLERK"] == "PERSON"  # a noun after a determiner, typed by its WordNet class
 
 
 def test_descriptions_do_not_repeat_overlapping_chunk_text(tmp_path: Path) -> None:
@@ -78,6 +78,59 @@ def test_descriptions_do_not_repeat_overlapping_chunk_text(tmp_path: Path) -> No
             words = description.lower().split()
             grams = [tuple(words[i : i + 6]) for i in range(len(words) - 5)]
             assert len(grams) == len(set(grams)), f"{title}: repeated text in {description!r}"
+
+
+def _merged(texts: list[str], min_phrase_chunks: int = 3) -> dict[str, str]:
+    ext = OfflineExtractor()
+    extractions = {str(i): ext.extract(t) for i, t in enumerate(texts)}
+    ents, _rels = merge_offline(list(extractions), extractions, min_phrase_chunks=min_phrase_chunks)
+    return {e.title: e.type for e in ents}
+
+
+def test_lone_nouns_name_people_places_and_things_not_body_parts_or_moments() -> None:
+    assert entity_noun("door") and entity_noun("lighthouses") and entity_noun("counting-house")
+    assert not entity_noun("face") and not entity_noun("moment") and not entity_noun("doubt")
+    assert not entity_noun("held") and not entity_noun("laughed")  # no noun in WordNet at all
+    texts = [
+        f"Ada Quill shut the door. She raised her face and waited a moment. {extra}"
+        for extra in ("She waved to the lamplighter and the guests.", "Rain fell on the counting-house.", "She paid the lamplighter.")
+    ]
+    types = _merged(texts)
+    assert "DOOR" in types  # concrete, three chunks
+    assert not {"FACE", "MOMENT"} & set(types)  # body part and time, however frequent
+    assert types["LAMPLIGHTER"] == "PERSON"  # one person by role: two chunks suffice
+    assert "COUNTING-HOUSE" in types and "GUESTS" not in types  # a compound at once; a plural must recur
+
+
+def test_possessive_names_a_relative_or_a_place_but_not_a_body_part() -> None:
+    m = OfflineExtractor().extract("Later Ada Quill's nephew visited Ada Quill's office and kissed Ada Quill's cheek.").mentions
+    assert "ADA QUILL" in m and "ADA QUILL'S NEPHEW" in m and "ADA QUILL'S OFFICE" in m
+    assert m["ADA QUILL'S NEPHEW"].type_votes.get("PERSON", 0) > 0
+    assert "ADA QUILL'S CHEEK" not in m
+
+
+def test_calendar_words_and_adjectives_stay_inside_names_but_not_at_a_sentence_start() -> None:
+    m = OfflineExtractor().extract("They sailed to Great Britain on Boxing Day. Old Rafe waved. Yesterday Ada Quill left.").mentions
+    assert {"GREAT BRITAIN", "BOXING DAY", "RAFE", "ADA QUILL"} <= set(m)
+    assert not {"BRITAIN", "OLD RAFE", "YESTERDAY ADA QUILL"} & set(m)
+
+
+def test_sentences_in_capitals_mark_no_names() -> None:
+    m = OfflineExtractor().extract("THE SOFTWARE IS PROVIDED AS IS WITHOUT WARRANTY OF ANY KIND. Ada Quill agreed.").mentions
+    assert set(m) == {"ADA QUILL"}
+
+
+def test_noun_classes_come_from_wordnet_with_its_licence() -> None:
+    text = (lx.DATA_DIR / "noun_classes.txt").read_text(encoding="utf-8")
+    assert "WordNet 3.0 Copyright 2006 by Princeton University" in text and "make_noun_classes.py" in text
+    assert lx.noun_class("baker") == "person" and lx.noun_class("children") == "person"
+    assert noun_min_chunks("baker", 3) == noun_min_chunks("town", 3) == 2 and noun_min_chunks("door", 3) == 3
+    assert noun_min_chunks("bakers", 3) == 3 and noun_min_chunks("counting-house", 3) == 1
+    wordnet = Path("/usr/share/wordnet")
+    if (wordnet / "index.noun").exists():  # Debian's wordnet-base: the file is what the generator makes
+        from indexer.data.make_noun_classes import noun_classes
+
+        assert noun_classes(wordnet) == lx._noun_classes()
 
 
 def test_lexicon_is_data_with_provenance() -> None:

@@ -144,6 +144,23 @@ def test_azure_from_env():
     assert config.chat.base_url == "https://r.openai.azure.com"
 
 
+def test_environment_rules_live_in_the_settings_class():
+    from engines.models.env_settings import EnvSettings
+
+    env = {"GRAPHROUTE_PROVIDER": " Azure ", "AZURE_OPENAI_API_KEY": "az", "OPENAI_API_KEY": "oa",
+           "AZURE_OPENAI_ENDPOINT": "https://r.openai.azure.com", "OPENAI_BASE_URL": "https://proxy.example/v1",
+           "OPENAI_API_VERSION": "2024-10-21", "GRAPHROUTE_MAX_RETRIES": "3", "GRAPHROUTE_JSON_MODE": "PROMPT"}
+    table = EnvSettings.read(env).chat_table()
+    # Azure's key wins over OpenAI's; a base URL variable wins over the Azure endpoint; whole numbers are ints
+    assert table == {"provider": "azure", "api_key": "az", "base_url": "https://proxy.example/v1",
+                     "api_version": "2024-10-21", "max_retries": 3, "json_mode": "prompt"}
+    openai_only = EnvSettings.read({"OPENAI_API_KEY": "oa", "AZURE_OPENAI_API_KEY": "az",
+                                    "OPENAI_API_VERSION": "2024-10-21"}).chat_table()
+    assert openai_only == {"api_key": "oa"}  # Azure variables count only with provider "azure"
+    with pytest.raises(ModelConfigError, match=r"environment: GRAPHROUTE_CONCURRENCY: must be a whole number \(got '2.5'\)"):
+        EnvSettings.read({"GRAPHROUTE_CONCURRENCY": "2.5"})
+
+
 def test_cache_env_enables_cache_with_path(tmp_path):
     config = load_models_config(env={"GRAPHROUTE_MODEL_CACHE": str(tmp_path / "c.sqlite")})
     assert config.cache.enabled and config.cache.path == tmp_path / "c.sqlite"

@@ -74,3 +74,30 @@ def test_history_or_a_query_vector_means_a_fresh_context(dulce, link_calls: list
     engine.estimate(QUESTION, plan)
     result = asyncio.run(engine.search(QUESTION, ["Tell me about Dulce base."], plan=plan))
     assert "context_reused" not in result.details and len(link_calls) == 2
+
+
+
+def test_the_default_offline_router_analyses_a_question_for_linking_once(carol_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """Offline default: the classifier links by text, the engine by text and query vector; the text's
+    lexical pass (exact names, terms, BM25) runs once and the engine only adds the vector's scores."""
+    from router import Router
+
+    passes: list[str] = []
+    real = linking.lexical_pass
+
+    def counting(index, text):
+        passes.append(text)
+        return real(index, text)
+
+    monkeypatch.setattr(linking, "lexical_pass", counting)
+    question = "Who is Bob Cratchit?"
+    with Router.from_index(carol_path) as router:
+        answer = router.ask(question)
+        assert answer.engine == "local" and answer.result is not None
+        assert answer.result.details["link_mode"] == "exact+lexical+embedding"  # the engine used the vector
+        assert passes == [question]
+        # the same entities and scores as the engine linking everything itself, without a plan
+        alone = router.run(router.engine("local").search(question))
+        assert alone.details["linked_entities"] == answer.result.details["linked_entities"]
+        assert passes == [question, question]

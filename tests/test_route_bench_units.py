@@ -304,3 +304,15 @@ def test_chart_labels_of_nearby_points_do_not_share_a_spot() -> None:
 
     offsets = label_offsets([("local", 0.39, 5.0), ("basic", 0.40, 5.1), ("global", 1.2, 67.0)])
     assert offsets["local"] != offsets["basic"] and offsets["global"] == (6, 6)
+
+
+def test_redacted_report_keeps_figures_and_ids_but_no_question_text() -> None:
+    from benchmarks.redact_report import redact
+
+    report = {"queries": {"spec": "/data/bench/q.parquet", "count": 1},
+              "rows": [{"engine": "local", "query_id": "Novel-1", "question": "Who met whom?",
+                        "response_preview": "A quoted excerpt", "cost": 0.5, "grade": {"f1": 0.2}}]}
+    out = redact(report, "/data")
+    assert out["rows"] == [{"engine": "local", "query_id": "Novel-1", "cost": 0.5, "grade": {"f1": 0.2}}]
+    assert out["queries"]["spec"] == "bench/q.parquet (read from ../shared/data)" and "redacted" in out
+    assert report["rows"][0]["question"] == "Who met whom?"  # the run's own report is left as it was

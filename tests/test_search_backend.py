@@ -219,3 +219,20 @@ def test_search_section_of_graphroute_toml_is_validated_and_applied(pair: tuple[
     BasicSearch(index, OfflineChatModel(), config=config)
     assert search_params(index).lexical_on_disk_min_rows == 5 and search_params(index).nprobes == 4
     assert isinstance(lexical_search(index, "text_units"), LanceLexical)
+
+
+def test_on_disk_tables_are_built_once_per_content_and_reopened(pair: tuple[Index, Index]) -> None:
+    _, disk = pair
+    lexical_top(disk, "text_units", "river", 5)
+    vector_search(disk, "text_unit_text")
+    texts = [u.text for u in disk.text_units]
+    folder = field_folder(disk, "fts.text_units", lambda: texts)
+    ann_folders = sorted(p for p in folder.parent.iterdir() if p.name.startswith("ann.text_unit_text"))
+    markers = [folder / "COMPLETE", *(f / "COMPLETE" for f in ann_folders)]
+    assert len(markers) >= 2 and all(m.exists() for m in markers)
+    before = [m.stat().st_mtime_ns for m in markers]
+    again = _index(ON_DISK)  # a second open of the same content
+    assert lexical_top(again, "text_units", "river", 5)[0].tolist() == lexical_top(disk, "text_units", "river", 5)[0].tolist()
+    units = vector_search(again, "text_unit_text")
+    assert isinstance(units, LanceVector)
+    assert [m.stat().st_mtime_ns for m in markers] == before  # opened, not rebuilt

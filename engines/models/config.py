@@ -2,7 +2,7 @@
 
 Sources, lowest to highest precedence: built-in defaults, the `[models]` tables of
 `graphroute.toml`, then environment variables (`OPENAI_API_KEY`, `OPENAI_BASE_URL`,
-`GRAPHROUTE_*`; see `ENV_VARS`; read by pydantic-settings, `EnvSettings`). With no API key and no base URL anywhere the provider is
+`GRAPHROUTE_*`; see `ENV_VARS`; read by pydantic-settings, `engines.models.env_settings.EnvSettings`). With no API key and no base URL anywhere the provider is
 `"offline"` (the extractive chat model and the TF-IDF embedder), so the product works with no key.
 A base URL alone (Ollama, vLLM, the loopback test server) selects the OpenAI-compatible backend
 with a placeholder key, because such servers ignore keys.
@@ -20,8 +20,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, SecretStr, ValidationError
-from pydantic_settings import BaseSettings, EnvSettingsSource, SettingsConfigDict
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
 from engines.models.errors import ModelConfigError
 from engines.models.usage import STAGES
@@ -242,96 +241,11 @@ def _num(value: Any) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
 
 
-class EnvSettings(BaseSettings):
-    """The environment variables of `ENV_VARS`, read and typed by pydantic-settings (empty means unset).
-
-    Where two variables set one thing, the first named wins (GRAPHROUTE_API_KEY over OPENAI_API_KEY).
-    """
-
-    model_config = SettingsConfigDict(case_sensitive=True, env_ignore_empty=True, extra="ignore")
-
-    provider: str | None = Field(None, validation_alias="GRAPHROUTE_PROVIDER")
-    api_key: str | None = Field(None, validation_alias=AliasChoices("GRAPHROUTE_API_KEY", "OPENAI_API_KEY"))
-    base_url: str | None = Field(None, validation_alias=AliasChoices("GRAPHROUTE_BASE_URL", "OPENAI_BASE_URL"))
-    azure_api_key: str | None = Field(None, validation_alias="AZURE_OPENAI_API_KEY")
-    azure_endpoint: str | None = Field(None, validation_alias="AZURE_OPENAI_ENDPOINT")
-    api_version: str | None = Field(None, validation_alias="OPENAI_API_VERSION")
-    chat_model: str | None = Field(None, validation_alias="GRAPHROUTE_CHAT_MODEL")
-    embedding_model: str | None = Field(None, validation_alias="GRAPHROUTE_EMBEDDING_MODEL")
-    timeout_s: float | None = Field(None, validation_alias="GRAPHROUTE_TIMEOUT_S")
-    total_deadline_s: float | None = Field(None, validation_alias="GRAPHROUTE_TOTAL_DEADLINE_S")
-    max_retries: float | None = Field(None, validation_alias="GRAPHROUTE_MAX_RETRIES")  # whole: checked below
-    concurrency: float | None = Field(None, validation_alias="GRAPHROUTE_CONCURRENCY")
-    json_mode: str | None = Field(None, validation_alias="GRAPHROUTE_JSON_MODE")
-    model_cache: str | None = Field(None, validation_alias="GRAPHROUTE_MODEL_CACHE")
-
-    @classmethod
-    def read(cls, env: Mapping[str, str]) -> EnvSettings:
-        """Settings from `env` (os.environ or a mapping given by the caller), errors naming the variable."""
-        raw = _MappingEnvSource(cls, env)()
-        try:
-            return cls.model_validate(raw)
-        except ValidationError as err:
-            e = err.errors()[0]
-            name = str(e["loc"][0])
-            field = cls.model_fields.get(name)
-            var = next((a for a in _aliases(field) if a in env), name) if field is not None else name
-            kind = "a number" if e["type"].startswith("float") else "valid"
-            raise ModelConfigError(f"environment: {var}: must be {kind} (got {env.get(var)!r})", key=var) from None
-
-
-class _MappingEnvSource(EnvSettingsSource):
-    """pydantic-settings' environment source over a given mapping (tests and embedders pass their own)."""
-
-    def __init__(self, settings_cls: type[BaseSettings], env: Mapping[str, str]) -> None:
-        self._mapping = env
-        super().__init__(settings_cls, case_sensitive=True, env_ignore_empty=True)
-
-    def _load_env_vars(self) -> Mapping[str, str | None]:
-        return {k: v for k, v in self._mapping.items() if v is not None and v.strip() != ""}
-
-
-def _aliases(field: Any) -> list[str]:
-    alias = field.validation_alias
-    if isinstance(alias, AliasChoices):
-        return [str(c) for c in alias.choices]
-    return [str(alias)] if alias else []
-
-
 def _env_overrides(env: Mapping[str, str]) -> dict[str, Any]:
     """Settings from the environment, shaped like the toml `[models.chat]` table."""
-    settings = EnvSettings.read(env)
-    out: dict[str, Any] = {}
-    provider = (settings.provider or "").strip().lower()
-    if provider:
-        out["provider"] = provider
-    key = settings.api_key
-    if provider == "azure":
-        key = settings.azure_api_key or key
-        if settings.azure_endpoint:
-            out["base_url"] = settings.azure_endpoint
-        if settings.api_version:
-            out["api_version"] = settings.api_version
-    if key:
-        out["api_key"] = key
-    if settings.base_url:
-        out["base_url"] = settings.base_url
-    if settings.chat_model:
-        out["model"] = settings.chat_model
-    for field in ("timeout_s", "total_deadline_s"):
-        value = getattr(settings, field)
-        if value is not None:
-            out[field] = value
-    for field in ("max_retries", "concurrency"):
-        value = getattr(settings, field)
-        if value is not None:
-            if value != int(value):
-                var = _ENV_FIELDS[field]
-                raise ModelConfigError(f"environment: {var}: must be a whole number (got {env[var]!r})", key=var)
-            out[field] = int(value)
-    if settings.json_mode:
-        out["json_mode"] = settings.json_mode.strip().lower()
-    return out
+    from engines.models.env_settings import EnvSettings
+
+    return EnvSettings.read(env).chat_table()
 
 
 # chat field -> the GRAPHROUTE_* variable that sets it (for error messages)
@@ -368,6 +282,8 @@ def models_config_from_mapping(
     embedding: dict[str, Any] = dict(raw.get("embedding", {}))
     env_chat = _env_overrides(env)
     chat.update(env_chat)
+    from engines.models.env_settings import EnvSettings  # pydantic-settings loads when a config is read
+
     env_settings = EnvSettings.read(env)
     if env_settings.embedding_model:
         embedding["model"] = env_settings.embedding_model

@@ -25,6 +25,7 @@ import numpy as np
 from engines.models.base import EmbeddingResult
 from engines.models.config import OFFLINE_EMBEDDING_MODEL
 from engines.models.errors import ModelConfigError
+from shared_context.record_table import values_of
 from shared_context.tokens import get_tokenizer
 
 if TYPE_CHECKING:  # scikit-learn and SciPy load when an embedder is fitted or loaded, not on import
@@ -215,13 +216,18 @@ def index_texts(index: Any) -> dict[str, tuple[list[int], list[str]]]:
     return {
         "entity_description": (
             list(range(len(index.entities))),
-            [f"{e.title}:{e.description or ''}" for e in index.entities],
+            [
+                f"{title}:{description or ''}"
+                for title, description in zip(
+                    values_of(index.entities, "title"), values_of(index.entities, "description"), strict=True
+                )
+            ],
         ),
         "community_full_content": (
             list(range(len(index.community_reports))),
             [r.full_content or "" for r in index.community_reports],
         ),
-        "text_unit_text": (list(range(len(index.text_units))), [t.text or "" for t in index.text_units]),
+        "text_unit_text": (list(range(len(index.text_units))), [text or "" for text in values_of(index.text_units, "text")]),
     }
 
 

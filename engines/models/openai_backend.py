@@ -18,6 +18,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 import openai
+import orjson
 from pydantic import BaseModel
 
 from engines.models.base import Completion, EmbeddingResult, Message
@@ -47,6 +48,7 @@ def _uses_max_completion_tokens(model: str) -> bool:
 
 
 _CHAT_PATH = "/chat/completions"
+_HAS_SECURITY_OPTION = "security" in getattr(openai.RequestOptions, "__annotations__", {})
 
 
 async def _post_chat(client: openai.AsyncOpenAI, body: dict[str, Any], timeout: float, *, stream: bool = False) -> Any:
@@ -57,11 +59,18 @@ async def _post_chat(client: openai.AsyncOpenAI, body: dict[str, Any], timeout: 
     which re-walks the parameters against their TypedDicts and builds a pydantic model per response and per
     streamed chunk: together the largest CPU cost of a local question in the service (issue 12).
     """
-    options: openai.RequestOptions = {"timeout": timeout, "security": {"bearer_auth": True}}
+    options: openai.RequestOptions = {"timeout": timeout}
+    if _HAS_SECURITY_OPTION:  # SDKs that choose auth per operation; older ones always send the key
+        options["security"] = {"bearer_auth": True}
+    # The body serialised by orjson (~20x faster than the SDK's encoder on a 40 kB prompt); Azure's client reads
+    # the model from the JSON body to pick the deployment URL, so it gets the body as a mapping.
+    payload: dict[str, Any] = (
+        {"body": body} if isinstance(client, openai.AsyncAzureOpenAI) else {"content": orjson.dumps(body)}
+    )
     if stream:
-        return await client.post(_CHAT_PATH, cast_to=object, body=body, options=options, stream=True,
-                                 stream_cls=openai.AsyncStream[object])
-    return await client.post(_CHAT_PATH, cast_to=object, body=body, options=options)
+        return await client.post(_CHAT_PATH, cast_to=object, options=options, stream=True,
+                                 stream_cls=openai.AsyncStream[object], **payload)
+    return await client.post(_CHAT_PATH, cast_to=object, options=options, **payload)
 
 
 def _message_text(response: Any) -> str | None:

@@ -307,10 +307,6 @@ class _Handler(BaseHTTPRequestHandler):
                 401: "invalid_api_key"}.get(status, "error")
         self._send_json(status, {"error": {"message": message, "type": kind, "code": kind}}, headers)
 
-    def _chunk(self, data: bytes) -> None:
-        self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
-        self.wfile.flush()
-
     # ---- routes
     def do_GET(self) -> None:
         if urlsplit(self.path).path.rstrip("/").endswith("/models"):
@@ -429,23 +425,41 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
 
+        # Paced (`tokens_per_s`): each event is its own write, as it is generated. Unpaced, the whole reply
+        # exists at once: one write of all events (the same bytes and events; no syscall and wake-up per
+        # delta, so a load benchmark's model server stays cheap).
+        rate = owner.tokens_per_s
+        paced = bool(rate)
+        pending: list[bytes] = []
+
+        def send(data: bytes) -> None:
+            frame = f"{len(data):x}\r\n".encode() + data + b"\r\n"
+            if paced:
+                self.wfile.write(frame)
+                self.wfile.flush()
+            else:
+                pending.append(frame)
+
         def event(obj: dict[str, Any]) -> None:
-            self._chunk(b"data: " + json.dumps(base | {"object": "chat.completion.chunk"} | obj).encode() + b"\n\n")
+            send(b"data: " + json.dumps(base | {"object": "chat.completion.chunk"} | obj).encode() + b"\n\n")
 
         event({"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]})
         step = max(1, owner.stream_chunk_chars)
         tok = get_tokenizer()
         for i in range(0, len(content), step):
             piece = content[i : i + step]
-            if owner.tokens_per_s and not owner._sleep(tok.count(piece) / owner.tokens_per_s):
+            if rate and not owner._sleep(tok.count(piece) / rate):
                 return
             event({"choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}]})
         event({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
         wants_usage = bool((body.get("stream_options") or {}).get("include_usage"))
         if usage is not None and wants_usage:
             event({"choices": [], "usage": usage})
-        self._chunk(b"data: [DONE]\n\n")
-        self._chunk(b"")  # end of chunked body
+        send(b"data: [DONE]\n\n")
+        send(b"")  # end of chunked body
+        if pending:
+            self.wfile.write(b"".join(pending))
+            self.wfile.flush()
 
     def _embeddings(self, body: dict[str, Any], rec: RecordedRequest) -> None:
         owner = self.owner

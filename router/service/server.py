@@ -38,6 +38,9 @@ def _uvicorn_config(service: Service, host: str, port: int, log_level: str) -> u
         create_app(service), host=host, port=port, log_level=log_level, lifespan="on",
         timeout_graceful_shutdown=int(service.config.shutdown_grace_s) or None,
         server_header=False, proxy_headers=False, access_log=log_level == "debug",
+        # Longer than clients' own idle expiry (httpx: 5 s): the client closes an idle connection first, so it
+        # never reuses one the server is closing at that moment (which fails the request with a read error).
+        timeout_keep_alive=30,
     )
 
 

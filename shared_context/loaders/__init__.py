@@ -11,6 +11,8 @@ Vectors come from `lancedb/<name>.lance`, `embeddings.<name>[.<model>].parquet` 
 from __future__ import annotations
 
 import gc
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
@@ -18,6 +20,7 @@ import pyarrow as pa
 from shared_context.derived_store import DerivedStore
 from shared_context.errors import IndexFormatError
 from shared_context.index import Index
+from shared_context.loaders import record_tables
 from shared_context.loaders.columns import TableData
 from shared_context.loaders.files import IndexFiles, detect_version, locate, read_table
 from shared_context.loaders.integrity import check_build_manifest, repair_short_ids
@@ -25,11 +28,11 @@ from shared_context.loaders.schema import (
     build_claims,
     build_communities,
     build_documents,
-    build_entities,
-    build_relationships,
     build_reports,
-    build_text_units,
+    entity_columns,
     node_stats,
+    relationship_columns,
+    text_unit_columns,
 )
 from shared_context.loaders.vector_files import (
     IdLookup,
@@ -95,26 +98,27 @@ def load_index(
 def _load(path: str | Path, *, embedding_dim: int | None, tokenizer: str) -> Index:
     files = locate(path)
     check_build_manifest(files.root, list(files.files.values()))
-    tok = get_tokenizer(tokenizer)
+    # The tokenizer's BPE tables take about a second to parse; that overlaps with reading the tables.
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="graphroute-tokenizer")
+    tok_future = pool.submit(get_tokenizer, tokenizer)
+    pool.shutdown(wait=False)
     warnings: list[str] = []
 
-    # One table at a time, each Arrow table released as soon as its records exist: peak memory is
-    # the records plus the largest single table, not every table at once.
+    store = DerivedStore.for_tables(files.root.resolve(), files.files)
     nodes_t = read_table(files, "nodes")
     node_degree, node_members = node_stats(nodes_t)
     del nodes_t
-    entities_t = _read_required(files, "entities")
-    entities = build_entities(entities_t, node_degree)
-    inline = read_inline_entity_vectors(entities_t.table, entities_t.file, embedding_dim, warnings)
-    entity_columns = entities_t.columns
-    del entities_t
-    relationships = build_relationships(_read_required(files, "relationships"))
-    _release_arrow_memory()
-    text_units_t = _read_required(files, "text_units")
-    text_units = build_text_units(text_units_t)
-    text_unit_columns = text_units_t.columns
-    del text_units_t
-    title_to_id = {e.title: e.id for e in entities}
+    large = record_tables.load(store)
+    inline: VectorTable | None = None
+    if large is None:
+        large = _read_large_tables(files, node_degree, embedding_dim, warnings)
+        inline = large.inline
+    elif "description_embedding" in large.columns["entities"]:  # v0 vectors inside the entities table
+        entities_t = _read_required(files, "entities")
+        inline = read_inline_entity_vectors(entities_t.table, entities_t.file, embedding_dim, warnings)
+        del entities_t
+    entities = large.tables["entities"]
+    title_to_id = dict(zip(entities.column("title"), entities.column("id"), strict=True)) if node_members else {}
     communities = build_communities(
         read_table(files, "communities", skip=_UNUSED["communities"]), node_members, title_to_id
     )
@@ -122,9 +126,10 @@ def _load(path: str | Path, *, embedding_dim: int | None, tokenizer: str) -> Ind
     claims = build_claims(read_table(files, "covariates"))
     documents = build_documents(read_table(files, "documents", skip=_UNUSED["documents"]))
     _release_arrow_memory()
-    version = detect_version(files, entity_columns, text_unit_columns)
-    for name, records in (("entities", entities), ("relationships", relationships), ("text_units", text_units),
-                          ("covariates", claims), ("documents", documents)):
+    version = detect_version(files, large.columns["entities"], large.columns["text_units"])
+    for name in record_tables.DEPENDS_ON:
+        warnings.extend(large.warnings.get(name, []))
+    for name, records in (("covariates", claims), ("documents", documents)):
         if records:
             repair_short_ids(records, files.rel(name), warnings)
     if not communities and "communities" not in files.files and reports:
@@ -134,22 +139,51 @@ def _load(path: str | Path, *, embedding_dim: int | None, tokenizer: str) -> Ind
 
     index = Index.from_records(
         entities=entities,
-        relationships=relationships,
-        text_units=text_units,
+        relationships=large.tables["relationships"],
+        text_units=large.tables["text_units"],
         communities=communities,
         community_reports=reports,
         claims=claims,
         documents=documents,
         version=version,
         path=files.root,
-        tokenizer=tok,
+        tokenizer=tok_future.result(),
         source_files={table: p.name for table, p in files.files.items()},
         warnings=warnings,
-        store=DerivedStore.for_tables(files.root.resolve(), files.files),
+        store=store,
     )
+    if not large.from_store:  # stored only once the index validated and filled its derived fields
+        record_tables.save(store, large)
     for table in _read_vectors(files, index, embedding_dim, inline):
         index.add_vectors(table)
     return index
+
+
+@dataclass
+class _ReadTables(record_tables.LargeTables):
+    inline: VectorTable | None = None
+
+
+def _read_large_tables(
+    files: IndexFiles, node_degree: dict[str, int], embedding_dim: int | None, warnings: list[str]
+) -> _ReadTables:
+    """Entities, relationships and text units read from their files, one table at a time (each Arrow
+    table released before the next is read, so peak memory is one table plus the columns kept)."""
+    entities_t = _read_required(files, "entities")
+    inline = read_inline_entity_vectors(entities_t.table, entities_t.file, embedding_dim, warnings)
+    repairs: dict[str, list[str]] = {name: [] for name in record_tables.DEPENDS_ON}
+    tables = {"entities": record_tables.build(
+        "entities", entities_t, entity_columns(entities_t, node_degree), repairs["entities"]
+    )}  # fmt: skip
+    columns = {"entities": entities_t.columns}
+    del entities_t
+    for name, normalise in (("relationships", relationship_columns), ("text_units", text_unit_columns)):
+        data = _read_required(files, name)
+        tables[name] = record_tables.build(name, data, normalise(data), repairs[name])
+        columns[name] = data.columns
+        del data
+        _release_arrow_memory()
+    return _ReadTables(tables, columns, repairs, from_store=False, inline=inline)
 
 
 def _read_vectors(

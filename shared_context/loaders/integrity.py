@@ -58,23 +58,32 @@ def check_build_manifest(root: Path, table_files: Sequence[Path]) -> None:
 
 def repair_short_ids(records: Sequence[Any], file: str, warnings: list[str]) -> None:
     """Make every record's `short_id` unique (see the module docstring); records are changed in place."""
+    repaired = repair_short_id_values([r.short_id for r in records], file, warnings)
+    if repaired is not None:
+        for record, sid in zip(records, repaired, strict=True):
+            record.short_id = sid
+
+
+def repair_short_id_values(values: Sequence[str], file: str, warnings: list[str]) -> list[str] | None:
+    """The column of citation ids made unique (see the module docstring), or None when it already is."""
+    if len(set(values)) == len(values) and "-1" not in values:
+        return None
     seen: set[str] = set()
-    bad: list[Any] = []
-    for record in records:
-        sid = record.short_id
+    bad: list[int] = []
+    for i, sid in enumerate(values):
         if sid in seen or sid == "-1":
-            bad.append(record)
+            bad.append(i)
         else:
             seen.add(sid)
-    if not bad:
-        return
     numeric = [int(s) for s in seen if s.lstrip("-").isdigit()]
     next_id = max(numeric, default=-1) + 1
-    example = bad[0].short_id
-    for record in bad:
-        record.short_id = str(next_id)
+    example = values[bad[0]]
+    out = list(values)
+    for i in bad:
+        out[i] = str(next_id)
         next_id += 1
     warnings.append(
         f"{file}: {len(bad)} duplicate or missing human_readable_id values (e.g. {example!r}); the first row keeps "
         f"each value and the others were renumbered from {next_id - len(bad)}, so citations of them resolve to one row"
     )
+    return out

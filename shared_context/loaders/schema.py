@@ -15,7 +15,9 @@ Column differences handled here (older name -> v3 name):
 
 from __future__ import annotations
 
+import dataclasses
 from collections import defaultdict
+from typing import Any, TypeVar
 
 from shared_context.loaders.columns import TableData
 from shared_context.records import (
@@ -27,6 +29,8 @@ from shared_context.records import (
     Relationship,
     TextUnit,
 )
+
+R = TypeVar("R")
 
 
 def _short_ids(t: TableData) -> list[str]:
@@ -60,7 +64,8 @@ def node_stats(nodes: TableData | None) -> tuple[dict[str, int], dict[tuple[int,
     return degree, dict(members)
 
 
-def build_entities(t: TableData, node_degree: dict[str, int]) -> list[Entity]:
+def entity_columns(t: TableData, node_degree: dict[str, int]) -> dict[str, list[Any]]:
+    """The entity fields of every row, by field name (see `records.Entity`)."""
     title_col = t.first_present("title", "name")
     if title_col is None:
         t.require("title")
@@ -70,90 +75,68 @@ def build_entities(t: TableData, node_degree: dict[str, int]) -> list[Entity]:
     ids = t.strings("id", non_empty=True, intern=True)
     titles = t.strings(title_col, non_empty=True, intern=True)
     degrees = t.ints("degree") if t.has("degree") else [node_degree.get(title, 0) for title in titles]
-    return [
-        Entity(
-            id=i,
-            short_id=s,
-            title=title,
-            type=ty,
-            description=desc,
-            text_unit_ids=tu,
-            frequency=freq,
-            degree=deg,
-        )
-        for i, s, title, ty, desc, tu, freq, deg in zip(
-            ids,
-            _short_ids(t),
-            titles,
-            t.strings("type", required=False),
-            t.strings("description", required=False),
-            t.str_lists("text_unit_ids"),
-            t.ints("frequency", required=False),
-            degrees,
-            strict=True,
-        )
-    ]
+    return {
+        "id": ids,
+        "short_id": _short_ids(t),
+        "title": titles,
+        "type": t.strings("type", required=False),
+        "description": t.strings("description", required=False),
+        "text_unit_ids": t.str_lists("text_unit_ids"),
+        "frequency": t.ints("frequency", required=False),
+        "degree": degrees,
+    }
 
 
-def build_relationships(t: TableData) -> list[Relationship]:
+def relationship_columns(t: TableData) -> dict[str, list[Any]]:
     t.require("id", "source", "target")
     _require_rows(t, "id")
     degree_col = t.first_present("combined_degree", "rank")
-    return [
-        Relationship(
-            id=i,
-            short_id=s,
-            source=src,
-            target=tgt,
-            description=desc,
-            weight=w,
-            combined_degree=cd,
-            text_unit_ids=tu,
-        )
-        for i, s, src, tgt, desc, w, cd, tu in zip(
-            t.strings("id", non_empty=True, intern=True),
-            _short_ids(t),
-            t.strings("source", non_empty=True, intern=True),
-            t.strings("target", non_empty=True, intern=True),
-            t.strings("description", required=False),
-            t.floats("weight", required=False, default=1.0),
-            t.ints(degree_col, required=False) if degree_col else [0] * len(t),
-            t.str_lists("text_unit_ids"),
-            strict=True,
-        )
-    ]
+    return {
+        "id": t.strings("id", non_empty=True, intern=True),
+        "short_id": _short_ids(t),
+        "source": t.strings("source", non_empty=True, intern=True),
+        "target": t.strings("target", non_empty=True, intern=True),
+        "description": t.strings("description", required=False),
+        "weight": t.floats("weight", required=False, default=1.0),
+        "combined_degree": t.ints(degree_col, required=False) if degree_col else [0] * len(t),
+        "text_unit_ids": t.str_lists("text_unit_ids"),
+    }
 
 
-def build_text_units(t: TableData) -> list[TextUnit]:
+def text_unit_columns(t: TableData) -> dict[str, list[Any]]:
     t.require("id", "text")
     _require_rows(t, "id")
     if t.has("document_id"):
         doc_ids = t.strings("document_id", required=False, intern=True)
     else:
         doc_ids = [d[0] if d else "" for d in t.str_lists("document_ids")]
-    return [
-        TextUnit(
-            id=i,
-            short_id=s,
-            text=text,
-            n_tokens=n,
-            document_id=d,
-            entity_ids=ents,
-            relationship_ids=rels,
-            covariate_ids=covs,
-        )
-        for i, s, text, n, d, ents, rels, covs in zip(
-            t.strings("id", non_empty=True, intern=True),
-            _short_ids(t),
-            t.strings("text"),
-            t.ints("n_tokens", required=False),
-            doc_ids,
-            t.str_lists("entity_ids"),
-            t.str_lists("relationship_ids"),
-            t.str_lists("covariate_ids"),
-            strict=True,
-        )
-    ]
+    return {
+        "id": t.strings("id", non_empty=True, intern=True),
+        "short_id": _short_ids(t),
+        "text": t.strings("text"),
+        "n_tokens": t.ints("n_tokens", required=False),
+        "document_id": doc_ids,
+        "entity_ids": t.str_lists("entity_ids"),
+        "relationship_ids": t.str_lists("relationship_ids"),
+        "covariate_ids": t.str_lists("covariate_ids"),
+    }
+
+
+def _records(cls: type[R], columns: dict[str, list[Any]]) -> list[R]:
+    names = [f.name for f in dataclasses.fields(cls)]  # type: ignore[arg-type]
+    return [cls(*row) for row in zip(*(columns[n] for n in names), strict=True)]
+
+
+def build_entities(t: TableData, node_degree: dict[str, int]) -> list[Entity]:
+    return _records(Entity, entity_columns(t, node_degree))
+
+
+def build_relationships(t: TableData) -> list[Relationship]:
+    return _records(Relationship, relationship_columns(t))
+
+
+def build_text_units(t: TableData) -> list[TextUnit]:
+    return _records(TextUnit, text_unit_columns(t))
 
 
 def build_communities(
