@@ -81,9 +81,10 @@ from indexer.state import (
 from indexer.tabular import ColumnOptions
 from shared_context.tokens import TokenizerError
 
-# Up to this many chunks (~40 MB of text) the merge's three passes read extractions from memory;
-# larger builds stream them from the extractions file on each pass, so memory stays flat.
-IN_MEMORY_EXTRACTIONS = 4000
+# Up to this many chunks (~6 MB of text; decoded extractions of dense text take ~0.3 GB per MB) the
+# merge's three passes read extractions from memory; larger builds stream them from the extractions file
+# on each pass, so memory stays flat.
+IN_MEMORY_EXTRACTIONS = 2000
 OUTPUT_TABLES = ("entities", "relationships", "communities", "community_reports", "text_units", "documents")
 
 
