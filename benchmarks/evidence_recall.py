@@ -15,7 +15,7 @@ For each question and budget, every method builds one context of at most that ma
   linked entity names ("<name>: <question>"), each with a third of the budget;
 - `basic`: basic search's Sources table (`engines.basic`): the nearest text units by vector, best first,
   each added while it fits, over the whole budget (no entity tables to pay for);
-- `basic-excerpts` (when `excerpt_tokens` is set): the same nearest units given the excerpt opportunity
+- `basic-excerpts` (when `excerpt_tokens` > 0, the default): the same nearest units given the excerpt opportunity
   the hybrid Sources have (`shared_context.passages`, same window size and weight) - a fairness check:
   how much of the gain is excerpting rather than the hybrid candidates.
 
@@ -219,7 +219,7 @@ def run_subset(subset: str, index_dir: Path, args: argparse.Namespace, overrides
             unit_by_short = {index.text_units[p].short_id: p for p, _ in hits}
             shown = [unit_by_short[str(r["id"])] for r in section.in_context]
             contexts["basic"] = (section.text, [units[p] for p in shown if p in units])
-            if builder.params.excerpt_tokens is not None:
+            if builder.params.excerpt_tokens > 0:
                 contexts["basic-excerpts"] = basic_excerpts(
                     index, hits, question, budget, units, builder.params.excerpt_tokens,
                     builder.params.excerpt_weight, builder.params.hybrid_rrf_k)

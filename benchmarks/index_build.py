@@ -111,7 +111,9 @@ def update_cost(docs: list[SourceDocument], share: float, progress: bool) -> int
     print("update seconds:     " + ", ".join(f"{k} {v:.1f}" for k, v in update.step_seconds.items()))
     print(
         f"update: {update.new_chunks} of {update.chunks} chunks extracted, "
-        f"{sum(update.embedded.values())} texts embedded ({update.embedded}), {update.vectors_reused} vectors reused"
+        f"{sum(update.embedded.values())} texts embedded ({update.embedded}), {update.vectors_reused} vectors reused; "
+        f"communities kept {update.communities_reused} of {update.communities}, "
+        f"reports reused {update.reports_reused} of {update.reports}"
     )
     print(f"target update <= 25 % of a full build (CPU time): {'met' if cpu_ratio <= 0.25 else 'NOT met'}")
     return 0 if cpu_ratio <= 0.25 else 1

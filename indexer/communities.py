@@ -5,12 +5,20 @@ randomness 0.001, modularity, one iteration), with one deliberate difference: Gr
 the largest connected component (`use_lcc=True`), so every other entity belongs to no community and
 disappears from local search (spec 1.3). We cluster every component, and an entity with no
 relationship at all gets a level-0 community of its own, so nothing is dropped.
+
+Updates recompute communities only where the graph changed (`previous` given): level 0 is Leiden
+started from the previous level-0 membership (new entities each start alone), and every level-0
+community whose entities and internal relationships are exactly those of a previous one keeps that
+community's whole sub-hierarchy and numbers; only changed level-0 communities larger than
+`max_cluster_size` are split again with hierarchical Leiden on their own subgraph. Unchanged
+communities then produce unchanged reports, whose vectors the build reuses.
 """
 
 from __future__ import annotations
 
 import uuid
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from indexer.graph import Graph
@@ -38,28 +46,43 @@ class CommunityRow:
         return len(self.entity_ids)
 
 
-def detect_communities(graph: Graph, *, max_cluster_size: int = 10, seed: int = 0xDEADBEEF) -> list[CommunityRow]:
+@dataclass
+class Partition:
+    membership: dict[int, dict[int, int]] = field(default_factory=lambda: defaultdict(dict))  # level -> node -> cluster
+    parent_of: dict[int, int] = field(default_factory=dict)
+    reused: int = 0  # communities whose structure was kept from the previous build
+
+
+def detect_communities(
+    graph: Graph,
+    *,
+    max_cluster_size: int = 10,
+    seed: int = 0xDEADBEEF,
+    previous: list[CommunityRow] | None = None,
+) -> list[CommunityRow]:
     """All levels with parent/children, ordered by level then community number."""
+    return cluster_graph(graph, max_cluster_size=max_cluster_size, seed=seed, previous=previous)[0]
+
+
+def cluster_graph(
+    graph: Graph,
+    *,
+    max_cluster_size: int = 10,
+    seed: int = 0xDEADBEEF,
+    previous: list[CommunityRow] | None = None,
+) -> tuple[list[CommunityRow], int]:
+    """`detect_communities`' rows, and how many of them kept their structure from `previous` (the previous
+    build's communities: unchanged level-0 communities keep their sub-hierarchy, see the module doc)."""
     index_of = {e.title: i for i, e in enumerate(graph.entities)}
     # Node names are entity positions as strings (short and unique); weights must be positive.
     edges = [(str(index_of[r.source]), str(index_of[r.target]), max(float(r.weight), 1e-6)) for r in graph.relationships]
-    membership: dict[int, dict[int, int]] = defaultdict(dict)  # level -> entity position -> community
-    parent_of: dict[int, int] = {}
-    if edges:
-        import graspologic_native as gn  # native library, loaded only when communities are detected
-
-        for hc in gn.hierarchical_leiden(
-            edges=edges,
-            starting_communities=None,
-            resolution=1.0,
-            randomness=0.001,
-            iterations=1,
-            use_modularity=True,
-            max_cluster_size=max_cluster_size,
-            seed=seed,
-        ):
-            membership[hc.level][int(hc.node)] = hc.cluster
-            parent_of[hc.cluster] = hc.parent_cluster if hc.parent_cluster is not None else -1
+    if previous:
+        part = _update_partition(graph, index_of, edges, previous, max_cluster_size=max_cluster_size, seed=seed)
+    else:
+        part = Partition()
+        _hierarchical(edges, part, max_cluster_size=max_cluster_size, seed=seed, level_offset=0, parent=-1,
+                      number=lambda c: c)
+    membership, parent_of = part.membership, part.parent_of
     next_id = max(parent_of, default=-1) + 1
     clustered = set(membership[0]) if membership else set()
     for i in range(len(graph.entities)):
@@ -67,7 +90,138 @@ def detect_communities(graph: Graph, *, max_cluster_size: int = 10, seed: int = 
             membership[0][i] = next_id
             parent_of[next_id] = -1
             next_id += 1
+    return _rows(graph, index_of, membership, parent_of), part.reused
 
+
+def _hierarchical(
+    edges: list[tuple[str, str, float]],
+    part: Partition,
+    *,
+    max_cluster_size: int,
+    seed: int,
+    level_offset: int,
+    parent: int,
+    number: Callable[[int], int],
+) -> None:
+    """GraphRAG's hierarchical Leiden over `edges`, its levels placed at `level_offset` and below `parent`."""
+    if not edges:
+        return
+    import graspologic_native as gn  # native library, loaded only when communities are detected
+
+    for hc in gn.hierarchical_leiden(
+        edges=edges,
+        starting_communities=None,
+        resolution=1.0,
+        randomness=0.001,
+        iterations=1,
+        use_modularity=True,
+        max_cluster_size=max_cluster_size,
+        seed=seed,
+    ):
+        cluster = number(hc.cluster)
+        part.membership[hc.level + level_offset][int(hc.node)] = cluster
+        part.parent_of[cluster] = number(hc.parent_cluster) if hc.parent_cluster is not None else parent
+
+
+def _update_partition(
+    graph: Graph,
+    index_of: dict[str, int],
+    edges: list[tuple[str, str, float]],
+    previous: list[CommunityRow],
+    *,
+    max_cluster_size: int,
+    seed: int,
+) -> Partition:
+    import graspologic_native as gn
+
+    part = Partition()
+    if not edges:
+        return part
+    position = {e.id: i for i, e in enumerate(graph.entities)}
+    prev_roots = [c for c in previous if c.level == 0]
+    prev_root_of: dict[str, int] = {eid: c.community for c in prev_roots for eid in c.entity_ids}
+    fresh = max((c.community for c in previous), default=-1) + 1
+    nodes = {n for a, b, _w in edges for n in (a, b)}
+    start: dict[str, int] = {}
+    for n in sorted(nodes, key=int):
+        old = prev_root_of.get(graph.entities[int(n)].id)
+        if old is None:
+            old, fresh = fresh, fresh + 1  # a new entity starts in a community of its own
+        start[n] = old
+    _quality, level0 = gn.leiden(
+        edges=edges, starting_communities=start, resolution=1.0, randomness=0.001, iterations=1,
+        use_modularity=True, seed=seed,
+    )
+    clusters: dict[int, list[int]] = defaultdict(list)
+    for n, c in level0.items():
+        clusters[c].append(int(n))
+    internal: dict[int, set[str]] = defaultdict(set)
+    for r in graph.relationships:
+        cs, ct = level0.get(str(index_of[r.source])), level0.get(str(index_of[r.target]))
+        if cs is not None and cs == ct:
+            internal[cs].add(r.id)
+    prev_by_members = {frozenset(c.entity_ids): c for c in prev_roots}
+    prev_children: dict[int, list[CommunityRow]] = defaultdict(list)
+    for c in previous:
+        if c.parent != -1:
+            prev_children[c.parent].append(c)
+    edges_in: dict[int, list[tuple[str, str, float]]] = defaultdict(list)
+    for e in edges:
+        if level0[e[0]] == level0[e[1]]:
+            edges_in[level0[e[0]]].append(e)
+    numbers = _Numbers(max((c.community for c in previous), default=-1) + 1)
+    for cluster, nodes_in in sorted(clusters.items(), key=lambda kv: min(kv[1])):
+        old_root = prev_by_members.get(frozenset(graph.entities[n].id for n in nodes_in))
+        if old_root is not None and set(old_root.relationship_ids) == internal[cluster]:
+            stack = [old_root]
+            while stack:  # the unchanged community keeps its whole sub-hierarchy, numbers included
+                row = stack.pop()
+                for eid in row.entity_ids:
+                    part.membership[row.level][position[eid]] = row.community
+                part.parent_of[row.community] = row.parent if row.level else -1
+                part.reused += 1
+                stack.extend(prev_children.get(row.community, []))
+            continue
+        number = numbers.new()
+        for node in nodes_in:
+            part.membership[0][node] = number
+        part.parent_of[number] = -1
+        if len(nodes_in) > max_cluster_size:
+            sub = Partition()
+            _hierarchical(edges_in[cluster], sub, max_cluster_size=max_cluster_size, seed=seed, level_offset=1,
+                          parent=number, number=numbers.renumbering())
+            if len(set(sub.membership[1].values())) > 1:  # Leiden could split it: the split is its children
+                for level, nodes_at in sub.membership.items():
+                    part.membership[level].update(nodes_at)
+                part.parent_of.update(sub.parent_of)
+    return part
+
+
+class _Numbers:
+    """Community numbers for new communities: after every number the previous build used."""
+
+    def __init__(self, first: int) -> None:
+        self._next = first
+
+    def new(self) -> int:
+        self._next += 1
+        return self._next - 1
+
+    def renumbering(self) -> Callable[[int], int]:
+        """A map from one Leiden run's cluster numbers to new community numbers."""
+        seen: dict[int, int] = {}
+
+        def number(cluster: int) -> int:
+            if cluster not in seen:
+                seen[cluster] = self.new()
+            return seen[cluster]
+
+        return number
+
+
+def _rows(
+    graph: Graph, index_of: dict[str, int], membership: dict[int, dict[int, int]], parent_of: dict[int, int]
+) -> list[CommunityRow]:
     members: dict[tuple[int, int], list[int]] = defaultdict(list)
     for level, nodes in membership.items():
         for node, cluster in nodes.items():

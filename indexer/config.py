@@ -106,7 +106,8 @@ class IndexBuildReport:
     step_peak_rss_mb: dict[str, float] = field(default_factory=dict)  # the process's peak RSS when each step ended
     embedded: dict[str, int] = field(default_factory=dict)  # texts embedded by this run, per vector table
     vectors_reused: int = 0  # vectors copied from the previous build (their text did not change)
-    reports_reused: int = 0  # model reports kept from the previous build (their community's context did not change)
+    reports_reused: int = 0  # reports kept from the previous build (model: context unchanged; offline: same text)
+    communities_reused: int = 0  # communities whose structure an update kept (their part of the graph did not change)
     usage: Usage = field(default_factory=Usage)
 
     @property
@@ -129,7 +130,8 @@ class IndexBuildReport:
             f"entities {self.entities}, relationships {self.relationships}, communities {self.communities}, "
             f"reports {self.reports}" + (f", claims {self.claims}" if self.claims else ""),
             f"vectors: {sum(self.embedded.values())} embedded, {self.vectors_reused} reused"
-            + (f"; model reports: {self.reports_reused} of {self.reports} reused" if self.reports_reused else ""),
+            + (f"; reports: {self.reports_reused} of {self.reports} reused" if self.reports_reused else "")
+            + (f"; communities: {self.communities_reused} of {self.communities} kept" if self.communities_reused else ""),
             "seconds: " + ", ".join(f"{k} {v:.2f}" for k, v in self.step_seconds.items())
             + f" (total {self.total_seconds:.2f})",
         ]

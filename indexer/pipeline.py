@@ -28,7 +28,7 @@ from tqdm.auto import tqdm
 
 from engines.models.base import ChatModel, Embedder
 from indexer.chunking import Chunk, chunk_documents
-from indexer.communities import detect_communities
+from indexer.communities import CommunityRow, cluster_graph
 from indexer.config import EXTRACTOR_VERSION, IndexBuildReport, IndexerConfig, IndexerError
 from indexer.embed import (
     EmbeddingJob,
@@ -309,16 +309,20 @@ class _Builder:
         rep.entities, rep.relationships, rep.claims = len(graph.entities), len(graph.relationships), len(claims)
 
         with self._step("communities", f"clustering {len(graph.entities)} entities") as note:
-            communities = detect_communities(graph, max_cluster_size=cfg.max_cluster_size, seed=cfg.seed)
-            note["done"] = f"{len(communities)} communities"
+            communities, rep.communities_reused = cluster_graph(
+                graph, max_cluster_size=cfg.max_cluster_size, seed=cfg.seed, previous=self._previous_communities(previous)
+            )
+            kept = f", {rep.communities_reused} kept (graph unchanged there)" if previous is not None else ""
+            note["done"] = f"{len(communities)} communities{kept}"
         rep.communities = len(communities)
 
         with self._step("reports", f"{len(communities)} communities") as note:
             if self.model is None:
                 reports = offline_reports(communities, graph)
+                rep.reports_reused = len(self._previous_ids(previous, "community_reports").keys() & {r.id for r in reports})
             else:
                 reports = await self._model_reports(communities, graph, previous)
-            reused = f", {rep.reports_reused} reused (context unchanged)" if self.model is not None else ""
+            reused = f", {rep.reports_reused} unchanged" if previous is not None else ""
             note["done"] = f"{len(reports)} reports{reused}"
         rep.reports = len(reports)
 
@@ -429,6 +433,22 @@ class _Builder:
             {str(t): int(h) for t, h in zip(titles, ents.column("human_readable_id").to_pylist(), strict=True)},
             {(str(a), str(b)): int(h) for (a, b), h in zip(pairs, rels.column("human_readable_id").to_pylist(), strict=True)},
         )
+
+    def _previous_communities(self, previous: Manifest | None) -> list[CommunityRow] | None:
+        """The previous build's communities (structure only), so an update re-clusters only what changed."""
+        if previous is None:
+            return None
+        import pyarrow.parquet as pq
+
+        try:
+            t = pq.read_table(self.out / "communities.parquet",
+                              columns=["community", "level", "parent", "entity_ids", "relationship_ids"])
+        except (OSError, KeyError, ValueError) as exc:
+            raise IndexerError(f"{self.out}: cannot read the previous communities ({exc}); delete the folder to rebuild") from exc
+        return [
+            CommunityRow(community=int(c), level=int(lv), parent=int(p), entity_ids=list(e), relationship_ids=list(r))
+            for c, lv, p, e, r in zip(*(t.column(n).to_pylist() for n in t.column_names), strict=True)
+        ]
 
     def _previous_ids(self, previous: Manifest | None, table: str) -> dict[str, int]:
         """id -> human_readable_id of the previous build's `table` (kept for rows that survive)."""

@@ -120,7 +120,11 @@ class Classifier:
             self._intercept = np.asarray(payload["intercept"], dtype=np.float64)
             self._calib_a = np.asarray(payload["calib_a"], dtype=np.float64)
             self._calib_b = np.asarray(payload["calib_b"], dtype=np.float64)
-            self._seen_words = np.unpackbits(np.asarray(payload["seen_words"], dtype=np.uint8))[:N_WORD_BUCKETS] > 0
+            seen = np.unpackbits(np.asarray(payload["seen_words"], dtype=np.uint8))
+            if len(seen) < N_WORD_BUCKETS:
+                raise ModelFileError(f"{source}: model was trained with a smaller familiarity table; rebuild it "
+                                     "with `python -m router.train`")
+            self._seen_words = seen[:N_WORD_BUCKETS] > 0
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise ModelFileError(f"{source}: not a router model file ({exc})") from exc
         self.trained_on: dict[str, Any] = dict(payload.get("trained_on", {}))
@@ -314,6 +318,7 @@ _INTERACTION_REASONS = {
     "x_reasoning_with_names": "connects named things by comparison, cause or time",
     "x_identify_long": "asks for one entity, described at length",
     "x_unit_without_population": "is about one document or meeting of the series",
+    "x_frequency_without_collection": "asks how something usually or commonly is",
 }
 
 

@@ -80,6 +80,7 @@ INTERACTION_NAMES: tuple[str, ...] = (
     "x_reasoning_with_names",  # comparison/causal/relation/time cue and at least one name
     "x_identify_long",  # asks for one entity (who is the.../which company...) in a long, descriptive question
     "x_unit_without_population",  # names one document/meeting and no population of them
+    "x_frequency_without_collection",  # usually/often/common with no population, scope, theme or overview cue
 )
 
 DENSE_NAMES: tuple[str, ...] = (
@@ -219,6 +220,7 @@ def _interactions(cues: dict[str, list[str]], n_names: int, n_tokens: int) -> li
         n_names >= 1 and any(has(c) for c in _REASONING),
         has("identify") and n_tokens >= 20,
         has("unit") and not has("population"),
+        has("frequency") and not any(has(c) for c in _COLLECTION),
     )]
 
 
@@ -235,7 +237,7 @@ def index_vector(signals: IndexSignals | None) -> np.ndarray:
 
 
 _WORD = re.compile(r"[a-z][a-z'’\-]*|[\u4e00-\u9fff]+")
-N_WORD_BUCKETS = 2**18
+N_WORD_BUCKETS = 2**21  # familiarity bitmap: large, so an unseen word rarely collides with a seen one
 
 
 def wording_buckets(text: str, names: Sequence[str] = ()) -> list[int]:

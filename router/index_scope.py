@@ -37,11 +37,13 @@ CLASSES = ("local", "global", "drift")
 # The situations `adjust` recognises, one 0/1 indicator each (`situations`). Their log-odds nudges per class are
 # fitted by `router.scope_fit` on questions measured against real indexes and stored in the model file; the
 # values below are the hand-set starting point, used only by a model file that carries no fitted weights.
-SITUATIONS = ("one_document", "several_documents", "specific_entity", "thin_spread", "speakers_only")
+SITUATIONS = ("one_document", "several_documents", "one_specific_entity", "several_specific_entities", "thin_spread",
+              "speakers_only")
 DEFAULT_WEIGHTS = np.array([  # rows: SITUATIONS; columns: CLASSES (local, global, drift)
     [1.2, -1.2, 0.0],  # one named document -> local
     [-0.3, -0.6, 0.8],  # several named documents -> DRIFT
-    [0.3, -1.0, 0.2],  # a specific entity named -> away from global
+    [0.3, -1.0, 0.2],  # one specific entity named -> away from global
+    [-0.2, -1.0, 0.6],  # several specific entities -> away from global, towards DRIFT
     [-0.8, 1.2, -0.4],  # nothing specific, words spread thinly over the top level -> global
     [0.0, 0.0, 0.0],  # only speakers of the whole collection named (no prior: the wording decides)
 ])
@@ -175,7 +177,8 @@ def _shown(names: Sequence[str], limit: int = 2) -> str:
 def situations(scope: IndexScope) -> np.ndarray:
     """The `SITUATIONS` indicators of one measurement (0/1 each)."""
     thin = not scope.specific and not scope.documents and scope.spread >= SPREAD_THRESHOLD
-    return np.array([len(scope.documents) == 1, len(scope.documents) >= 2, bool(scope.specific), thin,
+    return np.array([len(scope.documents) == 1, len(scope.documents) >= 2, len(scope.specific) == 1,
+                     len(scope.specific) >= 2, thin,
                      bool(scope.speakers) and not scope.specific and not scope.documents and not thin], dtype=float)
 
 
@@ -183,7 +186,7 @@ def adjust(scope: IndexScope, weights: np.ndarray | None = None) -> tuple[np.nda
     """Log-odds nudges in `CLASSES` order (`situations(scope) @ weights`), and the reasons to show for them.
 
     * one named document -> a question about that episode / call / filing; several -> across them;
-    * a specific entity named (not a speaker of the whole collection);
+    * one specific entity named (not a speaker of the whole collection), or several;
     * nothing specific named and the words spread thinly over many top-level communities;
     * only speakers of the whole collection named.
     """

@@ -11,8 +11,8 @@ is a question for data, not for hand-set constants:
    entities, speakers found across the collection) and with topic words written for each corpus;
 3. for every question take the text model's probabilities (linking signals included) and the situation
    indicators, and fit the nudges `W` of `softmax(log p + s @ W)` by L2-penalised maximum likelihood, each
-   weight bounded by `MAX_NUDGE`; the penalty is chosen by cross-validation grouped by template (no template in
-   both train and test).
+   weight bounded by `MAX_NUDGE` and kept to the direction `SIGNS` gives it; the penalty is chosen by
+   cross-validation grouped by template (no template in both train and test).
 
 The result is stored in the model file (`scope_weights`, `scope_fit`) by `python -m router.train`.
 """
@@ -39,6 +39,18 @@ FOLDS = 5
 # A nudge decides what the wording leaves open; it must not overturn a clear wording on its own, whatever a few
 # templates suggest. Every fitted log-odds weight stays within this bound.
 MAX_NUDGE = 3.0
+# The direction each situation may move each route (+1: only up, -1: only down, 0: either), rows `SITUATIONS`,
+# columns `CLASSES` (local, global, drift). What the design says a situation means; the data decides how much.
+# Naming a specific entity or a document is never evidence *for* the whole collection, even when the few
+# templates happen to link a topic word in a corpus-wide question.
+SIGNS = np.array([
+    [1, -1, 0],  # one named document
+    [0, -1, 1],  # several named documents
+    [1, -1, 1],  # one specific entity: away from global
+    [0, -1, 1],  # several specific entities
+    [-1, 1, 0],  # thin spread, nothing specific
+    [0, 0, 0],  # only collection speakers named
+])
 _SLOT = re.compile(r"\{(\w+)\}")
 
 
@@ -175,10 +187,13 @@ def fit_weights(rows: Sequence[Measured], penalty: float) -> np.ndarray:
     s = np.stack([r.situations for r in rows])
     y = np.array([CLASSES.index(r.label) for r in rows])
     result = minimize(_loss, np.zeros(len(SITUATIONS) * len(CLASSES)), args=(logp, s, y, penalty), jac=True,
-                      method="L-BFGS-B", bounds=[(-MAX_NUDGE, MAX_NUDGE)] * (len(SITUATIONS) * len(CLASSES)))
-    w = np.asarray(result.x, dtype=np.float64).reshape(len(SITUATIONS), len(CLASSES))
-    centred: np.ndarray = w - w.mean(axis=1, keepdims=True)
-    return centred  # only differences between routes matter: centre each row
+                      method="L-BFGS-B", bounds=_bounds())
+    w: np.ndarray = np.asarray(result.x, dtype=np.float64).reshape(len(SITUATIONS), len(CLASSES))
+    return w
+
+
+def _bounds() -> list[tuple[float, float]]:
+    return [(0.0 if sign > 0 else -MAX_NUDGE, 0.0 if sign < 0 else MAX_NUDGE) for sign in SIGNS.ravel()]
 
 
 def _predict(rows: Sequence[Measured], weights: np.ndarray | None) -> np.ndarray:

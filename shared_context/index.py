@@ -316,8 +316,9 @@ class Index:
     def _build_id_maps(self) -> None:
         for attr, (records_attr, field, table, column) in _ID_MAPS.items():
             records = getattr(self, records_attr)
-            if isinstance(records, RecordTable):
-                _check_unique_column(records, field, self._file(table), column)  # map built on first use
+            if isinstance(records, RecordTable):  # map built on first use; ids checked unless stored checked
+                if not records.validated:
+                    _check_unique_column(records, field, self._file(table), column)
             else:
                 setattr(self, attr, _check_unique(values_of(records, field), self._file(table), column))
         self.document_pos = _check_unique([d.id for d in self.documents], self._file("documents"), "id")

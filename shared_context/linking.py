@@ -15,9 +15,9 @@ memory-mapped on the next open (`lexical_store`; the first query of a large inde
 every record), and kept beside the Index (`tables.per_index_cache`); a query touches only the posting
 lists of its own terms. Above `SearchParams.lexical_on_disk_min_rows` rows, descriptions, reports and
 text units are searched with Lance full-text search instead (`search_backend`: same terms, same BM25),
-and above `vector_ann_min_rows` vectors with a Lance ANN index; linking then scores the union of the
-best `candidate_depth` lexical and vector candidates and the exact title matches, which gives the same
-top entities whenever the true ones are among those candidates.
+and above `vector_ann_min_rows` vectors with a Lance ANN index; linking then scores exactly the union of
+the best `candidate_depth` lexical and vector candidates and the exact title matches, and deepens both
+lists until the k-th score beats what any entity outside them could score (exact up to ANN recall).
 """
 
 from __future__ import annotations

@@ -17,10 +17,13 @@ its entities (s = 1) the entity tables get GraphRAG's share back. The entity tab
 Sources (`text_unit_strategy`, see `text_unit_selection.py`): candidates are tried in the strategy's
 order and added whole wherever they fit (a unit too big for the room left is skipped, a smaller later
 one may still fit). With `hybrid`, the candidates also include the units most similar to the question
-(`unit_search.py`), each record says why it is there (`reasons`), and the room left after the whole
-units goes to the best unit that did not fit, cut to the window of it that shares the most question
-terms (`unit_search.best_window`) and marked `truncated` with its `excerpt` offsets (only when at least
-`_MIN_TRIMMED_UNIT_TOKENS` are left).
+(`unit_search.py`) and each record says why it is there (`reasons`). By default `hybrid` then shows
+excerpts (`excerpt_tokens`, `passages.py`): the question-relevant windows of the best candidates, so the
+budget holds many units' evidence instead of a few whole 1,200-token units; a unit shown in part is
+marked `truncated` with its `excerpts` offsets, a unit whose every block was chosen is shown whole.
+With `excerpt_tokens = 0` whole units go in, and the room left after them goes to the best unit that
+did not fit, cut to the window of it that shares the most question terms (`unit_search.best_window`),
+marked the same way (only when at least `_MIN_TRIMMED_UNIT_TOKENS` are left).
 
 Fixed GraphRAG defects: entity selection trimmed to `top_k_mapped_entities` (bug 3); no "[]" or empty
 sections (bug 4); reports fall back to their summary, or are truncated, when the full text does not fit;
@@ -105,8 +108,10 @@ class LocalContextParams(BaseModel):
     hybrid_question_weight: float = Field(default=1.0, ge=0.0)
     hybrid_rrf_k: int = Field(default=60, ge=0)
     # hybrid strategy, excerpt mode (shared_context/passages.py): Sources show the question-relevant
-    # windows (about this many tokens) of many units instead of a few whole units; None = whole units.
-    excerpt_tokens: int | None = Field(default=None, ge=2)
+    # windows (about this many tokens) of many units instead of a few whole units; 0 = whole units.
+    # 200 reached the most evidence among 150/200/300/400 on the tuning half of the GraphRAG-Bench dev
+    # questions (benchmarks/evidence_recall.py, README).
+    excerpt_tokens: int = Field(default=200, ge=0)
     # weight of the unit-rank prior against a window's own relevance (passages.py formula)
     excerpt_weight: float = Field(default=1.0, ge=0.0)
     # Section shares that follow linking strength (module docstring): the Sources share used when no
@@ -629,7 +634,7 @@ class LocalContextBuilder:
             question_weight=p.hybrid_question_weight,
             rrf_k=p.hybrid_rrf_k,
         )
-        if hybrid and p.excerpt_tokens is not None and budget > 0:
+        if hybrid and p.excerpt_tokens > 0 and budget > 0:
             return self._excerpt_sources(builder, candidates, link.query_text, p)
         rejected: list[dict[str, Any]] = []
         for cand in candidates:
@@ -684,7 +689,7 @@ class LocalContextBuilder:
             list(cands),
             query,
             room,
-            excerpt_tokens=int(p.excerpt_tokens or 0),
+            excerpt_tokens=p.excerpt_tokens,
             weight=p.excerpt_weight,
             rrf_k=p.hybrid_rrf_k,
             row_overhead=lambda u: tok.count(f"{index.text_units[u].short_id}|\n") + 2,

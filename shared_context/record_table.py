@@ -38,6 +38,8 @@ class RecordTable(Sequence[T], Generic[T]):
         self._names = names
         self._columns = [_accessor(self.table.column(n)) for n in names]
         self._made: dict[int, T] = {}
+        # True when read back from the derived store: the load that stored it checked its ids
+        self.validated = False
 
     def __len__(self) -> int:
         return int(self.table.num_rows)

@@ -79,3 +79,39 @@ def test_every_stage_reports_progress(tmp_path: Path, capsys) -> None:  # type: 
     for stage in ("read", "chunk", "extract", "graph", "communities", "reports", "embed", "write"):
         assert f"[index] {stage}: " in err, stage
     assert "entities" in err and "texts embedded" in err and " s)" in err
+
+
+def _group_doc(group: int, i: int) -> SourceDocument:
+    """Documents in four groups that share no word: an added document changes one group's graph only."""
+    person, guild, place = f"Warden{chr(65 + i)} Castell{group}{i}", GUILDS[group], PLACES[group]
+    thing = ("lantern", "anchor", "loom", "kiln")[group]
+    text = (
+        f"{person} of the {guild} mended the {thing} at {place} in spring. "
+        f"The {guild} paid {person} for the {thing}. "
+        f"Later {person} returned to {place}, where the {guild} kept its {thing}."
+    )
+    return SourceDocument(title=f"g{group}-{i}.txt", text=text)
+
+
+def test_update_reclusters_only_what_changed_and_keeps_the_other_reports(tmp_path: Path) -> None:
+    docs = [_group_doc(g, i) for g in range(4) for i in range(3)]
+    out = tmp_path / "index"
+    first = build_index_from_documents(docs, out, progress=False)
+    communities_before = pd.read_parquet(out / "communities.parquet")
+    reports_before = pd.read_parquet(out / "community_reports.parquet")
+    changed = ("CASTELL0", GUILDS[0].upper(), PLACES[0].upper())  # the group the new document joins
+
+    update = build_index_from_documents([*docs, _group_doc(0, 3)], out, progress=False)
+    assert update.new_chunks == 1 and update.embedded["text_unit_text"] == 1
+    assert 0 < update.communities_reused < update.communities
+    assert 0 < update.reports_reused < update.reports
+    assert update.embedded["community_full_content"] == update.reports - update.reports_reused
+    after = pd.read_parquet(out / "communities.parquet")
+    reports_after = pd.read_parquet(out / "community_reports.parquet")
+    ents = pd.read_parquet(out / "entities.parquet").set_index("id")["title"]
+    # every community of the untouched groups is the same community with the same report as before
+    kept = after[[not any(n in t for t in ents[list(e)] for n in changed) for e in after["entity_ids"]]]
+    assert len(kept) == update.communities_reused and set(kept["id"]) <= set(communities_before["id"])
+    kept_reports = reports_after[reports_after["community"].isin(kept["community"])]
+    assert set(kept_reports["id"]) <= set(reports_before["id"])
+    assert first.communities_reused == 0 and "communities: " in update.summary()

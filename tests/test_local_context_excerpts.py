@@ -3,6 +3,8 @@ units instead of a few whole ones, within budget, marked truncated with exact of
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from shared_context.index import Index
@@ -116,3 +118,21 @@ def test_evidence_benchmark_credits_exactly_the_excerpts_shown() -> None:
             hidden = next(i for i in range(0, len(text), 50)
                           if all(b <= i or i + 20 <= a for a, b in r["excerpts"]))
             assert not span_hit(("book", 10_000 * p + hidden, 10_000 * p + hidden + 20), ranges)
+
+
+def test_excerpt_mode_is_the_default_and_settable_in_graphroute_toml(tmp_path: Path) -> None:
+    from engines.config import ConfigError, load_config
+
+    index = _index()
+    ctx = LocalContextBuilder(index).build(QUESTION, max_context_tokens=1500)
+    assert any(r.get("truncated") and r.get("excerpts") for r in _sources(ctx))
+    cfg_file = tmp_path / "graphroute.toml"
+    cfg_file.write_text("[local]\nexcerpt_tokens = 300\nexcerpt_weight = 0.5\n[drift]\nlocal_search_excerpt_tokens = 150\n")
+    cfg = load_config(cfg_file, env={})
+    assert (cfg.local.excerpt_tokens, cfg.local.excerpt_weight) == (300, 0.5)
+    assert cfg.drift.local_context().excerpt_tokens == 150
+    cfg_file.write_text("[local]\nexcerpt_tokens = 0\n")  # 0: whole units
+    assert load_config(cfg_file, env={}).local.excerpt_tokens == 0
+    cfg_file.write_text("[local]\nexcerpt_tokens = -5\n")
+    with pytest.raises(ConfigError, match="excerpt_tokens"):
+        load_config(cfg_file, env={})

@@ -76,7 +76,7 @@ def test_hybrid_never_exceeds_the_budget_and_marks_a_trimmed_unit(budget: int) -
     index = _index(with_vectors=True)
     qv = np.ones(8, dtype=np.float32)
     ctx = LocalContextBuilder(index).build("Alpha and the lighthouse keeper", text_unit_strategy="hybrid",
-                                           query_vector=qv, max_context_tokens=budget)
+                                           query_vector=qv, max_context_tokens=budget, excerpt_tokens=0)
     assert ctx.tokens == index.tokenizer.count(ctx.text) <= budget
     sources = ctx.section("Sources")
     if sources is not None:
@@ -92,7 +92,8 @@ def test_hybrid_never_exceeds_the_budget_and_marks_a_trimmed_unit(budget: int) -
 def test_room_left_after_whole_units_goes_to_one_trimmed_unit() -> None:
     index = _index(filler=FILLER * 4)  # units of ~480 tokens
     ctx = LocalContextBuilder(index).build("Alpha and the lighthouse keeper", text_unit_strategy="hybrid",
-                                           max_context_tokens=2000, text_unit_prop=0.8, community_prop=0.0)
+                                           max_context_tokens=2000, text_unit_prop=0.8, community_prop=0.0,
+                                           excerpt_tokens=0)  # whole-unit mode
     records = ctx.section("Sources").in_context  # type: ignore[union-attr]
     flags = [bool(r.get("truncated")) for r in records]
     assert len(flags) >= 3 and flags[-1] and not any(flags[:-1])

@@ -117,7 +117,7 @@ def test_index_signals_change_a_decision_the_wording_leaves_open(calls_index: An
 
 
 @pytest.mark.parametrize("question", ["Purple monkey dishwasher?", "asdf qwerty zxcv", "Lorem ipsum dolor sit amet",
-                                      "🙂🙂🙂", "Bananas."])
+                                      "🙂🙂🙂", "Bananas.", "紫色猴子洗碗机？", "啊啊啊啊"])
 def test_odd_questions_get_low_confidence(question: str, calls_index: Any) -> None:
     d = classify(question)
     assert d.confidence < THRESHOLD, d.probabilities
@@ -169,11 +169,12 @@ def test_scope_nudges_are_fitted_in_the_direction_the_data_shows() -> None:
     # the wording says local, but whenever the words spread thinly over the index the answer was global
     rows = [_measured("global", (0.6, 0.3, 0.1), "thin_spread")] * 20 + \
            [_measured("local", (0.6, 0.3, 0.1), "one_document")] * 20 + \
-           [_measured("local", (0.7, 0.2, 0.1), "specific_entity")] * 20
+           [_measured("local", (0.7, 0.2, 0.1), "one_specific_entity")] * 20
     weights = scope_fit.fit_weights(rows, penalty=0.01)
     thin = weights[SITUATIONS.index("thin_spread")]
     assert thin[CLASSES.index("global")] > thin[CLASSES.index("local")] + 0.3
-    assert np.abs(weights).max() <= scope_fit.MAX_NUDGE * 2  # bounded (rows are centred after the bounded fit)
+    assert np.abs(weights).max() <= scope_fit.MAX_NUDGE + 1e-9
+    assert (weights[scope_fit.SIGNS > 0] >= 0).all() and (weights[scope_fit.SIGNS < 0] <= 0).all()
     assert scope_fit._accuracy(rows, weights) == 1.0 and scope_fit._accuracy(rows, None) < 1.0
 
 
@@ -183,3 +184,21 @@ def test_the_packaged_model_carries_fitted_scope_nudges() -> None:
     assert not np.allclose(model.scope_weights, DEFAULT_WEIGHTS)  # fitted, not the hand-set starting point
     bonus, _ = adjust(IndexScope(documents=("Episode_29",)), model.scope_weights)
     assert bonus[CLASSES.index("local")] > bonus[CLASSES.index("global")]
+
+
+# Frequency words do not make a question corpus-wide by themselves: about one thing they ask for a fact,
+# about a population of speakers or documents they ask for the whole collection. Written for this test.
+FREQUENCY_FACTS = ["What is the most common complication of a broken hip?", "How is Lyme disease usually diagnosed?",
+                   "骨折后最常见的并发症是什么？", "这种鸟一般在哪里筑巢？"]
+FREQUENCY_POPULATIONS = ["What do the callers most commonly complain about?",
+                         "Do the reviewers usually mention the service?", "评论者们一般怎么评价这些餐馆？",
+                         "来电的客户最常问什么？"]
+ROLE_PLAY = ["You are a ship's surgeon; write a log entry about the fever outbreak on the Halcyon.",
+             "请以船医的身份写一篇关于哈尔西恩号热病暴发的日志。"]
+
+
+@pytest.mark.parametrize(("question", "engine"), [(q, "local") for q in FREQUENCY_FACTS]
+                         + [(q, "global") for q in FREQUENCY_POPULATIONS] + [(q, "drift") for q in ROLE_PLAY])
+def test_frequency_words_and_role_play_route_by_structure(question: str, engine: str) -> None:
+    d = classify(question)
+    assert d.engine == engine, (question, d.probabilities, d.reasons)

@@ -11,6 +11,7 @@ Vectors come from `lancedb/<name>.lance`, `embeddings.<name>[.<model>].parquet` 
 from __future__ import annotations
 
 import gc
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -97,7 +98,10 @@ def load_index(
 def _load(path: str | Path, *, embedding_dim: int | None, tokenizer: str) -> Index:
     files = locate(path)
     check_build_manifest(files.root, list(files.files.values()))
-    tok = get_tokenizer(tokenizer)
+    # The tokenizer's BPE tables take about a second to parse; that overlaps with reading the tables.
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="graphroute-tokenizer")
+    tok_future = pool.submit(get_tokenizer, tokenizer)
+    pool.shutdown(wait=False)
     warnings: list[str] = []
 
     store = DerivedStore.for_tables(files.root.resolve(), files.files)
@@ -143,7 +147,7 @@ def _load(path: str | Path, *, embedding_dim: int | None, tokenizer: str) -> Ind
         documents=documents,
         version=version,
         path=files.root,
-        tokenizer=tok,
+        tokenizer=tok_future.result(),
         source_files={table: p.name for table, p in files.files.items()},
         warnings=warnings,
         store=store,

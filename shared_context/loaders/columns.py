@@ -131,6 +131,23 @@ class TableData:
                 return shared
         return [default if v is None else v for v in col.to_pylist()]
 
+    def arrow_text(self, column: str, *, required: bool = True, default: str = "") -> pa.Array | list[str]:
+        """A text column kept in Arrow (nulls -> `default`) when the file stored it as text; otherwise
+        the same as `strings`. Large tables then never hold their texts as Python strings at load."""
+        col = self._column(column, required)
+        if col is not None and not self.from_csv and (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)):
+            return col.combine_chunks().fill_null(default)
+        return self.strings(column, required=required, default=default)
+
+    def arrow_str_lists(self, column: str) -> pa.Array | list[list[str]]:
+        """A list<string> column kept in Arrow when it has no null lists or items; else `str_lists`."""
+        col = self._column(column, False)
+        if col is not None and not self.from_csv and pa.types.is_list(col.type) and pa.types.is_string(col.type.value_type):
+            arr = col.combine_chunks()
+            if arr.null_count == 0 and arr.values.null_count == 0:
+                return arr
+        return self.str_lists(column)
+
     def _numeric(self, column: str, required: bool) -> np.ndarray | None:
         arr = self._numeric_values(column, required)
         if arr is not None:

@@ -54,12 +54,15 @@ class LargeTables:
     from_store: bool = False
 
 
-def build(name: str, data: TableData, columns: dict[str, list[Any]], warnings: list[str]) -> RecordTable[Any]:
+def build(name: str, data: TableData, columns: dict[str, Any], warnings: list[str]) -> RecordTable[Any]:
     """A RecordTable from normalised columns, citation ids repaired (warnings appended)."""
     repaired = repair_short_id_values(columns["short_id"], data.file, warnings)
     if repaired is not None:
         columns["short_id"] = repaired
-    arrays = {k: pa.array(v, type=_TYPES.get(k, pa.string())) for k, v in columns.items()}
+    arrays = {
+        k: v if isinstance(v, pa.Array | pa.ChunkedArray) else pa.array(v, type=_TYPES.get(k, pa.string()))
+        for k, v in columns.items()
+    }
     columns.clear()  # the Python lists can go before the next table is read
     return RecordTable(_CLASSES[name], pa.table(arrays))
 
@@ -78,6 +81,7 @@ def load(store: DerivedStore) -> LargeTables | None:
             tables[name] = RecordTable(cls, table)
         except ValueError:
             return None
+        tables[name].validated = True  # stored only after the Index built from it validated
         columns[name] = list(meta.get("columns", []))
         warnings[name] = list(meta.get("warnings", []))
     return LargeTables(tables, columns, warnings, from_store=True)

@@ -19,6 +19,8 @@ import dataclasses
 from collections import defaultdict
 from typing import Any, TypeVar
 
+import pyarrow as pa
+
 from shared_context.loaders.columns import TableData
 from shared_context.records import (
     Claim,
@@ -80,8 +82,8 @@ def entity_columns(t: TableData, node_degree: dict[str, int]) -> dict[str, list[
         "short_id": _short_ids(t),
         "title": titles,
         "type": t.strings("type", required=False),
-        "description": t.strings("description", required=False),
-        "text_unit_ids": t.str_lists("text_unit_ids"),
+        "description": t.arrow_text("description", required=False),
+        "text_unit_ids": t.arrow_str_lists("text_unit_ids"),
         "frequency": t.ints("frequency", required=False),
         "degree": degrees,
     }
@@ -96,10 +98,10 @@ def relationship_columns(t: TableData) -> dict[str, list[Any]]:
         "short_id": _short_ids(t),
         "source": t.strings("source", non_empty=True, intern=True),
         "target": t.strings("target", non_empty=True, intern=True),
-        "description": t.strings("description", required=False),
+        "description": t.arrow_text("description", required=False),
         "weight": t.floats("weight", required=False, default=1.0),
         "combined_degree": t.ints(degree_col, required=False) if degree_col else [0] * len(t),
-        "text_unit_ids": t.str_lists("text_unit_ids"),
+        "text_unit_ids": t.arrow_str_lists("text_unit_ids"),
     }
 
 
@@ -113,18 +115,19 @@ def text_unit_columns(t: TableData) -> dict[str, list[Any]]:
     return {
         "id": t.strings("id", non_empty=True, intern=True),
         "short_id": _short_ids(t),
-        "text": t.strings("text"),
+        "text": t.arrow_text("text"),
         "n_tokens": t.ints("n_tokens", required=False),
         "document_id": doc_ids,
-        "entity_ids": t.str_lists("entity_ids"),
-        "relationship_ids": t.str_lists("relationship_ids"),
-        "covariate_ids": t.str_lists("covariate_ids"),
+        "entity_ids": t.arrow_str_lists("entity_ids"),
+        "relationship_ids": t.arrow_str_lists("relationship_ids"),
+        "covariate_ids": t.arrow_str_lists("covariate_ids"),
     }
 
 
 def _records(cls: type[R], columns: dict[str, list[Any]]) -> list[R]:
     names = [f.name for f in dataclasses.fields(cls)]  # type: ignore[arg-type]
-    return [cls(*row) for row in zip(*(columns[n] for n in names), strict=True)]
+    values = [c.to_pylist() if isinstance(c, pa.Array | pa.ChunkedArray) else c for c in (columns[n] for n in names)]
+    return [cls(*row) for row in zip(*values, strict=True)]
 
 
 def build_entities(t: TableData, node_degree: dict[str, int]) -> list[Entity]:
