@@ -140,7 +140,7 @@ def select_excerpts(
     if not windows or budget <= 0:
         return []
     terms = [per_unit[r][a].terms + (per_unit[r][b].terms if b != a else ()) for r, a, b in windows]
-    relevance = BM25(terms).scores(lexical_terms(query))
+    relevance = BM25.query_scores(terms, lexical_terms(query))
     top = float(relevance.max())
     if top > 0:
         relevance = relevance / top

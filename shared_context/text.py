@@ -171,15 +171,25 @@ class BM25:
     """
 
     def __init__(
-        self, docs: Sequence[Sequence[str]], *, k1: float = 1.2, b: float = 0.75, dtype: type = np.float64
+        self,
+        docs: Sequence[Sequence[str]],
+        *,
+        k1: float = 1.2,
+        b: float = 0.75,
+        dtype: type = np.float64,
+        lengths: Sequence[int] | None = None,
     ) -> None:
+        """`lengths`: the documents' lengths in terms when `docs` holds only some of their terms
+        (`query_scores` keeps just the query's terms; BM25 still needs each document's full length)."""
+        if lengths is not None and len(lengths) != len(docs):
+            raise ValueError(f"lengths has {len(lengths)} entries for {len(docs)} documents")
         vocab: dict[str, int] = {}
         self.vocab: TermLookup = vocab
         doc_ids: list[int] = []
         term_ids: list[int] = []
-        lengths = np.zeros(len(docs), dtype=np.float64)
+        doc_lengths = np.zeros(len(docs), dtype=np.float64)
         for d, terms in enumerate(docs):
-            lengths[d] = len(terms)
+            doc_lengths[d] = len(terms) if lengths is None else lengths[d]
             ids = [vocab.setdefault(t, len(vocab)) for t in terms]
             term_ids.extend(ids)
             doc_ids.extend([d] * len(ids))
@@ -198,12 +208,25 @@ class BM25:
         tf.sum_duplicates()
         df = np.diff(tf.indptr).astype(np.float64)
         idf = np.log1p((n_docs - df + 0.5) / (df + 0.5))
-        avgdl = max(float(lengths.mean()), 1e-9)
-        norm = k1 * (1 - b + b * lengths / avgdl)  # per document
+        avgdl = max(float(doc_lengths.mean()), 1e-9)
+        norm = k1 * (1 - b + b * doc_lengths / avgdl)  # per document
         term_of_entry = np.repeat(np.arange(n_terms), np.diff(tf.indptr))
         values = tf.data
         tf.data = (idf[term_of_entry] * values * (k1 + 1) / (values + norm[tf.indices])).astype(dtype)
         self.matrix = tf
+
+    @classmethod
+    def query_scores(
+        cls, docs: Sequence[Sequence[str]], query: Sequence[str], *, k1: float = 1.2, b: float = 0.75
+    ) -> np.ndarray:
+        """`BM25(docs).scores(query)` for a one-off query, computed from the query's terms only.
+
+        The same numbers (a document's score needs only its length and the query terms' frequencies), without
+        indexing every term of every document: per-question scoring of candidate passages and sentences
+        would otherwise spend its time building a vocabulary the query never reads."""
+        wanted = set(query)
+        kept = [[t for t in terms if t in wanted] for terms in docs]
+        return cls(kept, k1=k1, b=b, lengths=[len(terms) for terms in docs]).scores(query)
 
     @classmethod
     def from_postings(cls, vocab: TermLookup, postings: Postings, n_docs: int) -> BM25:

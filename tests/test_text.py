@@ -75,3 +75,18 @@ def test_sentences_respect_abbreviations_markdown_and_chinese() -> None:
         "李文表示同意！",
         "End",
     ]
+
+
+def test_query_scores_equal_a_full_bm25_over_the_same_documents() -> None:
+    """The query-only path is an optimisation: the same numbers as indexing every term."""
+    rng = np.random.default_rng(7)
+    words = [f"w{i}" for i in range(40)]
+    for _ in range(25):
+        docs = [list(rng.choice(words, size=int(rng.integers(0, 30)))) for _ in range(int(rng.integers(1, 40)))]
+        query = list(rng.choice(words + ["absent"], size=int(rng.integers(1, 6))))
+        np.testing.assert_array_equal(BM25.query_scores(docs, query), BM25(docs).scores(query))
+
+
+def test_lengths_must_match_the_documents() -> None:
+    with pytest.raises(ValueError, match="lengths has 1 entries for 2 documents"):
+        BM25([["a"], ["b"]], lengths=[3])

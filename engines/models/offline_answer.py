@@ -152,7 +152,7 @@ def rank_candidates(cands: list[Candidate], question: str, entities: list[str]) 
     query, _broad = question_terms(question)
     if not query or not cands:
         return []
-    bm25_scores = BM25([c.terms for c in cands]).scores(query)
+    bm25_scores = BM25.query_scores([c.terms for c in cands], query)
     folded_entities = [e.casefold() for e in entities]
     ranked = []
     for i, c in enumerate(cands):

@@ -115,7 +115,7 @@ def global_map(parsed: ParsedPrompt, question: str) -> MapResponse:
     analysed = [_report_sentences(table, r) for r in rows]
     per_report = [[s for s, _ in a] for a in analysed]
     sentence_terms = [list(t) for a in analysed for _, t in a]
-    bm25_scores = BM25(sentence_terms).scores(query)
+    bm25_scores = BM25.query_scores(sentence_terms, query)
     offsets = [sum(len(s) for s in per_report[:i]) for i in range(len(per_report))]
     batch_terms = [t for r in rows for t in terms(r.get(title_col, "") if title_col else "")]
     batch_terms += [t for doc in sentence_terms for t in doc]
