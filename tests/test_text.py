@@ -83,7 +83,7 @@ def test_query_scores_equal_a_full_bm25_over_the_same_documents() -> None:
     words = [f"w{i}" for i in range(40)]
     for _ in range(25):
         docs = [list(rng.choice(words, size=int(rng.integers(0, 30)))) for _ in range(int(rng.integers(1, 40)))]
-        query = list(rng.choice(words + ["absent"], size=int(rng.integers(1, 6))))
+        query = list(rng.choice([*words, "absent"], size=int(rng.integers(1, 6))))
         np.testing.assert_array_equal(BM25.query_scores(docs, query), BM25(docs).scores(query))
 
 
