@@ -47,6 +47,7 @@ class Block:
     end: int
     tokens: int
     terms: tuple[str, ...]  # lexical terms (BM25)
+    term_set: frozenset[str]  # the same, for a quick "does the question touch this block" test
 
 
 @dataclass
@@ -94,7 +95,8 @@ def unit_blocks(index: Any, unit: int, block_tokens: int) -> list[Block]:
     for end in _cuts(text, target_chars):
         if end > start:
             piece = text[start:end]
-            blocks.append(Block(start, end, tok.count(piece), tuple(lexical_terms(piece))))
+            piece_terms = tuple(lexical_terms(piece))
+            blocks.append(Block(start, end, tok.count(piece), piece_terms, frozenset(piece_terms)))
         start = end
     cache[key] = blocks
     return blocks
@@ -139,8 +141,15 @@ def select_excerpts(
         windows.extend((r, b, b + 1) for b in range(len(blocks) - 1))
     if not windows or budget <= 0:
         return []
-    terms = [per_unit[r][a].terms + (per_unit[r][b].terms if b != a else ()) for r, a, b in windows]
-    relevance = BM25.query_scores(terms, lexical_terms(query))
+    query_terms = lexical_terms(query)
+    wanted = frozenset(query_terms)
+    # BM25 reads only the question's terms of a window, plus its length: filter each block once (most
+    # blocks share no term with the question) instead of indexing every term of every window.
+    kept = [[[t for t in blk.terms if t in wanted] if blk.term_set & wanted else [] for blk in blocks]
+            for blocks in per_unit]
+    terms = [kept[r][a] + kept[r][b] if b != a else kept[r][a] for r, a, b in windows]
+    lengths = [len(per_unit[r][a].terms) + (len(per_unit[r][b].terms) if b != a else 0) for r, a, b in windows]
+    relevance = BM25(terms, lengths=lengths).scores(query_terms)
     top = float(relevance.max())
     if top > 0:
         relevance = relevance / top
