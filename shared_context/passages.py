@@ -26,6 +26,7 @@ Pure and deterministic: ties go to the better-ranked unit, then the earlier bloc
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -47,7 +48,16 @@ class Block:
     end: int
     tokens: int
     terms: tuple[str, ...]  # lexical terms (BM25)
-    term_set: frozenset[str]  # the same, for a quick "does the question touch this block" test
+    counts: dict[str, int]  # the same as term -> frequency: a question reads a few terms, not all of them
+
+    def query_terms(self, wanted: Sequence[str]) -> list[str]:
+        """This block's occurrences of the (unique) `wanted` terms."""
+        out: list[str] = []
+        for term in wanted:
+            n = self.counts.get(term)
+            if n:
+                out += [term] * n
+        return out
 
 
 @dataclass
@@ -96,7 +106,7 @@ def unit_blocks(index: Any, unit: int, block_tokens: int) -> list[Block]:
         if end > start:
             piece = text[start:end]
             piece_terms = tuple(lexical_terms(piece))
-            blocks.append(Block(start, end, tok.count(piece), piece_terms, frozenset(piece_terms)))
+            blocks.append(Block(start, end, tok.count(piece), piece_terms, dict(Counter(piece_terms))))
         start = end
     cache[key] = blocks
     return blocks
@@ -142,11 +152,10 @@ def select_excerpts(
     if not windows or budget <= 0:
         return []
     query_terms = lexical_terms(query)
-    wanted = frozenset(query_terms)
-    # BM25 reads only the question's terms of a window, plus its length: filter each block once (most
-    # blocks share no term with the question) instead of indexing every term of every window.
-    kept = [[[t for t in blk.terms if t in wanted] if blk.term_set & wanted else [] for blk in blocks]
-            for blocks in per_unit]
+    wanted = list(dict.fromkeys(query_terms))
+    # BM25 reads only the question's terms of a window, plus its length: take them from each block's term
+    # counts once instead of indexing every term of every window.
+    kept = [[blk.query_terms(wanted) for blk in blocks] for blocks in per_unit]
     terms = [kept[r][a] + kept[r][b] if b != a else kept[r][a] for r, a, b in windows]
     lengths = [len(per_unit[r][a].terms) + (len(per_unit[r][b].terms) if b != a else 0) for r, a, b in windows]
     relevance = BM25(terms, lengths=lengths).scores(query_terms)
