@@ -97,7 +97,8 @@ def exact_tokens(text: str) -> list[str]:
 def word_terms(words: list[str]) -> list[str]:
     """The lexical term of each lower-cased, non-CJK word ("" for a stopword), aligned with `words`."""
     get = _TERM_OF.get
-    return [get(w) or _term(w) for w in words]
+    # `is not None`, not `or`: a stopword's cached term is "" and must not be recomputed every time
+    return [t if (t := get(w)) is not None else _term(w) for w in words]
 
 
 def lexical_terms(text: str) -> list[str]:
