@@ -40,17 +40,9 @@ def rss_mb() -> float:
 
 
 def ensure_index(n_entities: int) -> Path:
-    from benchmarks.synthetic_index import write_synthetic_index
+    from benchmarks.synthetic_index import ensure_synthetic_index
 
-    out = BENCH_DIR / f"synthetic-{n_entities}"
-    marker = out / ".complete"
-    if not marker.exists():
-        out.mkdir(parents=True, exist_ok=True)
-        started = time.perf_counter()
-        counts = write_synthetic_index(out, n_entities, seed=0)
-        marker.write_text(json.dumps(counts))
-        print(f"  wrote {out} in {time.perf_counter() - started:.1f} s: {counts}", flush=True)
-    return out
+    return ensure_synthetic_index(BENCH_DIR, n_entities)
 
 
 def _queries(index: object, rng: np.random.Generator) -> list[str]:

@@ -52,17 +52,9 @@ def peak_rss_mb() -> float:
 
 
 def ensure_index(n_entities: int, index_dir: Path) -> Path:
-    from benchmarks.synthetic_index import write_synthetic_index
+    from benchmarks.synthetic_index import ensure_synthetic_index
 
-    out = index_dir / f"synthetic-{n_entities}"
-    marker = out / ".complete"
-    if not marker.exists():
-        out.mkdir(parents=True, exist_ok=True)
-        started = time.perf_counter()
-        counts = write_synthetic_index(out, n_entities, seed=0)
-        marker.write_text(json.dumps(counts))
-        print(f"  generated {out} in {time.perf_counter() - started:.0f} s: {counts}", flush=True)
-    return out
+    return ensure_synthetic_index(index_dir, n_entities)
 
 
 def questions(titles: list[str], n: int = N_QUERIES, seed: int = 1) -> list[str]:

@@ -460,6 +460,20 @@ def _write_claims(
     return n
 
 
+
+def ensure_synthetic_index(root: Path, n_entities: int) -> Path:
+    """`root/synthetic-N`, generated once (seed 0) and reused while its `.complete` marker exists."""
+    out = root / f"synthetic-{n_entities}"
+    marker = out / ".complete"
+    if not marker.exists():
+        out.mkdir(parents=True, exist_ok=True)
+        started = time.perf_counter()
+        counts = write_synthetic_index(out, n_entities, seed=0)
+        marker.write_text(json.dumps(counts))
+        print(f"  generated {out} in {time.perf_counter() - started:.1f} s: {counts}", flush=True)
+    return out
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="Write a synthetic GraphRAG-v3 index (parquet).")
     parser.add_argument("--entities", type=int, default=10_000)

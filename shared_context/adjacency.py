@@ -15,6 +15,8 @@ from typing import Any, overload
 
 import numpy as np
 
+from shared_context.record_table import row_position
+
 __all__ = ["Adjacency", "group"]
 
 
@@ -52,11 +54,7 @@ class Adjacency(Sequence[list[int]]):
     def __getitem__(self, i: int | slice) -> list[int] | list[list[int]]:
         if isinstance(i, slice):
             return [self[j] for j in range(*i.indices(len(self)))]
-        n = len(self)
-        if i < 0:
-            i += n
-        if not 0 <= i < n:
-            raise IndexError(f"row {i} out of range for {n} rows")
+        i = row_position(i, len(self))
         rows: list[int] = self.indices[int(self.indptr[i]) : int(self.indptr[i + 1])].tolist()
         return rows
 

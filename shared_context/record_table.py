@@ -25,6 +25,15 @@ T = TypeVar("T")
 _CHUNK = 8192
 
 
+
+def row_position(i: int, n: int) -> int:
+    """`i` as a row position in `0..n-1` (negative counts from the end, as for a list), or IndexError."""
+    if i < 0:
+        i += n
+    if not 0 <= i < n:
+        raise IndexError(f"row {i} out of range for {n} rows")
+    return i
+
 class RecordTable(Sequence[T], Generic[T]):
     """Rows of `table` as `cls` records (column names are the dataclass's field names)."""
 
@@ -51,11 +60,7 @@ class RecordTable(Sequence[T], Generic[T]):
     def __getitem__(self, i: int | slice) -> T | list[T]:
         if isinstance(i, slice):
             return [self[j] for j in range(*i.indices(len(self)))]
-        n = len(self)
-        if i < 0:
-            i += n
-        if not 0 <= i < n:
-            raise IndexError(f"row {i} out of range for {n} rows")
+        i = row_position(i, len(self))
         record = self._made.get(i)
         if record is None:
             record = self.cls(*(get(i) for get in self._columns))
