@@ -32,8 +32,12 @@ def _offline_model_environment() -> Iterator[None]:
 
 
 @pytest.fixture(scope="session", autouse=True)
-def _isolated_token_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """Token counts are cached on disk; tests use a fresh cache so they never touch ~/.cache."""
+def _isolated_token_cache(
+    _offline_model_environment: None, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[None]:
+    """Token counts, derived structures and search tables are cached on disk; tests use a fresh cache so they never
+    touch ~/.cache. Requests the environment fixture so it runs after it: autouse fixtures of one scope run in name
+    order, and that fixture clears every GRAPHROUTE_* variable, this one's included."""
     old = os.environ.get("GRAPHROUTE_CACHE_DIR")
     os.environ["GRAPHROUTE_CACHE_DIR"] = str(tmp_path_factory.mktemp("graphroute-cache"))
     yield
