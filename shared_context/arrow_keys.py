@@ -52,10 +52,13 @@ def count_distinct(values: pa.Array | pa.ChunkedArray) -> int:
 
 def index_in(values: pa.Array | pa.ChunkedArray, keys: pa.Array | pa.ChunkedArray) -> np.ndarray:
     """Position of each value among `keys` (the first equal key), -1 when absent or null: int64."""
-    arr, key_arr = _as_string_array(values), _as_string_array(keys)
-    if len(key_arr) <= _SPLIT_ABOVE:
-        found = pc.index_in(arr, value_set=key_arr)
-        return np.asarray(found.fill_null(-1).to_numpy(zero_copy_only=False), dtype=np.int64)
+    key_arr = _as_string_array(keys)
+    if len(key_arr) <= _SPLIT_ABOVE:  # values read in place (chunked or not)
+        text = values if values.type == pa.string() else values.cast(pa.string())
+        found = pc.index_in(text, value_set=key_arr).fill_null(-1)
+        return np.asarray(found.to_numpy() if isinstance(found, pa.ChunkedArray) else found.to_numpy(zero_copy_only=False),
+                          dtype=np.int64)
+    arr = _as_string_array(values)
     out = np.full(len(arr), -1, dtype=np.int64)
     value_groups = _groups(arr)
     key_groups = _groups(key_arr)

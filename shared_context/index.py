@@ -144,14 +144,15 @@ def _lookup_lists(lists: Sequence[Sequence[str]] | pa.ChunkedArray, pos: Keys) -
     """Flatten id lists (Python lists, or an Arrow list column flattened in Arrow) into (row, target
     position) pairs; returns also the number of unknown ids."""
     if isinstance(lists, pa.ChunkedArray):
-        arr = lists.combine_chunks()
-        lengths = np.asarray(pc.list_value_length(arr).fill_null(0).to_numpy(zero_copy_only=False), dtype=np.int64)
-        flat: Values = pc.list_flatten(arr)
+        lengths = np.asarray(pc.list_value_length(lists).fill_null(0).to_numpy(), dtype=np.int64)
+        flat: Values = pa.chunked_array([chunk.flatten() for chunk in lists.chunks], type=lists.type.value_type)
     else:
         lengths = np.array(list(map(len, lists)), dtype=np.int64)
         flat = list(chain.from_iterable(lists))
     rows = np.repeat(np.arange(len(lengths), dtype=np.int64), lengths)
-    targets = _positions(flat, pos)
+    del lengths
+    targets = _positions(flat, pos)  # the flattened ids are read in place: no copy of the list column
+    del flat
     ok = targets >= 0
     return rows[ok], targets[ok], int((~ok).sum())
 
@@ -497,32 +498,39 @@ class Index:
             _set_values(self.relationships, "text_unit_ids", [[unit_ids[j] for j in u] for u in rel_units])
 
     def _compute_text_unit_links(self) -> dict[str, np.ndarray]:
+        # One side of the links at a time, grouped and its scratch arrays freed before the next: at 1M
+        # entities each id list holds millions of entries.
         n_ent, n_tu = len(self.entities), len(self.text_units)
-        unit_keys = self._keys("text_units", "id")
-        e_rows, e_tus, e_bad = _lookup_lists(_column(self.entities, "text_unit_ids"), unit_keys)
-        t_rows, t_ents, t_bad = _lookup_lists(_column(self.text_units, "entity_ids"), self._keys("entities", "id"))
-        self._warn_dangling(e_bad, "entities", "text_unit_ids", "text unit")
-        self._warn_dangling(t_bad, "text_units", "entity_ids", "entity")
-        ents, tus = _unique_pairs(np.concatenate([e_rows, t_ents]), np.concatenate([e_tus, t_rows]), n_tu)
-        r_rows, r_tus, r_bad = _lookup_lists(_column(self.relationships, "text_unit_ids"), unit_keys)
-        u_rows, u_rels, u_bad = _lookup_lists(
-            _column(self.text_units, "relationship_ids"), self._keys("relationships", "id")
+        ents, tus, from_entities, from_units = self._link_pairs(
+            ("entities", "text_unit_ids", "text unit"), ("text_units", "entity_ids", "entity"), "entities"
         )
-        self._warn_dangling(r_bad, "relationships", "text_unit_ids", "text unit")
-        self._warn_dangling(u_bad, "text_units", "relationship_ids", "relationship")
-        rels, tus2 = _unique_pairs(np.concatenate([r_rows, u_rels]), np.concatenate([r_tus, u_rows]), n_tu)
-        fill = [
-            len(t_rows) == 0 and len(ents) > 0,
-            len(e_rows) == 0 and len(ents) > 0,
-            len(u_rows) == 0 and len(rels) > 0,
-            len(r_rows) == 0 and len(rels) > 0,
-        ]
-        return {
-            **group(ents, tus, n_ent).arrays("etu"),
-            **group(tus, ents, n_tu).arrays("tue"),
-            **group(tus2, rels, n_tu).arrays("tur"),
-            "fill": np.array(fill, dtype=np.int8),
-        }
+        fill = [not from_units and len(ents) > 0, not from_entities and len(ents) > 0]
+        out = {**group(ents, tus, n_ent).arrays("etu"), **group(tus, ents, n_tu).arrays("tue")}
+        del ents, tus
+        rels, tus2, from_relationships, from_units = self._link_pairs(
+            ("relationships", "text_unit_ids", "text unit"), ("text_units", "relationship_ids", "relationship"),
+            "relationships",
+        )
+        fill += [not from_units and len(rels) > 0, not from_relationships and len(rels) > 0]
+        out.update(group(tus2, rels, n_tu).arrays("tur"))
+        return {**out, "fill": np.array(fill, dtype=np.int8)}
+
+    def _link_pairs(
+        self, owner: tuple[str, str, str], units: tuple[str, str, str], target: str
+    ) -> tuple[np.ndarray, np.ndarray, bool, bool]:
+        """Unique (record position, text unit position) pairs from both sides: the records' unit id lists
+        and the units' record id lists; plus whether each side named any."""
+        table, column, what = owner
+        rows, tus, bad = _lookup_lists(_column(getattr(self, table), column), self._keys("text_units", "id"))
+        self._warn_dangling(bad, table, column, what)
+        u_table, u_column, u_what = units
+        u_rows, targets, u_bad = _lookup_lists(_column(self.text_units, u_column), self._keys(target, "id"))
+        self._warn_dangling(u_bad, u_table, u_column, u_what)
+        named = (len(rows) > 0, len(u_rows) > 0)
+        a, b = np.concatenate([rows, targets]), np.concatenate([tus, u_rows])
+        del rows, tus, u_rows, targets
+        pairs = _unique_pairs(a, b, len(self.text_units))
+        return pairs[0], pairs[1], named[0], named[1]
 
     def _warn_dangling(self, count: int, table: str, column: str, what: str) -> None:
         if count:
