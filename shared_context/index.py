@@ -32,7 +32,6 @@ from typing import Any, TypeAlias, cast
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from shared_context.adjacency import Adjacency, group
 from shared_context.derived_store import DerivedStore, cache_root
@@ -95,6 +94,8 @@ _ID_MAPS = {
 
 def _check_unique_column(records: RecordTable[Any], field: str, file: str, column: str) -> None:
     """IndexFormatError on duplicates, checked in Arrow without building a dict."""
+    import pyarrow.compute as pc  # imported on first use: ~50 ms at import time
+
     col = records.arrow_column(field)
     if pc.count_distinct(col).as_py() == len(col):
         return
@@ -121,6 +122,8 @@ def _positions(values: Sequence[str], pos: Keys) -> np.ndarray:
     """Position of each value among the keys (-1 when absent), hashed in Arrow rather than per-item
     dict lookups (2x faster on millions of ids). `pos` is the Arrow array of the unique keys in row
     order, or a dict mapping them to 0..n-1 in insertion order."""
+    import pyarrow.compute as pc  # imported on first use: ~50 ms at import time
+
     if not values:
         return np.zeros(0, dtype=np.int64)
     keys = pos if isinstance(pos, pa.Array | pa.ChunkedArray) else pa.array(list(pos), type=pa.string())
