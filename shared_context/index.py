@@ -185,7 +185,8 @@ class Index:
     ((R, 2) int64 entity positions, -1 when a title names no entity), `communities_by_level`,
     `reports_by_level` (report positions), `levels`, `text_unit_document` (document position or -1);
     token counts (np.int32, aligned with the lists) `entity_tokens, relationship_tokens,
-    text_unit_tokens, report_tokens, report_summary_tokens, claim_tokens`; `vectors`.
+    text_unit_tokens, report_tokens, report_summary_tokens, claim_tokens`; `vectors`; `derived_store`
+    (the loader's `DerivedStore`, None for an index built in memory).
     """
 
     path: Path | None
@@ -226,6 +227,7 @@ class Index:
     report_summary_tokens: np.ndarray
     claim_tokens: np.ndarray
     vectors: dict[str, VectorTable]
+    derived_store: DerivedStore | None  # where structures derived later (excerpt blocks) are kept
 
     _frozen: bool = False
 
@@ -306,6 +308,7 @@ class Index:
         self._build_documents()
         self._build_token_counts(store)
         self.vectors = {}
+        self.derived_store = store
         if vectors is not None:
             tables = vectors.values() if isinstance(vectors, dict) else vectors
             for table in tables:

@@ -162,6 +162,20 @@ class Postings:
     shape: tuple[int, int]
 
 
+def _idf(n_docs: int, df: np.ndarray) -> np.ndarray:
+    return np.log1p((n_docs - df + 0.5) / (df + 0.5))
+
+
+def _norm(doc_lengths: np.ndarray, k1: float, b: float) -> np.ndarray:
+    avgdl = max(float(doc_lengths.mean()), 1e-9)
+    return k1 * (1 - b + b * doc_lengths / avgdl)
+
+
+def _weights(idf: np.ndarray | float, tf: np.ndarray, norm: np.ndarray, k1: float) -> np.ndarray:
+    """BM25 weight of each (document, term) entry with frequency `tf`."""
+    return idf * tf * (k1 + 1) / (tf + norm)  # type: ignore[no-any-return]
+
+
 class BM25:
     """Okapi BM25 over a fixed list of documents given as term lists, stored as (documents x terms) CSC
     postings so a query touches only the posting lists of its own terms.
@@ -207,13 +221,32 @@ class BM25:
         ).tocsc()
         tf.sum_duplicates()
         df = np.diff(tf.indptr).astype(np.float64)
-        idf = np.log1p((n_docs - df + 0.5) / (df + 0.5))
-        avgdl = max(float(doc_lengths.mean()), 1e-9)
-        norm = k1 * (1 - b + b * doc_lengths / avgdl)  # per document
+        idf = _idf(n_docs, df)
+        norm = _norm(doc_lengths, k1, b)
         term_of_entry = np.repeat(np.arange(n_terms), np.diff(tf.indptr))
-        values = tf.data
-        tf.data = (idf[term_of_entry] * values * (k1 + 1) / (values + norm[tf.indices])).astype(dtype)
+        tf.data = _weights(idf[term_of_entry], tf.data, norm[tf.indices], k1).astype(dtype)
         self.matrix = tf
+
+    @staticmethod
+    def frequency_scores(
+        tf: np.ndarray, lengths: np.ndarray, *, k1: float = 1.2, b: float = 0.75
+    ) -> np.ndarray:
+        """`BM25(docs, lengths=lengths).scores(query)` from the (documents x unique query terms, in query
+        order) term frequencies `tf`: the same numbers, for callers that hold per-document term counts as
+        arrays (excerpt windows) rather than term lists."""
+        n_docs = tf.shape[0]
+        out: np.ndarray = np.zeros(n_docs, dtype=np.float64)
+        if not n_docs:
+            return out
+        present = tf > 0
+        df = present.sum(axis=0).astype(np.float64)
+        idf = _idf(n_docs, df)
+        norm = _norm(np.asarray(lengths, dtype=np.float64), k1, b)
+        for j in range(tf.shape[1]):  # in query order, as `scores` adds them
+            rows = np.flatnonzero(present[:, j])
+            if len(rows):
+                out[rows] += _weights(idf[j], tf[rows, j], norm[rows], k1)
+        return out
 
     @classmethod
     def query_scores(
