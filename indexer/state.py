@@ -14,6 +14,8 @@
   stored vectors stay comparable with new ones.
 - `embedded.json.gz`: the sha256 of the text behind every stored vector and the embedder's
   fingerprint, so an update embeds only new or changed texts and copies the other vectors.
+- `chunks.json.gz`: where each document was cut (character spans and token counts, keyed by the
+  sha512 of its text), so an update tokenises only new documents.
 - `model_reports.json.gz`: model-written community reports keyed by the digest of their model and
   input context, so an update asks the model only about communities whose context changed.
 
@@ -42,8 +44,9 @@ EXTRACTIONS = "extractions.json.gz"
 EMBEDDER = "embedder.npz"
 EMBEDDED = "embedded.json.gz"
 MODEL_REPORTS = "model_reports.json.gz"
+CHUNK_SPANS = "chunks.json.gz"
 LEGACY_CODE_FILES = ("extractions.pkl", "embedder.joblib")  # older formats that could run code: never read
-WRITTEN_BY_BUILD = (MANIFEST, EXTRACTIONS, EMBEDDER, EMBEDDED, MODEL_REPORTS)  # what a build (re)writes in STATE_DIR
+WRITTEN_BY_BUILD = (MANIFEST, EXTRACTIONS, EMBEDDER, EMBEDDED, MODEL_REPORTS, CHUNK_SPANS)  # what a build (re)writes in STATE_DIR
 
 
 @dataclass
@@ -276,6 +279,14 @@ class EmbeddedTexts:
 
     embedder: str
     digests: dict[str, dict[str, str]] = field(default_factory=dict)
+
+
+@dataclass
+class StoredSpans:
+    """Chunk spans per document text (sha512 -> [char start, char end, tokens] per chunk) for `settings`."""
+
+    settings: dict[str, Any]
+    spans: dict[str, list[tuple[int, int, int]]] = field(default_factory=dict)
 
 
 def read_reusable(out_dir: Path, name: str, kind: Any) -> Any:

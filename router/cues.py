@@ -26,6 +26,9 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+from shared_context.text import LazyPattern
 
 CUES_PATH = Path(__file__).resolve().parent / "data" / "cues.json"
 
@@ -34,7 +37,7 @@ CUES_PATH = Path(__file__).resolve().parent / "data" / "cues.json"
 class CueGroup:
     name: str
     reason: str  # how the group is described to a user; `{m}` is replaced by the matched phrases
-    pattern: re.Pattern[str]
+    pattern: LazyPattern  # compiled on the first question: the lexicons are hundreds of alternatives
 
 
 def _group(name: str, reason: str, english: list[str], chinese: list[str]) -> CueGroup:
@@ -43,11 +46,11 @@ def _group(name: str, reason: str, english: list[str], chinese: list[str]) -> Cu
         parts.append(r"\b(?:" + "|".join(english) + r")\b")
     if chinese:
         parts.append("(?:" + "|".join(chinese) + ")")
-    return CueGroup(name, reason, re.compile("|".join(parts), re.IGNORECASE))
+    return CueGroup(name, reason, LazyPattern("|".join(parts), re.IGNORECASE))
 
 
 def load_groups(path: Path = CUES_PATH) -> tuple[CueGroup, ...]:
-    spec = json.loads(path.read_text(encoding="utf-8"))
+    spec: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
     return tuple(_group(g["name"], g["reason"], g.get("en", []), g.get("zh", [])) for g in spec["groups"])
 
 

@@ -32,7 +32,6 @@ from typing import Any, TypeAlias, cast
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from shared_context.adjacency import Adjacency, group
 from shared_context.derived_store import DerivedStore, cache_root
@@ -95,6 +94,8 @@ _ID_MAPS = {
 
 def _check_unique_column(records: RecordTable[Any], field: str, file: str, column: str) -> None:
     """IndexFormatError on duplicates, checked in Arrow without building a dict."""
+    import pyarrow.compute as pc  # imported on first use: ~50 ms at import time
+
     col = records.arrow_column(field)
     if pc.count_distinct(col).as_py() == len(col):
         return
@@ -121,6 +122,8 @@ def _positions(values: Sequence[str], pos: Keys) -> np.ndarray:
     """Position of each value among the keys (-1 when absent), hashed in Arrow rather than per-item
     dict lookups (2x faster on millions of ids). `pos` is the Arrow array of the unique keys in row
     order, or a dict mapping them to 0..n-1 in insertion order."""
+    import pyarrow.compute as pc  # imported on first use: ~50 ms at import time
+
     if not values:
         return np.zeros(0, dtype=np.int64)
     keys = pos if isinstance(pos, pa.Array | pa.ChunkedArray) else pa.array(list(pos), type=pa.string())
@@ -182,7 +185,8 @@ class Index:
     ((R, 2) int64 entity positions, -1 when a title names no entity), `communities_by_level`,
     `reports_by_level` (report positions), `levels`, `text_unit_document` (document position or -1);
     token counts (np.int32, aligned with the lists) `entity_tokens, relationship_tokens,
-    text_unit_tokens, report_tokens, report_summary_tokens, claim_tokens`; `vectors`.
+    text_unit_tokens, report_tokens, report_summary_tokens, claim_tokens`; `vectors`; `derived_store`
+    (the loader's `DerivedStore`, None for an index built in memory).
     """
 
     path: Path | None
@@ -223,6 +227,7 @@ class Index:
     report_summary_tokens: np.ndarray
     claim_tokens: np.ndarray
     vectors: dict[str, VectorTable]
+    derived_store: DerivedStore | None  # where structures derived later (excerpt blocks) are kept
 
     _frozen: bool = False
 
@@ -303,6 +308,7 @@ class Index:
         self._build_documents()
         self._build_token_counts(store)
         self.vectors = {}
+        self.derived_store = store
         if vectors is not None:
             tables = vectors.values() if isinstance(vectors, dict) else vectors
             for table in tables:

@@ -5,7 +5,8 @@ handful, each mostly about something else. Excerpt mode shows the parts of many 
 about instead:
 
 - Blocks: each unit is cut into consecutive, non-overlapping blocks of about `excerpt_tokens / 2`
-  tokens, ending at a sentence end where one is near (`unit_blocks`; cached per index).
+  tokens, ending at a sentence end where one is near (`passage_blocks.py`: computed for all units once
+  per index, kept in the derived store; a question only reads arrays).
 - Windows: two adjacent blocks (a unit of one block is its own window), so a passage that straddles a
   block boundary is still scored as one. Window relevance: BM25 (the project's one BM25, `text.BM25`)
   over the windows of all candidate units, for the question's lexical terms.
@@ -25,39 +26,17 @@ Pure and deterministic: ties go to the better-ranked unit, then the earlier bloc
 
 from __future__ import annotations
 
-import re
-from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from shared_context.linking import lexical_terms
-from shared_context.tables import per_index_cache
+from shared_context.passage_blocks import Block, block_table
 from shared_context.text import BM25
 
 __all__ = ["Block", "Excerpt", "select_excerpts", "unit_blocks"]
-
-# A block ends at the first sentence end found between these fractions of its target length.
-_SENTENCE_END = re.compile(r"[.!?…][\"'”’)\]]*\s+|\n\s*\n")
-_MIN_FRACTION, _MAX_FRACTION = 0.6, 1.4
-
-
-@dataclass(frozen=True)
-class Block:
-    start: int  # character offsets in the unit's text
-    end: int
-    tokens: int
-    terms: tuple[str, ...]  # lexical terms (BM25)
-    counts: dict[str, int]  # the same as term -> frequency: a question reads a few terms, not all of them
-
-    def query_terms(self, wanted: Sequence[str]) -> list[str]:
-        """This block's occurrences of the (unique) `wanted` terms."""
-        out: list[str] = []
-        for term in wanted:
-            n = self.counts.get(term)
-            if n:
-                out += [term] * n
-        return out
 
 
 @dataclass
@@ -71,54 +50,18 @@ class Excerpt:
     whole: bool  # every block shown: the unit verbatim
 
 
-def _cuts(text: str, target_chars: int) -> list[int]:
-    """Block end offsets: about `target_chars` apart, at a sentence end when one is near, else at a space."""
-    ends: list[int] = []
-    start = 0
-    while len(text) - start > target_chars * _MAX_FRACTION:
-        lo, hi = start + int(target_chars * _MIN_FRACTION), start + int(target_chars * _MAX_FRACTION)
-        found = [m.end() for m in _SENTENCE_END.finditer(text, lo, hi)]
-        if found:  # the sentence end nearest the target length
-            cut = min(found, key=lambda e: (abs(e - start - target_chars), e))
-        else:
-            space = text.rfind(" ", lo, start + target_chars)
-            cut = space + 1 if space >= 0 else start + target_chars
-        ends.append(cut)
-        start = cut
-    ends.append(len(text))
-    return ends
-
-
 def unit_blocks(index: Any, unit: int, block_tokens: int) -> list[Block]:
-    """The blocks of one text unit (see the module docstring). Cached per index and block size."""
-    cache: dict[tuple[int, int], list[Block]] = per_index_cache(index, "passages.blocks", dict)
-    key = (unit, block_tokens)
-    hit = cache.get(key)
-    if hit is not None:
-        return hit
-    text = index.text_units[unit].text
-    tok = index.tokenizer
-    total = max(int(index.text_unit_tokens[unit]), 1)
-    target_chars = max(int(block_tokens * len(text) / total), 1)
-    blocks: list[Block] = []
-    start = 0
-    for end in _cuts(text, target_chars):
-        if end > start:
-            piece = text[start:end]
-            piece_terms = tuple(lexical_terms(piece))
-            blocks.append(Block(start, end, tok.count(piece), piece_terms, dict(Counter(piece_terms))))
-        start = end
-    cache[key] = blocks
-    return blocks
+    """The blocks of one text unit (see the module docstring)."""
+    return block_table(index, block_tokens).blocks(unit)
 
 
-def _spans(blocks: Sequence[Block], chosen: set[int]) -> list[tuple[int, int]]:
+def _spans(starts: list[int], ends: list[int], chosen: set[int]) -> list[tuple[int, int]]:
     spans: list[tuple[int, int]] = []
     for b in sorted(chosen):
-        if spans and spans[-1][1] == blocks[b].start:
-            spans[-1] = (spans[-1][0], blocks[b].end)
+        if spans and spans[-1][1] == starts[b]:
+            spans[-1] = (spans[-1][0], ends[b])
         else:
-            spans.append((blocks[b].start, blocks[b].end))
+            spans.append((starts[b], ends[b]))
     return spans
 
 
@@ -142,39 +85,50 @@ def select_excerpts(
         raise ValueError(f"weight and rrf_k must be >= 0, got {weight} and {rrf_k}")
     overhead = row_overhead or (lambda _u: 4)
     units = list(dict.fromkeys(units))
-    block_tokens = max(excerpt_tokens // 2, 1)
-    per_unit = [unit_blocks(index, u, block_tokens) for u in units]
-    windows: list[tuple[int, int, int]] = []  # (unit rank, first block, last block)
-    for r, blocks in enumerate(per_unit):
-        if len(blocks) == 1:
-            windows.append((r, 0, 0))
-        windows.extend((r, b, b + 1) for b in range(len(blocks) - 1))
-    if not windows or budget <= 0:
+    table = block_table(index, max(excerpt_tokens // 2, 1))
+    first = table.unit_ptr[np.asarray(units, dtype=np.int64)] if units else np.zeros(0, dtype=np.int64)
+    n_blocks = table.unit_ptr[np.asarray(units, dtype=np.int64) + 1] - first if units else first
+    # windows (unit rank, first block, last block): adjacent block pairs; a one-block unit is its own window
+    per_unit = np.where(n_blocks == 1, 1, np.maximum(n_blocks - 1, 0))
+    if not per_unit.sum() or budget <= 0:
         return []
+    w_rank = np.repeat(np.arange(len(units)), per_unit)
+    w_a = np.arange(len(w_rank)) - np.repeat(np.cumsum(per_unit) - per_unit, per_unit)
+    w_b = np.where(n_blocks[w_rank] == 1, w_a, w_a + 1)
     query_terms = lexical_terms(query)
-    wanted = list(dict.fromkeys(query_terms))
-    # BM25 reads only the question's terms of a window, plus its length: take them from each block's term
-    # counts once instead of indexing every term of every window.
-    kept = [[blk.query_terms(wanted) for blk in blocks] for blocks in per_unit]
-    terms = [kept[r][a] + kept[r][b] if b != a else kept[r][a] for r, a, b in windows]
-    lengths = [len(per_unit[r][a].terms) + (len(per_unit[r][b].terms) if b != a else 0) for r, a, b in windows]
-    relevance = BM25(terms, lengths=lengths).scores(query_terms)
+    # BM25 over the windows reads only the question's terms of each window plus its length
+    wanted = [t for t in dict.fromkeys(query_terms) if table.vocab.get(t) is not None]
+    ids = [int(table.vocab.get(t)) for t in wanted]  # type: ignore[arg-type]
+    blocks_of = np.repeat(first, n_blocks) + (
+        np.arange(int(n_blocks.sum())) - np.repeat(np.cumsum(n_blocks) - n_blocks, n_blocks))
+    counts = table.query_counts(blocks_of, ids)  # candidate blocks, in unit rank then block order
+    block_at = (np.cumsum(n_blocks) - n_blocks)[w_rank]  # each window's first block row in `counts`
+    a_rows, b_rows = block_at + w_a, block_at + w_b
+    pair = w_b != w_a
+    tf = counts[a_rows] + np.where(pair[:, None], counts[b_rows], 0.0)
+    sizes = table.n_terms[blocks_of].astype(np.int64)
+    lengths = sizes[a_rows] + np.where(pair, sizes[b_rows], 0)
+    relevance = BM25.frequency_scores(tf, lengths)
     top = float(relevance.max())
     if top > 0:
         relevance = relevance / top
-    score = [float(relevance[i]) + weight * (rrf_k + 1) / (rrf_k + r + 1) for i, (r, _, _) in enumerate(windows)]
-    order = sorted(range(len(windows)), key=lambda i: (-score[i], windows[i][0], windows[i][1]))
+    score = relevance + weight * (rrf_k + 1) / (rrf_k + w_rank + 1)
+    order = np.lexsort((w_a, w_rank, -score))
 
+    tokens = table.tokens[blocks_of].tolist()
+    starts, ends = table.start[blocks_of].tolist(), table.end[blocks_of].tolist()
+    offset = (np.cumsum(n_blocks) - n_blocks).tolist()
+    windows = list(zip(w_rank.tolist(), w_a.tolist(), w_b.tolist(), strict=True))
     chosen: dict[int, set[int]] = {}
     first_pick: list[int] = []
     used = 0
-    for i in order:
+    for i in order.tolist():
         r, a, b = windows[i]
         have = chosen.get(r, set())
         new = [x for x in (a, b) if x not in have]
         if not new:
             continue
-        cost = sum(per_unit[r][x].tokens for x in dict.fromkeys(new))
+        cost = sum(tokens[offset[r] + x] for x in dict.fromkeys(new))
         cost += overhead(units[r]) if not have else sum(1 for x in new if x - 1 not in have and x + 1 not in have)
         if used + cost > budget:
             continue
@@ -184,7 +138,7 @@ def select_excerpts(
         chosen.setdefault(r, set()).update(new)
     out: list[Excerpt] = []
     for r in first_pick:
-        blocks, picked = per_unit[r], chosen[r]
-        out.append(Excerpt(units[r], r, _spans(blocks, picked), sum(blocks[x].tokens for x in picked),
-                           len(picked) == len(blocks)))
+        picked, o, n = chosen[r], offset[r], int(n_blocks[r])
+        out.append(Excerpt(units[r], r, _spans(starts[o : o + n], ends[o : o + n], picked),
+                           sum(tokens[o + x] for x in picked), len(picked) == n))
     return out

@@ -41,6 +41,7 @@ def test_update_adding_ten_percent_embeds_only_what_changed(tmp_path: Path) -> N
     out = tmp_path / "index"
     first = build_index_from_documents(docs, out, progress=False)
     embedder_sha = _sha(out / "graphroute" / "embedder.npz")
+    embedder_inode = (out / "graphroute" / "embedder.npz").stat().st_ino
     units_before = _vectors(out, "text_unit_text")
     assert first.vectors_reused == 0 and first.embedded["text_unit_text"] == first.chunks
 
@@ -50,6 +51,8 @@ def test_update_adding_ten_percent_embeds_only_what_changed(tmp_path: Path) -> N
     ents = pd.read_parquet(out / "entities.parquet")
     assert 0 < second.embedded["entity_description"] < len(ents)  # only new or re-described entities
     assert _sha(out / "graphroute" / "embedder.npz") == embedder_sha  # kept, not refitted
+    assert (out / "graphroute" / "embedder.npz").stat().st_ino == embedder_inode  # linked, not written again
+    assert second.step_cpu_seconds.keys() == second.step_seconds.keys() - {"read"}
     units_after = _vectors(out, "text_unit_text")
     assert set(units_before) < set(units_after)
     assert all(np.array_equal(units_before[i], units_after[i]) for i in units_before)

@@ -1,0 +1,257 @@
+"""The blocks of every text unit, computed once per index and block size and kept as flat arrays.
+
+Excerpt mode (`passages.py`) scores windows of consecutive blocks of the candidate units. Cutting a unit
+into blocks, counting each block's tokens and finding its lexical terms costs about a millisecond per
+unit (tiktoken and the term regex), which a question paid for every candidate unit no earlier question
+had touched. Here it is done for all units in one streaming pass at first need, and for an index loaded
+from files written to the derived store (`derived_store.py`, keyed by the text-units table's fingerprint,
+the tokenizer and the block size), so later processes memory-map it.
+
+Layout (`BlockTable`), blocks numbered across the index in unit order:
+- `unit_ptr` (units + 1): unit u owns blocks `unit_ptr[u]:unit_ptr[u + 1]`;
+- `start`, `end` (character offsets in the unit's text), `tokens`, `n_terms` (the block's lexical
+  terms, repeats included: BM25's document length) per block;
+- `term_ptr` (blocks + 1), `term_ids`, `term_counts`: each block's distinct terms (sorted ids) and
+  their frequencies - what the window scorer reads for the question's terms;
+- the vocabulary: term -> id (a dict when built, a `SortedVocab` when read back).
+
+`unit_blocks_of(text, total_tokens, block_tokens, tokenizer)` is the definition of one unit's blocks;
+the batched pass gives exactly its result (tests check both and the store round trip).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from shared_context.lexical_store import SortedVocab
+from shared_context.linking import lexical_terms
+from shared_context.record_table import RecordTable
+from shared_context.tables import per_index_cache
+from shared_context.text import TermLookup
+from shared_context.tokens import Tokenizer
+
+__all__ = ["Block", "BlockTable", "block_table", "unit_blocks_of"]
+
+# A block ends at the first sentence end found between these fractions of its target length.
+_SENTENCE_END = re.compile(r"[.!?…][\"'”’)\]]*\s+|\n\s*\n")
+_MIN_FRACTION, _MAX_FRACTION = 0.6, 1.4
+_CHUNK_UNITS = 4096  # units per streaming step: bounds the Python strings alive at once
+_FIELDS = ("unit_ptr", "start", "end", "tokens", "n_terms", "term_ptr", "term_ids", "term_counts",
+           "vocab_offsets", "vocab_bytes", "vocab_columns")
+
+
+@dataclass(frozen=True)
+class Block:
+    start: int  # character offsets in the unit's text
+    end: int
+    tokens: int
+    n_terms: int  # lexical terms, repeats included
+    counts: dict[str, int]  # lexical term -> frequency
+
+
+def _cuts(text: str, target_chars: int) -> list[int]:
+    """Block end offsets: about `target_chars` apart, at a sentence end when one is near, else at a space."""
+    ends: list[int] = []
+    start = 0
+    while len(text) - start > target_chars * _MAX_FRACTION:
+        lo, hi = start + int(target_chars * _MIN_FRACTION), start + int(target_chars * _MAX_FRACTION)
+        found = [m.end() for m in _SENTENCE_END.finditer(text, lo, hi)]
+        if found:  # the sentence end nearest the target length
+            cut = min(found, key=lambda e: (abs(e - start - target_chars), e))
+        else:
+            space = text.rfind(" ", lo, start + target_chars)
+            cut = space + 1 if space >= 0 else start + target_chars
+        ends.append(cut)
+        start = cut
+    ends.append(len(text))
+    return ends
+
+
+def _spans(text: str, total_tokens: int, block_tokens: int) -> list[tuple[int, int]]:
+    """(start, end) of each block of a unit of `total_tokens` tokens (none for an empty text)."""
+    target_chars = max(int(block_tokens * len(text) / max(total_tokens, 1)), 1)
+    spans, start = [], 0
+    for end in _cuts(text, target_chars):
+        if end > start:
+            spans.append((start, end))
+        start = end
+    return spans
+
+
+def unit_blocks_of(text: str, total_tokens: int, block_tokens: int, tokenizer: Tokenizer) -> list[Block]:
+    """The blocks of one unit's text: consecutive, non-overlapping, about `block_tokens` tokens each,
+    ending at a sentence end where one is near (`total_tokens`: the unit's token count)."""
+    out = []
+    for start, end in _spans(text, total_tokens, block_tokens):
+        piece = text[start:end]
+        terms = lexical_terms(piece)
+        out.append(Block(start, end, tokenizer.count(piece), len(terms), dict(Counter(terms))))
+    return out
+
+
+@dataclass(frozen=True)
+class BlockTable:
+    """Every unit's blocks as flat arrays (see the module docstring)."""
+
+    unit_ptr: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    tokens: np.ndarray
+    n_terms: np.ndarray
+    term_ptr: np.ndarray
+    term_ids: np.ndarray
+    term_counts: np.ndarray
+    vocab: TermLookup
+    terms: Sequence[str]  # id -> term (only to rebuild `Block.counts`)
+
+    def blocks(self, unit: int) -> list[Block]:
+        """One unit's blocks as `Block` records."""
+        out = []
+        for b in range(int(self.unit_ptr[unit]), int(self.unit_ptr[unit + 1])):
+            lo, hi = int(self.term_ptr[b]), int(self.term_ptr[b + 1])
+            counts = {self.terms[int(t)]: int(n) for t, n in zip(self.term_ids[lo:hi], self.term_counts[lo:hi],
+                                                                 strict=True)}
+            out.append(Block(int(self.start[b]), int(self.end[b]), int(self.tokens[b]), int(self.n_terms[b]), counts))
+        return out
+
+    def query_counts(self, blocks: np.ndarray, term_ids: Sequence[int]) -> np.ndarray:
+        """(len(blocks), len(term_ids)) frequencies of the given terms in the given blocks."""
+        out = np.zeros((len(blocks), len(term_ids)), dtype=np.float64)
+        if not len(blocks) or not len(term_ids):
+            return out
+        lo, hi = self.term_ptr[blocks], self.term_ptr[blocks + 1]
+        sizes = hi - lo
+        row = np.repeat(np.arange(len(blocks)), sizes)
+        entry = np.arange(int(sizes.sum())) - np.repeat(np.cumsum(sizes) - sizes, sizes) + np.repeat(lo, sizes)
+        ids = self.term_ids[entry]
+        wanted = np.asarray(term_ids, dtype=np.int64)
+        order = np.argsort(wanted, kind="stable")
+        slot = np.searchsorted(wanted[order], ids)
+        slot = np.minimum(slot, len(wanted) - 1)
+        hit = wanted[order][slot] == ids
+        out[row[hit], order[slot[hit]]] = self.term_counts[entry[hit]]
+        return out
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """The arrays written to the derived store (vocabulary sorted, as `lexical_store` keeps it)."""
+        ids = sorted(range(len(self.terms)), key=self.terms.__getitem__)
+        encoded = [self.terms[i].encode("utf-8") for i in ids]
+        offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
+        np.cumsum([len(e) for e in encoded], out=offsets[1:])
+        return {
+            "unit_ptr": self.unit_ptr, "start": self.start, "end": self.end, "tokens": self.tokens,
+            "n_terms": self.n_terms, "term_ptr": self.term_ptr, "term_ids": self.term_ids,
+            "term_counts": self.term_counts, "vocab_offsets": offsets,
+            "vocab_bytes": np.frombuffer(b"".join(encoded), dtype=np.uint8),
+            "vocab_columns": np.asarray(ids, dtype=np.int64),
+        }
+
+    @classmethod
+    def from_arrays(cls, arrays: dict[str, np.ndarray]) -> BlockTable:
+        vocab = SortedVocab(arrays["vocab_offsets"], arrays["vocab_bytes"], arrays["vocab_columns"])
+        return cls(arrays["unit_ptr"], arrays["start"], arrays["end"], arrays["tokens"], arrays["n_terms"],
+                   arrays["term_ptr"], arrays["term_ids"], arrays["term_counts"], vocab, _TermsById(vocab))
+
+
+class _TermsById(Sequence[str]):
+    """id -> term over a stored `SortedVocab` (whose `vocab_columns` maps sorted position -> id)."""
+
+    def __init__(self, vocab: SortedVocab) -> None:
+        self._vocab = vocab
+        self._position: np.ndarray | None = None
+
+    def __len__(self) -> int:
+        return len(self._vocab)
+
+    def __getitem__(self, i: Any) -> Any:
+        if self._position is None:
+            columns = np.asarray(self._vocab._columns)
+            self._position = np.empty(len(columns), dtype=np.int64)
+            self._position[columns] = np.arange(len(columns))
+        return self._vocab[int(self._position[i])]
+
+
+def _texts(records: Sequence[Any]) -> Iterator[list[str]]:
+    """The units' texts, a chunk at a time (straight from the Arrow column for a `RecordTable`)."""
+    for lo in range(0, len(records), _CHUNK_UNITS):
+        if isinstance(records, RecordTable):
+            chunk = records.table.slice(lo, _CHUNK_UNITS).column("text").to_pylist()
+        else:
+            chunk = [r.text for r in records[lo : lo + _CHUNK_UNITS]]
+        yield [t or "" for t in chunk]
+
+
+def build_block_table(records: Sequence[Any], unit_tokens: np.ndarray, block_tokens: int,
+                      tokenizer: Tokenizer) -> BlockTable:
+    """Cut every unit into blocks (`unit_blocks_of`, batched): spans per unit, token counts through
+    tiktoken's threaded batch call, term ids and per-block counts with numpy."""
+    vocab: dict[str, int] = {}
+    unit_sizes, starts, ends, tokens, n_terms, term_ptr_parts, ids_parts, counts_parts = ([] for _ in range(8))
+    unit = 0
+    for texts in _texts(records):
+        pieces = []
+        for text in texts:
+            spans = _spans(text, int(unit_tokens[unit]), block_tokens)
+            unit += 1
+            unit_sizes.append(len(spans))
+            for s, e in spans:
+                starts.append(s)
+                ends.append(e)
+                pieces.append(text[s:e])
+        tokens.extend(tokenizer.count_many(pieces))
+        lengths: list[int] = []
+        flat: list[int] = []
+        for piece in pieces:
+            terms = lexical_terms(piece)
+            lengths.append(len(terms))
+            flat.extend(vocab.setdefault(t, len(vocab)) for t in terms)
+        n_terms.extend(lengths)
+        # distinct (block, term) pairs and their counts, ordered by block then term id
+        block_of = np.repeat(np.arange(len(pieces), dtype=np.int64), lengths)
+        codes = (block_of << 32) | np.asarray(flat, dtype=np.int64)
+        pairs, counts = np.unique(codes, return_counts=True)
+        term_ptr_parts.append(np.bincount(pairs >> 32, minlength=len(pieces)))
+        ids_parts.append((pairs & 0xFFFFFFFF).astype(np.int32))
+        counts_parts.append(counts.astype(np.int32))
+
+    def ptr(sizes: np.ndarray) -> np.ndarray:
+        out = np.zeros(len(sizes) + 1, dtype=np.int64)
+        np.cumsum(sizes, out=out[1:])
+        return out
+
+    def cat(parts: list[np.ndarray], dtype: Any) -> np.ndarray:
+        return np.concatenate(parts).astype(dtype) if parts else np.zeros(0, dtype=dtype)
+
+    terms = [""] * len(vocab)
+    for term, i in vocab.items():
+        terms[i] = term
+    return BlockTable(
+        ptr(np.asarray(unit_sizes, dtype=np.int64)), np.asarray(starts, dtype=np.int64),
+        np.asarray(ends, dtype=np.int64), np.asarray(tokens, dtype=np.int32), np.asarray(n_terms, dtype=np.int32),
+        ptr(cat(term_ptr_parts, np.int64)), cat(ids_parts, np.int32), cat(counts_parts, np.int32), vocab, terms,
+    )
+
+
+def block_table(index: Any, block_tokens: int) -> BlockTable:
+    """The index's blocks of about `block_tokens` tokens: cached per index, and for an index loaded from
+    files kept in its derived store (mapped by the next process instead of recomputed)."""
+
+    def load_or_build() -> BlockTable:
+        store = getattr(index, "derived_store", None)
+        name, extra = f"passage_blocks-{block_tokens}", index.tokenizer.encoding_name
+        if store is not None:
+            found = store.load_arrays(name, ["text_units"], _FIELDS, extra=extra)
+            if found is not None and len(found["unit_ptr"]) == len(index.text_units) + 1:
+                return BlockTable.from_arrays(found)
+        table = build_block_table(index.text_units, index.text_unit_tokens, block_tokens, index.tokenizer)
+        if store is not None:
+            store.save_arrays(name, ["text_units"], table.arrays(), extra=extra)
+        return table
+
+    return per_index_cache(index, f"passages.blocks.{block_tokens}", load_or_build)
