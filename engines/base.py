@@ -320,11 +320,14 @@ class QueryRun:
         *,
         max_tokens: int | None = None,
         temperature: float | None = None,
+        context_ids: Sequence[tuple[str, str]] | None = None,
     ) -> S:
-        """Parsed output; every call made (including a failed repair retry) is counted in usage."""
+        """Parsed output; every call made (including a failed repair retry) is counted in usage.
+        `context_ids` as in `stream_answer`."""
         from engines.models.structured import complete_json
 
-        self.shown.update(dict.fromkeys(context_ids_of_messages(messages)))
+        shown = context_ids if context_ids is not None else context_ids_of_messages(messages)
+        self.shown.update(dict.fromkeys(shown))
         try:
             parsed, completions = await complete_json(
                 self.models.chat(stage), messages, schema, task=task, max_tokens=max_tokens, temperature=temperature
@@ -345,13 +348,18 @@ class QueryRun:
         *,
         max_tokens: int | None = None,
         temperature: float | None = None,
+        context_ids: Sequence[tuple[str, str]] | None = None,
     ) -> Completion:
-        """Stream the final answer as `AnswerDelta` events; returns the final completion (text + usage)."""
+        """Stream the final answer as `AnswerDelta` events; returns the final completion (text + usage).
+
+        `context_ids`: the (kind, id) rows the messages show, when the caller has them from the built context
+        (`citations.built_context_ids`); else they are parsed from the messages."""
         final: Completion | None = None
         model = self.models.chat(stage)
         self.streamed = []
         self.open_stream = (stage, messages, model.name)
-        self.shown.update(dict.fromkeys(context_ids_of_messages(messages)))
+        shown = context_ids if context_ids is not None else context_ids_of_messages(messages)
+        self.shown.update(dict.fromkeys(shown))
         try:
             held, reasoning_done = "", False  # a leading <think> block is held back, never shown
             async for piece in model.stream(messages, task=task, max_tokens=max_tokens, temperature=temperature):

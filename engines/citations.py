@@ -166,6 +166,25 @@ def context_id_list(text: str) -> list[tuple[str, str]]:
     return list(found)
 
 
+def built_context_ids(ctx: Any) -> list[tuple[str, str]]:
+    """`context_id_list(ctx.text)` for a built context, read from its sections' records instead of parsing
+    the rendered text again (about 1 ms per local question): every shown row's record carries the id its
+    row starts with. A context whose citable rows lack an "id" (a custom builder's) is parsed as before."""
+    found: dict[tuple[str, str], None] = {}
+    for section in getattr(ctx, "sections", None) or ():
+        kind = _KIND_ALIASES.get(str(section.name).strip().lower())
+        if kind is None:
+            continue
+        for record in section.records:
+            if not record.get("in_context"):
+                continue
+            ident = record.get("id")
+            if ident is None:
+                return context_id_list(ctx.text)
+            found.setdefault((kind, str(ident).strip()), None)
+    return list(found)
+
+
 def context_ids_of_messages(messages: Iterable[Mapping[str, Any]]) -> list[tuple[str, str]]:
     """Ids of the context tables in a model call's messages (data travels in system messages), in order."""
     found: dict[tuple[str, str], None] = {}

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from engines import prompts
 from engines.base import ConfigLike, Engine, ModelLike, QueryRun, make_params, vector_for
+from engines.citations import built_context_ids
 from engines.config import LocalContextSettings, LocalSearchConfig
 from engines.estimate import CostEstimate, estimate_local
 from engines.events import ContextReady
@@ -107,6 +108,7 @@ class LocalSearch(Engine):
                 messages,
                 max_tokens=self.config.max_answer_tokens,
                 temperature=self.config.temperature,
+                context_ids=built_context_ids(ctx),  # the system message shows exactly these rows
             )
         # "Found nothing": no entity matched by name or words. Embeddings always return *some* nearest
         # entities (gibberish scores ~0.4 cosine with the offline embedder), so they do not count here.
