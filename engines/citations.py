@@ -97,6 +97,12 @@ def _maps(index: Index) -> _ShortIdMaps:
     return maps
 
 
+def text_unit_position(index: Index, ident: str) -> int | None:
+    """The position of the text unit whose id or short id (its citation id) is `ident`, from the id maps."""
+    pos = index.text_unit_pos.get(ident)
+    return pos if pos is not None else _maps(index).text_units.get(ident)
+
+
 def _text_units_of(index: Index, kind: str, ident: str) -> list[str] | None:
     m = _maps(index)
     if kind == "Sources":
