@@ -13,6 +13,11 @@ over to corpora the model has never seen:
 * unit: a reference to *one* document or meeting of a series ("episode 12", "the Q3 call", 第五章);
 * comparison, causal, relation, time, creative: reasoning across entities (DRIFT);
 * identify, fact: looking up one entity or fact (local).
+* multi_ask, interpret: several linked things asked at once ("what are the X and Y of...", "..., and why?",
+  两个问号) and what something means or why it matters ("what does X suggest", "what role does X play",
+  "rationale", 意味着): a scoped summary or reasoning, not one stated fact (DRIFT);
+* attribute: the usual or most common property of *one* thing ("the most common cause of X", "typical signs
+  of", 最常见的): "most"/"common" qualifying a fact, not quantifying over a population (local).
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ REPO = Path(__file__).resolve().parents[1]
 HEAVY = ("openai", "httpx", "sklearn", "scipy", "pandas", "lancedb", "starlette", "uvicorn", "matplotlib",
          "pypdf", "docx", "jieba", "graspologic_native")
 # Loaded on first use, not at import: each costs 10-50 ms of CPU on the product's import path.
-ON_FIRST_USE = ("pyarrow.compute", "pyarrow.parquet", "pyarrow.fs", "json_repair", "http.server",
+ON_FIRST_USE = ("pyarrow.compute", "pyarrow.parquet", "pyarrow.fs", "json_repair", "tiktoken", "http.server",
                 "importlib.metadata",  # pydantic loads its plugins when the first validator is built
                 "engines.models.testserver")  # a test and benchmark tool, never the product's
 
