@@ -236,6 +236,23 @@ def test_graceful_shutdown_finishes_in_flight_and_refuses_new(slow: tuple[Any, S
     assert results[0].status_code == 200 and "Cratchit" in json.loads(results[0].text)["text"]
 
 
+def test_prepare_warms_up_and_keeps_the_collector_off_what_is_loaded(routers: dict[str, Router]) -> None:
+    import gc
+
+    router = routers["carol"]
+    thresholds = gc.get_threshold()
+    try:
+        record = router.index.entities[0]
+        assert gc.is_tracked(record) and any(o is record for o in gc.get_objects())
+        Service({"carol": router}).prepare()
+        assert {"local", "global", "drift", "basic"} <= set(router._engines)
+        assert not any(o is record for o in gc.get_objects())  # frozen: no collection walks it again
+        assert gc.get_threshold()[0] == 10_000
+    finally:
+        gc.unfreeze()
+        gc.set_threshold(*thresholds)
+
+
 def test_cli_index_specs_name_each_index() -> None:
     from router.cli import CliError, _parse_index_specs
 
