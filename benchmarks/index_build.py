@@ -109,6 +109,8 @@ def update_cost(docs: list[SourceDocument], share: float, progress: bool) -> int
     print(f"update {update_s:.1f} s wall = {ratio:.1%} of the full build; {update_cpu:.1f} s CPU = {cpu_ratio:.1%}")
     print("full build seconds: " + ", ".join(f"{k} {v:.1f}" for k, v in full.step_seconds.items()))
     print("update seconds:     " + ", ".join(f"{k} {v:.1f}" for k, v in update.step_seconds.items()))
+    print("full build CPU s:   " + ", ".join(f"{k} {v:.1f}" for k, v in full.step_cpu_seconds.items()))
+    print("update CPU s:       " + ", ".join(f"{k} {v:.1f}" for k, v in update.step_cpu_seconds.items()))
     print(
         f"update: {update.new_chunks} of {update.chunks} chunks extracted, "
         f"{sum(update.embedded.values())} texts embedded ({update.embedded}), {update.vectors_reused} vectors reused; "

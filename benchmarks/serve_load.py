@@ -111,7 +111,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     questions = _questions(index, 50)
     cfg = ServeConfig(max_concurrency=max(args.clients, 1), max_concurrency_per_key=max(args.clients, 1))
     with Router(index, config=GraphrouteConfig(models=models)) as router, \
-            ServiceThread(Service({"index": router}, cfg)) as svc:
+            ServiceThread(Service({"index": router}, cfg), prepare=True) as svc:
         # Warm-up (unmeasured): engine construction, the offline embedder's fit, lexical caches.
         import httpx
 

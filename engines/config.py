@@ -32,7 +32,8 @@ class ConfigError(ModelConfigError):
 
 class _Section(BaseModel):
     # strict: `prerank = "yes"` or `n = "5"` is an error naming the key, not silently coerced
-    model_config = ConfigDict(extra="forbid", validate_assignment=True, strict=True)
+    # defer_build: validators are built on first use, not when `import router` defines the class (import time)
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, strict=True, defer_build=True)
 
 
 class LocalContextSettings(LocalContextParams):
@@ -40,7 +41,7 @@ class LocalContextSettings(LocalContextParams):
     defaults and checks), made settable from graphroute.toml. Values that would defeat the context are
     rejected here (the builder itself accepts 0 for tests of its edges)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=False, validate_assignment=True, strict=True)
+    model_config = ConfigDict(extra="forbid", frozen=False, validate_assignment=True, strict=True, defer_build=True)
 
     max_context_tokens: int = Field(default=12_000, ge=100, description="an empty budget builds no context")
     top_k_mapped_entities: int = Field(default=10, ge=1, description="0 would link no entity at all")
@@ -208,7 +209,7 @@ class SearchConfig(SearchParams):
     """`[search]`: which backend serves lexical and vector search, by size (`shared_context.search_backend`).
     Small indexes stay exact in memory; the defaults put LanceDB FTS / ANN only where memory needs it."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, defer_build=True)
 
 
 class GraphrouteConfig(_Section):

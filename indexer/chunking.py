@@ -143,25 +143,57 @@ def _spans(text: str, offsets: np.ndarray, chunk_size: int, overlap: int) -> lis
         start = nxt if nxt > start else end
 
 
+Span = tuple[int, int, int]  # a chunk's character start, character end and token count in its document
+
+
+def document_spans(text: str, *, chunk_size: int, overlap: int, encoding_name: str) -> list[Span]:
+    """Where `text` is cut: one (char start, char end, tokens) per chunk, whitespace-only ones included."""
+    offsets = token_char_offsets(text, encoding_name)
+    n = len(offsets)
+    if n == 0:
+        return []
+    return [
+        (int(offsets[start]), int(offsets[end]) if end < n else len(text), end - start)
+        for start, end in _spans(text, offsets, chunk_size, overlap)
+    ]
+
+
 def chunk_documents(
-    documents: list[SourceDocument], *, chunk_size: int, overlap: int, encoding_name: str
+    documents: list[SourceDocument],
+    *,
+    chunk_size: int,
+    overlap: int,
+    encoding_name: str,
+    spans: dict[str, list[Span]] | None = None,
 ) -> list[Chunk]:
-    """Chunk every document; a chunk whose exact text was already produced is kept once (same id)."""
+    """Chunk every document; a chunk whose exact text was already produced is kept once (same id).
+
+    `spans`, when given, is a cache keyed by the sha512 of a document's text (for these chunking
+    settings): a document found there is cut where it was cut before without tokenising it again (an
+    update re-chunks only new documents), and the spans of the others are added to it.
+    """
     chunks: list[Chunk] = []
     seen: set[str] = set()
     for doc in documents:
-        offsets = token_char_offsets(doc.text, encoding_name)
-        n = len(offsets)
-        if n == 0:
-            continue
+        key = sha512_hex(doc.text) if doc.explicit_id else doc.id
+        cuts = spans.get(key) if spans is not None else None
+        if cuts is None or not _valid_spans(cuts, len(doc.text)):
+            cuts = document_spans(doc.text, chunk_size=chunk_size, overlap=overlap, encoding_name=encoding_name)
+            if spans is not None:
+                spans[key] = cuts
         doc_id = doc.id
-        for start, end in _spans(doc.text, offsets, chunk_size, overlap):
-            c0 = int(offsets[start])
-            c1 = int(offsets[end]) if end < n else len(doc.text)
+        for c0, c1, n_tokens in cuts:
             text = doc.text[c0:c1]
             if text.strip():
                 cid = sha512_hex(text)
                 if cid not in seen:
                     seen.add(cid)
-                    chunks.append(Chunk(cid, text, end - start, doc_id, c0, c1))
+                    chunks.append(Chunk(cid, text, n_tokens, doc_id, c0, c1))
     return chunks
+
+
+def _valid_spans(cuts: list[Span], length: int) -> bool:
+    """Stored spans fit the text (a damaged or hand-edited state file is recomputed, never trusted)."""
+    return all(0 <= c0 < c1 <= length and n > 0 for c0, c1, n in cuts) and all(
+        a[0] < b[0] for a, b in itertools.pairwise(cuts)
+    )

@@ -6,12 +6,12 @@ the largest connected component (`use_lcc=True`), so every other entity belongs 
 disappears from local search (spec 1.3). We cluster every component, and an entity with no
 relationship at all gets a level-0 community of its own, so nothing is dropped.
 
-Updates recompute communities only where the graph changed (`previous` given): level 0 is Leiden
-started from the previous level-0 membership (new entities each start alone), and every level-0
-community whose entities and internal relationships are exactly those of a previous one keeps that
-community's whole sub-hierarchy and numbers; only changed level-0 communities larger than
-`max_cluster_size` are split again with hierarchical Leiden on their own subgraph. Unchanged
-communities then produce unchanged reports, whose vectors the build reuses.
+Updates recompute communities only where the graph changed (`previous` given), level by level
+(`_Refiner`): Leiden started from the previous membership at that level (new entities each start
+alone), and every community whose entities and internal relationships are exactly those of a previous
+one of its level keeps that community's whole sub-hierarchy and numbers; only changed communities larger
+than `max_cluster_size` are split again, the same way, on their own subgraph. Unchanged communities then
+produce unchanged reports, whose vectors the build reuses.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import uuid
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from indexer.graph import Graph
 
@@ -132,69 +133,104 @@ def _update_partition(
     max_cluster_size: int,
     seed: int,
 ) -> Partition:
-    import graspologic_native as gn
-
     part = Partition()
     if not edges:
         return part
-    position = {e.id: i for i, e in enumerate(graph.entities)}
-    prev_roots = [c for c in previous if c.level == 0]
-    prev_root_of: dict[str, int] = {eid: c.community for c in prev_roots for eid in c.entity_ids}
-    fresh = max((c.community for c in previous), default=-1) + 1
-    nodes = {n for a, b, _w in edges for n in (a, b)}
-    start: dict[str, int] = {}
-    for n in sorted(nodes, key=int):
-        old = prev_root_of.get(graph.entities[int(n)].id)
-        if old is None:
-            old, fresh = fresh, fresh + 1  # a new entity starts in a community of its own
-        start[n] = old
-    _quality, level0 = gn.leiden(
-        edges=edges, starting_communities=start, resolution=1.0, randomness=0.001, iterations=1,
-        use_modularity=True, seed=seed,
+    _Refiner(graph, edges, previous, part, max_cluster_size=max_cluster_size, seed=seed).split(
+        list(range(len(edges))), level=0, parent=-1
     )
-    clusters: dict[int, list[int]] = defaultdict(list)
-    for n, c in level0.items():
-        clusters[c].append(int(n))
-    internal: dict[int, set[str]] = defaultdict(set)
-    for r in graph.relationships:
-        cs, ct = level0.get(str(index_of[r.source])), level0.get(str(index_of[r.target]))
-        if cs is not None and cs == ct:
-            internal[cs].add(r.id)
-    prev_by_members = {frozenset(c.entity_ids): c for c in prev_roots}
-    prev_children: dict[int, list[CommunityRow]] = defaultdict(list)
-    for c in previous:
-        if c.parent != -1:
-            prev_children[c.parent].append(c)
-    edges_in: dict[int, list[tuple[str, str, float]]] = defaultdict(list)
-    for e in edges:
-        if level0[e[0]] == level0[e[1]]:
-            edges_in[level0[e[0]]].append(e)
-    numbers = _Numbers(max((c.community for c in previous), default=-1) + 1)
-    for cluster, nodes_in in sorted(clusters.items(), key=lambda kv: min(kv[1])):
-        old_root = prev_by_members.get(frozenset(graph.entities[n].id for n in nodes_in))
-        if old_root is not None and set(old_root.relationship_ids) == internal[cluster]:
-            stack = [old_root]
-            while stack:  # the unchanged community keeps its whole sub-hierarchy, numbers included
-                row = stack.pop()
-                for eid in row.entity_ids:
-                    part.membership[row.level][position[eid]] = row.community
-                part.parent_of[row.community] = row.parent if row.level else -1
-                part.reused += 1
-                stack.extend(prev_children.get(row.community, []))
-            continue
-        number = numbers.new()
-        for node in nodes_in:
-            part.membership[0][node] = number
-        part.parent_of[number] = -1
-        if len(nodes_in) > max_cluster_size:
-            sub = Partition()
-            _hierarchical(edges_in[cluster], sub, max_cluster_size=max_cluster_size, seed=seed, level_offset=1,
-                          parent=number, number=numbers.renumbering())
-            if len(set(sub.membership[1].values())) > 1:  # Leiden could split it: the split is its children
-                for level, nodes_at in sub.membership.items():
-                    part.membership[level].update(nodes_at)
-                part.parent_of.update(sub.parent_of)
     return part
+
+
+def _leiden(edges: list[tuple[str, str, float]], start: dict[str, int], seed: int) -> dict[str, int]:
+    """One Leiden run started from `start`; from singletons when graspologic-native cannot take that start
+    (its Rust code panics with an index error on some starting partitions of small subgraphs)."""
+    import graspologic_native as gn
+
+    args: dict[str, Any] = {"resolution": 1.0, "randomness": 0.001, "iterations": 1, "use_modularity": True, "seed": seed}
+    try:
+        return dict(gn.leiden(edges=edges, starting_communities=start, **args)[1])
+    except BaseException as exc:  # a Rust panic arrives as pyo3's PanicException, a BaseException
+        if type(exc).__name__ != "PanicException":
+            raise
+    return dict(gn.leiden(edges=edges, starting_communities=None, **args)[1])
+
+
+class _Refiner:
+    """Re-clusters an updated graph level by level, keeping every community the change did not reach.
+
+    At each level Leiden starts from the previous build's membership at that level (new entities each
+    alone), over the subgraph of one changed parent (the whole graph at level 0). A resulting cluster with
+    exactly the entities and internal relationships of a previous community of that level keeps it with its
+    whole sub-hierarchy and numbers (under its new parent); any other cluster gets a new number and, when
+    larger than `max_cluster_size`, is split the same way one level down. So a change deep in one
+    community renumbers only the communities on its path, as hierarchical Leiden would split them.
+    """
+
+    def __init__(self, graph: Graph, edges: list[tuple[str, str, float]], previous: list[CommunityRow],
+                 part: Partition, *, max_cluster_size: int, seed: int) -> None:
+        self.graph, self.edges, self.part = graph, edges, part
+        self.max_cluster_size, self.seed = max_cluster_size, seed
+        self.position = {e.id: i for i, e in enumerate(graph.entities)}
+        self.prev_of: dict[int, dict[str, int]] = defaultdict(dict)  # level -> entity id -> previous community
+        self.prev_by_members: dict[int, dict[frozenset[str], CommunityRow]] = defaultdict(dict)
+        self.prev_children: dict[int, list[CommunityRow]] = defaultdict(list)
+        for c in previous:
+            for eid in c.entity_ids:
+                self.prev_of[c.level][eid] = c.community
+            self.prev_by_members[c.level][frozenset(c.entity_ids)] = c
+            if c.parent != -1:
+                self.prev_children[c.parent].append(c)
+        self.numbers = _Numbers(max((c.community for c in previous), default=-1) + 1)
+
+    def split(self, edge_idx: list[int], *, level: int, parent: int) -> None:
+
+        graph, part = self.graph, self.part
+        sub = [self.edges[i] for i in edge_idx]
+        # starting labels must be below the node count (graspologic indexes an array with them): the
+        # previous communities are renumbered 0, 1, ... in order of first node, a new entity starts alone
+        labels: dict[int, int] = {}
+        start: dict[str, int] = {}
+        for n in sorted({n for a, b, _w in sub for n in (a, b)}, key=int):
+            previous = self.prev_of[level].get(graph.entities[int(n)].id)
+            if previous is None:
+                start[n] = len(labels)
+                labels[-1 - len(labels)] = len(labels)  # a label no previous community has
+            else:
+                start[n] = labels.setdefault(previous, len(labels))
+        membership = _leiden(sub, start, self.seed)
+        clusters: dict[int, list[int]] = defaultdict(list)
+        for n, c in membership.items():
+            clusters[c].append(int(n))
+        if level > 0 and len(clusters) < 2:
+            return  # Leiden cannot split the parent: it stays a leaf
+        inside: dict[int, list[int]] = defaultdict(list)  # cluster -> its internal edges
+        for i in edge_idx:
+            a, b, _w = self.edges[i]
+            if membership[a] == membership[b]:
+                inside[membership[a]].append(i)
+        for cluster, nodes_in in sorted(clusters.items(), key=lambda kv: min(kv[1])):
+            old = self.prev_by_members[level].get(frozenset(graph.entities[n].id for n in nodes_in))
+            if old is not None and set(old.relationship_ids) == {graph.relationships[i].id for i in inside[cluster]}:
+                self._keep(old, parent)
+                continue
+            number = self.numbers.new()
+            for node in nodes_in:
+                part.membership[level][node] = number
+            part.parent_of[number] = parent
+            if len(nodes_in) > self.max_cluster_size and inside[cluster]:
+                self.split(inside[cluster], level=level + 1, parent=number)
+
+    def _keep(self, root: CommunityRow, parent: int) -> None:
+        """An unchanged community keeps its whole sub-hierarchy and numbers, under `parent`."""
+        stack = [root]
+        while stack:
+            row = stack.pop()
+            for eid in row.entity_ids:
+                self.part.membership[row.level][self.position[eid]] = row.community
+            self.part.parent_of[row.community] = parent if row is root else row.parent
+            self.part.reused += 1
+            stack.extend(self.prev_children.get(row.community, []))
 
 
 class _Numbers:

@@ -103,6 +103,7 @@ class IndexBuildReport:
     encodings: dict[str, str] = field(default_factory=dict)  # input file -> how it was decoded
     warnings: list[str] = field(default_factory=list)
     step_seconds: dict[str, float] = field(default_factory=dict)
+    step_cpu_seconds: dict[str, float] = field(default_factory=dict)  # CPU time of the process (all threads)
     step_peak_rss_mb: dict[str, float] = field(default_factory=dict)  # the process's peak RSS when each step ended
     embedded: dict[str, int] = field(default_factory=dict)  # texts embedded by this run, per vector table
     vectors_reused: int = 0  # vectors copied from the previous build (their text did not change)

@@ -54,6 +54,18 @@ def save_offline_embedder(embedder: Embedder, folder: Path) -> Path | None:
     return path
 
 
+def keep_offline_embedder(previous: Path, folder: Path) -> Path:
+    """The previous build's embedder file, unchanged, in `folder` (hard-linked when the file system allows,
+    else copied): an update that keeps the embedder does not serialise its ~60 MB basis again."""
+    path = folder / EMBEDDER_FILE
+    path.unlink(missing_ok=True)
+    try:
+        os.link(previous, path)  # the old folder is deleted after the swap; the link keeps the data
+    except OSError:
+        shutil.copyfile(previous, path)
+    return path
+
+
 def load_offline_embedder(path: Path) -> Embedder | None:
     """The offline embedder an index was built with, or None when the file is unreadable or foreign."""
     from engines.models.embedding_offline import OfflineEmbedder

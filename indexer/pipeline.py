@@ -34,6 +34,7 @@ from indexer.embed import (
     EmbeddingJob,
     embed_jobs,
     fit_offline_embedder,
+    keep_offline_embedder,
     load_offline_embedder,
     read_lancedb,
     save_offline_embedder,
@@ -53,10 +54,11 @@ from indexer.output import (
     today,
     write_table,
 )
-from indexer.reader import SourceDocument, read_input
+from indexer.reader import SourceDocument, read_input, sha512_hex
 from indexer.reports import offline_reports
 from indexer.signals import interruptible, signals_ignored
 from indexer.state import (
+    CHUNK_SPANS,
     EMBEDDED,
     EMBEDDER,
     EXTRACTIONS,
@@ -65,6 +67,7 @@ from indexer.state import (
     EmbeddedTexts,
     ExtractionWriter,
     Manifest,
+    StoredSpans,
     decode_extraction_line,
     iter_extraction_lines,
     iter_extractions,
@@ -201,7 +204,7 @@ class _Builder:
     @contextmanager
     def _step(self, name: str, doing: str = "") -> Iterator[dict[str, str]]:
         """Time one stage and say on stderr when it starts and what it made (the yielded dict's "done")."""
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         note = {"done": ""}
         if doing:
             self._say(f"{name}: {doing} ...")
@@ -210,6 +213,8 @@ class _Builder:
         finally:
             seconds = time.perf_counter() - t0
             self.report.step_seconds[name] = self.report.step_seconds.get(name, 0.0) + seconds
+            cpu = time.process_time() - c0
+            self.report.step_cpu_seconds[name] = self.report.step_cpu_seconds.get(name, 0.0) + cpu
             self.report.step_peak_rss_mb[name] = _peak_rss_mb()
             self._say(f"{name}: {note['done'] or 'done'} ({seconds:.1f} s)")
 
@@ -251,9 +256,11 @@ class _Builder:
         self._say(f"read: {len(self.documents)} documents ({self.report.step_seconds.get('read', 0.0):.1f} s)")
         with self._step("chunk", f"{len(self.documents)} documents") as note:
             documents = self._ordered_documents(previous)
+            spans = self._previous_spans(previous)
             try:
                 chunks = chunk_documents(
-                    documents, chunk_size=cfg.chunk_size, overlap=cfg.chunk_overlap, encoding_name=cfg.encoding
+                    documents, chunk_size=cfg.chunk_size, overlap=cfg.chunk_overlap, encoding_name=cfg.encoding,
+                    spans=spans,
                 )
             except TokenizerError as exc:
                 raise IndexerError(f"--encoding {cfg.encoding}: {exc}") from exc
@@ -348,6 +355,8 @@ class _Builder:
             write_table(out, "documents", document_rows(documents, chunks, self._previous_ids(previous, "documents")))
             if claims:
                 write_table(out, "covariates", claims)
+            current = {sha512_hex(d.text) if d.explicit_id else d.id for d in documents}
+            write_reusable(out, CHUNK_SPANS, StoredSpans(cfg.chunking_settings(), {k: v for k, v in spans.items() if k in current}))
             if self.model is not None:  # offline extractions were streamed to disk while extracting
                 write_extractions(out, self.mode, extractions)
             write_manifest(
@@ -416,6 +425,13 @@ class _Builder:
             and previous.settings == self.config.to_dict()
             and (self.out / "lancedb").is_dir()
         )
+
+    def _previous_spans(self, previous: Manifest | None) -> dict[str, list[tuple[int, int, int]]]:
+        """Where the previous build cut each document, when it chunked with the same settings."""
+        stored = read_reusable(self.out, CHUNK_SPANS, StoredSpans) if previous is not None else None
+        if stored is None or stored.settings != self.config.chunking_settings():
+            return {}
+        return dict(stored.spans)
 
     def _previous_order(self, previous: Manifest | None) -> tuple[dict[str, int], dict[tuple[str, str], int]]:
         """The previous build's human_readable_id per entity title and per relationship (source, target)."""
@@ -576,7 +592,10 @@ class _Builder:
             EmbeddingJob("text_unit_text", [c.id for c in chunks], [c.text for c in chunks]),
         ]
         embedder, fitted = self._embedder(previous, jobs)
-        saved = save_offline_embedder(embedder, state) if self.embedder is None else None
+        saved = None
+        if self.embedder is None:
+            own = self.out / STATE_DIR / EMBEDDER  # the previous build's, when it was loaded rather than fitted
+            saved = keep_offline_embedder(own, state) if not fitted else save_offline_embedder(embedder, state)
         fingerprint = _file_digest(saved) if saved else f"{embedder.name}:{embedder.dim}"
         digests = {j.name: {i: _text_digest(t) for i, t in zip(j.ids, j.texts, strict=True)} for j in jobs}
         old = read_reusable(self.out, EMBEDDED, EmbeddedTexts) if previous is not None and not fitted else None

@@ -185,7 +185,7 @@ def _cmd_ask(args: argparse.Namespace, console: Console) -> int:
         answer = None
         streaming_text = False
         async for ev in router.astream(args.question, history=history, mode=args.mode, budget=budget,
-                                       deltas=args.stream and not args.json):
+                                       deltas=args.stream and not args.json, classify_forced=True):
             if args.json:
                 if isinstance(ev, Done):
                     answer = ev.answer

@@ -13,6 +13,11 @@ over to corpora the model has never seen:
 * unit: a reference to *one* document or meeting of a series ("episode 12", "the Q3 call", 第五章);
 * comparison, causal, relation, time, creative: reasoning across entities (DRIFT);
 * identify, fact: looking up one entity or fact (local).
+* multi_ask, interpret: several linked things asked at once ("what are the X and Y of...", "..., and why?",
+  两个问号) and what something means or why it matters ("what does X suggest", "what role does X play",
+  "rationale", 意味着): a scoped summary or reasoning, not one stated fact (DRIFT);
+* attribute: the usual or most common property of *one* thing ("the most common cause of X", "typical signs
+  of", 最常见的): "most"/"common" qualifying a fact, not quantifying over a population (local).
 """
 
 from __future__ import annotations
@@ -21,6 +26,9 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+from shared_context.text import LazyPattern
 
 CUES_PATH = Path(__file__).resolve().parent / "data" / "cues.json"
 
@@ -29,7 +37,7 @@ CUES_PATH = Path(__file__).resolve().parent / "data" / "cues.json"
 class CueGroup:
     name: str
     reason: str  # how the group is described to a user; `{m}` is replaced by the matched phrases
-    pattern: re.Pattern[str]
+    pattern: LazyPattern  # compiled on the first question: the lexicons are hundreds of alternatives
 
 
 def _group(name: str, reason: str, english: list[str], chinese: list[str]) -> CueGroup:
@@ -38,11 +46,11 @@ def _group(name: str, reason: str, english: list[str], chinese: list[str]) -> Cu
         parts.append(r"\b(?:" + "|".join(english) + r")\b")
     if chinese:
         parts.append("(?:" + "|".join(chinese) + ")")
-    return CueGroup(name, reason, re.compile("|".join(parts), re.IGNORECASE))
+    return CueGroup(name, reason, LazyPattern("|".join(parts), re.IGNORECASE))
 
 
 def load_groups(path: Path = CUES_PATH) -> tuple[CueGroup, ...]:
-    spec = json.loads(path.read_text(encoding="utf-8"))
+    spec: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
     return tuple(_group(g["name"], g["reason"], g.get("en", []), g.get("zh", [])) for g in spec["groups"])
 
 

@@ -29,6 +29,7 @@ import mmh3
 import numpy as np
 
 from router.cues import CUE_NAMES, match_cues
+from shared_context.text import LazyPattern  # patterns compile on the first question, not at import
 
 if TYPE_CHECKING:  # scipy and scikit-learn are imported only for training and checks
     import scipy.sparse as sp
@@ -47,17 +48,17 @@ _IMPERATIVES = ("describe", "summarize", "summarise", "list", "give", "tell", "e
                 "rewrite", "retell", "narrate", "write", "draft", "compose", "name", "show", "find", "provide",
                 "outline", "identify", "rank", "imagine", "remind")
 _ZH_IMPERATIVES = ("请", "介绍", "列出", "总结", "概括", "比较", "梳理", "把", "以", "帮我", "简单说说", "归纳", "用")
-_CONJUNCTIONS = re.compile(r"\b(?:and|or|while|whereas|but|versus)\b|和|与|及|并且|而|以及|还是", re.IGNORECASE)
-_TOKEN = re.compile(r"[A-Za-z0-9][A-Za-z0-9'’.\-]*|[\u4e00-\u9fff]")
-_CJK = re.compile(r"[\u4e00-\u9fff]")
-_CAP_SPAN = re.compile(
+_CONJUNCTIONS = LazyPattern(r"\b(?:and|or|while|whereas|but|versus)\b|和|与|及|并且|而|以及|还是", re.IGNORECASE)
+_TOKEN = LazyPattern(r"[A-Za-z0-9][A-Za-z0-9'’.\-]*|[\u4e00-\u9fff]")
+_CJK = LazyPattern(r"[\u4e00-\u9fff]")
+_CAP_SPAN = LazyPattern(
     r"(?:(?:Mr|Mrs|Ms|Dr|St|Prof|Gen|Capt)\.\s)?[A-Z][\w’'\-]*(?:\s+(?:of|the|de|van|von|la|du)?\s*[A-Z][\w’'\-]*)*"
 )
-_QUOTED = re.compile(r"[\"“「『《]([^\"”」』》]{1,60})[\"”」』》]|(?<!\w)'([^']{2,60})'(?!\w)")
-_ZH_TITLED = re.compile(r"[\u4e00-\u9fff]{1,3}(?:医生|教授|老师|律师|法官|先生|女士|主任|博士|校长|市长|部长|总监|经理|主播)")
-_LATIN_IN_ZH = re.compile(r"[A-Za-z][A-Za-z0-9\-]+")
-_POSSESSIVE_END = re.compile(r"['’]s?$")
-_DATE = re.compile(
+_QUOTED = LazyPattern(r"[\"“「『《]([^\"”」』》]{1,60})[\"”」』》]|(?<!\w)'([^']{2,60})'(?!\w)")
+_ZH_TITLED = LazyPattern(r"[\u4e00-\u9fff]{1,3}(?:医生|教授|老师|律师|法官|先生|女士|主任|博士|校长|市长|部长|总监|经理|主播)")
+_LATIN_IN_ZH = LazyPattern(r"[A-Za-z][A-Za-z0-9\-]+")
+_POSSESSIVE_END = LazyPattern(r"['’]s?$")
+_DATE = LazyPattern(
     r"\b(?:1[5-9]\d\d|20\d\d)\b|\b(?:January|February|March|April|May|June|July|August|September|October|November|"
     r"December)\b|\d{4}年|\d{1,2}月",
 )
@@ -236,7 +237,7 @@ def index_vector(signals: IndexSignals | None) -> np.ndarray:
     ], dtype=np.float32)
 
 
-_WORD = re.compile(r"[a-z][a-z'’\-]*|[\u4e00-\u9fff]+")
+_WORD = LazyPattern(r"[a-z][a-z'’\-]*|[\u4e00-\u9fff]+")
 N_WORD_BUCKETS = 2**21  # familiarity bitmap: large, so an unseen word rarely collides with a seen one
 
 
@@ -317,7 +318,7 @@ def build_matrix(features: Sequence[QuestionFeatures], signals: Sequence[IndexSi
     return sp.hstack([sp.csr_matrix(dense), hashed_ngrams([f.text for f in features])], format="csr")
 
 
-_TITLE_WORD = re.compile(r"[^\W_]+")
+_TITLE_WORD = LazyPattern(r"[^\W_]+")
 _TITLE_FILLER = frozenset(("the", "a", "an", "of", "mr", "mrs", "ms", "miss", "dr", "sir", "lady", "lord", "st", "and"))
 MIN_LINK_SCORE = 0.6  # below this an "exact" match is only a title nested in a longer phrase
 

@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from router.features import IndexSignals
+from shared_context.text import LazyPattern
 
 CLASSES = ("local", "global", "drift")
 # The situations `adjust` recognises, one 0/1 indicator each (`situations`). Their log-odds nudges per class are
@@ -52,10 +53,10 @@ UBIQUITOUS_SHARE = 0.5  # an entity in at least this share of documents is a spe
 MAX_NAMED_DOCUMENTS = 3  # more matches than this is a family of documents ("the FY15 calls"), not a name
 MIN_DOCUMENTS_FOR_UBIQUITY = 3  # with one or two documents every entity is "everywhere": not a signal
 
-_TITLE_SPLIT = re.compile(r"[A-Za-z]+|\d+|[\u4e00-\u9fff]")
-_CAMEL = re.compile(r"(?<=[a-z])(?=[A-Z])|(?<=[A-Za-z])(?=\d)|(?<=\d)(?=[A-Za-z])")
-_CJK_COUNTED = re.compile(r"第\s*(\d+)|(?<!\d)(\d+)\s*(?=[期集章讲号场季])")
-_FILE_SUFFIX = re.compile(r"\.(?:txt|md|pdf|docx?|html?|json|csv)$", re.IGNORECASE)
+_TITLE_SPLIT = LazyPattern(r"[A-Za-z]+|\d+|[\u4e00-\u9fff]")
+_CAMEL = LazyPattern(r"(?<=[a-z])(?=[A-Z])|(?<=[A-Za-z])(?=\d)|(?<=\d)(?=[A-Za-z])")
+_CJK_COUNTED = LazyPattern(r"第\s*(\d+)|(?<!\d)(\d+)\s*(?=[期集章讲号场季])")
+_FILE_SUFFIX = LazyPattern(r"\.(?:txt|md|pdf|docx?|html?|json|csv)$", re.IGNORECASE)
 
 
 @dataclass(frozen=True)

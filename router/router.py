@@ -16,7 +16,7 @@ import time
 from collections.abc import AsyncIterator, Coroutine, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from engines.errors import DeadlineExceeded, EngineError
 from engines.models.base import Message
@@ -176,6 +176,23 @@ class Router:
                 self._engines[name] = self._make_engine(name)
             return self._engines[name]
 
+    def warm_up(self) -> None:
+        """Build now what the first questions would otherwise build while their callers wait: every engine
+        (with the embedder, whose offline fit can take seconds) and the tables linking, classification and
+        the local context read on first use. Synchronous and CPU-bound: call it before serving."""
+        from engines.base import plan_question
+        from router.classifier import classify
+
+        for name in ENGINES:
+            self.engine(name)
+        getattr(self.models, "embedder", None)  # a property: builds (and fits) the embedder
+        if not len(self.index.entities):
+            return
+        # Any entity's name makes a question that touches every lazily built table; the first one will do.
+        plan = plan_question(f"Who is {self.index.entities[0].title}?", self.index)
+        classify(plan.question, self.index, linker=plan.linker(self.index))
+        self.engine("local").builder.build(plan.link_text, None)
+
     def _make_engine(self, name: str, **global_overrides: Any) -> Any:
         from engines import BasicSearch, DriftSearch, GlobalSearch, LocalSearch
 
@@ -219,6 +236,7 @@ class Router:
         deadline: float | None = None,
         degraded: list[str] | None = None,
         query_plan: QueryPlan | None = None,
+        classify_forced: bool = False,
     ) -> tuple[str, list[Message], Any]:
         from router.classifier import classify
 
@@ -233,6 +251,8 @@ class Router:
         standalone = question
         if turns and self.config.router.rewrite_followups:
             standalone = await self._rewrite(question, turns, usage, deadline, notes)
+        if mode != "auto" and not classify_forced:  # the caller chose: nothing to classify
+            return standalone, turns, forced_decision(mode)
         t0 = time.perf_counter()
         # the classifier links through the plan, so the engine can reuse that linking
         linker = query_plan.linker(self.index) if query_plan is not None and standalone == query_plan.question else None
@@ -394,10 +414,13 @@ class Router:
         budget: Budget | None = None,
         *,
         deltas: bool = True,
+        classify_forced: bool = False,
     ) -> AsyncIterator[Any]:
         """Yield `RouteDecided`, engine progress/answer deltas (`EngineEvent`), `Escalated`, then `Done`.
 
-        `mode=None` takes `[router] default_mode` from the configuration ("auto" unless set).
+        `mode=None` takes `[router] default_mode` from the configuration ("auto" unless set). A forced mode
+        (not "auto") runs no classifier: the route says it was forced by the caller. `classify_forced=True`
+        still asks the classifier, so the route also carries its own opinion (the CLI shows it).
         """
         from engines.base import plan_question
         from engines.events import AnswerDelta, Final
@@ -416,13 +439,16 @@ class Router:
         deadline_s = budget.deadline_s if budget and budget.deadline_s is not None else 0.0
 
         degraded: list[str] = []
-        standalone, turns, decision = await self._prepare(q, history, mode, usage, deadline, degraded, query_plan)
+        standalone, turns, decision = await self._prepare(q, history, mode, usage, deadline, degraded, query_plan,
+                                                          classify_forced)
         if standalone != q:  # a rewritten follow-up is its own question
             query_plan = plan_question(standalone, self.index)
         target = "basic" if mode == "basic" else decision.engine
         try:
-            # Planning builds engines (first use may fit the embedder) and estimates contexts: off the loop.
-            plan, eng = await asyncio.to_thread(self.plan, standalone, target, budget, query_plan)
+            if (budget is None or budget.unlimited) and target in self._engines:
+                plan, eng = Plan(chosen=target), self._engines[target]  # nothing to estimate or build
+            else:  # building an engine (first use may fit the embedder) and estimates are CPU work: off the loop
+                plan, eng = await asyncio.to_thread(self.plan, standalone, target, budget, query_plan)
         except BudgetError as err:
             err.usage = usage  # a rewrite may already have been paid for
             raise
@@ -572,6 +598,14 @@ def _foreign_vector_notes(stored: dict[str, tuple[int, str | None]], models: Any
         f"the index's stored vectors ({tables}) come from an embedding model that is not configured; "
         f"questions are matched with exact names, keywords and the offline embedder ({ours}) fitted on this index"
     ]
+
+
+def forced_decision(mode: str) -> Any:
+    """The route of a question whose caller chose the engine: no classifier ran, so it has no opinion."""
+    from router.classifier import RouteDecision
+
+    return RouteDecision(engine=cast(Any, mode), confidence=1.0, probabilities={mode: 1.0},
+                         reasons=[f"mode '{mode}' forced by the caller (the classifier was not run)"], method="forced")
 
 
 def public_name(engine: str) -> str:

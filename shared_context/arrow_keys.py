@@ -14,7 +14,6 @@ from collections.abc import Iterator
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 __all__ = ["count_distinct", "index_in"]
 
@@ -29,6 +28,8 @@ def _as_string_array(values: pa.Array | pa.ChunkedArray) -> pa.Array:
 
 def _groups(arr: pa.Array) -> np.ndarray:
     """Group number (0.._GROUPS-1) of each string by its last character; -1 for nulls."""
+    import pyarrow.compute as pc  # imported on first use: ~50 ms at import time
+
     encoded = pc.utf8_slice_codeunits(arr, start=-1).dictionary_encode()
     of_char = np.array([ord(c) % _GROUPS if c else 0 for c in encoded.dictionary.to_pylist()] or [0], dtype=np.int8)
     indices = np.asarray(encoded.indices.fill_null(-1).to_numpy(zero_copy_only=False), dtype=np.int64)
@@ -44,6 +45,8 @@ def _parts(arr: pa.Array, groups: np.ndarray) -> Iterator[pa.Array]:
 
 def count_distinct(values: pa.Array | pa.ChunkedArray) -> int:
     """`pc.count_distinct(values)` (nulls not counted) for a text column."""
+    import pyarrow.compute as pc  # imported on first use: ~50 ms at import time
+
     if len(values) <= _SPLIT_ABOVE:
         return int(pc.count_distinct(values).as_py())
     arr = _as_string_array(values)
@@ -52,6 +55,8 @@ def count_distinct(values: pa.Array | pa.ChunkedArray) -> int:
 
 def index_in(values: pa.Array | pa.ChunkedArray, keys: pa.Array | pa.ChunkedArray) -> np.ndarray:
     """Position of each value among `keys` (the first equal key), -1 when absent or null: int64."""
+    import pyarrow.compute as pc  # imported on first use: ~50 ms at import time
+
     key_arr = _as_string_array(keys)
     if len(key_arr) <= _SPLIT_ABOVE:  # values read in place (chunked or not)
         text = values if values.type == pa.string() else values.cast(pa.string())

@@ -42,7 +42,8 @@ _WIDEST_WEIGHT = "0.1234"
 class CommunityContextParams(BaseModel):
     """GraphRAG's global-search context parameters (effective defaults) plus level and pre-ranking knobs."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # defer_build: validators are built on first use, not when `import router` defines the class (import time)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     max_context_tokens: int = Field(default=12_000, ge=1)  # per batch
     community_level: int | None = None  # None: every level; L: level L only (see include_lower_levels)

@@ -32,7 +32,6 @@ from typing import Any, TypeAlias, cast
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from shared_context import arrow_keys
 from shared_context.adjacency import Adjacency, group
@@ -144,6 +143,8 @@ def _lookup_lists(lists: Sequence[Sequence[str]] | pa.ChunkedArray, pos: Keys) -
     """Flatten id lists (Python lists, or an Arrow list column flattened in Arrow) into (row, target
     position) pairs; returns also the number of unknown ids."""
     if isinstance(lists, pa.ChunkedArray):
+        import pyarrow.compute as pc  # imported on first use: ~50 ms at import time
+
         lengths = np.asarray(pc.list_value_length(lists).fill_null(0).to_numpy(), dtype=np.int64)
         flat: Values = pa.chunked_array([chunk.flatten() for chunk in lists.chunks], type=lists.type.value_type)
     else:

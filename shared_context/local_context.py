@@ -79,7 +79,8 @@ class LocalContextParams(BaseModel):
     """GraphRAG's local-search context parameters (names, and its defaults except `text_unit_prop`),
     plus strategy and share knobs."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # defer_build: validators are built on first use, not when `import router` defines the class (import time)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     max_context_tokens: int = Field(default=12_000, ge=0)
     # GraphRAG gives Sources 0.5; 0.7 reached more evidence with the hybrid Sources on the tuning half of

@@ -18,7 +18,6 @@ from typing import Any, Generic, TypeVar, overload
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 __all__ = ["RecordTable", "array_of", "release_arrow_memory", "text_lengths_of", "values_of"]
 
@@ -178,6 +177,8 @@ def array_of(records: Sequence[Any], name: str, dtype: Any = np.float64) -> np.n
 def text_lengths_of(records: Sequence[Any], name: str) -> np.ndarray:
     """`len()` of a text field of every record (characters), as int64."""
     if isinstance(records, RecordTable):
+        import pyarrow.compute as pc  # imported on first use: ~50 ms at import time
+
         lengths = pc.utf8_length(records.arrow_column(name)).fill_null(0)
         return np.asarray(lengths.to_numpy(), dtype=np.int64)
     return np.fromiter((len(getattr(r, name)) for r in records), dtype=np.int64, count=len(records))

@@ -54,7 +54,8 @@ Hits = tuple[np.ndarray, np.ndarray]  # (positions int64, scores float64), best 
 class SearchParams(BaseModel):
     """Which backend serves a search, by the number of rows searched (graphroute.toml `[search]`)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+    # defer_build: validators are built on first use, not when `import router` defines the class (import time)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, defer_build=True)
 
     persist_min_rows: int = Field(
         default=2_000, ge=0, description="store a field's in-memory BM25 postings on disk from this many rows"

@@ -8,10 +8,11 @@ where the order can reach the output. The stopword list is data (`shared_context
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+import sys
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -24,18 +25,67 @@ __all__ = [
     "CJK_RE",
     "STOPWORDS",
     "TOKEN_RE",
+    "LazyPattern",
     "plural_stem",
     "split_sentences",
     "stem",
     "tokens",
 ]
 
+
+class LazyPattern:
+    """A regular expression compiled on first use, with the methods of `re.Pattern` that the code uses.
+
+    Why: compiling at import made `import router` pay for every pattern of every module, used or not; a
+    character class over the CJK ranges alone costs about 2 ms (the compiler walks its ~40,000 code points),
+    and the cue lexicons are a few hundred alternatives each. Two threads racing to the first use both
+    compile the same pattern, which is harmless.
+    """
+
+    __slots__ = ("_compiled", "_flags", "pattern")
+
+    def __init__(self, pattern: str, flags: int = 0) -> None:
+        self.pattern = pattern
+        self._flags = flags
+        self._compiled: re.Pattern[str] | None = None
+
+    @property
+    def compiled(self) -> re.Pattern[str]:
+        if self._compiled is None:
+            self._compiled = re.compile(self.pattern, self._flags)
+        return self._compiled
+
+    def search(self, string: str, pos: int = 0, endpos: int = sys.maxsize) -> re.Match[str] | None:
+        return self.compiled.search(string, pos, endpos)
+
+    def match(self, string: str, pos: int = 0, endpos: int = sys.maxsize) -> re.Match[str] | None:
+        return self.compiled.match(string, pos, endpos)
+
+    def fullmatch(self, string: str, pos: int = 0, endpos: int = sys.maxsize) -> re.Match[str] | None:
+        return self.compiled.fullmatch(string, pos, endpos)
+
+    def findall(self, string: str, pos: int = 0, endpos: int = sys.maxsize) -> list[Any]:
+        return self.compiled.findall(string, pos, endpos)
+
+    def finditer(self, string: str, pos: int = 0, endpos: int = sys.maxsize) -> Iterator[re.Match[str]]:
+        return self.compiled.finditer(string, pos, endpos)
+
+    def split(self, string: str, maxsplit: int = 0) -> list[str | Any]:
+        return self.compiled.split(string, maxsplit)
+
+    def sub(self, repl: str | Callable[[re.Match[str]], str], string: str, count: int = 0) -> str:
+        return self.compiled.sub(repl, string, count)
+
+    def subn(self, repl: str | Callable[[re.Match[str]], str], string: str, count: int = 0) -> tuple[str, int]:
+        return self.compiled.subn(repl, string, count)
+
+
 # Ideographs, kana and hangul are written without spaces; consumers index them as characters or bigrams.
 CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
-CJK_RE = re.compile(f"[{CJK}]")
-TOKEN_RE = re.compile(f"[{CJK}]+|[^\\W_{CJK}]+")  # a Latin/digit run never swallows CJK text
+CJK_RE = LazyPattern(f"[{CJK}]")
+TOKEN_RE = LazyPattern(f"[{CJK}]+|[^\\W_{CJK}]+")  # a Latin/digit run never swallows CJK text
 # "Scrooge's" -> "Scrooge", "the Cratchits' house" -> "the Cratchits house"
-POSSESSIVE_RE = re.compile(r"['’]s\b|(?<=s)['’](?=\s|$)", re.IGNORECASE)
+POSSESSIVE_RE = LazyPattern(r"['’]s\b|(?<=s)['’](?=\s|$)", re.IGNORECASE)
 
 _DATA = Path(__file__).resolve().parent / "data"
 
@@ -104,10 +154,10 @@ def stem(word: str) -> str:
 # A protected citation placeholder (\x00n\x00, see offline_answer.cited_units) may sit after the stop.
 # One leading character class keeps the scan fast (an alternation at the start defeats the regex
 # engine's prefix search); Latin stops are then checked for the following capital in Python.
-_BOUNDARY_RE = re.compile(r"[.!?。！？；][\"'”’)\]」』）]*(?:\s*\x00\d+\x00)*")
-_NEXT_SENTENCE_RE = re.compile(r"\s+[\"'“‘(\[]?[A-Z0-9" + CJK + r"]")
-_MARKDOWN_BLOCK_RE = re.compile(r"\n(?=\s*(?:#{1,6}\s|[-*•]\s|\d+[.)]\s))")
-_CJK_NEWLINE_RE = re.compile(f"(?<=[{CJK}])\\s*\\n\\s*(?=[{CJK}])")
+_BOUNDARY_RE = LazyPattern(r"[.!?。！？；][\"'”’)\]」』）]*(?:\s*\x00\d+\x00)*")
+_NEXT_SENTENCE_RE = LazyPattern(r"\s+[\"'“‘(\[]?[A-Z0-9" + CJK + r"]")
+_MARKDOWN_BLOCK_RE = LazyPattern(r"\n(?=\s*(?:#{1,6}\s|[-*•]\s|\d+[.)]\s))")
+_CJK_NEWLINE_RE = LazyPattern(f"(?<=[{CJK}])\\s*\\n\\s*(?=[{CJK}])")
 _ABBREVIATIONS = _word_list("abbreviations.txt")
 
 

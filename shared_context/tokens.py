@@ -20,8 +20,10 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import tiktoken
+if TYPE_CHECKING:  # tiktoken loads with the first encoding, not at `import router`
+    import tiktoken
 
 _URLS = {
     "o200k_base": "https://openaipublic.blob.core.windows.net/encodings/o200k_base.tiktoken",
@@ -94,6 +96,8 @@ def seed_encoding(name: str) -> None:
 
 @lru_cache(maxsize=8)
 def get_encoding(name: str = DEFAULT_ENCODING) -> tiktoken.Encoding:
+    import tiktoken
+
     seed_encoding(name)
     return tiktoken.get_encoding(name)
 

@@ -82,3 +82,18 @@ def test_tokenising_in_segments_gives_the_same_offsets(monkeypatch: pytest.Monke
     assert len(chunking._segment_starts(text)) > 5
     assert pieces[0] == 0 and bool((pieces[1:] > pieces[:-1]).all())
     assert abs(len(pieces) - len(whole)) <= len(chunking._segment_starts(text))  # cuts fall where tiktoken splits
+
+
+def test_stored_spans_are_reused_and_damaged_ones_recomputed() -> None:
+    text = "".join(f"Sentence number {i} of the reused document. " for i in range(200))
+    doc = SourceDocument("t.md", text)
+    spans: dict = {}
+    first = chunk_documents([doc], chunk_size=60, overlap=10, encoding_name="o200k_base", spans=spans)
+    assert list(spans) == [doc.id] and len(spans[doc.id]) == len(first)
+    again = chunk_documents([doc], chunk_size=60, overlap=10, encoding_name="o200k_base", spans=dict(spans))
+    assert again == first
+    # a stored cut is taken as it is (no tokenising): proof the cache is what cut the text
+    (chunk,) = chunk_documents([doc], chunk_size=60, overlap=10, encoding_name="o200k_base", spans={doc.id: [(0, 15, 4)]})
+    assert (chunk.text, chunk.n_tokens) == (text[:15], 4)
+    for damaged in ([(0, len(text) + 5, 3)], [(10, 5, 3)], [(20, 40, 5), (0, 10, 2)]):
+        assert chunk_documents([doc], chunk_size=60, overlap=10, encoding_name="o200k_base", spans={doc.id: damaged}) == first

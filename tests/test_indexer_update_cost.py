@@ -41,6 +41,7 @@ def test_update_adding_ten_percent_embeds_only_what_changed(tmp_path: Path) -> N
     out = tmp_path / "index"
     first = build_index_from_documents(docs, out, progress=False)
     embedder_sha = _sha(out / "graphroute" / "embedder.npz")
+    embedder_inode = (out / "graphroute" / "embedder.npz").stat().st_ino
     units_before = _vectors(out, "text_unit_text")
     assert first.vectors_reused == 0 and first.embedded["text_unit_text"] == first.chunks
 
@@ -50,6 +51,8 @@ def test_update_adding_ten_percent_embeds_only_what_changed(tmp_path: Path) -> N
     ents = pd.read_parquet(out / "entities.parquet")
     assert 0 < second.embedded["entity_description"] < len(ents)  # only new or re-described entities
     assert _sha(out / "graphroute" / "embedder.npz") == embedder_sha  # kept, not refitted
+    assert (out / "graphroute" / "embedder.npz").stat().st_ino == embedder_inode  # linked, not written again
+    assert second.step_cpu_seconds.keys() == second.step_seconds.keys() - {"read"}
     units_after = _vectors(out, "text_unit_text")
     assert set(units_before) < set(units_after)
     assert all(np.array_equal(units_before[i], units_after[i]) for i in units_before)
@@ -115,3 +118,19 @@ def test_update_reclusters_only_what_changed_and_keeps_the_other_reports(tmp_pat
     kept_reports = reports_after[reports_after["community"].isin(kept["community"])]
     assert set(kept_reports["id"]) <= set(reports_before["id"])
     assert first.communities_reused == 0 and "communities: " in update.summary()
+
+
+def test_a_starting_partition_graspologic_cannot_take_falls_back_to_singletons() -> None:
+    """graspologic-native panics (a Rust index error) on this start, found in a real update; the update
+    re-clusters that subgraph from singletons instead of failing."""
+    from indexer.communities import _leiden
+
+    hub, clique = "8694", ["8803", "8804", "8805", "8806"]
+    edges = [(n, hub, 0.5) for n in ("3379", "3350", "3381", "3382")]
+    edges += [(a, b, 2.0 if {a, b} == {hub, "8805"} else 1.0) for a, b in
+              [("8803", "8804"), ("8803", "8805"), (hub, "8803"), ("8803", "8806"), ("8804", "8805"), (hub, "8804"),
+               ("8804", "8806"), (hub, "8805"), ("8805", "8806"), (hub, "8806"), ("8723", "8806"), ("2119", "8806")]]
+    start = {"2119": 0, "3350": 1, "3379": 2, "3381": 2, "3382": 2, hub: 3, "8723": 4}
+    start.update({n: 5 + i for i, n in enumerate(clique)})
+    membership = _leiden(edges, start, seed=0xDEADBEEF)
+    assert set(membership) == set(start) and len(set(membership.values())) >= 2

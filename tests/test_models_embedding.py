@@ -33,6 +33,29 @@ def test_fit_is_deterministic_and_normalised():
     assert np.allclose(np.linalg.norm(va, axis=1), 1.0, atol=1e-5)
 
 
+def test_tfidf_rows_are_exactly_scikit_learns(tmp_path):
+    """The word-cached n-gram counting gives bit-identical TF-IDF rows to `TfidfVectorizer.transform`."""
+    texts = [
+        *CORPUS,
+        "",
+        "   ",
+        "a I x ab  abc\t\tabcd\n\nabcde é Ünïcödé  naïve CAFÉ café",
+        "Scrooge Scrooge scrooge SCROOGE, scrooge's; (Scrooge)\u00a0Marley\u2003ghost",
+        "zzzz qqqq 12345 ———",
+    ]
+    for emb in (OfflineEmbedder.fit(CORPUS), OfflineEmbedder.load(OfflineEmbedder.fit(CORPUS).save(tmp_path / "e.npz"))):
+        for _ in range(2):  # cold, then with every word's columns cached
+            ours, theirs = emb._tfidf(texts), emb._vectorizer.transform(texts).tocsr()
+            theirs.sort_indices()
+            assert ours.dtype == theirs.dtype == np.float32
+            assert np.array_equal(ours.indptr, theirs.indptr) and np.array_equal(ours.indices, theirs.indices)
+            assert np.array_equal(ours.data, theirs.data)
+        with np.load(emb.save(tmp_path / "again.npz"), allow_pickle=False) as data:
+            reference = (emb._vectorizer.transform(texts) @ data["components"].T).astype(np.float32)
+        norms = np.linalg.norm(reference, axis=1, keepdims=True)
+        assert np.allclose(emb.transform(texts), reference / np.where(norms == 0, 1.0, norms), atol=1e-6)
+
+
 def test_dimension_is_bounded_by_corpus_and_request():
     assert OfflineEmbedder.fit(CORPUS, dim=256).dim == len(CORPUS)  # small corpus: fewer components
     assert OfflineEmbedder.fit(CORPUS, dim=3).dim == 3

@@ -314,5 +314,64 @@ def test_redacted_report_keeps_figures_and_ids_but_no_question_text() -> None:
                         "response_preview": "A quoted excerpt", "cost": 0.5, "grade": {"f1": 0.2}}]}
     out = redact(report, "/data")
     assert out["rows"] == [{"engine": "local", "query_id": "Novel-1", "cost": 0.5, "grade": {"f1": 0.2}}]
-    assert out["queries"]["spec"] == "bench/q.parquet (read from ../shared/data)" and "redacted" in out
+    assert out["queries"]["spec"] == "../shared/data/bench/q.parquet" and "redacted" in out
     assert report["rows"][0]["question"] == "Who met whom?"  # the run's own report is left as it was
+
+
+def test_redacted_copy_shows_data_paths_relative_in_json_and_markdown(tmp_path: Path) -> None:
+    from benchmarks.redact_report import main
+
+    data = tmp_path / "shared" / "data"
+    (data / "bench").mkdir(parents=True)
+    alias = tmp_path / "alias"  # the same folder by another name (a worktree's ../shared symlink)
+    alias.symlink_to(tmp_path / "shared")
+    run, dest = tmp_path / "run", tmp_path / "results" / "copy"
+    run.mkdir()
+    config = {"queries": f"{data}/bench/q.parquet", "label_map": f"{alias}/data/bench/map.json",
+              "index": "/tmp/idx", "near_miss": f"{data}base/x", "root": str(data)}
+    (run / "report.json").write_text(json.dumps({"config": config, "rows": [{"query_id": "q1", "question": "Q?"}]}))
+    (run / "report.md").write_text(f"- queries: `{data}/bench/q.parquet` — 1 question\n")
+    (run / "chart.png").write_bytes(b"png")
+
+    assert main([str(run), str(dest), "--data-root", str(alias / "data")]) == 0
+    copied = json.loads((dest / "report.json").read_text())["config"]
+    assert copied == {"queries": "../shared/data/bench/q.parquet", "label_map": "../shared/data/bench/map.json",
+                      "index": "/tmp/idx", "near_miss": f"{data}base/x", "root": "../shared/data"}
+    assert (dest / "report.md").read_text() == "- queries: `../shared/data/bench/q.parquet` — 1 question\n"
+    assert (dest / "chart.png").read_bytes() == b"png"
+    assert "question" not in (dest / "report.json").read_text()
+
+
+def test_redact_in_place_rewrites_committed_copies_whose_run_is_gone(tmp_path: Path) -> None:
+    from benchmarks.redact_report import main
+
+    data = tmp_path / "data"
+    data.mkdir()
+    only_md, with_json = tmp_path / "carol", tmp_path / "novel"
+    only_md.mkdir()
+    with_json.mkdir()
+    (only_md / "report.md").write_text(f"- index: `{data}/carol_index` (529 entities)\n")
+    (with_json / "report.json").write_text(json.dumps({"config": {"queries": f"{data}/q.parquet"}, "rows": []}))
+    (with_json / "scale.json").write_text(json.dumps([{"index": f"{data}/big"}]))
+
+    assert main(["--in-place", str(only_md), str(with_json), "--data-root", str(data)]) == 0
+    assert (only_md / "report.md").read_text() == "- index: `../shared/data/carol_index` (529 entities)\n"
+    report = json.loads((with_json / "report.json").read_text())
+    assert report["config"]["queries"] == "../shared/data/q.parquet" and "redacted" in report
+    assert json.loads((with_json / "scale.json").read_text()) == [{"index": "../shared/data/big"}]
+    assert main(["--in-place", str(with_json), "--data-root", str(data)]) == 0  # idempotent
+    assert json.loads((with_json / "report.json").read_text()) == report
+
+
+def test_committed_reports_carry_no_absolute_data_path() -> None:
+    # every committed report names the data as ../shared/data/..., never this machine's absolute folder
+    import re
+
+    results = Path(__file__).resolve().parents[1] / "benchmarks" / "results"
+    absolute = []
+    for path in sorted(results.rglob("*")):
+        if path.suffix in (".json", ".md"):
+            for found in re.findall(r"[^\s`'\"(]*/shared/data\b", path.read_text(encoding="utf-8")):
+                if not found.startswith("../shared/data"):
+                    absolute.append(f"{path.relative_to(results)}: {found}")
+    assert not absolute, absolute

@@ -47,6 +47,25 @@ def test_mode_forces_engine(router: Router) -> None:
         router.ask("Who is Bob Cratchit?", mode="fast")
 
 
+def test_a_forced_mode_runs_no_classifier_and_says_so(router: Router) -> None:
+    answer = router.ask("What are the main themes of the story as a whole?", mode="local")
+    assert "classify" not in answer.usage.stages  # the classifier's time is recorded whenever it runs
+    assert (answer.route.engine, answer.route.method, answer.route.probabilities) == ("local", "forced", {"local": 1.0})
+    assert answer.route.reasons == ["mode 'local' forced by the caller (the classifier was not run)"]
+    assert router.ask("Who is Bob Cratchit?", mode="basic").route.engine == "basic"
+
+    async def opinion() -> object:
+        async for ev in router.astream("What are the main themes of the story as a whole?", mode="local",
+                                       classify_forced=True):
+            if isinstance(ev, Done):
+                return ev.answer
+        return None
+
+    asked = router.run(opinion())
+    assert "classify" in asked.usage.stages and asked.route.engine == "local"
+    assert max(asked.route.probabilities, key=asked.route.probabilities.get) == "global"  # its own opinion
+
+
 def test_bad_questions_are_clear_errors(router: Router) -> None:
     with pytest.raises(ValueError, match="question is empty"):
         router.ask("   ")

@@ -122,6 +122,8 @@ def test_indexes_records_models_and_metrics(http: httpx.Client, routers: dict[st
     doc_id = r.json()["document"]["id"]
     assert http.get(f"/v1/indexes/carol/documents/{doc_id}").json()["text_unit_ids"]
     assert http.get("/v1/indexes/carol/text_units/nope").status_code == 404
+    last = routers["carol"].index.text_units[len(routers["carol"].index.text_units) - 1]
+    assert http.get(f"/v1/indexes/carol/text_units/{last.short_id}").json()["id"] == last.id  # citation id
     assert "graphroute-drift@dulce" in {m["id"] for m in http.get("/v1/models").json()["data"]}
     http.post("/v1/ask", json={"question": "Who is Bob Cratchit?"})
     text = http.get("/metrics").text
@@ -234,6 +236,23 @@ def test_graceful_shutdown_finishes_in_flight_and_refuses_new(slow: tuple[Any, S
     svc.stop()  # waits for the in-flight request
     t.join()
     assert results[0].status_code == 200 and "Cratchit" in json.loads(results[0].text)["text"]
+
+
+def test_prepare_warms_up_and_keeps_the_collector_off_what_is_loaded(routers: dict[str, Router]) -> None:
+    import gc
+
+    router = routers["carol"]
+    thresholds = gc.get_threshold()
+    try:
+        record = router.index.entities[0]
+        assert gc.is_tracked(record) and any(o is record for o in gc.get_objects())
+        Service({"carol": router}).prepare()
+        assert {"local", "global", "drift", "basic"} <= set(router._engines)
+        assert not any(o is record for o in gc.get_objects())  # frozen: no collection walks it again
+        assert gc.get_threshold()[0] == 10_000
+    finally:
+        gc.unfreeze()
+        gc.set_threshold(*thresholds)
 
 
 def test_cli_index_specs_name_each_index() -> None:

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import math
+import re
 from collections import Counter
 
 import numpy as np
 import pytest
 
-from shared_context.text import BM25, STOPWORDS, plural_stem, split_sentences, stem, tokens
+from shared_context.text import BM25, STOPWORDS, LazyPattern, plural_stem, split_sentences, stem, tokens
 
 
 def _plain_bm25(docs: list[list[str]], query: list[str], k1: float = 1.2, b: float = 0.75) -> list[float]:
@@ -90,3 +91,20 @@ def test_query_scores_equal_a_full_bm25_over_the_same_documents() -> None:
 def test_lengths_must_match_the_documents() -> None:
     with pytest.raises(ValueError, match="lengths has 1 entries for 2 documents"):
         BM25([["a"], ["b"]], lengths=[3])
+
+
+def test_lazy_pattern_compiles_on_first_use_and_answers_like_re() -> None:
+    source, text = r"(\w+)@(\w+)", "ann@x, bob@y and 中文"
+    lazy, eager = LazyPattern(source, re.IGNORECASE), re.compile(source, re.IGNORECASE)
+    assert lazy._compiled is None  # nothing compiled by defining it (module import)
+    assert lazy.findall(text) == eager.findall(text)
+    compiled = lazy.compiled
+    assert compiled is lazy.compiled and compiled.flags == eager.flags  # compiled once, with its flags
+    match, expected = lazy.search(text, 3), eager.search(text, 3)
+    assert match is not None and expected is not None and match.span() == expected.span()
+    assert lazy.match(text) is not None and lazy.match(text, 1, 2) is None
+    assert lazy.fullmatch("a@b") is not None and lazy.fullmatch(text) is None
+    assert [m.span() for m in lazy.finditer(text)] == [m.span() for m in eager.finditer(text)]
+    assert lazy.split(text, 1) == eager.split(text, 1)
+    assert lazy.sub(r"\2", text) == eager.sub(r"\2", text)
+    assert lazy.subn(lambda m: m.group(1).upper(), text, 1) == ("ANN, bob@y and 中文", 1)

@@ -2,7 +2,8 @@
 
 The backends live in their own modules and are built by `Models` / `build_chat_model` / `build_embedder`:
 `engines.models.openai_backend` (imports `openai`) and `engines.models.offline` are not imported here, so
-`import engines.models` stays cheap.
+`import engines.models` stays cheap. The loopback test server (`engines.models.testserver`) is a test and
+benchmark tool, not part of the product: import it from its module.
 """
 
 from __future__ import annotations
@@ -20,14 +21,12 @@ from engines.models.embedding_offline import OfflineEmbedder
 from engines.models.errors import ModelError, StructuredOutputError
 from engines.models.factory import Models, build_chat_model, build_embedder
 from engines.models.structured import complete_json, repair_json_text
-from engines.models.testserver import LoopbackServer
 
 __all__ = [
     "ChatModel",
     "Completion",
     "Embedder",
     "EmbeddingResult",
-    "LoopbackServer",
     "Message",
     "ModelCallCache",
     "ModelEndpoint",

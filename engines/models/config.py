@@ -61,7 +61,8 @@ ENV_VARS = {
 class ModelEndpoint(BaseModel):
     """One model behind one endpoint, with its client limits."""
 
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    # defer_build: validators are built on first use, not when `import router` defines the class (import time)
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, defer_build=True)
 
     provider: Provider = "offline"
     model: str = Field(default=OFFLINE_CHAT_MODEL, min_length=1)
@@ -89,7 +90,7 @@ class ModelEndpoint(BaseModel):
 class EndpointOverride(BaseModel):
     """Per-stage changes applied on top of `models.chat` (only the fields given)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     provider: Provider | None = None
     model: str | None = Field(default=None, min_length=1)
@@ -105,36 +106,41 @@ class EndpointOverride(BaseModel):
 
 
 class ModelPrice(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     input: float = Field(ge=0)  # $ per 1M prompt tokens
     output: float = Field(default=0.0, ge=0)  # $ per 1M output tokens
 
 
-# Public list prices in USD per 1M tokens (standard tier, no caching/batch discount). Override in
-# graphroute.toml under [models.prices."<model>"] when yours differ.
-DEFAULT_PRICES: dict[str, ModelPrice] = {
-    "gpt-4.1": ModelPrice(input=2.00, output=8.00),
-    "gpt-4.1-mini": ModelPrice(input=0.40, output=1.60),
-    "gpt-4.1-nano": ModelPrice(input=0.10, output=0.40),
-    "gpt-4o": ModelPrice(input=2.50, output=10.00),
-    "gpt-4o-mini": ModelPrice(input=0.15, output=0.60),
-    "o4-mini": ModelPrice(input=1.10, output=4.40),
-    "text-embedding-3-small": ModelPrice(input=0.02),
-    "text-embedding-3-large": ModelPrice(input=0.13),
-    "text-embedding-ada-002": ModelPrice(input=0.10),
-    OFFLINE_CHAT_MODEL: ModelPrice(input=0.0),
-    OFFLINE_EMBEDDING_MODEL: ModelPrice(input=0.0),
-    SENTENCE_EMBEDDING_MODEL: ModelPrice(input=0.0),
+# Public list prices in USD per 1M tokens (input, output; standard tier, no caching/batch discount). Override
+# in graphroute.toml under [models.prices."<model>"] when yours differ.
+_LIST_PRICES: dict[str, tuple[float, float]] = {
+    "gpt-4.1": (2.00, 8.00),
+    "gpt-4.1-mini": (0.40, 1.60),
+    "gpt-4.1-nano": (0.10, 0.40),
+    "gpt-4o": (2.50, 10.00),
+    "gpt-4o-mini": (0.15, 0.60),
+    "o4-mini": (1.10, 4.40),
+    "text-embedding-3-small": (0.02, 0.0),
+    "text-embedding-3-large": (0.13, 0.0),
+    "text-embedding-ada-002": (0.10, 0.0),
+    OFFLINE_CHAT_MODEL: (0.0, 0.0),
+    OFFLINE_EMBEDDING_MODEL: (0.0, 0.0),
+    SENTENCE_EMBEDDING_MODEL: (0.0, 0.0),
 }
+
+
+def default_prices() -> dict[str, ModelPrice]:
+    """The list prices as a fresh table (built on call, so importing the module validates nothing)."""
+    return {name: ModelPrice(input=i, output=o) for name, (i, o) in _LIST_PRICES.items()}
 
 
 class PriceTable(BaseModel):
     """Model name -> price. Unknown models cost 0 and are recorded in `unknown_models` (and warned once)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
-    prices: dict[str, ModelPrice] = Field(default_factory=lambda: dict(DEFAULT_PRICES))
+    prices: dict[str, ModelPrice] = Field(default_factory=default_prices)
     unknown_models: set[str] = Field(default_factory=set, exclude=True)
 
     def lookup(self, model: str) -> ModelPrice | None:
@@ -170,7 +176,7 @@ def default_cache_dir(env: Mapping[str, str]) -> Path:
 
 
 class CacheConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     enabled: bool = False
     path: Path | None = None  # sqlite file; default <cache dir>/model_calls.sqlite
@@ -179,7 +185,7 @@ class CacheConfig(BaseModel):
 class ModelsConfig(BaseModel):
     """Everything the model layer needs; embedded as `models` in the top-level GraphrouteConfig."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     chat: ModelEndpoint = Field(default_factory=ModelEndpoint)
     embedding: ModelEndpoint = Field(
@@ -334,7 +340,7 @@ def models_config_from_mapping(
             key=f"models.stages.{unknown[0]}",
         )
 
-    prices = dict(DEFAULT_PRICES)
+    prices = default_prices()
     user_prices = raw.get("prices", {})
     cache: dict[str, Any] = dict(raw.get("cache", {}))
     env_cache = (env_settings.model_cache or "").strip()

@@ -36,9 +36,12 @@ MAX_DIM = 256
 MAX_FEATURES = 200_000  # caps memory on large corpora; the rarest n-grams go first
 MAX_FIT_TEXTS = 3000  # larger corpora are fitted on an evenly spaced sample of this many texts
 MAX_FIT_CHARS = 6000  # per text when fitting (idf and directions need a sample, not whole chapters)
+NGRAM_MIN, NGRAM_MAX = 2, 4
+MAX_CACHED_WORDS = 500_000  # distinct words whose n-gram columns are kept (tens of MB at most)
+_NO_COLUMNS = np.zeros(0, dtype=np.int64)
 _VECTORIZER_ARGS: dict[str, Any] = {
     "analyzer": "char_wb",
-    "ngram_range": (2, 4),
+    "ngram_range": (NGRAM_MIN, NGRAM_MAX),
     "lowercase": True,
     "sublinear_tf": True,
     "dtype": np.float32,
@@ -84,12 +87,15 @@ class OfflineEmbedder:
     def __init__(self, vectorizer: TfidfVectorizer, components: np.ndarray, *, seed: int = 0,
                  fingerprint: str = "") -> None:
         self._vectorizer = vectorizer
-        self._components = np.ascontiguousarray(components, dtype=np.float32)  # (dim, n_features)
-        self.dim = int(self._components.shape[0])
+        # kept transposed, (n_features, dim) and contiguous: `tfidf @ basis` then reads whole rows in place
+        self._basis = np.ascontiguousarray(np.asarray(components, dtype=np.float32).T)
+        self.dim = int(self._basis.shape[1])
         self.seed = seed
         self.fingerprint = fingerprint  # sha256 of the fitting corpus and settings
         self.from_index_file = False  # loaded from the index's own graphroute/embedder file
         self.vector_cache: Path | None = None  # where attach_offline_vectors keeps the index's vectors
+        self._vocabulary: dict[str, int] = vectorizer.vocabulary_
+        self._word_columns: dict[str, np.ndarray] = {}  # word -> vocabulary columns of its n-grams
 
     # ------------------------------------------------------------------ fitting
     @classmethod
@@ -134,24 +140,66 @@ class OfflineEmbedder:
         """Synchronous embedding: float32 (n, dim), unit rows (all-zero for text with no known n-gram)."""
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        tfidf = self._vectorizer.transform(texts).tocsr()
-        # Only the basis columns of n-grams these texts contain: `tfidf @ components.T` would copy the whole
-        # (n_features, dim) basis into a contiguous float64 array on every call (~100 MB for one question).
-        # Same products summed in the same order, so the vectors are bit-identical to the full product.
-        import scipy.sparse  # loaded already by scikit-learn's transform; kept out of the module's imports
+        tfidf = self._tfidf(texts)
+        # the same products summed in the same order as `tfidf @ components.T`, with no copy of the basis
+        return _normalise(np.asarray(tfidf @ self._basis, dtype=np.float32))
 
-        cols, local = np.unique(tfidf.indices, return_inverse=True)
-        sub = scipy.sparse.csr_matrix((tfidf.data, local.reshape(-1), tfidf.indptr), shape=(tfidf.shape[0], len(cols)))
-        return _normalise(np.asarray(sub @ self._components[:, cols].T, dtype=np.float32))
+    def _tfidf(self, texts: list[str]) -> Any:
+        """The vectorizer's TF-IDF rows for `texts`, exactly as `TfidfVectorizer.transform` computes them.
 
-    async def embed(self, texts: list[str]) -> EmbeddingResult:
+        `char_wb` n-grams never cross a word, so a text's n-gram counts are the sum of its words' n-grams:
+        each distinct word is analysed once and its vocabulary columns kept (`_word_columns`), instead of
+        slicing every n-gram of every text in Python again. Same counts, then the same sublinear tf, idf and
+        L2 steps as scikit-learn's (`tests/test_models_embedding.py` checks the rows are identical).
+        """
+        import scipy.sparse
+        from sklearn.preprocessing import normalize
+
+        columns = self._word_columns
+        if len(columns) > MAX_CACHED_WORDS:
+            columns.clear()
+        indptr = np.zeros(len(texts) + 1, dtype=np.int64)
+        indices: list[np.ndarray] = []
+        counts: list[np.ndarray] = []
+        for row, text in enumerate(texts):
+            words = text.lower().split()  # what sklearn's preprocessor and `_char_wb_ngrams` split on
+            parts = [columns[w] if w in columns else self._columns_of(w) for w in words]
+            cols, n = np.unique(np.concatenate(parts), return_counts=True) if parts else (_NO_COLUMNS, _NO_COLUMNS)
+            indices.append(cols)
+            counts.append(n)
+            indptr[row + 1] = indptr[row] + len(cols)
+        data = np.concatenate(counts).astype(np.float32) if texts else np.zeros(0, dtype=np.float32)
+        matrix = scipy.sparse.csr_matrix(
+            (data, np.concatenate(indices).astype(np.int32), indptr), shape=(len(texts), len(self._vocabulary))
+        )
+        np.log(matrix.data, matrix.data)  # sublinear_tf, as TfidfTransformer.transform
+        matrix.data += 1.0
+        matrix.data *= self._vectorizer.idf_[matrix.indices]
+        return normalize(matrix, norm="l2", copy=False)
+
+    def _columns_of(self, word: str) -> np.ndarray:
+        """Vocabulary columns of one word's padded 2-4 character n-grams (scikit-learn's `_char_wb_ngrams`)."""
+        padded, vocab = f" {word} ", self._vocabulary
+        grams: list[str] = []
+        for n in range(NGRAM_MIN, NGRAM_MAX + 1):
+            grams.extend(padded[i : i + n] for i in range(max(len(padded) - n + 1, 1)))
+            if len(padded) <= n:  # a short word is counted once, at its shortest n-gram length
+                break
+        cols = np.fromiter((vocab[g] for g in grams if g in vocab), dtype=np.int64)
+        self._word_columns[word] = cols
+        return cols
+
+    def embed_sync(self, texts: list[str]) -> EmbeddingResult:
+        """`embed` in the caller's thread (CPU work only: sparse TF-IDF times the SVD basis)."""
         started = time.monotonic()
-        # CPU work (sparse TF-IDF times the SVD basis): in a worker thread, so the event loop keeps serving
-        # other questions' model calls meanwhile.
-        vectors = await asyncio.to_thread(self.transform, list(texts))
+        vectors = self.transform(list(texts))
         tokens = sum(get_tokenizer().count_many(list(texts))) if texts else 0
         return EmbeddingResult(vectors=vectors, prompt_tokens=tokens, model=self.name,
                                seconds=time.monotonic() - started, cost=0.0)
+
+    async def embed(self, texts: list[str]) -> EmbeddingResult:
+        # In a worker thread, so the event loop keeps serving other questions' model calls meanwhile.
+        return await asyncio.to_thread(self.embed_sync, list(texts))
 
     # ------------------------------------------------------------------ persistence
     def save(self, path: str | Path) -> Path:
@@ -169,7 +217,7 @@ class OfflineEmbedder:
             buf,
             terms=np.asarray(terms.tolist(), dtype=str),
             idf=np.asarray(self._vectorizer.idf_, dtype=np.float32),
-            components=self._components,
+            components=np.ascontiguousarray(self._basis.T),
             meta=np.asarray(json.dumps(meta)),
         )
         tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")

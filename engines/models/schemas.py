@@ -4,64 +4,69 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 
-class MapPoint(BaseModel):
+class _Schema(BaseModel):
+    # Validators are built on first use, not when `import router` defines the classes (issue 15: import time).
+    model_config = ConfigDict(defer_build=True)
+
+
+class MapPoint(_Schema):
     description: str
     score: int = Field(ge=0, le=100)
 
 
-class MapResponse(BaseModel):
+class MapResponse(_Schema):
     points: list[MapPoint] = Field(default_factory=list)
 
 
-class RateResponse(BaseModel):
+class RateResponse(_Schema):
     reason: str = ""
     rating: int = Field(ge=0, le=5)
 
 
-class PrimerResponse(BaseModel):
+class PrimerResponse(_Schema):
     intermediate_answer: str
     score: int = Field(ge=0, le=100)
     follow_up_queries: list[str] = Field(default_factory=list)
 
 
-class FollowupResponse(BaseModel):
+class FollowupResponse(_Schema):
     response: str
     score: int = Field(ge=0, le=100)
     follow_up_queries: list[str] = Field(default_factory=list)
 
 
-class QuestionList(BaseModel):
+class QuestionList(_Schema):
     questions: list[str] = Field(default_factory=list)
 
 
-class RewriteResponse(BaseModel):
+class RewriteResponse(_Schema):
     question: str
 
 
-class RouteResponse(BaseModel):
+class RouteResponse(_Schema):
     engine: Literal["local", "global", "drift"]
     reason: str = ""
 
 
 # ---- grading (engines/grading.py): the LLM judge's replies
 
-class AnswerVerdict(BaseModel):
+class AnswerVerdict(_Schema):
     verdict: Literal["correct", "partially", "incorrect"]
     reason: str = ""
 
 
-class SentenceSupport(BaseModel):
+class SentenceSupport(_Schema):
     id: int
     supported: bool
 
 
-class FaithfulnessVerdict(BaseModel):
+class FaithfulnessVerdict(_Schema):
     sentences: list[SentenceSupport] = Field(default_factory=list)
 
 
-class ContextVerdict(BaseModel):
+class ContextVerdict(_Schema):
     evidence_found: list[int] = Field(default_factory=list)
     relevant_records: list[int] = Field(default_factory=list)

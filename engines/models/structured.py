@@ -19,7 +19,6 @@ import types
 import typing
 from typing import Any, TypeVar, Union, get_args, get_origin
 
-import json_repair
 from pydantic import BaseModel, ValidationError
 
 from engines.models.base import ChatModel, Completion, Message
@@ -110,6 +109,8 @@ def repair_candidates(text: str) -> list[Any]:
     with contextlib.suppress(ValueError):  # the common case: valid JSON already
         value = json.loads(text)
         return [value] if isinstance(value, dict | list) else []
+    import json_repair  # imported on first repair: valid JSON (the common case) never needs it
+
     body = _strip_thinking(text)
     try:
         value = json_repair.loads(body)

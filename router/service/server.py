@@ -45,15 +45,21 @@ def _uvicorn_config(service: Service, host: str, port: int, log_level: str) -> u
 
 
 def serve(service: Service, host: str, port: int, log_level: str = "info") -> None:
-    """Serve until SIGINT/SIGTERM (blocking)."""
+    """Warm up (`Service.prepare`), then serve until SIGINT/SIGTERM (blocking)."""
+    service.prepare()
     _DrainingServer(_uvicorn_config(service, host, port, log_level), service).run()
 
 
 class ServiceThread:
-    """The service on 127.0.0.1:<free port> in a background thread: `with ServiceThread(service) as s: s.base_url`."""
+    """The service on 127.0.0.1:<free port> in a background thread: `with ServiceThread(service) as s: s.base_url`.
 
-    def __init__(self, service: Service, log_level: str = "warning") -> None:
+    `prepare=True` warms up first, as `serve` does (`Service.prepare`: it freezes the process's garbage
+    collector state, so tests leave it off).
+    """
+
+    def __init__(self, service: Service, log_level: str = "warning", *, prepare: bool = False) -> None:
         self.service = service
+        self._prepare = prepare
         self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self._sock.bind(("127.0.0.1", 0))
@@ -70,6 +76,8 @@ class ServiceThread:
         self.server.run(sockets=[self._sock])  # uvicorn's loop choice (uvloop when installed); no signal handlers off the main thread
 
     def start(self) -> ServiceThread:
+        if self._prepare:
+            self.service.prepare()
         self._thread.start()
         while not self.server.started:
             if not self._thread.is_alive():

@@ -16,7 +16,6 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from shared_context.errors import IndexFormatError
 
@@ -122,6 +121,8 @@ class TableData:
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as err:  # e.g. binary that is not UTF-8
                 raise self.error(f"expected text but found {col.type} that is not UTF-8 text ({err})", column) from None
         if non_empty:
+            import pyarrow.compute as pc  # imported on first use: ~50 ms at import time
+
             missing = col.null_count + int(pc.sum(pc.equal(col, "")).as_py() or 0)
             if missing:
                 raise self.error(f"{missing} rows have no value; every row needs one", column)
@@ -140,6 +141,8 @@ class TableData:
         if col is None or self.from_csv or not (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)):
             return self.strings(column, required=required, default=default, non_empty=non_empty)
         if non_empty:
+            import pyarrow.compute as pc  # imported on first use: ~50 ms at import time
+
             missing = col.null_count + int(pc.sum(pc.equal(col, "")).as_py() or 0)
             if missing:
                 raise self.error(f"{missing} rows have no value; every row needs one", column)
@@ -297,6 +300,8 @@ def _string_lists(col: pa.ChunkedArray) -> list[list[Any]] | None:
     flat = arr.flatten()
     if not (pa.types.is_string(flat.type) or pa.types.is_large_string(flat.type)) or flat.null_count:
         return None
+    import pyarrow.compute as pc  # imported on first use: ~50 ms at import time
+
     lengths = np.asarray(
         pc.list_value_length(arr).fill_null(0).to_numpy(zero_copy_only=False), dtype=np.int64
     )

@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from shared_context.errors import IndexFormatError
 from shared_context.loaders.columns import TableData
@@ -99,6 +98,8 @@ def read_table(files: IndexFiles, table: str, skip: tuple[str, ...] = ()) -> Tab
                 data.drop_columns([c for c in skip if c in data.column_names]),
                 from_csv=True,
             )
+        import pyarrow.parquet as pq  # imported on first use: pyarrow.parquet and .fs cost ~40 ms at import time
+
         names = pq.read_schema(path).names
         return TableData(table, path.name, pq.read_table(path, columns=[c for c in names if c not in skip]))
     except IndexFormatError:

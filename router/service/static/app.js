@@ -45,7 +45,9 @@ async function loadIndexes() {
 
 function showRoute(g) {
   $("details").hidden = false;
-  $("route").textContent = `routed to ${g.route.engine} (confidence ${g.route.confidence.toFixed(2)}); ` +
+  const how = g.route.method === "forced" ? `${g.route.engine} chosen by the caller (no routing)`
+    : `routed to ${g.route.engine} (confidence ${g.route.confidence.toFixed(2)})`;
+  $("route").textContent = `${how}; ` +
     `answered by ${g.engine} search` + (g.stepped_down_from ? `, stepped down from ${g.stepped_down_from}` : "");
   const reasons = $("reasons");
   reasons.replaceChildren(...g.route.reasons.map((r) => el("li", r)));
