@@ -266,6 +266,10 @@ def block_table(index: Any, block_tokens: int) -> BlockTable:
         table = build_block_table(index.text_units, index.text_unit_tokens, block_tokens, index.tokenizer)
         if store is not None:
             store.save_arrays(name, ["text_units"], table.arrays(), extra=extra)
+            # mapped back, so the process holds only the pages questions touch, not the whole table
+            found = store.load_arrays(name, ["text_units"], _FIELDS, extra=extra)
+            if found is not None:
+                return BlockTable.from_arrays(found)
         return table
 
     return per_index_cache(index, f"passages.blocks.{block_tokens}", load_or_build)
