@@ -23,7 +23,7 @@ from engines.citations import context_ids_of_messages, resolve_citations, union_
 from engines.errors import DeadlineExceeded, EngineError, attach_usage
 from engines.events import AnswerDelta, Event, Final, Progress
 from engines.latency import LATENCY, latency_key
-from engines.models.base import ChatModel, Completion, Embedder, Message
+from engines.models.base import ChatModel, Completion, Embedder, LocalEmbedder, Message
 from engines.models.errors import ModelError, StructuredOutputError
 from engines.models.structured import leading_reasoning_done, strip_reasoning
 from engines.plan import QueryPlan
@@ -320,11 +320,14 @@ class QueryRun:
         *,
         max_tokens: int | None = None,
         temperature: float | None = None,
+        context_ids: Sequence[tuple[str, str]] | None = None,
     ) -> S:
-        """Parsed output; every call made (including a failed repair retry) is counted in usage."""
+        """Parsed output; every call made (including a failed repair retry) is counted in usage.
+        `context_ids` as in `stream_answer`."""
         from engines.models.structured import complete_json
 
-        self.shown.update(dict.fromkeys(context_ids_of_messages(messages)))
+        shown = context_ids if context_ids is not None else context_ids_of_messages(messages)
+        self.shown.update(dict.fromkeys(shown))
         try:
             parsed, completions = await complete_json(
                 self.models.chat(stage), messages, schema, task=task, max_tokens=max_tokens, temperature=temperature
@@ -345,13 +348,18 @@ class QueryRun:
         *,
         max_tokens: int | None = None,
         temperature: float | None = None,
+        context_ids: Sequence[tuple[str, str]] | None = None,
     ) -> Completion:
-        """Stream the final answer as `AnswerDelta` events; returns the final completion (text + usage)."""
+        """Stream the final answer as `AnswerDelta` events; returns the final completion (text + usage).
+
+        `context_ids`: the (kind, id) rows the messages show, when the caller has them from the built context
+        (`citations.built_context_ids`); else they are parsed from the messages."""
         final: Completion | None = None
         model = self.models.chat(stage)
         self.streamed = []
         self.open_stream = (stage, messages, model.name)
-        self.shown.update(dict.fromkeys(context_ids_of_messages(messages)))
+        shown = context_ids if context_ids is not None else context_ids_of_messages(messages)
+        self.shown.update(dict.fromkeys(shown))
         try:
             held, reasoning_done = "", False  # a leading <think> block is held back, never shown
             async for piece in model.stream(messages, task=task, max_tokens=max_tokens, temperature=temperature):
@@ -408,6 +416,26 @@ class QueryRun:
             return None
         try:
             result = await embedder.embed(texts)
+        except ModelError as err:
+            self.degrade(stage, f"embedding failed, lexical matching used instead: {err}")
+            return None
+        self.usage.add_embedding(stage, result)
+        vectors: np.ndarray = result.vectors
+        return vectors
+
+    @property
+    def embeds_locally(self) -> bool:
+        """The embedder computes here, with no network call (`LocalEmbedder`): `embed_sync` may run in the
+        worker thread that builds the context, one hop instead of two."""
+        return isinstance(self.models.embedder, LocalEmbedder)
+
+    def embed_sync(self, stage: str, texts: list[str]) -> np.ndarray | None:
+        """`embed` in the caller's thread, for a `LocalEmbedder` (same degradation and usage)."""
+        embedder = self.models.embedder
+        if not isinstance(embedder, LocalEmbedder) or not texts:
+            return None
+        try:
+            result = embedder.embed_sync(texts)
         except ModelError as err:
             self.degrade(stage, f"embedding failed, lexical matching used instead: {err}")
             return None

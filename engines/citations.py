@@ -97,6 +97,12 @@ def _maps(index: Index) -> _ShortIdMaps:
     return maps
 
 
+def text_unit_position(index: Index, ident: str) -> int | None:
+    """The position of the text unit whose id or short id (its citation id) is `ident`, from the id maps."""
+    pos = index.text_unit_pos.get(ident)
+    return pos if pos is not None else _maps(index).text_units.get(ident)
+
+
 def _text_units_of(index: Index, kind: str, ident: str) -> list[str] | None:
     m = _maps(index)
     if kind == "Sources":
@@ -163,6 +169,25 @@ def context_id_list(text: str) -> list[tuple[str, str]]:
                 found.setdefault((kind, row[0].strip()), None)
         except csv.Error:
             continue  # a malformed table supplies the ids read before the fault
+    return list(found)
+
+
+def built_context_ids(ctx: Any) -> list[tuple[str, str]]:
+    """`context_id_list(ctx.text)` for a built context, read from its sections' records instead of parsing
+    the rendered text again (about 1 ms per local question): every shown row's record carries the id its
+    row starts with. A context whose citable rows lack an "id" (a custom builder's) is parsed as before."""
+    found: dict[tuple[str, str], None] = {}
+    for section in getattr(ctx, "sections", None) or ():
+        kind = _KIND_ALIASES.get(str(section.name).strip().lower())
+        if kind is None:
+            continue
+        for record in section.records:
+            if not record.get("in_context"):
+                continue
+            ident = record.get("id")
+            if ident is None:
+                return context_id_list(ctx.text)
+            found.setdefault((kind, str(ident).strip()), None)
     return list(found)
 
 

@@ -28,6 +28,7 @@ import numpy as np
 
 from engines import prompts
 from engines.base import ConfigLike, Engine, ModelLike, QueryRun, gather_bounded, reraise_bugs, vector_for
+from engines.citations import built_context_ids
 from engines.config import DriftSearchConfig
 from engines.errors import EngineError
 from engines.estimate import CostEstimate, estimate_drift
@@ -285,7 +286,7 @@ class DriftSearch(Engine):
             messages: list[Message] = [{"role": "system", "content": system},
                                        {"role": "user", "content": node.query}]
             parsed = await run.complete_json("followups", "drift_followup", messages, FollowupResponse,
-                                             temperature=self.config.temperature)
+                                             temperature=self.config.temperature, context_ids=built_context_ids(ctx))
             run.add_finding(float(parsed.score), parsed.response)
             done += 1
             await run.progress("followups", f"DRIFT depth {depth} follow-up {done}/{n}", done, n)

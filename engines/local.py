@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from engines import prompts
 from engines.base import ConfigLike, Engine, ModelLike, QueryRun, make_params, vector_for
+from engines.citations import built_context_ids
 from engines.config import LocalContextSettings, LocalSearchConfig
 from engines.estimate import CostEstimate, estimate_local
 from engines.events import ContextReady
@@ -30,13 +31,18 @@ def context_records(ctx: Any) -> dict[str, list[dict[str, Any]]]:
     return {section.name: list(section.records) for section in ctx.sections}
 
 
+def wants_link_vector(run: QueryRun, index: Index) -> bool:
+    """The index has entity or text-unit vectors for this embedder (one question embedding serves both)."""
+    return vector_for(index, "entity_description", run.models) or vector_for(index, "text_unit_text", run.models)
+
+
 async def link_vector(run: QueryRun, index: Index, text: str, stage: str = "entity_link", *, timed: bool = True) -> Any:
     """The query vector for entity linking and the hybrid Sources' unit search, when the index has entity
     or text-unit vectors for this embedder (one embedding serves both).
 
     `timed=False` inside an already timed stage (DRIFT follow-ups), so seconds are not counted twice.
     """
-    if not (vector_for(index, "entity_description", run.models) or vector_for(index, "text_unit_text", run.models)):
+    if not wants_link_vector(run, index):
         return None
     if timed:
         with run.timed(stage):
@@ -80,12 +86,26 @@ class LocalSearch(Engine):
         link = plan.link(self.index, params.top_k_mapped_entities, qv)  # on the classifier's lexical pass
         return self.builder.build(link_text, None, query_vector=qv, link=link)
 
+    def _embed_and_build(self, run: QueryRun, link_text: str, history: list[Message]) -> Any:
+        """The question's vector (a `LocalEmbedder`'s, computed here) and the context, in one thread hop."""
+        qv = None
+        if wants_link_vector(run, self.index):
+            with run.timed("entity_link"):
+                vectors = run.embed_sync("entity_link", [link_text])
+            qv = None if vectors is None else vectors[0]
+        with run.timed("build_context"):
+            return self._context(run, link_text, history, qv)
+
     async def _run(self, run: QueryRun, question: str, history: list[Message]) -> SearchResult:
         link_text = run.link_text
-        qv = await link_vector(run, self.index, link_text)
-        with run.timed("build_context"):
-            # Off the loop: linking and building are CPU work; other questions' model waits go on meanwhile.
-            ctx = await asyncio.to_thread(self._context, run, link_text, history, qv)
+        # Off the loop: embedding here, linking and building are CPU work; other questions' model waits go on
+        # meanwhile. With an embedder that computes here, both steps share one worker-thread hop.
+        if run.embeds_locally:
+            ctx = await asyncio.to_thread(self._embed_and_build, run, link_text, history)
+        else:
+            qv = await link_vector(run, self.index, link_text)
+            with run.timed("build_context"):
+                ctx = await asyncio.to_thread(self._context, run, link_text, history, qv)
         await run.emit(ContextReady("build_context", ctx.tokens))
         run.details["linked_entities"] = [
             {"id": e.entity.short_id, "title": e.entity.title, "score": round(float(e.score), 4)} for e in ctx.entities
@@ -107,6 +127,7 @@ class LocalSearch(Engine):
                 messages,
                 max_tokens=self.config.max_answer_tokens,
                 temperature=self.config.temperature,
+                context_ids=built_context_ids(ctx),  # the system message shows exactly these rows
             )
         # "Found nothing": no entity matched by name or words. Embeddings always return *some* nearest
         # entities (gibberish scores ~0.4 cosine with the offline embedder), so they do not count here.

@@ -445,8 +445,10 @@ class Router:
             query_plan = plan_question(standalone, self.index)
         target = "basic" if mode == "basic" else decision.engine
         try:
-            # Planning builds engines (first use may fit the embedder) and estimates contexts: off the loop.
-            plan, eng = await asyncio.to_thread(self.plan, standalone, target, budget, query_plan)
+            if (budget is None or budget.unlimited) and target in self._engines:
+                plan, eng = Plan(chosen=target), self._engines[target]  # nothing to estimate or build
+            else:  # building an engine (first use may fit the embedder) and estimates are CPU work: off the loop
+                plan, eng = await asyncio.to_thread(self.plan, standalone, target, budget, query_plan)
         except BudgetError as err:
             err.usage = usage  # a rewrite may already have been paid for
             raise

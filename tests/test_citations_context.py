@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
 from test_engines_support import CAROL, load, loopback_model, script, srv
@@ -53,3 +54,27 @@ async def test_offline_global_answer_cites_only_reports_it_was_given() -> None:
 def _first_source_id(body: dict[str, Any]) -> str:
     system = next(m["content"] for m in body["messages"] if m["role"] == "system")
     return sorted(context_ids(system))[0][1]
+
+
+async def test_local_search_carries_the_ids_it_showed_instead_of_parsing_them(srv: Any) -> None:
+    from engines import LocalSearch
+    from engines.citations import built_context_ids, context_ids_of_messages
+
+    index = load(CAROL)
+    seen: list[list[tuple[str, str]]] = []
+    script(srv, "local_answer", lambda body: seen.append(context_ids_of_messages(body["messages"])) or "Scrooge.")
+    engine = LocalSearch(index, loopback_model(srv))
+    for question in ("Who is Bob Cratchit?", "What does Scrooge see with the Ghost of Christmas Yet to Come?"):
+        result = await engine.search(question)
+        ctx = engine.builder.build(question, None)
+        # what the model was sent, parsed, is what the builder's records say, in the same order
+        assert seen[-1] == built_context_ids(ctx) == result.context_ids
+        assert {kind for kind, _ in seen[-1]} >= {"Entities", "Relationships", "Sources"}
+    history = engine.builder.build("And his son?", [{"role": "user", "content": "Who is Bob Cratchit?"}])
+    assert "-----Conversation History-----" in history.text  # a table that is not citable
+    assert built_context_ids(history) == context_ids_of_messages([{"role": "system", "content": history.text}])
+
+    # a custom builder's context whose rows carry no "id": its rendered text is parsed instead
+    section = SimpleNamespace(name="Sources", records=[{"in_context": True}])
+    custom = SimpleNamespace(sections=[section], text="-----Sources-----\nid|text\n4|a\n")
+    assert built_context_ids(custom) == [("Sources", "4")]

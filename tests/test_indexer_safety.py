@@ -11,7 +11,9 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -247,3 +249,53 @@ def test_an_index_reached_through_a_link_is_updated_in_place(tmp_path: Path) -> 
     assert report.message.startswith("Updated")
     assert link.is_symlink() and (real / "graphroute" / "manifest.json").is_file()
     assert not _leftovers(real)
+
+
+def test_stored_offline_lines_are_type_checked_and_nan_scores_still_read() -> None:
+    import json
+    import math
+
+    from indexer.state import decode_extraction_line
+
+    def line(mentions: list[Any], pairs: list[Any] | None = None, lowercase: list[Any] | None = None) -> str:
+        payload = {"s": ["Ada met Charles."], "m": mentions, "p": pairs or [], "l": lowercase or []}
+        return json.dumps(["c1", "offline", payload])  # allow_nan: how `json` writes a NaN score
+
+    good = ["ADA", "name", 2, True, [["PERSON", 1.0]], [[0.5, 0]], False]
+    ext = decode_extraction_line(line([good], [["ADA", "CHARLES", 1.0, math.nan, 0]], [["met", 1]]),
+                                 ChunkExtraction)
+    assert ext.mentions["ADA"].sentences == [(0.5, "Ada met Charles.")] and ext.lowercase == {"met": 1}
+    assert math.isnan(ext.pairs[("ADA", "CHARLES")].score)  # orjson refuses NaN; the line still reads
+    # the merge's later passes ask for their keys only: other mentions, pairs and lowercase counts are left out
+    other = ["CHARLES", "name", 1, True, [], [[0.1, 0]], False]
+    pairs = [["ADA", "CHARLES", 1.0, 0.5, 0], ["ADA", "ADA II", 1.0, 0.5, 0]]
+    some = decode_extraction_line(line([good, other], pairs, [["met", 1]]), ChunkExtraction, {"ADA", "ADA II"})
+    assert list(some.mentions) == ["ADA"] and list(some.pairs) == [("ADA", "ADA II")] and some.lowercase == {}
+    for bad in ([[1, *good[1:]]],  # a key that is not a string
+                [[*good[:2], True, *good[3:]]],  # a count that is a boolean
+                [[*good[:5], [[0.5, "0"]], False]]):  # a sentence reference that is not an integer
+        with pytest.raises(CodecError):
+            decode_extraction_line(line(bad), ChunkExtraction)
+    with pytest.raises(CodecError):
+        decode_extraction_line(line([good], lowercase=[["met", 1.5]]), ChunkExtraction)
+
+
+def test_the_offline_merge_pauses_the_cyclic_collector_and_restores_it() -> None:
+    import gc
+
+    from indexer.graph import merge_offline
+
+    seen: list[bool] = []
+
+    def passes(keys: object = None) -> Iterator[ChunkExtraction]:
+        seen.append(gc.isenabled())
+        return iter([OfflineExtractor().extract(" ".join(DOCS.values()))])
+
+    for enabled in (True, False):
+        (gc.enable if enabled else gc.disable)()
+        try:
+            merge_offline(["c1"], passes, min_phrase_chunks=1)
+            assert gc.isenabled() is enabled  # left as the caller had it
+        finally:
+            gc.enable()
+    assert seen == [False] * 6  # three passes per merge, none with the collector running

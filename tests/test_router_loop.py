@@ -105,7 +105,26 @@ def test_cpu_steps_run_off_the_event_loop(carol_index: Any, monkeypatch: pytest.
         import router.classifier as classifier_module
 
         monkeypatch.setattr(classifier_module, "classify", spy("classify", classifier_module.classify))
-        answer = router.ask("Who is Bob Cratchit?", mode="local")
+        answer = router.ask("Who is Bob Cratchit?")  # auto: classified, then local search
     assert answer.engine == "local"
     assert seen.get("build") == [False] and seen.get("classify") == [False]
     assert seen.get("embed") and not any(seen["embed"])
+
+
+def test_a_forced_local_question_takes_one_worker_thread_hop(carol_index: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each hop to a worker thread is a GIL hand-over and a loop wake-up under load: a forced local question
+    with the offline embedder embeds and builds in one (it took four: classify, plan, embed, build)."""
+    hops: list[str] = []
+    to_thread = asyncio.to_thread
+
+    async def counting(fn: Any, /, *args: Any, **kwargs: Any) -> Any:
+        hops.append(getattr(fn, "__name__", repr(fn)))
+        return await to_thread(fn, *args, **kwargs)
+
+    with Router(carol_index) as router:
+        router.ask("Who is Bob Cratchit?", mode="local")  # the first question builds the engine
+        monkeypatch.setattr(asyncio, "to_thread", counting)
+        answer = router.ask("Who is Fezziwig?", mode="local")
+    assert hops == ["_embed_and_build"]
+    assert answer.usage.stages["entity_link"].embedding_calls == 1  # the question was still embedded
+    assert answer.usage.stages["build_context"].seconds > 0

@@ -122,6 +122,8 @@ def test_indexes_records_models_and_metrics(http: httpx.Client, routers: dict[st
     doc_id = r.json()["document"]["id"]
     assert http.get(f"/v1/indexes/carol/documents/{doc_id}").json()["text_unit_ids"]
     assert http.get("/v1/indexes/carol/text_units/nope").status_code == 404
+    last = routers["carol"].index.text_units[len(routers["carol"].index.text_units) - 1]
+    assert http.get(f"/v1/indexes/carol/text_units/{last.short_id}").json()["id"] == last.id  # citation id
     assert "graphroute-drift@dulce" in {m["id"] for m in http.get("/v1/models").json()["data"]}
     http.post("/v1/ask", json={"question": "Who is Bob Cratchit?"})
     text = http.get("/metrics").text

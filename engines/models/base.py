@@ -71,3 +71,11 @@ class Embedder(Protocol):
     offline: bool
 
     async def embed(self, texts: list[str]) -> EmbeddingResult: ...
+
+
+@runtime_checkable
+class LocalEmbedder(Embedder, Protocol):
+    """An embedder computing on this machine's CPU, with no network call: `embed_sync` runs in the caller's
+    thread, so an engine can embed a question and build its context in one worker-thread hop."""
+
+    def embed_sync(self, texts: list[str]) -> EmbeddingResult: ...

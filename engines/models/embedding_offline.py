@@ -189,14 +189,17 @@ class OfflineEmbedder:
         self._word_columns[word] = cols
         return cols
 
-    async def embed(self, texts: list[str]) -> EmbeddingResult:
+    def embed_sync(self, texts: list[str]) -> EmbeddingResult:
+        """`embed` in the caller's thread (CPU work only: sparse TF-IDF times the SVD basis)."""
         started = time.monotonic()
-        # CPU work (sparse TF-IDF times the SVD basis): in a worker thread, so the event loop keeps serving
-        # other questions' model calls meanwhile.
-        vectors = await asyncio.to_thread(self.transform, list(texts))
+        vectors = self.transform(list(texts))
         tokens = sum(get_tokenizer().count_many(list(texts))) if texts else 0
         return EmbeddingResult(vectors=vectors, prompt_tokens=tokens, model=self.name,
                                seconds=time.monotonic() - started, cost=0.0)
+
+    async def embed(self, texts: list[str]) -> EmbeddingResult:
+        # In a worker thread, so the event loop keeps serving other questions' model calls meanwhile.
+        return await asyncio.to_thread(self.embed_sync, list(texts))
 
     # ------------------------------------------------------------------ persistence
     def save(self, path: str | Path) -> Path:

@@ -60,9 +60,13 @@ class SentenceEmbedder:
             )
         return np.asarray(vectors, dtype=np.float32).reshape(len(texts), -1)
 
-    async def embed(self, texts: list[str]) -> EmbeddingResult:
+    def embed_sync(self, texts: list[str]) -> EmbeddingResult:
+        """`embed` in the caller's thread (the model runs on this machine)."""
         started = time.monotonic()
-        vectors = await asyncio.to_thread(self._encode, list(texts)) if texts else np.zeros((0, self.dim), np.float32)
+        vectors = self._encode(list(texts)) if texts else np.zeros((0, self.dim), np.float32)
         tokens = sum(get_tokenizer().count_many(list(texts))) if texts else 0
         return EmbeddingResult(vectors=vectors, prompt_tokens=tokens, model=self.name,
                                seconds=time.monotonic() - started, usage_estimated=True, cost=0.0)
+
+    async def embed(self, texts: list[str]) -> EmbeddingResult:
+        return await asyncio.to_thread(self.embed_sync, list(texts))

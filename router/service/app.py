@@ -220,9 +220,12 @@ def create_app(service: Service) -> Any:
             return _failure(exc)
         ix, kind, ident = router.index, request.path_params["kind"], request.path_params["id"]
         if kind == "text_units":
-            unit = next((t for t in ix.text_units if ident in (t.id, t.short_id)), None)
-            if unit is None:
+            from engines.citations import text_unit_position
+
+            pos = text_unit_position(ix, ident)  # the id maps: no scan of a million text units
+            if pos is None:
                 return _error(404, f"no text unit {ident!r} in this index", "not_found")
+            unit = ix.text_units[pos]
             doc = ix.document_for_text_unit(unit.id)
             return JSONResponse({"id": unit.id, "short_id": unit.short_id, "text": unit.text,
                                  "document": None if doc is None else {"id": doc.id, "title": doc.title}})
