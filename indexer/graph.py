@@ -18,10 +18,11 @@ import re
 import uuid
 from array import array
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any
+from typing import Any, Protocol
 
 from indexer.extract_offline import (
     ACRONYM,
@@ -121,7 +122,14 @@ class _Agg:
 # An entity named in every chunk of a 100 MB file has ~90,000 candidate sentences; its description
 # uses `description_sentences` of them, so only the best few dozen are kept while merging.
 MAX_DESCRIPTION_CANDIDATES = 64
-ExtractionPasses = Callable[[], Iterable[ChunkExtraction]]
+
+
+class ExtractionPasses(Protocol):
+    """Gives the chunks' extractions in chunk order, afresh on each call. With `keys`, only the mentions of
+    those keys and the pairs between two of them are needed: a reader decoding from disk may leave the
+    rest (and the lowercase counts) out, which makes the merge's second and third passes cheaper."""
+
+    def __call__(self, keys: AbstractSet[str] | None = None) -> Iterable[ChunkExtraction]: ...
 
 
 def _capitalised_name(key: str, a: _Stat | _Agg, lowercase: dict[str, int]) -> bool:
@@ -186,7 +194,7 @@ def _merge_offline(
     if isinstance(extractions, Mapping):
         by_id = extractions
 
-        def passes() -> Iterable[ChunkExtraction]:
+        def passes(keys: AbstractSet[str] | None = None) -> Iterable[ChunkExtraction]:
             return (by_id[cid] for cid in chunk_ids)
     else:
         passes = extractions
@@ -236,9 +244,11 @@ def _merge_offline(
     }
     stats.clear()  # most keys were phrases seen once: free them before the next pass
 
-    # pass 2: votes, chunks and candidate sentences of the kept entities
+    # pass 2: votes, chunks and candidate sentences of the kept entities. Passes 2 and 3 look only at these
+    # keys (an alias found below maps one of them to another), so the reader may drop every other mention.
+    kept_after_pass_1 = frozenset(keep)
     seq = 0
-    for ci, ext in enumerate(passes()):
+    for ci, ext in enumerate(passes(kept_after_pass_1)):
         for key, m in ext.mentions.items():
             a = aggs.get(key)
             if a is None:
@@ -290,7 +300,7 @@ def _merge_offline(
             s, sci, sent = stat.score, ci, stat.sentence
         pair_aggs[key] = (w + stat.weight, s, sci, sent, cis)
 
-    for ci, ext in enumerate(passes()):
+    for ci, ext in enumerate(passes(kept_after_pass_1)):
         linked: set[str] = set()
         pos = 0
         for (a0, b0), stat in ext.pairs.items():

@@ -17,7 +17,8 @@ import hashlib
 import resource
 import sys
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
+from collections.abc import Set as AbstractSet
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -41,7 +42,7 @@ from indexer.embed import (
     write_lancedb,
 )
 from indexer.extract_offline import ChunkExtraction, OfflineExtractor
-from indexer.graph import Graph, finalise_graph, merge_offline
+from indexer.graph import ExtractionPasses, Graph, finalise_graph, merge_offline
 from indexer.jsoncodec import CodecError
 from indexer.outdir import Staging, check_target
 from indexer.output import (
@@ -480,7 +481,7 @@ class _Builder:
         return {str(i): int(h) for i, h in zip(t.column("id").to_pylist(), t.column("human_readable_id").to_pylist(), strict=True)}
 
     # ------------------------------------------------------------------ steps
-    def _extract_offline_streamed(self, chunks: list[Chunk], previous: Manifest | None) -> Callable[[], Iterable[ChunkExtraction]]:
+    def _extract_offline_streamed(self, chunks: list[Chunk], previous: Manifest | None) -> ExtractionPasses:
         """Extract new chunks offline, streaming every chunk's result (the previous build's lines copied as they
         are for unchanged chunks) into the staging folder's extractions file, in chunk order; returns what
         `merge_offline` reads them with. Small builds keep the results in memory for the merge's passes."""
@@ -525,10 +526,10 @@ class _Builder:
                         cache[cid] = decode_extraction_line(line, ChunkExtraction)
             except CodecError as exc:
                 raise IndexerError(f"{self.out / STATE_DIR / EXTRACTIONS}: {exc}; delete it to re-extract") from exc
-            return lambda: (cache[cid] for cid in chunk_ids)
+            return lambda keys=None: (cache[cid] for cid in chunk_ids)
 
-        def stream() -> Iterable[ChunkExtraction]:
-            return (value for _cid, value in iter_extractions(path, self.mode, ChunkExtraction))
+        def stream(keys: AbstractSet[str] | None = None) -> Iterable[ChunkExtraction]:
+            return (value for _cid, value in iter_extractions(path, self.mode, ChunkExtraction, keys))
 
         return stream
 

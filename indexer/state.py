@@ -30,6 +30,7 @@ import gzip
 import json
 import os
 from collections.abc import Iterator
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -110,11 +111,14 @@ _DECODER = json.JSONDecoder()
 EXTRACTIONS_FORMAT = 2  # header line {"mode", "format"}, then one [chunk_id, kind, payload] line per chunk
 
 
-def iter_extractions(path: Path, mode: str, value_type: Any) -> Iterator[tuple[str, Any]]:
+def iter_extractions(
+    path: Path, mode: str, value_type: Any, keys: AbstractSet[str] | None = None
+) -> Iterator[tuple[str, Any]]:
     """(chunk id, result) pairs stored in `path` for `mode`, in file order; nothing when the file is absent,
-    of another mode or of an older format (re-extracting is always correct, only slower)."""
+    of another mode or of an older format (re-extracting is always correct, only slower). `keys`: see
+    `decode_extraction_line`."""
     for cid, line in iter_extraction_lines(path, mode):
-        yield cid, decode_extraction_line(line, value_type)
+        yield cid, decode_extraction_line(line, value_type, keys)
 
 
 def iter_extraction_lines(path: Path, mode: str) -> Iterator[tuple[str, str]]:
@@ -144,12 +148,14 @@ def _loads(line: str) -> Any:
         return json.loads(line)
 
 
-def decode_extraction_line(line: str, value_type: Any) -> Any:
-    """One stored result; `CodecError` when the line does not have the shape of a `value_type`."""
+def decode_extraction_line(line: str, value_type: Any, keys: AbstractSet[str] | None = None) -> Any:
+    """One stored result; `CodecError` when the line does not have the shape of a `value_type`. With `keys`,
+    an offline result keeps only the mentions of those keys and the pairs between two of them, and no
+    lowercase counts (what the merge's later passes read; the first pass decodes and checks everything)."""
     try:
         _cid, kind, payload = _loads(line)
         if kind == "offline":
-            return _uncompact(payload)
+            return _uncompact(payload, keys)
         return decode(value_type, payload)
     except CodecError:
         raise
@@ -249,7 +255,7 @@ def _compact(ext: Any) -> dict[str, Any]:
     return {"s": list(table), "m": mentions, "p": pairs, "l": list(ext.lowercase.items())}
 
 
-def _uncompact(data: dict[str, Any]) -> Any:
+def _uncompact(data: dict[str, Any], keys: AbstractSet[str] | None = None) -> Any:
     from indexer.extract_offline import ChunkExtraction, Mention, PairStat
 
     # Type checks are written inline (`type(x) is str`) rather than through `_str`/`_int`: this runs for
@@ -260,6 +266,8 @@ def _uncompact(data: dict[str, Any]) -> Any:
     out = ChunkExtraction()
     mentions = out.mentions
     for k, kind, count, non_initial, votes, sentences, speaker in data["m"]:
+        if keys is not None and k not in keys:
+            continue
         if type(k) is not str or type(kind) is not str:
             raise CodecError(f"expected a string, got {type(k).__name__} / {type(kind).__name__}")
         if type(count) is not int:
@@ -278,9 +286,13 @@ def _uncompact(data: dict[str, Any]) -> Any:
                               sentences=picked, speaker=bool(speaker))
     pairs = out.pairs
     for a, b, weight, score, i in data["p"]:
+        if keys is not None and (a not in keys or b not in keys):
+            continue
         if type(a) is not str or type(b) is not str or type(i) is not int:
             raise CodecError(f"malformed pair ({type(a).__name__}, {type(b).__name__}, {type(i).__name__})")
         pairs[(a, b)] = PairStat(float(weight), float(score), texts[i])
+    if keys is not None:
+        return out
     lowercase = out.lowercase
     for w, n in data["l"]:
         if type(w) is not str or type(n) is not int:

@@ -22,12 +22,14 @@ the batched pass gives exactly its result (tests check both and the store round 
 from __future__ import annotations
 
 import re
+from array import array
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 
 from shared_context.lexical_store import SortedVocab
 from shared_context.linking import lexical_terms
@@ -192,7 +194,11 @@ def build_block_table(records: Sequence[Any], unit_tokens: np.ndarray, block_tok
     """Cut every unit into blocks (`unit_blocks_of`, batched): spans per unit, token counts through
     tiktoken's threaded batch call, term ids and per-block counts with numpy."""
     vocab: dict[str, int] = {}
-    unit_sizes, starts, ends, tokens, n_terms, term_ptr_parts, ids_parts, counts_parts = ([] for _ in range(8))
+    # flat machine integers, not Python int objects: a million-unit index has millions of blocks
+    unit_sizes, starts, ends, tokens, n_terms = (array("q") for _ in range(5))
+    term_ptr_parts: list[np.ndarray] = []
+    ids_parts: list[np.ndarray] = []
+    counts_parts: list[np.ndarray] = []
     unit = 0
     for texts in _texts(records):
         pieces = []
@@ -204,17 +210,23 @@ def build_block_table(records: Sequence[Any], unit_tokens: np.ndarray, block_tok
                 starts.append(s)
                 ends.append(e)
                 pieces.append(text[s:e])
-        tokens.extend(tokenizer.count_many(pieces))
+        # one at a time: tiktoken's batch call costs a thread-pool future per short text
+        tokens.extend(map(tokenizer.count, pieces))
         lengths: list[int] = []
-        flat: list[int] = []
+        flat: list[str] = []
         for piece in pieces:
             terms = lexical_terms(piece)
             lengths.append(len(terms))
-            flat.extend(vocab.setdefault(t, len(vocab)) for t in terms)
+            flat += terms
         n_terms.extend(lengths)
+        # term ids: Arrow dictionary-encodes the chunk's terms; only its distinct terms meet the vocabulary
+        encoded = pa.array(flat, type=pa.string()).dictionary_encode()
+        chunk_ids = np.fromiter((vocab.setdefault(t, len(vocab)) for t in encoded.dictionary.to_pylist()),
+                                dtype=np.int64)
+        ids = chunk_ids[encoded.indices.to_numpy(zero_copy_only=False)] if len(flat) else np.zeros(0, np.int64)
         # distinct (block, term) pairs and their counts, ordered by block then term id
         block_of = np.repeat(np.arange(len(pieces), dtype=np.int64), lengths)
-        codes = (block_of << 32) | np.asarray(flat, dtype=np.int64)
+        codes = (block_of << 32) | ids
         pairs, counts = np.unique(codes, return_counts=True)
         term_ptr_parts.append(np.bincount(pairs >> 32, minlength=len(pieces)))
         ids_parts.append((pairs & 0xFFFFFFFF).astype(np.int32))
@@ -226,15 +238,21 @@ def build_block_table(records: Sequence[Any], unit_tokens: np.ndarray, block_tok
         return out
 
     def cat(parts: list[np.ndarray], dtype: Any) -> np.ndarray:
-        return np.concatenate(parts).astype(dtype) if parts else np.zeros(0, dtype=dtype)
+        """The parts joined; the list is emptied so each part is freed as soon as it is copied."""
+        out = np.concatenate(parts).astype(dtype, copy=False) if parts else np.zeros(0, dtype=dtype)
+        parts.clear()
+        return out
 
     terms = [""] * len(vocab)
     for term, i in vocab.items():
         terms[i] = term
+    term_ptr = ptr(cat(term_ptr_parts, np.int64))
+    term_ids = cat(ids_parts, np.int32)
+    term_counts = cat(counts_parts, np.int32)
     return BlockTable(
-        ptr(np.asarray(unit_sizes, dtype=np.int64)), np.asarray(starts, dtype=np.int64),
-        np.asarray(ends, dtype=np.int64), np.asarray(tokens, dtype=np.int32), np.asarray(n_terms, dtype=np.int32),
-        ptr(cat(term_ptr_parts, np.int64)), cat(ids_parts, np.int32), cat(counts_parts, np.int32), vocab, terms,
+        ptr(np.frombuffer(unit_sizes, dtype=np.int64)), np.frombuffer(starts, dtype=np.int64).copy(),
+        np.frombuffer(ends, dtype=np.int64).copy(), np.frombuffer(tokens, dtype=np.int64).astype(np.int32),
+        np.frombuffer(n_terms, dtype=np.int64).astype(np.int32), term_ptr, term_ids, term_counts, vocab, terms,
     )
 
 
@@ -252,6 +270,10 @@ def block_table(index: Any, block_tokens: int) -> BlockTable:
         table = build_block_table(index.text_units, index.text_unit_tokens, block_tokens, index.tokenizer)
         if store is not None:
             store.save_arrays(name, ["text_units"], table.arrays(), extra=extra)
+            # mapped back, so the process holds only the pages questions touch, not the whole table
+            found = store.load_arrays(name, ["text_units"], _FIELDS, extra=extra)
+            if found is not None:
+                return BlockTable.from_arrays(found)
         return table
 
     return per_index_cache(index, f"passages.blocks.{block_tokens}", load_or_build)

@@ -266,6 +266,11 @@ def test_stored_offline_lines_are_type_checked_and_nan_scores_still_read() -> No
                                  ChunkExtraction)
     assert ext.mentions["ADA"].sentences == [(0.5, "Ada met Charles.")] and ext.lowercase == {"met": 1}
     assert math.isnan(ext.pairs[("ADA", "CHARLES")].score)  # orjson refuses NaN; the line still reads
+    # the merge's later passes ask for their keys only: other mentions, pairs and lowercase counts are left out
+    other = ["CHARLES", "name", 1, True, [], [[0.1, 0]], False]
+    pairs = [["ADA", "CHARLES", 1.0, 0.5, 0], ["ADA", "ADA II", 1.0, 0.5, 0]]
+    some = decode_extraction_line(line([good, other], pairs, [["met", 1]]), ChunkExtraction, {"ADA", "ADA II"})
+    assert list(some.mentions) == ["ADA"] and list(some.pairs) == [("ADA", "ADA II")] and some.lowercase == {}
     for bad in ([[1, *good[1:]]],  # a key that is not a string
                 [[*good[:2], True, *good[3:]]],  # a count that is a boolean
                 [[*good[:5], [[0.5, "0"]], False]]):  # a sentence reference that is not an integer
@@ -282,7 +287,7 @@ def test_the_offline_merge_pauses_the_cyclic_collector_and_restores_it() -> None
 
     seen: list[bool] = []
 
-    def passes() -> Iterator[ChunkExtraction]:
+    def passes(keys: object = None) -> Iterator[ChunkExtraction]:
         seen.append(gc.isenabled())
         return iter([OfflineExtractor().extract(" ".join(DOCS.values()))])
 

@@ -42,7 +42,7 @@ def _merge_peak(n_chunks: int) -> tuple[int, int]:
     """Peak traced bytes of merging `n_chunks` streamed extractions, and how many passes read them."""
     passes = 0
 
-    def stream() -> Iterator[ChunkExtraction]:
+    def stream(keys: object = None) -> Iterator[ChunkExtraction]:  # keys: what later passes need (all here)
         nonlocal passes
         passes += 1
         return (_chunk(ci) for ci in range(n_chunks))
