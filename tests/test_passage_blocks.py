@@ -163,3 +163,18 @@ def test_a_table_read_from_arrays_answers_like_the_built_one() -> None:
     ]
     for term in ("lighthous", "keeper", "灯塔", "absent-term"):
         assert read.vocab.get(term) == built.vocab.get(term)
+
+
+def test_bm25_streamed_build_is_the_same_through_either_term_numbering(monkeypatch: pytest.MonkeyPatch) -> None:
+    import shared_context.text as text
+
+    rng = np.random.default_rng(3)
+    words = ["alpha", "beta", "délta", "長い", ""] + [f"w{i}" for i in range(500)]
+    docs = [[words[int(i)] for i in rng.integers(0, len(words), int(n))] for n in rng.integers(0, 40, 5000)]
+    small = BM25(docs)  # dict numbering
+    monkeypatch.setattr(text, "_ARROW_TERMS", 0)
+    monkeypatch.setattr(text, "_BM25_CHUNK", 700)
+    streamed = BM25(iter(docs))  # Arrow numbering, several chunks, read from an iterator
+    assert streamed.vocab == small.vocab and streamed.n_docs == len(docs)
+    for attr in ("indptr", "indices", "data"):
+        assert np.array_equal(getattr(streamed.matrix, attr), getattr(small.matrix, attr))
