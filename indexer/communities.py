@@ -143,17 +143,42 @@ def _update_partition(
 
 
 def _leiden(edges: list[tuple[str, str, float]], start: dict[str, int], seed: int) -> dict[str, int]:
-    """One Leiden run started from `start`; from singletons when graspologic-native cannot take that start
-    (its Rust code panics with an index error on some starting partitions of small subgraphs)."""
+    """One Leiden run started from `start`, each of whose communities is first split into its connected
+    parts in `edges` (a previous community can fall apart in a changed subgraph, and graspologic-native
+    panics with a Rust index error on a disconnected starting community). Should it still panic, the run
+    starts from singletons."""
     import graspologic_native as gn
 
     args: dict[str, Any] = {"resolution": 1.0, "randomness": 0.001, "iterations": 1, "use_modularity": True, "seed": seed}
     try:
-        return dict(gn.leiden(edges=edges, starting_communities=start, **args)[1])
+        return dict(gn.leiden(edges=edges, starting_communities=_connected_parts(edges, start), **args)[1])
     except BaseException as exc:  # a Rust panic arrives as pyo3's PanicException, a BaseException
         if type(exc).__name__ != "PanicException":
             raise
     return dict(gn.leiden(edges=edges, starting_communities=None, **args)[1])
+
+
+def _connected_parts(edges: list[tuple[str, str, float]], start: dict[str, int]) -> dict[str, int]:
+    """`start` with every community split into its connected components, labelled 0, 1, ... by smallest node."""
+    neighbours: dict[str, list[str]] = defaultdict(list)
+    for a, b, _w in edges:
+        if start[a] == start[b]:
+            neighbours[a].append(b)
+            neighbours[b].append(a)
+    out: dict[str, int] = {}
+    labels = 0
+    for node in sorted(start, key=int):
+        if node in out:
+            continue
+        label = out[node] = labels
+        labels += 1
+        stack = [node]
+        while stack:
+            for other in neighbours[stack.pop()]:
+                if other not in out:
+                    out[other] = label
+                    stack.append(other)
+    return out
 
 
 class _Refiner:
@@ -184,20 +209,12 @@ class _Refiner:
         self.numbers = _Numbers(max((c.community for c in previous), default=-1) + 1)
 
     def split(self, edge_idx: list[int], *, level: int, parent: int) -> None:
-
         graph, part = self.graph, self.part
         sub = [self.edges[i] for i in edge_idx]
-        # starting labels must be below the node count (graspologic indexes an array with them): the
-        # previous communities are renumbered 0, 1, ... in order of first node, a new entity starts alone
-        labels: dict[int, int] = {}
         start: dict[str, int] = {}
-        for n in sorted({n for a, b, _w in sub for n in (a, b)}, key=int):
+        for n in {n for a, b, _w in sub for n in (a, b)}:
             previous = self.prev_of[level].get(graph.entities[int(n)].id)
-            if previous is None:
-                start[n] = len(labels)
-                labels[-1 - len(labels)] = len(labels)  # a label no previous community has
-            else:
-                start[n] = labels.setdefault(previous, len(labels))
+            start[n] = previous if previous is not None else -1 - int(n)  # a new entity starts alone
         membership = _leiden(sub, start, self.seed)
         clusters: dict[int, list[int]] = defaultdict(list)
         for n, c in membership.items():

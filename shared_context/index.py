@@ -33,10 +33,11 @@ from typing import Any, TypeAlias, cast
 import numpy as np
 import pyarrow as pa
 
+from shared_context import arrow_keys
 from shared_context.adjacency import Adjacency, group
 from shared_context.derived_store import DerivedStore, cache_root
 from shared_context.errors import IndexFormatError
-from shared_context.record_table import RecordTable, values_of
+from shared_context.record_table import RecordTable, array_of, release_arrow_memory, values_of
 from shared_context.records import (
     Claim,
     Community,
@@ -94,10 +95,8 @@ _ID_MAPS = {
 
 def _check_unique_column(records: RecordTable[Any], field: str, file: str, column: str) -> None:
     """IndexFormatError on duplicates, checked in Arrow without building a dict."""
-    import pyarrow.compute as pc  # imported on first use: ~50 ms at import time
-
     col = records.arrow_column(field)
-    if pc.count_distinct(col).as_py() == len(col):
+    if arrow_keys.count_distinct(col) == len(col):
         return
     _check_unique(records.column(field), file, column)
 
@@ -118,26 +117,43 @@ def _check_unique(values: Sequence[Any], file: str, column: str) -> dict[Any, in
 Keys: TypeAlias = "dict[str, int] | pa.Array | pa.ChunkedArray"
 
 
-def _positions(values: Sequence[str], pos: Keys) -> np.ndarray:
+Values: TypeAlias = "Sequence[str] | pa.Array | pa.ChunkedArray"
+
+
+def _column(records: Sequence[Any], field: str) -> Values:
+    """One field of every record: the Arrow column of a `RecordTable` (no Python object per row at load),
+    else a list."""
+    return records.arrow_column(field) if isinstance(records, RecordTable) else values_of(records, field)
+
+
+def _positions(values: Values, pos: Keys) -> np.ndarray:
     """Position of each value among the keys (-1 when absent), hashed in Arrow rather than per-item
     dict lookups (2x faster on millions of ids). `pos` is the Arrow array of the unique keys in row
     order, or a dict mapping them to 0..n-1 in insertion order."""
-    import pyarrow.compute as pc  # imported on first use: ~50 ms at import time
-
-    if not values:
+    if not len(values):
         return np.zeros(0, dtype=np.int64)
     keys = pos if isinstance(pos, pa.Array | pa.ChunkedArray) else pa.array(list(pos), type=pa.string())
     if isinstance(keys, pa.ChunkedArray):
         keys = keys.combine_chunks()
-    found = pc.index_in(pa.array(values, type=pa.string()), value_set=keys.cast(pa.string()))
-    return np.asarray(found.fill_null(-1).to_numpy(zero_copy_only=False), dtype=np.int64)
+    arrow = values if isinstance(values, pa.Array | pa.ChunkedArray) else pa.array(values, type=pa.string())
+    return arrow_keys.index_in(arrow, keys)
 
 
-def _lookup_lists(lists: Sequence[Sequence[str]], pos: Keys) -> tuple[np.ndarray, np.ndarray, int]:
-    """Flatten id lists into (row, target position) pairs; returns also the number of unknown ids."""
-    lengths = np.array(list(map(len, lists)), dtype=np.int64)
-    rows = np.repeat(np.arange(len(lists), dtype=np.int64), lengths)
-    targets = _positions(list(chain.from_iterable(lists)), pos)
+def _lookup_lists(lists: Sequence[Sequence[str]] | pa.ChunkedArray, pos: Keys) -> tuple[np.ndarray, np.ndarray, int]:
+    """Flatten id lists (Python lists, or an Arrow list column flattened in Arrow) into (row, target
+    position) pairs; returns also the number of unknown ids."""
+    if isinstance(lists, pa.ChunkedArray):
+        import pyarrow.compute as pc  # imported on first use: ~50 ms at import time
+
+        lengths = np.asarray(pc.list_value_length(lists).fill_null(0).to_numpy(), dtype=np.int64)
+        flat: Values = pa.chunked_array([chunk.flatten() for chunk in lists.chunks], type=lists.type.value_type)
+    else:
+        lengths = np.array(list(map(len, lists)), dtype=np.int64)
+        flat = list(chain.from_iterable(lists))
+    rows = np.repeat(np.arange(len(lengths), dtype=np.int64), lengths)
+    del lengths
+    targets = _positions(flat, pos)  # the flattened ids are read in place: no copy of the list column
+    del flat
     ok = targets >= 0
     return rows[ok], targets[ok], int((~ok).sum())
 
@@ -160,16 +176,32 @@ def _count_chunk(tokenizer: Tokenizer, texts: list[str]) -> np.ndarray:
     return np.fromiter((count(t) for t in texts), dtype=np.int32, count=len(texts))
 
 
-def _count(tokenizer: Tokenizer, texts: list[str]) -> np.ndarray:
+def _text_chunks(records: Sequence[Any], field: str) -> tuple[int, Callable[[int], list[str]]]:
+    """(number of chunks, chunk i's texts): a RecordTable's column is decoded a chunk at a time, so
+    counting a million descriptions never holds them all as Python strings."""
+    n = len(records)
+    if isinstance(records, RecordTable):
+        column = records.arrow_column(field)
+        return -(-n // _COUNT_CHUNK), lambda i: column.slice(i * _COUNT_CHUNK, _COUNT_CHUNK).to_pylist()
+    texts = [getattr(r, field) for r in records]
+    return -(-n // _COUNT_CHUNK), lambda i: texts[i * _COUNT_CHUNK : (i + 1) * _COUNT_CHUNK]
+
+
+def _count(tokenizer: Tokenizer, records: Sequence[Any], field: str) -> np.ndarray:
     # One text at a time: tiktoken's threaded batch API costs a future per text and was 3-4x slower
     # on many short descriptions (measured: 463k relationship descriptions, 25 s vs 6.8 s). Large
-    # lists go in chunks to a few threads instead: tiktoken encodes with the GIL released.
-    if len(texts) <= _COUNT_CHUNK:
-        return _count_chunk(tokenizer, texts)
-    chunks = [texts[i : i + _COUNT_CHUNK] for i in range(0, len(texts), _COUNT_CHUNK)]
-    workers = min(len(chunks), os.cpu_count() or 1, 4)
+    # lists go in chunks to a few threads instead (a few chunks in flight at once): tiktoken encodes
+    # with the GIL released.
+    n_chunks, chunk = _text_chunks(records, field)
+    if n_chunks <= 1:
+        return _count_chunk(tokenizer, chunk(0)) if n_chunks else np.zeros(0, dtype=np.int32)
+    workers = min(n_chunks, os.cpu_count() or 1, 4)
+    parts: list[np.ndarray] = []
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        return np.concatenate(list(pool.map(lambda chunk: _count_chunk(tokenizer, chunk), chunks)))
+        for lo in range(0, n_chunks, workers):
+            group = range(lo, min(lo + workers, n_chunks))
+            parts.extend(pool.map(lambda i: _count_chunk(tokenizer, chunk(i)), group))
+    return np.concatenate(parts)
 
 
 class Index:
@@ -301,8 +333,11 @@ class Index:
         self.claims = list(claims)
         self.documents = list(documents)
         self._build_id_maps()
+        release_arrow_memory()  # each step's Arrow scratch (id hash tables) goes before the next
         self._build_graph(store)
+        release_arrow_memory()
         self._build_text_unit_links(store)
+        release_arrow_memory()
         self._build_claims(store)
         self._build_communities(store)
         self._build_documents()
@@ -359,15 +394,15 @@ class Index:
         self.relationship_endpoints = found["endpoints"]
         self.entity_relationships = Adjacency(found["er_indptr"], found["er_indices"])
         if len(found["entity_degree"]) and self.entities:
-            _set_values(self.entities, "degree", found["entity_degree"].tolist())
+            _set_values(self.entities, "degree", found["entity_degree"])
         if len(found["combined_degree"]) and self.relationships:
-            _set_values(self.relationships, "combined_degree", found["combined_degree"].tolist())
+            _set_values(self.relationships, "combined_degree", found["combined_degree"])
 
     def _compute_graph(self) -> dict[str, np.ndarray]:
         n_ent, n_rel = len(self.entities), len(self.relationships)
         titles = self._keys("entities", "title")
-        src = _positions(values_of(self.relationships, "source"), titles)
-        tgt = _positions(values_of(self.relationships, "target"), titles)
+        src = _positions(_column(self.relationships, "source"), titles)
+        tgt = _positions(_column(self.relationships, "target"), titles)
         both = (src < 0) & (tgt < 0)
         if both.any():
             bad = [self.relationships[i].source for i in np.flatnonzero(both)[:1]]
@@ -387,8 +422,8 @@ class Index:
                 )
         endpoints = np.stack([src, tgt], axis=1) if n_rel else np.zeros((0, 2), dtype=np.int64)
         entity_degree, combined_degree = self._derive_degrees(src, tgt)
-        combined = np.asarray(values_of(self.relationships, "combined_degree"), dtype=np.float64).reshape(n_rel)
-        weight = np.asarray(values_of(self.relationships, "weight"), dtype=np.float64).reshape(n_rel)
+        combined = array_of(self.relationships, "combined_degree").reshape(n_rel)
+        weight = array_of(self.relationships, "weight").reshape(n_rel)
         positions = np.arange(n_rel, dtype=np.int64)
         rank = np.empty(n_rel, dtype=np.int64)
         rank[np.lexsort((positions, -weight, -combined))] = positions
@@ -410,8 +445,8 @@ class Index:
         none = np.zeros(0, dtype=np.int64)
         if not self.relationships:
             return none, none
-        need_entity = bool(self.entities) and not any(values_of(self.entities, "degree"))
-        need_combined = not any(values_of(self.relationships, "combined_degree"))
+        need_entity = bool(len(self.entities)) and not array_of(self.entities, "degree").any()
+        need_combined = not array_of(self.relationships, "combined_degree").any()
         if not (need_entity or need_combined):
             return none, none
         n_ent = len(self.entities)
@@ -424,13 +459,13 @@ class Index:
         entity_degree, combined_degree = none, none
         if need_entity:
             entity_degree = degree.astype(np.int64)
-            _set_values(self.entities, "degree", degree.tolist())
+            _set_values(self.entities, "degree", degree)
         if need_combined:
-            deg = np.asarray(values_of(self.entities, "degree"), dtype=np.int64).reshape(n_ent)
+            deg = array_of(self.entities, "degree", np.int64).reshape(n_ent)
             combined_degree = np.where(src >= 0, deg[np.maximum(src, 0)], 0) + np.where(
                 tgt >= 0, deg[np.maximum(tgt, 0)], 0
             )
-            _set_values(self.relationships, "combined_degree", combined_degree.tolist())
+            _set_values(self.relationships, "combined_degree", combined_degree)
             self.warnings.append(
                 f"{self._file('relationships')}: column 'combined_degree' missing; derived from entity degrees"
             )
@@ -464,32 +499,39 @@ class Index:
             _set_values(self.relationships, "text_unit_ids", [[unit_ids[j] for j in u] for u in rel_units])
 
     def _compute_text_unit_links(self) -> dict[str, np.ndarray]:
+        # One side of the links at a time, grouped and its scratch arrays freed before the next: at 1M
+        # entities each id list holds millions of entries.
         n_ent, n_tu = len(self.entities), len(self.text_units)
-        unit_keys = self._keys("text_units", "id")
-        e_rows, e_tus, e_bad = _lookup_lists(values_of(self.entities, "text_unit_ids"), unit_keys)
-        t_rows, t_ents, t_bad = _lookup_lists(values_of(self.text_units, "entity_ids"), self._keys("entities", "id"))
-        self._warn_dangling(e_bad, "entities", "text_unit_ids", "text unit")
-        self._warn_dangling(t_bad, "text_units", "entity_ids", "entity")
-        ents, tus = _unique_pairs(np.concatenate([e_rows, t_ents]), np.concatenate([e_tus, t_rows]), n_tu)
-        r_rows, r_tus, r_bad = _lookup_lists(values_of(self.relationships, "text_unit_ids"), unit_keys)
-        u_rows, u_rels, u_bad = _lookup_lists(
-            values_of(self.text_units, "relationship_ids"), self._keys("relationships", "id")
+        ents, tus, from_entities, from_units = self._link_pairs(
+            ("entities", "text_unit_ids", "text unit"), ("text_units", "entity_ids", "entity"), "entities"
         )
-        self._warn_dangling(r_bad, "relationships", "text_unit_ids", "text unit")
-        self._warn_dangling(u_bad, "text_units", "relationship_ids", "relationship")
-        rels, tus2 = _unique_pairs(np.concatenate([r_rows, u_rels]), np.concatenate([r_tus, u_rows]), n_tu)
-        fill = [
-            len(t_rows) == 0 and len(ents) > 0,
-            len(e_rows) == 0 and len(ents) > 0,
-            len(u_rows) == 0 and len(rels) > 0,
-            len(r_rows) == 0 and len(rels) > 0,
-        ]
-        return {
-            **group(ents, tus, n_ent).arrays("etu"),
-            **group(tus, ents, n_tu).arrays("tue"),
-            **group(tus2, rels, n_tu).arrays("tur"),
-            "fill": np.array(fill, dtype=np.int8),
-        }
+        fill = [not from_units and len(ents) > 0, not from_entities and len(ents) > 0]
+        out = {**group(ents, tus, n_ent).arrays("etu"), **group(tus, ents, n_tu).arrays("tue")}
+        del ents, tus
+        rels, tus2, from_relationships, from_units = self._link_pairs(
+            ("relationships", "text_unit_ids", "text unit"), ("text_units", "relationship_ids", "relationship"),
+            "relationships",
+        )
+        fill += [not from_units and len(rels) > 0, not from_relationships and len(rels) > 0]
+        out.update(group(tus2, rels, n_tu).arrays("tur"))
+        return {**out, "fill": np.array(fill, dtype=np.int8)}
+
+    def _link_pairs(
+        self, owner: tuple[str, str, str], units: tuple[str, str, str], target: str
+    ) -> tuple[np.ndarray, np.ndarray, bool, bool]:
+        """Unique (record position, text unit position) pairs from both sides: the records' unit id lists
+        and the units' record id lists; plus whether each side named any."""
+        table, column, what = owner
+        rows, tus, bad = _lookup_lists(_column(getattr(self, table), column), self._keys("text_units", "id"))
+        self._warn_dangling(bad, table, column, what)
+        u_table, u_column, u_what = units
+        u_rows, targets, u_bad = _lookup_lists(_column(self.text_units, u_column), self._keys(target, "id"))
+        self._warn_dangling(u_bad, u_table, u_column, u_what)
+        named = (len(rows) > 0, len(u_rows) > 0)
+        a, b = np.concatenate([rows, targets]), np.concatenate([tus, u_rows])
+        del rows, tus, u_rows, targets
+        pairs = _unique_pairs(a, b, len(self.text_units))
+        return pairs[0], pairs[1], named[0], named[1]
 
     def _warn_dangling(self, count: int, table: str, column: str, what: str) -> None:
         if count:
@@ -632,22 +674,22 @@ class Index:
 
     # ------------------------------------------------------------------ token counts
 
-    def _token_texts(self) -> dict[str, Callable[[], list[str]]]:
-        """The text each token-count field counts (built only when the counts are not stored)."""
+    def _token_texts(self) -> dict[str, tuple[Sequence[Any], str]]:
+        """The records and text field each token-count field counts."""
         return {
-            "entity_tokens": lambda: values_of(self.entities, "description"),
-            "relationship_tokens": lambda: values_of(self.relationships, "description"),
-            "text_unit_tokens": lambda: values_of(self.text_units, "text"),
-            "report_tokens": lambda: [r.full_content for r in self.community_reports],
-            "report_summary_tokens": lambda: [r.summary for r in self.community_reports],
-            "claim_tokens": lambda: [c.description for c in self.claims],
+            "entity_tokens": (self.entities, "description"),
+            "relationship_tokens": (self.relationships, "description"),
+            "text_unit_tokens": (self.text_units, "text"),
+            "report_tokens": (self.community_reports, "full_content"),
+            "report_summary_tokens": (self.community_reports, "summary"),
+            "claim_tokens": (self.claims, "description"),
         }
 
     def _build_token_counts(self, store: DerivedStore | None) -> None:
         texts = self._token_texts()
         for name, table in _TOKEN_TABLES.items():
             def count(name: str = name) -> dict[str, np.ndarray]:
-                return {"counts": _count(self.tokenizer, texts[name]())}
+                return {"counts": _count(self.tokenizer, *texts[name])}
 
             found = self._derived(store, f"{name}-{self.tokenizer.encoding_name}", [table], count)
             setattr(self, name, found["counts"])
@@ -728,10 +770,12 @@ class Index:
         )
 
 
-def _set_values(records: Sequence[Any], field: str, values: list[Any]) -> None:
+def _set_values(records: Sequence[Any], field: str, values: list[Any] | np.ndarray) -> None:
     """Set one field of every record (load-time repairs), column-wise for a RecordTable."""
     if isinstance(records, RecordTable):
         records.with_column(field, values)
         return
+    if isinstance(values, np.ndarray):
+        values = values.tolist()
     for record, value in zip(records, values, strict=True):
         setattr(record, field, value)

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 
 from shared_context.lexical_store import SortedVocab
 from shared_context.linking import lexical_terms
@@ -192,7 +193,14 @@ def build_block_table(records: Sequence[Any], unit_tokens: np.ndarray, block_tok
     """Cut every unit into blocks (`unit_blocks_of`, batched): spans per unit, token counts through
     tiktoken's threaded batch call, term ids and per-block counts with numpy."""
     vocab: dict[str, int] = {}
-    unit_sizes, starts, ends, tokens, n_terms, term_ptr_parts, ids_parts, counts_parts = ([] for _ in range(8))
+    unit_sizes: list[int] = []
+    starts: list[int] = []
+    ends: list[int] = []
+    tokens: list[int] = []
+    n_terms: list[int] = []
+    term_ptr_parts: list[np.ndarray] = []
+    ids_parts: list[np.ndarray] = []
+    counts_parts: list[np.ndarray] = []
     unit = 0
     for texts in _texts(records):
         pieces = []
@@ -204,17 +212,23 @@ def build_block_table(records: Sequence[Any], unit_tokens: np.ndarray, block_tok
                 starts.append(s)
                 ends.append(e)
                 pieces.append(text[s:e])
-        tokens.extend(tokenizer.count_many(pieces))
+        # one at a time: tiktoken's batch call costs a thread-pool future per short text
+        tokens.extend(map(tokenizer.count, pieces))
         lengths: list[int] = []
-        flat: list[int] = []
+        flat: list[str] = []
         for piece in pieces:
             terms = lexical_terms(piece)
             lengths.append(len(terms))
-            flat.extend(vocab.setdefault(t, len(vocab)) for t in terms)
+            flat += terms
         n_terms.extend(lengths)
+        # term ids: Arrow dictionary-encodes the chunk's terms; only its distinct terms meet the vocabulary
+        encoded = pa.array(flat, type=pa.string()).dictionary_encode()
+        chunk_ids = np.fromiter((vocab.setdefault(t, len(vocab)) for t in encoded.dictionary.to_pylist()),
+                                dtype=np.int64)
+        ids = chunk_ids[encoded.indices.to_numpy(zero_copy_only=False)] if len(flat) else np.zeros(0, np.int64)
         # distinct (block, term) pairs and their counts, ordered by block then term id
         block_of = np.repeat(np.arange(len(pieces), dtype=np.int64), lengths)
-        codes = (block_of << 32) | np.asarray(flat, dtype=np.int64)
+        codes = (block_of << 32) | ids
         pairs, counts = np.unique(codes, return_counts=True)
         term_ptr_parts.append(np.bincount(pairs >> 32, minlength=len(pieces)))
         ids_parts.append((pairs & 0xFFFFFFFF).astype(np.int32))

@@ -11,6 +11,7 @@ Python list without making records, for code that needs one field of every row.
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Generic, TypeVar, overload
@@ -18,7 +19,7 @@ from typing import Any, Generic, TypeVar, overload
 import numpy as np
 import pyarrow as pa
 
-__all__ = ["RecordTable", "array_of", "text_lengths_of", "values_of"]
+__all__ = ["RecordTable", "array_of", "release_arrow_memory", "text_lengths_of", "values_of"]
 
 T = TypeVar("T")
 _CHUNK = 8192
@@ -104,8 +105,23 @@ class RecordTable(Sequence[T], Generic[T]):
 
 def _accessor(column: pa.ChunkedArray) -> Callable[[int], Any]:
     """A fast `i -> Python value` for one column: reads the Arrow buffers directly for text, numbers
-    and lists of text (about 1 µs a value, where `column[i].as_py()` costs tens of µs)."""
-    arr = column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
+    and lists of text (about 1 µs a value, where `column[i].as_py()` costs tens of µs). The chunks are
+    read where they are (a parquet file's row groups): combining them would copy the column."""
+    if column.num_chunks == 0:
+        return _array_accessor(pa.array([], type=column.type))
+    if column.num_chunks == 1:
+        return _array_accessor(column.chunk(0))
+    getters = [_array_accessor(chunk) for chunk in column.chunks]
+    starts = np.cumsum([0] + [len(chunk) for chunk in column.chunks[:-1]]).tolist()
+
+    def get(i: int) -> Any:
+        c = bisect.bisect_right(starts, i) - 1
+        return getters[c](i - starts[c])
+
+    return get
+
+
+def _array_accessor(arr: pa.Array) -> Callable[[int], Any]:
     valid = None if arr.null_count == 0 else np.asarray(arr.is_valid().to_numpy(zero_copy_only=False))
     kind = arr.type
     get: Callable[[int], Any]
@@ -166,3 +182,12 @@ def text_lengths_of(records: Sequence[Any], name: str) -> np.ndarray:
         lengths = pc.utf8_length(records.arrow_column(name)).fill_null(0)
         return np.asarray(lengths.to_numpy(), dtype=np.int64)
     return np.fromiter((len(getattr(r, name)) for r in records), dtype=np.int64, count=len(records))
+
+
+def release_arrow_memory() -> None:
+    """Hand memory Arrow freed (hash tables of id checks, decoded tables) back to the system now, so the
+    next load step does not stack its peak on top of it."""
+    try:
+        pa.default_memory_pool().release_unused()
+    except Exception:  # older pyarrow / allocator without the call: memory is reused anyway
+        return

@@ -120,10 +120,11 @@ def test_update_reclusters_only_what_changed_and_keeps_the_other_reports(tmp_pat
     assert first.communities_reused == 0 and "communities: " in update.summary()
 
 
-def test_a_starting_partition_graspologic_cannot_take_falls_back_to_singletons() -> None:
-    """graspologic-native panics (a Rust index error) on this start, found in a real update; the update
-    re-clusters that subgraph from singletons instead of failing."""
-    from indexer.communities import _leiden
+def test_a_starting_community_that_fell_apart_is_split_before_leiden() -> None:
+    """Found in a real update: community 2 (three leaves of one hub) is no longer connected in the changed
+    subgraph, and graspologic-native panics (a Rust index error) when started from it. It is split into its
+    connected parts first (with a restart from singletons as the last resort)."""
+    from indexer.communities import _connected_parts, _leiden
 
     hub, clique = "8694", ["8803", "8804", "8805", "8806"]
     edges = [(n, hub, 0.5) for n in ("3379", "3350", "3381", "3382")]
@@ -132,5 +133,7 @@ def test_a_starting_partition_graspologic_cannot_take_falls_back_to_singletons()
                ("8804", "8806"), (hub, "8805"), ("8805", "8806"), (hub, "8806"), ("8723", "8806"), ("2119", "8806")]]
     start = {"2119": 0, "3350": 1, "3379": 2, "3381": 2, "3382": 2, hub: 3, "8723": 4}
     start.update({n: 5 + i for i, n in enumerate(clique)})
+    parts = _connected_parts(edges, start)
+    assert len({parts[n] for n in ("3379", "3381", "3382")}) == 3 and sorted(set(parts.values())) == list(range(11))
     membership = _leiden(edges, start, seed=0xDEADBEEF)
     assert set(membership) == set(start) and len(set(membership.values())) >= 2

@@ -15,8 +15,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-import pyarrow as pa
-
 from shared_context.derived_store import DerivedStore
 from shared_context.errors import IndexFormatError
 from shared_context.index import Index
@@ -40,6 +38,7 @@ from shared_context.loaders.vector_files import (
     read_inline_entity_vectors,
     read_lancedb,
 )
+from shared_context.record_table import release_arrow_memory
 from shared_context.tokens import get_tokenizer
 from shared_context.vectors import VectorTable
 
@@ -64,11 +63,6 @@ def _read_required(files: IndexFiles, table: str) -> TableData:
     return data
 
 
-def _release_arrow_memory() -> None:
-    try:
-        pa.default_memory_pool().release_unused()
-    except Exception:  # older pyarrow / allocator without the call: memory is reused anyway
-        return
 
 
 def load_index(
@@ -125,7 +119,7 @@ def _load(path: str | Path, *, embedding_dim: int | None, tokenizer: str) -> Ind
     reports = build_reports(read_table(files, "community_reports", skip=_UNUSED["community_reports"]))
     claims = build_claims(read_table(files, "covariates"))
     documents = build_documents(read_table(files, "documents", skip=_UNUSED["documents"]))
-    _release_arrow_memory()
+    release_arrow_memory()
     version = detect_version(files, large.columns["entities"], large.columns["text_units"])
     for name in record_tables.DEPENDS_ON:
         warnings.extend(large.warnings.get(name, []))
@@ -182,7 +176,7 @@ def _read_large_tables(
         tables[name] = record_tables.build(name, data, normalise(data), repairs[name])
         columns[name] = data.columns
         del data
-        _release_arrow_memory()
+        release_arrow_memory()
     return _ReadTables(tables, columns, repairs, from_store=False, inline=inline)
 
 

@@ -132,21 +132,39 @@ class TableData:
                 return shared
         return [default if v is None else v for v in col.to_pylist()]
 
-    def arrow_text(self, column: str, *, required: bool = True, default: str = "") -> pa.Array | list[str]:
+    def arrow_strings(
+        self, column: str, *, required: bool = True, default: str = "", non_empty: bool = False
+    ) -> pa.ChunkedArray | list[str]:
+        """`strings` kept in Arrow when the file stored text (ids, titles of the large tables): no Python
+        string per row at load; the same checks and null handling."""
+        col = self._column(column, required)
+        if col is None or self.from_csv or not (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)):
+            return self.strings(column, required=required, default=default, non_empty=non_empty)
+        if non_empty:
+            import pyarrow.compute as pc  # imported on first use: ~50 ms at import time
+
+            missing = col.null_count + int(pc.sum(pc.equal(col, "")).as_py() or 0)
+            if missing:
+                raise self.error(f"{missing} rows have no value; every row needs one", column)
+        return _as_string(col, default)
+
+    def arrow_text(self, column: str, *, required: bool = True, default: str = "") -> pa.ChunkedArray | list[str]:
         """A text column kept in Arrow (nulls -> `default`) when the file stored it as text; otherwise
         the same as `strings`. Large tables then never hold their texts as Python strings at load."""
         col = self._column(column, required)
         if col is not None and not self.from_csv and (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)):
-            return col.combine_chunks().fill_null(default)
+            return _as_string(col, default)
         return self.strings(column, required=required, default=default)
 
-    def arrow_str_lists(self, column: str) -> pa.Array | list[list[str]]:
+    def arrow_str_lists(self, column: str) -> pa.ChunkedArray | list[list[str]]:
         """A list<string> column kept in Arrow when it has no null lists or items; else `str_lists`."""
         col = self._column(column, False)
-        if col is not None and not self.from_csv and pa.types.is_list(col.type) and pa.types.is_string(col.type.value_type):
-            arr = col.combine_chunks()
-            if arr.null_count == 0 and arr.values.null_count == 0:
-                return arr
+        if (
+            col is not None and not self.from_csv and pa.types.is_list(col.type)
+            and pa.types.is_string(col.type.value_type)
+            and col.null_count == 0 and not any(chunk.flatten().null_count for chunk in col.chunks)
+        ):
+            return col  # the file's chunks as they are: no copy while the file's table is still alive
         return self.str_lists(column)
 
     def _numeric(self, column: str, required: bool) -> np.ndarray | None:
@@ -179,12 +197,24 @@ class TableData:
             return np.asarray(nums.to_numpy(dtype=np.float64, na_value=np.nan))
         raise self.error(f"expected a number but found {col.type}", column)
 
+    def float_array(self, column: str, *, required: bool = True, default: float = 0.0) -> np.ndarray:
+        """`floats` as a float64 array."""
+        arr = self._numeric(column, required)
+        return np.full(len(self), default) if arr is None else np.where(np.isnan(arr), default, arr)
+
     def floats(self, column: str, *, required: bool = True, default: float = 0.0) -> list[float]:
         arr = self._numeric(column, required)
         if arr is None:
             return [default] * len(self)
         values: list[float] = np.where(np.isnan(arr), default, arr).tolist()
         return values
+
+    def int_array(self, column: str, *, required: bool = True, default: int = 0) -> np.ndarray:
+        """`ints` as an int64 array (no Python int per row)."""
+        arr = self._numeric(column, required)
+        if arr is None:
+            return np.full(len(self), default, dtype=np.int64)
+        return np.where(np.isnan(arr), default, arr).astype(np.int64)
 
     def ints(self, column: str, *, required: bool = True, default: int = 0) -> list[int]:
         arr = self._numeric(column, required)
@@ -249,6 +279,13 @@ class TableData:
                     value = {}
             out.append(dict(value) if isinstance(value, dict) else {})
         return out
+
+
+def _as_string(col: pa.ChunkedArray, default: str) -> pa.ChunkedArray:
+    """A text column as `string` with nulls -> `default`, copied only when one of those changes it."""
+    if col.null_count:
+        col = col.fill_null(default)
+    return col if col.type == pa.string() else col.cast(pa.string())
 
 
 def _string_lists(col: pa.ChunkedArray) -> list[list[Any]] | None:

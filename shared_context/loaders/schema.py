@@ -19,6 +19,7 @@ import dataclasses
 from collections import defaultdict
 from typing import Any, TypeVar
 
+import numpy as np
 import pyarrow as pa
 
 from shared_context.loaders.columns import TableData
@@ -39,6 +40,13 @@ def _short_ids(t: TableData) -> list[str]:
     if t.has("human_readable_id"):
         return [str(v) for v in t.ints("human_readable_id", default=-1)]
     return [str(i) for i in range(len(t))]
+
+
+def _short_id_array(t: TableData) -> pa.Array:
+    """`_short_ids` as an Arrow string array (the large tables: no Python string per row)."""
+    if t.has("human_readable_id"):
+        return pa.array(t.int_array("human_readable_id", default=-1)).cast(pa.string())
+    return pa.array(np.arange(len(t), dtype=np.int64)).cast(pa.string())
 
 
 def _require_rows(t: TableData, key: str) -> None:
@@ -74,17 +82,21 @@ def entity_columns(t: TableData, node_degree: dict[str, int]) -> dict[str, list[
     assert title_col is not None
     t.require("id")
     _require_rows(t, "id")
-    ids = t.strings("id", non_empty=True, intern=True)
-    titles = t.strings(title_col, non_empty=True, intern=True)
-    degrees = t.ints("degree") if t.has("degree") else [node_degree.get(title, 0) for title in titles]
+    ids = t.arrow_strings("id", non_empty=True)
+    titles = t.arrow_strings(title_col, non_empty=True)
+    if t.has("degree"):
+        degrees: Any = t.int_array("degree")
+    else:
+        names = titles.to_pylist() if isinstance(titles, pa.Array | pa.ChunkedArray) else titles
+        degrees = [node_degree.get(title, 0) for title in names]
     return {
         "id": ids,
-        "short_id": _short_ids(t),
+        "short_id": _short_id_array(t),
         "title": titles,
         "type": t.strings("type", required=False),
         "description": t.arrow_text("description", required=False),
         "text_unit_ids": t.arrow_str_lists("text_unit_ids"),
-        "frequency": t.ints("frequency", required=False),
+        "frequency": t.int_array("frequency", required=False),
         "degree": degrees,
     }
 
@@ -94,13 +106,13 @@ def relationship_columns(t: TableData) -> dict[str, list[Any]]:
     _require_rows(t, "id")
     degree_col = t.first_present("combined_degree", "rank")
     return {
-        "id": t.strings("id", non_empty=True, intern=True),
-        "short_id": _short_ids(t),
-        "source": t.strings("source", non_empty=True, intern=True),
-        "target": t.strings("target", non_empty=True, intern=True),
+        "id": t.arrow_strings("id", non_empty=True),
+        "short_id": _short_id_array(t),
+        "source": t.arrow_strings("source", non_empty=True),
+        "target": t.arrow_strings("target", non_empty=True),
         "description": t.arrow_text("description", required=False),
-        "weight": t.floats("weight", required=False, default=1.0),
-        "combined_degree": t.ints(degree_col, required=False) if degree_col else [0] * len(t),
+        "weight": t.float_array("weight", required=False, default=1.0),
+        "combined_degree": t.int_array(degree_col, required=False) if degree_col else np.zeros(len(t), np.int64),
         "text_unit_ids": t.arrow_str_lists("text_unit_ids"),
     }
 
@@ -109,14 +121,14 @@ def text_unit_columns(t: TableData) -> dict[str, list[Any]]:
     t.require("id", "text")
     _require_rows(t, "id")
     if t.has("document_id"):
-        doc_ids = t.strings("document_id", required=False, intern=True)
+        doc_ids = t.arrow_strings("document_id", required=False)
     else:
         doc_ids = [d[0] if d else "" for d in t.str_lists("document_ids")]
     return {
-        "id": t.strings("id", non_empty=True, intern=True),
-        "short_id": _short_ids(t),
+        "id": t.arrow_strings("id", non_empty=True),
+        "short_id": _short_id_array(t),
         "text": t.arrow_text("text"),
-        "n_tokens": t.ints("n_tokens", required=False),
+        "n_tokens": t.int_array("n_tokens", required=False),
         "document_id": doc_ids,
         "entity_ids": t.arrow_str_lists("entity_ids"),
         "relationship_ids": t.arrow_str_lists("relationship_ids"),
@@ -126,7 +138,10 @@ def text_unit_columns(t: TableData) -> dict[str, list[Any]]:
 
 def _records(cls: type[R], columns: dict[str, list[Any]]) -> list[R]:
     names = [f.name for f in dataclasses.fields(cls)]  # type: ignore[arg-type]
-    values = [c.to_pylist() if isinstance(c, pa.Array | pa.ChunkedArray) else c for c in (columns[n] for n in names)]
+    values = [
+        c.to_pylist() if isinstance(c, pa.Array | pa.ChunkedArray) else c.tolist() if isinstance(c, np.ndarray) else c
+        for c in (columns[n] for n in names)
+    ]
     return [cls(*row) for row in zip(*values, strict=True)]
 
 
