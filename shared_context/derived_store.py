@@ -166,7 +166,8 @@ class DerivedStore:
             if fields is None:
                 meta = json.loads((entry / _META).read_text(encoding="utf-8"))
                 fields = [f[: -len(".npy")] for f in meta["files"] if f.endswith(".npy")]
-            return {f: np.load(entry / f"{f}.npy", mmap_mode="r", allow_pickle=False) for f in fields}
+            # plain ndarray views of the maps: np.memmap's Python-level indexing costs microseconds a lookup
+            return {f: np.asarray(np.load(entry / f"{f}.npy", mmap_mode="r", allow_pickle=False)) for f in fields}
         except (OSError, ValueError, KeyError, TypeError):
             return None
 

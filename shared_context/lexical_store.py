@@ -96,8 +96,8 @@ def load_bm25(folder: Path, check: str = "") -> BM25 | None:
         if meta.get("format") != _FORMAT or meta.get("check", "") != check:
             return None
 
-        def arr(name: str) -> np.ndarray:
-            loaded: np.ndarray = np.load(folder / f"{name}.npy", mmap_mode="r", allow_pickle=False)
+        def arr(name: str) -> np.ndarray:  # an ndarray view of the map: np.memmap indexing is slow
+            loaded: np.ndarray = np.asarray(np.load(folder / f"{name}.npy", mmap_mode="r", allow_pickle=False))
             return loaded
 
         n_docs, n_terms = (int(v) for v in meta["shape"])
@@ -164,7 +164,7 @@ def _write_phrases(folder: Path, prefix: str, phrases: dict[str, list[int]]) -> 
 
 def _read_phrases(folder: Path, prefix: str) -> StoredPhrases:
     def arr(name: str) -> np.ndarray:
-        loaded: np.ndarray = np.load(folder / f"{prefix}_{name}.npy", mmap_mode="r", allow_pickle=False)
+        loaded: np.ndarray = np.asarray(np.load(folder / f"{prefix}_{name}.npy", mmap_mode="r", allow_pickle=False))
         return loaded
 
     offsets = arr("offsets")

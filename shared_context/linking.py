@@ -125,7 +125,7 @@ def lexical_terms(text: str) -> list[str]:
 
 def lexical_index(texts: Sequence[str]) -> BM25:
     """BM25 over one text field, float32 to keep large tables small."""
-    return BM25([lexical_terms(text) if text else [] for text in texts], dtype=np.float32)
+    return BM25((lexical_terms(text) if text else [] for text in texts), dtype=np.float32)  # terms streamed
 
 
 _SEP = "\x1f"  # joins a title's normalised tokens into one phrase key (never inside a token)

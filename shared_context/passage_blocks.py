@@ -22,6 +22,7 @@ the batched pass gives exactly its result (tests check both and the store round 
 from __future__ import annotations
 
 import re
+from array import array
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -193,11 +194,8 @@ def build_block_table(records: Sequence[Any], unit_tokens: np.ndarray, block_tok
     """Cut every unit into blocks (`unit_blocks_of`, batched): spans per unit, token counts through
     tiktoken's threaded batch call, term ids and per-block counts with numpy."""
     vocab: dict[str, int] = {}
-    unit_sizes: list[int] = []
-    starts: list[int] = []
-    ends: list[int] = []
-    tokens: list[int] = []
-    n_terms: list[int] = []
+    # flat machine integers, not Python int objects: a million-unit index has millions of blocks
+    unit_sizes, starts, ends, tokens, n_terms = (array("q") for _ in range(5))
     term_ptr_parts: list[np.ndarray] = []
     ids_parts: list[np.ndarray] = []
     counts_parts: list[np.ndarray] = []
@@ -240,15 +238,21 @@ def build_block_table(records: Sequence[Any], unit_tokens: np.ndarray, block_tok
         return out
 
     def cat(parts: list[np.ndarray], dtype: Any) -> np.ndarray:
-        return np.concatenate(parts).astype(dtype) if parts else np.zeros(0, dtype=dtype)
+        """The parts joined; the list is emptied so each part is freed as soon as it is copied."""
+        out = np.concatenate(parts).astype(dtype, copy=False) if parts else np.zeros(0, dtype=dtype)
+        parts.clear()
+        return out
 
     terms = [""] * len(vocab)
     for term, i in vocab.items():
         terms[i] = term
+    term_ptr = ptr(cat(term_ptr_parts, np.int64))
+    term_ids = cat(ids_parts, np.int32)
+    term_counts = cat(counts_parts, np.int32)
     return BlockTable(
-        ptr(np.asarray(unit_sizes, dtype=np.int64)), np.asarray(starts, dtype=np.int64),
-        np.asarray(ends, dtype=np.int64), np.asarray(tokens, dtype=np.int32), np.asarray(n_terms, dtype=np.int32),
-        ptr(cat(term_ptr_parts, np.int64)), cat(ids_parts, np.int32), cat(counts_parts, np.int32), vocab, terms,
+        ptr(np.frombuffer(unit_sizes, dtype=np.int64)), np.frombuffer(starts, dtype=np.int64).copy(),
+        np.frombuffer(ends, dtype=np.int64).copy(), np.frombuffer(tokens, dtype=np.int64).astype(np.int32),
+        np.frombuffer(n_terms, dtype=np.int64).astype(np.int32), term_ptr, term_ids, term_counts, vocab, terms,
     )
 
 
@@ -266,6 +270,10 @@ def block_table(index: Any, block_tokens: int) -> BlockTable:
         table = build_block_table(index.text_units, index.text_unit_tokens, block_tokens, index.tokenizer)
         if store is not None:
             store.save_arrays(name, ["text_units"], table.arrays(), extra=extra)
+            # mapped back, so the process holds only the pages questions touch, not the whole table
+            found = store.load_arrays(name, ["text_units"], _FIELDS, extra=extra)
+            if found is not None:
+                return BlockTable.from_arrays(found)
         return table
 
     return per_index_cache(index, f"passages.blocks.{block_tokens}", load_or_build)

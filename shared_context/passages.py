@@ -83,7 +83,15 @@ def select_excerpts(
         raise ValueError(f"excerpt_tokens must be > 0, got {excerpt_tokens}")
     if weight < 0 or rrf_k < 0:
         raise ValueError(f"weight and rrf_k must be >= 0, got {weight} and {rrf_k}")
-    overhead = row_overhead or (lambda _u: 4)
+    row_cost = row_overhead or (lambda _u: 4)
+    overheads: dict[int, int] = {}
+
+    def overhead(unit: int) -> int:  # asked again for every window of a unit not chosen yet
+        cost = overheads.get(unit)
+        if cost is None:
+            cost = overheads[unit] = row_cost(unit)
+        return cost
+
     units = list(dict.fromkeys(units))
     table = block_table(index, max(excerpt_tokens // 2, 1))
     first = table.unit_ptr[np.asarray(units, dtype=np.int64)] if units else np.zeros(0, dtype=np.int64)

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from itertools import islice
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -212,6 +213,31 @@ class Postings:
     shape: tuple[int, int]
 
 
+_BM25_CHUNK = 4096  # documents per step of the BM25 build
+_ARROW_TERMS = 50_000  # above this many terms in a chunk, Arrow assigns the term ids
+
+
+def _term_ids(flat: list[str], vocab: dict[str, int]) -> np.ndarray:
+    """Each term's id, new terms numbered in order of first appearance (Arrow dictionary-encodes large
+    chunks, so only their distinct terms meet the Python dict)."""
+    if len(flat) < _ARROW_TERMS:
+        return np.fromiter((vocab.setdefault(t, len(vocab)) for t in flat), dtype=np.int64, count=len(flat))
+    import pyarrow as pa
+
+    encoded = pa.array(flat, type=pa.string()).dictionary_encode()
+    distinct = encoded.dictionary.to_pylist()
+    ids = np.fromiter((vocab.setdefault(t, len(vocab)) for t in distinct), dtype=np.int64, count=len(distinct))
+    out: np.ndarray = ids[encoded.indices.to_numpy(zero_copy_only=False)]
+    return out
+
+
+def _join(parts: list[np.ndarray]) -> np.ndarray:
+    """The parts concatenated; the list is emptied so each part is freed once copied."""
+    out = np.concatenate(parts)
+    parts.clear()
+    return out
+
+
 def _idf(n_docs: int, df: np.ndarray) -> np.ndarray:
     return np.log1p((n_docs - df + 0.5) / (df + 0.5))
 
@@ -236,39 +262,52 @@ class BM25:
 
     def __init__(
         self,
-        docs: Sequence[Sequence[str]],
+        docs: Iterable[Sequence[str]],
         *,
         k1: float = 1.2,
         b: float = 0.75,
         dtype: type = np.float64,
         lengths: Sequence[int] | None = None,
     ) -> None:
-        """`lengths`: the documents' lengths in terms when `docs` holds only some of their terms
-        (`query_scores` keeps just the query's terms; BM25 still needs each document's full length)."""
-        if lengths is not None and len(lengths) != len(docs):
-            raise ValueError(f"lengths has {len(lengths)} entries for {len(docs)} documents")
+        """`docs`: each document's terms (any iterable: read once, a chunk at a time, so a million
+        documents never hold all their terms at once). `lengths`: the documents' lengths in terms when
+        `docs` holds only some of their terms (`query_scores` keeps just the query's terms; BM25 still
+        needs each document's full length)."""
         vocab: dict[str, int] = {}
         self.vocab: TermLookup = vocab
-        doc_ids: list[int] = []
-        term_ids: list[int] = []
-        doc_lengths = np.zeros(len(docs), dtype=np.float64)
-        for d, terms in enumerate(docs):
-            doc_lengths[d] = len(terms) if lengths is None else lengths[d]
-            ids = [vocab.setdefault(t, len(vocab)) for t in terms]
-            term_ids.extend(ids)
-            doc_ids.extend([d] * len(ids))
-        n_docs, n_terms = len(docs), len(vocab)
+        # distinct (document, term) pairs with their counts, a chunk of documents at a time
+        doc_parts: list[np.ndarray] = []
+        term_parts: list[np.ndarray] = []
+        count_parts: list[np.ndarray] = []
+        sizes_all: list[int] = []
+        n_docs = 0
+        it = iter(docs)
+        while chunk := list(islice(it, _BM25_CHUNK)):
+            sizes = [len(terms) for terms in chunk]
+            flat = [t for terms in chunk for t in terms]
+            sizes_all += sizes
+            if flat:
+                codes = (np.repeat(np.arange(len(chunk), dtype=np.int64), sizes) << 32) | _term_ids(flat, vocab)
+                pairs, counts = np.unique(codes, return_counts=True)
+                doc_parts.append((pairs >> 32) + n_docs)
+                term_parts.append(pairs & 0xFFFFFFFF)
+                count_parts.append(counts.astype(np.float64))
+            n_docs += len(chunk)
+        if lengths is not None and len(lengths) != n_docs:
+            raise ValueError(f"lengths has {len(lengths)} entries for {n_docs} documents")
+        doc_lengths = np.asarray(sizes_all if lengths is None else lengths, dtype=np.float64).reshape(n_docs)
+        del sizes_all
+        n_terms = len(vocab)
         import scipy.sparse as sp  # here, not at module level: importing the package must stay cheap
 
         self.n_docs = n_docs
         self.dtype = dtype
-        if not term_ids:
+        if not doc_parts:
             self.matrix: sp.csc_matrix | Postings = sp.csc_matrix((n_docs, max(n_terms, 1)), dtype=dtype)
             return
-        tf = sp.coo_matrix(
-            (np.ones(len(term_ids), dtype=np.float64), (np.asarray(doc_ids), np.asarray(term_ids))),
-            shape=(n_docs, n_terms),
-        ).tocsc()
+        rows, cols, values = (_join(parts) for parts in (doc_parts, term_parts, count_parts))
+        tf = sp.coo_matrix((values, (rows, cols)), shape=(n_docs, n_terms)).tocsc()
+        del rows, cols, values
         tf.sum_duplicates()
         df = np.diff(tf.indptr).astype(np.float64)
         idf = _idf(n_docs, df)

@@ -62,16 +62,18 @@ def test_blocks_round_trip_through_the_derived_store(tmp_path: Path, monkeypatch
     monkeypatch.setenv("GRAPHROUTE_CACHE_DIR", str(tmp_path / "cache"))
     first = load_index(folders[0])
     assert first.derived_store is not None
-    built = block_table(first, 100)
-    assert isinstance(built.vocab, dict)  # computed in this process
     calls: list[int] = []
     real = passage_blocks.build_block_table
     monkeypatch.setattr(passage_blocks, "build_block_table", lambda *a: calls.append(1) or real(*a))
+    built = block_table(first, 100)
+    assert calls == [1]  # computed in this process (then mapped back from the store)
+    calls.clear()
     second = load_index(folders[0])
     mapped = block_table(second, 100)
     assert not calls and not isinstance(mapped.vocab, dict)  # read back, not recomputed
-    for u in range(len(second.text_units)):
-        assert mapped.blocks(u) == built.blocks(u)
+    for u, unit in enumerate(second.text_units):  # stored blocks == computed blocks
+        expected = unit_blocks_of(unit.text, int(second.text_unit_tokens[u]), 100, second.tokenizer)
+        assert mapped.blocks(u) == built.blocks(u) == expected
     units = list(range(min(12, len(second.text_units))))
     for q in ("Who is the main character?", "What happened at the end of the story?"):
         assert select_excerpts(second, units, q, 1500, excerpt_tokens=200) == _reference(first, units, q, 1500, 200)
@@ -161,3 +163,18 @@ def test_a_table_read_from_arrays_answers_like_the_built_one() -> None:
     ]
     for term in ("lighthous", "keeper", "灯塔", "absent-term"):
         assert read.vocab.get(term) == built.vocab.get(term)
+
+
+def test_bm25_streamed_build_is_the_same_through_either_term_numbering(monkeypatch: pytest.MonkeyPatch) -> None:
+    import shared_context.text as text
+
+    rng = np.random.default_rng(3)
+    words = ["alpha", "beta", "délta", "長い", ""] + [f"w{i}" for i in range(500)]
+    docs = [[words[int(i)] for i in rng.integers(0, len(words), int(n))] for n in rng.integers(0, 40, 5000)]
+    small = BM25(docs)  # dict numbering
+    monkeypatch.setattr(text, "_ARROW_TERMS", 0)
+    monkeypatch.setattr(text, "_BM25_CHUNK", 700)
+    streamed = BM25(iter(docs))  # Arrow numbering, several chunks, read from an iterator
+    assert streamed.vocab == small.vocab and streamed.n_docs == len(docs)
+    for attr in ("indptr", "indices", "data"):
+        assert np.array_equal(getattr(streamed.matrix, attr), getattr(small.matrix, attr))

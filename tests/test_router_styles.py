@@ -202,3 +202,38 @@ ROLE_PLAY = ["You are a ship's surgeon; write a log entry about the fever outbre
 def test_frequency_words_and_role_play_route_by_structure(question: str, engine: str) -> None:
     d = classify(question)
     assert d.engine == engine, (question, d.probabilities, d.reasons)
+
+
+# Several linked things asked at once, or what something means, are scoped reasoning (DRIFT); "what are the
+# X of Y" about one thing is a look-up (local); "the people we interviewed" is a population (global). Written
+# for this test, not in the training set.
+SCOPED_ASKS = ["Which firms lost their licences and under what circumstances?",
+               "What does the empty chair at the wedding suggest about the family?",
+               "大桥关闭以后，哪些公交线路改了道，为什么？"]
+PLAIN_LOOKUPS = ["What are the ingredients of the house sourdough?", "What are the main side effects of the new inhaler?",
+                 "这台洗衣机主要由哪些部件组成？"]
+INTERVIEWED = ["What did the cyclists we interviewed say about the new lanes?", "接受调查的司机们对新路线满意吗？"]
+
+
+@pytest.mark.parametrize(("question", "engine"), [(q, "drift") for q in SCOPED_ASKS]
+                         + [(q, "local") for q in PLAIN_LOOKUPS] + [(q, "global") for q in INTERVIEWED])
+def test_multi_part_asks_plain_lookups_and_interviewed_groups(question: str, engine: str) -> None:
+    d = classify(question)
+    assert d.engine == engine, (question, d.probabilities, d.reasons)
+
+
+@pytest.mark.parametrize(("question", "group"), [
+    ("Which clauses apply and why?", "multi_ask"),
+    ("What are the causes and effects of the strike?", "multi_ask"),
+    ("水坝有哪些作用？又带来了哪些问题？", "multi_ask"),
+    ("What role did the harbour play in the town's growth?", "interpret"),
+    ("开篇的那封信意味着什么？", "interpret"),
+    ("What is the most common cause of engine stalls?", "attribute"),
+    ("这种病最常见的症状是什么？", "attribute"),
+    ("What did the farmers we spoke to say about prices?", "population"),
+    ("受访的教师怎么看新课程？", "population"),
+])
+def test_cue_groups_for_asks_meanings_attributes_and_interviewed_groups(question: str, group: str) -> None:
+    from router.cues import match_cues
+
+    assert group in match_cues(question), (question, match_cues(question))
