@@ -246,6 +246,9 @@ class QueryRun:
         self.stage_now = "answer"  # the stage running now (named when the deadline cuts it)
         # (kind, id) of every context row any model call of this query was given: citation validity.
         self.shown: dict[tuple[str, str], None] = {}  # ordered set: first call's rows first
+        # False when nobody shows the answer as it is written (`Router.aask`): with no deadline to cut it, the
+        # final answer is then one plain model call (no SSE to decode: a third of the SDK's cost per answer).
+        self.deltas = True
 
     def time_left(self) -> float | None:
         return None if self.deadline is None else self.deadline - time.perf_counter()
@@ -360,6 +363,18 @@ class QueryRun:
         self.open_stream = (stage, messages, model.name)
         shown = context_ids if context_ids is not None else context_ids_of_messages(messages)
         self.shown.update(dict.fromkeys(shown))
+        if not self.deltas and self.deadline is None:
+            try:
+                final = await model.complete(messages, task=task, max_tokens=max_tokens, temperature=temperature)
+            except ModelError as err:
+                raise EngineError(f"the model failed while writing the answer: {err}", stage=stage,
+                                  engine=self.engine) from None
+            self.open_stream = None
+            self._record(stage, [final])
+            final = _without_reasoning(final)
+            if final.text:
+                await self._emit(AnswerDelta(final.text))
+            return final
         try:
             held, reasoning_done = "", False  # a leading <think> block is held back, never shown
             async for piece in model.stream(messages, task=task, max_tokens=max_tokens, temperature=temperature):
@@ -563,8 +578,12 @@ class Engine:
         deadline_s: float | None = None,
         deadline: float | None = None,
         plan: QueryPlan | None = None,
+        deltas: bool = True,
     ) -> AsyncIterator[Event]:
         """Progress events, then the answer's deltas, then `Final(result)`; errors are raised here.
+
+        `deltas=False`: the caller only wants the result, so without a deadline the answer is not streamed
+        from the model (one `AnswerDelta` with the whole text); with one it is, so a cut keeps what was written.
 
         A deadline (`deadline_s` seconds from now, or the `time.perf_counter()` instant `deadline`, then
         `deadline_s` only names it) stops the run when it passes: the result is then the best partial
@@ -587,6 +606,7 @@ class Engine:
 
         run = QueryRun(self.name, question.strip(), self.models, emit, link_text, deadline=deadline)
         run.plan = plan
+        run.deltas = deltas
         if note:
             run.degrade("entity_link", note)
         if history_note:

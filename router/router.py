@@ -464,7 +464,7 @@ class Router:
             result, failure = None, None
             try:
                 async for ev in self._stream_engine(eng, standalone, turns, deadline, deadline_s, current,
-                                                    query_plan):
+                                                    query_plan, deltas):
                     if isinstance(ev, Final):
                         result = ev.result
                     elif deltas or not isinstance(ev, AnswerDelta):
@@ -545,13 +545,15 @@ class Router:
     async def _stream_engine(
         self, eng: Any, question: str, turns: list[Message], deadline: float | None, deadline_s: float, name: str,
         query_plan: QueryPlan | None = None,
+        deltas: bool = True,
     ) -> AsyncIterator[Any]:
         """The engine's events. The engine stops itself at the deadline (returning its partial result);
         the router only steps in when an engine overruns it by more than DEADLINE_GRACE_S."""
         if deadline is not None and time.perf_counter() >= deadline:  # e.g. a slow rewrite took it all
             raise DeadlineExceeded(deadline_s, stage="answer", engine=public_name(name))
         stream = eng.stream(question, history=turns or None, deadline=deadline,
-                            deadline_s=deadline_s if deadline is not None else None, plan=query_plan).__aiter__()
+                            deadline_s=deadline_s if deadline is not None else None, plan=query_plan,
+                            deltas=deltas).__aiter__()
         try:
             while True:
                 try:

@@ -214,7 +214,8 @@ class Postings:
 
 
 _BM25_CHUNK = 4096  # documents per step of the BM25 build
-_ARROW_TERMS = 50_000  # above this many terms in a chunk, Arrow assigns the term ids
+_ARROW_TERMS = 50_000
+_WEIGHT_SLICE = 1 << 22  # above this many terms in a chunk, Arrow assigns the term ids
 
 
 def _term_ids(flat: list[str], vocab: dict[str, int]) -> np.ndarray:
@@ -288,10 +289,12 @@ class BM25:
             sizes_all += sizes
             if flat:
                 codes = (np.repeat(np.arange(len(chunk), dtype=np.int64), sizes) << 32) | _term_ids(flat, vocab)
-                pairs, counts = np.unique(codes, return_counts=True)
-                doc_parts.append((pairs >> 32) + n_docs)
-                term_parts.append(pairs & 0xFFFFFFFF)
-                count_parts.append(counts.astype(np.float64))
+                pairs, counts = np.unique(codes, return_counts=True)  # sorted: by document, then term
+                doc_parts.append(np.bincount(pairs >> 32, minlength=len(chunk)))
+                term_parts.append((pairs & 0xFFFFFFFF).astype(np.int32))
+                count_parts.append(counts.astype(np.int32))
+            else:
+                doc_parts.append(np.zeros(len(chunk), dtype=np.int64))
             n_docs += len(chunk)
         if lengths is not None and len(lengths) != n_docs:
             raise ValueError(f"lengths has {len(lengths)} entries for {n_docs} documents")
@@ -302,18 +305,25 @@ class BM25:
 
         self.n_docs = n_docs
         self.dtype = dtype
-        if not doc_parts:
+        if not term_parts:
             self.matrix: sp.csc_matrix | Postings = sp.csc_matrix((n_docs, max(n_terms, 1)), dtype=dtype)
             return
-        rows, cols, values = (_join(parts) for parts in (doc_parts, term_parts, count_parts))
-        tf = sp.coo_matrix((values, (rows, cols)), shape=(n_docs, n_terms)).tocsc()
-        del rows, cols, values
+        # the pairs are already the rows of a CSR matrix: no COO copy on the way to CSC
+        indptr = np.zeros(n_docs + 1, dtype=np.int64)
+        np.cumsum(_join(doc_parts), out=indptr[1:])
+        csr = sp.csr_matrix((_join(count_parts).astype(np.float64), _join(term_parts), indptr), shape=(n_docs, n_terms))
+        tf = csr.tocsc()
+        del csr, indptr
         tf.sum_duplicates()
         df = np.diff(tf.indptr).astype(np.float64)
         idf = _idf(n_docs, df)
         norm = _norm(doc_lengths, k1, b)
-        term_of_entry = np.repeat(np.arange(n_terms), np.diff(tf.indptr))
-        tf.data = _weights(idf[term_of_entry], tf.data, norm[tf.indices], k1).astype(dtype)
+        term_of_entry = np.repeat(np.arange(n_terms, dtype=np.int32), np.diff(tf.indptr))
+        weights: np.ndarray = np.empty(len(tf.data), dtype=dtype)
+        for lo in range(0, len(weights), _WEIGHT_SLICE):  # slices: the temporaries stay small
+            sl = slice(lo, lo + _WEIGHT_SLICE)
+            weights[sl] = _weights(idf[term_of_entry[sl]], tf.data[sl], norm[tf.indices[sl]], k1)
+        tf.data = weights
         self.matrix = tf
 
     @staticmethod

@@ -121,18 +121,23 @@ async def test_retry_after_past_the_deadline_fails_fast_with_rate_limit_error(sr
     assert time.monotonic() - t0 < 1.5 and len(srv.chat_requests) == 1  # did not sleep 30 s
 
 
-async def test_unreachable_endpoint_names_url_and_model():
+@pytest.mark.parametrize("transport", ["auto", "httpx", "aiohttp"])
+async def test_unreachable_endpoint_names_url_and_model(transport: str):
+    """Both SDK transports; aiohttp's reports a refused connection as a timeout, which must still read as
+    'cannot reach', not 'no reply within'."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     url = f"http://127.0.0.1:{port}/v1"
-    endpoint = ModelEndpoint(provider="openai", model="gpt-4.1", base_url=url, api_key="k", max_retries=1, timeout_s=1)
+    endpoint = ModelEndpoint(provider="openai", model="gpt-4.1", base_url=url, api_key="k", max_retries=1, timeout_s=1,
+                             http_client=transport)
     model = OpenAIChatModel(endpoint, limiter_registry=LimiterRegistry())
     model.policy = dataclasses.replace(model.policy, base_delay_s=0.01)
     with pytest.raises(ModelUnavailableError) as info:
         await model.complete(MESSAGES)
-    assert url in str(info.value) and "gpt-4.1" in str(info.value)
+    assert url in str(info.value) and "gpt-4.1" in str(info.value) and "cannot reach" in str(info.value)
     assert info.value.base_url == url
+    await model.aclose()
 
 
 async def test_non_retryable_4xx_fails_fast(srv):

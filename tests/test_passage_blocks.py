@@ -174,6 +174,7 @@ def test_bm25_streamed_build_is_the_same_through_either_term_numbering(monkeypat
     small = BM25(docs)  # dict numbering
     monkeypatch.setattr(text, "_ARROW_TERMS", 0)
     monkeypatch.setattr(text, "_BM25_CHUNK", 700)
+    monkeypatch.setattr(text, "_WEIGHT_SLICE", 1000)
     streamed = BM25(iter(docs))  # Arrow numbering, several chunks, read from an iterator
     assert streamed.vocab == small.vocab and streamed.n_docs == len(docs)
     for attr in ("indptr", "indices", "data"):

@@ -128,3 +128,21 @@ def test_a_forced_local_question_takes_one_worker_thread_hop(carol_index: Any, m
     assert hops == ["_embed_and_build"]
     assert answer.usage.stages["entity_link"].embedding_calls == 1  # the question was still embedded
     assert answer.usage.stages["build_context"].seconds > 0
+
+
+def test_an_answer_nobody_watches_being_written_is_not_streamed(carol_index: Any, srv: Any) -> None:
+    """`ask` only returns the result: one plain chat call, no SSE to decode. `astream` still streams, and so
+    does `ask` under a deadline (a cut keeps the text written so far)."""
+    from router import Budget
+    from router.router import Done
+
+    async def streamed() -> str:
+        deltas = [ev async for ev in router.astream("Who is Bob Cratchit?", mode="local")]
+        return next(ev.answer.text for ev in deltas if isinstance(ev, Done))
+
+    with Router(carol_index, config=_remote_config(srv.base_url)) as router:
+        plain = router.ask("Who is Bob Cratchit?", mode="local")
+        assert router.run(streamed()) == plain.text == "Bob Cratchit is Scrooge's clerk."
+        router.ask("Who is Bob Cratchit?", mode="local", budget=Budget(deadline_s=60))
+    assert [bool(r.body.get("stream")) for r in srv.chat_requests] == [False, True, True]
+    assert plain.usage.stages["answer"].llm_calls == 1 and plain.usage.stages["answer"].prompt_tokens > 0

@@ -27,6 +27,7 @@ from engines.models.usage import STAGES
 
 Provider = Literal["openai", "azure", "offline"]
 JsonMode = Literal["auto", "on", "off"]
+HttpClient = Literal["auto", "httpx", "aiohttp"]
 
 OFFLINE_CHAT_MODEL = "offline-extractive"
 OFFLINE_EMBEDDING_MODEL = "graphroute-offline-tfidf-svd"
@@ -77,6 +78,11 @@ class ModelEndpoint(BaseModel):
     json_mode: JsonMode = "auto"
     dimensions: int | None = Field(default=None, gt=0)  # embeddings: requested/known vector size
     batch_size: int = Field(default=16, ge=1, le=2048)  # embeddings: texts per request
+    # The SDK's HTTP transport. aiohttp is the openai SDK's documented choice for concurrency (its
+    # `DefaultAioHttpClient`): 1.4-1.7 ms CPU per chat call against httpx's 2.1-2.4 ms with 64 concurrent
+    # calls (2.0-2.3 against 3.2-3.7 streamed). "auto": aiohttp when installed (the `openai[aiohttp]` extra),
+    # else the SDK's default httpx.
+    http_client: HttpClient = "auto"
 
     @property
     def offline(self) -> bool:
@@ -103,6 +109,7 @@ class EndpointOverride(BaseModel):
     total_deadline_s: float | None = Field(default=None, gt=0)
     concurrency: int | None = Field(default=None, ge=1, le=4096)
     json_mode: JsonMode | None = None
+    http_client: HttpClient | None = None
 
 
 class ModelPrice(BaseModel):

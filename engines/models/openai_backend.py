@@ -177,6 +177,16 @@ def make_client(endpoint: ModelEndpoint, section: str = "chat") -> openai.AsyncO
             f"models.{section}.api_key: no API key for model {endpoint.model!r} (set OPENAI_API_KEY)",
             key=f"models.{section}.api_key",
         )
+    transport: dict[str, Any] = {}
+    if endpoint.http_client != "httpx":
+        try:
+            transport["http_client"] = openai.DefaultAioHttpClient(timeout=endpoint.timeout_s)
+        except (AttributeError, RuntimeError):  # an SDK without it, or the aiohttp extra is not installed
+            if endpoint.http_client == "aiohttp":
+                raise ModelConfigError(
+                    f"models.{section}.http_client = 'aiohttp' needs the openai SDK's aiohttp transport "
+                    "(pip install 'openai[aiohttp]')", key=f"models.{section}.http_client",
+                ) from None
     if endpoint.provider == "azure":
         return openai.AsyncAzureOpenAI(
             azure_endpoint=endpoint.base_url or "",
@@ -185,8 +195,10 @@ def make_client(endpoint: ModelEndpoint, section: str = "chat") -> openai.AsyncO
             api_key=key,
             timeout=endpoint.timeout_s,
             max_retries=0,
+            **transport,
         )
-    return openai.AsyncOpenAI(api_key=key, base_url=endpoint.base_url, timeout=endpoint.timeout_s, max_retries=0)
+    return openai.AsyncOpenAI(api_key=key, base_url=endpoint.base_url, timeout=endpoint.timeout_s, max_retries=0,
+                              **transport)
 
 
 class _EndpointUser:

@@ -90,9 +90,35 @@ def _server_message(exc: openai.APIStatusError) -> str:
     return exc.message
 
 
+def _connection_failure(exc: BaseException) -> BaseException | None:
+    """The aiohttp connection error (refused, reset, server disconnected; not a timeout) behind an SDK
+    timeout, when the SDK's aiohttp transport mapped one to a timeout. None otherwise."""
+    if not isinstance(exc, openai.APITimeoutError):
+        return None
+    import sys
+
+    aiohttp = sys.modules.get("aiohttp")  # loaded only when an endpoint uses the aiohttp transport
+    if aiohttp is None:
+        return None
+    cause: BaseException | None = exc
+    for _ in range(8):  # the SDK's error <- httpx2's <- aiohttp's
+        cause = cause.__cause__ or cause.__context__ if cause is not None else None
+        if cause is None:
+            return None
+        if isinstance(cause, aiohttp.ClientConnectionError) and not isinstance(cause, aiohttp.ServerTimeoutError):
+            found: BaseException = cause
+            return found
+    return None
+
+
 def classify(exc: BaseException, *, base_url: str, model: str, timeout_s: float) -> Failure:
     """Map an SDK/asyncio exception to a typed, user-readable failure."""
     where = f"model {model!r} at {base_url}"
+    refused = _connection_failure(exc)
+    if refused is not None:  # the aiohttp transport reports a refused or dropped connection as a timeout
+        return Failure(True, ModelUnavailableError(
+            f"cannot reach {where} (connection failed: {refused}); is the server running and the base URL right?",
+            base_url=base_url, model=model))
     if isinstance(exc, openai.APITimeoutError | asyncio.TimeoutError | TimeoutError):
         return Failure(True, ModelTimeoutError(f"no reply from {where} within {timeout_s:g} s"))
     if isinstance(exc, openai.APIConnectionError):
