@@ -6,7 +6,9 @@
    1200-token chunks of the book) are indexed offline, one document per text unit, and the entity
    titles are compared with the index's LLM-extracted entities after normalisation: upper case,
    typographic quotes folded, possessive 's and punctuation dropped, a leading "THE"/"A" and leading
-   honorifics (MR, MRS, MS, MISS, DR) removed, spaces collapsed. Precision, recall, F1 over the two sets.
+   honorifics (MR, MRS, MS, MISS, DR) removed, spaces collapsed; then the last word's plural folded to
+   the singular on both sides (GraphRAG has "ROOMS" and "GHOST"; `fold`). Precision, recall, F1 over the two
+   sets (the figure without plural folding is printed too).
 2. Junk share: the earnings-call transcripts of `../shared/data/msft_graphrag_benchmarks` are
    indexed offline and the top N entities by degree are judged. An entity is junk when, after
    the same normalisation, (a) it has fewer than 2 letters or digits, (b) its first or last word is an
@@ -53,6 +55,27 @@ def normalise(title: str) -> str:
         if t.startswith(lead) and len(t) > len(lead):
             t = t[len(lead) :]
     return t
+
+
+_ES_PLURAL = ("SSES", "CHES", "SHES", "XES", "ZES")
+
+
+def singular(word: str) -> str:
+    """A plural head folded to its singular, the same way on both sides ("GHOSTS", "CHURCHES", "PARTIES")."""
+    if len(word) <= 3 or word.endswith(("SS", "US", "IS")) or not word.endswith("S"):
+        return word
+    if word.endswith("IES") and len(word) > 4:
+        return word[:-3] + "Y"
+    if word.endswith(_ES_PLURAL):
+        return word[:-2]
+    return word[:-1]
+
+
+def fold(title: str) -> str:
+    """`normalise`, then the last word singular: GraphRAG names one entity "ROOMS", another "GHOST"."""
+    t = normalise(title)
+    head, _, last = t.rpartition(" ")
+    return f"{head} {singular(last)}" if head else singular(last)
 
 
 def load_rule(path: Path = RULE_FILE) -> dict[str, frozenset[str]]:
@@ -105,15 +128,17 @@ def carol_f1(data: Path, tmp: Path, show: int) -> tuple[float, float, float]:
     units = pd.read_parquet(data / CAROL / "text_units.parquet", columns=["human_readable_id", "text"])
     docs = [SourceDocument(title=f"unit-{h:02d}", text=str(t)) for h, t in zip(units["human_readable_id"], units["text"], strict=True)]
     ours, secs, extraction = build(docs, tmp / "carol")
-    gold = {normalise(t) for t in pd.read_parquet(data / CAROL / "entities.parquet", columns=["title"])["title"]}
-    found = {normalise(t) for t in ours["title"]}
-    found.discard("")
-    p, r, f1, hit = prf(found, gold)
+    titles = pd.read_parquet(data / CAROL / "entities.parquet", columns=["title"])["title"]
     print(f"Christmas Carol: {len(docs)} text units, built in {secs:.1f} s ({extraction})")
-    print(f"  entities ours {len(found)}, GraphRAG {len(gold)}, matched {hit}")
+    p0, r0, f0, hit0 = prf({normalise(t) for t in ours["title"]} - {""}, {normalise(t) for t in titles})
+    print(f"  exact after normalisation: precision {p0:.3f}  recall {r0:.3f}  F1 {f0:.3f}  ({hit0} matched)")
+    gold = {fold(t) for t in titles}
+    found = {fold(t) for t in ours["title"]} - {""}
+    p, r, f1, hit = prf(found, gold)
+    print(f"  plurals folded (the figure): entities ours {len(found)}, GraphRAG {len(gold)}, matched {hit}")
     print(f"  precision {p:.3f}  recall {r:.3f}  F1 {f1:.3f}   target F1 >= 0.50: {'met' if f1 >= 0.5 else 'NOT met'}")
     if show:
-        unmatched = [t for t in ours.sort_values("frequency", ascending=False)["title"] if normalise(t) not in gold]
+        unmatched = [t for t in ours.sort_values("frequency", ascending=False)["title"] if fold(t) not in gold]
         print("  unmatched (ours, by frequency): " + ", ".join(unmatched[:show]))
         print("  missed (GraphRAG): " + ", ".join(sorted(gold - found)[:show]))
     return p, r, f1

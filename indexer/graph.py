@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Protocol
 
+from indexer import lexicon as lx
 from indexer.extract_offline import (
     ACRONYM,
     FREQUENT_ONLY_KINDS,
@@ -144,6 +145,12 @@ def _settle_person(key: str, a: _Agg, lowercase: dict[str, int]) -> None:
         a.votes["CONCEPT" if common else "PERSON"] += maybe
 
 
+def _phrase_head(word: str, nouns: set[str]) -> bool:
+    """A phrase must end in a noun: one the corpus uses as a noun, and not a past-tense verb WordNet does not
+    know as a noun ("revenue declined", "words choked": subject and verb, not a thing)."""
+    return word in nouns and not (word.endswith("ed") and lx.noun_class(word) is None)
+
+
 def _best_type(votes: dict[str, float]) -> str:
     if not votes:
         return "CONCEPT"
@@ -228,7 +235,7 @@ def _merge_offline(
         if st.kind in FREQUENT_ONLY_KINDS:
             if st.n_chunks < (noun_min_chunks(key, min_phrase_chunks) if st.kind == NOUN else min_phrase_chunks):
                 continue
-            if st.kind == PHRASE and key.rsplit(" ", 1)[-1].lower() not in nouns:
+            if st.kind == PHRASE and not _phrase_head(key.rsplit(" ", 1)[-1].lower(), nouns):
                 continue
             if st.kind == NOUN and not entity_noun(key):
                 continue

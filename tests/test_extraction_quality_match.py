@@ -1,0 +1,22 @@
+"""The extraction benchmark's name matching: case, possessives, articles, honorifics and plurals fold alike."""
+
+from __future__ import annotations
+
+from benchmarks.extraction_quality import fold, prf
+
+
+def test_fold_matches_plural_and_singular_heads_the_same_way() -> None:
+    pairs = [("Ghosts", "GHOST"), ("the Churches", "church"), ("Parties", "PARTY"), ("workhouses", "Workhouse"),
+             ("Scrooge's nephew", "SCROOGE NEPHEW"), ("Mr. Fezziwig", "FEZZIWIG"), ("boxes", "BOX")]
+    for a, b in pairs:
+        assert fold(a) == fold(b), (a, b)
+    for word in ("GLASS", "BUS", "ANALYSIS", "SUN"):  # not plurals: left as they are
+        assert fold(word) == word
+    assert fold("Bob Cratchit") != fold("Cratchit")
+
+
+def test_prf_counts_the_folded_sets() -> None:
+    gold = {fold(t) for t in ("ROOMS", "GHOST", "TINY TIM")}
+    found = {fold(t) for t in ("room", "Ghosts", "door")}
+    p, r, f1, hit = prf(found, gold)
+    assert hit == 2 and round(p, 3) == 0.667 and round(r, 3) == 0.667 and round(f1, 3) == 0.667
