@@ -23,7 +23,7 @@ from engines.citations import context_ids_of_messages, resolve_citations, union_
 from engines.errors import DeadlineExceeded, EngineError, attach_usage
 from engines.events import AnswerDelta, Event, Final, Progress
 from engines.latency import LATENCY, latency_key
-from engines.models.base import ChatModel, Completion, Embedder, LocalEmbedder, Message
+from engines.models.base import ChatModel, Completion, Embedder, EmbeddingResult, LocalEmbedder, Message
 from engines.models.errors import ModelError, StructuredOutputError
 from engines.models.structured import leading_reasoning_done, strip_reasoning
 from engines.plan import QueryPlan
@@ -432,11 +432,9 @@ class QueryRun:
         try:
             result = await embedder.embed(texts)
         except ModelError as err:
-            self.degrade(stage, f"embedding failed, lexical matching used instead: {err}")
+            self._embedding_failed(stage, err)
             return None
-        self.usage.add_embedding(stage, result)
-        vectors: np.ndarray = result.vectors
-        return vectors
+        return self._embedded(stage, result)
 
     @property
     def embeds_locally(self) -> bool:
@@ -452,8 +450,14 @@ class QueryRun:
         try:
             result = embedder.embed_sync(texts)
         except ModelError as err:
-            self.degrade(stage, f"embedding failed, lexical matching used instead: {err}")
+            self._embedding_failed(stage, err)
             return None
+        return self._embedded(stage, result)
+
+    def _embedding_failed(self, stage: str, err: ModelError) -> None:
+        self.degrade(stage, f"embedding failed, lexical matching used instead: {err}")
+
+    def _embedded(self, stage: str, result: EmbeddingResult) -> np.ndarray:
         self.usage.add_embedding(stage, result)
         vectors: np.ndarray = result.vectors
         return vectors
