@@ -357,45 +357,50 @@ class QueryRun:
 
         `context_ids`: the (kind, id) rows the messages show, when the caller has them from the built context
         (`citations.built_context_ids`); else they are parsed from the messages."""
-        final: Completion | None = None
         model = self.models.chat(stage)
         self.streamed = []
         self.open_stream = (stage, messages, model.name)
         shown = context_ids if context_ids is not None else context_ids_of_messages(messages)
         self.shown.update(dict.fromkeys(shown))
-        if not self.deltas and self.deadline is None:
-            try:
-                final = await model.complete(messages, task=task, max_tokens=max_tokens, temperature=temperature)
-            except ModelError as err:
-                raise EngineError(f"the model failed while writing the answer: {err}", stage=stage,
-                                  engine=self.engine) from None
-            self.open_stream = None
-            self._record(stage, [final])
-            final = _without_reasoning(final)
-            if final.text:
-                await self._emit(AnswerDelta(final.text))
-            return final
+        whole = not self.deltas and self.deadline is None  # nobody watches it being written, nothing cuts it
+        final: Completion | None
         try:
-            held, reasoning_done = "", False  # a leading <think> block is held back, never shown
-            async for piece in model.stream(messages, task=task, max_tokens=max_tokens, temperature=temperature):
-                if isinstance(piece, Completion):
-                    final = piece
-                elif piece and reasoning_done:
-                    self.streamed.append(piece)
-                    await self._emit(AnswerDelta(piece))
-                elif piece:
-                    held += piece
-                    visible, reasoning_done = leading_reasoning_done(held)
-                    if visible:
-                        self.streamed.append(visible)
-                        await self._emit(AnswerDelta(visible))
+            if whole:
+                final = await model.complete(messages, task=task, max_tokens=max_tokens, temperature=temperature)
+            else:
+                final = await self._stream_pieces(model, messages, task, max_tokens, temperature)
         except ModelError as err:
             raise EngineError(f"the model failed while writing the answer: {err}", stage=stage, engine=self.engine) from None
         if final is None:
             raise EngineError("the model stream ended without a final completion", stage=stage, engine=self.engine)
         self.open_stream = None
         self._record(stage, [final])
-        return _without_reasoning(final)
+        final = _without_reasoning(final)
+        if whole and final.text:
+            await self._emit(AnswerDelta(final.text))
+        return final
+
+    async def _stream_pieces(
+        self, model: ChatModel, messages: list[Message], task: str,
+        max_tokens: int | None, temperature: float | None,
+    ) -> Completion | None:
+        """Emit the streamed answer as `AnswerDelta`s (a leading <think> block held back, never shown) and
+        return the stream's final completion (None if it sent none)."""
+        final: Completion | None = None
+        held, reasoning_done = "", False
+        async for piece in model.stream(messages, task=task, max_tokens=max_tokens, temperature=temperature):
+            if isinstance(piece, Completion):
+                final = piece
+            elif piece and reasoning_done:
+                self.streamed.append(piece)
+                await self._emit(AnswerDelta(piece))
+            elif piece:
+                held += piece
+                visible, reasoning_done = leading_reasoning_done(held)
+                if visible:
+                    self.streamed.append(visible)
+                    await self._emit(AnswerDelta(visible))
+        return final
 
     def cut_at_deadline(self, index: Index, deadline_s: float) -> SearchResult:
         """The best partial result when the deadline stops the run, or `DeadlineExceeded` carrying the usage.
