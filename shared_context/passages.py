@@ -105,12 +105,12 @@ def select_excerpts(
     w_b = np.where(n_blocks[w_rank] == 1, w_a, w_a + 1)
     query_terms = lexical_terms(query)
     # BM25 over the windows reads only the question's terms of each window plus its length
-    wanted = [t for t in dict.fromkeys(query_terms) if table.vocab.get(t) is not None]
-    ids = [int(table.vocab.get(t)) for t in wanted]  # type: ignore[arg-type]
-    blocks_of = np.repeat(first, n_blocks) + (
-        np.arange(int(n_blocks.sum())) - np.repeat(np.cumsum(n_blocks) - n_blocks, n_blocks))
+    found = (table.vocab.get(t) for t in dict.fromkeys(query_terms))
+    ids = [int(i) for i in found if i is not None]
+    row0 = np.cumsum(n_blocks) - n_blocks  # each candidate unit's first row in `counts`
+    blocks_of = np.repeat(first, n_blocks) + (np.arange(int(n_blocks.sum())) - np.repeat(row0, n_blocks))
     counts = table.query_counts(blocks_of, ids)  # candidate blocks, in unit rank then block order
-    block_at = (np.cumsum(n_blocks) - n_blocks)[w_rank]  # each window's first block row in `counts`
+    block_at = row0[w_rank]  # each window's first block row in `counts`
     a_rows, b_rows = block_at + w_a, block_at + w_b
     pair = w_b != w_a
     tf = counts[a_rows] + np.where(pair[:, None], counts[b_rows], 0.0)
