@@ -7,18 +7,25 @@ disappears from local search (spec 1.3). We cluster every component, and an enti
 relationship at all gets a level-0 community of its own, so nothing is dropped.
 
 Updates recompute communities only where the graph changed (`previous` given), level by level
-(`_Refiner`): Leiden started from the previous membership at that level (new entities each start
-alone), and every community whose entities and internal relationships are exactly those of a previous
-one of its level keeps that community's whole sub-hierarchy and numbers; only changed communities larger
-than `max_cluster_size` are split again, the same way, on their own subgraph. Unchanged communities then
-produce unchanged reports, whose vectors the build reuses.
+(`_Refiner`). With the previous build's relationships (`previous_edges`), a previous community none of
+whose entities the change reached (`touched_entities`: new entities and both ends of every relationship
+added, removed or reweighted) is kept as it was, with its whole sub-hierarchy and numbers, without
+running Leiden over it. The rest of a changed parent is Leiden started from the previous membership at
+that level (new entities each start alone); a resulting community whose entities and internal
+relationships are exactly those of a previous one of its level is kept too, and only the other
+communities larger than `max_cluster_size` are split again, the same way, on their own subgraph.
+Unchanged communities then produce unchanged reports, whose vectors the build reuses. So an update's
+partition differs from a fresh build's: the untouched parts keep their old clustering (relationships
+from a kept community to the changed part are not reconsidered), as GraphRAG's own updates keep old
+communities.
 """
 
 from __future__ import annotations
 
 import uuid
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -65,20 +72,45 @@ def detect_communities(
     return cluster_graph(graph, max_cluster_size=max_cluster_size, seed=seed, previous=previous)[0]
 
 
+# relationship id -> (source entity id, target entity id, weight) of the previous build
+PreviousEdges = Mapping[str, tuple[str, str, float]]
+
+
+def touched_entities(graph: Graph, previous: list[CommunityRow], previous_edges: PreviousEdges) -> set[str]:
+    """Ids of the entities an update reached: entities the previous build did not have, and both ends of every
+    relationship added, removed or given another weight. Every other entity has exactly its old neighbours."""
+    known = {eid for c in previous if c.level == 0 for eid in c.entity_ids}
+    touched = {e.id for e in graph.entities if e.id not in known}
+    by_title = {e.title: e.id for e in graph.entities}
+    current: set[str] = set()
+    for r in graph.relationships:
+        current.add(r.id)
+        old = previous_edges.get(r.id)
+        if old is None or old[2] != float(r.weight):
+            touched.update((by_title[r.source], by_title[r.target]))
+    for rid, (source, target, _w) in previous_edges.items():
+        if rid not in current:
+            touched.update((source, target))
+    return touched
+
+
 def cluster_graph(
     graph: Graph,
     *,
     max_cluster_size: int = 10,
     seed: int = 0xDEADBEEF,
     previous: list[CommunityRow] | None = None,
+    previous_edges: PreviousEdges | None = None,
 ) -> tuple[list[CommunityRow], int]:
     """`detect_communities`' rows, and how many of them kept their structure from `previous` (the previous
-    build's communities: unchanged level-0 communities keep their sub-hierarchy, see the module doc)."""
+    build's communities; with `previous_edges`, its relationships, communities the change did not reach are
+    kept without re-clustering them: see the module doc)."""
     index_of = {e.title: i for i, e in enumerate(graph.entities)}
     # Node names are entity positions as strings (short and unique); weights must be positive.
     edges = [(str(index_of[r.source]), str(index_of[r.target]), max(float(r.weight), 1e-6)) for r in graph.relationships]
     if previous:
-        part = _update_partition(graph, index_of, edges, previous, max_cluster_size=max_cluster_size, seed=seed)
+        touched = touched_entities(graph, previous, previous_edges) if previous_edges is not None else None
+        part = _update_partition(graph, edges, previous, touched, max_cluster_size=max_cluster_size, seed=seed)
     else:
         part = Partition()
         _hierarchical(edges, part, max_cluster_size=max_cluster_size, seed=seed, level_offset=0, parent=-1,
@@ -126,9 +158,9 @@ def _hierarchical(
 
 def _update_partition(
     graph: Graph,
-    index_of: dict[str, int],
     edges: list[tuple[str, str, float]],
     previous: list[CommunityRow],
+    touched: AbstractSet[str] | None,
     *,
     max_cluster_size: int,
     seed: int,
@@ -136,7 +168,7 @@ def _update_partition(
     part = Partition()
     if not edges:
         return part
-    _Refiner(graph, edges, previous, part, max_cluster_size=max_cluster_size, seed=seed).split(
+    _Refiner(graph, edges, previous, part, touched, max_cluster_size=max_cluster_size, seed=seed).split(
         list(range(len(edges))), level=0, parent=-1
     )
     return part
@@ -184,22 +216,25 @@ def _connected_parts(edges: list[tuple[str, str, float]], start: dict[str, int])
 class _Refiner:
     """Re-clusters an updated graph level by level, keeping every community the change did not reach.
 
-    At each level Leiden starts from the previous build's membership at that level (new entities each
-    alone), over the subgraph of one changed parent (the whole graph at level 0). A resulting cluster with
-    exactly the entities and internal relationships of a previous community of that level keeps it with its
-    whole sub-hierarchy and numbers (under its new parent); any other cluster gets a new number and, when
-    larger than `max_cluster_size`, is split the same way one level down. So a change deep in one
-    community renumbers only the communities on its path, as hierarchical Leiden would split them.
+    At each level, within one changed parent (the whole graph at level 0): previous communities of that level
+    lying wholly inside it with no touched entity are kept as they were (`touched` None: none is). Leiden,
+    started from the previous build's membership at that level (new entities each alone), clusters the other
+    entities over the relationships between them; an entity left with none of those is a community alone. A
+    resulting cluster with exactly the entities and internal relationships of a previous community of that
+    level keeps it too; any other cluster gets a new number and, when larger than `max_cluster_size`, is split
+    the same way one level down. So a change deep in one community renumbers only the communities on its
+    path, as hierarchical Leiden would split them.
     """
 
     def __init__(self, graph: Graph, edges: list[tuple[str, str, float]], previous: list[CommunityRow],
-                 part: Partition, *, max_cluster_size: int, seed: int) -> None:
+                 part: Partition, touched: AbstractSet[str] | None, *, max_cluster_size: int, seed: int) -> None:
         self.graph, self.edges, self.part = graph, edges, part
         self.max_cluster_size, self.seed = max_cluster_size, seed
         self.position = {e.id: i for i, e in enumerate(graph.entities)}
         self.prev_of: dict[int, dict[str, int]] = defaultdict(dict)  # level -> entity id -> previous community
         self.prev_by_members: dict[int, dict[frozenset[str], CommunityRow]] = defaultdict(dict)
         self.prev_children: dict[int, list[CommunityRow]] = defaultdict(list)
+        self.prev_row: dict[int, CommunityRow] = {c.community: c for c in previous}
         for c in previous:
             for eid in c.entity_ids:
                 self.prev_of[c.level][eid] = c.community
@@ -207,9 +242,48 @@ class _Refiner:
             if c.parent != -1:
                 self.prev_children[c.parent].append(c)
         self.numbers = _Numbers(max((c.community for c in previous), default=-1) + 1)
+        self.untouched: set[int] | None = None  # previous communities none of whose entities the change reached
+        if touched is not None:
+            self.untouched = {
+                c.community for c in previous
+                if all(e in self.position and e not in touched for e in c.entity_ids)
+            }
 
     def split(self, edge_idx: list[int], *, level: int, parent: int) -> None:
-        graph, part = self.graph, self.part
+        nodes = {int(n) for i in edge_idx for n in self.edges[i][:2]}
+        held = self._untouched_inside(nodes, level)
+        held_nodes = {self.position[e] for c in held for e in c.entity_ids}
+        if level > 0 and len(held) == 1 and held_nodes == nodes:
+            held, held_nodes = [], set()  # the parent is that one community: split it as hierarchical Leiden would
+        for c in held:
+            self._keep(c, parent)
+        loose_idx = [i for i in edge_idx if not held_nodes & {int(n) for n in self.edges[i][:2]}] if held else edge_idx
+        clusters, inside = self._leiden_clusters(loose_idx, level)
+        for n in sorted(nodes - held_nodes - {n for members in clusters.values() for n in members}):
+            clusters[-1 - n] = [n]  # linked only to kept communities: a community alone
+        if level > 0 and not held and len(clusters) < 2:
+            return  # Leiden cannot split the parent: it stays a leaf
+        for cluster, nodes_in in sorted(clusters.items(), key=lambda kv: min(kv[1])):
+            self._place(nodes_in, inside.get(cluster, []), level=level, parent=parent)
+
+    def _untouched_inside(self, nodes: set[int], level: int) -> list[CommunityRow]:
+        """Previous communities of `level` lying wholly within `nodes` that the change did not reach."""
+        if self.untouched is None:
+            return []
+        prev_of, graph = self.prev_of[level], self.graph
+        numbers = {prev_of.get(graph.entities[n].id) for n in nodes} - {None}
+        out = []
+        for number in sorted(n for n in numbers if n is not None and n in self.untouched):
+            row = self.prev_row[number]
+            if all(self.position[e] in nodes for e in row.entity_ids):
+                out.append(row)
+        return out
+
+    def _leiden_clusters(self, edge_idx: list[int], level: int) -> tuple[dict[int, list[int]], dict[int, list[int]]]:
+        """Leiden over `edge_idx` from the previous membership: cluster -> nodes, and cluster -> internal edges."""
+        if not edge_idx:
+            return {}, {}
+        graph = self.graph
         sub = [self.edges[i] for i in edge_idx]
         start: dict[str, int] = {}
         for n in {n for a, b, _w in sub for n in (a, b)}:
@@ -219,24 +293,26 @@ class _Refiner:
         clusters: dict[int, list[int]] = defaultdict(list)
         for n, c in membership.items():
             clusters[c].append(int(n))
-        if level > 0 and len(clusters) < 2:
-            return  # Leiden cannot split the parent: it stays a leaf
-        inside: dict[int, list[int]] = defaultdict(list)  # cluster -> its internal edges
+        inside: dict[int, list[int]] = defaultdict(list)
         for i in edge_idx:
             a, b, _w = self.edges[i]
             if membership[a] == membership[b]:
                 inside[membership[a]].append(i)
-        for cluster, nodes_in in sorted(clusters.items(), key=lambda kv: min(kv[1])):
-            old = self.prev_by_members[level].get(frozenset(graph.entities[n].id for n in nodes_in))
-            if old is not None and set(old.relationship_ids) == {graph.relationships[i].id for i in inside[cluster]}:
-                self._keep(old, parent)
-                continue
-            number = self.numbers.new()
-            for node in nodes_in:
-                part.membership[level][node] = number
-            part.parent_of[number] = parent
-            if len(nodes_in) > self.max_cluster_size and inside[cluster]:
-                self.split(inside[cluster], level=level + 1, parent=number)
+        return clusters, inside
+
+    def _place(self, nodes_in: list[int], inside: list[int], *, level: int, parent: int) -> None:
+        """One cluster of `level` under `parent`: a previous community when it is exactly one, else a new one."""
+        graph, part = self.graph, self.part
+        old = self.prev_by_members[level].get(frozenset(graph.entities[n].id for n in nodes_in))
+        if old is not None and set(old.relationship_ids) == {graph.relationships[i].id for i in inside}:
+            self._keep(old, parent)
+            return
+        number = self.numbers.new()
+        for node in nodes_in:
+            part.membership[level][node] = number
+        part.parent_of[number] = parent
+        if len(nodes_in) > self.max_cluster_size and inside:
+            self.split(inside, level=level + 1, parent=number)
 
     def _keep(self, root: CommunityRow, parent: int) -> None:
         """An unchanged community keeps its whole sub-hierarchy and numbers, under `parent`."""

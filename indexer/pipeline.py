@@ -29,7 +29,7 @@ from tqdm.auto import tqdm
 
 from engines.models.base import ChatModel, Embedder
 from indexer.chunking import Chunk, chunk_documents
-from indexer.communities import CommunityRow, cluster_graph
+from indexer.communities import CommunityRow, PreviousEdges, cluster_graph
 from indexer.config import EXTRACTOR_VERSION, IndexBuildReport, IndexerConfig, IndexerError
 from indexer.embed import (
     EmbeddingJob,
@@ -42,7 +42,7 @@ from indexer.embed import (
     write_lancedb,
 )
 from indexer.extract_offline import ChunkExtraction, OfflineExtractor
-from indexer.graph import ExtractionPasses, Graph, finalise_graph, merge_offline
+from indexer.graph import ExtractionPasses, Graph, entity_uuid, finalise_graph, merge_offline
 from indexer.jsoncodec import CodecError
 from indexer.outdir import Staging, check_target
 from indexer.output import (
@@ -319,7 +319,8 @@ class _Builder:
 
         with self._step("communities", f"clustering {len(graph.entities)} entities") as note:
             communities, rep.communities_reused = cluster_graph(
-                graph, max_cluster_size=cfg.max_cluster_size, seed=cfg.seed, previous=self._previous_communities(previous)
+                graph, max_cluster_size=cfg.max_cluster_size, seed=cfg.seed, previous=self._previous_communities(previous),
+                previous_edges=self._previous_edges(previous),
             )
             kept = f", {rep.communities_reused} kept (graph unchanged there)" if previous is not None else ""
             note["done"] = f"{len(communities)} communities{kept}"
@@ -467,6 +468,22 @@ class _Builder:
             CommunityRow(community=int(c), level=int(lv), parent=int(p), entity_ids=list(e), relationship_ids=list(r))
             for c, lv, p, e, r in zip(*(t.column(n).to_pylist() for n in t.column_names), strict=True)
         ]
+
+    def _previous_edges(self, previous: Manifest | None) -> PreviousEdges | None:
+        """The previous build's relationships (id -> source id, target id, weight): what the update changed."""
+        if previous is None:
+            return None
+        import pyarrow.parquet as pq
+
+        try:
+            t = pq.read_table(self.out / "relationships.parquet", columns=["id", "source", "target", "weight"])
+        except (OSError, KeyError, ValueError) as exc:
+            raise IndexerError(f"{self.out}: cannot read the previous relationships ({exc}); delete the folder to rebuild") from exc
+        ids = {title: entity_uuid(title) for title in set(t.column("source").to_pylist()) | set(t.column("target").to_pylist())}
+        return {
+            str(rid): (ids[a], ids[b], float(w))
+            for rid, a, b, w in zip(*(t.column(n).to_pylist() for n in ("id", "source", "target", "weight")), strict=True)
+        }
 
     def _previous_ids(self, previous: Manifest | None, table: str) -> dict[str, int]:
         """id -> human_readable_id of the previous build's `table` (kept for rows that survive)."""

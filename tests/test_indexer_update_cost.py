@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import hashlib
+import itertools
+from collections.abc import Sequence
 from pathlib import Path
 
 import lancedb
@@ -10,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from indexer import SourceDocument
+from indexer.graph import Graph
 from indexer.pipeline import build_index_from_documents
 
 PLACES = ["Arden Vale", "Brisk Harbour", "Corran Fell", "Dunmore Reach", "Elswick Down"]
@@ -137,3 +140,104 @@ def test_a_starting_community_that_fell_apart_is_split_before_leiden() -> None:
     assert len({parts[n] for n in ("3379", "3381", "3382")}) == 3 and sorted(set(parts.values())) == list(range(11))
     membership = _leiden(edges, start, seed=0xDEADBEEF)
     assert set(membership) == set(start) and len(set(membership.values())) >= 2
+
+
+def _cliques(groups: dict[str, int], extra: Sequence[tuple[str, str, float]] = ()) -> Graph:
+    """Groups of fully linked entities ("A0".."A3"), each group's first entity weakly linked to the next group's."""
+    from indexer.graph import EntityRow, RelationshipRow, finalise_graph
+
+    names = {g: [f"{g}{i}" for i in range(n)] for g, n in groups.items()}
+    entities = [EntityRow(n, "CONCEPT", f"{n} is a node.", ["u1"], 1) for ns in names.values() for n in ns]
+    rels = [RelationshipRow(a, b, "", 2.0, ["u1"]) for ns in names.values() for i, a in enumerate(ns) for b in ns[i + 1 :]]
+    order = list(names.values())
+    rels += [RelationshipRow(a[0], b[0], "", 0.1, ["u1"]) for a, b in itertools.pairwise(order)]
+    known = {e.title for e in entities}
+    entities += [EntityRow(n, "CONCEPT", f"{n} is new.", ["u2"], 1) for a, b, _w in extra for n in (a, b) if n not in known]
+    rels += [RelationshipRow(a, b, "", w, ["u2"]) for a, b, w in extra]
+    return finalise_graph(entities, rels)
+
+
+def _edges_of(graph: Graph) -> dict[str, tuple[str, str, float]]:
+    by_title = {e.title: e.id for e in graph.entities}
+    return {r.id: (by_title[r.source], by_title[r.target], r.weight) for r in graph.relationships}
+
+
+def test_touched_entities_are_the_new_ones_and_the_ends_of_changed_relationships() -> None:
+    from indexer.communities import cluster_graph, touched_entities
+
+    before = _cliques({"A": 4, "B": 4, "C": 4})
+    previous, _ = cluster_graph(before, max_cluster_size=4)
+    after = _cliques({"A": 4, "B": 4, "C": 4}, extra=[("A1", "NEW", 1.0)])
+    title = {e.id: e.title for e in after.entities}
+    assert {title[i] for i in touched_entities(after, previous, _edges_of(before))} == {"A1", "NEW"}
+    edges = _edges_of(before)
+    rid = next(r.id for r in before.relationships if {r.source, r.target} == {"B1", "B2"})
+    reweighted = {**edges, rid: (*edges[rid][:2], 5.0)}  # the previous build had another weight there
+    gone = next(r.id for r in before.relationships if {r.source, r.target} == {"C2", "C3"})
+    added = {k: v for k, v in edges.items() if k != gone}  # the previous build lacked one relationship
+    ids = {e.title: e.id for e in before.entities}
+    removed = {**edges, "a-removed-one": (ids["C0"], ids["B3"], 1.0)}  # ...or had one the update lacks
+    same = _cliques({"A": 4, "B": 4, "C": 4})
+    assert touched_entities(same, previous, edges) == set()
+    assert {title[i] for i in touched_entities(same, previous, reweighted)} == {"B1", "B2"}
+    assert {title[i] for i in touched_entities(same, previous, added)} == {"C2", "C3"}
+    assert {title[i] for i in touched_entities(same, previous, removed)} == {"C0", "B3"}
+
+
+def test_untouched_communities_are_kept_without_reclustering_and_touched_ones_are_recomputed(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import indexer.communities as cm
+
+    groups = {"A": 4, "B": 4, "C": 4, "D": 4}
+    before = _cliques(groups)
+    previous, _ = cm.cluster_graph(before, max_cluster_size=4)
+    seen: list[set[str]] = []
+    real = cm._leiden
+
+    def recording(edges, start, seed):  # type: ignore[no-untyped-def]
+        seen.append({n for a, b, _w in edges for n in (a, b)})
+        return real(edges, start, seed)
+
+    monkeypatch.setattr(cm, "_leiden", recording)
+    after = _cliques(groups, extra=[("B1", "NEW", 3.0)])
+    rows, kept = cm.cluster_graph(after, max_cluster_size=4, previous=previous, previous_edges=_edges_of(before))
+    title = {e.id: e.title for e in after.entities}
+    position = {e.title: str(i) for i, e in enumerate(after.entities)}
+    by_members = {frozenset(title[e] for e in c.entity_ids): c for c in previous}
+    unchanged = [c for c in rows if not {title[e] for e in c.entity_ids} & {"B0", "B1", "B2", "B3", "NEW"}]
+    assert unchanged and kept == len(unchanged)
+    for c in unchanged:  # same entities, same number, and Leiden never saw them
+        old = by_members[frozenset(title[e] for e in c.entity_ids)]
+        assert (c.community, c.id) == (old.community, old.id)
+        assert not any(position[title[e]] in nodes for e in c.entity_ids for nodes in seen)
+    touched = next(c for c in rows if "NEW" in {title[e] for e in c.entity_ids})
+    assert touched.community not in {c.community for c in previous}  # recomputed, a new number
+    assert sorted(e for c in rows if c.level == 0 for e in c.entity_ids) == sorted(e.id for e in after.entities)
+
+    # without the previous relationships nothing is frozen: Leiden runs over the whole graph again
+    seen.clear()
+    cm.cluster_graph(after, max_cluster_size=4, previous=previous)
+    assert seen[0] == set(position.values())
+
+
+def _graph_tables(out: Path) -> tuple[dict[str, tuple], dict[frozenset[str], tuple]]:  # type: ignore[type-arg]
+    """Entities by title and relationships by their pair of titles (an edge is oriented from the entity that
+    came first, and an update's row order is the previous build's): everything but the row order."""
+    ents = pd.read_parquet(out / "entities.parquet")
+    rels = pd.read_parquet(out / "relationships.parquet")
+    return (
+        {r.title: (r.id, r.type, r.description, tuple(r.text_unit_ids), r.frequency, r.degree) for r in ents.itertuples()},
+        {frozenset((r.source, r.target)): (r.id, r.description, r.weight, tuple(r.text_unit_ids), r.combined_degree)
+         for r in rels.itertuples()},
+    )
+
+
+def test_an_update_has_the_entities_and_relationships_of_a_full_build(tmp_path: Path) -> None:
+    docs = [_group_doc(g, i) for g in range(4) for i in range(3)] + [_doc(i) for i in range(4)]
+    out = tmp_path / "index"
+    build_index_from_documents(docs[:-2], out, progress=False)
+    build_index_from_documents(docs, out, progress=False)  # two documents added
+    build_index_from_documents(docs, tmp_path / "full", progress=False)
+    assert _graph_tables(out) == _graph_tables(tmp_path / "full")
+    build_index_from_documents(docs[1:], out, progress=False)  # and one deleted
+    build_index_from_documents(docs[1:], tmp_path / "full-1", progress=False)
+    assert _graph_tables(out) == _graph_tables(tmp_path / "full-1")
