@@ -76,6 +76,7 @@ from indexer.state import (
     package_versions,
     read_extractions,
     read_manifest,
+    read_members,
     read_reusable,
     table_digests,
     write_extractions,
@@ -512,17 +513,17 @@ class _Builder:
         writer = ExtractionWriter(self.dest, self.mode)
         try:
             if previous is not None:
-                for cid, line in iter_extraction_lines(self.out / STATE_DIR / EXTRACTIONS, self.mode):
-                    if cid in current and cid not in reused:
-                        writer.write_line(line)  # copied undecoded: an unchanged chunk costs no parsing here
-                        reused.add(cid)
-                        order.append(cid)
+                self._copy_extractions(writer, current, reused, order, cache if keep_in_memory else None)
             new_chunks = [c for c in chunks if c.id not in reused]
             rep.new_chunks = len(new_chunks)
             with self._step("extract", f"{len(new_chunks)} new of {len(chunks)} chunks") as note:
                 extractor = OfflineExtractor(max_entities_per_sentence=self.config.max_entities_per_sentence)
                 with self._bar(len(new_chunks), "extract (offline)") as bar:
+                    document = None
                     for c in new_chunks:
+                        if c.document_id != document:  # members end at document boundaries
+                            writer.boundary()
+                            document = c.document_id
                         result = extractor.extract(c.text)
                         writer.write(c.id, result)
                         if keep_in_memory:
@@ -538,7 +539,7 @@ class _Builder:
         if order != chunk_ids or keep_in_memory:
             # (an unexpected order only happens with a hand-edited file: the merge needs chunk order)
             try:
-                for cid, line in iter_extraction_lines(path, self.mode):
+                for cid, line in iter_extraction_lines(path, self.mode) if len(cache) < len(current) else ():
                     if cid not in cache:
                         cache[cid] = decode_extraction_line(line, ChunkExtraction)
             except CodecError as exc:
@@ -549,6 +550,43 @@ class _Builder:
             return (value for _cid, value in iter_extractions(path, self.mode, ChunkExtraction, keys))
 
         return stream
+
+    def _copy_extractions(
+        self, writer: ExtractionWriter, current: set[str], reused: set[str], order: list[str],
+        cache: dict[str, ChunkExtraction] | None,
+    ) -> None:
+        """Copy the previous build's extractions of chunks in `current` into `writer`, in their stored order: whole
+        gzip members (compressed bytes, not re-encoded) where every chunk of one is kept, else line by line.
+        Fills `reused`, `order` and (when given) `cache` with the decoded results."""
+        old = self.out / STATE_DIR / EXTRACTIONS
+        members = read_members(old, self.mode)
+        if members is None:  # an older file without its member list
+            for cid, line in iter_extraction_lines(old, self.mode):
+                if cid in current and cid not in reused:
+                    writer.write_line(line, cid)
+                    self._reuse(cid, line, reused, order, cache)
+            return
+        for member in members:
+            ids = member.chunk_ids
+            if len(set(ids)) == len(ids) and all(cid in current and cid not in reused for cid in ids):
+                writer.copy_member(member)  # an unchanged document: its bytes as they are
+                for cid, line in zip(member.chunk_ids, member.lines, strict=True):
+                    self._reuse(cid, line, reused, order, cache)
+                continue
+            for cid, line in zip(member.chunk_ids, member.lines, strict=True):
+                if cid in current and cid not in reused:
+                    writer.write_line(line, cid)
+                    self._reuse(cid, line, reused, order, cache)
+            writer.boundary()
+
+    def _reuse(self, cid: str, line: str, reused: set[str], order: list[str], cache: dict[str, ChunkExtraction] | None) -> None:
+        reused.add(cid)
+        order.append(cid)
+        if cache is not None:  # decoded once here, instead of reading the new file back
+            try:
+                cache[cid] = decode_extraction_line(line, ChunkExtraction)
+            except CodecError as exc:
+                raise IndexerError(f"{self.out / STATE_DIR / EXTRACTIONS}: {exc}; delete it to re-extract") from exc
 
     def _model_extractor(self) -> Any:
         from indexer.extract_model import ModelExtractor

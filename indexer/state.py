@@ -8,7 +8,11 @@
   lines, one per chunk in chunk order after a header line, written and read as a stream
   (`ExtractionWriter`, `iter_extractions`), so a build never holds every chunk's extraction at once.
   Offline extractions are stored compactly (each sentence once per chunk, see `_compact`); other
-  results as typed JSON (`indexer.jsoncodec`).
+  results as typed JSON (`indexer.jsoncodec`). The file is a series of gzip members (one a gzip reader
+  reads as one stream), cut at document boundaries; `extractions.members.json` lists each member's byte
+  range and chunk ids, so an update copies the members of unchanged documents as compressed bytes
+  (`read_members`, `ExtractionWriter.copy_member`). A file without that list (older builds) is copied
+  line by line.
 - `embedder.npz`: the offline embedder (see `engines.models.embedding_offline`), read with
   `allow_pickle=False`. Fitted once per index and kept by updates (refitted only on request), so
   stored vectors stay comparable with new ones.
@@ -29,6 +33,7 @@ import dataclasses
 import gzip
 import json
 import os
+import zlib
 from collections.abc import Iterator
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
@@ -48,8 +53,10 @@ EMBEDDER = "embedder.npz"
 EMBEDDED = "embedded.json.gz"
 MODEL_REPORTS = "model_reports.json.gz"
 CHUNK_SPANS = "chunks.json.gz"
+EXTRACTION_MEMBERS = "extractions.members.json"
 LEGACY_CODE_FILES = ("extractions.pkl", "embedder.joblib")  # older formats that could run code: never read
-WRITTEN_BY_BUILD = (MANIFEST, EXTRACTIONS, EMBEDDER, EMBEDDED, MODEL_REPORTS, CHUNK_SPANS)  # what a build (re)writes in STATE_DIR
+# what a build (re)writes in STATE_DIR
+WRITTEN_BY_BUILD = (MANIFEST, EXTRACTIONS, EXTRACTION_MEMBERS, EMBEDDER, EMBEDDED, MODEL_REPORTS, CHUNK_SPANS)
 
 
 @dataclass
@@ -131,10 +138,7 @@ def iter_extraction_lines(path: Path, mode: str) -> Iterator[tuple[str, str]]:
             if not isinstance(header, dict) or header.get("mode") != mode or header.get("format") != EXTRACTIONS_FORMAT:
                 return
             for line in fh:
-                cid = _DECODER.raw_decode(line, 1)[0] if line.startswith('["') else None
-                if not isinstance(cid, str):
-                    raise ValueError("a line without a chunk id")
-                yield cid, line
+                yield _line_chunk_id(line), line
     except (OSError, EOFError, ValueError) as exc:
         raise IndexerError(f"{path}: unreadable stored extractions ({exc}); delete it to re-extract") from exc
 
@@ -171,35 +175,89 @@ def read_extractions(out_dir: Path, mode: str, value_type: Any) -> dict[str, Any
         return {}  # e.g. written by another extractor version: re-extracting is always correct
 
 
+# A document boundary starts a new gzip member once the current one holds this much text: large enough that
+# compression barely suffers from the fresh dictionary, small enough that one changed document costs little.
+MEMBER_MIN_BYTES = 64 * 1024
+_GZIP_WBITS = 31  # zlib's gzip container: every member a complete gzip stream
+
+
 class ExtractionWriter:
-    """Streams per-chunk results into `graphroute/extractions.json.gz` (a temporary name until `close`)."""
+    """Streams per-chunk results into `graphroute/extractions.json.gz` (a temporary name until `close`), as gzip
+    members cut at `boundary()` calls, with the list of members beside it (`EXTRACTION_MEMBERS`)."""
 
     def __init__(self, out_dir: Path, mode: str) -> None:
         self.path = out_dir / STATE_DIR / EXTRACTIONS
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+        self._members_path = self.path.with_name(EXTRACTION_MEMBERS)
+        self._members_path.unlink(missing_ok=True)  # a stale list must never describe this new file
         # open across `write` calls; `close` or `abort` (or the `with` block) ends it
-        self._fh = gzip.open(self._tmp, "wt", encoding="utf-8", compresslevel=5)  # noqa: SIM115
-        self._fh.write(json.dumps({"mode": mode, "format": EXTRACTIONS_FORMAT}) + "\n")
+        self._fh = open(self._tmp, "wb")  # noqa: SIM115
+        self._mode = mode
+        self._members: list[tuple[int, int, list[str]]] = []  # (offset, length, chunk ids)
+        self._zip: Any = None
+        self._ids: list[str] = []
+        self._pending = 0  # uncompressed bytes in the open member
+        self._offset = 0
+        self._fh.write(self._compress(json.dumps({"mode": mode, "format": EXTRACTIONS_FORMAT}).encode() + b"\n"))
+        self._offset = self._fh.tell()
         self.count = 0
+
+    @staticmethod
+    def _compress(data: bytes) -> bytes:
+        z = zlib.compressobj(5, zlib.DEFLATED, _GZIP_WBITS)
+        return z.compress(data) + z.flush()
+
+    def _add(self, chunk_id: str, data: bytes) -> None:
+        if self._zip is None:
+            self._zip = zlib.compressobj(5, zlib.DEFLATED, _GZIP_WBITS)
+        self._fh.write(self._zip.compress(data))
+        self._ids.append(chunk_id)
+        self._pending += len(data)
+        self.count += 1
+
+    def _end_member(self) -> None:
+        if self._zip is None:
+            return
+        self._fh.write(self._zip.flush())
+        end = self._fh.tell()
+        self._members.append((self._offset, end - self._offset, self._ids))
+        self._zip, self._ids, self._pending, self._offset = None, [], 0, end
+
+    def boundary(self) -> None:
+        """A document ends here: start a new member if the open one is large enough."""
+        if self._pending >= MEMBER_MIN_BYTES:
+            self._end_member()
 
     def write(self, chunk_id: str, value: Any) -> None:
         if _is_offline(value):
             line = [chunk_id, "offline", _compact(value)]
         else:
             line = [chunk_id, "typed", encode(value)]
-        self._fh.write(json.dumps(line, ensure_ascii=False, separators=(",", ":")) + "\n")
-        self.count += 1
+        self._add(chunk_id, (json.dumps(line, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8"))
 
-    def write_line(self, line: str) -> None:
+    def write_line(self, line: str, chunk_id: str | None = None) -> None:
         """A line as `iter_extraction_lines` gave it (an unchanged chunk's stored result)."""
-        self._fh.write(line if line.endswith("\n") else line + "\n")
-        self.count += 1
+        if chunk_id is None:
+            chunk_id = _line_chunk_id(line)
+        self._add(chunk_id, (line if line.endswith("\n") else line + "\n").encode("utf-8"))
+
+    def copy_member(self, member: StoredMember) -> None:
+        """A previous file's member, as its compressed bytes (every one of its chunks unchanged and kept)."""
+        self._end_member()
+        self._fh.write(member.data)
+        end = self._fh.tell()
+        self._members.append((self._offset, end - self._offset, list(member.chunk_ids)))
+        self._offset = end
+        self.count += len(member.chunk_ids)
 
     def close(self) -> None:
         if not self._fh.closed:
+            self._end_member()
             self._fh.close()
             os.replace(self._tmp, self.path)
+            listing = {"mode": self._mode, "size": self._offset, "members": self._members}
+            _atomic_write(self._members_path, json.dumps(listing, separators=(",", ":")).encode("utf-8"))
 
     def abort(self) -> None:
         if not self._fh.closed:
@@ -214,6 +272,64 @@ class ExtractionWriter:
             self.close()
         else:
             self.abort()
+
+
+@dataclass
+class StoredMember:
+    """One gzip member of a stored extractions file: its compressed bytes, chunk ids and decoded lines."""
+
+    data: bytes
+    chunk_ids: list[str]
+    lines: list[str]
+
+
+def read_members(path: Path, mode: str) -> Iterator[StoredMember] | None:
+    """The members of a stored extractions file of `mode`, each checked against its listed chunk ids; None when
+    the file has no (or a stale) member list, so the caller copies it line by line. A member whose lines are not
+    the chunks listed raises `IndexerError` as it is reached."""
+    listing_path = path.with_name(EXTRACTION_MEMBERS)
+    try:
+        listing = json.loads(listing_path.read_bytes())
+        members = [(int(o), int(n), [str(c) for c in ids]) for o, n, ids in listing["members"]]
+        if listing["mode"] != mode or int(listing["size"]) != path.stat().st_size:
+            return None
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if not _header_matches(path, mode):
+        return None
+
+    def members_of() -> Iterator[StoredMember]:
+        with open(path, "rb") as fh:
+            for offset, length, ids in members:
+                fh.seek(offset)
+                data = fh.read(length)
+                try:
+                    # split at "\n" only: JSON escapes line ends inside strings (str.splitlines also cuts at U+2028)
+                    lines = [part.decode("utf-8") + "\n" for part in zlib.decompress(data, _GZIP_WBITS).split(b"\n")[:-1]]
+                    found = [_line_chunk_id(line) for line in lines]
+                except (zlib.error, ValueError) as exc:  # (UnicodeDecodeError is a ValueError)
+                    raise IndexerError(f"{path}: unreadable stored extractions ({exc}); delete it to re-extract") from exc
+                if found != ids:
+                    raise IndexerError(f"{path}: its member list does not match it; delete {listing_path.name} to re-read it")
+                yield StoredMember(data, ids, lines)
+
+    return members_of()
+
+
+def _header_matches(path: Path, mode: str) -> bool:
+    try:
+        with gzip.open(path, "rt", encoding="utf-8") as fh:
+            header = json.loads(fh.readline() or "null")
+    except (OSError, EOFError, ValueError):
+        return False
+    return isinstance(header, dict) and header.get("mode") == mode and header.get("format") == EXTRACTIONS_FORMAT
+
+
+def _line_chunk_id(line: str) -> str:
+    cid = _DECODER.raw_decode(line, 1)[0] if line.startswith('["') else None
+    if not isinstance(cid, str):
+        raise ValueError("a line without a chunk id")
+    return cid
 
 
 def write_extractions(out_dir: Path, mode: str, chunks: dict[str, Any]) -> None:

@@ -241,3 +241,76 @@ def test_an_update_has_the_entities_and_relationships_of_a_full_build(tmp_path: 
     build_index_from_documents(docs[1:], out, progress=False)  # and one deleted
     build_index_from_documents(docs[1:], tmp_path / "full-1", progress=False)
     assert _graph_tables(out) == _graph_tables(tmp_path / "full-1")
+
+
+def _members(out: Path) -> list[tuple[bytes, list[str]]]:
+    import json
+
+    state = out / "graphroute"
+    listing = json.loads((state / "extractions.members.json").read_text())
+    data = (state / "extractions.json.gz").read_bytes()
+    assert listing["size"] == len(data)
+    return [(data[o : o + n], ids) for o, n, ids in listing["members"]]
+
+
+def test_unchanged_documents_extractions_are_copied_compressed(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import indexer.state as st
+
+    monkeypatch.setattr(st, "MEMBER_MIN_BYTES", 0)  # one member per document, however small
+    docs = [_doc(i) for i in range(4)]
+    out = tmp_path / "index"
+    build_index_from_documents(docs, out, progress=False)
+    before = _members(out)
+    assert len(before) == 4
+    # the encoder is never asked for a kept chunk: its member's bytes are copied
+    encoded: list[str] = []
+    real = st._compact
+    monkeypatch.setattr(st, "_compact", lambda ext: encoded.append("x") or real(ext))
+    update = build_index_from_documents([*docs, _doc(4)], out, progress=False)
+    after = _members(out)
+    assert after[:4] == before and len(after) == 5 and update.new_chunks == 1 and len(encoded) == 1
+    stored = [cid for cid, _line in st.iter_extraction_lines(out / "graphroute" / "extractions.json.gz", update.extraction)]
+    assert stored == [cid for _data, ids in after for cid in ids]
+
+    # deleting a document drops its member, keeps the others' bytes, and gives a full build's graph
+    build_index_from_documents([*docs[:1], *docs[2:], _doc(4)], out, progress=False)
+    assert _members(out) == [before[0], *before[2:], after[4]]
+    build_index_from_documents([*docs[:1], *docs[2:], _doc(4)], tmp_path / "full", progress=False)
+    assert _graph_tables(out) == _graph_tables(tmp_path / "full")
+
+
+def test_extractions_without_a_valid_member_list_are_copied_line_by_line(tmp_path: Path) -> None:
+    docs = [_doc(i) for i in range(4)]
+    out = tmp_path / "index"
+    build_index_from_documents(docs, out, progress=False)
+    listing = out / "graphroute" / "extractions.members.json"
+    listing.unlink()  # as an older build left it
+    update = build_index_from_documents([*docs, _doc(4)], out, progress=False)
+    assert update.new_chunks == 1 and listing.exists()
+    listing.write_text(listing.read_text().replace('"size":', '"size":1'))  # stale: describes another file
+    update = build_index_from_documents([*docs, _doc(4), _doc(5)], out, progress=False)
+    assert update.new_chunks == 1
+    build_index_from_documents([*docs, _doc(4), _doc(5)], tmp_path / "full", progress=False)
+    assert _graph_tables(out) == _graph_tables(tmp_path / "full")
+
+
+def test_a_member_list_that_does_not_match_its_file_is_a_clear_error(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import json
+
+    import pytest
+
+    import indexer.state as st
+    from indexer.config import IndexerError
+
+    monkeypatch.setattr(st, "MEMBER_MIN_BYTES", 0)
+    docs = [_doc(i) for i in range(3)]
+    out = tmp_path / "index"
+    build_index_from_documents(docs, out, progress=False)
+    path = out / "graphroute" / "extractions.members.json"
+    listing = json.loads(path.read_text())
+    listing["members"][0][2], listing["members"][1][2] = listing["members"][1][2], listing["members"][0][2]
+    path.write_text(json.dumps(listing))
+    tables = {p.name: p.read_bytes() for p in out.glob("*.parquet")}
+    with pytest.raises(IndexerError, match="member list does not match"):
+        build_index_from_documents([*docs, _doc(3)], out, progress=False)
+    assert {p.name: p.read_bytes() for p in out.glob("*.parquet")} == tables  # the previous index is intact
