@@ -29,7 +29,7 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any
 
-from indexer.graph import Graph
+from indexer.graph import Graph, uuid5_text
 
 _NAMESPACE = uuid.UUID("0b6e7a43-1d2c-4f1e-8a57-3c9d2e4f6a80")
 
@@ -348,6 +348,30 @@ class _Numbers:
         return number
 
 
+def _internal_relationships(
+    graph: Graph, index_of: dict[str, int], membership: dict[int, dict[int, int]]
+) -> dict[tuple[int, int], list[int]]:
+    """(level, community) -> positions of the relationships with both ends in it, ascending (array work: the
+    per-relationship, per-level loop was most of this step)."""
+    import numpy as np
+
+    n_rel = len(graph.relationships)
+    source = np.fromiter((index_of[r.source] for r in graph.relationships), dtype=np.int64, count=n_rel)
+    target = np.fromiter((index_of[r.target] for r in graph.relationships), dtype=np.int64, count=n_rel)
+    out: dict[tuple[int, int], list[int]] = {}
+    for level, nodes in membership.items():
+        community = np.full(len(graph.entities), -1, dtype=np.int64)
+        if nodes:
+            community[np.fromiter(nodes.keys(), dtype=np.int64)] = np.fromiter(nodes.values(), dtype=np.int64)
+        cs = community[source]
+        inside = np.flatnonzero((cs >= 0) & (cs == community[target]))
+        order = inside[np.argsort(cs[inside], kind="stable")]  # by community, ascending position within one
+        groups, starts = np.unique(cs[order], return_index=True)
+        for cluster, part in zip(groups.tolist(), np.split(order, starts[1:]), strict=True):
+            out[(level, cluster)] = part.tolist()
+    return out
+
+
 def _rows(
     graph: Graph, index_of: dict[str, int], membership: dict[int, dict[int, int]], parent_of: dict[int, int]
 ) -> list[CommunityRow]:
@@ -355,13 +379,7 @@ def _rows(
     for level, nodes in membership.items():
         for node, cluster in nodes.items():
             members[(level, cluster)].append(node)
-    rels_by_comm: dict[tuple[int, int], list[int]] = defaultdict(list)
-    for ri, r in enumerate(graph.relationships):
-        s, t = index_of[r.source], index_of[r.target]
-        for level, nodes in membership.items():
-            cs, ct = nodes.get(s), nodes.get(t)
-            if cs is not None and cs == ct:
-                rels_by_comm[(level, cs)].append(ri)
+    rels_by_comm = _internal_relationships(graph, index_of, membership)
 
     rows: dict[int, CommunityRow] = {}
     for (level, cluster), member_nodes in sorted(members.items()):
@@ -379,7 +397,7 @@ def _rows(
             entity_ids=entity_ids,
             relationship_ids=sorted(graph.relationships[ri].id for ri in rel_idx),
             text_unit_ids=sorted(text_units),
-            id=str(uuid.uuid5(_NAMESPACE, f"{level}\x1f" + "\x1f".join(sorted(entity_ids)))),
+            id=uuid5_text(_NAMESPACE, f"{level}\x1f" + "\x1f".join(sorted(entity_ids))),
         )
     for row in rows.values():
         if row.parent != -1 and row.parent in rows:

@@ -118,3 +118,13 @@ def test_communities_cover_isolated_entities_and_reports_hash_content() -> None:
     assert len({r.id for r in reports}) == len(reports) == len(comms)
     for r in reports:
         assert r.full_content == build_full_content(r.title, r.summary, r.findings)
+
+
+def test_uuid5_text_is_uuid5() -> None:
+    import uuid
+
+    from indexer.graph import uuid5_text
+
+    ns = uuid.UUID("6f0d3f4e-5b8a-4c59-9a55-2f1c0e7d9b11")
+    for name in ("", "entity\x1fSCROOGE", "relationship\x1fA\x1fB", "第30期", "CAFÉ \u2028 x" * 40):
+        assert uuid5_text(ns, name) == str(uuid.uuid5(ns, name))
