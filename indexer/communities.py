@@ -11,7 +11,9 @@ Updates recompute communities only where the graph changed (`previous` given), l
 whose entities the change reached (`touched_entities`: new entities and both ends of every relationship
 added, removed or reweighted) is kept as it was, with its whole sub-hierarchy and numbers, without
 running Leiden over it. The rest of a changed parent is Leiden started from the previous membership at
-that level (new entities each start alone); a resulting community whose entities and internal
+that level (new entities each start alone), except that the entities of an untouched previous community
+one level down are never spread over several clusters (they join the cluster holding most of them, so
+the next level can keep that community); a resulting community whose entities and internal
 relationships are exactly those of a previous one of its level is kept too, and only the other
 communities larger than `max_cluster_size` are split again, the same way, on their own subgraph.
 Unchanged communities then produce unchanged reports, whose vectors the build reuses. So an update's
@@ -219,8 +221,8 @@ class _Refiner:
     At each level, within one changed parent (the whole graph at level 0): previous communities of that level
     lying wholly inside it with no touched entity are kept as they were (`touched` None: none is). Leiden,
     started from the previous build's membership at that level (new entities each alone), clusters the other
-    entities over the relationships between them; an entity left with none of those is a community alone. A
-    resulting cluster with exactly the entities and internal relationships of a previous community of that
+    entities over the relationships between them; an entity left with none of those is a community alone; an
+    untouched community of the next level is moved whole into one cluster (`_keep_whole`). A resulting cluster with exactly the entities and internal relationships of a previous community of that
     level keeps it too; any other cluster gets a new number and, when larger than `max_cluster_size`, is split
     the same way one level down. So a change deep in one community renumbers only the communities on its
     path, as hierarchical Leiden would split them.
@@ -255,16 +257,44 @@ class _Refiner:
         held_nodes = {self.position[e] for c in held for e in c.entity_ids}
         if level > 0 and len(held) == 1 and held_nodes == nodes:
             held, held_nodes = [], set()  # the parent is that one community: split it as hierarchical Leiden would
-        for c in held:
-            self._keep(c, parent)
+        for row in held:
+            self._keep(row, parent)
         loose_idx = [i for i in edge_idx if not held_nodes & {int(n) for n in self.edges[i][:2]}] if held else edge_idx
-        clusters, inside = self._leiden_clusters(loose_idx, level)
-        for n in sorted(nodes - held_nodes - {n for members in clusters.values() for n in members}):
-            clusters[-1 - n] = [n]  # linked only to kept communities: a community alone
+        membership = self._leiden_membership(loose_idx, level)
+        for n in nodes - held_nodes - membership.keys():
+            membership[n] = -1 - n  # linked only to kept communities: a community alone
+        self._keep_whole(membership, level + 1)
+        clusters: dict[int, list[int]] = defaultdict(list)
+        for n, cluster in membership.items():
+            clusters[cluster].append(n)
         if level > 0 and not held and len(clusters) < 2:
             return  # Leiden cannot split the parent: it stays a leaf
+        inside: dict[int, list[int]] = defaultdict(list)  # cluster -> its internal edges
+        for i in loose_idx:
+            a, b, _w = self.edges[i]
+            if membership[int(a)] == membership[int(b)]:
+                inside[membership[int(a)]].append(i)
         for cluster, nodes_in in sorted(clusters.items(), key=lambda kv: min(kv[1])):
-            self._place(nodes_in, inside.get(cluster, []), level=level, parent=parent)
+            self._place(sorted(nodes_in), inside.get(cluster, []), level=level, parent=parent)
+
+    def _keep_whole(self, membership: dict[int, int], below: int) -> None:
+        """Moves the entities of every untouched previous community of level `below` that `membership` spread over
+        several clusters into the cluster holding most of them, so the level below can keep it."""
+        if self.untouched is None:
+            return
+        prev_of, graph = self.prev_of[below], self.graph
+        numbers = {prev_of.get(graph.entities[n].id) for n in membership} - {None}
+        for number in sorted(n for n in numbers if n is not None and n in self.untouched):
+            nodes = [self.position[e] for e in self.prev_row[number].entity_ids]
+            if any(n not in membership for n in nodes):
+                continue
+            held: dict[int, int] = defaultdict(int)
+            for n in nodes:
+                held[membership[n]] += 1
+            if len(held) > 1:
+                target = max(sorted(held), key=lambda c: held[c])
+                for n in nodes:
+                    membership[n] = target
 
     def _untouched_inside(self, nodes: set[int], level: int) -> list[CommunityRow]:
         """Previous communities of `level` lying wholly within `nodes` that the change did not reach."""
@@ -279,26 +309,17 @@ class _Refiner:
                 out.append(row)
         return out
 
-    def _leiden_clusters(self, edge_idx: list[int], level: int) -> tuple[dict[int, list[int]], dict[int, list[int]]]:
-        """Leiden over `edge_idx` from the previous membership: cluster -> nodes, and cluster -> internal edges."""
+    def _leiden_membership(self, edge_idx: list[int], level: int) -> dict[int, int]:
+        """Node -> cluster of Leiden over `edge_idx`, started from the previous membership at `level`."""
         if not edge_idx:
-            return {}, {}
+            return {}
         graph = self.graph
         sub = [self.edges[i] for i in edge_idx]
         start: dict[str, int] = {}
         for n in {n for a, b, _w in sub for n in (a, b)}:
             previous = self.prev_of[level].get(graph.entities[int(n)].id)
             start[n] = previous if previous is not None else -1 - int(n)  # a new entity starts alone
-        membership = _leiden(sub, start, self.seed)
-        clusters: dict[int, list[int]] = defaultdict(list)
-        for n, c in membership.items():
-            clusters[c].append(int(n))
-        inside: dict[int, list[int]] = defaultdict(list)
-        for i in edge_idx:
-            a, b, _w = self.edges[i]
-            if membership[a] == membership[b]:
-                inside[membership[a]].append(i)
-        return clusters, inside
+        return {int(n): c for n, c in _leiden(sub, start, self.seed).items()}
 
     def _place(self, nodes_in: list[int], inside: list[int], *, level: int, parent: int) -> None:
         """One cluster of `level` under `parent`: a previous community when it is exactly one, else a new one."""

@@ -314,3 +314,25 @@ def test_a_member_list_that_does_not_match_its_file_is_a_clear_error(tmp_path: P
     with pytest.raises(IndexerError, match="member list does not match"):
         build_index_from_documents([*docs, _doc(3)], out, progress=False)
     assert {p.name: p.read_bytes() for p in out.glob("*.parquet")} == tables  # the previous index is intact
+
+
+def test_reclustering_above_an_untouched_community_keeps_it_whole() -> None:
+    """Leiden over a changed parent may spread the entities of a sub-community the change did not reach over
+    several clusters; they are moved together into the cluster holding most of them, so the level below can keep
+    that sub-community. A touched sub-community is left as Leiden placed it."""
+    from indexer.communities import CommunityRow, Partition, _Refiner
+
+    graph = _cliques({"A": 3, "B": 3})
+    ids = {e.title: e.id for e in graph.entities}
+    pos = {e.title: i for i, e in enumerate(graph.entities)}
+    previous = [
+        CommunityRow(0, 0, -1, [1, 2], [ids[t] for t in ("A0", "A1", "A2", "B0", "B1", "B2")]),
+        CommunityRow(1, 1, 0, [], [ids[t] for t in ("A0", "A1", "A2")]),
+        CommunityRow(2, 1, 0, [], [ids[t] for t in ("B0", "B1", "B2")]),
+    ]
+    refiner = _Refiner(graph, [], previous, Partition(), {ids["B2"]}, max_cluster_size=2, seed=1)
+    spread = {pos["A0"]: 7, pos["A1"]: 7, pos["A2"]: 8, pos["B0"]: 8, pos["B1"]: 7, pos["B2"]: 8}
+    membership = dict(spread)
+    refiner._keep_whole(membership, 1)
+    assert [membership[pos[t]] for t in ("A0", "A1", "A2")] == [7, 7, 7]  # untouched: whole, in its majority cluster
+    assert [membership[pos[t]] for t in ("B0", "B1", "B2")] == [spread[pos[t]] for t in ("B0", "B1", "B2")]
