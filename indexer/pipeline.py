@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import gc
 import hashlib
 import resource
 import sys
@@ -513,7 +514,8 @@ class _Builder:
         writer = ExtractionWriter(self.dest, self.mode)
         try:
             if previous is not None:
-                self._copy_extractions(writer, current, reused, order, cache if keep_in_memory else None)
+                with _gc_paused():  # (see `merge_offline`: decoding builds ~millions of acyclic objects)
+                    self._copy_extractions(writer, current, reused, order, cache if keep_in_memory else None)
             new_chunks = [c for c in chunks if c.id not in reused]
             rep.new_chunks = len(new_chunks)
             with self._step("extract", f"{len(new_chunks)} new of {len(chunks)} chunks") as note:
@@ -698,6 +700,20 @@ class _Builder:
             self.report.warnings.append(f"{STATE_DIR}/{EMBEDDER} {why}: the offline embedder was refitted")
         # fitted on every text it will embed, as query time's `embedder_for_index` would
         return fit_offline_embedder([t for j in jobs for t in j.texts], dim=self.config.embedding_dim), True
+
+
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """The cyclic garbage collector off for a block that only allocates acyclic objects: its full scans over the
+    growing decoded extractions reclaim nothing (decoding 1,000 chunks: 4.0 -> 1.5 s CPU), reference counting
+    frees everything."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def _peak_rss_mb() -> float:
