@@ -30,7 +30,7 @@ from typing import Any, Literal
 import numpy as np
 
 from shared_context.lexical_store import StoredPhrases, stored_bm25, stored_phrases
-from shared_context.record_table import array_of, values_of
+from shared_context.record_table import array_of, texts_of, values_of
 from shared_context.records import Entity
 from shared_context.search_backend import (
     Hits,
@@ -182,8 +182,8 @@ def _build_phrases(entities: Sequence[Entity]) -> tuple[dict[str, dict[str, list
 def _build_entity_index(index: Any) -> _EntityLinkIndex:
     entities: Sequence[Entity] = index.entities
 
-    def titles() -> list[str]:
-        return values_of(entities, "title")
+    def titles() -> Sequence[str]:
+        return texts_of(entities, "title")
 
     folder, check = None, ""
     if len(entities) >= search_params(index).persist_min_rows:
@@ -204,18 +204,19 @@ def _entity_index(index: Any) -> _EntityLinkIndex:
     return per_index_cache(index, "linking.entities", lambda: _build_entity_index(index))
 
 
-def _texts(index: Any, table: Table) -> list[str]:
-    """The text BM25 indexes for each record of `table` (entities: their descriptions; titles apart)."""
+def _texts(index: Any, table: Table) -> Sequence[str]:
+    """The text BM25 indexes for each record of `table` (entities: their descriptions; titles apart);
+    read in place from a `RecordTable`'s column (`texts_of`), never all held as Python strings."""
     if table == "entities":
-        return values_of(index.entities, "description")
+        return texts_of(index.entities, "description")
     if table == "reports":
         return [f"{r.title}\n{r.full_content or r.summary}" for r in index.community_reports]
     if table == "text_units":
-        return values_of(index.text_units, "text")
+        return texts_of(index.text_units, "text")
     raise ValueError(f"unknown table {table!r}; expected 'entities', 'reports' or 'text_units'")
 
 
-def _stored_index(index: Any, field: str, texts: Callable[[], list[str]]) -> BM25:
+def _stored_index(index: Any, field: str, texts: Callable[[], Sequence[str]]) -> BM25:
     """The in-memory BM25 of one field, read from the search cache when this index content was seen
     before (fields of at least `persist_min_rows` rows), else built (and stored)."""
     items = texts()
