@@ -1,14 +1,24 @@
 """Offline entity extraction measured against an LLM-built graph, and junk among the top entities.
 
-    .venv/bin/python -m benchmarks.extraction_quality [--calls N] [--top 100]
+    .venv/bin/python -m benchmarks.extraction_quality [--calls N] [--top 100] [--no-medical] [--show N]
 
-1. Entity F1: the 42 text units of `../shared/data/christmas_carol_graphrag_index` (GraphRAG's
-   1200-token chunks of the book) are indexed offline, one document per text unit, and the entity
-   titles are compared with the index's LLM-extracted entities after normalisation: upper case,
+1. Entity F1 against LLM-built graphs: each graph's text units are indexed offline, one document per
+   text unit, and our entity titles are compared with the graph's LLM-extracted entities.
+   - Development set: the 42 text units of `../shared/data/christmas_carol_graphrag_index` (GraphRAG's
+     1200-token chunks of the book). The rules were changed by looking at its misses; its F1 is the
+     issue's target.
+   - Held out, never inspected entity by entity while changing the rules: `operation_dulce` (a second
+     GraphRAG index, 5 text units of an AI-written novella) and `graphrag_bench_medical_lightrag_kg` (a
+     LightRAG graph of 199 chunks of a medical text, extracted by gpt-4o-mini: another extractor and
+     prompt). A rule that raises the development F1 only is no result.
+   Matching is the same for every graph, after normalisation: upper case,
    typographic quotes folded, possessive 's and punctuation dropped, a leading "THE"/"A" and leading
    honorifics (MR, MRS, MS, MISS, DR) removed, spaces collapsed; then the last word's plural folded to
    the singular on both sides (GraphRAG has "ROOMS" and "GHOST"; `fold`). Precision, recall, F1 over the two
-   sets (the figure without plural folding is printed too).
+   sets (the figure without plural folding is printed too). Beside the figure, never in it: an alias-aware
+   recall that also credits a missed one-word LLM title which the merge folds on purpose into the one
+   multi-word PERSON entity of ours that starts or ends with it ("MARLEY" into "JACOB MARLEY"; the LLM
+   keeps both; `alias_credits`).
 2. Junk share: the earnings-call transcripts of `../shared/data/msft_graphrag_benchmarks` are
    indexed offline and the top N entities by degree are judged. An entity is junk when, after
    the same normalisation, (a) it has fewer than 2 letters or digits, (b) its first or last word is an
@@ -38,6 +48,8 @@ from indexer.pipeline import build_index_from_documents
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 CAROL = "christmas_carol_graphrag_index"
+DULCE = "operation_dulce"
+MEDICAL = "graphrag_bench_medical_lightrag_kg"
 CALLS = "msft_graphrag_benchmarks/corpus/msft_earnings_call_transcripts.parquet"
 RULE_FILE = Path(__file__).with_name("data") / "junk_rule.txt"
 _HONORIFICS = ("MR ", "MRS ", "MS ", "MISS ", "DR ")
@@ -110,6 +122,19 @@ def junk_reason(title: str, rule: dict[str, frozenset[str]]) -> str:
     return ""
 
 
+def alias_credits(people: Iterable[str], missed: set[str]) -> set[str]:
+    """Missed LLM titles that the offline merge folds into a full name on purpose: a one-word title that is the
+    first or last word of exactly one of our multi-word PERSON entities ("MARLEY" of "JACOB MARLEY"; the
+    LLM keeps both, `indexer.graph._person_aliases` keeps one). Reported beside the figure, never in it."""
+    owners: dict[str, set[str]] = {}
+    for title in people:
+        words = title.split()
+        if 2 <= len(words) <= 3:
+            for w in {words[0], words[-1]}:
+                owners.setdefault(w, set()).add(title)
+    return {m for m in missed if " " not in m and len(owners.get(m, ())) == 1}
+
+
 def prf(found: Iterable[str], gold: Iterable[str]) -> tuple[float, float, float, int]:
     f, g = set(found), set(gold)
     hit = len(f & g)
@@ -124,23 +149,29 @@ def build(docs: list[SourceDocument], out: Path) -> tuple[pd.DataFrame, float, s
     return pd.read_parquet(out / "entities.parquet"), time.perf_counter() - t0, report.extraction
 
 
-def carol_f1(data: Path, tmp: Path, show: int) -> tuple[float, float, float]:
-    units = pd.read_parquet(data / CAROL / "text_units.parquet", columns=["human_readable_id", "text"])
-    docs = [SourceDocument(title=f"unit-{h:02d}", text=str(t)) for h, t in zip(units["human_readable_id"], units["text"], strict=True)]
-    ours, secs, extraction = build(docs, tmp / "carol")
-    titles = pd.read_parquet(data / CAROL / "entities.parquet", columns=["title"])["title"]
-    print(f"Christmas Carol: {len(docs)} text units, built in {secs:.1f} s ({extraction})")
+def graph_f1(data: Path, name: str, tmp: Path, show: int, label: str) -> tuple[float, float, float]:
+    """Index the text units of the LLM-built graph `name` offline and compare the entity sets."""
+    units = pd.read_parquet(data / name / "text_units.parquet", columns=["human_readable_id", "text"])
+    docs = [SourceDocument(title=f"unit-{h:03d}", text=str(t)) for h, t in zip(units["human_readable_id"], units["text"], strict=True)]
+    ours, secs, extraction = build(docs, tmp / name)
+    titles = pd.read_parquet(data / name / "entities.parquet", columns=["title"])["title"]
+    print(f"{label}: {len(docs)} text units, built in {secs:.1f} s ({extraction})")
     p0, r0, f0, hit0 = prf({normalise(t) for t in ours["title"]} - {""}, {normalise(t) for t in titles})
     print(f"  exact after normalisation: precision {p0:.3f}  recall {r0:.3f}  F1 {f0:.3f}  ({hit0} matched)")
     gold = {fold(t) for t in titles}
     found = {fold(t) for t in ours["title"]} - {""}
     p, r, f1, hit = prf(found, gold)
-    print(f"  plurals folded (the figure): entities ours {len(found)}, GraphRAG {len(gold)}, matched {hit}")
-    print(f"  precision {p:.3f}  recall {r:.3f}  F1 {f1:.3f}   target F1 >= 0.50: {'met' if f1 >= 0.5 else 'NOT met'}")
+    print(f"  plurals folded (the figure): entities ours {len(found)}, LLM {len(gold)}, matched {hit}")
+    print(f"  precision {p:.3f}  recall {r:.3f}  F1 {f1:.3f}")
+    people = [fold(t) for t, ty in zip(ours["title"], ours["type"], strict=True) if ty == "PERSON"]
+    credited = alias_credits(people, gold - found)
+    ra = (hit + len(credited)) / len(gold) if gold else 0.0
+    fa = 2 * p * ra / (p + ra) if p + ra else 0.0
+    print(f"  alias-aware (not the figure): recall {ra:.3f}  F1 {fa:.3f}  ({len(credited)} short names credited)")
     if show:
         unmatched = [t for t in ours.sort_values("frequency", ascending=False)["title"] if fold(t) not in gold]
         print("  unmatched (ours, by frequency): " + ", ".join(unmatched[:show]))
-        print("  missed (GraphRAG): " + ", ".join(sorted(gold - found)[:show]))
+        print("  missed (LLM): " + ", ".join(sorted(gold - found)[:show]))
     return p, r, f1
 
 
@@ -169,13 +200,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--data", type=Path, default=DATA, help="the shared data folder (default: ../shared/data)")
     ap.add_argument("--calls", type=int, default=None, help="only the first N transcripts")
     ap.add_argument("--top", type=int, default=100)
-    ap.add_argument("--show", type=int, default=0, help="list this many unmatched/missed entities and the top list")
+    ap.add_argument("--show", type=int, default=0, help="list this many unmatched/missed development-set entities and the top list")
+    ap.add_argument("--no-medical", action="store_true", help="skip the 199-chunk medical held-out graph")
     args = ap.parse_args(argv)
-    for path in (args.data / CAROL, args.data / CALLS):
+    held_out = [(DULCE, "Held out, Operation Dulce (GraphRAG)")]
+    if not args.no_medical:
+        held_out.append((MEDICAL, "Held out, GraphRAG-Bench medical (LightRAG, gpt-4o-mini)"))
+    for path in (args.data / CAROL, args.data / CALLS, *(args.data / n for n, _l in held_out)):
         if not path.exists():
             raise SystemExit(f"data not found: {path}")
     with tempfile.TemporaryDirectory(prefix="graphroute-extraction-") as tmp:
-        _p, _r, f1 = carol_f1(args.data, Path(tmp), args.show)
+        _p, _r, f1 = graph_f1(args.data, CAROL, Path(tmp), args.show, "Development set, Christmas Carol (GraphRAG)")
+        print(f"  target F1 >= 0.50: {'met' if f1 >= 0.5 else 'NOT met'}")
+        for name, label in held_out:
+            graph_f1(args.data, name, Path(tmp), 0, label)
         share = calls_junk(args.data, Path(tmp), args.calls, args.top, bool(args.show))
     return 0 if f1 >= 0.5 and share <= 0.05 else 1
 

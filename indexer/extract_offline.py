@@ -100,6 +100,12 @@ def _concrete_noun(t: str) -> bool:
     return cls is not None and cls not in lx.ABSTRACT_NOUN_CLASSES
 
 
+def _possessive_head(word: str) -> bool:
+    """A capitalised word after a possessive that continues the name: a place, building or body named after
+    its owner ("St Paul's Churchyard", "St Brigid's School", "Guy's Hospital")."""
+    return word in _POSSESSIVE_HEADS or lx.noun_class(word) in lx.PLACE_NOUN_CLASSES
+
+
 def _head_class(word: str) -> str | None:
     """WordNet class of a noun, or of a hyphenated compound's last part ("counting-house" -> artifact)."""
     cls = lx.noun_class(word)
@@ -115,16 +121,29 @@ def entity_noun(key: str) -> bool:
     return cls is not None and cls not in lx.ABSTRACT_NOUN_CLASSES
 
 
+# A lone noun written this many times in one chunk is what that passage is about ("the bell" rung four
+# times in a scene), however rare elsewhere; a noun named once per chunk must recur across chunks instead.
+NOUN_REPEATS_IN_CHUNK = 2
+
+
 def noun_min_chunks(key: str, default: int) -> int:
-    """In how many chunks a lone noun must occur to be an entity. A hyphenated compound naming a person or
-    thing ("the counting-house") is specific enough at once; one person by role or one place ("the baker",
-    "the moor") in two chunks; other nouns, and plurals ("the guests"), in `default`."""
+    """In how many chunks a lone noun must occur to be an entity, without being repeated in one of them: a
+    hyphenated compound naming a person or thing ("the counting-house") at once; a noun of a class listed in
+    `lexicon_en.txt` [NOUN_MIN_CHUNKS] ("the baker": a person by role) in that many; other nouns, and
+    plurals ("the guests"), in `default`."""
     cls = _head_class(key)
     if "-" in key and cls is not None and cls not in lx.ABSTRACT_NOUN_CLASSES:
         return 1
-    if cls in lx.SPECIFIC_NOUN_CLASSES and lx.listed_noun(key):
-        return min(2, default)
+    if cls in lx.NOUN_MIN_CHUNKS and lx.listed_noun(key):
+        return min(lx.NOUN_MIN_CHUNKS[cls], default)
     return default
+
+
+def noun_kept(key: str, n_chunks: int, peak: int, default: int) -> bool:
+    """A lone noun is an entity when it names a person, place or thing (`entity_noun`) and is either
+    repeated within one chunk (`peak`: its most lowercase occurrences in a chunk) or found in
+    `noun_min_chunks` chunks."""
+    return entity_noun(key) and (peak >= NOUN_REPEATS_IN_CHUNK or n_chunks >= noun_min_chunks(key, default))
 
 
 def _shouting(toks: list[str]) -> bool:
@@ -247,6 +266,8 @@ class OfflineExtractor:
                 t = toks[j]
                 if _CONTRACTION.search(t):
                     break
+                if words and t.lower() in lx.SPAN_BREAKERS:
+                    break  # "EXPRESS OR IMPLIED", "Contact the Foundation": capitals, but no name runs on here
                 if t[0].isalpha() and t[0].isupper():
                     core = re.sub(r"['’][sS]$", "", t)
                     if core.lower() in lx.HONORIFICS and not words:
@@ -258,7 +279,7 @@ class OfflineExtractor:
                     j += 1
                     if core != t:
                         # a possessive ends the name unless it names a place or body: "St Brigid's School"
-                        if j < n and toks[j][:1].isupper() and toks[j].lower() in _POSSESSIVE_HEADS:
+                        if j < n and toks[j][:1].isupper() and _possessive_head(toks[j].lower()):
                             words.append(t)
                             continue
                         words.append(core)

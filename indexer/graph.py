@@ -35,8 +35,7 @@ from indexer.extract_offline import (
     SPEAKER,
     ChunkExtraction,
     PairStat,
-    entity_noun,
-    noun_min_chunks,
+    noun_kept,
 )
 
 _NAMESPACE = uuid.UUID("6f0d3f4e-5b8a-4c59-9a55-2f1c0e7d9b11")
@@ -93,6 +92,7 @@ class _Stat:
     non_initial: bool = False
     n_chunks: int = 0
     last_chunk: int = -1
+    peak: int = 0  # a lone noun's most lowercase occurrences in one chunk
 
 
 @dataclass
@@ -167,8 +167,8 @@ def merge_offline(
 ) -> tuple[list[EntityRow], list[RelationshipRow]]:
     """Aggregate mentions over chunks, filter, merge name variants, describe and link entities.
 
-    Corpus-wide filters: phrases and lone nouns must occur in `min_phrase_chunks` chunks (fewer for nouns
-    naming one person or place, see `noun_min_chunks`), and a phrase
+    Corpus-wide filters: phrases must occur in `min_phrase_chunks` chunks, lone nouns too unless repeated
+    within one chunk or naming a person or place (see `noun_kept`), and a phrase
     must end in a word also used as a noun; a one-word name must be capitalised more often than the
     same word appears in lower case ("Scrooge" yes, "Come" no); a possible person name is a person only
     when none of its words is an ordinary lowercase word ("Bob Cratchit" yes, "Microsoft Cloud" no).
@@ -222,6 +222,8 @@ def _merge_offline(
                 st.kind = m.kind
             st.count += m.count
             st.non_initial = st.non_initial or m.non_initial
+            if m.kind == NOUN:
+                st.peak = max(st.peak, ext.lowercase.get(key.lower(), 0))
             if st.last_chunk != ci:
                 st.n_chunks += 1
                 st.last_chunk = ci
@@ -233,11 +235,12 @@ def _merge_offline(
     phrases: list[str] = []
     for key, st in stats.items():
         if st.kind in FREQUENT_ONLY_KINDS:
-            if st.n_chunks < (noun_min_chunks(key, min_phrase_chunks) if st.kind == NOUN else min_phrase_chunks):
+            if st.kind == NOUN:
+                if not noun_kept(key, st.n_chunks, st.peak, min_phrase_chunks):
+                    continue
+            elif st.n_chunks < min_phrase_chunks:
                 continue
             if st.kind == PHRASE and not _phrase_head(key.rsplit(" ", 1)[-1].lower(), nouns):
-                continue
-            if st.kind == NOUN and not entity_noun(key):
                 continue
             phrases.append(key)
         elif st.kind == ACRONYM or st.words > 1 or _capitalised_name(key, st, lowercase):

@@ -49,6 +49,7 @@ STOPWORDS = _FUNCTION_WORDS | _set(_EN, "STOPWORDS") | SOFT_EDGE_WORDS
 HONORIFICS = _set(_EN, "HONORIFICS")
 PERSON_TITLES = _set(_EN, "PERSON_TITLES")
 CONNECTORS = _set(_EN, "CONNECTORS")
+SPAN_BREAKERS = _set(_EN, "SPAN_BREAKERS") - CONNECTORS
 ORG_WORDS = _set(_EN, "ORG_WORDS")
 GEO_WORDS = _set(_EN, "GEO_WORDS")
 GEO_HEADS = _set(_EN, "GEO_HEADS")
@@ -74,8 +75,10 @@ ZH_STOP = _set(_ZH, "STOP")
 
 # WordNet classes of nouns that name no thing a reader would look up alone ("face", "hour", "doubt")
 ABSTRACT_NOUN_CLASSES = _set(_EN, "ABSTRACT_NOUN_CLASSES")
-# WordNet classes of nouns kept as entities when seen once ("the baker", "the river"), not only when frequent
-SPECIFIC_NOUN_CLASSES = _set(_EN, "SPECIFIC_NOUN_CLASSES")
+# WordNet classes of a capitalised noun that continues a name after a possessive ("St Paul's Churchyard")
+PLACE_NOUN_CLASSES = _set(_EN, "PLACE_NOUN_CLASSES")
+# WordNet class -> in how many chunks a lone noun of that class must occur (fewer than `min_phrase_chunks`)
+NOUN_MIN_CHUNKS = {cls: int(n) for cls, n in (pair.split(":", 1) for pair in read_lists(_EN)["NOUN_MIN_CHUNKS"])}
 # WordNet class -> entity type for a lone noun or a possessive phrase's head ("the baker", "Scrooge's office")
 NOUN_CLASS_TYPES = dict(pair.split(":", 1) for pair in read_lists(_EN)["NOUN_CLASS_TYPES"])
 _PLURALS = (("ies", "y"), ("ches", "ch"), ("shes", "sh"), ("ses", "s"), ("xes", "x"), ("men", "man"), ("s", ""))

@@ -20,3 +20,11 @@ def test_prf_counts_the_folded_sets() -> None:
     found = {fold(t) for t in ("room", "Ghosts", "door")}
     p, r, f1, hit = prf(found, gold)
     assert hit == 2 and round(p, 3) == 0.667 and round(r, 3) == 0.667 and round(f1, 3) == 0.667
+
+
+def test_alias_credit_only_for_a_short_name_of_exactly_one_full_person_name() -> None:
+    from benchmarks.extraction_quality import alias_credits
+
+    people = ["JACOB MARLEY", "TINY TIM", "TIM CRATCHIT", "ADA"]
+    missed = {"MARLEY", "JACOB", "TIM", "CRATCHIT FAMILY", "ADA"}
+    assert alias_credits(people, missed) == {"MARLEY", "JACOB"}  # TIM has two owners; ADA is no full name
