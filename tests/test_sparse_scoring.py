@@ -15,7 +15,9 @@ from shared_context import text as text_module
 from shared_context.index import Index
 from shared_context.lexical_store import load_bm25, save_bm25
 from shared_context.linking import _entity_index, _exact_strengths, exact_tokens, lexical_terms, link_entities
+from shared_context.records import Entity, TextUnit
 from shared_context.text import BM25
+from shared_context.vectors import VectorTable
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 _WORDS = [f"w{i}" for i in range(40)]
@@ -114,3 +116,35 @@ def test_linking_ranks_exactly_as_the_dense_formula(carol: Index) -> None:
         for k in (1, 10, 40):
             got = [(e.position, e.score, e.exact, e.lexical) for e in link_entities(carol, query, k=k).entities]
             assert got == _reference_link(carol, query, k), query
+
+
+def test_linking_with_a_query_vector_ranks_exactly_as_the_dense_formula() -> None:
+    rng = np.random.default_rng(5)
+    n = 60
+    words = ["harbour", "signal", "river", "market", "winter", "bridge"]
+    ents = [Entity(id=f"e{i}", short_id=str(i), title=f"NAME{i}", description=" ".join(rng.choice(words, 3)))
+            for i in range(n)]
+    with_vectors = rng.permutation(n)[: n - 10]  # some entities have no vector
+    table = VectorTable.build("entity_description", with_vectors.tolist(),
+                              rng.normal(size=(len(with_vectors), 8)).astype(np.float32), source="test")
+    index = Index.from_records(entities=ents, relationships=[], text_units=[TextUnit(id="t", short_id="0", text="x")],
+                               vectors=[table])
+    for query in ("Name3 and the harbour", "winter river", "nothing matches"):
+        vector = rng.normal(size=8).astype(np.float32)
+        ent = _entity_index(index)
+        exact = np.zeros(n)
+        positions, values = _exact_strengths(ent, exact_tokens(query))
+        exact[positions] = values
+        terms = lexical_terms(query)
+        lexical = 2.0 * ent.titles.scores(terms).astype(np.float64) + ent.descriptions.scores(terms)  # type: ignore[attr-defined]
+        if lexical.max() > 0:
+            lexical = lexical / lexical.max()
+        semantic = np.zeros(n)
+        semantic[table.positions] = np.clip(table.similarities(vector).astype(np.float64), 0.0, None)
+        if semantic.max() > 0:
+            semantic = semantic / semantic.max()
+        score = 0.5 * exact + 0.5 * (0.5 * lexical + 0.5 * semantic)
+        want = sorted(np.flatnonzero(score > 0).tolist(), key=lambda p: (-score[p], -ent.degree[p], p))[:10]
+        got = link_entities(index, query, query_vector=vector, k=10).entities
+        assert [e.position for e in got] == want
+        assert [(e.score, e.lexical, e.semantic) for e in got] == [(score[p], lexical[p], semantic[p]) for p in want]
