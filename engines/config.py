@@ -203,6 +203,9 @@ class ServeConfig(_Section):
     max_llm_calls: int | None = Field(default=None, ge=1)
     deadline_s: float | None = Field(default=None, gt=0)
     shutdown_grace_s: float = Field(default=30.0, ge=0)
+    # Local-context rows rendered and counted before listening (`Router.warm_up`); each costs its line's
+    # memory, so a large index warms its highest-degree entities' rows only.
+    warm_rows: int = Field(default=50_000, ge=0)
 
 
 class SearchConfig(SearchParams):

@@ -176,22 +176,32 @@ class Router:
                 self._engines[name] = self._make_engine(name)
             return self._engines[name]
 
-    def warm_up(self) -> None:
+    def warm_up(self, rows: int = 0) -> None:
         """Build now what the first questions would otherwise build while their callers wait: every engine
-        (with the embedder, whose offline fit can take seconds) and the tables linking, classification and
-        the local context read on first use. Synchronous and CPU-bound: call it before serving."""
+        (with the embedder, whose offline fit can take seconds), the chat models (the SDK's import is about
+        a second of CPU), the tables linking, classification and the local context read on first use, and
+        up to `rows` rendered local-context rows (`LocalContextBuilder.warm_rows`: a question about an entity
+        no earlier question touched otherwise renders and counts its rows itself, about a quarter of its
+        CPU). Synchronous and CPU-bound: call it before serving."""
         from engines.base import plan_question
         from router.classifier import classify
 
         for name in ENGINES:
             self.engine(name)
         getattr(self.models, "embedder", None)  # a property: builds (and fits) the embedder
+        stages = getattr(getattr(self.models, "config", None), "stages", {})
+        for stage in (None, *stages):  # the default endpoint and each stage's own
+            self.models.chat(stage)
         if not len(self.index.entities):
             return
         # Any entity's name makes a question that touches every lazily built table; the first one will do.
         plan = plan_question(f"Who is {self.index.entities[0].title}?", self.index)
         classify(plan.question, self.index, linker=plan.linker(self.index))
-        self.engine("local").builder.build(plan.link_text, None)
+        builder = self.engine("local").builder
+        builder.build(plan.link_text, None)
+        warm_rows = getattr(builder, "warm_rows", None)  # a custom builder has no row cache
+        if rows > 0 and warm_rows is not None:
+            warm_rows(rows)
 
     def _make_engine(self, name: str, **global_overrides: Any) -> Any:
         from engines import BasicSearch, DriftSearch, GlobalSearch, LocalSearch

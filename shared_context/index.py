@@ -386,6 +386,10 @@ class Index:
         if store is not None:
             warnings = np.array(self.warnings[before:] or [""], dtype=str)[: len(self.warnings) - before]
             store.save_arrays(name, depends_on, {**arrays, "warnings": warnings}, extra=_DERIVED_FORMAT)
+            # write-then-map: the process keeps the stored pages it touches, not the arrays just built
+            found = store.load_arrays(name, depends_on, list(arrays), extra=_DERIVED_FORMAT)
+            if found is not None:
+                return found
         return arrays
 
     def _build_graph(self, store: DerivedStore | None) -> None:

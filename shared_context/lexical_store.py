@@ -121,6 +121,8 @@ def stored_bm25(folder: Path | None, build: Callable[[], BM25], check: str = "")
     if folder is not None:
         with contextlib.suppress(OSError):
             save_bm25(bm25, folder, check)
+        # write-then-map: the built matrix is freed; the process keeps only the postings queries read
+        return load_bm25(folder, check) or bm25
     return bm25
 
 

@@ -30,7 +30,7 @@ from typing import Any, Literal
 import numpy as np
 
 from shared_context.lexical_store import StoredPhrases, stored_bm25, stored_phrases
-from shared_context.record_table import array_of, values_of
+from shared_context.record_table import array_of, texts_of, values_of
 from shared_context.records import Entity
 from shared_context.search_backend import (
     Hits,
@@ -65,6 +65,7 @@ _TITLE_BOOST = 2.0
 _ALIAS_PREFIXES = ("the", "a", "an", "mr", "mrs", "ms", "miss", "dr", "sir", "lady", "lord", "saint", "st")
 
 Table = Literal["entities", "reports", "text_units"]
+Sparse = tuple[np.ndarray, np.ndarray]  # (entity positions ascending, values): every other entity has 0
 
 
 # ---------------------------------------------------------------------------- tokenisation
@@ -181,8 +182,8 @@ def _build_phrases(entities: Sequence[Entity]) -> tuple[dict[str, dict[str, list
 def _build_entity_index(index: Any) -> _EntityLinkIndex:
     entities: Sequence[Entity] = index.entities
 
-    def titles() -> list[str]:
-        return values_of(entities, "title")
+    def titles() -> Sequence[str]:
+        return texts_of(entities, "title")
 
     folder, check = None, ""
     if len(entities) >= search_params(index).persist_min_rows:
@@ -203,18 +204,19 @@ def _entity_index(index: Any) -> _EntityLinkIndex:
     return per_index_cache(index, "linking.entities", lambda: _build_entity_index(index))
 
 
-def _texts(index: Any, table: Table) -> list[str]:
-    """The text BM25 indexes for each record of `table` (entities: their descriptions; titles apart)."""
+def _texts(index: Any, table: Table) -> Sequence[str]:
+    """The text BM25 indexes for each record of `table` (entities: their descriptions; titles apart);
+    read in place from a `RecordTable`'s column (`texts_of`), never all held as Python strings."""
     if table == "entities":
-        return values_of(index.entities, "description")
+        return texts_of(index.entities, "description")
     if table == "reports":
         return [f"{r.title}\n{r.full_content or r.summary}" for r in index.community_reports]
     if table == "text_units":
-        return values_of(index.text_units, "text")
+        return texts_of(index.text_units, "text")
     raise ValueError(f"unknown table {table!r}; expected 'entities', 'reports' or 'text_units'")
 
 
-def _stored_index(index: Any, field: str, texts: Callable[[], list[str]]) -> BM25:
+def _stored_index(index: Any, field: str, texts: Callable[[], Sequence[str]]) -> BM25:
     """The in-memory BM25 of one field, read from the search cache when this index content was seen
     before (fields of at least `persist_min_rows` rows), else built (and stored)."""
     items = texts()
@@ -324,10 +326,10 @@ class LinkResult:
 # ---------------------------------------------------------------------------- linking
 
 
-def _exact_strengths(ent: _EntityLinkIndex, tokens: list[str], n: int) -> np.ndarray:
+def _exact_strengths(ent: _EntityLinkIndex, tokens: list[str]) -> Sparse:
     """1.0 for a title matched by a maximal phrase, 0.8 for an alias, 0.6 for a title that only occurs
-    inside a longer matched title (e.g. CHRISTMAS inside "Ghost of Christmas Past")."""
-    strength = np.zeros(n, dtype=np.float64)
+    inside a longer matched title (e.g. CHRISTMAS inside "Ghost of Christmas Past"); matched entities only."""
+    strength: dict[int, float] = {}
     spans: list[tuple[int, int, list[int], float]] = []
     for length in range(min(ent.max_ngram, len(tokens)), 0, -1):
         for start in range(len(tokens) - length + 1):
@@ -350,9 +352,10 @@ def _exact_strengths(ent: _EntityLinkIndex, tokens: list[str], n: int) -> np.nda
         inside = any(longer.get(s0, -1) >= end for s0 in range(max(0, end - ent.max_ngram), start + 1))
         v = 0.6 if inside else value
         for pos in hits:
-            strength[pos] = max(strength[pos], v)
+            strength[pos] = max(strength.get(pos, 0.0), v)
         current[start] = max(current.get(start, 0), end)
-    return strength
+    positions = np.fromiter(sorted(strength), dtype=np.int64, count=len(strength))
+    return positions, np.fromiter((strength[p] for p in positions.tolist()), dtype=np.float64, count=len(strength))
 
 
 _QUOTED_RE = re.compile(r"\"([^\"]{2,80})\"|“([^”]{2,80})”|(?:^|\s)'([^']{2,80})'(?=\W|$)")
@@ -466,46 +469,75 @@ def _semantic(
     return full, (max(hits[-1][1], 0.0) if len(hits) >= depth else 0.0)
 
 
-def _memory_lexical(ent: _EntityLinkIndex, terms: list[str]) -> np.ndarray:
-    """2 x BM25(title) + BM25(description) of every entity (descriptions in memory)."""
+def _memory_lexical(ent: _EntityLinkIndex, terms: list[str]) -> Sparse:
+    """2 x BM25(title) + BM25(description) of the entities sharing a term with the query (descriptions in
+    memory): only their postings are read, never an array of every entity."""
     assert isinstance(ent.descriptions, BM25)
-    lexical: np.ndarray = _TITLE_BOOST * ent.titles.scores(terms).astype(np.float64)
-    lexical += ent.descriptions.scores(terms)
-    return lexical
+    t_pos, t_val = ent.titles.sparse_scores(terms)
+    d_pos, d_val = ent.descriptions.sparse_scores(terms)
+    positions = np.union1d(t_pos, d_pos).astype(np.int64)
+    lexical = np.zeros(len(positions), dtype=np.float64)
+    lexical[np.searchsorted(positions, t_pos)] = _TITLE_BOOST * t_val.astype(np.float64)
+    lexical[np.searchsorted(positions, d_pos)] += d_val
+    return positions, lexical
+
+
+def _top_positions(signal: Sparse, depth: int) -> np.ndarray:
+    """Positions of the `depth` highest values of a sparse signal (ties by position)."""
+    positions, values = signal
+    if len(positions) <= depth:
+        return positions
+    keep = np.argpartition(-values, depth - 1)[:depth]
+    cut = values[keep].min()
+    keep = np.flatnonzero(values >= cut)
+    return positions[keep[np.lexsort((positions[keep], -values[keep]))][:depth]]
 
 
 def _lexical_strengths(
     ent: _EntityLinkIndex,
     terms: list[str],
-    exact: np.ndarray,
+    exact: Sparse,
     semantic: np.ndarray | None,
     depth: int,
-    known: np.ndarray | None = None,
-) -> tuple[np.ndarray, float, np.ndarray]:
-    """2 x BM25(title) + BM25(description) per entity, over all entities in memory; with descriptions
-    on disk, over the union of the best `depth` lexical candidates, the exact matches and the semantic
-    candidates (every other entity gets 0). Also the `depth`-th best lexical score (what an entity
-    outside the candidates can score at most) and the candidates: the best `depth` and the exact matches."""
+    n: int,
+    known: Sparse | None = None,
+) -> tuple[Sparse, float, np.ndarray]:
+    """2 x BM25(title) + BM25(description) of the entities that may score (every other entity scores 0):
+    with descriptions in memory, every entity sharing a term with the query; on disk, the union of the
+    best `depth` lexical candidates, the exact matches and the semantic candidates. Also the `depth`-th
+    best lexical score (what an entity outside the candidates can score at most) and the candidates: the
+    best `depth` and the exact matches."""
     if isinstance(ent.descriptions, BM25):
-        # `known`: the LexicalPass's array, copied because it is normalised later and stays reusable
-        lexical = known.copy() if known is not None else _memory_lexical(ent, terms)
-        if depth >= len(lexical):
-            return lexical, 0.0, np.flatnonzero(lexical > 0)
-        deepest = np.argpartition(-lexical, depth - 1)[:depth]
-        candidates = np.union1d(deepest[lexical[deepest] > 0], np.flatnonzero(exact))
-        return lexical, float(lexical[deepest].min()), candidates
+        # `known`: the LexicalPass's scores (never changed here: normalising makes new arrays)
+        lexical = known if known is not None else _memory_lexical(ent, terms)
+        scoring = lexical[1] > 0
+        positive, values = lexical[0][scoring], lexical[1][scoring]
+        if depth >= n:
+            return lexical, 0.0, positive
+        if len(positive) < depth:  # the best `depth` include entities scoring 0
+            return lexical, 0.0, np.union1d(positive, exact[0])
+        cut = float(np.partition(values, len(values) - depth)[len(values) - depth])
+        return lexical, cut, np.union1d(_top_positions((positive, values), depth), exact[0])
     parts = [(_TITLE_BOOST, ent.titles), (1.0, ent.descriptions)]
     best, best_scores = weighted_top_k(parts, terms, depth)
     cut = float(best_scores[-1]) if len(best) >= depth else 0.0
-    extra = [best, np.flatnonzero(exact)]
+    extra = [best, exact[0]]
     if semantic is not None:
         extra.append(np.argsort(-semantic, kind="stable")[:depth])
     candidates = np.unique(np.concatenate(extra)).astype(np.int64)
-    lexical = np.zeros(len(exact), dtype=np.float64)
+    values = np.zeros(len(candidates), dtype=np.float64)
     if len(candidates):
-        lexical[candidates] = _TITLE_BOOST * ent.titles.scores_at(terms, candidates)
-        lexical[candidates] += ent.descriptions.scores_at(terms, candidates)
-    return lexical, cut, candidates
+        values[:] = _TITLE_BOOST * ent.titles.scores_at(terms, candidates)
+        values += ent.descriptions.scores_at(terms, candidates)
+    return (candidates, values), cut, candidates
+
+
+def _at(universe: np.ndarray, signal: Sparse) -> np.ndarray:
+    """A sparse signal's values at `universe` (sorted positions holding all of the signal's), 0 elsewhere."""
+    out = np.zeros(len(universe), dtype=np.float64)
+    if len(signal[0]):
+        out[np.searchsorted(universe, signal[0])] = signal[1]
+    return out
 
 
 def _semantic_at(index: Any, query_vector: np.ndarray, positions: np.ndarray) -> np.ndarray:
@@ -528,12 +560,13 @@ def _semantic_at(index: Any, query_vector: np.ndarray, positions: np.ndarray) ->
     return out
 
 
-def _decided(score: np.ndarray, taken: set[int], room: int, unseen: float) -> bool:
-    """True when the best `room` scores all beat `unseen`, what an entity outside the candidates could
-    still score: deeper candidate lists cannot change the result."""
+def _decided(universe: np.ndarray, score: np.ndarray, taken: set[int], room: int, unseen: float) -> bool:
+    """True when the best `room` scores (`score[i]` of entity `universe[i]`; the others score 0) all beat
+    `unseen`, what an entity outside the candidates could still score: deeper candidate lists cannot
+    change the result."""
     if unseen <= 0 or room <= 0:
         return True
-    positive = np.flatnonzero(score > unseen)
+    positive = universe[score > unseen]
     if taken:
         positive = positive[~np.isin(positive, np.fromiter(taken, dtype=np.int64))]
     return len(positive) >= room
@@ -547,16 +580,16 @@ class LexicalPass:
     is analysed once."""
 
     text: str
-    exact: np.ndarray
+    exact: Sparse  # (positions, strengths) of the entities matched by name
     terms: list[str]
-    lexical: np.ndarray | None  # None when descriptions are on disk: candidates then depend on the vector
+    lexical: Sparse | None  # None when descriptions are on disk: candidates then depend on the vector
     unknown_names: list[str]
 
 
 def lexical_pass(index: Any, text: str) -> LexicalPass:
     """The vector-independent half of `link_entities` for `text` (the query and history already joined)."""
     ent = _entity_index(index)
-    exact = _exact_strengths(ent, exact_tokens(text), len(index.entities))
+    exact = _exact_strengths(ent, exact_tokens(text))
     terms = lexical_terms(text)
     lexical = _memory_lexical(ent, terms) if isinstance(ent.descriptions, BM25) else None
     unknown = [s for s in _name_spans(text) if not _is_known(ent, s)]
@@ -624,8 +657,10 @@ def link_entities(
 
     done = analysed if analysed is not None and analysed.text == text else lexical_pass(index, text)
     exact, terms = done.exact, done.terms
+    # Scores are kept for the `universe` of entities that can score above 0 (matched by name, sharing a
+    # term, or with a positive similarity), never for every entity: a question's cost follows its matches.
     while True:  # in memory one pass; on disk, deepen the candidate lists until the top is decided
-        lexical, lexical_cut, candidates = _lexical_strengths(ent, terms, exact, semantic, depth, done.lexical)
+        lex, lexical_cut, candidates = _lexical_strengths(ent, terms, exact, semantic, depth, n, done.lexical)
         if semantic is None or semantic_cut <= 0:
             if isinstance(ent.descriptions, BM25):
                 lexical_cut = 0.0  # every lexical score is known
@@ -633,42 +668,50 @@ def link_entities(
                 semantic_cut = float(np.partition(semantic, n - depth)[n - depth])
         elif query_vector is not None:  # ANN: the lexical candidates get their exact similarity too
             semantic[candidates] = _semantic_at(index, query_vector, candidates)
-        top = float(lexical.max())
+        parts = [exact[0], lex[0]] + ([np.flatnonzero(semantic > 0)] if semantic is not None else [])
+        universe = np.unique(np.concatenate(parts)).astype(np.int64)
+        lexical = _at(universe, lex)
+        top = float(lex[1].max()) if len(lex[1]) else 0.0
         if top > 0:
             lexical /= top
             lexical_cut /= top
         base, unseen = lexical, lexical_cut
+        similarity = None
         if semantic is not None:
             best = float(semantic.max())
             if best > 0:
                 semantic = semantic / best
                 semantic_cut /= best
-            base = 0.5 * lexical + 0.5 * semantic
+            similarity = semantic[universe]
+            base = 0.5 * lexical + 0.5 * similarity
             unseen = 0.5 * lexical_cut + 0.5 * semantic_cut
-        score = 0.5 * exact + 0.5 * base
-        if depth >= n or _decided(score, taken, room, 0.5 * unseen):
+        matched = _at(universe, exact)
+        score = 0.5 * matched + 0.5 * base
+        if depth >= n or _decided(universe, score, taken, room, 0.5 * unseen):
             break
         depth *= 4
         semantic, semantic_cut = _semantic(index, query_vector, [], depth)
 
     if room:
-        candidates = np.flatnonzero(score > 0)
+        rows = np.flatnonzero(score > 0)
         if taken:
-            candidates = candidates[~np.isin(candidates, np.fromiter(taken, dtype=np.int64))]
-        if len(candidates) > room:
+            rows = rows[~np.isin(universe[rows], np.fromiter(taken, dtype=np.int64))]
+        if len(rows) > room:
             # keep everything tied with the room-th best, then order exactly
-            cut = np.partition(score[candidates], len(candidates) - room)[len(candidates) - room]
-            candidates = candidates[score[candidates] >= cut]
-        order = candidates[np.lexsort((candidates, -ent.degree[candidates], -score[candidates]))][:room]
-        for p in order.tolist():
+            cut = np.partition(score[rows], len(rows) - room)[len(rows) - room]
+            rows = rows[score[rows] >= cut]
+        positions = universe[rows]
+        order = rows[np.lexsort((positions, -ent.degree[positions], -score[rows]))][:room]
+        for i in order.tolist():
+            p = int(universe[i])
             linked.append(
                 LinkedEntity(
                     p,
                     index.entities[p],
-                    float(score[p]),
-                    bool(exact[p] > 0),
-                    float(lexical[p]),
-                    float(semantic[p]) if semantic is not None else 0.0,
+                    float(score[i]),
+                    bool(matched[i] > 0),
+                    float(lexical[i]),
+                    float(similarity[i]) if similarity is not None else 0.0,
                 )
             )
     if len(linked) == len(included):

@@ -435,13 +435,7 @@ class LocalContextBuilder:
                     builder, int((est.summary if use_summary else est.report)[pos])
                 ):
                     continue
-                line, n = _row(
-                    index,
-                    "report",
-                    pos,
-                    (use_summary, p.include_community_rank),
-                    lambda c=content, r=report, rc=rank_cells: [r.short_id, r.title, c, *rc],
-                )
+                line, n = self._report_line(pos, use_summary, p)
                 if builder.add_line(line, n, dict(record, content=content)):
                     added = True
                     break
@@ -458,6 +452,49 @@ class LocalContextBuilder:
         if p.return_candidate_context:
             section.records.extend(dict(r, in_context=False) for r in rejected)
         return section
+
+    def _report_line(self, pos: int, use_summary: bool, p: LocalContextParams) -> tuple[str, int]:
+        r = self.index.community_reports[pos]
+        content = r.summary if use_summary else r.full_content
+        rank_cells = [r.rank] if p.include_community_rank else []
+        return _row(self.index, "report", pos, (use_summary, p.include_community_rank),
+                    lambda: [r.short_id, r.title, content, *rank_cells])
+
+    # ------------------------------------------------------------------ rows ahead of the questions
+
+    def warm_rows(self, limit: int) -> int:
+        """Render and count now the rows questions read (`_row`'s per-index cache), so the first
+        question about an entity costs what a repeated one does: entities by degree, each with its
+        relationships, claims and community reports, until `limit` rows are cached (the cache keeps a
+        line and its count per row: `limit` bounds that memory on a large index). Returns the rows cached.
+
+        What a question would render anyway, with this builder's column options: a context built after
+        this is identical to one built without it."""
+        index, p = self.index, self.params
+        cache: dict[tuple[Any, ...], tuple[str, int]] = per_index_cache(index, "local.rows", dict)
+        if limit <= 0 or not len(index.entities):
+            return len(cache)
+        degree = np.diff(index.entity_relationships.indptr)
+        report_variants = (True,) if p.use_community_summary else (False, True)
+        for e in np.argsort(-degree, kind="stable").tolist():
+            if len(cache) >= limit:
+                break
+            _row(index, "entity", e, (p.include_entity_rank,), lambda e=e: self._entity_cells(e, p))
+            for r in index.entity_relationships[e]:
+                self._rel_line(r, p)
+            for c in index.entity_claims[e]:
+                self._claim_line(c)
+            for community in index.entity_communities[e]:
+                pos = index.report_pos.get(community)
+                if pos is None:
+                    continue
+                report = index.community_reports[pos]
+                if report.rank is None or report.rank < p.min_community_rank:
+                    continue  # never a candidate (`_reports`)
+                for use_summary in report_variants:
+                    if report.summary if use_summary else report.full_content:
+                        self._report_line(pos, use_summary, p)
+        return len(cache)
 
     # ------------------------------------------------------------------ entities, relationships, claims
 

@@ -19,7 +19,7 @@ from typing import Any, Generic, TypeVar, overload
 import numpy as np
 import pyarrow as pa
 
-__all__ = ["RecordTable", "array_of", "release_arrow_memory", "text_lengths_of", "values_of"]
+__all__ = ["RecordTable", "TextColumn", "array_of", "release_arrow_memory", "text_lengths_of", "texts_of", "values_of"]
 
 T = TypeVar("T")
 _CHUNK = 8192
@@ -92,6 +92,15 @@ class RecordTable(Sequence[T], Generic[T]):
         for i, record in self._made.items():
             setattr(record, name, get(i))
 
+    def replace_table(self, table: pa.Table) -> None:
+        """Read the rows from `table` from now on: the same rows stored elsewhere (the loader hands over
+        the derived store's memory-mapped copy once it is written, so the decoded one can be freed).
+        Records made so far are kept."""
+        if table.num_rows != len(self) or any(n not in table.column_names for n in self._names):
+            raise ValueError(f"replacement table does not hold the rows of {self!r}")
+        self.table = table.select(self._names)
+        self._columns = [_accessor(self.table.column(n)) for n in self._names]
+
     def __eq__(self, other: object) -> bool:
         if isinstance(other, Sequence) and not isinstance(other, str):
             return len(self) == len(other) and list(self) == list(other)
@@ -158,6 +167,49 @@ def _text_getter(arr: pa.Array) -> Callable[[int], str | None]:
         return str(data[int(offsets[i]) : int(offsets[i + 1])], "utf-8")
 
     return get
+
+
+class TextColumn(Sequence[Any]):
+    """One text field of a `RecordTable` read in place: `len`, one value by position, iteration a chunk
+    of rows at a time and every value's byte length, without a Python string per row held at once (a
+    million-unit index's texts are gigabytes as Python strings)."""
+
+    def __init__(self, column: pa.ChunkedArray) -> None:
+        self._column = column
+        self._get = _accessor(column)
+
+    def __len__(self) -> int:
+        return len(self._column)
+
+    @overload
+    def __getitem__(self, i: int) -> Any: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[Any]: ...
+    def __getitem__(self, i: int | slice) -> Any:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        return self._get(row_position(i, len(self)))
+
+    def __iter__(self) -> Iterator[Any]:
+        for start in range(0, len(self), _CHUNK):
+            yield from self._column.slice(start, _CHUNK).to_pylist()
+
+    def byte_lengths(self) -> np.ndarray:
+        """UTF-8 bytes of every value, as int64: from the offsets alone, so the texts'
+        pages are never read (a memory-mapped column stays out of memory)."""
+        parts = []
+        for chunk in self._column.chunks:
+            large = pa.types.is_large_string(chunk.type)
+            offsets = np.frombuffer(chunk.buffers()[1], dtype=np.int64 if large else np.int32)
+            parts.append(np.diff(offsets[chunk.offset : chunk.offset + len(chunk) + 1]).astype(np.int64))
+        return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+
+
+def texts_of(records: Sequence[Any], name: str) -> Sequence[Any]:
+    """A text field of every record: a `TextColumn` over a `RecordTable`'s column, else a list."""
+    if isinstance(records, RecordTable):
+        return TextColumn(records.arrow_column(name))
+    return [getattr(r, name) for r in records]
 
 
 def values_of(records: Sequence[Any], name: str) -> list[Any]:

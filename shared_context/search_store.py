@@ -21,6 +21,8 @@ from typing import Any
 
 import numpy as np
 
+from shared_context.record_table import TextColumn
+
 __all__ = ["content_check", "field_folder", "field_key", "search_cache_root"]
 
 # Bump when lexical_terms, the BM25 layout or the Lance table layout changes.
@@ -73,9 +75,17 @@ _CHECK_SAMPLES = 64
 
 def content_check(texts: Sequence[str]) -> str:
     """A cheap fingerprint of `texts` (their number, every length and 64 evenly spaced texts), stored
-    with each table and compared on reuse."""
+    with each table and compared on reuse. A `TextColumn` (a loaded index's column, memory-mapped) is
+    fingerprinted by its UTF-8 byte lengths, read from its offsets: checking a million texts on every
+    open must not page them all in. (A list gives character lengths; a folder is only ever checked
+    against texts of the same kind, and a mismatch only costs a rebuild.)"""
     h = hashlib.sha256(str(len(texts)).encode())
-    h.update(np.fromiter((len(t) for t in texts), dtype=np.int64, count=len(texts)).tobytes())
+    lengths = (
+        texts.byte_lengths()
+        if isinstance(texts, TextColumn)
+        else np.fromiter((len(t) for t in texts), dtype=np.int64, count=len(texts))
+    )
+    h.update(lengths.tobytes())
     step = max(1, len(texts) // _CHECK_SAMPLES)
     for i in range(0, len(texts), step):
         h.update(texts[i].encode("utf-8"))

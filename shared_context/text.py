@@ -216,6 +216,8 @@ class Postings:
 _BM25_CHUNK = 4096  # documents per step of the BM25 build
 _ARROW_TERMS = 50_000
 _WEIGHT_SLICE = 1 << 22  # above this many terms in a chunk, Arrow assigns the term ids
+# `sparse_scores` gathers postings while they hold fewer entries than 1/_SPARSE_SHARE of the documents
+_SPARSE_SHARE = 8
 
 
 def _term_ids(flat: list[str], vocab: dict[str, int]) -> np.ndarray:
@@ -373,20 +375,50 @@ class BM25:
     def top_k(self, query: Sequence[str], k: int) -> tuple[np.ndarray, np.ndarray]:
         """(positions, scores) of the `k` best documents with a positive score, best first, ties by
         position."""
-        scores = self.scores(query)
-        candidates = np.flatnonzero(scores > 0)
-        if k <= 0 or not len(candidates):
+        positions, scores = self.sparse_scores(query)
+        if k <= 0 or not len(positions):
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
-        if len(candidates) > k:  # keep everything tied with the k-th best, then order exactly
-            cut = np.partition(scores[candidates], len(candidates) - k)[len(candidates) - k]
-            candidates = candidates[scores[candidates] >= cut]
-        best = candidates[np.lexsort((candidates, -scores[candidates]))][:k]
-        return best.astype(np.int64), scores[best].astype(np.float64)
+        keep = np.arange(len(positions))
+        if len(keep) > k:  # keep everything tied with the k-th best, then order exactly
+            cut = np.partition(scores, len(keep) - k)[len(keep) - k]
+            keep = np.flatnonzero(scores >= cut)
+        best = keep[np.lexsort((positions[keep], -scores[keep]))][:k]
+        return positions[best].astype(np.int64), scores[best].astype(np.float64)
 
     def scores_at(self, query: Sequence[str], positions: np.ndarray) -> np.ndarray:
         """Scores of the documents at `positions` (float64)."""
-        out: np.ndarray = self.scores(query)[positions].astype(np.float64)
+        wanted = np.asarray(positions, dtype=np.int64).reshape(-1)
+        found, scores = self.sparse_scores(query)
+        out = np.zeros(len(wanted), dtype=np.float64)
+        if len(found) and len(wanted):
+            slot = np.minimum(np.searchsorted(found, wanted), len(found) - 1)
+            hit = found[slot] == wanted
+            out[hit] = scores[slot[hit]]
         return out
+
+    def sparse_scores(self, query: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """(positions, scores) of the documents with a positive score, positions ascending: `scores(query)`
+        without an array of every document. The same numbers: each document's entries are added in the
+        same (query term) order in the same dtype; a query whose postings cover a large share of the
+        documents is scored densely, which is then cheaper than gathering the postings."""
+        m = self.matrix
+        spans = []
+        for term in dict.fromkeys(query):  # unique, stable
+            t = self.vocab.get(term)
+            if t is not None and m.indptr[t + 1] > m.indptr[t]:
+                spans.append((int(m.indptr[t]), int(m.indptr[t + 1])))
+        if not spans:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=self.dtype)
+        if sum(hi - lo for lo, hi in spans) * _SPARSE_SHARE > self.n_docs:
+            dense = self.scores(query)
+            positions = np.flatnonzero(dense > 0)
+            return positions, dense[positions]
+        parts = [np.asarray(m.indices[lo:hi], dtype=np.int64) for lo, hi in spans]
+        positions = parts[0] if len(parts) == 1 else np.unique(np.concatenate(parts))  # postings are sorted
+        out: np.ndarray = np.zeros(len(positions), dtype=self.dtype)
+        for (lo, hi), docs in zip(spans, parts, strict=True):
+            out[np.searchsorted(positions, docs)] += m.data[lo:hi]
+        return positions, out
 
     def scores(self, query: Sequence[str]) -> np.ndarray:
         """Score of every document for `query` (repeated query terms count once)."""

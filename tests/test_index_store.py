@@ -51,6 +51,10 @@ def _same(a: Index, b: Index) -> None:
 
 def test_second_load_maps_stored_structures_equal_to_fresh(synthetic: Path, tmp_path: Path) -> None:
     first = load_index(synthetic)
+    # write-then-map: the first load already reads what it stored, not the arrays and tables it decoded
+    assert isinstance(first.entity_relationships.indices.base, np.memmap)
+    stored_text = first.text_units.table.column("text").chunk(0).buffers()[2]  # type: ignore[attr-defined]
+    assert isinstance(stored_text, pa.Buffer) and not stored_text.is_mutable
     stored = _entries(tmp_path / "cache")
     assert {n.split("-")[0] for n in stored} >= {"graph", "text_unit_links", "claims", "entity_communities"}
     second = load_index(synthetic)
@@ -84,8 +88,11 @@ def test_changed_claims_rebuild_only_what_reads_claims(synthetic: Path, tmp_path
     assert sum(len(c) for c in changed.entity_claims) == len(changed.claims)
 
 
-def test_damaged_entries_are_rebuilt(synthetic: Path, tmp_path: Path) -> None:
-    first = load_index(synthetic)
+def test_damaged_entries_are_rebuilt(synthetic: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    load_index(synthetic)  # fills the cache; it maps what it wrote, so the damage below would reach it
+    monkeypatch.setenv("GRAPHROUTE_CACHE_DIR", str(tmp_path / "reference"))
+    first = load_index(synthetic)  # the same index from a store of its own
+    monkeypatch.setenv("GRAPHROUTE_CACHE_DIR", str(tmp_path / "cache"))
     graph = next((tmp_path / "cache" / "derived").glob("*/graph-*"))
     indices = graph / "er_indices.npy"
     indices.write_bytes(indices.read_bytes()[:-16])  # truncated

@@ -236,7 +236,8 @@ def test_token_counts_are_cached_on_disk(tmp_path: Path) -> None:
     write_synthetic_index(tmp_path / "idx", 120, seed=1)
     derived = token_cache_dir() / "derived"
     before = set(derived.glob("*/relationship_tokens-*")) if derived.exists() else set()
-    first = load_index(tmp_path / "idx")
+    # the counts as a list: the index maps the file it wrote, which is damaged below
+    want = load_index(tmp_path / "idx").relationship_tokens.tolist()
     created = set(derived.glob("*/relationship_tokens-*")) - before
     assert len(created) == 1
     entry = created.pop()
@@ -244,11 +245,11 @@ def test_token_counts_are_cached_on_disk(tmp_path: Path) -> None:
     stamp = cache_file.stat().st_mtime_ns
     second = load_index(tmp_path / "idx")
     assert cache_file.stat().st_mtime_ns == stamp  # read, not rewritten
-    assert second.relationship_tokens.tolist() == first.relationship_tokens.tolist()
+    assert second.relationship_tokens.tolist() == want
     # a corrupt cache is ignored and recounted, never an error
     cache_file.write_bytes(b"not an npy file")
     third = load_index(tmp_path / "idx")
-    assert third.relationship_tokens.tolist() == first.relationship_tokens.tolist()
+    assert third.relationship_tokens.tolist() == want
     # a changed table changes the key of what is counted from it, and only of that
     table = tmp_path / "idx" / "relationships.parquet"
     os.utime(table, ns=(stamp + 10**9, stamp + 10**9))

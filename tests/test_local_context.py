@@ -345,3 +345,28 @@ def test_text_unit_strategies_orders() -> None:
     assert {c.entity for c in head} == {hot, one, two}
     with pytest.raises(ValueError, match="unknown text_unit_strategy"):
         select_text_units(index, [hot], strategy="random")
+
+
+def test_warm_rows_renders_ahead_what_questions_read_and_changes_no_context() -> None:
+    """`warm_rows` (run by `graphroute serve` before it listens) leaves a question nothing to render of
+    its entities, relationships, claims and reports, and the context is the one a cold builder makes."""
+    from shared_context.tables import per_index_cache
+
+    cold, warm = _load("christmas_carol_graphrag_index"), _load("christmas_carol_graphrag_index")
+    assert cold is not warm
+    builder = LocalContextBuilder(warm)
+    cached = builder.warm_rows(1_000_000)
+    assert cached >= len(warm.entities) + len(warm.relationships)
+    rows = per_index_cache(warm, "local.rows", dict)
+    before = set(rows)
+    queries = [q for q in QUERIES["christmas_carol_graphrag_index"] if q]
+    texts = [builder.build(q).text for q in queries]
+    rendered = {key[0] for key in set(rows) - before}
+    assert not rendered & {"entity", "rel", "claim", "report"}, rendered
+    assert texts == [LocalContextBuilder(cold).build(q).text for q in queries]
+    # the bound: rows of the highest-degree entities first, stopping once `limit` rows are cached
+    small = _load("christmas_carol_graphrag_index")
+    n = LocalContextBuilder(small).warm_rows(10)
+    assert 10 <= n < cached
+    top = max(range(len(small.entities)), key=lambda i: len(small.entity_relationships[i]))
+    assert ("entity", top, True) in per_index_cache(small, "local.rows", dict)

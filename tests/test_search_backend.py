@@ -165,10 +165,10 @@ def _load(path: Path) -> Index:
 def test_stored_postings_are_reused_on_second_open_and_rebuilt_when_the_index_changes(tmp_path: Path) -> None:
     path = _carol_copy(tmp_path)
     first = _load(path)
-    built = _table_index(first, "text_units")
-    assert isinstance(built.vocab, dict)  # built from the texts on first open
     folder = field_folder(first, "bm25.text_units", lambda: [])
-    assert (folder / "meta.json").exists()
+    assert not folder.exists()
+    built = _table_index(first, "text_units")  # built from the texts on first open, stored, mapped back
+    assert (folder / "meta.json").exists() and isinstance(built.vocab, SortedVocab)
     query = "Scrooge counting-house Marley"
     want = lexical_top(first, "text_units", query, 10)
 
@@ -198,9 +198,11 @@ def test_stored_postings_are_reused_on_second_open_and_rebuilt_when_the_index_ch
     assert lexical_top(stale, "text_units", "zyxquokka", 3)[0].tolist() == []
     assert lexical_top(stale, "text_units", query, 10)[0].tolist() == want[0].tolist()
     changed = _load(path)
-    assert field_folder(changed, "bm25.text_units", lambda: []) != folder
-    rebuilt = _table_index(changed, "text_units")
-    assert isinstance(rebuilt.vocab, dict)
+    new_folder = field_folder(changed, "bm25.text_units", lambda: [])
+    assert new_folder != folder
+    stale_meta = (new_folder / "meta.json").read_text()  # what `stale` stored there for its own texts
+    _table_index(changed, "text_units")
+    assert (new_folder / "meta.json").read_text() != stale_meta  # rebuilt for the new content
     assert lexical_top(changed, "text_units", "zyxquokka", 3)[0].tolist() == [0]
     assert lexical_top(second, "text_units", "zyxquokka", 3)[0].tolist() == []
 

@@ -238,21 +238,43 @@ def test_graceful_shutdown_finishes_in_flight_and_refuses_new(slow: tuple[Any, S
     assert results[0].status_code == 200 and "Cratchit" in json.loads(results[0].text)["text"]
 
 
-def test_prepare_warms_up_and_keeps_the_collector_off_what_is_loaded(routers: dict[str, Router]) -> None:
+def test_prepare_warms_up_and_keeps_the_collector_off_what_is_loaded(carol_path: Path) -> None:
     import gc
 
-    router = routers["carol"]
+    from engines.config import ServeConfig
+    from shared_context.tables import per_index_cache
+
     thresholds = gc.get_threshold()
-    try:
-        record = router.index.entities[0]
-        assert gc.is_tracked(record) and any(o is record for o in gc.get_objects())
-        Service({"carol": router}).prepare()
-        assert {"local", "global", "drift", "basic"} <= set(router._engines)
-        assert not any(o is record for o in gc.get_objects())  # frozen: no collection walks it again
-        assert gc.get_threshold()[0] == 10_000
-    finally:
-        gc.unfreeze()
-        gc.set_threshold(*thresholds)
+    with Router.from_index(carol_path) as router:  # fresh: no question has warmed anything yet
+        try:
+            record = router.index.entities[0]
+            assert gc.is_tracked(record) and any(o is record for o in gc.get_objects())
+            Service({"carol": router}, ServeConfig(warm_rows=100)).prepare()
+            assert {"local", "global", "drift", "basic"} <= set(router._engines)
+            assert router.models._chat  # the chat model (and the SDK's import) before the first request
+            # local-context rows of the highest-degree entities, up to [serve] warm_rows
+            assert 100 <= len(per_index_cache(router.index, "local.rows", dict)) < len(router.index.relationships)
+            assert not any(o is record for o in gc.get_objects())  # frozen: no collection walks it again
+            assert gc.get_threshold()[0] == 10_000
+        finally:
+            gc.unfreeze()
+            gc.set_threshold(*thresholds)
+
+
+def test_service_makes_the_model_client_on_its_loop_before_the_first_request(carol_path: Path) -> None:
+    from engines.config import GraphrouteConfig
+    from engines.models.config import models_config_from_mapping
+    from engines.models.testserver import LoopbackServer
+
+    with LoopbackServer() as srv:
+        models = models_config_from_mapping({"chat": {"base_url": srv.base_url, "api_key": "k", "model": "gpt-4.1-mini"},
+                                             "embedding": {"provider": "offline"}}, env={})
+        with Router.from_index(carol_path, config=GraphrouteConfig(models=models)) as router:
+            router.warm_up()
+            (model,) = router.models._chat.values()
+            assert not model._clients._clients
+            with ServiceThread(Service({"carol": router})):
+                assert len(model._clients._clients) == 1 and not srv.requests  # made at startup, nothing sent
 
 
 def test_cli_index_specs_name_each_index() -> None:

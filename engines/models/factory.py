@@ -156,6 +156,14 @@ class Models:
             text += f"; model-call cache: {self.cache.path}"
         return text
 
+    async def aopen(self) -> None:
+        """Make this event loop's HTTP clients for the chat models built so far (`graphroute serve` does it
+        on its loop before it listens)."""
+        for model in list(self._chat.values()):
+            opener = getattr(model, "aopen", None)
+            if opener is not None:
+                await opener()
+
     async def aclose(self) -> None:
         """Close the HTTP clients this event loop opened."""
         for model in list(self._chat.values()) + ([self._embedder] if self._embedder is not None else []):

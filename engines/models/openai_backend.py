@@ -225,6 +225,11 @@ class _EndpointUser:
         """Close this event loop's HTTP client (others close when their loop is collected)."""
         await self._clients.aclose()
 
+    async def aopen(self) -> None:
+        """Make this event loop's HTTP client now (SDK client, transport session, TLS context: tens of ms
+        the first call would otherwise pay); it is closed as `aclose` or the loop's shutdown closes it."""
+        self._clients.get()
+
 
 class OpenAIChatModel(_EndpointUser):
     """`ChatModel` on an OpenAI-compatible chat-completions endpoint."""

@@ -68,7 +68,7 @@ class Service:
         import gc
 
         for router in self.routers.values():
-            router.warm_up()
+            router.warm_up(rows=self.config.warm_rows)
         gc.collect()
         gc.freeze()
         gc.set_threshold(10_000, *gc.get_threshold()[1:])
@@ -313,6 +313,10 @@ def create_app(service: Service) -> Any:
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        for router in service.routers.values():  # before uvicorn listens: the first request makes no client
+            opener = getattr(router.models, "aopen", None)
+            if opener is not None:
+                await opener()
         yield
         for router in service.routers.values():  # the HTTP clients this loop opened
             await router.aclose()

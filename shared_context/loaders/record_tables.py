@@ -20,7 +20,7 @@ import pyarrow as pa
 from shared_context.derived_store import DerivedStore
 from shared_context.loaders.columns import TableData
 from shared_context.loaders.integrity import repair_short_id_values
-from shared_context.record_table import RecordTable
+from shared_context.record_table import RecordTable, release_arrow_memory
 from shared_context.records import Entity, Relationship, TextUnit
 
 __all__ = ["LargeTables", "build", "load", "save"]
@@ -88,7 +88,15 @@ def load(store: DerivedStore) -> LargeTables | None:
 
 
 def save(store: DerivedStore, large: LargeTables) -> None:
+    """Write each table into the store, then read it from there (write-then-map): the decoded copy is
+    freed and the process holds only the stored pages queries touch, so what the first query builds
+    (linking and excerpt tables) does not stack on top of every table decoded in memory."""
     for name, records in large.tables.items():
         meta = {"columns": large.columns.get(name, []), "warnings": large.warnings.get(name, [])}
         table = records.table.replace_schema_metadata({"graphroute": json.dumps(meta)})
         store.save_table(f"records-{name}", DEPENDS_ON[name], table, extra=_FORMAT)
+        del table
+        mapped = store.load_table(f"records-{name}", DEPENDS_ON[name], extra=_FORMAT)
+        if mapped is not None:  # an unwritable cache keeps the decoded table
+            records.replace_table(mapped)
+        release_arrow_memory()
