@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks.common import CAROL_INDEX, emit_report
 from benchmarks.serve_load import _model_server, _questions
 
 
@@ -134,17 +135,13 @@ class _CountingEncoding:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--index", default=str(Path(__file__).resolve().parents[2] / "shared" / "data" /
-                                          "christmas_carol_graphrag_index"))
+    p.add_argument("--index", default=str(CAROL_INDEX))
     p.add_argument("--questions", type=int, default=50)
     p.add_argument("--warm-rows", type=int, default=50_000)
     p.add_argument("--out", help="write the report as JSON here")
     args = p.parse_args(argv)
     report = run(args)
-    text = json.dumps(report, indent=2)
-    print(text)
-    if args.out:
-        Path(args.out).write_text(text + "\n")
+    emit_report(report, args.out)
     return 0
 
 

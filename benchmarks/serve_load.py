@@ -22,13 +22,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import multiprocessing as mp
 import os
 import statistics
 import time
 from pathlib import Path
 from typing import Any
+
+from benchmarks.common import CAROL_INDEX, emit_report
 
 
 def _model_server(latency_ms: float, conn: Any) -> None:
@@ -170,8 +171,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--index", default=str(Path(__file__).resolve().parents[2] / "shared" / "data" /
-                                          "christmas_carol_graphrag_index"))
+    p.add_argument("--index", default=str(CAROL_INDEX))
     p.add_argument("--clients", type=int, default=64)
     p.add_argument("--requests", type=int, default=640)
     p.add_argument("--latency-ms", type=float, default=300.0)
@@ -180,10 +180,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", help="write the report as JSON here")
     args = p.parse_args(argv)
     report = run(args)
-    text = json.dumps(report, indent=2)
-    print(text)
-    if args.out:
-        Path(args.out).write_text(text + "\n")
+    emit_report(report, args.out)
     return 0 if report["targets_met"] else 1
 
 

@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import argparse
 import gc
-import json
 import multiprocessing as mp
 import os
 import time
 from pathlib import Path
 from typing import Any
+
+from benchmarks.common import CAROL_INDEX, emit_report
 
 MODES = ("local", "global", "drift", "basic", "auto")
 
@@ -111,17 +112,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--index", default=str(Path(__file__).resolve().parents[2] / "shared" / "data" /
-                                          "christmas_carol_graphrag_index"))
+    p.add_argument("--index", default=str(CAROL_INDEX))
     p.add_argument("--questions", type=int, default=2000)
     p.add_argument("--every", type=int, default=100)
     p.add_argument("--out", help="write the report as JSON here")
     args = p.parse_args(argv)
     report = run(args)
-    summary = {k: v for k, v in report.items() if k != "samples"}
-    print(json.dumps(summary, indent=2))
-    if args.out:
-        Path(args.out).write_text(json.dumps(report, indent=2) + "\n")
+    emit_report(report, args.out, printed={k: v for k, v in report.items() if k != "samples"})
     return 0 if report["targets_met"] else 1
 
 

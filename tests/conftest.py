@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from shared_context.index import Index
+
 DATA_DIR = Path(__file__).resolve().parents[2] / "shared" / "data"
 
 
@@ -67,6 +69,14 @@ def dulce_path() -> Path:
 @pytest.fixture(scope="session")
 def carol_path() -> Path:
     return _require(DATA_DIR / "christmas_carol_graphrag_index")
+
+
+@pytest.fixture(scope="module")
+def carol(carol_path: Path) -> Index:
+    """The Christmas Carol index, loaded once per test module (a module may fill its per-index caches)."""
+    from shared_context import load_index
+
+    return load_index(carol_path)
 
 
 @pytest.fixture(scope="session")

@@ -5,7 +5,6 @@ from __future__ import annotations
 import csv
 import io
 import random
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,18 +14,6 @@ from shared_context.community_context import CommunityContextBuilder, CommunityC
 from shared_context.index import Index
 from shared_context.records import Community, CommunityReport, Entity, TextUnit
 from shared_context.vectors import VectorTable
-
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
-
-
-@pytest.fixture(scope="module")
-def carol() -> Index:
-    path = DATA / "christmas_carol_graphrag_index"
-    if not path.exists():
-        pytest.skip("shared data absent")
-    from shared_context import load_index
-
-    return load_index(path)
 
 
 def _rows(text: str) -> list[list[str]]:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 
@@ -11,8 +9,6 @@ from shared_context.index import Index
 from shared_context.linking import exact_tokens, lexical_scores, lexical_terms, link_entities
 from shared_context.records import CommunityReport, Entity, Relationship, TextUnit
 from shared_context.vectors import VectorTable
-
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
 
 def _index(entities: list[tuple[str, str]], rels: list[tuple[str, str]] = (), **kw: object) -> Index:
@@ -24,15 +20,6 @@ def _index(entities: list[tuple[str, str]], rels: list[tuple[str, str]] = (), **
     units = [TextUnit(id="t0", short_id="0", text="some text")]
     return Index.from_records(entities=ents, relationships=relationships, text_units=units, **kw)  # type: ignore[arg-type]
 
-
-@pytest.fixture(scope="module")
-def carol() -> Index:
-    path = DATA / "christmas_carol_graphrag_index"
-    if not path.exists():
-        pytest.skip("shared data absent")
-    from shared_context import load_index
-
-    return load_index(path)
 
 
 def test_tokenisation_stems_plurals_possessives_and_splits_cjk() -> None:

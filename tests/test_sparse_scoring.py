@@ -19,7 +19,6 @@ from shared_context.records import Entity, TextUnit
 from shared_context.text import BM25
 from shared_context.vectors import VectorTable
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 _WORDS = [f"w{i}" for i in range(40)]
 
 
@@ -88,15 +87,6 @@ def _reference_link(index: Index, query: str, k: int) -> list[tuple[int, float, 
     order = sorted(np.flatnonzero(score > 0).tolist(), key=lambda p: (-score[p], -ent.degree[p], p))[:k]
     return [(p, float(score[p]), bool(exact[p] > 0), float(lexical[p])) for p in order]
 
-
-@pytest.fixture(scope="module")
-def carol() -> Index:
-    path = DATA / "christmas_carol_graphrag_index"
-    if not path.exists():
-        pytest.skip("shared data absent")
-    from shared_context import load_index
-
-    return load_index(path)
 
 
 def test_linking_ranks_exactly_as_the_dense_formula(carol: Index) -> None:
