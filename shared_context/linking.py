@@ -482,17 +482,6 @@ def _memory_lexical(ent: _EntityLinkIndex, terms: list[str]) -> Sparse:
     return positions, lexical
 
 
-def _top_positions(signal: Sparse, depth: int) -> np.ndarray:
-    """Positions of the `depth` highest values of a sparse signal (ties by position)."""
-    positions, values = signal
-    if len(positions) <= depth:
-        return positions
-    keep = np.argpartition(-values, depth - 1)[:depth]
-    cut = values[keep].min()
-    keep = np.flatnonzero(values >= cut)
-    return positions[keep[np.lexsort((positions[keep], -values[keep]))][:depth]]
-
-
 def _lexical_strengths(
     ent: _EntityLinkIndex,
     terms: list[str],
@@ -516,8 +505,10 @@ def _lexical_strengths(
             return lexical, 0.0, positive
         if len(positive) < depth:  # the best `depth` include entities scoring 0
             return lexical, 0.0, np.union1d(positive, exact[0])
-        cut = float(np.partition(values, len(values) - depth)[len(values) - depth])
-        return lexical, cut, np.union1d(_top_positions((positive, values), depth), exact[0])
+        cut = float(np.partition(values, len(values) - depth)[len(values) - depth])  # the depth-th best
+        keep = np.flatnonzero(values >= cut)  # everything tied with it, then ordered exactly (ties by position)
+        best = positive[keep[np.lexsort((positive[keep], -values[keep]))][:depth]]
+        return lexical, cut, np.union1d(best, exact[0])
     parts = [(_TITLE_BOOST, ent.titles), (1.0, ent.descriptions)]
     best, best_scores = weighted_top_k(parts, terms, depth)
     cut = float(best_scores[-1]) if len(best) >= depth else 0.0
