@@ -295,6 +295,9 @@ class OfflineExtractor:
                     j += 1
                     continue
                 break
+            if len(words) >= 2 and words[-1].lower() in lx.NUMBER_WORDS:
+                i = max(j, i + 1)  # a heading or label, not a name: "Chapter Two", "Part Three"
+                continue
             initial = i == first_word or (i == first_word + 1 and toks[first_word].lower() in lx.HONORIFICS)
             # trim stop words and fillers at both ends; calendar words and adjectives stay inside a name
             # that does not open the sentence ("in Great Britain", "on Christmas Day")
@@ -357,7 +360,7 @@ class OfflineExtractor:
             if w.lower().endswith("ly"):
                 return
             lw = w.lower()
-            if lw in lx.STOPWORDS or lw in lx.PERSON_TITLES or lw in lx.SPEAKER_ROLES or lw in lx.FILLERS or len(w) < 2:
+            if lw in lx.STOPWORDS or lw in lx.NUMBER_WORDS or lw in lx.PERSON_TITLES or lw in lx.SPEAKER_ROLES or lw in lx.FILLERS or len(w) < 2:
                 return
             if _ROMAN.match(w.upper()) and w.isupper():
                 return
