@@ -116,9 +116,10 @@ def _head_class(word: str) -> str | None:
 
 def entity_noun(key: str) -> bool:
     """A lone noun may stand as an entity: a WordNet noun ("held" is none) of no abstract class ("HEAD",
-    "MOMENT", "DOUBT"). Other nouns are still extracted, since they head noun phrases ("gross margin")."""
+    "MOMENT", "DOUBT") and of no class a passage names in passing ("DOG", "WATER", "FUNERAL"). Other nouns
+    are still extracted, since they head noun phrases ("gross margin")."""
     cls = _head_class(key)
-    return cls is not None and cls not in lx.ABSTRACT_NOUN_CLASSES
+    return cls is not None and cls not in lx.ABSTRACT_NOUN_CLASSES and cls not in lx.PASSING_NOUN_CLASSES
 
 
 # A lone noun written this many times in one chunk is what that passage is about ("the bell" rung four

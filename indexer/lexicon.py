@@ -76,6 +76,8 @@ ZH_STOP = _set(_ZH, "STOP")
 
 # WordNet classes of nouns that name no thing a reader would look up alone ("face", "hour", "doubt")
 ABSTRACT_NOUN_CLASSES = _set(_EN, "ABSTRACT_NOUN_CLASSES")
+# WordNet classes of concrete nouns named in passing ("the dog", "the water"): no lone-noun entity
+PASSING_NOUN_CLASSES = _set(_EN, "PASSING_NOUN_CLASSES")
 # WordNet classes of a capitalised noun that continues a name after a possessive ("St Paul's Churchyard")
 PLACE_NOUN_CLASSES = _set(_EN, "PLACE_NOUN_CLASSES")
 # WordNet class -> in how many chunks a lone noun of that class must occur (fewer than `min_phrase_chunks`)

@@ -190,3 +190,17 @@ def test_a_capitalised_span_ending_in_a_number_word_is_a_heading_not_a_name() ->
     m = OfflineExtractor().extract("Chapter Two. Twelve bells rang for Ada Quill. Then Part Three began in Vostra Bay.").mentions
     assert "ADA QUILL" in m and "VOSTRA BAY" in m
     assert not {"CHAPTER TWO", "CHAPTER", "TWELVE", "PART THREE", "PART"} & set(m)
+
+
+def test_nouns_named_in_passing_are_no_lone_entities_but_can_still_be_owned() -> None:
+    assert not entity_noun("dog") and not entity_noun("water") and not entity_noun("funeral")  # animal, substance, event
+    assert entity_noun("lantern") and entity_noun("baker")
+    texts = [
+        "Ada Quill lit the lantern. The lantern hissed. The dog barked, the dog ran, and the water boiled in the water jug.",
+        "Rafe Okoro left the funeral early. The funeral had dragged on. Ada Quill's dog waited outside.",
+        "Rafe Okoro slept.",
+    ]
+    types = _merged(texts)
+    assert "LANTERN" in types  # repeated in one chunk
+    assert not {"DOG", "WATER", "FUNERAL"} & set(types)  # repeated too, but named in passing
+    assert "ADA QUILL'S DOG" in OfflineExtractor().extract(texts[1]).mentions
