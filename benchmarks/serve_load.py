@@ -5,7 +5,8 @@
 
 Three processes, so no side steals the others' interpreter: the loopback OpenAI-compatible model server
 (`engines.models.testserver`, `--latency-ms` per call), the service (this process: uvicorn + one Router,
-its chat model pointed at the loopback server, offline embedder; warmed up as `graphroute serve` does), and
+its chat model pointed at the loopback server, offline embedder; warmed up as `graphroute serve` does; with
+`--workers N`, N worker processes under the same supervisor as `graphroute serve --workers N`), and
 the load generator (`--clients` concurrent aiohttp clients sending `--requests` chat completions in total;
 it was httpx, whose pool cost it 2.5-6 ms of CPU per request on the same two cores, against about 0.5). Questions are "Who is X?" for the
 index's highest-degree entities (read from the index, nothing in this file knows a corpus), forced to local
@@ -13,7 +14,8 @@ search (`graphroute-local`). Reports throughput, p50/p95 latency, errors, and th
 server ever had in flight, which must not exceed `--model-concurrency` (the service's limiter).
 Targets (issue 12): >= 30 requests/s, p95 <= 1.5 s, 0 errors with 64 clients and a 300 ms model.
 The exit status is 0 only when they are met. `cpu_ms_per_request` is each process's own core time over the
-load divided by the requests: the service's figure is what a question costs it, whatever else runs.
+load divided by the requests: the service's figure is what a question costs it, whatever else runs (with
+`--workers`, the sum over the worker processes and the supervisor).
 The model server answers after `--latency-ms`, streams its reply in one write and reports prompt tokens as
 characters / 4 (so its own CPU stays small: it shares the cores with the service under test).
 """
@@ -26,6 +28,8 @@ import multiprocessing as mp
 import os
 import statistics
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +66,7 @@ def _load(url: str, questions: list[str], clients: int, total: int, model: str, 
         latencies: list[float] = []
         sent: list[float] = []  # when each request (same order as latencies) was sent
         statuses: dict[str, int] = {}
+        by_worker: dict[str, int] = {}  # requests answered per worker (`x-graphroute-worker`)
         todo = iter(range(total))
         connector = aiohttp.TCPConnector(limit=clients, force_close=False)
         headers = {"content-type": "application/json"}
@@ -77,6 +82,8 @@ def _load(url: str, questions: list[str], clients: int, total: int, model: str, 
                         async with http.post("/v1/chat/completions", data=body, headers=headers) as r:
                             await r.read()
                             key = str(r.status)
+                            worker = r.headers.get("x-graphroute-worker", "in-process")
+                            by_worker[worker] = by_worker.get(worker, 0) + 1
                     except (aiohttp.ClientError, TimeoutError) as exc:
                         key = type(exc).__name__
                     latencies.append(time.perf_counter() - t0)
@@ -86,7 +93,8 @@ def _load(url: str, questions: list[str], clients: int, total: int, model: str, 
             started, cpu0 = time.perf_counter(), time.process_time()
             await asyncio.gather(*(worker() for _ in range(clients)))
             wall, cpu = time.perf_counter() - started, time.process_time() - cpu0
-        return {"latencies": latencies, "sent": sent, "statuses": statuses, "wall_s": wall, "cpu_s": cpu}
+        return {"latencies": latencies, "sent": sent, "statuses": statuses, "by_worker": by_worker,
+                "wall_s": wall, "cpu_s": cpu}
 
     conn.send(asyncio.run(main()))
 
@@ -101,11 +109,44 @@ def _pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-def run(args: argparse.Namespace) -> dict[str, Any]:
+@contextmanager
+def _service_thread(args: argparse.Namespace, index: Any, models: Any) -> Iterator[tuple[str, Callable[[], float]]]:
+    """The service in this process (uvicorn in a thread), warmed up as `graphroute serve` does; its CPU is
+    this process's."""
     from engines.config import GraphrouteConfig, ServeConfig
-    from engines.models.config import models_config_from_mapping
     from router import Router
     from router.service import Service, ServiceThread
+
+    cfg = ServeConfig(max_concurrency=max(args.clients, 1), max_concurrency_per_key=max(args.clients, 1))
+    with Router(index, config=GraphrouteConfig(models=models)) as router, \
+            ServiceThread(Service({"index": router}, cfg), prepare=True) as svc:
+        yield svc.url, time.process_time
+
+
+@contextmanager
+def _worker_processes(args: argparse.Namespace, models: Any) -> Iterator[tuple[str, Callable[[], float]]]:
+    """The service as `graphroute serve --workers N` runs it (the same supervisor and worker processes); its
+    CPU is every worker's plus this process's (the supervisor thread)."""
+    import psutil
+
+    from engines.config import GraphrouteConfig, ServeConfig
+    from router.service.supervisor import WorkerPool
+    from router.service.worker import WorkerSpec
+
+    cfg = ServeConfig(port=0, workers=args.workers, max_concurrency=max(args.clients, 1),
+                      max_concurrency_per_key=max(args.clients, 1))
+    spec = WorkerSpec({"index": args.index}, GraphrouteConfig(models=models, serve=cfg), log_level="warning")
+    with WorkerPool(spec) as pool:
+        workers = [psutil.Process(pid) for pid in pool.pids.values()]
+
+        def cpu() -> float:
+            return time.process_time() + sum(w.cpu_times().user + w.cpu_times().system for w in workers)
+
+        yield pool.url, cpu
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    from engines.models.config import models_config_from_mapping
     from shared_context import load_index
 
     ctx = mp.get_context("spawn")
@@ -120,23 +161,23 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     }, env={})
     index = load_index(args.index)
     questions = _questions(index, 50)
-    cfg = ServeConfig(max_concurrency=max(args.clients, 1), max_concurrency_per_key=max(args.clients, 1))
-    with Router(index, config=GraphrouteConfig(models=models)) as router, \
-            ServiceThread(Service({"index": router}, cfg), prepare=True) as svc:
-        # Warm-up (unmeasured): engine construction, the offline embedder's fit, lexical caches.
+    service = _worker_processes(args, models) if args.workers else _service_thread(args, index, models)
+    with service as (url, service_cpu_s):
+        # Warm-up (unmeasured): the SDK's first calls, on every worker (a new connection each: the workers
+        # take connections as they come, so 4 per worker reach each of them in all likelihood).
         import httpx
 
-        with httpx.Client(base_url=svc.url, timeout=300) as http:
-            for q in questions[:4]:
+        for q in questions[:4 * max(args.workers, 1)]:
+            with httpx.Client(base_url=url, timeout=300) as http:
                 http.post("/v1/chat/completions", json={"model": args.model, "messages": [{"role": "user", "content": q}]})
         load_parent, load_child = ctx.Pipe()
-        load_proc = ctx.Process(target=_load, args=(svc.url, questions, args.clients, args.requests, args.model,
+        load_proc = ctx.Process(target=_load, args=(url, questions, args.clients, args.requests, args.model,
                                                     load_child))
         model_parent.send("load")
-        cpu0 = time.process_time()  # this process is the service (its uvicorn and Router threads)
+        cpu0 = service_cpu_s()
         load_proc.start()
         out = load_parent.recv()
-        service_cpu = time.process_time() - cpu0
+        service_cpu = service_cpu_s() - cpu0
         load_proc.join()
     model_parent.send("stop")
     server_stats = model_parent.recv()
@@ -148,13 +189,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     report = {
         "clients": args.clients, "requests": args.requests, "model": args.model, "latency_ms": args.latency_ms,
         "model_concurrency": args.model_concurrency, "index": Path(args.index).name,
+        "service_workers": args.workers or "in-process",
         "throughput_rps": round(len(lat) / out["wall_s"], 2), "wall_s": round(out["wall_s"], 2),
         "p50_s": round(statistics.median(lat), 3), "p95_s": round(_pct(lat, 0.95), 3),
         "max_s": round(max(lat), 3),
         # The first `clients` requests arrive together on a cold service (no question answered yet): their
         # latency apart from the rest's, as they weigh on the p95 of a short run.
         "first_burst_p50_s": round(statistics.median(burst), 3), "after_burst_p95_s": round(_pct(rest or burst, 0.95), 3),
-        "ok": ok, "errors": len(lat) - ok, "statuses": out["statuses"],
+        "ok": ok, "errors": len(lat) - ok, "statuses": out["statuses"], "answered_by_worker": out["by_worker"],
         "model_server_max_in_flight": server_stats["max_in_flight"],
         "model_server_requests": server_stats["requests"],
         # Core time per request, each process measured by itself over the load (the service's spans the
@@ -177,6 +219,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--latency-ms", type=float, default=300.0)
     p.add_argument("--model-concurrency", type=int, default=32)
     p.add_argument("--model", default="graphroute-local", help="the model name sent (graphroute[-MODE])")
+    p.add_argument("--workers", type=int, default=0,
+                   help="serve with N worker processes, as `graphroute serve --workers N` (default 0: the service "
+                        "in this process, uvicorn in a thread)")
     p.add_argument("--out", help="write the report as JSON here")
     args = p.parse_args(argv)
     report = run(args)

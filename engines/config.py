@@ -206,6 +206,10 @@ class ServeConfig(_Section):
     # Local-context rows rendered and counted before listening (`Router.warm_up`); each costs its line's
     # memory, so a large index warms its highest-degree entities' rows only.
     warm_rows: int = Field(default=50_000, ge=0)
+    # Worker processes sharing the listening socket (`router.service.supervisor`). One process runs every
+    # request's Python under one GIL, so it tops out at one core; raise this to the cores the service may
+    # use. Each worker loads the indexes itself, and the [models] concurrency limits are divided among them.
+    workers: int = Field(default=1, ge=1, le=64)
 
 
 class SearchConfig(SearchParams):

@@ -61,6 +61,9 @@ def _parser() -> argparse.ArgumentParser:
                     help="require this API key (repeatable; also $GRAPHROUTE_API_KEYS, comma-separated)")
     sv.add_argument("--cors-origin", action="append", default=[], metavar="ORIGIN",
                     help="allow browser calls from this origin (CORS is off by default)")
+    sv.add_argument("--workers", type=int, metavar="N",
+                    help="worker processes sharing the port (default: [serve] workers, 1); each loads the indexes, "
+                         "and the model concurrency limits are divided among them")
     return p
 
 
@@ -287,21 +290,48 @@ def _cmd_serve(args: argparse.Namespace, console: Console) -> int:
         updates["port"] = args.port
     if args.cors_origin:
         updates["cors_origins"] = list(args.cors_origin)
+    if args.workers is not None:
+        updates["workers"] = args.workers
     try:
         serve_cfg = serve_cfg.model_validate({**serve_cfg.model_dump(), **updates})
     except ValueError as exc:
         raise CliError(str(exc)) from exc
     env_keys = [k.strip() for k in os.environ.get("GRAPHROUTE_API_KEYS", "").split(",") if k.strip()]
     keys = [*serve_cfg.api_keys, *env_keys, *args.api_key]
+    access = "API key required" if keys else "no API key: loopback use only"
+    if serve_cfg.host not in ("127.0.0.1", "localhost", "::1") and not keys:
+        console.print("[yellow]warning:[/yellow] listening beyond loopback without an API key")
+    if serve_cfg.workers > 1:
+        _serve_workers(specs, config.model_copy(update={"serve": serve_cfg}), keys, access, console)
+        return 0
     routers = {name: _load_router(path, args.config) for name, path in specs.items()}
     service = Service(routers, serve_cfg, api_keys=keys)
     where = f"http://{serve_cfg.host}:{serve_cfg.port}"
-    console.print(f"graphroute serve: {', '.join(routers)} on {where} "
-                  f"({'API key required' if keys else 'no API key: loopback use only'})")
-    if serve_cfg.host not in ("127.0.0.1", "localhost", "::1") and not keys:
-        console.print("[yellow]warning:[/yellow] listening beyond loopback without an API key")
+    console.print(f"graphroute serve: {', '.join(routers)} on {where} ({access})")
     serve(service, serve_cfg.host, serve_cfg.port)
     return 0
+
+
+def _serve_workers(specs: dict[str, str], config: Any, keys: list[str], access: str, console: Console) -> None:
+    """`serve --workers N`: the supervisor binds and watches; each worker loads the indexes itself."""
+    from router.service.supervisor import WorkerError, serve_workers
+    from router.service.worker import WorkerSpec
+
+    for path in specs.values():
+        if "://" not in path and not Path(path).exists():
+            raise CliError(f"index folder not found: {path}")
+    workers = config.serve.workers
+
+    def serving(pool: Any) -> None:
+        console.print(f"graphroute serve: {', '.join(specs)} on {pool.url} with {workers} workers "
+                      f"(pids {', '.join(map(str, pool.pids.values()))}; {access})", highlight=False, soft_wrap=True)
+
+    console.print(f"graphroute serve: starting {workers} workers (each loads and warms up the indexes)")
+    try:
+        serve_workers(WorkerSpec(specs, config, keys),
+                      lambda line: console.print(line, highlight=False, soft_wrap=True), serving)
+    except WorkerError as exc:
+        raise CliError(str(exc)) from None
 
 
 def _spent(usage: Any) -> str:

@@ -154,8 +154,8 @@ class Router:
     def _check_embedding_dim(self) -> None:
         """A configured (non-offline) embedder must match the index's stored vectors: IndexFormatError
         naming the table otherwise. Its size comes from config (`dimensions`) or one probe call."""
-        embedding = getattr(getattr(self.models, "config", None), "embedding", None)
-        if embedding is None or embedding.offline or not self.index.vectors:
+        embedding = self.models.config.embedding
+        if embedding.offline or not self.index.vectors:
             return
         embedder = self.models.embedder
         if not embedder.dim:
@@ -188,9 +188,8 @@ class Router:
 
         for name in ENGINES:
             self.engine(name)
-        getattr(self.models, "embedder", None)  # a property: builds (and fits) the embedder
-        stages = getattr(getattr(self.models, "config", None), "stages", {})
-        for stage in (None, *stages):  # the default endpoint and each stage's own
+        self.models.embedder  # noqa: B018 - a property: builds (and fits) the embedder
+        for stage in (None, *self.models.config.stages):  # the default endpoint and each stage's own
             self.models.chat(stage)
         if not len(self.index.entities):
             return

@@ -8,7 +8,7 @@ benchmark tool, not part of the product: import it from its module.
 
 from __future__ import annotations
 
-from engines.models.base import ChatModel, Completion, Embedder, EmbeddingResult, Message
+from engines.models.base import ChatModel, Completion, Embedder, EmbeddingResult, HoldsClients, Message
 from engines.models.cache import ModelCallCache
 from engines.models.config import (
     ModelEndpoint,
@@ -27,6 +27,7 @@ __all__ = [
     "Completion",
     "Embedder",
     "EmbeddingResult",
+    "HoldsClients",
     "Message",
     "ModelCallCache",
     "ModelEndpoint",

@@ -65,6 +65,16 @@ class ChatModel(Protocol):
 
 
 @runtime_checkable
+class HoldsClients(Protocol):
+    """A model (chat or embedding) that keeps HTTP clients per event loop: `aopen` makes this loop's before
+    the first call would (`graphroute serve` does it on its loop before it listens), `aclose` closes them."""
+
+    async def aopen(self) -> None: ...
+
+    async def aclose(self) -> None: ...
+
+
+@runtime_checkable
 class Embedder(Protocol):
     name: str
     dim: int

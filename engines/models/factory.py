@@ -14,7 +14,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from engines.models.base import ChatModel, Embedder
+from engines.models.base import ChatModel, Embedder, HoldsClients
 from engines.models.cache import ModelCallCache
 from engines.models.config import SENTENCE_EMBEDDING_MODEL, ModelEndpoint, ModelsConfig
 from engines.models.errors import ModelConfigError
@@ -160,16 +160,15 @@ class Models:
         """Make this event loop's HTTP clients for the chat models built so far (`graphroute serve` does it
         on its loop before it listens)."""
         for model in list(self._chat.values()):
-            opener = getattr(model, "aopen", None)
-            if opener is not None:
-                await opener()
+            if isinstance(model, HoldsClients):
+                await model.aopen()
 
     async def aclose(self) -> None:
         """Close the HTTP clients this event loop opened."""
-        for model in list(self._chat.values()) + ([self._embedder] if self._embedder is not None else []):
-            close = getattr(model, "aclose", None)
-            if close is not None:
-                await close()
+        held: list[object] = [*self._chat.values(), self._embedder]
+        for model in held:
+            if isinstance(model, HoldsClients):
+                await model.aclose()
 
 
 def _where(endpoint: ModelEndpoint) -> str:

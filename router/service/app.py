@@ -20,6 +20,7 @@ from starlette.staticfiles import StaticFiles
 from engines.config import ServeConfig
 from router.budget import Budget, BudgetError
 from router.router import MODES, Done, EngineEvent, Escalated, RouteDecided, Router
+from router.service.admission import Admission, LocalAdmission, callers_for
 from router.service.guard import Guard, error_body
 from router.service.metrics import Metrics
 from router.service.openai_compat import (
@@ -40,7 +41,11 @@ class Service:
     """What the routes share: the routers by index name, the [serve] settings, keys, metrics, drain state."""
 
     def __init__(self, routers: Mapping[str, Router], config: ServeConfig | None = None,
-                 api_keys: list[str] | None = None, paths: Mapping[str, str] | None = None) -> None:
+                 api_keys: list[str] | None = None, paths: Mapping[str, str] | None = None, *,
+                 admission: Admission | None = None, metrics: Metrics | None = None,
+                 worker: int | None = None) -> None:
+        """`admission`, `metrics` and `worker` are a multi-worker server's (`router.service.workers`): counts
+        shared with the other workers, and this worker's number; by default both count in this process."""
         if not routers:
             raise ValueError("serve needs at least one index")
         self.routers = dict(routers)
@@ -48,7 +53,10 @@ class Service:
         self.config = config or ServeConfig()
         self.api_keys = [k for k in (api_keys if api_keys is not None else self.config.api_keys) if k]
         self.paths = dict(paths or {})
-        self.metrics = Metrics()
+        self.admission: Admission = admission or LocalAdmission(
+            self.config.max_concurrency, self.config.max_concurrency_per_key, callers_for(self.api_keys))
+        self.metrics = metrics or Metrics()
+        self.worker = worker
         self.draining = False
         self._active = 0
         self._idle: asyncio.Event | None = None
@@ -188,7 +196,10 @@ def create_app(service: Service) -> Any:
     async def healthz(request: Request) -> Response:
         if service.draining:
             return JSONResponse({"status": "draining"}, status_code=503)
-        return JSONResponse({"status": "ok", "indexes": list(service.routers)})
+        body: dict[str, Any] = {"status": "ok", "indexes": list(service.routers)}
+        if service.worker is not None:
+            body["worker"] = service.worker
+        return JSONResponse(body)
 
     async def metrics(request: Request) -> Response:
         return PlainTextResponse(service.metrics.render(), media_type="text/plain; version=0.0.4")
@@ -314,9 +325,7 @@ def create_app(service: Service) -> Any:
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         for router in service.routers.values():  # before uvicorn listens: the first request makes no client
-            opener = getattr(router.models, "aopen", None)
-            if opener is not None:
-                await opener()
+            await router.models.aopen()
         yield
         for router in service.routers.values():  # the HTTP clients this loop opened
             await router.aclose()

@@ -11,7 +11,6 @@ import hmac
 import json
 import logging
 import time
-from collections import defaultdict
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
@@ -63,13 +62,15 @@ class Guard:
         self.app = app
         self.service = service
         self._keys = [k.encode() for k in service.api_keys]
-        self.in_flight = 0
-        self.per_key: dict[str, int] = defaultdict(int)
+        self.admission = service.admission  # server-wide and per-key counts (across workers when shared)
+        # Which worker answered, on every response of a multi-worker server (operators and tests tell them apart).
+        self._worker_header = None if service.worker is None else (b"x-graphroute-worker", str(service.worker).encode())
 
-    def _key_of(self, scope: Scope) -> tuple[bool, str]:
-        """(allowed, caller id). Every configured key is compared (constant time), whichever matches."""
+    def _key_of(self, scope: Scope) -> tuple[bool, int]:
+        """(allowed, caller number for the per-key limit): key i is caller i; with no keys configured every
+        request is caller 0. Every configured key is compared (constant time), whichever matches."""
         if not self._keys:
-            return True, "anonymous"
+            return True, 0
         headers = dict(scope.get("headers") or [])
         given = headers.get(b"authorization", b"")
         if given[:7].lower() == b"bearer ":
@@ -80,7 +81,7 @@ class Guard:
         for i, key in enumerate(self._keys):
             if hmac.compare_digest(given, key):
                 match = i
-        return match >= 0, f"key-{match}"
+        return match >= 0, max(match, 0)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -94,6 +95,8 @@ class Guard:
             if message["type"] == "http.response.start":
                 state["status"] = message["status"]
                 state["started"] = True
+                if self._worker_header is not None:
+                    message["headers"] = [*message.get("headers", ()), self._worker_header]
             await send(message)
 
         try:
@@ -125,17 +128,16 @@ class Guard:
             return
         limited = path not in UNLIMITED_PATHS and not path.startswith(PUBLIC_PREFIXES)
         if limited:
-            if self.in_flight >= svc.config.max_concurrency:
+            refused = self.admission.enter(caller)
+            if refused == "server":
                 await send_error(send, 429, f"the server is at its limit of {svc.config.max_concurrency} requests "
                                  "in flight; retry later", "rate_limit_exceeded", {"Retry-After": "1"})
                 return
-            if self.per_key[caller] >= svc.config.max_concurrency_per_key:
+            if refused == "key":
                 await send_error(send, 429, f"this API key is at its limit of {svc.config.max_concurrency_per_key} "
                                  "requests in flight; retry later", "rate_limit_exceeded", {"Retry-After": "1"})
                 return
-            self.in_flight += 1
-            self.per_key[caller] += 1
-            svc.metrics.in_flight = self.in_flight
+            svc.metrics.in_flight = self.admission.in_flight()
             svc.request_started()
         received = 0
 
@@ -159,9 +161,6 @@ class Guard:
                 await send_error(send, 500, "internal error (see the server log)", "server_error")
         finally:
             if limited:
-                self.in_flight -= 1
-                self.per_key[caller] -= 1
-                if not self.per_key[caller]:
-                    del self.per_key[caller]
-                svc.metrics.in_flight = self.in_flight
+                self.admission.leave(caller)
+                svc.metrics.in_flight = self.admission.in_flight()
                 svc.request_finished()

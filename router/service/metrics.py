@@ -11,6 +11,8 @@ from collections import defaultdict
 from typing import Any
 
 BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+# The counters keyed by (index, engine used, route).
+_ANSWER_TABLES = ("questions", "calls", "prompt_tokens", "output_tokens", "cost")
 
 
 def _labels(**labels: str) -> str:
@@ -51,6 +53,33 @@ class Metrics:
             self.prompt_tokens[key] += total.prompt_tokens
             self.output_tokens[key] += total.output_tokens
             self.cost[key] += total.cost
+
+    # ---- snapshots: how a worker of a multi-worker server publishes its counts (`shared_metrics`) ----------
+    def snapshot(self) -> dict[str, Any]:
+        """Every counter as plain JSON values (tuple keys become lists)."""
+        with self._lock:
+            return {
+                "requests": [[*k, n] for k, n in self.requests.items()],
+                "latency_counts": {p: list(c) for p, c in self.latency_counts.items()},
+                "latency_sum": dict(self.latency_sum),
+                **{name: [[*k, v] for k, v in getattr(self, name).items()] for name in _ANSWER_TABLES},
+            }
+
+    def absorb(self, snap: dict[str, Any]) -> None:
+        """Add a snapshot's counts to these (totals over workers; a restarted worker resuming its own)."""
+        with self._lock:
+            for method, path, status, n in snap.get("requests", ()):
+                self.requests[(method, path, int(status))] += n
+            for path, counts in snap.get("latency_counts", {}).items():
+                mine = self.latency_counts.setdefault(path, [0] * (len(BUCKETS) + 1))
+                for i, n in enumerate(counts[:len(mine)]):
+                    mine[i] += n
+            for path, seconds in snap.get("latency_sum", {}).items():
+                self.latency_sum[path] += seconds
+            for name in _ANSWER_TABLES:
+                table = getattr(self, name)
+                for index, engine, route, value in snap.get(name, ()):
+                    table[(index, engine, route)] += value
 
     def render(self) -> str:
         out: list[str] = []

@@ -16,7 +16,7 @@ import uvicorn
 from router.service.app import Service, create_app
 
 
-class _DrainingServer(uvicorn.Server):
+class DrainingServer(uvicorn.Server):
     """uvicorn's server, but a shutdown first marks the service draining and waits for in-flight requests."""
 
     def __init__(self, config: uvicorn.Config, service: Service) -> None:
@@ -33,7 +33,7 @@ class _DrainingServer(uvicorn.Server):
         await super().shutdown(sockets)
 
 
-def _uvicorn_config(service: Service, host: str, port: int, log_level: str) -> uvicorn.Config:
+def uvicorn_config(service: Service, host: str, port: int, log_level: str) -> uvicorn.Config:
     return uvicorn.Config(
         create_app(service), host=host, port=port, log_level=log_level, lifespan="on",
         timeout_graceful_shutdown=int(service.config.shutdown_grace_s) or None,
@@ -47,7 +47,7 @@ def _uvicorn_config(service: Service, host: str, port: int, log_level: str) -> u
 def serve(service: Service, host: str, port: int, log_level: str = "info") -> None:
     """Warm up (`Service.prepare`), then serve until SIGINT/SIGTERM (blocking)."""
     service.prepare()
-    _DrainingServer(_uvicorn_config(service, host, port, log_level), service).run()
+    DrainingServer(uvicorn_config(service, host, port, log_level), service).run()
 
 
 class ServiceThread:
@@ -64,7 +64,7 @@ class ServiceThread:
         self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self._sock.bind(("127.0.0.1", 0))
         self.port = self._sock.getsockname()[1]
-        self.server = _DrainingServer(_uvicorn_config(service, "127.0.0.1", self.port, log_level), service)
+        self.server = DrainingServer(uvicorn_config(service, "127.0.0.1", self.port, log_level), service)
         self.server.config.backlog = 2048
         self._thread = threading.Thread(target=self._run, name="graphroute-serve", daemon=True)
 
