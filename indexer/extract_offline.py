@@ -116,9 +116,10 @@ def _head_class(word: str) -> str | None:
 
 def entity_noun(key: str) -> bool:
     """A lone noun may stand as an entity: a WordNet noun ("held" is none) of no abstract class ("HEAD",
-    "MOMENT", "DOUBT"). Other nouns are still extracted, since they head noun phrases ("gross margin")."""
+    "MOMENT", "DOUBT") and of no class a passage names in passing ("DOG", "WATER", "FUNERAL"). Other nouns
+    are still extracted, since they head noun phrases ("gross margin")."""
     cls = _head_class(key)
-    return cls is not None and cls not in lx.ABSTRACT_NOUN_CLASSES
+    return cls is not None and cls not in lx.ABSTRACT_NOUN_CLASSES and cls not in lx.PASSING_NOUN_CLASSES
 
 
 # A lone noun written this many times in one chunk is what that passage is about ("the bell" rung four
@@ -295,6 +296,9 @@ class OfflineExtractor:
                     j += 1
                     continue
                 break
+            if len(words) >= 2 and words[-1].lower() in lx.NUMBER_WORDS:
+                i = max(j, i + 1)  # a heading or label, not a name: "Chapter Two", "Part Three"
+                continue
             initial = i == first_word or (i == first_word + 1 and toks[first_word].lower() in lx.HONORIFICS)
             # trim stop words and fillers at both ends; calendar words and adjectives stay inside a name
             # that does not open the sentence ("in Great Britain", "on Christmas Day")
@@ -357,7 +361,7 @@ class OfflineExtractor:
             if w.lower().endswith("ly"):
                 return
             lw = w.lower()
-            if lw in lx.STOPWORDS or lw in lx.PERSON_TITLES or lw in lx.SPEAKER_ROLES or lw in lx.FILLERS or len(w) < 2:
+            if lw in lx.STOPWORDS or lw in lx.NUMBER_WORDS or lw in lx.PERSON_TITLES or lw in lx.SPEAKER_ROLES or lw in lx.FILLERS or len(w) < 2:
                 return
             if _ROMAN.match(w.upper()) and w.isupper():
                 return

@@ -156,6 +156,47 @@ def _settle_person(key: str, a: _Agg, lowercase: dict[str, int]) -> None:
         a.votes["CONCEPT" if common else "PERSON"] += maybe
 
 
+_OPENING_DROP = lx.STOPWORDS | lx.CONNECTORS | lx.FILLERS
+
+
+def _opening_word_renames(stats: dict[str, _Stat], lowercase: dict[str, int]) -> dict[str, str]:
+    """Multi-word names seen only at the start of a sentence whose first word the corpus also writes in lower
+    case ("Poor Bob!", "Limited warranty" set as "Limited Warranty"): that capital is the sentence's, not the
+    name's, so the name is the rest ("BOB"), with leading function words dropped ("Spirit of Tiny Tim" ->
+    "TINY TIM"). A person title ("Captain Ahab") stays. Maps each such key to its rest, or to "" when
+    nothing is left."""
+    renames: dict[str, str] = {}
+    for key, st in stats.items():
+        if st.kind != NAME or st.words < 2 or st.non_initial:
+            continue
+        words = key.split(" ")
+        first = re.sub(r"'S$", "", words[0]).lower()
+        if first in lx.PERSON_TITLES or lowercase.get(first, 0) < 1:
+            continue
+        rest = words[1:]
+        while rest and rest[0].lower() in _OPENING_DROP:
+            rest.pop(0)
+        renames[key] = " ".join(rest) if rest and not all(len(w) == 1 for w in rest) else ""
+    return renames
+
+
+def _apply_renames(stats: dict[str, _Stat], renames: dict[str, str]) -> None:
+    """Fold the statistics of each renamed key into its target's (a new name, seen mid-span, when absent)."""
+    for src, dst in renames.items():
+        a = stats[src]
+        if not dst:
+            continue
+        b = stats.get(dst)
+        if b is None:
+            b = stats[dst] = _Stat(kind=NAME, first_seen=a.first_seen, words=dst.count(" ") + 1)
+        elif b.kind in FREQUENT_ONLY_KINDS:
+            b.kind = NAME  # the rest of a capitalised span is capitalised
+        b.count += a.count
+        b.n_chunks += a.n_chunks  # an upper bound: only frequent-only kinds are filtered by it
+        b.non_initial = True  # it followed the span's first word
+        b.first_seen = min(a.first_seen, b.first_seen)
+
+
 def _phrase_head(word: str, nouns: set[str]) -> bool:
     """A phrase must end in a noun: one the corpus uses as a noun, and not a past-tense verb WordNet does not
     know as a noun ("revenue declined", "words choked": subject and verb, not a thing)."""
@@ -242,9 +283,13 @@ def _merge_offline(
         raise ValueError(f"merge_offline: {n_seen} extractions for {len(chunk_ids)} chunks")
 
     nouns = {key.lower() for key, st in stats.items() if st.kind == NOUN}
+    renames = _opening_word_renames(stats, lowercase)
+    _apply_renames(stats, renames)
     keep: set[str] = set()
     phrases: list[str] = []
     for key, st in stats.items():
+        if key in renames:
+            continue
         if st.kind in FREQUENT_ONLY_KINDS:
             if st.kind == NOUN:
                 if not noun_kept(key, st.n_chunks, st.peak, min_phrase_chunks):
@@ -267,11 +312,12 @@ def _merge_offline(
 
     # pass 2: votes, chunks and candidate sentences of the kept entities. Passes 2 and 3 look only at these
     # keys (an alias found below maps one of them to another), so the reader may drop every other mention.
-    kept_after_pass_1 = frozenset(keep)
+    renames = {src: dst for src, dst in renames.items() if dst in keep}
+    kept_after_pass_1 = frozenset(keep | renames.keys())
     seq = 0
     for ci, ext in enumerate(passes(kept_after_pass_1)):
         for key, m in ext.mentions.items():
-            a = aggs.get(key)
+            a = aggs.get(renames.get(key, key))
             if a is None:
                 continue
             for t, w in m.type_votes.items():
@@ -300,6 +346,7 @@ def _merge_offline(
         keep.discard(src)
 
     def canon(k: str) -> str | None:
+        k = renames.get(k, k)
         k = alias.get(k, k)
         return k if k in keep else None
 
