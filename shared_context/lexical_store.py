@@ -30,6 +30,8 @@ from shared_context.text import BM25, Postings
 __all__ = ["SortedVocab", "load_bm25", "save_bm25", "stored_bm25"]
 
 _FORMAT = 1
+# `SortedVocab.get` keeps every this-many-th key in memory (a million keys: 62,500 short bytes objects)
+_SAMPLE_STEP = 16
 
 
 class SortedVocab:
@@ -39,6 +41,7 @@ class SortedVocab:
         self._offsets = offsets
         self._data = data
         self._columns = columns  # postings column of the i-th sorted term
+        self._views: tuple[memoryview, memoryview, list[bytes]] | None = None  # built on first `get`
 
     def __len__(self) -> int:
         return len(self._offsets) - 1
@@ -48,9 +51,27 @@ class SortedVocab:
         return bytes(self._data[lo:hi]).decode("utf-8")
 
     def get(self, term: str, /) -> int | None:
-        i = bisect.bisect_left(self, term)
-        if i < len(self) and self[i] == term:
-            return int(self._columns[i])
+        # UTF-8 byte order is the code-point order the terms were sorted in, so the search compares bytes:
+        # first among every `_SAMPLE_STEP`-th key (a short list, searched by `bisect` in C), then within
+        # the step, so a probe reads a few keys instead of decoding one per halving (questions look up
+        # dozens of terms and title n-grams in tables of up to millions of keys).
+        if self._views is None:
+            offsets = np.ascontiguousarray(self._offsets, dtype=np.int64).data
+            data = np.ascontiguousarray(self._data, dtype=np.uint8).data
+            sample = [data[offsets[i] : offsets[i + 1]].tobytes() for i in range(0, len(self), _SAMPLE_STEP)]
+            self._views = (offsets, data, sample)
+        offsets, data, sample = self._views
+        key = term.encode("utf-8", "surrogatepass")  # a lone surrogate matches nothing, as before
+        j = bisect.bisect_left(sample, key)  # sample[j - 1] < key <= sample[j]
+        lo, hi = max(j - 1, 0) * _SAMPLE_STEP, min(j * _SAMPLE_STEP, len(self))
+        while lo < hi:  # the first key >= `key` lies in [lo, hi]
+            mid = (lo + hi) // 2
+            if data[offsets[mid] : offsets[mid + 1]].tobytes() < key:
+                lo = mid + 1
+            else:
+                hi = mid
+        if lo < len(self) and data[offsets[lo] : offsets[lo + 1]] == key:
+            return int(self._columns[lo])
         return None
 
 

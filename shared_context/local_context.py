@@ -44,7 +44,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from shared_context.history import HISTORY_SECTION, build_history_section, recent_user_turns
 from shared_context.linking import LinkedEntity, LinkResult, link_entities
 from shared_context.passages import select_excerpts
-from shared_context.record_table import array_of, text_lengths_of
+from shared_context.record_table import array_of, field_of, text_lengths_of
 from shared_context.tables import (
     ContextSection,
     SectionBuilder,
@@ -309,6 +309,46 @@ def _row(index: Any, kind: str, pos: int, variant: tuple[Any, ...], cells: Any) 
     return hit
 
 
+@dataclass(frozen=True)
+class _Fields:
+    """Readers of the fields a context shows from the large tables' rows (`field_of`), so no record is
+    made for a row: a text unit's record builds its id lists too, at many times the cost of its fields."""
+
+    unit_id: Any
+    unit_text: Any
+    entity_id: Any
+    entity_title: Any
+    entity_description: Any
+    entity_degree: Any
+    rel_id: Any
+    rel_source: Any
+    rel_target: Any
+    rel_description: Any
+    rel_weight: Any
+
+
+def _fields(index: Any) -> _Fields:
+    def build() -> _Fields:
+        units, entities, rels = index.text_units, index.entities, index.relationships
+        return _Fields(
+            field_of(units, "short_id"), field_of(units, "text"),
+            *(field_of(entities, name) for name in ("short_id", "title", "description", "degree")),
+            *(field_of(rels, name) for name in ("short_id", "source", "target", "description", "weight")),
+        )
+
+    return per_index_cache(index, "local.fields", build)
+
+
+def _unit_row_overhead(index: Any, unit: int) -> int:
+    """Tokens a Sources row costs beyond its text (id cell, separator, line end, 2 for quoting), cached
+    per index: a question asks it for each of its candidate units."""
+    cache: dict[int, int] = per_index_cache(index, "local.unit_row_overhead", dict)
+    n = cache.get(unit)
+    if n is None:
+        n = cache[unit] = index.tokenizer.count(f"{_fields(index).unit_id(unit)}|\n") + 2
+    return n
+
+
 class LocalContextBuilder:
     """Builds the local-search context for one query; pure and deterministic (see module docstring)."""
 
@@ -499,34 +539,38 @@ class LocalContextBuilder:
     # ------------------------------------------------------------------ entities, relationships, claims
 
     def _entity_cells(self, pos: int, p: LocalContextParams) -> list[Any]:
-        e = self.index.entities[pos]
-        return [e.short_id, e.title, e.description] + ([e.degree] if p.include_entity_rank else [])
+        f = _fields(self.index)
+        cells = [f.entity_id(pos), f.entity_title(pos), f.entity_description(pos)]
+        return cells + ([f.entity_degree(pos)] if p.include_entity_rank else [])
 
     def _entity_record(self, pos: int, p: LocalContextParams) -> dict[str, Any]:
-        e = self.index.entities[pos]
-        rec = {"id": e.short_id, "entity": e.title, "description": e.description, "position": pos}
+        f = _fields(self.index)
+        rec = {"id": f.entity_id(pos), "entity": f.entity_title(pos), "description": f.entity_description(pos),
+               "position": pos}
         if p.include_entity_rank:
-            rec[p.rank_description] = e.degree
+            rec[p.rank_description] = f.entity_degree(pos)
         return rec
 
     def _rel_line(self, pos: int, p: LocalContextParams) -> tuple[str, int]:
-        r = self.index.relationships[pos]
-        cells = [r.short_id, r.source, r.target, r.description] + (
-            [r.weight] if p.include_relationship_weight else []
-        )
+        f = _fields(self.index)
+
+        def cells() -> list[Any]:
+            weight = [f.rel_weight(pos)] if p.include_relationship_weight else []
+            return [f.rel_id(pos), f.rel_source(pos), f.rel_target(pos), f.rel_description(pos), *weight]
+
         return _row(self.index, "rel", pos, (p.include_relationship_weight,), cells)
 
     def _rel_record(self, pos: int, p: LocalContextParams) -> dict[str, Any]:
-        r = self.index.relationships[pos]
+        f = _fields(self.index)
         rec: dict[str, Any] = {
-            "id": r.short_id,
-            "source": r.source,
-            "target": r.target,
-            "description": r.description,
+            "id": f.rel_id(pos),
+            "source": f.rel_source(pos),
+            "target": f.rel_target(pos),
+            "description": f.rel_description(pos),
             "position": pos,
         }
         if p.include_relationship_weight:
-            rec["weight"] = r.weight
+            rec["weight"] = f.rel_weight(pos)
         return rec
 
     def _claim_line(self, pos: int) -> tuple[str, int]:
@@ -654,9 +698,10 @@ class LocalContextBuilder:
         if notes is not None:
             notes.extend(question.notes)
 
+        f = _fields(index)
+
         def unit_line(u: int) -> tuple[str, int]:
-            t = index.text_units[u]
-            return _row(index, "unit", u, (), [t.short_id, t.text])
+            return _row(index, "unit", u, (), lambda: [f.unit_id(u), f.unit_text(u)])
 
         candidates = select_text_units(
             index,
@@ -676,11 +721,11 @@ class LocalContextBuilder:
             return self._excerpt_sources(builder, candidates, link.query_text, p)
         rejected: list[dict[str, Any]] = []
         for cand in candidates:
-            t = index.text_units[cand.unit]
+            unit_id, text = f.unit_id(cand.unit), f.unit_text(cand.unit)
             record: dict[str, Any] = {
-                "id": t.short_id,
-                "text": t.text,
-                "entity": index.entities[cand.entity].title if cand.entity != NO_ENTITY else "",
+                "id": unit_id,
+                "text": text,
+                "entity": f.entity_title(cand.entity) if cand.entity != NO_ENTITY else "",
                 "position": cand.unit,
             }
             if hybrid:
@@ -693,7 +738,7 @@ class LocalContextBuilder:
                 line, n = unit_line(cand.unit)
                 if builder.add_line(line, n, record):
                     continue
-            if not len(builder) and builder.add_truncated([t.short_id, t.text], 1, record):
+            if not len(builder) and builder.add_truncated([unit_id, text], 1, record):
                 continue
             rejected.append(record)
         # Whole units went in wherever they fit; the room left goes to the best unit that did not fit,
@@ -718,7 +763,7 @@ class LocalContextBuilder:
         their blocks were chosen, else the chosen spans joined by "…", marked `truncated` with `excerpts`
         (character offsets in the unit's text)."""
         index = self.index
-        tok = index.tokenizer
+        f = _fields(index)
         cands = {c.unit: c for c in candidates[:_EXCERPT_CANDIDATES]}
         # a little headroom: block counts are exact, the quoting of a joined row is estimated
         room = builder.remaining - max(builder.remaining // 50, 4)
@@ -730,14 +775,14 @@ class LocalContextBuilder:
             excerpt_tokens=p.excerpt_tokens,
             weight=p.excerpt_weight,
             rrf_k=p.hybrid_rrf_k,
-            row_overhead=lambda u: tok.count(f"{index.text_units[u].short_id}|\n") + 2,
+            row_overhead=lambda u: _unit_row_overhead(index, u),
         )
         shown_units: set[int] = set()
         for ex in excerpts:
-            t, cand = index.text_units[ex.unit], cands[ex.unit]
+            unit_id, text, cand = f.unit_id(ex.unit), f.unit_text(ex.unit), cands[ex.unit]
             record: dict[str, Any] = {
-                "id": t.short_id,
-                "entity": index.entities[cand.entity].title if cand.entity != NO_ENTITY else "",
+                "id": unit_id,
+                "entity": f.entity_title(cand.entity) if cand.entity != NO_ENTITY else "",
                 "position": ex.unit,
                 "reasons": list(cand.reasons),
                 "score": cand.score,
@@ -745,22 +790,22 @@ class LocalContextBuilder:
             spans = list(ex.spans)
             while spans:
                 whole = ex.whole and spans == ex.spans
-                shown = t.text if whole else _join_spans(t.text, spans)
+                shown = text if whole else _join_spans(text, spans)
                 extra = {} if whole else {"truncated": True, "excerpts": [list(s) for s in spans]}
-                if builder.add([t.short_id, shown], dict(record, text=shown, **extra)):
+                if builder.add([unit_id, shown], dict(record, text=shown, **extra)):
                     shown_units.add(ex.unit)
                     break
                 spans.pop()  # the estimate was short: drop the row's last span and retry
         if not len(builder) and candidates:  # not even one block fits: GraphRAG's trimmed first unit
             first = candidates[0]
-            t = index.text_units[first.unit]
-            builder.add_truncated([t.short_id, t.text], 1, {"id": t.short_id, "text": t.text, "position": first.unit,
-                                                           "reasons": list(first.reasons), "score": first.score})
+            unit_id, text = f.unit_id(first.unit), f.unit_text(first.unit)
+            builder.add_truncated([unit_id, text], 1, {"id": unit_id, "text": text, "position": first.unit,
+                                                     "reasons": list(first.reasons), "score": first.score})
         section = builder.finish()
         if p.return_candidate_context:
             in_context = {int(r["position"]) for r in section.records}
             section.records.extend(
-                {"id": index.text_units[c.unit].short_id, "text": index.text_units[c.unit].text,
+                {"id": f.unit_id(c.unit), "text": f.unit_text(c.unit),
                  "position": c.unit, "reasons": list(c.reasons), "score": c.score, "in_context": False}
                 for c in candidates if c.unit not in in_context
             )
@@ -770,7 +815,7 @@ class LocalContextBuilder:
         """Add the part of a unit the question is about, cut to the room left, marked `truncated` with
         its `excerpt` character offsets in the unit's text."""
         pos = int(record["position"])
-        text = self.index.text_units[pos].text
+        text = _fields(self.index).unit_text(pos)
         tok = self.index.tokenizer
         room = builder.remaining - tok.count(f"{record['id']}|… …\n") - 2
         # The unit's own characters per token (its exact count is known from the index's load).

@@ -123,27 +123,41 @@ def select_excerpts(
     score = relevance + weight * (rrf_k + 1) / (rrf_k + w_rank + 1)
     order = np.lexsort((w_a, w_rank, -score))
 
-    tokens = table.tokens[blocks_of].tolist()
+    block_tokens = table.tokens[blocks_of].astype(np.int64)
+    tokens = block_tokens.tolist()
     starts, ends = table.start[blocks_of].tolist(), table.end[blocks_of].tolist()
-    offset = (np.cumsum(n_blocks) - n_blocks).tolist()
-    windows = list(zip(w_rank.tolist(), w_a.tolist(), w_b.tolist(), strict=True))
+    offset = row0.tolist()
+    # What each window costs while its unit shows nothing yet (its blocks and the row's overhead): most
+    # windows are met in that state, many after the budget is nearly spent, so they are rejected on one
+    # comparison instead of set and token arithmetic.
+    row_costs = np.asarray([overhead(u) for u in units], dtype=np.int64)
+    fresh = block_tokens[a_rows] + np.where(pair, block_tokens[b_rows], 0) + row_costs[w_rank]
+    # any window that adds a block costs at least the cheapest block: below that, nothing more fits
+    cheapest = int(block_tokens.min())
     chosen: dict[int, set[int]] = {}
     first_pick: list[int] = []
     used = 0
-    for i in order.tolist():
-        r, a, b = windows[i]
-        have = chosen.get(r, set())
-        new = [x for x in (a, b) if x not in have]
-        if not new:
-            continue
-        cost = sum(tokens[offset[r] + x] for x in dict.fromkeys(new))
-        cost += overhead(units[r]) if not have else sum(1 for x in new if x - 1 not in have and x + 1 not in have)
-        if used + cost > budget:
-            continue
-        used += cost
-        if not have:
+    for r, a, b, c in zip(w_rank[order].tolist(), w_a[order].tolist(), w_b[order].tolist(),
+                          fresh[order].tolist(), strict=True):
+        have = chosen.get(r)
+        if have is None:
+            if used + c > budget:
+                continue
+            used += c
             first_pick.append(r)
-        chosen.setdefault(r, set()).update(new)
+            chosen[r] = {a, b}
+        else:
+            new = [x for x in (a, b) if x not in have]
+            if not new:
+                continue
+            cost = sum(tokens[offset[r] + x] for x in new)  # a != b here: a one-block unit has one window
+            cost += sum(1 for x in new if x - 1 not in have and x + 1 not in have)  # a gap marker each
+            if used + cost > budget:
+                continue
+            used += cost
+            have.update(new)
+        if budget - used < cheapest:
+            break
     out: list[Excerpt] = []
     for r in first_pick:
         picked, o, n = chosen[r], offset[r], int(n_blocks[r])

@@ -19,7 +19,9 @@ from typing import Any, Generic, TypeVar, overload
 import numpy as np
 import pyarrow as pa
 
-__all__ = ["RecordTable", "TextColumn", "array_of", "release_arrow_memory", "text_lengths_of", "texts_of", "values_of"]
+__all__ = [
+    "RecordTable", "TextColumn", "array_of", "field_of", "release_arrow_memory", "text_lengths_of", "texts_of", "values_of",
+]
 
 T = TypeVar("T")
 _CHUNK = 8192
@@ -75,6 +77,19 @@ class RecordTable(Sequence[T], Generic[T]):
             for offset, values in enumerate(zip(*columns, strict=True)):
                 kept = made.get(start + offset)
                 yield kept if kept is not None else cls(*values)
+
+    def field(self, name: str) -> Callable[[int], Any]:
+        """`i -> self[i].<name>` for row positions `0..len-1`, without making the record: a text unit's
+        record builds its id lists too (about 200 µs on first access against 2 µs for one field), and a
+        question reads a few fields of many rows. A record already made is read instead, so the value is
+        always the record's."""
+        col, made = self._names.index(name), self._made
+
+        def get(i: int) -> Any:
+            record = made.get(i)
+            return getattr(record, name) if record is not None else self._columns[col](i)
+
+        return get
 
     def column(self, name: str) -> list[Any]:
         """One field of every row (records already made and changed are not consulted)."""
@@ -210,6 +225,13 @@ def texts_of(records: Sequence[Any], name: str) -> Sequence[Any]:
     if isinstance(records, RecordTable):
         return TextColumn(records.arrow_column(name))
     return [getattr(r, name) for r in records]
+
+
+def field_of(records: Sequence[Any], name: str) -> Callable[[int], Any]:
+    """`i -> records[i].<name>`: straight from the column for a `RecordTable` (`RecordTable.field`)."""
+    if isinstance(records, RecordTable):
+        return records.field(name)
+    return lambda i: getattr(records[i], name)
 
 
 def values_of(records: Sequence[Any], name: str) -> list[Any]:
