@@ -72,3 +72,15 @@ def test_string_array_holds_the_strings() -> None:
     for values in (["a", "héllo", "", "日本語"], [], ["x", None]):
         arr = string_array(values)
         assert arr.type == pa.string() and arr.to_pylist() == values
+
+
+def test_integer_lists_read_from_the_buffers_equal_the_general_path() -> None:
+    from shared_context.loaders.columns import TableData
+
+    table = pa.table({"c": pa.array([[1, 2], [], [3], [4, 5, 6]], type=pa.list_(pa.int32()))})
+    for variant in (table, table.slice(1), pa.Table.from_batches(table.to_batches(max_chunksize=1))):
+        data = TableData("communities", "communities.parquet", variant)
+        expected = [[int(x) for x in row] for row in variant.column("c").to_pylist()]
+        assert data._arrow_int_lists("c") == expected and data.int_lists("c") == expected
+    with_null = TableData("communities", "communities.parquet", pa.table({"c": pa.array([[1], None])}))
+    assert with_null._arrow_int_lists("c") is None and with_null.int_lists("c") == [[1], []]
