@@ -14,7 +14,7 @@ import csv
 import re
 import weakref
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from shared_context.record_table import values_of
@@ -48,7 +48,11 @@ class Citation:
     in_context: bool | None = None  # in a context table given to the model; None: not checked
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        # Fields copied by hand: `dataclasses.asdict` deep-copies recursively, about 0.7 ms for an answer's
+        # citations, paid by every service response (issue 12).
+        return {"kind": self.kind, "id": self.id, "text_unit_ids": list(self.text_unit_ids),
+                "document_ids": list(self.document_ids), "document_titles": list(self.document_titles),
+                "resolved": self.resolved, "exists": self.exists, "in_context": self.in_context}
 
 
 def parse_references(text: str) -> list[tuple[str, str]]:

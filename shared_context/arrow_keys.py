@@ -15,6 +15,8 @@ from collections.abc import Iterator
 import numpy as np
 import pyarrow as pa
 
+from shared_context.record_table import numeric_view
+
 __all__ = ["count_distinct", "index_in"]
 
 _GROUPS = 16
@@ -32,7 +34,7 @@ def _groups(arr: pa.Array) -> np.ndarray:
 
     encoded = pc.utf8_slice_codeunits(arr, start=-1).dictionary_encode()
     of_char = np.array([ord(c) % _GROUPS if c else 0 for c in encoded.dictionary.to_pylist()] or [0], dtype=np.int8)
-    indices = np.asarray(encoded.indices.fill_null(-1).to_numpy(zero_copy_only=False), dtype=np.int64)
+    indices = np.asarray(numeric_view(encoded.indices, fill=-1), dtype=np.int64)
     return np.where(indices >= 0, of_char[np.maximum(indices, 0)], -1)
 
 
@@ -60,9 +62,7 @@ def index_in(values: pa.Array | pa.ChunkedArray, keys: pa.Array | pa.ChunkedArra
     key_arr = _as_string_array(keys)
     if len(key_arr) <= _SPLIT_ABOVE:  # values read in place (chunked or not)
         text = values if values.type == pa.string() else values.cast(pa.string())
-        found = pc.index_in(text, value_set=key_arr).fill_null(-1)
-        return np.asarray(found.to_numpy() if isinstance(found, pa.ChunkedArray) else found.to_numpy(zero_copy_only=False),
-                          dtype=np.int64)
+        return np.asarray(numeric_view(pc.index_in(text, value_set=key_arr), fill=-1), dtype=np.int64)
     arr = _as_string_array(values)
     out = np.full(len(arr), -1, dtype=np.int64)
     value_groups = _groups(arr)
@@ -73,7 +73,7 @@ def index_in(values: pa.Array | pa.ChunkedArray, keys: pa.Array | pa.ChunkedArra
         if not len(key_rows) or not len(rows):
             continue
         found = pc.index_in(arr.take(pa.array(rows)), value_set=key_arr.take(pa.array(key_rows)))
-        local = np.asarray(found.fill_null(-1).to_numpy(zero_copy_only=False), dtype=np.int64)
+        local = np.asarray(numeric_view(found, fill=-1), dtype=np.int64)
         hit = local >= 0
         out[rows[hit]] = key_rows[local[hit]]
     return out

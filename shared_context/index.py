@@ -22,10 +22,8 @@ Dangling-reference policy (GraphRAG indexes in the wild contain some; GraphRAG i
 
 from __future__ import annotations
 
-import os
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from itertools import chain
 from pathlib import Path
 from typing import Any, TypeAlias, cast
@@ -37,7 +35,14 @@ from shared_context import arrow_keys
 from shared_context.adjacency import Adjacency, group
 from shared_context.derived_store import DerivedStore, cache_root
 from shared_context.errors import IndexFormatError
-from shared_context.record_table import RecordTable, array_of, release_arrow_memory, values_of
+from shared_context.record_table import (
+    RecordTable,
+    array_of,
+    numeric_view,
+    release_arrow_memory,
+    string_array,
+    values_of,
+)
 from shared_context.records import (
     Claim,
     Community,
@@ -47,6 +52,7 @@ from shared_context.records import (
     Relationship,
     TextUnit,
 )
+from shared_context.token_counts import TokenCounts, count_texts
 from shared_context.tokens import Tokenizer, get_tokenizer
 from shared_context.vectors import VECTOR_TARGETS, VectorTable
 
@@ -132,10 +138,10 @@ def _positions(values: Values, pos: Keys) -> np.ndarray:
     order, or a dict mapping them to 0..n-1 in insertion order."""
     if not len(values):
         return np.zeros(0, dtype=np.int64)
-    keys = pos if isinstance(pos, pa.Array | pa.ChunkedArray) else pa.array(list(pos), type=pa.string())
+    keys = pos if isinstance(pos, pa.Array | pa.ChunkedArray) else string_array(list(pos))
     if isinstance(keys, pa.ChunkedArray):
         keys = keys.combine_chunks()
-    arrow = values if isinstance(values, pa.Array | pa.ChunkedArray) else pa.array(values, type=pa.string())
+    arrow = values if isinstance(values, pa.Array | pa.ChunkedArray) else string_array(values)
     return arrow_keys.index_in(arrow, keys)
 
 
@@ -145,7 +151,7 @@ def _lookup_lists(lists: Sequence[Sequence[str]] | pa.ChunkedArray, pos: Keys) -
     if isinstance(lists, pa.ChunkedArray):
         import pyarrow.compute as pc  # imported on first use: ~50 ms at import time
 
-        lengths = np.asarray(pc.list_value_length(lists).fill_null(0).to_numpy(), dtype=np.int64)
+        lengths = np.asarray(numeric_view(pc.list_value_length(lists), fill=0), dtype=np.int64)
         flat: Values = pa.chunked_array([chunk.flatten() for chunk in lists.chunks], type=lists.type.value_type)
     else:
         lengths = np.array(list(map(len, lists)), dtype=np.int64)
@@ -166,42 +172,6 @@ def _unique_pairs(a: np.ndarray, b: np.ndarray, n_b: int) -> tuple[np.ndarray, n
     keep[1:] = codes[1:] != codes[:-1]
     codes = codes[keep]
     return codes // max(n_b, 1), codes % max(n_b, 1)
-
-
-_COUNT_CHUNK = 50_000
-
-
-def _count_chunk(tokenizer: Tokenizer, texts: list[str]) -> np.ndarray:
-    count = tokenizer.count
-    return np.fromiter((count(t) for t in texts), dtype=np.int32, count=len(texts))
-
-
-def _text_chunks(records: Sequence[Any], field: str) -> tuple[int, Callable[[int], list[str]]]:
-    """(number of chunks, chunk i's texts): a RecordTable's column is decoded a chunk at a time, so
-    counting a million descriptions never holds them all as Python strings."""
-    n = len(records)
-    if isinstance(records, RecordTable):
-        column = records.arrow_column(field)
-        return -(-n // _COUNT_CHUNK), lambda i: column.slice(i * _COUNT_CHUNK, _COUNT_CHUNK).to_pylist()
-    texts = [getattr(r, field) for r in records]
-    return -(-n // _COUNT_CHUNK), lambda i: texts[i * _COUNT_CHUNK : (i + 1) * _COUNT_CHUNK]
-
-
-def _count(tokenizer: Tokenizer, records: Sequence[Any], field: str) -> np.ndarray:
-    # One text at a time: tiktoken's threaded batch API costs a future per text and was 3-4x slower
-    # on many short descriptions (measured: 463k relationship descriptions, 25 s vs 6.8 s). Large
-    # lists go in chunks to a few threads instead (a few chunks in flight at once): tiktoken encodes
-    # with the GIL released.
-    n_chunks, chunk = _text_chunks(records, field)
-    if n_chunks <= 1:
-        return _count_chunk(tokenizer, chunk(0)) if n_chunks else np.zeros(0, dtype=np.int32)
-    workers = min(n_chunks, os.cpu_count() or 1, 4)
-    parts: list[np.ndarray] = []
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        for lo in range(0, n_chunks, workers):
-            group = range(lo, min(lo + workers, n_chunks))
-            parts.extend(pool.map(lambda i: _count_chunk(tokenizer, chunk(i)), group))
-    return np.concatenate(parts)
 
 
 class Index:
@@ -332,16 +302,20 @@ class Index:
         self.community_reports = list(community_reports)
         self.claims = list(claims)
         self.documents = list(documents)
-        self._build_id_maps()
-        release_arrow_memory()  # each step's Arrow scratch (id hash tables) goes before the next
-        self._build_graph(store)
-        release_arrow_memory()
-        self._build_text_unit_links(store)
-        release_arrow_memory()
-        self._build_claims(store)
-        self._build_communities(store)
-        self._build_documents()
-        self._build_token_counts(store)
+        missing, counting = self._start_token_counts(store)  # counted on other threads meanwhile
+        try:
+            self._build_id_maps()
+            release_arrow_memory()  # each step's Arrow scratch (id hash tables) goes before the next
+            self._build_graph(store)
+            release_arrow_memory()
+            self._build_text_unit_links(store)
+            release_arrow_memory()
+            self._build_claims(store)
+            self._build_communities(store)
+            self._build_documents()
+            self._finish_token_counts(store, missing, counting)
+        finally:
+            counting.cancel()
         self.vectors = {}
         self.derived_store = store
         if vectors is not None:
@@ -376,21 +350,39 @@ class Index:
     ) -> dict[str, np.ndarray]:
         """The arrays of one derived entry: mapped from the store when it holds them, else built (and
         stored). Warnings raised while building are stored with the arrays and repeated on a hit."""
-        if store is not None:
-            found = store.load_arrays(name, depends_on, extra=_DERIVED_FORMAT)
-            if found is not None and "warnings" in found:
-                self.warnings.extend(str(w) for w in found.pop("warnings").tolist())
-                return found
+        found = self._stored(store, name, depends_on)
+        if found is not None:
+            return found
         before = len(self.warnings)
         arrays = build()
-        if store is not None:
-            warnings = np.array(self.warnings[before:] or [""], dtype=str)[: len(self.warnings) - before]
-            store.save_arrays(name, depends_on, {**arrays, "warnings": warnings}, extra=_DERIVED_FORMAT)
-            # write-then-map: the process keeps the stored pages it touches, not the arrays just built
-            found = store.load_arrays(name, depends_on, list(arrays), extra=_DERIVED_FORMAT)
-            if found is not None:
-                return found
-        return arrays
+        return self._store(store, name, depends_on, arrays, self.warnings[before:])
+
+    def _stored(self, store: DerivedStore | None, name: str, depends_on: list[str]) -> dict[str, np.ndarray] | None:
+        """A stored entry's arrays (its warnings repeated into `self.warnings`), or None."""
+        if store is None:
+            return None
+        found = store.load_arrays(name, depends_on, extra=_DERIVED_FORMAT)
+        if found is None or "warnings" not in found:
+            return None
+        self.warnings.extend(str(w) for w in found.pop("warnings").tolist())
+        return found
+
+    def _store(
+        self,
+        store: DerivedStore | None,
+        name: str,
+        depends_on: list[str],
+        arrays: dict[str, np.ndarray],
+        warnings: list[str],
+    ) -> dict[str, np.ndarray]:
+        """Store built arrays with the warnings their building raised; returns them mapped from the store
+        (write-then-map: the process keeps the stored pages it touches, not the arrays just built)."""
+        if store is None:
+            return arrays
+        stored_warnings = np.array(warnings or [""], dtype=str)[: len(warnings)]
+        store.save_arrays(name, depends_on, {**arrays, "warnings": stored_warnings}, extra=_DERIVED_FORMAT)
+        found = store.load_arrays(name, depends_on, list(arrays), extra=_DERIVED_FORMAT)
+        return arrays if found is None else found
 
     def _build_graph(self, store: DerivedStore | None) -> None:
         """Relationship endpoints and per-entity relationship lists, pre-sorted for local search."""
@@ -652,6 +644,12 @@ class Index:
                 comm.parent = min(votes.items(), key=lambda kv: (-kv[1], kv[0]))[0]
 
     def _build_documents(self) -> None:
+        named_in_place = _positions(_column(self.text_units, "document_id"), self.document_pos)
+        if "" not in self.document_pos and (not len(named_in_place) or int(named_in_place.min()) >= 0):
+            # every unit names a known document (a stored table has them filled): nothing to repair,
+            # and no Python string per unit
+            self.text_unit_document = named_in_place.tolist()
+            return
         doc_of: dict[str, int] = {}
         for d_pos, doc in enumerate(self.documents):
             for tu_id in doc.text_unit_ids:
@@ -689,14 +687,23 @@ class Index:
             "claim_tokens": (self.claims, "description"),
         }
 
-    def _build_token_counts(self, store: DerivedStore | None) -> None:
+    def _start_token_counts(self, store: DerivedStore | None) -> tuple[list[str], TokenCounts]:
+        """Set the stored token counts and start counting the missing ones on other threads
+        (`token_counts.count_texts`); returns the missing fields and the counts in progress."""
         texts = self._token_texts()
+        missing = []
         for name, table in _TOKEN_TABLES.items():
-            def count(name: str = name) -> dict[str, np.ndarray]:
-                return {"counts": _count(self.tokenizer, *texts[name])}
+            found = self._stored(store, f"{name}-{self.tokenizer.encoding_name}", [table])
+            if found is None:
+                missing.append(name)
+            else:
+                setattr(self, name, found["counts"])
+        return missing, count_texts(self.tokenizer, [texts[name] for name in missing])
 
-            found = self._derived(store, f"{name}-{self.tokenizer.encoding_name}", [table], count)
-            setattr(self, name, found["counts"])
+    def _finish_token_counts(self, store: DerivedStore | None, missing: list[str], counting: TokenCounts) -> None:
+        for name, counts in zip(missing, counting.result(), strict=True):
+            entry = f"{name}-{self.tokenizer.encoding_name}"
+            setattr(self, name, self._store(store, entry, [_TOKEN_TABLES[name]], {"counts": counts}, [])["counts"])
 
     # ------------------------------------------------------------------ vectors
 

@@ -20,12 +20,76 @@ import numpy as np
 import pyarrow as pa
 
 __all__ = [
-    "RecordTable", "TextColumn", "array_of", "field_of", "release_arrow_memory", "text_lengths_of", "texts_of", "values_of",
+    "RecordTable",
+    "TextColumn",
+    "array_of",
+    "field_of",
+    "numeric_view",
+    "release_arrow_memory",
+    "string_array",
+    "text_lengths_of",
+    "texts_of",
+    "values_of",
 ]
 
 T = TypeVar("T")
 _CHUNK = 8192
 
+
+def numeric_view(values: pa.Array | pa.ChunkedArray, fill: int | None = None) -> np.ndarray:
+    """A numeric or boolean Arrow column as numpy, read from its buffers: a zero-copy view when one chunk
+    has no nulls; with nulls float64 with NaN there (as pyarrow's `to_numpy`), or `fill` there in the
+    column's own dtype. pyarrow's own `to_numpy` / `np.asarray` and `fill_null(<Python value>)` import
+    pandas on first use (0.5-4 s, most of a second open); pyarrow's path is kept for other types."""
+    if fill is not None:
+        out = numeric_view(values)
+        if values.null_count == 0:
+            return out
+        dtype = np.dtype(values.type.to_pandas_dtype())
+        return np.where(np.isnan(out), fill, out).astype(dtype)
+    if isinstance(values, pa.ChunkedArray):
+        if values.num_chunks == 1:
+            return numeric_view(values.chunk(0))
+        parts = [numeric_view(chunk) for chunk in values.chunks]
+        return np.concatenate(parts) if parts else numeric_view(pa.array([], type=values.type))
+    arr, kind = values, values.type
+    if pa.types.is_null(kind):
+        return np.full(len(arr), np.nan)
+    if not (pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_boolean(kind)):
+        return np.asarray(arr.to_numpy(zero_copy_only=False))
+    data = arr.buffers()[1]
+    if pa.types.is_boolean(kind):
+        out = _bits(data, arr.offset, len(arr))
+    else:
+        dtype = np.dtype(kind.to_pandas_dtype())
+        out = (np.zeros(0, dtype=dtype) if data is None
+               else np.frombuffer(data, dtype=dtype, count=len(arr), offset=arr.offset * dtype.itemsize))  # fmt: skip
+    if arr.null_count == 0:
+        return out
+    out = out.astype(np.float64)
+    out[~_bits(arr.buffers()[0], arr.offset, len(arr))] = np.nan
+    return out
+
+
+def string_array(values: Sequence[str | None]) -> pa.Array:
+    """Python strings as an Arrow string array built from its buffers: `pa.array(list)` imports pandas
+    on first use (0.5-4 s) to check for pandas objects. None values take pyarrow's path."""
+    if any(v is None for v in values):
+        return pa.array(values, type=pa.string())
+    encoded = [v.encode("utf-8") for v in values]  # type: ignore[union-attr]
+    offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
+    np.cumsum([len(e) for e in encoded], out=offsets[1:])
+    large = offsets[-1] >= 2**31
+    kind, ends = (pa.large_string(), offsets) if large else (pa.string(), offsets.astype(np.int32))
+    return pa.Array.from_buffers(kind, len(encoded), [None, pa.py_buffer(ends), pa.py_buffer(b"".join(encoded))])
+
+
+def _bits(buffer: pa.Buffer | None, offset: int, n: int) -> np.ndarray:
+    """An Arrow bitmap (validity or boolean values) as a bool array."""
+    if buffer is None:
+        return np.zeros(n, dtype=bool)
+    bits = np.unpackbits(np.frombuffer(buffer, dtype=np.uint8), bitorder="little")
+    return bits[offset : offset + n].astype(bool)
 
 
 def row_position(i: int, n: int) -> int:
@@ -146,13 +210,13 @@ def _accessor(column: pa.ChunkedArray) -> Callable[[int], Any]:
 
 
 def _array_accessor(arr: pa.Array) -> Callable[[int], Any]:
-    valid = None if arr.null_count == 0 else np.asarray(arr.is_valid().to_numpy(zero_copy_only=False))
+    valid = None if arr.null_count == 0 else numeric_view(arr.is_valid())
     kind = arr.type
     get: Callable[[int], Any]
     if pa.types.is_string(kind) or pa.types.is_large_string(kind):
         get = _text_getter(arr)
     elif pa.types.is_integer(kind) or pa.types.is_floating(kind):
-        values = arr.to_numpy(zero_copy_only=False)
+        values = numeric_view(arr)
         to_py = int if pa.types.is_integer(kind) else float
         get = lambda i: to_py(values[i])  # noqa: E731
     elif (pa.types.is_list(kind) or pa.types.is_large_list(kind)) and (
@@ -174,7 +238,7 @@ def _text_getter(arr: pa.Array) -> Callable[[int], str | None]:
     offsets = np.frombuffer(buffers[1], dtype=np.int64 if pa.types.is_large_string(arr.type) else np.int32)
     offsets = offsets[arr.offset : arr.offset + len(arr) + 1]
     data = memoryview(buffers[2]) if buffers[2] is not None else memoryview(b"")
-    valid = None if arr.null_count == 0 else np.asarray(arr.is_valid().to_numpy(zero_copy_only=False))
+    valid = None if arr.null_count == 0 else numeric_view(arr.is_valid())
 
     def get(i: int) -> str | None:
         if valid is not None and not valid[i]:
@@ -244,7 +308,7 @@ def values_of(records: Sequence[Any], name: str) -> list[Any]:
 def array_of(records: Sequence[Any], name: str, dtype: Any = np.float64) -> np.ndarray:
     """A numeric field of every record as a numpy array (straight from Arrow for a `RecordTable`)."""
     if isinstance(records, RecordTable):
-        return np.asarray(records.arrow_column(name).to_numpy(), dtype=dtype)
+        return np.asarray(numeric_view(records.arrow_column(name)), dtype=dtype)
     return np.fromiter((getattr(r, name) for r in records), dtype=dtype, count=len(records))
 
 
@@ -253,8 +317,7 @@ def text_lengths_of(records: Sequence[Any], name: str) -> np.ndarray:
     if isinstance(records, RecordTable):
         import pyarrow.compute as pc  # imported on first use: ~50 ms at import time
 
-        lengths = pc.utf8_length(records.arrow_column(name)).fill_null(0)
-        return np.asarray(lengths.to_numpy(), dtype=np.int64)
+        return np.asarray(numeric_view(pc.utf8_length(records.arrow_column(name)), fill=0), dtype=np.int64)
     return np.fromiter((len(getattr(r, name)) for r in records), dtype=np.int64, count=len(records))
 
 

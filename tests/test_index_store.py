@@ -81,11 +81,30 @@ def test_changed_claims_rebuild_only_what_reads_claims(synthetic: Path, tmp_path
     changed = load_index(synthetic)
     after = _entries(tmp_path / "cache")
     new = {n.split("-")[0] for n in set(after) - set(before)}
-    assert new == {"claims", "claim_tokens"}
+    assert new == {"claims", "claim_tokens", "table"}
+    assert [n.split("-")[1] for n in set(after) - set(before) if n.startswith("table-")] == ["covariates"]
     for name, stamp in before.items():
         assert after[name] == stamp  # graph, links, communities, other token counts untouched
     assert len(changed.claims) == claims.num_rows - 1
     assert sum(len(c) for c in changed.entity_claims) == len(changed.claims)
+
+
+def test_small_tables_are_mapped_from_the_store_and_follow_a_rewritten_file(synthetic: Path, tmp_path: Path) -> None:
+    first = load_index(synthetic)
+    stored = {n.split("-")[1] for n in _entries(tmp_path / "cache") if n.startswith("table-")}
+    assert stored == {"communities", "community_reports", "covariates", "documents"}
+    second = load_index(synthetic)
+    assert [c.entity_ids for c in second.communities] == [c.entity_ids for c in first.communities]
+    assert [r.full_content for r in second.community_reports] == [r.full_content for r in first.community_reports]
+    assert [d.text_unit_ids for d in second.documents] == [d.text_unit_ids for d in first.documents]
+    # the same number of bytes in every value (titles reversed), rewritten: the stored copy is not reused
+    reports = pq.read_table(synthetic / "community_reports.parquet")
+    titles = [t[::-1] for t in reports.column("title").to_pylist()]
+    reports = reports.set_column(reports.schema.get_field_index("title"), "title", pa.array(titles))
+    pq.write_table(reports, synthetic / "community_reports.parquet")
+    changed = load_index(synthetic)
+    assert [r.title for r in changed.community_reports] == titles
+    assert [c.entity_ids for c in changed.communities] == [c.entity_ids for c in first.communities]
 
 
 def test_damaged_entries_are_rebuilt(synthetic: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -13,7 +13,7 @@ from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
-from starlette.responses import FileResponse, JSONResponse, PlainTextResponse, Response, StreamingResponse
+from starlette.responses import FileResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
@@ -25,6 +25,7 @@ from router.service.guard import Guard, error_body
 from router.service.metrics import Metrics
 from router.service.openai_compat import (
     Completion,
+    JSONResponse,
     RequestError,
     escalation_note,
     graphroute_object,

@@ -7,10 +7,12 @@ are ignored: the engines bring their own prompts). Responses carry the usual fie
 
 from __future__ import annotations
 
-import json
 import time
 import uuid
 from typing import Any
+
+import orjson
+import starlette.responses
 
 from engines.models.base import Message
 from router.router import MODES
@@ -129,5 +131,21 @@ class Completion:
                     "choices": [], "usage": usage_block(answer)})
 
 
+_ORJSON_OPTIONS = orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY
+
+
+def dumps(obj: Any) -> bytes:
+    """A response body as JSON: orjson, about a tenth of the standard encoder's CPU on a chat completion's
+    answer, citations and usage (paid by every request). Unknown types become strings, as in `sse`."""
+    return orjson.dumps(obj, default=str, option=_ORJSON_OPTIONS)
+
+
+class JSONResponse(starlette.responses.JSONResponse):
+    """Starlette's JSON response, encoded by `dumps`."""
+
+    def render(self, content: Any) -> bytes:
+        return dumps(content)
+
+
 def sse(obj: Any) -> str:
-    return f"data: {json.dumps(obj, ensure_ascii=False, default=str)}\n\n"
+    return f"data: {dumps(obj).decode()}\n\n"

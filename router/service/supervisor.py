@@ -97,11 +97,15 @@ class WorkerPool:
         serve = spec.config.serve
         self._sock: socket.socket | None = bind_listener(serve.host, serve.port)
         self.host, self.port = serve.host, self._sock.getsockname()[1]
-        self._run_dir = Path(tempfile.mkdtemp(prefix="graphroute-serve-"))  # 0700: this user's only
-        callers = callers_for(spec.api_keys)
-        create_admission_file(self._run_dir / "admission", spec.workers, callers)
-        self._admission = SharedAdmission(self._run_dir / "admission", 0, spec.workers, callers,
-                                          serve.max_concurrency, serve.max_concurrency_per_key)
+        try:
+            self._run_dir = Path(tempfile.mkdtemp(prefix="graphroute-serve-"))  # 0700: this user's only
+            callers = callers_for(spec.api_keys)
+            create_admission_file(self._run_dir / "admission", spec.workers, callers)
+            self._admission = SharedAdmission(self._run_dir / "admission", 0, spec.workers, callers,
+                                              serve.max_concurrency, serve.max_concurrency_per_key)
+        except OSError as exc:
+            self._sock.close()
+            raise WorkerError(f"cannot make the server's run directory: {exc}") from None
         self._workers: dict[int, _Worker] = {}
         self._wake_r, self._wake_w = os.pipe()  # request_stop wakes the supervising wait (signal-safe)
         self._stopping = False

@@ -32,6 +32,7 @@ from shared_context.loaders.schema import (
     relationship_columns,
     text_unit_columns,
 )
+from shared_context.loaders.small_tables import read_small_table
 from shared_context.loaders.vector_files import (
     IdLookup,
     read_embedding_parquets,
@@ -99,7 +100,7 @@ def _load(path: str | Path, *, embedding_dim: int | None, tokenizer: str) -> Ind
     warnings: list[str] = []
 
     store = DerivedStore.for_tables(files.root.resolve(), files.files)
-    nodes_t = read_table(files, "nodes")
+    nodes_t = read_small_table(files, store, "nodes")
     node_degree, node_members = node_stats(nodes_t)
     del nodes_t
     large = record_tables.load(store)
@@ -114,11 +115,11 @@ def _load(path: str | Path, *, embedding_dim: int | None, tokenizer: str) -> Ind
     entities = large.tables["entities"]
     title_to_id = dict(zip(entities.column("title"), entities.column("id"), strict=True)) if node_members else {}
     communities = build_communities(
-        read_table(files, "communities", skip=_UNUSED["communities"]), node_members, title_to_id
+        read_small_table(files, store, "communities", skip=_UNUSED["communities"]), node_members, title_to_id
     )
-    reports = build_reports(read_table(files, "community_reports", skip=_UNUSED["community_reports"]))
-    claims = build_claims(read_table(files, "covariates"))
-    documents = build_documents(read_table(files, "documents", skip=_UNUSED["documents"]))
+    reports = build_reports(read_small_table(files, store, "community_reports", skip=_UNUSED["community_reports"]))
+    claims = build_claims(read_small_table(files, store, "covariates"))
+    documents = build_documents(read_small_table(files, store, "documents", skip=_UNUSED["documents"]))
     release_arrow_memory()
     version = detect_version(files, large.columns["entities"], large.columns["text_units"])
     for name in record_tables.DEPENDS_ON:

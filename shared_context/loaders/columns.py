@@ -18,6 +18,7 @@ import numpy as np
 import pyarrow as pa
 
 from shared_context.errors import IndexFormatError
+from shared_context.record_table import TextColumn, numeric_view
 
 _QUOTED = re.compile(r"'((?:[^'\\]|\\.)*)'|\"((?:[^\"\\]|\\.)*)\"")
 
@@ -121,9 +122,7 @@ class TableData:
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as err:  # e.g. binary that is not UTF-8
                 raise self.error(f"expected text but found {col.type} that is not UTF-8 text ({err})", column) from None
         if non_empty:
-            import pyarrow.compute as pc  # imported on first use: ~50 ms at import time
-
-            missing = col.null_count + int(pc.sum(pc.equal(col, "")).as_py() or 0)
+            missing = _missing_texts(col)
             if missing:
                 raise self.error(f"{missing} rows have no value; every row needs one", column)
         if intern and col.null_count == 0:  # titles and ids repeat across tables: share one object
@@ -141,9 +140,7 @@ class TableData:
         if col is None or self.from_csv or not (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)):
             return self.strings(column, required=required, default=default, non_empty=non_empty)
         if non_empty:
-            import pyarrow.compute as pc  # imported on first use: ~50 ms at import time
-
-            missing = col.null_count + int(pc.sum(pc.equal(col, "")).as_py() or 0)
+            missing = _missing_texts(col)
             if missing:
                 raise self.error(f"{missing} rows have no value; every row needs one", column)
         return _as_string(col, default)
@@ -183,7 +180,7 @@ class TableData:
         if col is None:
             return None
         if pa.types.is_integer(col.type) or pa.types.is_floating(col.type) or pa.types.is_boolean(col.type):
-            return np.asarray(col.to_numpy(zero_copy_only=False), dtype=np.float64)
+            return np.asarray(numeric_view(col), dtype=np.float64)
         if pa.types.is_string(col.type) or pa.types.is_large_string(col.type) or pa.types.is_null(col.type):
             import pandas as pd  # only CSV-typed indexes need it; importing the loaders must stay cheap
 
@@ -281,6 +278,14 @@ class TableData:
         return out
 
 
+def _missing_texts(col: pa.ChunkedArray) -> int:
+    """Null or empty values of a text column, from its validity bitmap and offsets (comparing with a
+    Python "" in pyarrow.compute would import pandas, most of a second open's cost)."""
+    lengths = TextColumn(col).byte_lengths()
+    valid = np.concatenate([numeric_view(chunk.is_valid()) for chunk in col.chunks]) if col.null_count else True
+    return int(col.null_count) + int(np.count_nonzero((lengths == 0) & valid))
+
+
 def _as_string(col: pa.ChunkedArray, default: str) -> pa.ChunkedArray:
     """A text column as `string` with nulls -> `default`, copied only when one of those changes it."""
     if col.null_count:
@@ -303,13 +308,13 @@ def _string_lists(col: pa.ChunkedArray) -> list[list[Any]] | None:
     import pyarrow.compute as pc  # imported on first use: ~50 ms at import time
 
     lengths = np.asarray(
-        pc.list_value_length(arr).fill_null(0).to_numpy(zero_copy_only=False), dtype=np.int64
+        numeric_view(pc.list_value_length(arr), fill=0), dtype=np.int64
     )
     if len(flat) == 0:
         return [[] for _ in range(len(arr))]
     encoded = flat.dictionary_encode()
     uniques = [sys.intern(v) for v in encoded.dictionary.to_pylist()]
-    indices = encoded.indices.to_numpy(zero_copy_only=False).tolist()
+    indices = numeric_view(encoded.indices).tolist()
     items: tuple[Any, ...] = itemgetter(*indices)(uniques) if len(indices) > 1 else (uniques[indices[0]],)
     ends = np.cumsum(lengths).tolist()
     starts = [0, *ends[:-1]]
@@ -324,7 +329,7 @@ def _shared_strings(arr: pa.Array) -> list[str] | None:
         return []
     encoded = arr.dictionary_encode()
     uniques = [sys.intern(v) for v in encoded.dictionary.to_pylist()]
-    indices = encoded.indices.to_numpy(zero_copy_only=False).tolist()
+    indices = numeric_view(encoded.indices).tolist()
     if len(indices) == 1:
         return [uniques[indices[0]]]
     return list(itemgetter(*indices)(uniques))

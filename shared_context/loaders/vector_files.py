@@ -14,6 +14,7 @@ import numpy as np
 import pyarrow as pa
 
 from shared_context.errors import IndexFormatError
+from shared_context.record_table import numeric_view
 from shared_context.vectors import VECTOR_TARGETS, VectorTable
 
 IdLookup = Callable[[str], int]
@@ -27,12 +28,12 @@ def _matrix(column: pa.ChunkedArray, file: str, column_name: str) -> np.ndarray:
         return np.zeros((0, 0), dtype=np.float32)
     if pa.types.is_fixed_size_list(arr.type):
         dim = arr.type.list_size
-        flat = arr.flatten().to_numpy(zero_copy_only=False)
+        flat = numeric_view(arr.flatten())
         return np.asarray(flat, dtype=np.float32).reshape(n, dim)
     if pa.types.is_list(arr.type) or pa.types.is_large_list(arr.type):
         if arr.null_count:
             raise IndexFormatError(f"{arr.null_count} rows have no vector", file=file, column=column_name)
-        offsets = arr.offsets.to_numpy()
+        offsets = numeric_view(arr.offsets)
         lengths = np.diff(offsets)
         if len(set(lengths.tolist())) != 1:
             raise IndexFormatError(
@@ -40,7 +41,7 @@ def _matrix(column: pa.ChunkedArray, file: str, column_name: str) -> np.ndarray:
                 file=file,
                 column=column_name,
             )
-        flat = arr.flatten().to_numpy(zero_copy_only=False)
+        flat = numeric_view(arr.flatten())
         return np.asarray(flat, dtype=np.float32).reshape(n, int(lengths[0]))
     raise IndexFormatError(f"expected a list of floats but found {arr.type}", file=file, column=column_name)
 
@@ -162,7 +163,8 @@ def read_embedding_parquets(
         if name in skip or name in out:
             continue
         try:
-            data = pq.read_table(path)
+            with pq.ParquetFile(path, pre_buffer=True) as parquet:  # not pq.read_table: it imports pandas
+                data = parquet.read()
         except Exception as exc:
             raise IndexFormatError(f"cannot read table: {exc}", file=path.name) from exc
         vector_col = next((c for c in ("embedding", "vector") if c in data.column_names), None)
