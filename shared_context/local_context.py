@@ -221,7 +221,8 @@ def select_relationships(index: Any, entities: Sequence[int], top_k: int) -> tup
     arrays = _rel_arrays(index)
     selected = np.asarray(sorted(set(entities)), dtype=np.int64)
     ends = index.relationship_endpoints[rels]
-    inside = np.isin(ends, selected)
+    # a handful of selected entities: comparing with each is cheaper than np.isin's sort
+    inside = (ends[..., None] == selected).any(axis=-1) if len(selected) <= 32 else np.isin(ends, selected)
     in_net = inside[:, 0] & inside[:, 1]
     out_net = inside[:, 0] ^ inside[:, 1]
     combined, weight = arrays.combined[rels], arrays.weight[rels]
@@ -538,39 +539,51 @@ class LocalContextBuilder:
 
     # ------------------------------------------------------------------ entities, relationships, claims
 
-    def _entity_cells(self, pos: int, p: LocalContextParams) -> list[Any]:
-        f = _fields(self.index)
-        cells = [f.entity_id(pos), f.entity_title(pos), f.entity_description(pos)]
-        return cells + ([f.entity_degree(pos)] if p.include_entity_rank else [])
+    def _entity_values(self, pos: int) -> tuple[Any, ...]:
+        """(short_id, title, description, degree) of an entity, kept per index as its rendered row is: a
+        later question about it then reads no column (its row cells and record both come from these)."""
+        cache: dict[int, tuple[Any, ...]] = per_index_cache(self.index, "local.entity_values", dict)
+        values = cache.get(pos)
+        if values is None:
+            f = _fields(self.index)
+            values = cache[pos] = (f.entity_id(pos), f.entity_title(pos), f.entity_description(pos),
+                                   f.entity_degree(pos))
+        return values
 
-    def _entity_record(self, pos: int, p: LocalContextParams) -> dict[str, Any]:
-        f = _fields(self.index)
-        rec = {"id": f.entity_id(pos), "entity": f.entity_title(pos), "description": f.entity_description(pos),
-               "position": pos}
+    def _entity_cells(self, pos: int, p: LocalContextParams, values: tuple[Any, ...] | None = None) -> list[Any]:
+        short_id, title, description, degree = values if values is not None else self._entity_values(pos)
+        return [short_id, title, description] + ([degree] if p.include_entity_rank else [])
+
+    def _entity_record(self, pos: int, p: LocalContextParams, values: tuple[Any, ...] | None = None) -> dict[str, Any]:
+        short_id, title, description, degree = values if values is not None else self._entity_values(pos)
+        rec = {"id": short_id, "entity": title, "description": description, "position": pos}
         if p.include_entity_rank:
-            rec[p.rank_description] = f.entity_degree(pos)
+            rec[p.rank_description] = degree
         return rec
 
-    def _rel_line(self, pos: int, p: LocalContextParams) -> tuple[str, int]:
-        f = _fields(self.index)
+    def _rel_line(self, pos: int, p: LocalContextParams, record: dict[str, Any] | None = None) -> tuple[str, int]:
+        """The relationship's row and count (cached), its cells from `record` when the caller holds it."""
 
         def cells() -> list[Any]:
-            weight = [f.rel_weight(pos)] if p.include_relationship_weight else []
-            return [f.rel_id(pos), f.rel_source(pos), f.rel_target(pos), f.rel_description(pos), *weight]
+            rec = record if record is not None else self._rel_record(pos, p)
+            weight = [rec["weight"]] if p.include_relationship_weight else []
+            return [rec["id"], rec["source"], rec["target"], rec["description"], *weight]
 
         return _row(self.index, "rel", pos, (p.include_relationship_weight,), cells)
 
     def _rel_record(self, pos: int, p: LocalContextParams) -> dict[str, Any]:
-        f = _fields(self.index)
-        rec: dict[str, Any] = {
-            "id": f.rel_id(pos),
-            "source": f.rel_source(pos),
-            "target": f.rel_target(pos),
-            "description": f.rel_description(pos),
-            "position": pos,
-        }
+        # the fields are kept per index (as `_entity_values`): a later question reads no column
+        cache: dict[int, tuple[Any, ...]] = per_index_cache(self.index, "local.rel_values", dict)
+        values = cache.get(pos)
+        if values is None:
+            f = _fields(self.index)
+            values = cache[pos] = (f.rel_id(pos), f.rel_source(pos), f.rel_target(pos), f.rel_description(pos),
+                                   f.rel_weight(pos))
+        short_id, source, target, description, weight = values
+        rec: dict[str, Any] = {"id": short_id, "source": source, "target": target, "description": description,
+                               "position": pos}
         if p.include_relationship_weight:
-            rec["weight"] = f.rel_weight(pos)
+            rec["weight"] = weight
         return rec
 
     def _claim_line(self, pos: int) -> tuple[str, int]:
@@ -597,14 +610,15 @@ class LocalContextBuilder:
         ents = SectionBuilder("Entities", ent_header, tok, budget)
         rejected_entities: list[int] = []
         for e in linked:
+            values = self._entity_values(e.position)
             line, n = _row(
                 index,
                 "entity",
                 e.position,
                 (p.include_entity_rank,),
-                lambda e=e: self._entity_cells(e.position, p),
+                lambda e=e, values=values: self._entity_cells(e.position, p, values),
             )
-            if not ents.add_line(line, n, self._entity_record(e.position, p)):
+            if not ents.add_line(line, n, self._entity_record(e.position, p, values)):
                 rejected_entities.append(e.position)
         ent_section = ents.finish()
         in_table = [int(r["position"]) for r in ent_section.records]
@@ -635,7 +649,8 @@ class LocalContextBuilder:
         rel_builder = SectionBuilder("Relationships", rel_header, tok, remaining)
         for r in chosen[0]:
             if _may_fit(rel_builder, int(est.rel[r])):
-                rel_builder.add_line(*self._rel_line(r, p), self._rel_record(r, p))
+                record = self._rel_record(r, p)
+                rel_builder.add_line(*self._rel_line(r, p, record), record)
         rel_section = rel_builder.finish()
         claim_builder = SectionBuilder("Claims", _CLAIM_HEADER, tok, remaining - rel_section.tokens)
         for c in chosen[1]:
@@ -792,7 +807,10 @@ class LocalContextBuilder:
                 whole = ex.whole and spans == ex.spans
                 shown = text if whole else _join_spans(text, spans)
                 extra = {} if whole else {"truncated": True, "excerpts": [list(s) for s in spans]}
-                if builder.add([unit_id, shown], dict(record, text=shown, **extra)):
+                # a whole unit is the Sources row of whole-unit mode: its rendering and count are cached
+                row = _row(index, "unit", ex.unit, (), [unit_id, text]) if whole else None
+                if (builder.add_line(*row, dict(record, text=shown)) if row is not None
+                        else builder.add([unit_id, shown], dict(record, text=shown, **extra))):
                     shown_units.add(ex.unit)
                     break
                 spans.pop()  # the estimate was short: drop the row's last span and retry

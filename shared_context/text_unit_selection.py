@@ -28,6 +28,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import numpy as np
+
+from shared_context.adjacency import Adjacency
 from shared_context.tables import per_index_cache
 
 __all__ = [
@@ -66,16 +69,30 @@ def entity_units(index: Any, entity: int) -> list[tuple[int, int]]:
     hit = cache.get(entity)
     if hit is not None:
         return hit
-    endpoints = index.relationship_endpoints
-    scored = []
-    for order, unit in enumerate(index.entity_text_units[entity]):
-        rels = index.text_unit_relationships[unit]
-        n = int(((endpoints[rels, 0] == entity) | (endpoints[rels, 1] == entity)).sum()) if rels else 0
-        scored.append((-n, order, unit))
-    scored.sort()
-    result = [(unit, -neg) for neg, _, unit in scored]
+    units = np.asarray(index.entity_text_units[entity], dtype=np.int64)
+    counts = _relationship_counts(index, entity, units)
+    order = np.lexsort((np.arange(len(units)), -counts))  # most relationships first, then the listed order
+    result = list(zip(units[order].tolist(), counts[order].tolist(), strict=True))
     cache[entity] = result
     return result
+
+
+def _relationship_counts(index: Any, entity: int, units: np.ndarray) -> np.ndarray:
+    """How many of each unit's relationships have `entity` at one end: for CSR adjacency, one gather of
+    every unit's relationship list instead of numpy calls per unit."""
+    endpoints = index.relationship_endpoints
+    adjacency = index.text_unit_relationships
+    if not isinstance(adjacency, Adjacency):
+        return np.asarray([int(((endpoints[r, 0] == entity) | (endpoints[r, 1] == entity)).sum()) if r else 0
+                           for r in (adjacency[u] for u in units.tolist())], dtype=np.int64)
+    lo = np.asarray(adjacency.indptr[units], dtype=np.int64)
+    sizes = np.asarray(adjacency.indptr[units + 1], dtype=np.int64) - lo
+    starts = np.cumsum(sizes) - sizes
+    rels = np.asarray(adjacency.indices[np.repeat(lo - starts, sizes) + np.arange(int(sizes.sum()))], dtype=np.int64)
+    ends = endpoints[rels]
+    hits = (ends[:, 0] == entity) | (ends[:, 1] == entity)
+    owner = np.repeat(np.arange(len(units)), sizes)
+    return np.bincount(owner[hits], minlength=len(units)).astype(np.int64)
 
 
 def _graphrag_order(per_entity: list[list[tuple[int, int]]], entities: Sequence[int]) -> list[UnitCandidate]:
