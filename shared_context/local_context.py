@@ -34,7 +34,7 @@ really found (bug 7); text units are cited by `short_id` (bug 23).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -310,22 +310,25 @@ def _row(index: Any, kind: str, pos: int, variant: tuple[Any, ...], cells: Any) 
     return hit
 
 
+FieldReader = Callable[[int], Any]  # row position -> one field's value (`field_of`)
+
+
 @dataclass(frozen=True)
 class _Fields:
     """Readers of the fields a context shows from the large tables' rows (`field_of`), so no record is
     made for a row: a text unit's record builds its id lists too, at many times the cost of its fields."""
 
-    unit_id: Any
-    unit_text: Any
-    entity_id: Any
-    entity_title: Any
-    entity_description: Any
-    entity_degree: Any
-    rel_id: Any
-    rel_source: Any
-    rel_target: Any
-    rel_description: Any
-    rel_weight: Any
+    unit_id: FieldReader
+    unit_text: FieldReader
+    entity_id: FieldReader
+    entity_title: FieldReader
+    entity_description: FieldReader
+    entity_degree: FieldReader
+    rel_id: FieldReader
+    rel_source: FieldReader
+    rel_target: FieldReader
+    rel_description: FieldReader
+    rel_weight: FieldReader
 
 
 def _fields(index: Any) -> _Fields:
