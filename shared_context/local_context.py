@@ -36,7 +36,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -198,12 +198,27 @@ def _rel_arrays(index: Any) -> _RelArrays:
     return per_index_cache(index, "local.rel_arrays", build)
 
 
+# Entries per per-index row cache (rendered rows, row fields, per-entity relationship arrays): past it a
+# row is still rendered, just not kept. Without a bound a long-running service on a large index would keep
+# every row any question ever touched; Python strings cost far more than the mapped Arrow columns they
+# come from.
+ROW_CACHE_LIMIT = 500_000
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+def _remember(cache: dict[K, V], key: K, value: V) -> V:
+    """`cache[key] = value` while the cache is under `ROW_CACHE_LIMIT`; `value` either way."""
+    if len(cache) < ROW_CACHE_LIMIT:
+        cache[key] = value
+    return value
+
+
 def _entity_rel_array(index: Any, entity: int) -> np.ndarray:
     cache: dict[int, np.ndarray] = per_index_cache(index, "local.entity_rels", dict)
     arr = cache.get(entity)
     if arr is None:
-        arr = np.asarray(index.entity_relationships[entity], dtype=np.int64)
-        cache[entity] = arr
+        arr = _remember(cache, entity, np.asarray(index.entity_relationships[entity], dtype=np.int64))
     return arr
 
 
@@ -305,8 +320,7 @@ def _row(index: Any, kind: str, pos: int, variant: tuple[Any, ...], cells: Any) 
     hit = cache.get(key)
     if hit is None:
         line = render_row(cells() if callable(cells) else cells)
-        hit = (line, index.tokenizer.count(line + "\n"))
-        cache[key] = hit
+        hit = _remember(cache, key, (line, index.tokenizer.count(line + "\n")))
     return hit
 
 
@@ -349,7 +363,7 @@ def _unit_row_overhead(index: Any, unit: int) -> int:
     cache: dict[int, int] = per_index_cache(index, "local.unit_row_overhead", dict)
     n = cache.get(unit)
     if n is None:
-        n = cache[unit] = index.tokenizer.count(f"{_fields(index).unit_id(unit)}|\n") + 2
+        n = _remember(cache, unit, index.tokenizer.count(f"{_fields(index).unit_id(unit)}|\n") + 2)
     return n
 
 
@@ -516,6 +530,7 @@ class LocalContextBuilder:
         this is identical to one built without it."""
         index, p = self.index, self.params
         cache: dict[tuple[Any, ...], tuple[str, int]] = per_index_cache(index, "local.rows", dict)
+        limit = min(limit, ROW_CACHE_LIMIT)  # the cache keeps no more: past it the loop would run on, keeping nothing
         if limit <= 0 or not len(index.entities):
             return len(cache)
         degree = np.diff(index.entity_relationships.indptr)
@@ -549,8 +564,8 @@ class LocalContextBuilder:
         values = cache.get(pos)
         if values is None:
             f = _fields(self.index)
-            values = cache[pos] = (f.entity_id(pos), f.entity_title(pos), f.entity_description(pos),
-                                   f.entity_degree(pos))
+            values = _remember(cache, pos, (f.entity_id(pos), f.entity_title(pos), f.entity_description(pos),
+                                            f.entity_degree(pos)))
         return values
 
     def _entity_cells(self, pos: int, p: LocalContextParams, values: tuple[Any, ...] | None = None) -> list[Any]:
@@ -580,8 +595,8 @@ class LocalContextBuilder:
         values = cache.get(pos)
         if values is None:
             f = _fields(self.index)
-            values = cache[pos] = (f.rel_id(pos), f.rel_source(pos), f.rel_target(pos), f.rel_description(pos),
-                                   f.rel_weight(pos))
+            values = _remember(cache, pos, (f.rel_id(pos), f.rel_source(pos), f.rel_target(pos),
+                                            f.rel_description(pos), f.rel_weight(pos)))
         short_id, source, target, description, weight = values
         rec: dict[str, Any] = {"id": short_id, "source": source, "target": target, "description": description,
                                "position": pos}

@@ -370,3 +370,23 @@ def test_warm_rows_renders_ahead_what_questions_read_and_changes_no_context() ->
     assert 10 <= n < cached
     top = max(range(len(small.entities)), key=lambda i: len(small.entity_relationships[i]))
     assert ("entity", top, True) in per_index_cache(small, "local.rows", dict)
+
+
+def test_row_caches_stop_growing_at_their_limit_and_contexts_stay_the_same(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A long-running service must not keep every row any question touched: past `ROW_CACHE_LIMIT` rows
+    are rendered per question and not kept, and the context text is the one an unbounded builder makes."""
+    import shared_context.local_context as local_context
+    from shared_context.tables import per_index_cache
+
+    queries = [q for q in QUERIES["christmas_carol_graphrag_index"] if q]
+    unbounded = _load("christmas_carol_graphrag_index")
+    expected = [LocalContextBuilder(unbounded).build(q).text for q in queries]
+    assert len(per_index_cache(unbounded, "local.rows", dict)) > 40
+    monkeypatch.setattr(local_context, "ROW_CACHE_LIMIT", 40)
+    bounded = _load("christmas_carol_graphrag_index")
+    builder = LocalContextBuilder(bounded)
+    assert builder.warm_rows(1_000_000) <= 40  # warm-up stops at the bound instead of running through every entity
+    assert [builder.build(q).text for q in queries] == expected
+    for name in ("local.rows", "local.entity_values", "local.rel_values", "local.entity_rels",
+                 "local.unit_row_overhead"):
+        assert len(per_index_cache(bounded, name, dict)) <= 40, name
