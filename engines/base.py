@@ -23,7 +23,7 @@ from engines.citations import context_ids_of_messages, resolve_citations, union_
 from engines.errors import DeadlineExceeded, EngineError, attach_usage
 from engines.events import AnswerDelta, Event, Final, Progress
 from engines.latency import LATENCY, latency_key
-from engines.models.base import ChatModel, Completion, Embedder, EmbeddingResult, LocalEmbedder, Message
+from engines.models.base import ChatModel, Completion, Embedder, EmbeddingResult, Message, is_local_embedder
 from engines.models.errors import ModelError, StructuredOutputError
 from engines.models.structured import leading_reasoning_done, strip_reasoning
 from engines.plan import QueryPlan
@@ -445,12 +445,12 @@ class QueryRun:
     def embeds_locally(self) -> bool:
         """The embedder computes here, with no network call (`LocalEmbedder`): `embed_sync` may run in the
         worker thread that builds the context, one hop instead of two."""
-        return isinstance(self.models.embedder, LocalEmbedder)
+        return is_local_embedder(self.models.embedder)
 
     def embed_sync(self, stage: str, texts: list[str]) -> np.ndarray | None:
         """`embed` in the caller's thread, for a `LocalEmbedder` (same degradation and usage)."""
         embedder = self.models.embedder
-        if not isinstance(embedder, LocalEmbedder) or not texts:
+        if not is_local_embedder(embedder) or not texts:
             return None
         try:
             result = embedder.embed_sync(texts)

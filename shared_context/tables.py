@@ -95,7 +95,12 @@ def joined_tokens(tokenizer: Tokenizer, sections: Sequence[ContextSection]) -> i
     parts = [s for s in sections if s.text]
     total = sum(s.tokens for s in parts)
     for left, right in itertools.pairwise(parts):
-        tail = left.text.rsplit("\n", 1)[-1]
+        # only the last line's final piece(s) can merge with what follows (see `_stable_tail`); a last line
+        # with no such start that begins with whitespace or "/" may itself merge with the line before
+        last = left.text.rsplit("\n", 1)[-1]
+        tail = _stable_tail(last)
+        if tail == last and (not last or last[0].isspace() or last[0] == "/"):
+            tail = left.text
         head = right.text.split("\n", 1)[0]
         total += tokenizer.count(tail + "\n\n" + head) - tokenizer.count(tail) - tokenizer.count(head)
     return total
@@ -234,19 +239,25 @@ class SectionBuilder:
         return self.head_tokens + sum(self._line_tokens) - _line_end_tokens(self.tokenizer, self.lines[-1])
 
 
-def _line_end_tokens(tokenizer: Tokenizer, line: str) -> int:
-    """count(line + "\\n") - count(line), encoding only the line's last piece(s).
+def _stable_tail(line: str) -> str:
+    """The end of `line` from its last space that is followed by a non-space character (all of it when
+    there is none).
 
-    A space followed by a non-space character always starts a piece (it can only be the optional first
-    character of a word or punctuation piece, or a lone-space piece), so the text before the last such
-    space is split the same way whatever follows; only the rest is encoded.
+    Such a space always starts a piece (it can only be the optional first character of a word or
+    punctuation piece, or a lone-space piece), so the text before it is split the same way whatever
+    follows: count(line + x) - count(line) == count(tail + x) - count(tail) for any x.
     """
     cut = len(line) - 1
     while True:
         cut = line.rfind(" ", 0, cut)
         if cut < 0 or not line[cut + 1].isspace():
             break
-    tail = line[max(cut, 0):]
+    return line[max(cut, 0):]
+
+
+def _line_end_tokens(tokenizer: Tokenizer, line: str) -> int:
+    """count(line + "\\n") - count(line), encoding only the line's last piece(s) (`_stable_tail`)."""
+    tail = _stable_tail(line)
     return tokenizer.count(tail + "\n") - tokenizer.count(tail)
 
 

@@ -177,3 +177,19 @@ def test_large_corpus_is_fitted_on_a_sample(monkeypatch):
     assert emb.dim == 4  # components come from the 4-text sample
     vectors = emb.transform(CORPUS)  # every text still embeds
     assert vectors.shape == (len(CORPUS), 4) and np.isfinite(vectors).all()
+
+
+def test_is_local_embedder_is_the_protocol_check():
+    from engines.models.base import LocalEmbedder, is_local_embedder
+
+    class Remote:
+        name, dim, offline = "remote", 8, False
+
+        async def embed(self, texts):  # pragma: no cover - never called
+            raise NotImplementedError
+
+    local = OfflineEmbedder.fit(CORPUS)
+    for emb in (local, Remote(), object()):
+        for _ in range(2):  # the second answer comes from the per-class memo
+            assert is_local_embedder(emb) == isinstance(emb, LocalEmbedder)
+    assert is_local_embedder(local) and not is_local_embedder(Remote())

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shared_context.tables import SectionBuilder, render_row
+from shared_context.tables import SectionBuilder, join_sections, joined_tokens, render_row
 from shared_context.tokens import get_tokenizer
 
 ENCODINGS = ["o200k_base", "cl100k_base"]
@@ -89,3 +89,32 @@ def test_finish_does_not_re_encode_the_whole_section() -> None:
     section = builder.finish()
     assert section.tokens == real.count(section.text)
     assert Spy.longest < 100  # only the last row's final piece and the header
+
+
+@pytest.mark.parametrize("encoding", ENCODINGS)
+@settings(max_examples=150, deadline=None, derandomize=True)
+@given(sections=st.lists(st.lists(row, min_size=1, max_size=3), min_size=1, max_size=4))
+def test_joined_tokens_equals_counting_the_joined_text(encoding: str, sections: list[list[list[str]]]) -> None:
+    """`joined_tokens` adds only what each join between two sections changes, from the end of the left
+    section's last row: the same as counting the joined text."""
+    built = [_build(encoding, rows)[0].finish() for rows in sections]
+    tok = get_tokenizer(encoding)
+    assert joined_tokens(tok, built) == tok.count(join_sections([s.text for s in built]))
+
+
+def test_joined_tokens_encodes_only_the_ends_of_long_last_rows() -> None:
+    real = get_tokenizer()
+
+    class Spy:
+        encoding_name = real.encoding_name
+        longest = 0
+
+        def count(self, text: str) -> int:
+            Spy.longest = max(Spy.longest, len(text))
+            return real.count(text)
+
+    long_row = [["1", "The ghost of Christmas Past, " * 40 + 'and "Marley" |']]
+    built = [_build("o200k_base", rows)[0].finish() for rows in (long_row, long_row, [["2", "x"]])]
+    expected = real.count(join_sections([s.text for s in built]))
+    assert joined_tokens(Spy(), built) == expected  # type: ignore[arg-type]
+    assert Spy.longest < 100

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Protocol, TypedDict, runtime_checkable
+from typing import Protocol, TypedDict, TypeGuard, runtime_checkable
 
 import numpy as np
 from pydantic import BaseModel
@@ -89,3 +89,16 @@ class LocalEmbedder(Embedder, Protocol):
     thread, so an engine can embed a question and build its context in one worker-thread hop."""
 
     def embed_sync(self, texts: list[str]) -> EmbeddingResult: ...
+
+
+_LOCAL_BY_CLASS: dict[type, bool] = {}
+
+
+def is_local_embedder(embedder: object) -> TypeGuard[LocalEmbedder]:
+    """`isinstance(embedder, LocalEmbedder)`, decided once per class: a runtime-checkable Protocol's
+    isinstance looks up every protocol member on each call, and every local question asked it twice."""
+    kind = type(embedder)
+    local = _LOCAL_BY_CLASS.get(kind)
+    if local is None:
+        local = _LOCAL_BY_CLASS[kind] = isinstance(embedder, LocalEmbedder)
+    return local

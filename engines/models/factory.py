@@ -96,7 +96,8 @@ class Models:
         self._registry = limiter_registry
         self._cache_dir = cache_dir
         self.cache = ModelCallCache(config.cache.path) if config.cache.enabled and config.cache.path else None
-        self._chat: dict[str, ChatModel] = {}
+        self._chat: dict[str, ChatModel] = {}  # by endpoint settings: stages with the same endpoint share one
+        self._chat_by_stage: dict[str | None, ChatModel] = {}
         self._embedder = embedder
         self._lock = threading.Lock()
 
@@ -111,6 +112,9 @@ class Models:
         )
 
     def chat(self, stage: str | None = None) -> ChatModel:
+        model = self._chat_by_stage.get(stage)  # every model call asks: no endpoint serialised again
+        if model is not None:
+            return model
         endpoint = self.config.endpoint_for(stage)
         key = endpoint.model_dump_json()
         with self._lock:
@@ -121,6 +125,7 @@ class Models:
                     if endpoint.offline
                     else build_chat_model(self.config, stage, limiter_registry=self._registry, cache=self.cache)
                 )
+            self._chat_by_stage[stage] = model
             return model
 
     @property

@@ -27,6 +27,9 @@ from engines.models.errors import (
 from engines.models.limiter import ConcurrencyLimiter
 
 T = TypeVar("T")
+# Backoff jitter when the caller brings no generator (seeding a new one from os.urandom on every call
+# was a visible share of a model call's CPU in the service).
+_JITTER = random.Random()
 RETRYABLE_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504, 520, 522, 524, 529})
 
 
@@ -208,7 +211,6 @@ async def call_with_retries(
     Each attempt gets min(per-call timeout, time left before the deadline) and is also cut by
     `asyncio.wait_for` so a server that trickles bytes cannot hold us past the deadline.
     """
-    rng = rng or random.Random()
     start = time.monotonic()
     deadline = start + policy.total_deadline_s
     last: Failure | None = None
@@ -227,7 +229,7 @@ async def call_with_retries(
             last = classify(exc, base_url=base_url, model=model, timeout_s=timeout)
         if not last.retryable or retry_index == policy.max_retries:
             break
-        delay = last.retry_after if last.retry_after is not None else policy.backoff(retry_index, rng)
+        delay = last.retry_after if last.retry_after is not None else policy.backoff(retry_index, rng or _JITTER)
         if time.monotonic() + delay >= deadline:
             last.error.message += (
                 f"; gave up: the next retry (after {delay:.2f} s) would pass the "
