@@ -36,7 +36,7 @@ from shared_context.lexical_store import SortedVocab
 from shared_context.record_table import RecordTable
 from shared_context.tables import per_index_cache
 from shared_context.text import TermLookup, lexical_term_ids, lexical_terms
-from shared_context.token_counts import count_strings
+from shared_context.token_counts import TokenAnchors, count_strings
 from shared_context.tokens import Tokenizer
 
 __all__ = ["Block", "BlockTable", "block_table", "unit_blocks_of"]
@@ -191,9 +191,10 @@ def _texts(records: Sequence[Any]) -> Iterator[list[str]]:
 
 
 def build_block_table(records: Sequence[Any], unit_tokens: np.ndarray, block_tokens: int,
-                      tokenizer: Tokenizer) -> BlockTable:
-    """Cut every unit into blocks (`unit_blocks_of`, batched): spans per unit, token counts on a few
-    threads (`token_counts.count_strings`), the terms of a chunk of blocks at once
+                      tokenizer: Tokenizer, anchors: TokenAnchors | None = None) -> BlockTable:
+    """Cut every unit into blocks (`unit_blocks_of`, batched): spans per unit, token counts from the
+    units' `anchors` (`TokenAnchors.span_counts`: only the blocks' ends are encoded; exact) or else on
+    a few threads (`token_counts.count_strings`), the terms of a chunk of blocks at once
     (`text.lexical_term_ids`), per-block term counts with numpy."""
     vocab: dict[str, int] = {}
     # flat machine integers, not Python int objects: a million-unit index has millions of blocks
@@ -205,6 +206,7 @@ def build_block_table(records: Sequence[Any], unit_tokens: np.ndarray, block_tok
     workers = min(os.cpu_count() or 1, 4)
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="graphroute-blocks") as pool:
         for texts in _texts(records):
+            first_unit, first_block = unit, len(starts)
             pieces = []
             for text in texts:
                 spans = _spans(text, int(unit_tokens[unit]), block_tokens)
@@ -214,9 +216,17 @@ def build_block_table(records: Sequence[Any], unit_tokens: np.ndarray, block_tok
                     starts.append(s)
                     ends.append(e)
                     pieces.append(text[s:e])
-            # one call per text (tiktoken's batch call costs a thread-pool future per short text), on
-            # the pool's threads while this one waits
-            tokens.extend(count_strings(tokenizer, pieces, pool).tolist())
+            if anchors is not None:
+                sizes = np.frombuffer(unit_sizes, dtype=np.int64)[first_unit:]
+                owner = np.repeat(np.arange(len(texts), dtype=np.int64), sizes)
+                lo = np.frombuffer(starts, dtype=np.int64)[first_block:]
+                hi = np.frombuffer(ends, dtype=np.int64)[first_block:]
+                tokens.extend(anchors.span_counts(tokenizer, texts, first_unit, owner, lo, hi).tolist())
+                del sizes, lo, hi  # views of the growing arrays must go before they grow
+            else:
+                # one call per text (tiktoken's batch call costs a thread-pool future per short text),
+                # on the pool's threads while this one waits
+                tokens.extend(count_strings(tokenizer, pieces, pool).tolist())
             # the pieces' terms, a run of texts at a time (`lexical_term_ids`: `lexical_terms`' terms)
             found = list(lexical_term_ids(pieces, vocab))
             sizes = np.concatenate([f[0] for f in found]) if found else np.zeros(0, dtype=np.int64)
@@ -264,7 +274,8 @@ def block_table(index: Any, block_tokens: int) -> BlockTable:
             found = store.load_arrays(name, ["text_units"], _FIELDS, extra=extra)
             if found is not None and len(found["unit_ptr"]) == len(index.text_units) + 1:
                 return BlockTable.from_arrays(found)
-        table = build_block_table(index.text_units, index.text_unit_tokens, block_tokens, index.tokenizer)
+        table = build_block_table(index.text_units, index.text_unit_tokens, block_tokens, index.tokenizer,
+                                  getattr(index, "text_unit_token_anchors", None))
         if store is not None:
             store.save_arrays(name, ["text_units"], table.arrays(), extra=extra)
             # mapped back, so the process holds only the pages questions touch, not the whole table
