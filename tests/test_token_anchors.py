@@ -18,8 +18,8 @@ from shared_context.token_counts import count_texts
 from shared_context.tokens import get_tokenizer
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
-PIECES = list("abcdeXYZ  \n\t.,'!?-/0123456789") + [
-    "'s", "'t", "'LL", " the", "  ", "\n\n", "https://x.y/z", "...", "A", "I'm", "é", "中文", "—", " \n ",
+PIECES = [
+    *"abcdeXYZ  \n\t.,'!?-/0123456789", "'s", "'t", "'LL", " the", "  ", "\n\n", "https://x.y/z", "...", "A", "I'm", "é", "中文", "—", " \n ",
 ]  # fmt: skip
 
 
