@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import FrozenInstanceError, dataclass, field
 from typing import Any, Literal
 
 import numpy as np
@@ -257,19 +257,88 @@ def lexical_scores(index: Any, table: Table, query: str) -> np.ndarray:
 # ---------------------------------------------------------------------------- results
 
 
-@dataclass(frozen=True)
 class LinkedEntity:
+    """One linked entity: its position, its record and its scores. Immutable.
+
+    The record is read on first access to `entity` when linking passed the table instead
+    (`LinkedEntity.of`): building a context reads only the fields it shows, straight from the columns,
+    so a question does not make (and page in every column of) ten whole entity records it never reads.
+    Equality, `repr` and pickling are those of a frozen dataclass over the fields below."""
+
+    __slots__ = ("_entity", "_records", "exact", "included", "lexical", "position", "score", "semantic")
+    _FIELDS = ("position", "entity", "score", "exact", "lexical", "semantic", "included")
+
     position: int
-    entity: Entity
     score: float  # merged, in [0, 1]
     exact: bool
     lexical: float  # normalised to [0, 1] (best lexical match of the query = 1)
     semantic: float  # normalised to [0, 1] (best cosine of the query = 1); 0 when not used
-    included: bool = False  # forced by include_entity_names
+    included: bool  # forced by include_entity_names
+    _entity: Entity | None  # None until first read from `_records`
+    _records: Sequence[Entity] | None
+
+    def __init__(
+        self,
+        position: int,
+        entity: Entity | None,
+        score: float,
+        exact: bool,
+        lexical: float,
+        semantic: float,
+        included: bool = False,
+        *,
+        records: Sequence[Entity] | None = None,
+    ) -> None:
+        if entity is None and records is None:
+            raise ValueError("LinkedEntity needs its entity or the records to read it from")
+        values = (position, score, exact, lexical, semantic, included, entity, records)
+        for name, value in zip(("position", "score", "exact", "lexical", "semantic", "included", "_entity",
+                                "_records"), values, strict=True):
+            object.__setattr__(self, name, value)
+
+    @classmethod
+    def of(cls, records: Sequence[Entity], position: int, score: float, exact: bool, lexical: float,
+           semantic: float, included: bool = False) -> LinkedEntity:
+        """A linked entity whose record is `records[position]`, read when first asked for."""
+        return cls(position, None, score, exact, lexical, semantic, included, records=records)
+
+    @property
+    def entity(self) -> Entity:
+        entity: Entity | None = self._entity
+        if entity is None:
+            assert self._records is not None
+            entity = self._records[self.position]
+            object.__setattr__(self, "_entity", entity)
+            object.__setattr__(self, "_records", None)
+        return entity
 
     @property
     def title(self) -> str:
         return self.entity.title
+
+    def _values(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, name) for name in self._FIELDS)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise FrozenInstanceError(f"cannot assign to field {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        raise FrozenInstanceError(f"cannot delete field {name!r}")
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        assert isinstance(other, LinkedEntity)
+        return self._values() == other._values()
+
+    __hash__ = None  # type: ignore[assignment]  # as the dataclass: its Entity is unhashable
+
+    def __repr__(self) -> str:
+        return "LinkedEntity(" + ", ".join(f"{n}={v!r}" for n, v in zip(self._FIELDS, self._values(),
+                                                                       strict=True)) + ")"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (LinkedEntity, self._values())
 
 
 @dataclass
@@ -597,7 +666,7 @@ def link_entities(
     semantic, semantic_cut = _semantic(index, query_vector, notes, depth) if text else (None, 0.0)
     mode = "exact+lexical+embedding" if semantic is not None else "exact+lexical"
     linked: list[LinkedEntity] = [
-        LinkedEntity(p, index.entities[p], 1.0, True, 0.0, 0.0, included=True) for p in included
+        LinkedEntity.of(index.entities, p, 1.0, True, 0.0, 0.0, included=True) for p in included
     ]
     taken = set(included) | excluded
     room = max(k - len(linked), 0)
@@ -609,7 +678,7 @@ def link_entities(
             if len(linked) >= max(k, len(included)):
                 break
             if p not in taken:
-                linked.append(LinkedEntity(p, index.entities[p], 0.0, False, 0.0, 0.0))
+                linked.append(LinkedEntity.of(index.entities, p, 0.0, False, 0.0, 0.0))
         return LinkResult(linked, mode, text, notes, [])
 
     done = analysed if analysed is not None and analysed.text == text else lexical_pass(index, text)
@@ -662,9 +731,9 @@ def link_entities(
         for i in order.tolist():
             p = int(universe[i])
             linked.append(
-                LinkedEntity(
+                LinkedEntity.of(
+                    index.entities,
                     p,
-                    index.entities[p],
                     float(score[i]),
                     bool(matched[i] > 0),
                     float(lexical[i]),

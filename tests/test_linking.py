@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -151,3 +153,37 @@ def test_linking_is_deterministic_and_does_not_touch_records(carol: Index) -> No
     b = link_entities(carol, "Marley's ghost and the chains", k=10)
     assert [(e.position, e.score) for e in a.entities] == [(e.position, e.score) for e in b.entities]
     assert [(e.title, e.description, e.degree) for e in carol.entities[:50]] == before
+
+
+def test_linked_entity_reads_its_record_only_when_asked(carol_path: Path) -> None:
+    import dataclasses
+    import pickle
+
+    from shared_context import LocalContextBuilder, load_index
+    from shared_context.linking import LinkedEntity
+    from shared_context.record_table import RecordTable
+
+    index = load_index(carol_path)  # its own copy: no other test has made records of it
+    assert isinstance(index.entities, RecordTable)
+    made = index.entities._made
+    result = link_entities(index, "Marley's ghost and Bob Cratchit", k=10)
+    ctx = LocalContextBuilder(index).build("Marley's ghost and Bob Cratchit")
+    assert ctx.text and len(result.entities) == 10
+    # neither linking nor building the context made a whole entity record (every column of its row)
+    assert not made.keys() & {e.position for e in result.entities}
+    first = result.entities[0]
+    assert first.entity is index.entities[first.position] and first.title == first.entity.title
+    assert first.entity is first.entity
+    # behaves as the frozen dataclass it was: equality over every field, repr, no assignment, pickling
+    twin = LinkedEntity(first.position, index.entities[first.position], first.score, first.exact,
+                        first.lexical, first.semantic, first.included)
+    assert twin == first and repr(twin) == repr(first) and twin != result.entities[1]
+    assert repr(first).startswith(f"LinkedEntity(position={first.position}, entity=Entity(")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        first.score = 0.0  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        hash(first)
+    lazy = result.entities[1]
+    assert pickle.loads(pickle.dumps(lazy)) == lazy
+    with pytest.raises(ValueError):
+        LinkedEntity(0, None, 1.0, True, 0.0, 0.0)
