@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import contextlib
 import os
+from array import array
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import lru_cache
-from itertools import chain, pairwise
+from itertools import pairwise
 from typing import Any
 
 import numpy as np
@@ -147,22 +148,22 @@ def _count_anchored(tokenizer: Tokenizer, texts: list[Any]) -> tuple[np.ndarray,
     sizes = np.zeros(len(texts), dtype=np.int64)
     if not plain:
         return counts, TokenAnchors(np.zeros(len(texts) + 1, dtype=np.int64), np.zeros(0, np.int32), np.zeros(0, np.int32))
-    data = np.frombuffer("".join(texts[i] for i in plain).encode("ascii"), dtype=np.uint8)
+    # the texts joined by NUL (neither a letter nor a space, so no anchor spans two texts)
+    data = np.frombuffer("\x00".join(texts[i] for i in plain).encode("ascii"), dtype=np.uint8)
     lengths = np.fromiter((len(texts[i]) for i in plain), dtype=np.int64, count=len(plain))
-    text_start = np.cumsum(lengths) - lengths
+    text_start = np.cumsum(lengths + 1) - (lengths + 1)  # in the joined bytes
     n_tokens = counts[plain].astype(np.int64)
-    tokens = np.fromiter(chain.from_iterable(encoded[i] for i in plain), dtype=np.int64, count=int(n_tokens.sum()))
-    token_ends = np.cumsum(_token_bytes(tokenizer.encoding_name)[tokens])
+    flat = array("q")
+    for i in plain:
+        flat.extend(encoded[i])
+    token_ends = np.cumsum(_token_bytes(tokenizer.encoding_name)[np.frombuffer(flat, dtype=np.int64)])
     at = np.flatnonzero(_LETTER[data[:-2]] & (data[1:-1] == 32) & _LETTER[data[2:]]) + 1
-    owner = np.searchsorted(text_start, at - 1, side="right") - 1
-    inside = owner == np.searchsorted(text_start, at + 1, side="right") - 1  # both letters in one text
-    at, owner = at[inside], owner[inside]
+    at = at[np.diff(at // _ANCHOR_STEP, prepend=-1) > 0]  # thinned: the first anchor of each step
+    owner = np.searchsorted(text_start, at, side="right") - 1
     local = at - text_start[owner]
-    first_of_step = np.ones(len(at), dtype=bool)  # thinned: the first anchor of each step of a text
-    first_of_step[1:] = (owner[1:] != owner[:-1]) | (local[1:] // _ANCHOR_STEP != local[:-1] // _ANCHOR_STEP)
-    at, owner, local = at[first_of_step], owner[first_of_step], local[first_of_step]
     token_start = np.cumsum(n_tokens) - n_tokens
-    before = np.searchsorted(token_ends, at, side="right") - token_start[owner]
+    # tokens ending at or before the anchor, in the texts' bytes without the separators
+    before = np.searchsorted(token_ends, at - owner, side="right") - token_start[owner]
     sizes[np.asarray(plain, dtype=np.int64)] = np.bincount(owner, minlength=len(plain))
     ptr = np.zeros(len(texts) + 1, dtype=np.int64)
     np.cumsum(sizes, out=ptr[1:])
