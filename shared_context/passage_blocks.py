@@ -35,7 +35,7 @@ import numpy as np
 from shared_context.lexical_store import SortedVocab
 from shared_context.record_table import RecordTable
 from shared_context.tables import per_index_cache
-from shared_context.text import TermLookup, lexical_term_ids, lexical_terms
+from shared_context.text import TermLookup, WordIds, lexical_term_ids, lexical_terms
 from shared_context.token_counts import TokenAnchors, count_strings
 from shared_context.tokens import Tokenizer
 
@@ -197,6 +197,7 @@ def build_block_table(records: Sequence[Any], unit_tokens: np.ndarray, block_tok
     a few threads (`token_counts.count_strings`), the terms of a chunk of blocks at once
     (`text.lexical_term_ids`), per-block term counts with numpy."""
     vocab: dict[str, int] = {}
+    words = WordIds(vocab)  # each distinct word is stemmed once for the whole table
     # flat machine integers, not Python int objects: a million-unit index has millions of blocks
     unit_sizes, starts, ends, tokens, n_terms = (array("q") for _ in range(5))
     term_ptr_parts: list[np.ndarray] = []
@@ -228,7 +229,7 @@ def build_block_table(records: Sequence[Any], unit_tokens: np.ndarray, block_tok
                 # on the pool's threads while this one waits
                 tokens.extend(count_strings(tokenizer, pieces, pool).tolist())
             # the pieces' terms, a run of texts at a time (`lexical_term_ids`: `lexical_terms`' terms)
-            found = list(lexical_term_ids(pieces, vocab))
+            found = list(lexical_term_ids(pieces, words))
             sizes = np.concatenate([f[0] for f in found]) if found else np.zeros(0, dtype=np.int64)
             ids = np.concatenate([f[1] for f in found]) if found else np.zeros(0, dtype=np.int64)
             n_terms.extend(sizes.tolist())

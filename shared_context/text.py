@@ -27,6 +27,7 @@ __all__ = [
     "STOPWORDS",
     "TOKEN_RE",
     "LazyPattern",
+    "WordIds",
     "lexical_term_ids",
     "lexical_terms",
     "plural_stem",
@@ -227,9 +228,9 @@ def _offsets(arr: Any) -> np.ndarray:
     return raw.astype(np.int64)
 
 
-class _WordIds:
-    """Word -> vocabulary id of its term (-1 for a stopword) for one `lexical_term_ids` pass: Arrow looks
-    up the words already met, so each distinct word is stemmed and looked up in Python once."""
+class WordIds:
+    """Word -> id in `vocab` of the word's term (-1 for a stopword), for `lexical_term_ids` passes over
+    one vocabulary: Arrow looks up the words already met, so each distinct word meets Python once."""
 
     def __init__(self, vocab: dict[str, int]) -> None:
         self.vocab = vocab
@@ -272,7 +273,7 @@ def _bools(arr: Any) -> np.ndarray:
     return out
 
 
-def _ascii_term_ids(arr: Any, words: _WordIds) -> TermIds:
+def _ascii_term_ids(arr: Any, words: WordIds) -> TermIds:
     """`lexical_term_ids` of ASCII-only texts, on their bytes: an ASCII text has no CJK and lower-cases
     byte for byte, and Python's `[^\\W_]` is `[A-Za-z0-9]` there, so its words are the maximal runs of
     those bytes within the text. Arrow hashes the words; only new distinct words meet Python."""
@@ -359,17 +360,18 @@ def _string_chunks(texts: Any) -> Iterator[Any]:
         yield string_array([t or "" for t in texts[lo : lo + _TEXT_CHUNK_ROWS // 16]])
 
 
-def lexical_term_ids(texts: Any, vocab: dict[str, int]) -> Iterator[TermIds]:
+def lexical_term_ids(texts: Any, vocab: dict[str, int] | WordIds) -> Iterator[TermIds]:
     """The `lexical_terms` of every text, as vocabulary ids, a run of consecutive texts at a time: yields
     (number of terms of each text, the ids of their terms in text order); new terms are added to
-    `vocab` (term -> id). A missing text (None) has no terms.
+    `vocab` (term -> id; or a `WordIds` over it, to keep its word lookups across calls). A missing text
+    (None) has no terms.
 
     ASCII texts are split with numpy over the column's bytes, the others with one regular-expression
     pass per run (`_python_term_ids`); only the distinct words of a run are stemmed and looked up. The
     terms are those of `lexical_terms` text by text (tests compare them on real and edge-case corpora)."""
     import pyarrow.compute as pc
 
-    words = _WordIds(vocab)
+    words = vocab if isinstance(vocab, WordIds) else WordIds(vocab)
     for chunk in _string_chunks(texts):
         if chunk.null_count:
             chunk = pc.fill_null(chunk, "")
@@ -379,11 +381,11 @@ def lexical_term_ids(texts: Any, vocab: dict[str, int]) -> Iterator[TermIds]:
             yield _ascii_term_ids(chunk, words)
             continue
         if not ascii_rows.any():
-            yield _python_term_ids(chunk.to_pylist(), vocab)
+            yield _python_term_ids(chunk.to_pylist(), words.vocab)
             continue
         where_ascii, where_other = np.flatnonzero(ascii_rows), np.flatnonzero(~ascii_rows)
         a_sizes, a_ids = _ascii_term_ids(chunk.filter(is_ascii), words)
-        o_sizes, o_ids = _python_term_ids(chunk.filter(pc.invert(is_ascii)).to_pylist(), vocab)
+        o_sizes, o_ids = _python_term_ids(chunk.filter(pc.invert(is_ascii)).to_pylist(), words.vocab)
         sizes = np.zeros(len(chunk), dtype=np.int64)
         sizes[where_ascii], sizes[where_other] = a_sizes, o_sizes
         text_of = np.concatenate([np.repeat(where_ascii, a_sizes), np.repeat(where_other, o_sizes)])
