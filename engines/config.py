@@ -210,6 +210,11 @@ class ServeConfig(_Section):
     # request's Python under one GIL, so it tops out at one core; raise this to the cores the service may
     # use. Each worker loads the indexes itself, and the [models] concurrency limits are divided among them.
     workers: int = Field(default=1, ge=1, le=64)
+    # Threads for the CPU steps a request hands off its event loop (`asyncio.to_thread`: building contexts,
+    # classifying, planning). They hold the GIL for most of their work, so more threads only interleave the
+    # questions (each finishing late, all together, their model calls starting late); one thread takes
+    # them in order of arrival, so the first model calls start while later questions are still built.
+    cpu_threads: int = Field(default=1, ge=1, le=64)
 
 
 class SearchConfig(SearchParams):

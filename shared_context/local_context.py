@@ -41,8 +41,10 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from shared_context.excerpt_rows import excerpt_row_tokens
 from shared_context.history import HISTORY_SECTION, build_history_section, recent_user_turns
 from shared_context.linking import LinkedEntity, LinkResult, link_entities
+from shared_context.passage_blocks import block_table
 from shared_context.passages import select_excerpts
 from shared_context.record_table import array_of, field_of, text_lengths_of
 from shared_context.tables import (
@@ -171,6 +173,17 @@ def _join_spans(text: str, spans: Sequence[tuple[int, int]]) -> str:
     head = "… " if spans[0][0] > 0 else ""
     tail = " …" if spans[-1][1] < len(text) else ""
     return head + " … ".join(parts) + tail
+
+
+def _excerpt_line(index: Any, unit: int, unit_id: str, text: str, spans: Sequence[tuple[int, int]], shown: str,
+                  block_starts: Sequence[int]) -> tuple[str, int]:
+    """An excerpt row (`shown` = `_join_spans(text, spans)`) and its exact count with its line end, from
+    per-index counts of the stretches between its unit's block boundaries (`excerpt_rows`)."""
+    id_cell = render_row([unit_id])
+    line = render_row([unit_id, shown])
+    n = excerpt_row_tokens(index, unit, id_cell, text, spans, block_starts,
+                           line[len(id_cell) + 1 :] != shown, ROW_CACHE_LIMIT)
+    return line, index.tokenizer.count(line + "\n") if n is None else n
 
 
 def link_strength(link: LinkResult, strong_matches: int) -> float:
@@ -810,6 +823,12 @@ class LocalContextBuilder:
             rrf_k=p.hybrid_rrf_k,
             row_overhead=lambda u: _unit_row_overhead(index, u),
         )
+        blocks = block_table(index, max(p.excerpt_tokens // 2, 1))
+
+        def starts(unit: int) -> list[int]:
+            lo, hi = int(blocks.unit_ptr[unit]), int(blocks.unit_ptr[unit + 1])
+            return [int(c) for c in blocks.start[lo:hi]]
+
         shown_units: set[int] = set()
         for ex in excerpts:
             unit_id, text, cand = f.unit_id(ex.unit), f.unit_text(ex.unit), cands[ex.unit]
@@ -826,9 +845,9 @@ class LocalContextBuilder:
                 shown = text if whole else _join_spans(text, spans)
                 extra = {} if whole else {"truncated": True, "excerpts": [list(s) for s in spans]}
                 # a whole unit is the Sources row of whole-unit mode: its rendering and count are cached
-                row = _row(index, "unit", ex.unit, (), [unit_id, text]) if whole else None
-                if (builder.add_line(*row, dict(record, text=shown)) if row is not None
-                        else builder.add([unit_id, shown], dict(record, text=shown, **extra))):
+                row = (_row(index, "unit", ex.unit, (), [unit_id, text]) if whole
+                       else _excerpt_line(index, ex.unit, unit_id, text, spans, shown, starts(ex.unit)))
+                if builder.add_line(*row, dict(record, text=shown, **extra)):
                     shown_units.add(ex.unit)
                     break
                 spans.pop()  # the estimate was short: drop the row's last span and retry

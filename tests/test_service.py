@@ -285,3 +285,32 @@ def test_cli_index_specs_name_each_index() -> None:
         _parse_index_specs(["a=/x", "a=/y"])
     with pytest.raises(CliError, match="without '@'"):
         _parse_index_specs(["a@b=/x"])
+
+
+def test_cpu_steps_run_on_serve_cpu_threads(carol_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`[serve] cpu_threads`: the threads `asyncio.to_thread` hands the context building to, on the serving loop."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from engines.config import ServeConfig
+    from shared_context.local_context import LocalContextBuilder
+
+    seen: set[str] = set()
+    build = LocalContextBuilder.build
+
+    def spy(self: LocalContextBuilder, *args: Any, **kwargs: Any) -> Any:
+        seen.add(threading.current_thread().name)
+        time.sleep(0.02)  # long enough for the requests to overlap
+        return build(self, *args, **kwargs)
+
+    monkeypatch.setattr(LocalContextBuilder, "build", spy)
+    with Router.from_index(carol_path) as router, \
+            ServiceThread(Service({"carol": router}, ServeConfig(cpu_threads=2))) as svc, \
+            httpx.Client(base_url=svc.url, timeout=60) as http:
+
+        def ask(q: str) -> int:
+            return http.post("/v1/ask", json={"question": q, "mode": "local"}).status_code
+
+        questions = ["Who is Scrooge?", "Who is Marley?", "Who is Bob Cratchit?", "Who is Fred?", "Who is Belle?", "Who is Fan?"]
+        with ThreadPoolExecutor(6) as pool:
+            assert list(pool.map(ask, questions)) == [200] * 6
+    assert seen and len(seen) <= 2 and all(name.startswith("graphroute-cpu") for name in seen)

@@ -325,6 +325,12 @@ def create_app(service: Service) -> Any:
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        from concurrent.futures import ThreadPoolExecutor
+
+        # the serving loop's executor, which `asyncio.to_thread` uses ([serve] cpu_threads); the loop shuts
+        # it down when it closes
+        asyncio.get_running_loop().set_default_executor(
+            ThreadPoolExecutor(service.config.cpu_threads, thread_name_prefix="graphroute-cpu"))
         for router in service.routers.values():  # before uvicorn listens: the first request makes no client
             await router.models.aopen()
         yield

