@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-from array import array
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -141,8 +140,8 @@ class TokenAnchors:
 
 def _count_anchored(tokenizer: Tokenizer, texts: list[Any]) -> tuple[np.ndarray, TokenAnchors]:
     """`_count_chunk` plus the texts' `TokenAnchors`, from the same encodings."""
-    encode = tokenizer.encode
-    encoded = [encode(t) if t else [] for t in texts]
+    encode, empty = tokenizer.encode_array, np.zeros(0, dtype=np.uint32)
+    encoded = [encode(t) if t else empty for t in texts]
     counts = np.fromiter(map(len, encoded), dtype=np.int32, count=len(texts))
     plain = [i for i, t in enumerate(texts) if t and t.isascii()]
     sizes = np.zeros(len(texts), dtype=np.int64)
@@ -153,10 +152,8 @@ def _count_anchored(tokenizer: Tokenizer, texts: list[Any]) -> tuple[np.ndarray,
     lengths = np.fromiter((len(texts[i]) for i in plain), dtype=np.int64, count=len(plain))
     text_start = np.cumsum(lengths + 1) - (lengths + 1)  # in the joined bytes
     n_tokens = counts[plain].astype(np.int64)
-    flat = array("q")
-    for i in plain:
-        flat.extend(encoded[i])
-    token_ends = np.cumsum(_token_bytes(tokenizer.encoding_name)[np.frombuffer(flat, dtype=np.int64)])
+    flat = np.concatenate([encoded[i] for i in plain])
+    token_ends = np.cumsum(_token_bytes(tokenizer.encoding_name)[flat])
     at = np.flatnonzero(_LETTER[data[:-2]] & (data[1:-1] == 32) & _LETTER[data[2:]]) + 1
     at = at[np.diff(at // _ANCHOR_STEP, prepend=-1) > 0]  # thinned: the first anchor of each step
     owner = np.searchsorted(text_start, at, side="right") - 1
