@@ -78,7 +78,8 @@ def select_excerpts(
 ) -> list[Excerpt]:
     """Excerpts of `units` (candidate positions, best first) for `query` within `budget` tokens, in the
     order their first window was chosen. `row_overhead(unit)`: tokens a unit's row costs beyond its text
-    (id cell, separators); `gap` markers cost one token each (an estimate: the caller counts exactly)."""
+    (id cell, separators; >= 0), asked only for units a window of which fits what is left of the budget; `gap`
+    markers cost one token each (an estimate: the caller counts exactly)."""
     if excerpt_tokens <= 0:
         raise ValueError(f"excerpt_tokens must be > 0, got {excerpt_tokens}")
     if weight < 0 or rrf_k < 0:
@@ -86,10 +87,12 @@ def select_excerpts(
     row_cost = row_overhead or (lambda _u: 4)
     overheads: dict[int, int] = {}
 
-    def overhead(unit: int) -> int:  # asked again for every window of a unit not chosen yet
+    def overhead(unit: int) -> int:  # by rank; asked again for every window of a unit not chosen yet
         cost = overheads.get(unit)
         if cost is None:
-            cost = overheads[unit] = row_cost(unit)
+            cost = overheads[unit] = row_cost(units[unit])
+            if cost < 0:
+                raise ValueError(f"row_overhead must be >= 0, got {cost} for unit {units[unit]}")
         return cost
 
     units = list(dict.fromkeys(units))
@@ -127,11 +130,11 @@ def select_excerpts(
     tokens = block_tokens.tolist()
     starts, ends = table.start[blocks_of].tolist(), table.end[blocks_of].tolist()
     offset = row0.tolist()
-    # What each window costs while its unit shows nothing yet (its blocks and the row's overhead): most
-    # windows are met in that state, many after the budget is nearly spent, so they are rejected on one
-    # comparison instead of set and token arithmetic.
-    row_costs = np.asarray([overhead(u) for u in units], dtype=np.int64)
-    fresh = block_tokens[a_rows] + np.where(pair, block_tokens[b_rows], 0) + row_costs[w_rank]
+    # What each window's blocks cost while its unit shows nothing yet: most windows are met in that state,
+    # many after the budget is nearly spent, so they are rejected on one comparison instead of set and
+    # token arithmetic - and before the row's overhead (>= 0) is asked for, which reads the unit's id: a
+    # unit none of whose windows could fit is never read.
+    fresh = block_tokens[a_rows] + np.where(pair, block_tokens[b_rows], 0)
     # any window that adds a block costs at least the cheapest block: below that, nothing more fits
     cheapest = int(block_tokens.min())
     chosen: dict[int, set[int]] = {}
@@ -141,6 +144,9 @@ def select_excerpts(
                           fresh[order].tolist(), strict=True):
         have = chosen.get(r)
         if have is None:
+            if used + c > budget:
+                continue
+            c += overhead(r)
             if used + c > budget:
                 continue
             used += c

@@ -42,6 +42,11 @@ T = TypeVar("T")
 
 def format_value(value: Any) -> str:
     """Cell text: None -> "", floats without noise (1.0 -> "1.0", 0.123456 -> "0.1235")."""
+    kind = value.__class__
+    if kind is str:  # most cells: ids, titles, descriptions, texts
+        return value  # type: ignore[no-any-return]
+    if kind is int:  # not bool (a subclass, `str(True)` either way)
+        return str(value)
     if value is None:
         return ""
     if isinstance(value, bool):

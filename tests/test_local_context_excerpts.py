@@ -136,3 +136,21 @@ def test_excerpt_mode_is_the_default_and_settable_in_graphroute_toml(tmp_path: P
     cfg_file.write_text("[local]\nexcerpt_tokens = -5\n")
     with pytest.raises(ConfigError, match="excerpt_tokens"):
         load_config(cfg_file, env={})
+
+
+def test_row_overhead_is_asked_only_for_units_a_window_of_which_fits() -> None:
+    index = _index()
+    asked: list[int] = []
+
+    def overhead(unit: int) -> int:
+        asked.append(unit)
+        return 4  # the default's value: the same selection as without it
+
+    units = [0, 1, 2, 3, 4, 5, 6, 7]
+    picked = select_excerpts(index, units, "Alpha orchard", 200, excerpt_tokens=120, row_overhead=overhead)
+    assert picked == select_excerpts(index, units, "Alpha orchard", 200, excerpt_tokens=120)
+    # one window (~120 tokens) fills most of the 200: no other unit's window fits what is left, so no
+    # other unit's id (what a row's overhead is counted from) is read
+    assert sorted(set(asked)) == sorted(e.unit for e in picked) and len(asked) == len(set(asked))
+    with pytest.raises(ValueError, match="row_overhead"):
+        select_excerpts(index, units, "Alpha orchard", 200, excerpt_tokens=120, row_overhead=lambda _u: -1)
