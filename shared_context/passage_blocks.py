@@ -21,6 +21,7 @@ the batched pass gives exactly its result (tests check both and the store round 
 
 from __future__ import annotations
 
+import bisect
 import os
 import re
 from array import array
@@ -64,9 +65,15 @@ def _cuts(text: str, target_chars: int) -> list[int]:
     start = 0
     while len(text) - start > target_chars * _MAX_FRACTION:
         lo, hi = start + int(target_chars * _MIN_FRACTION), start + int(target_chars * _MAX_FRACTION)
-        found = [m.end() for m in _SENTENCE_END.finditer(text, lo, hi)]
-        if found:  # the sentence end nearest the target length
-            cut = min(found, key=lambda e: (abs(e - start - target_chars), e))
+        found = [m.end() for m in _SENTENCE_END.finditer(text, lo, hi)]  # ascending
+        if found:  # the sentence end nearest the target length (the earlier of two as near)
+            target = start + target_chars
+            i = bisect.bisect_left(found, target)
+            if i in (0, len(found)):
+                cut = found[min(i, len(found) - 1)]
+            else:
+                below, above = found[i - 1], found[i]
+                cut = below if target - below <= above - target else above
         else:
             space = text.rfind(" ", lo, start + target_chars)
             cut = space + 1 if space >= 0 else start + target_chars
