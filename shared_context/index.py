@@ -52,7 +52,7 @@ from shared_context.records import (
     Relationship,
     TextUnit,
 )
-from shared_context.token_counts import TokenCounts, count_texts
+from shared_context.token_counts import TokenAnchors, TokenCounts, count_texts
 from shared_context.tokens import Tokenizer, get_tokenizer
 from shared_context.vectors import VECTOR_TARGETS, VectorTable
 
@@ -225,6 +225,7 @@ class Index:
     entity_tokens: np.ndarray
     relationship_tokens: np.ndarray
     text_unit_tokens: np.ndarray
+    text_unit_token_anchors: TokenAnchors  # where a unit's encoding may be cut (excerpt blocks count from it)
     report_tokens: np.ndarray
     report_summary_tokens: np.ndarray
     claim_tokens: np.ndarray
@@ -689,21 +690,36 @@ class Index:
 
     def _start_token_counts(self, store: DerivedStore | None) -> tuple[list[str], TokenCounts]:
         """Set the stored token counts and start counting the missing ones on other threads
-        (`token_counts.count_texts`); returns the missing fields and the counts in progress."""
+        (`token_counts.count_texts`); returns the missing fields and the counts in progress. The text
+        units' `TokenAnchors` come from the same encodings (stored beside their counts)."""
         texts = self._token_texts()
         missing = []
+        anchors = self._stored(store, self._anchors_entry, ["text_units"])
         for name, table in _TOKEN_TABLES.items():
             found = self._stored(store, f"{name}-{self.tokenizer.encoding_name}", [table])
-            if found is None:
+            if found is None or (name == "text_unit_tokens" and anchors is None):
                 missing.append(name)
             else:
                 setattr(self, name, found["counts"])
-        return missing, count_texts(self.tokenizer, [texts[name] for name in missing])
+        if anchors is not None and "text_unit_tokens" not in missing:
+            self.text_unit_token_anchors = TokenAnchors(anchors["ptr"], anchors["pos"], anchors["before"])
+        anchored = [missing.index("text_unit_tokens")] if "text_unit_tokens" in missing else []
+        return missing, count_texts(self.tokenizer, [texts[name] for name in missing], anchored)
+
+    @property
+    def _anchors_entry(self) -> str:
+        return f"text_unit_token_anchors-{self.tokenizer.encoding_name}"
 
     def _finish_token_counts(self, store: DerivedStore | None, missing: list[str], counting: TokenCounts) -> None:
-        for name, counts in zip(missing, counting.result(), strict=True):
+        for i, (name, counts) in enumerate(zip(missing, counting.result(), strict=True)):
             entry = f"{name}-{self.tokenizer.encoding_name}"
             setattr(self, name, self._store(store, entry, [_TOKEN_TABLES[name]], {"counts": counts}, [])["counts"])
+            if name == "text_unit_tokens":
+                empty = np.zeros(0, dtype=np.int32)
+                found = counting.anchors.get(i) or TokenAnchors(np.zeros(len(counts) + 1, dtype=np.int64), empty, empty)
+                arrays = {"ptr": found.ptr, "pos": found.pos, "before": found.before}
+                kept = self._store(store, self._anchors_entry, ["text_units"], arrays, [])
+                self.text_unit_token_anchors = TokenAnchors(kept["ptr"], kept["pos"], kept["before"])
 
     # ------------------------------------------------------------------ vectors
 

@@ -43,7 +43,15 @@ from shared_context.search_backend import (
 )
 from shared_context.search_store import content_check, field_folder
 from shared_context.tables import per_index_cache
-from shared_context.text import BM25, CJK_RE, STOPWORDS, TOKEN_RE, plural_stem, tokens
+from shared_context.text import (
+    BM25,
+    CJK_RE,
+    STOPWORDS,
+    lexical_term_ids,
+    lexical_terms,
+    plural_stem,
+    tokens,
+)
 from shared_context.vectors import VectorTable, vector_search, vector_table
 
 __all__ = [
@@ -58,7 +66,6 @@ __all__ = [
     "link_entities",
 ]
 
-_WORD_ONLY_RE = re.compile(r"[^\W_]+")
 _MAX_EXACT_NGRAM = 16
 _TITLE_BOOST = 2.0
 # Leading words dropped from a title to form its alias ("THE GHOST" -> "GHOST", "MR. FEZZIWIG" -> "FEZZIWIG").
@@ -69,20 +76,6 @@ Sparse = tuple[np.ndarray, np.ndarray]  # (entity positions ascending, values): 
 
 
 # ---------------------------------------------------------------------------- tokenisation
-
-# word -> lexical term ("" for stopwords); a plain dict is much faster than lru_cache in the hot loop
-_TERM_OF: dict[str, str] = {}
-_TERM_CACHE_MAX = 300_000  # bounds memory on huge vocabularies; misses are just recomputed
-
-
-def _term(word: str) -> str:
-    term = _TERM_OF.get(word)
-    if term is None:
-        term = "" if word in STOPWORDS else plural_stem(word)
-        if len(_TERM_OF) < _TERM_CACHE_MAX:
-            _TERM_OF[word] = term
-    return term
-
 
 def exact_tokens(text: str) -> list[str]:
     """Tokens for phrase matching: stemmed words, and single characters for CJK runs."""
@@ -95,38 +88,11 @@ def exact_tokens(text: str) -> list[str]:
     return out
 
 
-def word_terms(words: list[str]) -> list[str]:
-    """The lexical term of each lower-cased, non-CJK word ("" for a stopword), aligned with `words`."""
-    get = _TERM_OF.get
-    # `is not None`, not `or`: a stopword's cached term is "" and must not be recomputed every time
-    return [t if (t := get(w)) is not None else _term(w) for w in words]
-
-
-def lexical_terms(text: str) -> list[str]:
-    """Tokens for BM25: stemmed non-stopwords, and character bigrams of CJK runs.
-
-    Possessives need no special case here: "scrooge's" splits into "scrooge" and the stopword "s".
-    """
-    lowered = text.lower()
-    if not CJK_RE.search(lowered):  # fast path for the common all-alphabetic text
-        return [t for t in word_terms(_WORD_ONLY_RE.findall(lowered)) if t]
-    out: list[str] = []
-    for run in TOKEN_RE.findall(lowered):
-        if CJK_RE.match(run):
-            if len(run) == 1:
-                out.append(run)
-            else:
-                out.extend(run[i : i + 2] for i in range(len(run) - 1))
-        else:
-            term = _term(run)
-            if term:
-                out.append(term)
-    return out
-
-
 def lexical_index(texts: Sequence[str]) -> BM25:
-    """BM25 over one text field, float32 to keep large tables small."""
-    return BM25((lexical_terms(text) if text else [] for text in texts), dtype=np.float32)  # terms streamed
+    """BM25 over one text field, float32 to keep large tables small: the terms of whole columns at a time
+    (`text.lexical_term_ids`, the same terms as `lexical_terms` per text), streamed a chunk at a time."""
+    vocab: dict[str, int] = {}
+    return BM25.from_term_ids(lexical_term_ids(texts, vocab), vocab, dtype=np.float32)
 
 
 _SEP = "\x1f"  # joins a title's normalised tokens into one phrase key (never inside a token)

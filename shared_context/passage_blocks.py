@@ -21,21 +21,23 @@ the batched pass gives exactly its result (tests check both and the store round 
 
 from __future__ import annotations
 
+import bisect
+import os
 import re
 from array import array
 from collections import Counter
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
 
 from shared_context.lexical_store import SortedVocab
-from shared_context.linking import lexical_terms
 from shared_context.record_table import RecordTable
 from shared_context.tables import per_index_cache
-from shared_context.text import TermLookup
+from shared_context.text import TermLookup, WordIds, lexical_term_ids, lexical_terms
+from shared_context.token_counts import TokenAnchors, count_strings
 from shared_context.tokens import Tokenizer
 
 __all__ = ["Block", "BlockTable", "block_table", "unit_blocks_of"]
@@ -63,9 +65,15 @@ def _cuts(text: str, target_chars: int) -> list[int]:
     start = 0
     while len(text) - start > target_chars * _MAX_FRACTION:
         lo, hi = start + int(target_chars * _MIN_FRACTION), start + int(target_chars * _MAX_FRACTION)
-        found = [m.end() for m in _SENTENCE_END.finditer(text, lo, hi)]
-        if found:  # the sentence end nearest the target length
-            cut = min(found, key=lambda e: (abs(e - start - target_chars), e))
+        found = [m.end() for m in _SENTENCE_END.finditer(text, lo, hi)]  # ascending
+        if found:  # the sentence end nearest the target length (the earlier of two as near)
+            target = start + target_chars
+            i = bisect.bisect_left(found, target)
+            if i in (0, len(found)):
+                cut = found[min(i, len(found) - 1)]
+            else:
+                below, above = found[i - 1], found[i]
+                cut = below if target - below <= above - target else above
         else:
             space = text.rfind(" ", lo, start + target_chars)
             cut = space + 1 if space >= 0 else start + target_chars
@@ -190,47 +198,54 @@ def _texts(records: Sequence[Any]) -> Iterator[list[str]]:
 
 
 def build_block_table(records: Sequence[Any], unit_tokens: np.ndarray, block_tokens: int,
-                      tokenizer: Tokenizer) -> BlockTable:
-    """Cut every unit into blocks (`unit_blocks_of`, batched): spans per unit, token counts through
-    tiktoken's threaded batch call, term ids and per-block counts with numpy."""
+                      tokenizer: Tokenizer, anchors: TokenAnchors | None = None) -> BlockTable:
+    """Cut every unit into blocks (`unit_blocks_of`, batched): spans per unit, token counts from the
+    units' `anchors` (`TokenAnchors.span_counts`: only the blocks' ends are encoded; exact) or else on
+    a few threads (`token_counts.count_strings`), the terms of a chunk of blocks at once
+    (`text.lexical_term_ids`), per-block term counts with numpy."""
     vocab: dict[str, int] = {}
+    words = WordIds(vocab)  # each distinct word is stemmed once for the whole table
     # flat machine integers, not Python int objects: a million-unit index has millions of blocks
     unit_sizes, starts, ends, tokens, n_terms = (array("q") for _ in range(5))
     term_ptr_parts: list[np.ndarray] = []
     ids_parts: list[np.ndarray] = []
     counts_parts: list[np.ndarray] = []
     unit = 0
-    for texts in _texts(records):
-        pieces = []
-        for text in texts:
-            spans = _spans(text, int(unit_tokens[unit]), block_tokens)
-            unit += 1
-            unit_sizes.append(len(spans))
-            for s, e in spans:
-                starts.append(s)
-                ends.append(e)
-                pieces.append(text[s:e])
-        # one at a time: tiktoken's batch call costs a thread-pool future per short text
-        tokens.extend(map(tokenizer.count, pieces))
-        lengths: list[int] = []
-        flat: list[str] = []
-        for piece in pieces:
-            terms = lexical_terms(piece)
-            lengths.append(len(terms))
-            flat += terms
-        n_terms.extend(lengths)
-        # term ids: Arrow dictionary-encodes the chunk's terms; only its distinct terms meet the vocabulary
-        encoded = pa.array(flat, type=pa.string()).dictionary_encode()
-        chunk_ids = np.fromiter((vocab.setdefault(t, len(vocab)) for t in encoded.dictionary.to_pylist()),
-                                dtype=np.int64)
-        ids = chunk_ids[encoded.indices.to_numpy(zero_copy_only=False)] if len(flat) else np.zeros(0, np.int64)
-        # distinct (block, term) pairs and their counts, ordered by block then term id
-        block_of = np.repeat(np.arange(len(pieces), dtype=np.int64), lengths)
-        codes = (block_of << 32) | ids
-        pairs, counts = np.unique(codes, return_counts=True)
-        term_ptr_parts.append(np.bincount(pairs >> 32, minlength=len(pieces)))
-        ids_parts.append((pairs & 0xFFFFFFFF).astype(np.int32))
-        counts_parts.append(counts.astype(np.int32))
+    workers = min(os.cpu_count() or 1, 4)
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="graphroute-blocks") as pool:
+        for texts in _texts(records):
+            first_unit, first_block = unit, len(starts)
+            pieces = []
+            for text in texts:
+                spans = _spans(text, int(unit_tokens[unit]), block_tokens)
+                unit += 1
+                unit_sizes.append(len(spans))
+                for s, e in spans:
+                    starts.append(s)
+                    ends.append(e)
+                    pieces.append(text[s:e])
+            if anchors is not None:
+                sizes = np.frombuffer(unit_sizes, dtype=np.int64)[first_unit:]
+                owner = np.repeat(np.arange(len(texts), dtype=np.int64), sizes)
+                lo = np.frombuffer(starts, dtype=np.int64)[first_block:]
+                hi = np.frombuffer(ends, dtype=np.int64)[first_block:]
+                tokens.extend(anchors.span_counts(tokenizer, texts, first_unit, owner, lo, hi).tolist())
+                del sizes, lo, hi  # views of the growing arrays must go before they grow
+            else:
+                # one call per text (tiktoken's batch call costs a thread-pool future per short text),
+                # on the pool's threads while this one waits
+                tokens.extend(count_strings(tokenizer, pieces, pool).tolist())
+            # the pieces' terms, a run of texts at a time (`lexical_term_ids`: `lexical_terms`' terms)
+            found = list(lexical_term_ids(pieces, words))
+            sizes = np.concatenate([f[0] for f in found]) if found else np.zeros(0, dtype=np.int64)
+            ids = np.concatenate([f[1] for f in found]) if found else np.zeros(0, dtype=np.int64)
+            n_terms.extend(sizes.tolist())
+            # distinct (block, term) pairs and their counts, ordered by block then term id
+            codes = (np.repeat(np.arange(len(pieces), dtype=np.int64), sizes) << 32) | ids
+            pairs, counts = np.unique(codes, return_counts=True)
+            term_ptr_parts.append(np.bincount(pairs >> 32, minlength=len(pieces)))
+            ids_parts.append((pairs & 0xFFFFFFFF).astype(np.int32))
+            counts_parts.append(counts.astype(np.int32))
 
     def ptr(sizes: np.ndarray) -> np.ndarray:
         out = np.zeros(len(sizes) + 1, dtype=np.int64)
@@ -267,7 +282,8 @@ def block_table(index: Any, block_tokens: int) -> BlockTable:
             found = store.load_arrays(name, ["text_units"], _FIELDS, extra=extra)
             if found is not None and len(found["unit_ptr"]) == len(index.text_units) + 1:
                 return BlockTable.from_arrays(found)
-        table = build_block_table(index.text_units, index.text_unit_tokens, block_tokens, index.tokenizer)
+        table = build_block_table(index.text_units, index.text_unit_tokens, block_tokens, index.tokenizer,
+                                  getattr(index, "text_unit_token_anchors", None))
         if store is not None:
             store.save_arrays(name, ["text_units"], table.arrays(), extra=extra)
             # mapped back, so the process holds only the pages questions touch, not the whole table

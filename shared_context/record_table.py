@@ -260,6 +260,11 @@ class TextColumn(Sequence[Any]):
     def __len__(self) -> int:
         return len(self._column)
 
+    @property
+    def arrow(self) -> pa.ChunkedArray:
+        """The column itself (`text.lexical_term_ids` reads its buffers)."""
+        return self._column
+
     @overload
     def __getitem__(self, i: int) -> Any: ...
     @overload

@@ -27,10 +27,14 @@ __all__ = [
     "STOPWORDS",
     "TOKEN_RE",
     "LazyPattern",
+    "WordIds",
+    "lexical_term_ids",
+    "lexical_terms",
     "plural_stem",
     "split_sentences",
     "stem",
     "tokens",
+    "word_terms",
 ]
 
 
@@ -146,6 +150,246 @@ def stem(word: str) -> str:
     if w.endswith("e") and len(w) > 4:
         w = w[:-1]
     return w
+
+
+# ---------------------------------------------------------------------------- lexical terms (BM25)
+
+_WORD_ONLY_RE = LazyPattern(r"[^\W_]+")
+# a separator between joined texts (`_python_term_ids`) is a token of its own, so each text's run is known
+_JOINED_TOKEN_RE = LazyPattern(f"[{CJK}]+|[^\\W_{CJK}]+|\x00")
+# word -> lexical term ("" for stopwords); a plain dict is much faster than lru_cache in the hot loop
+_TERM_OF: dict[str, str] = {}
+_TERM_CACHE_MAX = 300_000  # bounds memory on huge vocabularies; misses are just recomputed
+
+
+def _term(word: str) -> str:
+    term = _TERM_OF.get(word)
+    if term is None:
+        term = "" if word in STOPWORDS else plural_stem(word)
+        if len(_TERM_OF) < _TERM_CACHE_MAX:
+            _TERM_OF[word] = term
+    return term
+
+
+def word_terms(words: list[str]) -> list[str]:
+    """The lexical term of each lower-cased, non-CJK word ("" for a stopword), aligned with `words`."""
+    get = _TERM_OF.get
+    # `is not None`, not `or`: a stopword's cached term is "" and must not be recomputed every time
+    return [t if (t := get(w)) is not None else _term(w) for w in words]
+
+
+def _run_terms(run: str) -> list[str]:
+    """The terms of one lower-cased token run: CJK character bigrams (a lone character as itself), else
+    the word's term (none for a stopword)."""
+    if CJK_RE.match(run):
+        return [run] if len(run) == 1 else [run[i : i + 2] for i in range(len(run) - 1)]
+    term = _term(run)
+    return [term] if term else []
+
+
+def lexical_terms(text: str) -> list[str]:
+    """Tokens for BM25: stemmed non-stopwords, and character bigrams of CJK runs.
+
+    Possessives need no special case here: "scrooge's" splits into "scrooge" and the stopword "s".
+    This is the definition; `lexical_term_ids` computes the same terms for whole columns at once.
+    """
+    lowered = text.lower()
+    if not CJK_RE.search(lowered):  # fast path for the common all-alphabetic text
+        return [t for t in word_terms(_WORD_ONLY_RE.findall(lowered)) if t]
+    out: list[str] = []
+    for run in TOKEN_RE.findall(lowered):
+        out.extend(_run_terms(run))
+    return out
+
+
+TermIds = tuple["np.ndarray", "np.ndarray"]  # (terms per text, their vocabulary ids in text order)
+_TEXT_CHUNK_BYTES = 8 << 20  # text per step of `lexical_term_ids`: bounds its temporary arrays
+_TEXT_CHUNK_ROWS = 65_536
+
+
+def _ascii_tables() -> tuple[bytes, bytes]:
+    """`bytes.translate` tables: ASCII word bytes ([A-Za-z0-9]) -> 1 else 0; upper case -> lower case."""
+    word = bytearray(256)
+    for lo, hi in (("0", "9"), ("A", "Z"), ("a", "z")):
+        word[ord(lo) : ord(hi) + 1] = b"\x01" * (ord(hi) - ord(lo) + 1)
+    lower = bytes(range(256)).replace(bytes(range(65, 91)), bytes(range(97, 123)))
+    return bytes(word), lower
+
+
+_ASCII_WORD, _ASCII_LOWER = _ascii_tables()
+
+
+def _offsets(arr: Any) -> np.ndarray:
+    """An Arrow (large) string array's value offsets as int64 positions in its data buffer."""
+    import pyarrow as pa
+
+    dtype = np.int64 if pa.types.is_large_string(arr.type) else np.int32
+    raw: np.ndarray = np.frombuffer(arr.buffers()[1], dtype=dtype)[arr.offset : arr.offset + len(arr) + 1]
+    return raw.astype(np.int64)
+
+
+class WordIds:
+    """Word -> id in `vocab` of the word's term (-1 for a stopword), for `lexical_term_ids` passes over
+    one vocabulary: Arrow looks up the words already met, so each distinct word meets Python once."""
+
+    def __init__(self, vocab: dict[str, int]) -> None:
+        self.vocab = vocab
+        self.ids = np.zeros(0, dtype=np.int64)  # id of the i-th word met
+        self._parts: list[Any] = []  # Arrow arrays of the words met, in order
+        self._known: Any = None  # their concatenation, made when a lookup needs it
+
+    def of(self, distinct: Any) -> np.ndarray:
+        """Ids of the words of `distinct` (an Arrow string array without repeats)."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        distinct = distinct.cast(pa.large_string())
+        if self._known is None:
+            self._known = pa.concat_arrays(self._parts) if self._parts else distinct.slice(0, 0)
+        found = pc.index_in(distinct, value_set=self._known)
+        slots = np.frombuffer(found.buffers()[1], dtype=np.int32)[found.offset : found.offset + len(found)]
+        slots = slots.astype(np.int64)
+        if found.null_count:
+            valid = found.is_valid()
+            missing = np.flatnonzero(~_bools(valid))
+            fresh = distinct.filter(pc.invert(valid))  # the words at `missing`, in order
+            vocab = self.vocab
+            add = np.empty(len(fresh), dtype=np.int64)
+            for j, word in enumerate(fresh.to_pylist()):
+                term = _term(word)
+                add[j] = vocab.setdefault(term, len(vocab)) if term else -1
+            slots[missing] = len(self.ids) + np.arange(len(fresh))
+            self.ids = np.concatenate([self.ids, add])
+            self._parts.append(fresh)
+            self._known = None
+        out: np.ndarray = self.ids[slots]
+        return out
+
+
+def _bools(arr: Any) -> np.ndarray:
+    """An Arrow boolean array (no nulls) as numpy bools, without pyarrow's `to_numpy`."""
+    bits = np.unpackbits(np.frombuffer(arr.buffers()[1], dtype=np.uint8), bitorder="little")
+    out: np.ndarray = bits[arr.offset : arr.offset + len(arr)].astype(bool)
+    return out
+
+
+def _ascii_term_ids(arr: Any, words: WordIds) -> TermIds:
+    """`lexical_term_ids` of ASCII-only texts, on their bytes: an ASCII text has no CJK and lower-cases
+    byte for byte, and Python's `[^\\W_]` is `[A-Za-z0-9]` there, so its words are the maximal runs of
+    those bytes within the text. Arrow hashes the words; only new distinct words meet Python."""
+    import pyarrow as pa
+
+    n = len(arr)
+    offsets = _offsets(arr)
+    first, size = int(offsets[0]), int(offsets[-1] - offsets[0])
+    if not size:
+        return np.zeros(n, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    raw = bytes(memoryview(arr.buffers()[2])[first : first + size])
+    word = np.frombuffer(raw.translate(_ASCII_WORD), dtype=np.int8)
+    edges = np.diff(word, prepend=np.int8(0), append=np.int8(0))  # +1 where a run starts, -1 past its end
+    is_start, is_end = edges == 1, edges == -1
+    inner = offsets[1:-1] - first  # a run that goes on into the next text ends and starts again there
+    inner = inner[(inner > 0) & (inner < size)]
+    split = inner[(word[inner] & word[inner - 1]).astype(bool)]
+    is_start[split] = True
+    is_end[split] = True
+    starts, ends = np.flatnonzero(is_start), np.flatnonzero(is_end)
+    if not len(starts):
+        return np.zeros(n, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    letters = np.frombuffer(raw.translate(_ASCII_LOWER), dtype=np.uint8)[word.view(bool)]
+    word_offsets = np.zeros(len(starts) + 1, dtype=np.int64)
+    np.cumsum(ends - starts, out=word_offsets[1:])
+    kind, ends_type = (pa.large_string(), np.int64) if word_offsets[-1] >= 2**31 else (pa.string(), np.int32)
+    runs = pa.Array.from_buffers(
+        kind, len(starts), [None, pa.py_buffer(word_offsets.astype(ends_type)), pa.py_buffer(letters)]
+    )
+    encoded = runs.dictionary_encode()
+    codes = np.frombuffer(encoded.indices.buffers()[1], dtype=np.int32)[: len(starts)]
+    ids = words.of(encoded.dictionary)[codes]
+    keep = ids >= 0
+    rows = np.searchsorted(offsets - first, starts[keep], side="right") - 1
+    return np.bincount(rows, minlength=n).astype(np.int64), ids[keep]
+
+
+def _python_term_ids(texts: list[str], vocab: dict[str, int]) -> TermIds:
+    """`lexical_term_ids` of any texts: one regular-expression pass over the texts joined by NUL (a
+    separator token; lower-casing the join is lower-casing each text, since NUL is neither cased nor
+    case-ignorable), the distinct runs turned into terms once. Texts holding a NUL go one at a time."""
+    n = len(texts)
+    if any("\x00" in t for t in texts):
+        per_text = [[vocab.setdefault(t, len(vocab)) for t in lexical_terms(text)] for text in texts]
+        sizes = np.fromiter(map(len, per_text), dtype=np.int64, count=n)
+        return sizes, np.fromiter((i for ids in per_text for i in ids), dtype=np.int64, count=int(sizes.sum()))
+    runs = _JOINED_TOKEN_RE.findall("\x00".join(texts).lower())
+    local: dict[str, int] = {}
+    codes = np.fromiter((local.setdefault(r, len(local)) for r in runs), dtype=np.int64, count=len(runs))
+    expansions = [[] if run == "\x00" else [vocab.setdefault(t, len(vocab)) for t in _run_terms(run)]
+                  for run in local]  # fmt: skip
+    sizes_of = np.fromiter(map(len, expansions), dtype=np.int64, count=len(expansions))
+    starts_of = np.cumsum(sizes_of) - sizes_of
+    flat = np.fromiter((i for e in expansions for i in e), dtype=np.int64, count=int(sizes_of.sum()))
+    separator = local.get("\x00", -1)
+    text_of = np.cumsum(codes == separator)  # a separator ends a text (and has no terms)
+    lengths = sizes_of[codes]
+    at = np.repeat(starts_of[codes] - (np.cumsum(lengths) - lengths), lengths) + np.arange(int(lengths.sum()))
+    return np.bincount(np.repeat(text_of, lengths), minlength=n).astype(np.int64), flat[at]
+
+
+def _string_chunks(texts: Any) -> Iterator[Any]:
+    """Arrow string arrays of consecutive runs of `texts` (an Arrow array or chunked array, an object
+    with an `.arrow` chunked array, or a sequence of str / None), of at most `_TEXT_CHUNK_BYTES` of text
+    (a longer text is a chunk of its own) and `_TEXT_CHUNK_ROWS` rows."""
+    import pyarrow as pa
+
+    column = getattr(texts, "arrow", texts)
+    if isinstance(column, pa.ChunkedArray | pa.Array):
+        chunks = column.chunks if isinstance(column, pa.ChunkedArray) else [column]
+        for chunk in chunks:
+            ends = np.cumsum(np.diff(_offsets(chunk)))
+            lo = 0
+            while lo < len(chunk):
+                done = int(ends[lo - 1]) if lo else 0
+                hi = int(np.searchsorted(ends, done + _TEXT_CHUNK_BYTES, side="right"))
+                hi = min(max(hi, lo + 1), lo + _TEXT_CHUNK_ROWS)
+                yield chunk.slice(lo, hi - lo)
+                lo = hi
+        return
+    from shared_context.record_table import string_array
+
+    for lo in range(0, len(texts), _TEXT_CHUNK_ROWS // 16):
+        yield string_array([t or "" for t in texts[lo : lo + _TEXT_CHUNK_ROWS // 16]])
+
+
+def lexical_term_ids(texts: Any, vocab: dict[str, int] | WordIds) -> Iterator[TermIds]:
+    """The `lexical_terms` of every text, as vocabulary ids, a run of consecutive texts at a time: yields
+    (number of terms of each text, the ids of their terms in text order); new terms are added to
+    `vocab` (term -> id; or a `WordIds` over it, to keep its word lookups across calls). A missing text
+    (None) has no terms.
+
+    ASCII texts are split with numpy over the column's bytes, the others with one regular-expression
+    pass per run (`_python_term_ids`); only the distinct words of a run are stemmed and looked up. The
+    terms are those of `lexical_terms` text by text (tests compare them on real and edge-case corpora)."""
+    import pyarrow.compute as pc
+
+    words = vocab if isinstance(vocab, WordIds) else WordIds(vocab)
+    for chunk in _string_chunks(texts):
+        if chunk.null_count:
+            chunk = pc.fill_null(chunk, "")
+        is_ascii = pc.string_is_ascii(chunk)
+        ascii_rows = _bools(is_ascii)
+        if ascii_rows.all():
+            yield _ascii_term_ids(chunk, words)
+            continue
+        if not ascii_rows.any():
+            yield _python_term_ids(chunk.to_pylist(), words.vocab)
+            continue
+        where_ascii, where_other = np.flatnonzero(ascii_rows), np.flatnonzero(~ascii_rows)
+        a_sizes, a_ids = _ascii_term_ids(chunk.filter(is_ascii), words)
+        o_sizes, o_ids = _python_term_ids(chunk.filter(pc.invert(is_ascii)).to_pylist(), words.vocab)
+        sizes = np.zeros(len(chunk), dtype=np.int64)
+        sizes[where_ascii], sizes[where_other] = a_sizes, o_sizes
+        text_of = np.concatenate([np.repeat(where_ascii, a_sizes), np.repeat(where_other, o_sizes)])
+        yield sizes, np.concatenate([a_ids, o_ids])[np.argsort(text_of, kind="stable")]
 
 
 # ---------------------------------------------------------------------------- sentences
@@ -277,31 +521,66 @@ class BM25:
         `docs` holds only some of their terms (`query_scores` keeps just the query's terms; BM25 still
         needs each document's full length)."""
         vocab: dict[str, int] = {}
+
+        def chunks() -> Iterator[TermIds]:
+            it = iter(docs)
+            while chunk := list(islice(it, _BM25_CHUNK)):
+                flat = [t for terms in chunk for t in terms]
+                sizes = np.fromiter(map(len, chunk), dtype=np.int64, count=len(chunk))
+                yield sizes, (_term_ids(flat, vocab) if flat else np.zeros(0, dtype=np.int64))
+
+        self._build(chunks(), vocab, k1, b, dtype, lengths)
+
+    @classmethod
+    def from_term_ids(
+        cls,
+        chunks: Iterable[TermIds],
+        vocab: dict[str, int],
+        *,
+        k1: float = 1.2,
+        b: float = 0.75,
+        dtype: type = np.float64,
+        lengths: Sequence[int] | None = None,
+    ) -> BM25:
+        """The BM25 of documents given as term ids (`lexical_term_ids`: runs of (terms per document,
+        ids in document order)) of `vocab`, which may still grow while `chunks` is read: the same
+        postings as `BM25(term lists)` of the same documents."""
+        self = object.__new__(cls)
+        self._build(chunks, vocab, k1, b, dtype, lengths)
+        return self
+
+    def _build(
+        self,
+        chunks: Iterable[TermIds],
+        vocab: dict[str, int],
+        k1: float,
+        b: float,
+        dtype: type,
+        lengths: Sequence[int] | None,
+    ) -> None:
         self.vocab: TermLookup = vocab
         # distinct (document, term) pairs with their counts, a chunk of documents at a time
         doc_parts: list[np.ndarray] = []
         term_parts: list[np.ndarray] = []
         count_parts: list[np.ndarray] = []
-        sizes_all: list[int] = []
+        size_parts: list[np.ndarray] = []
         n_docs = 0
-        it = iter(docs)
-        while chunk := list(islice(it, _BM25_CHUNK)):
-            sizes = [len(terms) for terms in chunk]
-            flat = [t for terms in chunk for t in terms]
-            sizes_all += sizes
-            if flat:
-                codes = (np.repeat(np.arange(len(chunk), dtype=np.int64), sizes) << 32) | _term_ids(flat, vocab)
+        for sizes, ids in chunks:
+            size_parts.append(sizes)
+            if len(ids):
+                codes = (np.repeat(np.arange(len(sizes), dtype=np.int64), sizes) << 32) | ids
                 pairs, counts = np.unique(codes, return_counts=True)  # sorted: by document, then term
-                doc_parts.append(np.bincount(pairs >> 32, minlength=len(chunk)))
+                doc_parts.append(np.bincount(pairs >> 32, minlength=len(sizes)))
                 term_parts.append((pairs & 0xFFFFFFFF).astype(np.int32))
                 count_parts.append(counts.astype(np.int32))
             else:
-                doc_parts.append(np.zeros(len(chunk), dtype=np.int64))
-            n_docs += len(chunk)
+                doc_parts.append(np.zeros(len(sizes), dtype=np.int64))
+            n_docs += len(sizes)
         if lengths is not None and len(lengths) != n_docs:
             raise ValueError(f"lengths has {len(lengths)} entries for {n_docs} documents")
-        doc_lengths = np.asarray(sizes_all if lengths is None else lengths, dtype=np.float64).reshape(n_docs)
-        del sizes_all
+        all_sizes = np.concatenate(size_parts) if size_parts else np.zeros(0, dtype=np.int64)
+        doc_lengths = np.asarray(all_sizes if lengths is None else lengths, dtype=np.float64).reshape(n_docs)
+        del all_sizes, size_parts
         n_terms = len(vocab)
         import scipy.sparse as sp  # here, not at module level: importing the package must stay cheap
 

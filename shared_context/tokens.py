@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # tiktoken loads with the first encoding, not at `import router`
+    import numpy as np
     import tiktoken
 
 _URLS = {
@@ -147,6 +148,11 @@ class Tokenizer:
 
     def encode(self, text: str) -> list[int]:
         return self._enc.encode_ordinary(text)
+
+    def encode_array(self, text: str) -> np.ndarray:
+        """`encode(text)` as a uint32 array, made without a Python int per token (tiktoken: `encode` with
+        no special tokens recognised is `encode_ordinary`)."""
+        return self._enc.encode_to_numpy(text, allowed_special=set(), disallowed_special=())
 
     def decode(self, tokens: list[int]) -> str:
         return self._enc.decode(tokens)

@@ -21,7 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from shared_context.linking import lexical_terms, lexical_top, word_terms
+from shared_context.linking import lexical_top
+from shared_context.text import lexical_terms, word_terms
 from shared_context.vectors import VectorTable, vector_search, vector_table
 
 __all__ = ["QuestionUnits", "best_window", "question_units", "top_positions"]

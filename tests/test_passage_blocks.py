@@ -179,3 +179,36 @@ def test_bm25_streamed_build_is_the_same_through_either_term_numbering(monkeypat
     assert streamed.vocab == small.vocab and streamed.n_docs == len(docs)
     for attr in ("indptr", "indices", "data"):
         assert np.array_equal(getattr(streamed.matrix, attr), getattr(small.matrix, attr))
+
+
+def _cuts_by_min(text: str, target_chars: int) -> list[int]:
+    """The cut rule written plainly: the sentence end nearest the target length, the earlier of two."""
+    from shared_context.passage_blocks import _MAX_FRACTION, _MIN_FRACTION, _SENTENCE_END
+
+    ends, start = [], 0
+    while len(text) - start > target_chars * _MAX_FRACTION:
+        lo, hi = start + int(target_chars * _MIN_FRACTION), start + int(target_chars * _MAX_FRACTION)
+        found = [m.end() for m in _SENTENCE_END.finditer(text, lo, hi)]
+        if found:
+            cut = min(found, key=lambda e: (abs(e - start - target_chars), e))
+        else:
+            space = text.rfind(" ", lo, start + target_chars)
+            cut = space + 1 if space >= 0 else start + target_chars
+        ends.append(cut)
+        start = cut
+    ends.append(len(text))
+    return ends
+
+
+def test_cuts_take_the_nearest_sentence_end_as_the_plain_rule_does() -> None:
+    from shared_context.passage_blocks import _cuts
+
+    rng = np.random.default_rng(5)
+    pieces = ["word ", "a. ", "B! ", "c? ", "\n\n", "  ", "x", ".", "… ", '." ', "end.\n"]
+    for _ in range(400):
+        text = "".join(pieces[i] for i in rng.integers(0, len(pieces), int(rng.integers(0, 400))))
+        for target in (1, 3, 10, 37, 120):
+            assert _cuts(text, target) == _cuts_by_min(text, target)
+    for text in _texts():
+        for target in (5, 60, 400):
+            assert _cuts(text, target) == _cuts_by_min(text, target)

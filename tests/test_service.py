@@ -314,3 +314,23 @@ def test_cpu_steps_run_on_serve_cpu_threads(carol_path: Path, monkeypatch: pytes
         with ThreadPoolExecutor(6) as pool:
             assert list(pool.map(ask, questions)) == [200] * 6
     assert seen and len(seen) <= 2 and all(name.startswith("graphroute-cpu") for name in seen)
+
+
+def test_cpu_executor_never_queues_a_lookup_behind_cpu_work() -> None:
+    import socket
+
+    from router.service.app import CpuExecutor
+
+    executor = CpuExecutor(1)
+    try:
+        release = threading.Event()
+        busy = executor.submit(release.wait, 30)  # the one CPU thread is taken
+        queued = executor.submit(threading.current_thread)
+        lookup = executor.submit(socket.getaddrinfo, "127.0.0.1", 80)
+        assert lookup.result(timeout=10)  # answered while the CPU thread is still busy
+        assert not busy.done() and not queued.done()
+        release.set()
+        assert queued.result(timeout=10).name.startswith("graphroute-cpu")
+    finally:
+        release.set()
+        executor.shutdown()

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Mapping
+import socket
+from collections.abc import AsyncIterator, Callable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
@@ -35,6 +37,7 @@ from router.service.openai_compat import (
 )
 
 log = logging.getLogger("graphroute.serve")
+T = TypeVar("T")
 STATIC = Path(__file__).resolve().parent / "static"
 
 
@@ -137,6 +140,28 @@ class Service:
             raise RequestError(f"question is {len(question)} characters; the limit is {self.config.max_question_chars}",
                                413, "request_too_large")
         return question
+
+
+class CpuExecutor(ThreadPoolExecutor):
+    """The serving loop's default executor: `threads` threads for the CPU steps requests hand off
+    (`asyncio.to_thread`), in order of arrival. The blocking lookups the loop itself hands its default
+    executor (`loop.getaddrinfo`/`getnameinfo`, e.g. resolving a model host on a new connection; uvloop
+    resolves on its own threads) go to threads of their own, never queued behind questions being built."""
+
+    _LOOKUPS = (socket.getaddrinfo, socket.getnameinfo)
+
+    def __init__(self, threads: int) -> None:
+        super().__init__(threads, thread_name_prefix="graphroute-cpu")
+        self._lookups = ThreadPoolExecutor(4, thread_name_prefix="graphroute-lookup")
+
+    def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
+        if fn in self._LOOKUPS:
+            return self._lookups.submit(fn, *args, **kwargs)
+        return super().submit(fn, *args, **kwargs)
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        self._lookups.shutdown(wait, cancel_futures=cancel_futures)
+        super().shutdown(wait, cancel_futures=cancel_futures)
 
 
 def _error(status: int, message: str, kind: str) -> Response:
@@ -325,12 +350,9 @@ def create_app(service: Service) -> Any:
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        from concurrent.futures import ThreadPoolExecutor
-
         # the serving loop's executor, which `asyncio.to_thread` uses ([serve] cpu_threads); the loop shuts
         # it down when it closes
-        asyncio.get_running_loop().set_default_executor(
-            ThreadPoolExecutor(service.config.cpu_threads, thread_name_prefix="graphroute-cpu"))
+        asyncio.get_running_loop().set_default_executor(CpuExecutor(service.config.cpu_threads))
         for router in service.routers.values():  # before uvicorn listens: the first request makes no client
             await router.models.aopen()
         yield
