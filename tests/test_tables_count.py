@@ -69,26 +69,32 @@ def test_finish_trims_to_the_budget_with_exact_counts() -> None:
         assert len(section.records) == section.text.count("\n") - 1
 
 
+class LongestCount:
+    """A tokenizer that counts as the real one and remembers the longest text it was asked to count."""
+
+    def __init__(self) -> None:
+        self.real = get_tokenizer()
+        self.encoding_name = self.real.encoding_name
+        self.longest = 0
+
+    def count(self, text: str) -> int:
+        self.longest = max(self.longest, len(text))
+        return self.real.count(text)
+
+
 def test_finish_does_not_re_encode_the_whole_section() -> None:
     """The point of the row counts: a large section is not tokenised again when it is finished."""
     real = get_tokenizer()
 
-    class Spy:
-        encoding_name = real.encoding_name
-        longest = 0
-
-        def count(self, text: str) -> int:
-            Spy.longest = max(Spy.longest, len(text))
-            return real.count(text)
-
     rows = [[str(i), "The ghost of Christmas Past, " * 40] for i in range(10)]
-    builder = SectionBuilder("Sources", ["id", "text"], Spy(), 100_000)  # type: ignore[arg-type]
+    spy = LongestCount()
+    builder = SectionBuilder("Sources", ["id", "text"], spy, 100_000)  # type: ignore[arg-type]
     for cells in rows:
         line = render_row(cells)
         builder.add_line(line, real.count(line + "\n"), {})
     section = builder.finish()
     assert section.tokens == real.count(section.text)
-    assert Spy.longest < 100  # only the last row's final piece and the header
+    assert spy.longest < 100  # only the last row's final piece and the header
 
 
 @pytest.mark.parametrize("encoding", ENCODINGS)
@@ -105,16 +111,9 @@ def test_joined_tokens_equals_counting_the_joined_text(encoding: str, sections: 
 def test_joined_tokens_encodes_only_the_ends_of_long_last_rows() -> None:
     real = get_tokenizer()
 
-    class Spy:
-        encoding_name = real.encoding_name
-        longest = 0
-
-        def count(self, text: str) -> int:
-            Spy.longest = max(Spy.longest, len(text))
-            return real.count(text)
-
     long_row = [["1", "The ghost of Christmas Past, " * 40 + 'and "Marley" |']]
     built = [_build("o200k_base", rows)[0].finish() for rows in (long_row, long_row, [["2", "x"]])]
     expected = real.count(join_sections([s.text for s in built]))
-    assert joined_tokens(Spy(), built) == expected  # type: ignore[arg-type]
-    assert Spy.longest < 100
+    spy = LongestCount()
+    assert joined_tokens(spy, built) == expected  # type: ignore[arg-type]
+    assert spy.longest < 100
