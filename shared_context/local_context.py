@@ -44,8 +44,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from shared_context.excerpt_rows import excerpt_row_tokens
 from shared_context.history import HISTORY_SECTION, build_history_section, recent_user_turns
 from shared_context.linking import LinkedEntity, LinkResult, link_entities
-from shared_context.passage_blocks import block_table
-from shared_context.passages import select_excerpts
+from shared_context.passages import excerpt_blocks, select_excerpts
 from shared_context.record_table import array_of, field_of, text_lengths_of
 from shared_context.tables import (
     ContextSection,
@@ -823,7 +822,7 @@ class LocalContextBuilder:
             rrf_k=p.hybrid_rrf_k,
             row_overhead=lambda u: _unit_row_overhead(index, u),
         )
-        blocks = block_table(index, max(p.excerpt_tokens // 2, 1))
+        blocks = excerpt_blocks(index, p.excerpt_tokens)  # the table select_excerpts cut the spans from
 
         def starts(unit: int) -> list[int]:
             lo, hi = int(blocks.unit_ptr[unit]), int(blocks.unit_ptr[unit + 1])

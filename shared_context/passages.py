@@ -33,10 +33,10 @@ from typing import Any
 import numpy as np
 
 from shared_context.linking import lexical_terms
-from shared_context.passage_blocks import Block, block_table
+from shared_context.passage_blocks import Block, BlockTable, block_table
 from shared_context.text import BM25
 
-__all__ = ["Block", "Excerpt", "select_excerpts", "unit_blocks"]
+__all__ = ["Block", "Excerpt", "excerpt_blocks", "select_excerpts", "unit_blocks"]
 
 
 @dataclass
@@ -48,6 +48,12 @@ class Excerpt:
     spans: list[tuple[int, int]]
     tokens: int  # estimated: the sum of the shown blocks' tokens
     whole: bool  # every block shown: the unit verbatim
+
+
+def excerpt_blocks(index: Any, excerpt_tokens: int) -> BlockTable:
+    """The block table excerpts of `excerpt_tokens` are cut from: blocks of half that size, so a window of
+    two adjacent blocks fits."""
+    return block_table(index, max(excerpt_tokens // 2, 1))
 
 
 def unit_blocks(index: Any, unit: int, block_tokens: int) -> list[Block]:
@@ -96,7 +102,7 @@ def select_excerpts(
         return cost
 
     units = list(dict.fromkeys(units))
-    table = block_table(index, max(excerpt_tokens // 2, 1))
+    table = excerpt_blocks(index, excerpt_tokens)
     first = table.unit_ptr[np.asarray(units, dtype=np.int64)] if units else np.zeros(0, dtype=np.int64)
     n_blocks = table.unit_ptr[np.asarray(units, dtype=np.int64) + 1] - first if units else first
     # windows (unit rank, first block, last block): adjacent block pairs; a one-block unit is its own window
