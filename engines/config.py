@@ -213,7 +213,9 @@ class ServeConfig(_Section):
     # Threads for the CPU steps a request hands off its event loop (`asyncio.to_thread`: building contexts,
     # classifying, planning). They hold the GIL for most of their work, so more threads only interleave the
     # questions (each finishing late, all together, their model calls starting late); one thread takes
-    # them in order of arrival, so the first model calls start while later questions are still built.
+    # them in order of arrival, so the first model calls start while later questions are still built. The
+    # price is head-of-line blocking: a long step (a global batch build on a very large index) holds back
+    # the questions behind it, so a service mixing such questions should raise this.
     cpu_threads: int = Field(default=1, ge=1, le=64)
 
 
