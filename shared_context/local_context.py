@@ -45,7 +45,7 @@ from shared_context.excerpt_rows import excerpt_row_tokens
 from shared_context.history import HISTORY_SECTION, build_history_section, recent_user_turns
 from shared_context.linking import LinkedEntity, LinkResult, link_entities
 from shared_context.passages import excerpt_blocks, select_excerpts
-from shared_context.record_table import array_of, field_of, text_lengths_of
+from shared_context.record_table import array_of, field_of, text_lengths_at, text_lengths_of
 from shared_context.tables import (
     ContextSection,
     SectionBuilder,
@@ -288,27 +288,23 @@ class _Estimates:
 
 
 class _RelationshipEstimates:
-    """`estimates.rel[rows]`, computed for the rows asked for and kept: a whole-table array read three
-    text columns of every relationship (5M at 1M entities, most of a first question) for the few hundred
-    rows a question weighs."""
+    """`estimates.rel[rows]`, computed for the rows asked for (gathered in Arrow) and kept: a whole-table
+    array read three text columns of every relationship (5M at 1M entities, most of a first question)
+    for the few thousand rows a question weighs."""
 
     def __init__(self, index: Any) -> None:
-        self._tokens = index.relationship_tokens
-        rels = index.relationships
-        self._fields = [field_of(rels, name) for name in ("source", "target", "short_id")]
-        self._known: dict[int, int] = {}
-
-    def _one(self, row: int) -> int:
-        n = self._known.get(row)
-        if n is None:  # code points, as the column-wise lengths were
-            chars = sum(len(get(row) or "") for get in self._fields)
-            n = self._known[row] = int(self._tokens[row]) + 8 + chars // 3
-        return n
+        self._index = index
+        self._known = np.zeros(len(index.relationships), dtype=np.int64)  # 0: not yet computed (all >= 8)
 
     def __getitem__(self, rows: int | Sequence[int]) -> Any:
-        if isinstance(rows, int | np.integer):
-            return self._one(int(rows))
-        return np.fromiter((self._one(int(r)) for r in rows), dtype=np.int64, count=len(rows))
+        at = np.asarray(rows, dtype=np.int64)
+        missing = np.unique(at[self._known[at] == 0]) if at.size else at
+        if missing.size:
+            rels = self._index.relationships
+            chars = sum(text_lengths_at(rels, name, missing) for name in ("source", "target", "short_id"))
+            tokens = np.asarray(self._index.relationship_tokens[missing], dtype=np.int64)
+            self._known[missing] = tokens + 8 + chars // 3
+        return self._known[at]
 
 
 def _estimates(index: Any) -> _Estimates:
