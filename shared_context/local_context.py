@@ -297,6 +297,8 @@ class _RelationshipEstimates:
         self._known = np.zeros(len(index.relationships), dtype=np.int64)  # 0: not yet computed (all >= 8)
 
     def __getitem__(self, rows: int | Sequence[int]) -> Any:
+        if isinstance(rows, int | np.integer) and self._known[rows]:  # one row seen before: the common call
+            return self._known[rows]
         at = np.asarray(rows, dtype=np.int64)
         missing = np.unique(at[self._known[at] == 0]) if at.size else at
         if missing.size:
