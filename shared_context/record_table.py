@@ -84,6 +84,12 @@ def string_array(values: Sequence[str | None]) -> pa.Array:
     return pa.Array.from_buffers(kind, len(encoded), [None, pa.py_buffer(ends), pa.py_buffer(b"".join(encoded))])
 
 
+def numpy_array(values: np.ndarray) -> pa.Array:
+    """A 1-d numeric ndarray as an Arrow array over its buffer: `pa.array(ndarray)` imports pandas."""
+    values = np.ascontiguousarray(values)
+    return pa.Array.from_buffers(pa.from_numpy_dtype(values.dtype), len(values), [None, pa.py_buffer(values)])
+
+
 def _bits(buffer: pa.Buffer | None, offset: int, n: int) -> np.ndarray:
     """An Arrow bitmap (validity or boolean values) as a bool array."""
     if buffer is None:

@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from shared_context.record_table import numeric_view, string_array
+from shared_context.record_table import numeric_view, numpy_array, string_array
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -37,8 +37,8 @@ def _probe(index: Path, cache: Path) -> dict[str, bool]:
     return result
 
 
-def test_a_second_open_and_its_first_question_do_not_import_pandas(carol_path: Path, tmp_path: Path) -> None:
-    _probe(carol_path, tmp_path)  # first open: fills the derived store
+def test_a_first_and_second_open_and_its_first_question_do_not_import_pandas(carol_path: Path, tmp_path: Path) -> None:
+    assert _probe(carol_path, tmp_path)["load"] is False  # first open: parquet decoded, derived store filled
     assert _probe(carol_path, tmp_path) == {"load": False, "query": False}
 
 
@@ -66,6 +66,14 @@ def test_numeric_view_gives_the_values_of_to_numpy(values: pa.Array | pa.Chunked
         filled = numeric_view(values, fill=-1)
         assert filled.dtype == np.dtype(values.type.to_pandas_dtype())
         assert filled.tolist() == [-1 if v is None else v for v in values.to_pylist()]
+
+
+@pytest.mark.parametrize("values", [np.arange(5, dtype=np.int64), np.arange(10, dtype=np.int32)[::3],
+                                    np.array([1.5, np.nan, -0.0]), np.zeros(0, dtype=np.int64)])
+def test_numpy_array_equals_pa_array(values: np.ndarray) -> None:
+    arr, expected = numpy_array(values), pa.array(values)
+    assert arr.type == expected.type and arr.null_count == expected.null_count == 0
+    assert np.array_equal(arr.to_numpy(), expected.to_numpy(), equal_nan=values.dtype.kind == "f")
 
 
 def test_string_array_holds_the_strings() -> None:
