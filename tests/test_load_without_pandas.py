@@ -92,3 +92,18 @@ def test_integer_lists_read_from_the_buffers_equal_the_general_path() -> None:
         assert data._arrow_int_lists("c") == expected and data.int_lists("c") == expected
     with_null = TableData("communities", "communities.parquet", pa.table({"c": pa.array([[1], None])}))
     assert with_null._arrow_int_lists("c") is None and with_null.int_lists("c") == [[1], []]
+
+
+@pytest.mark.parametrize(
+    ("values", "kind"),
+    [
+        (["a", "héllo", ""], pa.string()), ([1, 2, -3], pa.int64()), ([0.5, -1.0], pa.float64()),
+        ([["a", "b"], [], ["日本語"]], pa.list_(pa.string())), ([[1], [], [2, 3]], pa.list_(pa.int64())),
+        ([], pa.list_(pa.string())), (["a", None], pa.string()), ([1, None], pa.int64()), ([[1], None], pa.list_(pa.int64())),
+    ],
+)  # fmt: skip
+def test_record_list_columns_from_buffers_equal_pa_array(values: list, kind: pa.DataType) -> None:
+    from shared_context.record_list import _array
+
+    built = _array(values, kind)
+    assert built.type == kind and built.to_pylist() == pa.array(values, kind).to_pylist()

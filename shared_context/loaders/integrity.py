@@ -22,7 +22,7 @@ import pyarrow as pa
 
 from shared_context import arrow_keys
 from shared_context.errors import IndexFormatError
-from shared_context.record_table import string_array
+from shared_context.record_table import string_array, values_of
 
 MANIFEST = Path("graphroute") / "manifest.json"
 
@@ -62,7 +62,7 @@ def check_build_manifest(root: Path, table_files: Sequence[Path]) -> None:
 
 def repair_short_ids(records: Sequence[Any], file: str, warnings: list[str]) -> None:
     """Make every record's `short_id` unique (see the module docstring); records are changed in place."""
-    repaired = repair_short_id_values([r.short_id for r in records], file, warnings)
+    repaired = repair_short_id_values(values_of(records, "short_id"), file, warnings)
     if repaired is not None:
         for record, sid in zip(records, repaired, strict=True):
             record.short_id = sid
