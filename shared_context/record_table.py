@@ -85,6 +85,12 @@ def string_array(values: Sequence[str | None]) -> pa.Array:
     return pa.Array.from_buffers(kind, len(encoded), [None, pa.py_buffer(ends), pa.py_buffer(b"".join(encoded))])
 
 
+def numpy_array(values: np.ndarray) -> pa.Array:
+    """A 1-d numeric ndarray as an Arrow array over its buffer: `pa.array(ndarray)` imports pandas."""
+    values = np.ascontiguousarray(values)
+    return pa.Array.from_buffers(pa.from_numpy_dtype(values.dtype), len(values), [None, pa.py_buffer(values)])
+
+
 def _bits(buffer: pa.Buffer | None, offset: int, n: int) -> np.ndarray:
     """An Arrow bitmap (validity or boolean values) as a bool array."""
     if buffer is None:
@@ -339,7 +345,7 @@ def text_lengths_at(records: Sequence[Any], name: str, rows: np.ndarray) -> np.n
     if isinstance(records, RecordTable):
         import pyarrow.compute as pc  # imported on first use: ~50 ms at import time
 
-        picked = records.arrow_column(name).take(pa.array(rows, type=pa.int64()))
+        picked = records.arrow_column(name).take(numpy_array(np.asarray(rows, dtype=np.int64)))  # no pandas
         return np.asarray(numeric_view(pc.utf8_length(picked), fill=0), dtype=np.int64)
     return np.fromiter((len(getattr(records[int(i)], name)) for i in rows), dtype=np.int64, count=len(rows))
 
