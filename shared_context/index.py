@@ -35,6 +35,7 @@ from shared_context import arrow_keys
 from shared_context.adjacency import Adjacency, group
 from shared_context.derived_store import DerivedStore, cache_root
 from shared_context.errors import IndexFormatError
+from shared_context.record_list import RecordList
 from shared_context.record_table import (
     RecordTable,
     array_of,
@@ -199,10 +200,10 @@ class Index:
     entities: Sequence[Entity]
     relationships: Sequence[Relationship]
     text_units: Sequence[TextUnit]
-    communities: list[Community]
-    community_reports: list[CommunityReport]
-    claims: list[Claim]
-    documents: list[Document]
+    communities: Sequence[Community]
+    community_reports: Sequence[CommunityReport]
+    claims: Sequence[Claim]
+    documents: Sequence[Document]
     entity_pos: dict[str, int]
     entity_by_title: dict[str, int]
     relationship_pos: dict[str, int]
@@ -299,10 +300,11 @@ class Index:
         self.entities = entities if isinstance(entities, RecordTable) else list(entities)
         self.relationships = relationships if isinstance(relationships, RecordTable) else list(relationships)
         self.text_units = text_units if isinstance(text_units, RecordTable) else list(text_units)
-        self.communities = list(communities)
-        self.community_reports = list(community_reports)
-        self.claims = list(claims)
-        self.documents = list(documents)
+        # small tables: a RecordList (from the loaders' store) makes its records as rows are read
+        self.communities = _records(communities)
+        self.community_reports = _records(community_reports)
+        self.claims = _records(claims)
+        self.documents = _records(documents)
         missing, counting = self._start_token_counts(store)  # counted on other threads meanwhile
         try:
             self._build_id_maps()
@@ -337,13 +339,13 @@ class Index:
                     _check_unique_column(records, field, self._file(table), column)
             else:
                 setattr(self, attr, _check_unique(values_of(records, field), self._file(table), column))
-        self.document_pos = _check_unique([d.id for d in self.documents], self._file("documents"), "id")
-        self.claim_pos = _check_unique([c.id for c in self.claims], self._file("covariates"), "id")
+        self.document_pos = _check_unique(values_of(self.documents, "id"), self._file("documents"), "id")
+        self.claim_pos = _check_unique(values_of(self.claims, "id"), self._file("covariates"), "id")
         self.community_pos = _check_unique(
-            [c.community for c in self.communities], self._file("communities"), "community"
+            values_of(self.communities, "community"), self._file("communities"), "community"
         )
         self.report_pos = _check_unique(
-            [r.community for r in self.community_reports], self._file("community_reports"), "community"
+            values_of(self.community_reports, "community"), self._file("community_reports"), "community"
         )
 
     def _derived(
@@ -567,26 +569,28 @@ class Index:
         )
         self.entity_communities = Adjacency(found["ecm_indptr"], found["ecm_indices"])
         self._derive_hierarchy()
+        # read column-wise: a RecordList then makes only the records a step changes
         self.communities_by_level = {}
-        for c in sorted(self.communities, key=lambda c: (c.level, c.community)):
-            self.communities_by_level.setdefault(c.level, []).append(c.community)
+        levels = values_of(self.communities, "level")
+        for level, number in sorted(zip(levels, values_of(self.communities, "community"), strict=True)):
+            self.communities_by_level.setdefault(level, []).append(number)
 
-        unknown = [r.community for r in self.community_reports if r.community not in self.community_pos]
+        reports = self.community_reports
+        numbers = values_of(reports, "community")
+        unknown = [n for n in numbers if n not in self.community_pos]
         if self.communities and unknown:
             self.warnings.append(
                 f"{self._file('community_reports')}: column 'community': {len(unknown)} reports name no community "
                 f"in {self._file('communities')} (e.g. {unknown[0]})"
             )
         self.reports_by_level = {}
-        for pos, report in enumerate(self.community_reports):
-            community = (
-                self.communities[self.community_pos[report.community]]
-                if (report.community in self.community_pos)
-                else None
-            )
-            if community is not None and report.parent == -1 and not report.children:
+        columns = (values_of(reports, "parent"), values_of(reports, "children"), values_of(reports, "level"))
+        for pos, (number, parent, children, level) in enumerate(zip(numbers, *columns, strict=True)):
+            c_pos = self.community_pos.get(number)
+            if c_pos is not None and parent == -1 and not children:
+                community, report = self.communities[c_pos], reports[pos]
                 report.parent, report.children = community.parent, list(community.children)
-            self.reports_by_level.setdefault(report.level, []).append(pos)
+            self.reports_by_level.setdefault(level, []).append(pos)
         self.reports_by_level = dict(sorted(self.reports_by_level.items()))
         self.levels = sorted(set(self.communities_by_level) | set(self.reports_by_level))
         if not self.community_reports:
@@ -600,8 +604,8 @@ class Index:
         """
         if not self.communities:
             return
-        has_parent = any(c.parent != -1 for c in self.communities)
-        has_children = any(c.children for c in self.communities)
+        has_parent = any(p != -1 for p in values_of(self.communities, "parent"))
+        has_children = any(values_of(self.communities, "children"))
         if has_parent and has_children:
             return
         file = self._file("communities")
@@ -795,6 +799,10 @@ class Index:
             f"Index(version={self.version!r}, entities={len(self.entities)}, relationships={len(self.relationships)}, "
             f"text_units={len(self.text_units)}, community_reports={len(self.community_reports)}, path={self.path})"
         )
+
+
+def _records(records: Iterable[Any]) -> Sequence[Any]:
+    return records if isinstance(records, RecordList) else list(records)
 
 
 def _set_values(records: Sequence[Any], field: str, values: list[Any] | np.ndarray) -> None:

@@ -45,7 +45,7 @@ from shared_context.excerpt_rows import excerpt_row_tokens, warm_unit_chunks
 from shared_context.history import HISTORY_SECTION, build_history_section, recent_user_turns
 from shared_context.linking import LinkedEntity, LinkResult, link_entities
 from shared_context.passages import excerpt_blocks, select_excerpts
-from shared_context.record_table import array_of, field_of, text_lengths_of
+from shared_context.record_table import array_of, field_of, text_lengths_at, text_lengths_of
 from shared_context.tables import (
     ContextSection,
     SectionBuilder,
@@ -280,40 +280,47 @@ class _Estimates:
     used to choose the relationship/claim prefix and to skip rows that cannot fit before counting them
     exactly. Deterministic, so results never depend on what is cached."""
 
-    rel: np.ndarray
+    rel: _RelationshipEstimates
     claim: np.ndarray
     unit: np.ndarray
     report: np.ndarray
     summary: np.ndarray
 
 
+class _RelationshipEstimates:
+    """`estimates.rel[rows]`, computed for the rows asked for (gathered in Arrow) and kept: a whole-table
+    array read three text columns of every relationship (5M at 1M entities, most of a first question)
+    for the few thousand rows a question weighs."""
+
+    def __init__(self, index: Any) -> None:
+        self._index = index
+        self._known = np.zeros(len(index.relationships), dtype=np.int64)  # 0: not yet computed (all >= 8)
+
+    def __getitem__(self, rows: int | Sequence[int]) -> Any:
+        if isinstance(rows, int | np.integer) and self._known[rows]:  # one row seen before: the common call
+            return self._known[rows]
+        at = np.asarray(rows, dtype=np.int64)
+        missing = np.unique(at[self._known[at] == 0]) if at.size else at
+        if missing.size:
+            rels = self._index.relationships
+            chars = sum(text_lengths_at(rels, name, missing) for name in ("source", "target", "short_id"))
+            tokens = np.asarray(self._index.relationship_tokens[missing], dtype=np.int64)
+            self._known[missing] = tokens + 8 + chars // 3
+        return self._known[at]
+
+
 def _estimates(index: Any) -> _Estimates:
     def build() -> _Estimates:
-        def extra(lengths: Any, count: int) -> np.ndarray:
-            return np.fromiter(lengths, dtype=np.int64, count=count) // 3
-
-        rels, claims, reports = index.relationships, index.claims, index.community_reports
+        claims, reports = index.claims, index.community_reports
         return _Estimates(
-            rel=np.asarray(index.relationship_tokens, dtype=np.int64)
-            + 8
-            + (text_lengths_of(rels, "source") + text_lengths_of(rels, "target") + text_lengths_of(rels, "short_id"))
-            // 3,
+            rel=_RelationshipEstimates(index),
+            # lengths read column-wise (`text_lengths_of`: code points, as len()), so no record is made
             claim=np.asarray(index.claim_tokens, dtype=np.int64)
             + 12
-            + extra(
-                (
-                    len(c.subject) + len(c.object) + len(c.status) + len(c.start_date) + len(c.end_date)
-                    for c in claims
-                ),
-                len(claims),
-            ),
+            + sum(text_lengths_of(claims, f) for f in ("subject", "object", "status", "start_date", "end_date")) // 3,
             unit=np.asarray(index.text_unit_tokens, dtype=np.int64) + 4,
-            report=np.asarray(index.report_tokens, dtype=np.int64)
-            + 6
-            + extra((len(r.title) for r in reports), len(reports)),
-            summary=np.asarray(index.report_summary_tokens, dtype=np.int64)
-            + 6
-            + extra((len(r.title) for r in reports), len(reports)),
+            report=np.asarray(index.report_tokens, dtype=np.int64) + 6 + text_lengths_of(reports, "title") // 3,
+            summary=np.asarray(index.report_summary_tokens, dtype=np.int64) + 6 + text_lengths_of(reports, "title") // 3,
         )
 
     return per_index_cache(index, "local.estimates", build)

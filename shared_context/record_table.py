@@ -27,6 +27,7 @@ __all__ = [
     "numeric_view",
     "release_arrow_memory",
     "string_array",
+    "text_lengths_at",
     "text_lengths_of",
     "texts_of",
     "values_of",
@@ -82,6 +83,12 @@ def string_array(values: Sequence[str | None]) -> pa.Array:
     large = offsets[-1] >= 2**31
     kind, ends = (pa.large_string(), offsets) if large else (pa.string(), offsets.astype(np.int32))
     return pa.Array.from_buffers(kind, len(encoded), [None, pa.py_buffer(ends), pa.py_buffer(b"".join(encoded))])
+
+
+def numpy_array(values: np.ndarray) -> pa.Array:
+    """A 1-d numeric ndarray as an Arrow array over its buffer: `pa.array(ndarray)` imports pandas."""
+    values = np.ascontiguousarray(values)
+    return pa.Array.from_buffers(pa.from_numpy_dtype(values.dtype), len(values), [None, pa.py_buffer(values)])
 
 
 def _bits(buffer: pa.Buffer | None, offset: int, n: int) -> np.ndarray:
@@ -226,6 +233,13 @@ def _array_accessor(arr: pa.Array) -> Callable[[int], Any]:
         offsets = offsets[arr.offset : arr.offset + len(arr) + 1]
         child = _text_getter(arr.values)
         get = lambda i: [child(j) for j in range(int(offsets[i]), int(offsets[i + 1]))]  # noqa: E731
+    elif (pa.types.is_list(kind) or pa.types.is_large_list(kind)) and pa.types.is_integer(kind.value_type) and (
+        len(arr) > 0 and arr.values.null_count == 0
+    ):  # e.g. a community's children: a slice of the flat values (`as_py` costs ~10x more)
+        offsets = np.frombuffer(arr.buffers()[1], dtype=np.int64 if pa.types.is_large_list(kind) else np.int32)
+        offsets = offsets[arr.offset : arr.offset + len(arr) + 1]
+        flat = numeric_view(arr.values)
+        get = lambda i: flat[int(offsets[i]) : int(offsets[i + 1])].tolist()  # noqa: E731
     else:
         return lambda i: arr[i].as_py()
     if valid is None:
@@ -324,6 +338,16 @@ def text_lengths_of(records: Sequence[Any], name: str) -> np.ndarray:
 
         return np.asarray(numeric_view(pc.utf8_length(records.arrow_column(name)), fill=0), dtype=np.int64)
     return np.fromiter((len(getattr(r, name)) for r in records), dtype=np.int64, count=len(records))
+
+
+def text_lengths_at(records: Sequence[Any], name: str, rows: np.ndarray) -> np.ndarray:
+    """`text_lengths_of(records, name)[rows]` without reading the other rows (gathered in Arrow)."""
+    if isinstance(records, RecordTable):
+        import pyarrow.compute as pc  # imported on first use: ~50 ms at import time
+
+        picked = records.arrow_column(name).take(numpy_array(np.asarray(rows, dtype=np.int64)))  # no pandas
+        return np.asarray(numeric_view(pc.utf8_length(picked), fill=0), dtype=np.int64)
+    return np.fromiter((len(getattr(records[int(i)], name)) for i in rows), dtype=np.int64, count=len(rows))
 
 
 def release_arrow_memory() -> None:

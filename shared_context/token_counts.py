@@ -1,10 +1,14 @@
 """Token counts of whole text fields, counted on background threads while the rest of a load runs.
 
-Counting is most of a first load's CPU (100k entities: ~20 s of ~31 s, tiktoken's BPE). tiktoken
-encodes with the GIL released, so the fields are cut into chunks of about equal text volume and the
-chunks of *every* field go to one small pool: both cores stay busy until the last chunk, where counting
-field after field left one core idle for each field too small to split (a 30k-unit text field was one
-50k-row chunk, counted on the main thread alone), and the main thread derives the graph meanwhile.
+Counting is most of a first load's CPU (100k entities: ~10 s of ~16 s). The fields are cut into chunks
+of about equal text volume and the chunks of *every* field go to a few worker threads, so both cores
+stay busy until the last chunk while the main thread derives the graph.
+
+Two counters: tiktoken encodes with the GIL released, so its threads run in parallel with each other
+and with the main thread; bpe-openai's Rust count (`tokens.native_counter`, the same counts) costs
+~30 % less CPU but holds the GIL. So one worker counts the plain fields natively and the others take
+the anchored fields first (they need tiktoken's token ids anyway) and then whatever plain chunks are
+left, with tiktoken; with the binding absent every worker uses tiktoken.
 
 One text at a time: tiktoken's threaded batch API costs a future per text and was 3-4x slower on many
 short descriptions (463k relationship descriptions, 25 s vs 6.8 s).
@@ -14,9 +18,11 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
+from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from itertools import pairwise
 from typing import Any
@@ -57,9 +63,8 @@ def _bounds(sizes: np.ndarray) -> list[int]:
     return [0, *(int(c) for c in inner if 0 < c < n), n]
 
 
-def _count_chunk(tokenizer: Tokenizer, texts: list[Any]) -> np.ndarray:
-    count = tokenizer.count
-    return np.fromiter((count(t) for t in texts), dtype=np.int32, count=len(texts))
+def _count_chunk(count: Callable[[str], int], texts: list[Any]) -> np.ndarray:
+    return np.fromiter((count(t) if t else 0 for t in texts), dtype=np.int32, count=len(texts))
 
 
 _ANCHOR_STEP = 32  # at most one anchor per this many characters of a text
@@ -167,22 +172,70 @@ def _count_anchored(tokenizer: Tokenizer, texts: list[Any]) -> tuple[np.ndarray,
     return counts, TokenAnchors(ptr, local.astype(np.int32), before.astype(np.int32))
 
 
+@dataclass
+class _Chunk:
+    read: Callable[[int, int], list[Any]]
+    start: int
+    stop: int
+    anchored: bool
+    future: Future[Any] = field(default_factory=Future)
+
+
+class _Queue:
+    """The chunks not started yet, plain and anchored apart so each worker takes its kind first."""
+
+    def __init__(self, chunks: list[_Chunk]) -> None:
+        self._lock = threading.Lock()
+        self._plain = deque(c for c in chunks if not c.anchored)
+        self._anchored = deque(c for c in chunks if c.anchored)
+
+    def take(self, plain_first: bool) -> _Chunk | None:
+        with self._lock:
+            first, second = (self._plain, self._anchored) if plain_first else (self._anchored, self._plain)
+            queue = first or second
+            return queue.popleft() if queue else None
+
+    def drop(self) -> None:
+        with self._lock:
+            left = [*self._plain, *self._anchored]
+            self._plain.clear()
+            self._anchored.clear()
+        for chunk in left:
+            chunk.future.cancel()
+
+
+def _work(tokenizer: Tokenizer, queue: _Queue, native: Callable[[str], int] | None) -> None:
+    """One worker: chunks until none is left; `native` (the GIL-holding count) takes plain ones first."""
+    while (chunk := queue.take(plain_first=native is not None)) is not None:
+        if not chunk.future.set_running_or_notify_cancel():
+            continue
+        try:
+            texts = chunk.read(chunk.start, chunk.stop)
+            result = (_count_anchored(tokenizer, texts) if chunk.anchored
+                      else _count_chunk(native or tokenizer.count, texts))  # fmt: skip
+        except BaseException as exc:  # the waiting `result()` raises it
+            chunk.future.set_exception(exc)
+        else:
+            chunk.future.set_result(result)
+
+
 class TokenCounts:
     """Counts in progress: `result()` waits and returns one int32 array per field, `cancel()` drops
     the chunks not started (a load that failed meanwhile)."""
 
-    def __init__(self, pool: ThreadPoolExecutor | None, parts: list[list[Future[Any]]]) -> None:
-        self._pool = pool
+    def __init__(self, queue: _Queue | None, parts: list[list[Future[Any]]], threads: list[threading.Thread]) -> None:
+        self._queue = queue
         self._parts = parts
+        self._threads = threads
         self.anchors: dict[int, TokenAnchors] = {}  # field index -> anchors, for the anchored fields
 
     def result(self) -> list[np.ndarray]:
         try:
             out = []
-            for field, futures in enumerate(self._parts):
+            for index, futures in enumerate(self._parts):
                 done = [f.result() for f in futures]
                 if done and isinstance(done[0], tuple):
-                    self.anchors[field] = TokenAnchors.join([d[1] for d in done])
+                    self.anchors[index] = TokenAnchors.join([d[1] for d in done])
                     done = [d[0] for d in done]
                 out.append(np.concatenate(done) if done else np.zeros(0, dtype=np.int32))
             return out
@@ -190,9 +243,9 @@ class TokenCounts:
             self.cancel()
 
     def cancel(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=False, cancel_futures=True)
-            self._pool = None
+        if self._queue is not None:
+            self._queue.drop()
+            self._queue = None
 
 
 def count_texts(
@@ -200,27 +253,25 @@ def count_texts(
 ) -> TokenCounts:
     """Start counting the tokens of every text of each `(records, field)`; returns at once. The fields
     at the positions `anchored` also get `TokenAnchors` (`TokenCounts.anchors` after `result()`)."""
-    jobs: list[list[tuple[Callable[[int, int], list[Any]], int, int]]] = []
-    for records, field in fields:
-        sizes, read = _sizes(records, field)
-        bounds = _bounds(sizes)
-        jobs.append([(read, a, b) for a, b in pairwise(bounds)])
-    n_chunks = sum(map(len, jobs))
-    if not n_chunks:
-        return TokenCounts(None, [[] for _ in jobs])
-    pool = ThreadPoolExecutor(
-        max_workers=min(n_chunks, os.cpu_count() or 1, _MAX_WORKERS), thread_name_prefix="graphroute-tokens"
-    )
-
-    def run(read: Callable[[int, int], list[Any]], a: int, b: int) -> np.ndarray:
-        return _count_chunk(tokenizer, read(a, b))
-
-    def run_anchored(read: Callable[[int, int], list[Any]], a: int, b: int) -> tuple[np.ndarray, TokenAnchors]:
-        return _count_anchored(tokenizer, read(a, b))
-
-    parts = [[pool.submit(run_anchored if i in anchored else run, read, a, b) for read, a, b in field_jobs]
-             for i, field_jobs in enumerate(jobs)]  # fmt: skip
-    return TokenCounts(pool, parts)
+    parts: list[list[_Chunk]] = []
+    for i, (records, name) in enumerate(fields):
+        sizes, read = _sizes(records, name)
+        parts.append([_Chunk(read, a, b, i in anchored) for a, b in pairwise(_bounds(sizes))])
+    chunks = [c for part in parts for c in part]
+    futures = [[c.future for c in part] for part in parts]
+    if not chunks:
+        return TokenCounts(None, futures, [])
+    queue = _Queue(chunks)
+    n_workers = min(len(chunks), os.cpu_count() or 1, _MAX_WORKERS)
+    native = tokenizer.native_counter() if any(not c.anchored for c in chunks) else None
+    threads = [
+        threading.Thread(target=_work, args=(tokenizer, queue, native if i == 0 else None),
+                         name=f"graphroute-tokens-{i}", daemon=True)
+        for i in range(n_workers)
+    ]  # fmt: skip
+    for thread in threads:
+        thread.start()
+    return TokenCounts(queue, futures, threads)
 
 
 def count_strings(tokenizer: Tokenizer, texts: Sequence[str], pool: ThreadPoolExecutor | None = None) -> np.ndarray:
@@ -230,8 +281,8 @@ def count_strings(tokenizer: Tokenizer, texts: Sequence[str], pool: ThreadPoolEx
     ends = np.cumsum(np.fromiter((len(t) for t in texts), dtype=np.int64, count=len(texts)))
     parts = min(_MAX_WORKERS * 2, int(ends[-1]) // _MIN_PART_CHARS) if len(texts) else 0
     if pool is None or parts <= 1:
-        return _count_chunk(tokenizer, list(texts))
+        return _count_chunk(tokenizer.count, list(texts))
     cuts = np.searchsorted(ends, np.linspace(0, int(ends[-1]), parts + 1)[1:-1], side="right")
     bounds = [0, *sorted({int(c) for c in cuts if 0 < c < len(texts)}), len(texts)]
-    futures = [pool.submit(_count_chunk, tokenizer, list(texts[a:b])) for a, b in pairwise(bounds)]
+    futures = [pool.submit(_count_chunk, tokenizer.count, list(texts[a:b])) for a, b in pairwise(bounds)]
     return np.concatenate([f.result() for f in futures])

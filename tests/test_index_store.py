@@ -14,6 +14,8 @@ import pytest
 from benchmarks.synthetic_index import write_synthetic_index
 from shared_context import load_index
 from shared_context.index import Index
+from shared_context.record_list import RecordList, to_arrow
+from shared_context.records import CommunityReport
 
 _ADJACENCY = (
     "entity_relationships",
@@ -81,8 +83,9 @@ def test_changed_claims_rebuild_only_what_reads_claims(synthetic: Path, tmp_path
     changed = load_index(synthetic)
     after = _entries(tmp_path / "cache")
     new = {n.split("-")[0] for n in set(after) - set(before)}
-    assert new == {"claims", "claim_tokens", "table"}
-    assert [n.split("-")[1] for n in set(after) - set(before) if n.startswith("table-")] == ["covariates"]
+    assert new == {"claims", "claim_tokens", "table", "records"}
+    for kind in ("table-", "records-"):  # the claims' raw table and their records, nothing else
+        assert [n.split("-")[1] for n in set(after) - set(before) if n.startswith(kind)] == ["covariates"]
     for name, stamp in before.items():
         assert after[name] == stamp  # graph, links, communities, other token counts untouched
     assert len(changed.claims) == claims.num_rows - 1
@@ -105,6 +108,33 @@ def test_small_tables_are_mapped_from_the_store_and_follow_a_rewritten_file(synt
     changed = load_index(synthetic)
     assert [r.title for r in changed.community_reports] == titles
     assert [c.entity_ids for c in changed.communities] == [c.entity_ids for c in first.communities]
+
+
+def test_small_tables_reopen_as_record_lists_equal_to_the_built_lists(synthetic: Path) -> None:
+    first = load_index(synthetic)
+    second = load_index(synthetic)
+    for name in ("communities", "community_reports", "claims"):
+        built, mapped = getattr(first, name), getattr(second, name)
+        assert isinstance(built, list) and isinstance(mapped, RecordList), name
+        assert repr(list(mapped)) == repr(built), name  # field types too (findings, child lists)
+    third = load_index(synthetic)
+    report = third.community_reports[3]
+    assert third.community_reports[3] is report  # a row read twice is one record
+    report.title = "changed"
+    assert [r.title for r in third.community_reports][3] == "changed"  # iteration keeps that record
+    assert third.community_reports.column("title")[3] == "changed"
+    assert third.community_reports.arrow_column("title")[3].as_py() == "changed"
+    assert third.claims[2] is not None and third.claims.arrow_column("id") == second.claims.arrow_column("id")
+
+
+def test_record_list_refuses_values_it_cannot_give_back() -> None:
+    reports = [CommunityReport(id="a", community=1, level=0, title="t", rank=float("nan"))]
+    assert to_arrow(CommunityReport, reports) is None  # NaN != NaN: not stored, the list is kept
+    reports = [CommunityReport(id="a", community=1, level=0, title="t", findings=[{"k": (1, 2)}])]
+    assert to_arrow(CommunityReport, reports) is None  # JSON would give a list back
+    reports[0].findings = [{"summary": "s", "explanation": "e", "n": 2.5}]
+    table = to_arrow(CommunityReport, reports)
+    assert table is not None and list(RecordList(CommunityReport, table)) == reports
 
 
 def test_damaged_entries_are_rebuilt(synthetic: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

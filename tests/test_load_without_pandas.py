@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from shared_context.record_table import numeric_view, string_array
+from shared_context.record_table import numeric_view, numpy_array, string_array
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -37,8 +37,8 @@ def _probe(index: Path, cache: Path) -> dict[str, bool]:
     return result
 
 
-def test_a_second_open_and_its_first_question_do_not_import_pandas(carol_path: Path, tmp_path: Path) -> None:
-    _probe(carol_path, tmp_path)  # first open: fills the derived store
+def test_a_first_and_second_open_and_its_first_question_do_not_import_pandas(carol_path: Path, tmp_path: Path) -> None:
+    assert _probe(carol_path, tmp_path)["load"] is False  # first open: parquet decoded, derived store filled
     assert _probe(carol_path, tmp_path) == {"load": False, "query": False}
 
 
@@ -68,6 +68,14 @@ def test_numeric_view_gives_the_values_of_to_numpy(values: pa.Array | pa.Chunked
         assert filled.tolist() == [-1 if v is None else v for v in values.to_pylist()]
 
 
+@pytest.mark.parametrize("values", [np.arange(5, dtype=np.int64), np.arange(10, dtype=np.int32)[::3],
+                                    np.array([1.5, np.nan, -0.0]), np.zeros(0, dtype=np.int64)])
+def test_numpy_array_equals_pa_array(values: np.ndarray) -> None:
+    arr, expected = numpy_array(values), pa.array(values)
+    assert arr.type == expected.type and arr.null_count == expected.null_count == 0
+    assert np.array_equal(arr.to_numpy(), expected.to_numpy(), equal_nan=values.dtype.kind == "f")
+
+
 def test_string_array_holds_the_strings() -> None:
     for values in (["a", "héllo", "", "日本語"], [], ["x", None]):
         arr = string_array(values)
@@ -84,3 +92,18 @@ def test_integer_lists_read_from_the_buffers_equal_the_general_path() -> None:
         assert data._arrow_int_lists("c") == expected and data.int_lists("c") == expected
     with_null = TableData("communities", "communities.parquet", pa.table({"c": pa.array([[1], None])}))
     assert with_null._arrow_int_lists("c") is None and with_null.int_lists("c") == [[1], []]
+
+
+@pytest.mark.parametrize(
+    ("values", "kind"),
+    [
+        (["a", "héllo", ""], pa.string()), ([1, 2, -3], pa.int64()), ([0.5, -1.0], pa.float64()),
+        ([["a", "b"], [], ["日本語"]], pa.list_(pa.string())), ([[1], [], [2, 3]], pa.list_(pa.int64())),
+        ([], pa.list_(pa.string())), (["a", None], pa.string()), ([1, None], pa.int64()), ([[1], None], pa.list_(pa.int64())),
+    ],
+)  # fmt: skip
+def test_record_list_columns_from_buffers_equal_pa_array(values: list, kind: pa.DataType) -> None:
+    from shared_context.record_list import _array
+
+    built = _array(values, kind)
+    assert built.type == kind and built.to_pylist() == pa.array(values, kind).to_pylist()

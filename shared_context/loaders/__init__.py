@@ -18,7 +18,7 @@ from pathlib import Path
 from shared_context.derived_store import DerivedStore
 from shared_context.errors import IndexFormatError
 from shared_context.index import Index
-from shared_context.loaders import record_tables
+from shared_context.loaders import record_tables, small_records
 from shared_context.loaders.columns import TableData
 from shared_context.loaders.files import IndexFiles, detect_version, locate, read_table
 from shared_context.loaders.integrity import check_build_manifest, repair_short_ids
@@ -39,7 +39,8 @@ from shared_context.loaders.vector_files import (
     read_inline_entity_vectors,
     read_lancedb,
 )
-from shared_context.record_table import release_arrow_memory
+from shared_context.record_table import release_arrow_memory, values_of
+from shared_context.records import Claim, Community, CommunityReport
 from shared_context.tokens import get_tokenizer
 from shared_context.vectors import VectorTable
 
@@ -113,12 +114,25 @@ def _load(path: str | Path, *, embedding_dim: int | None, tokenizer: str) -> Ind
         inline = read_inline_entity_vectors(entities_t.table, entities_t.file, embedding_dim, warnings)
         del entities_t
     entities = large.tables["entities"]
-    title_to_id = dict(zip(entities.column("title"), entities.column("id"), strict=True)) if node_members else {}
-    communities = build_communities(
-        read_small_table(files, store, "communities", skip=_UNUSED["communities"]), node_members, title_to_id
+
+    def communities_built() -> list[Community]:
+        title_to_id = dict(zip(entities.column("title"), entities.column("id"), strict=True)) if node_members else {}
+        table = read_small_table(files, store, "communities", skip=_UNUSED["communities"])
+        return build_communities(table, node_members, title_to_id)
+
+    # v0 communities come from the nodes and name members by the entities' titles
+    communities = small_records.records(
+        store, Community, "communities", ["communities", "nodes", "entities"], communities_built,
+        extra=",".join(_UNUSED["communities"]),
     )
-    reports = build_reports(read_small_table(files, store, "community_reports", skip=_UNUSED["community_reports"]))
-    claims = build_claims(read_small_table(files, store, "covariates"))
+    reports = small_records.records(
+        store, CommunityReport, "community_reports", ["community_reports"],
+        lambda: build_reports(read_small_table(files, store, "community_reports", skip=_UNUSED["community_reports"])),
+        extra=",".join(_UNUSED["community_reports"]),
+    )
+    claims = small_records.records(
+        store, Claim, "covariates", ["covariates"], lambda: build_claims(read_small_table(files, store, "covariates"))
+    )
     documents = build_documents(read_small_table(files, store, "documents", skip=_UNUSED["documents"]))
     release_arrow_memory()
     version = detect_version(files, large.columns["entities"], large.columns["text_units"])
@@ -184,8 +198,8 @@ def _read_large_tables(
 def _read_vectors(
     files: IndexFiles, index: Index, embedding_dim: int | None, inline: VectorTable | None
 ) -> list[VectorTable]:
-    report_by_number = {str(r.community): i for i, r in enumerate(index.community_reports)}
-    report_by_id = {r.id: i for i, r in enumerate(index.community_reports)}
+    report_by_number = {str(c): i for i, c in enumerate(values_of(index.community_reports, "community"))}
+    report_by_id = {rid: i for i, rid in enumerate(values_of(index.community_reports, "id"))}
 
     def entity_lookup(vid: str) -> int:
         pos = index.entity_pos.get(vid)

@@ -22,6 +22,7 @@ import pyarrow as pa
 
 from shared_context import arrow_keys
 from shared_context.errors import IndexFormatError
+from shared_context.record_table import string_array, values_of
 
 MANIFEST = Path("graphroute") / "manifest.json"
 
@@ -61,7 +62,7 @@ def check_build_manifest(root: Path, table_files: Sequence[Path]) -> None:
 
 def repair_short_ids(records: Sequence[Any], file: str, warnings: list[str]) -> None:
     """Make every record's `short_id` unique (see the module docstring); records are changed in place."""
-    repaired = repair_short_id_values([r.short_id for r in records], file, warnings)
+    repaired = repair_short_id_values(values_of(records, "short_id"), file, warnings)
     if repaired is not None:
         for record, sid in zip(records, repaired, strict=True):
             record.short_id = sid
@@ -72,7 +73,8 @@ def repair_short_id_values(values: Sequence[str] | pa.Array | pa.ChunkedArray, f
     if isinstance(values, pa.Array | pa.ChunkedArray):  # checked in Arrow; Python strings only when a repair is needed
         import pyarrow.compute as pc  # imported on first use: ~50 ms at import time
 
-        if arrow_keys.count_distinct(values) == len(values) and not pc.any(pc.equal(values, "-1")).as_py():
+        missing = string_array(["-1"])[0]  # an Arrow scalar: a Python "-1" here imports pandas (0.8 s)
+        if arrow_keys.count_distinct(values) == len(values) and not pc.any(pc.equal(values, missing)).as_py():
             return None
         values = values.to_pylist()
     if len(set(values)) == len(values) and "-1" not in values:

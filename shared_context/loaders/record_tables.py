@@ -15,12 +15,13 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
 from shared_context.derived_store import DerivedStore
 from shared_context.loaders.columns import TableData
 from shared_context.loaders.integrity import repair_short_id_values
-from shared_context.record_table import RecordTable, release_arrow_memory
+from shared_context.record_table import RecordTable, numpy_array, release_arrow_memory, string_array
 from shared_context.records import Entity, Relationship, TextUnit
 
 __all__ = ["LargeTables", "build", "load", "save"]
@@ -59,12 +60,22 @@ def build(name: str, data: TableData, columns: dict[str, Any], warnings: list[st
     repaired = repair_short_id_values(columns["short_id"], data.file, warnings)
     if repaired is not None:
         columns["short_id"] = repaired
-    arrays = {
-        k: v if isinstance(v, pa.Array | pa.ChunkedArray) else pa.array(v, type=_TYPES.get(k, pa.string()))
-        for k, v in columns.items()
-    }
+    arrays = {k: _arrow(v, _TYPES.get(k, pa.string())) for k, v in columns.items()}
     columns.clear()  # the Python lists can go before the next table is read
     return RecordTable(_CLASSES[name], pa.table(arrays))
+
+
+def _arrow(values: Any, kind: pa.DataType) -> pa.Array | pa.ChunkedArray:
+    """A normalised column as Arrow, from buffers where it can be: `pa.array` of a list or an ndarray
+    imports pandas (0.8 s CPU of a first load that otherwise never needs it)."""
+    if isinstance(values, pa.Array | pa.ChunkedArray):
+        return values
+    if kind == pa.string() and isinstance(values, list):
+        return string_array(values)
+    if isinstance(values, np.ndarray) and values.dtype.kind in "iuf":
+        array = numpy_array(values)
+        return array if array.type == kind else array.cast(kind)
+    return pa.array(values, type=kind)
 
 
 def load(store: DerivedStore) -> LargeTables | None:
