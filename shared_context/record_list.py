@@ -72,12 +72,14 @@ class RecordList(RecordTable[T]):
     def arrow_column(self, name: str) -> pa.ChunkedArray:
         if name in self._json:
             raise ValueError(f"{name!r} is stored as JSON text; read it through `column`")
-        if self._made:  # the stored column may be stale once records exist (and may have been changed)
+        stored = self._columns[self._names.index(name)]
+        if any(getattr(record, name) != stored(i) for i, record in self._made.items()):
+            # a record was changed since it was read: the column is rebuilt from the records
             kind, values = self.table.schema.field(name).type, self.column(name)
             # string_array: pa.array(list) imports pandas on first use (0.5-4 s of a first question)
             built = string_array(values) if kind == pa.string() else pa.array(values, kind)
             return pa.chunked_array([built])
-        return super().arrow_column(name)
+        return super().arrow_column(name)  # the stored column: no record made for the other rows
 
     def with_column(self, name: str, values: Sequence[Any] | pa.Array) -> None:
         """Set one field of every record (made for the purpose): the records are what is read."""

@@ -233,6 +233,13 @@ def _array_accessor(arr: pa.Array) -> Callable[[int], Any]:
         offsets = offsets[arr.offset : arr.offset + len(arr) + 1]
         child = _text_getter(arr.values)
         get = lambda i: [child(j) for j in range(int(offsets[i]), int(offsets[i + 1]))]  # noqa: E731
+    elif (pa.types.is_list(kind) or pa.types.is_large_list(kind)) and pa.types.is_integer(kind.value_type) and (
+        len(arr) > 0 and arr.values.null_count == 0
+    ):  # e.g. a community's children: a slice of the flat values (`as_py` costs ~10x more)
+        offsets = np.frombuffer(arr.buffers()[1], dtype=np.int64 if pa.types.is_large_list(kind) else np.int32)
+        offsets = offsets[arr.offset : arr.offset + len(arr) + 1]
+        flat = numeric_view(arr.values)
+        get = lambda i: flat[int(offsets[i]) : int(offsets[i + 1])].tolist()  # noqa: E731
     else:
         return lambda i: arr[i].as_py()
     if valid is None:

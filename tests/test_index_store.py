@@ -123,6 +123,8 @@ def test_small_tables_reopen_as_record_lists_equal_to_the_built_lists(synthetic:
     report.title = "changed"
     assert [r.title for r in third.community_reports][3] == "changed"  # iteration keeps that record
     assert third.community_reports.column("title")[3] == "changed"
+    assert third.community_reports.arrow_column("title")[3].as_py() == "changed"
+    assert third.claims[2] is not None and third.claims.arrow_column("id") == second.claims.arrow_column("id")
 
 
 def test_record_list_refuses_values_it_cannot_give_back() -> None:
