@@ -163,8 +163,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     questions = _questions(index, 50)
     service = _worker_processes(args, models) if args.workers else _service_thread(args, index, models)
     with service as (url, service_cpu_s):
-        # Warm-up (unmeasured): the SDK's first calls, on every worker (a new connection each: the workers
-        # take connections as they come, so 4 per worker reach each of them in all likelihood).
+        # Warm-up (unmeasured): the SDK's first calls, on every worker (a new connection each: the kernel
+        # hashes each to one worker's socket, so 4 per worker reach each of them in all likelihood).
         import httpx
 
         for q in questions[:4 * max(args.workers, 1)]:

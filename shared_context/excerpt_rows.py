@@ -26,7 +26,7 @@ from typing import Any
 
 from shared_context.tables import per_index_cache
 
-__all__ = ["excerpt_row_tokens"]
+__all__ = ["excerpt_row_tokens", "warm_unit_chunks"]
 
 _NONE, _SPACE, _ID = 0, 1, 2  # what a chunk starts with before its text: nothing, " ", the row's id cell
 
@@ -101,3 +101,15 @@ def excerpt_row_tokens(
     if tail:
         total += counted((-1, 1, 0, 0, 0, q), lambda: " …" + suffix)
     return total
+
+
+def warm_unit_chunks(index: Any, unit: int, id_cell: str, text: str, starts: Sequence[int], ends: Sequence[int],
+                     quoted: bool, limit: int) -> None:
+    """Count ahead (into the per-index cache) the chunks of every excerpt row of one unit whose text cell is
+    `quoted`: each run of consecutive blocks counted as a one-part row. A part's chunks depend only on its
+    span, never on the rest of its row: its lead is the id cell exactly when it starts the text (else " "),
+    its trail the line end exactly when it ends the text, and its inner cuts are the block boundaries
+    inside it. So a question's excerpt rows then find every chunk counted (with the unit's usual quoting)."""
+    for k in range(len(starts)):
+        for m in range(k, len(starts)):
+            excerpt_row_tokens(index, unit, id_cell, text, [(starts[k], ends[m])], starts, quoted, limit)

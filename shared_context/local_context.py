@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from shared_context.excerpt_rows import excerpt_row_tokens
+from shared_context.excerpt_rows import excerpt_row_tokens, warm_unit_chunks
 from shared_context.history import HISTORY_SECTION, build_history_section, recent_user_turns
 from shared_context.linking import LinkedEntity, LinkResult, link_entities
 from shared_context.passages import excerpt_blocks, select_excerpts
@@ -542,7 +542,8 @@ class LocalContextBuilder:
     def warm_rows(self, limit: int) -> int:
         """Render and count now the rows questions read (`_row`'s per-index cache), so the first
         question about an entity costs what a repeated one does: entities by degree, each with its
-        relationships, claims and community reports, until `limit` rows are cached (the cache keeps a
+        relationships, claims and community reports, then their text units' Sources rows
+        (`_warm_sources`), until `limit` rows are cached (the cache keeps a
         line and its count per row: `limit` bounds that memory on a large index). Returns the rows cached.
 
         What a question would render anyway, with this builder's column options: a context built after
@@ -572,7 +573,35 @@ class LocalContextBuilder:
                 for use_summary in report_variants:
                     if report.summary if use_summary else report.full_content:
                         self._report_line(pos, use_summary, p)
+        self._warm_sources(np.argsort(-degree, kind="stable").tolist(), limit)
         return len(cache)
+
+    def _warm_sources(self, entities: list[int], limit: int) -> None:
+        """The Sources rows of those entities' text units, in that order, while the row cache is under
+        `limit`: each whole-unit row, its row overhead and (in excerpt mode) the token counts of its excerpt
+        stretches (`excerpt_rows.warm_unit_chunks`: about 3 ms a unit, most of a first-sight question's
+        Sources CPU otherwise)."""
+        index, p = self.index, self.params
+        rows: dict[tuple[Any, ...], tuple[str, int]] = per_index_cache(index, "local.rows", dict)
+        chunks: dict[tuple[int, ...], int] = per_index_cache(index, "local.excerpt_chunks", dict)
+        f = _fields(index)
+        excerpts = p.text_unit_strategy == "hybrid" and p.excerpt_tokens > 0  # as `_sources` decides
+        blocks = excerpt_blocks(index, p.excerpt_tokens) if excerpts else None
+        seen: set[int] = set()
+        for e in entities:
+            for u in index.entity_text_units[e]:
+                if len(rows) >= limit or len(chunks) >= ROW_CACHE_LIMIT:
+                    return
+                if u in seen:
+                    continue
+                seen.add(u)
+                unit_id, text = f.unit_id(u), f.unit_text(u)
+                _row(index, "unit", u, (), [unit_id, text])
+                _unit_row_overhead(index, u)
+                if blocks is not None:
+                    lo, hi = int(blocks.unit_ptr[u]), int(blocks.unit_ptr[u + 1])
+                    warm_unit_chunks(index, u, render_row([unit_id]), text, blocks.start[lo:hi].tolist(),
+                                     blocks.end[lo:hi].tolist(), render_row([text]) != text, ROW_CACHE_LIMIT)
 
     # ------------------------------------------------------------------ entities, relationships, claims
 

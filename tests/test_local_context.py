@@ -358,12 +358,18 @@ def test_warm_rows_renders_ahead_what_questions_read_and_changes_no_context() ->
     cached = builder.warm_rows(1_000_000)
     assert cached >= len(warm.entities) + len(warm.relationships)
     rows = per_index_cache(warm, "local.rows", dict)
-    before = set(rows)
+    chunks = per_index_cache(warm, "local.excerpt_chunks", dict)
+    before, chunks_before = set(rows), dict(chunks)
+    assert any(key[0] == "unit" for key in before) and chunks_before  # the Sources rows and excerpt stretches
     queries = [q for q in QUERIES["christmas_carol_graphrag_index"] if q]
     texts = [builder.build(q).text for q in queries]
     rendered = {key[0] for key in set(rows) - before}
-    assert not rendered & {"entity", "rel", "claim", "report"}, rendered
+    assert not rendered & {"entity", "rel", "claim", "report", "unit"}, rendered
+    # an excerpt row finds its stretches counted (a few rows quoted otherwise than their unit may not)
+    assert len(chunks) - len(chunks_before) <= len(queries), set(chunks) - set(chunks_before)
     assert texts == [LocalContextBuilder(cold).build(q).text for q in queries]
+    cold_chunks = per_index_cache(cold, "local.excerpt_chunks", dict)
+    assert all(chunks[k] == n for k, n in cold_chunks.items())  # counted ahead = counted by a question
     # the bound: rows of the highest-degree entities first, stopping once `limit` rows are cached
     small = _load("christmas_carol_graphrag_index")
     n = LocalContextBuilder(small).warm_rows(10)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -111,6 +112,35 @@ def test_openai_client_answers_from_each_worker(pool: tuple[WorkerPool, list[str
             completion = raw.parse()
             assert "Cratchit" in (completion.choices[0].message.content or "")
             assert (completion.model_extra or {})["graphroute"]["engine"] == "basic"
+
+
+def test_each_worker_listens_on_its_own_socket(pool: tuple[WorkerPool, list[str]]) -> None:
+    """Where there is SO_REUSEPORT the kernel spreads new connections over the workers' own sockets (on one
+    shared socket they raced for them); either way every worker is reached."""
+    p, _ = pool
+    assert p.listener.per_worker == hasattr(socket, "SO_REUSEPORT")
+    seen: dict[str, int] = {}
+    for _ in range(32):
+        with httpx.Client(base_url=p.url, timeout=60) as http:
+            worker = http.get("/healthz").headers["x-graphroute-worker"]
+            seen[worker] = seen.get(worker, 0) + 1
+    assert sorted(seen) == ["0", "1"]
+
+
+def test_without_reuse_port_the_workers_share_one_socket(model: LoopbackServer, carol_path: Path) -> None:
+    spec = WorkerSpec({"carol": str(carol_path)}, _config(model.base_url, workers=2), log_level="warning")
+    with WorkerPool(spec, report=lambda line: None, reuse_port=False) as p:
+        assert not p.listener.per_worker
+        seen = set()
+        for _ in range(60):
+            with httpx.Client(base_url=p.url, timeout=60) as http:
+                seen.add(http.get("/healthz").json()["worker"])
+            if seen == {0, 1}:
+                break
+        assert seen == {0, 1}
+        url = p.url
+    with httpx.Client(timeout=5) as fresh, pytest.raises(httpx.ConnectError):
+        fresh.get(url + "/healthz")
 
 
 def test_limits_count_requests_across_workers(pool: tuple[WorkerPool, list[str]], model: LoopbackServer) -> None:

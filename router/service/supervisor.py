@@ -1,9 +1,10 @@
-"""`graphroute serve --workers N`: N worker processes serving one listening socket, under a small supervisor.
+"""`graphroute serve --workers N`: N worker processes serving one port, under a small supervisor.
 
 Why processes: each question costs the service tens of milliseconds of Python under one GIL, so a single
 process tops out at one core however many the machine has. The supervisor (this module, in the parent)
-loads no index: it binds the socket (so the address is taken, and refused, before any worker starts), makes
-a private run directory (mode 0700) holding the shared admission counters and the workers' metrics
+loads no index: it binds the port (so the address is taken, and refused, before any worker starts; each
+worker listens on a socket of its own, `listeners.py`, or on the supervisor's where there is no SO_REUSEPORT),
+makes a private run directory (mode 0700) holding the shared admission counters and the workers' metrics
 snapshots, and spawns the workers (spawn, not fork: a fork would copy the parent's threads' locks mid-state,
 and each worker builds everything itself anyway). It reports "serving" only when every worker has warmed
 up and listens.
@@ -13,7 +14,7 @@ are cleared (its clients' connections are lost; the others' are not). A worker t
 (a bad index, a model limit that cannot be divided), or more than `MAX_RESTARTS` restarts within
 `RESTART_WINDOW_S`, stops the server with the reason (`WorkerError`). Stopping (`stop`, SIGINT/SIGTERM to
 the parent): every worker drains — in-flight requests finish, new ones get 503 — and exits; the parent's
-copy of the socket is closed first, so once the last worker closes its own new connections are refused.
+socket is closed first, so once the last worker closes its own new connections are refused.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from types import FrameType
 from typing import Any
 
 from router.service.admission import SharedAdmission, callers_for, create_admission_file
+from router.service.listeners import Listener, ListenError
 from router.service.worker import WorkerSpec, check_model_shares, worker_main
 
 log = logging.getLogger("graphroute.serve")
@@ -68,25 +70,13 @@ def _exit_reason(process: BaseProcess) -> str:
     return f"exit code {code}"
 
 
-def bind_listener(host: str, port: int) -> socket.socket:
-    """The listening socket every worker accepts on."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((host, port))
-        sock.listen(2048)
-    except OSError as exc:
-        sock.close()
-        raise WorkerError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
-    return sock
-
-
 class WorkerPool:
     """`with WorkerPool(spec) as pool: pool.url` (supervised from a background thread), or `start()`,
     `supervise()` (blocking, in the main thread: what `serve_workers` does) and `stop()`."""
 
-    def __init__(self, spec: WorkerSpec, report: Callable[[str], None] | None = None) -> None:
+    def __init__(self, spec: WorkerSpec, report: Callable[[str], None] | None = None, *,
+                 reuse_port: bool = True) -> None:
+        """`reuse_port=False`: the workers share one listening socket even where SO_REUSEPORT exists."""
         try:
             check_model_shares(spec.config.models, spec.workers)
         except ValueError as exc:
@@ -95,8 +85,12 @@ class WorkerPool:
         self.report = report or log.warning
         self._ctx = multiprocessing.get_context("spawn")
         serve = spec.config.serve
-        self._sock: socket.socket | None = bind_listener(serve.host, serve.port)
-        self.host, self.port = serve.host, self._sock.getsockname()[1]
+        try:
+            self.listener, sock = Listener.reserve(serve.host, serve.port, reuse_port=reuse_port)
+        except ListenError as exc:
+            raise WorkerError(exc.strerror) from None
+        self._sock: socket.socket | None = sock
+        self.host, self.port = serve.host, self.listener.port
         try:
             self._run_dir = Path(tempfile.mkdtemp(prefix="graphroute-serve-"))  # 0700: this user's only
             callers = callers_for(spec.api_keys)
@@ -134,7 +128,7 @@ class WorkerPool:
     def _spawn(self, number: int) -> None:
         parent_end, child_end = self._ctx.Pipe()
         process = self._ctx.Process(target=worker_main, name=f"graphroute-worker-{number}",
-                                    args=(self.spec, number, self._sock, child_end, str(self._run_dir)))
+                                    args=(self.spec, number, self.listener, child_end, str(self._run_dir)))
         process.start()
         child_end.close()
         self._workers[number] = _Worker(number, process, parent_end)

@@ -1,8 +1,9 @@
 """One worker process of `graphroute serve --workers N` (started by `router.service.supervisor`).
 
-A worker is given a picklable `WorkerSpec`, its number, the listening socket the supervisor bound and a
-pipe to the supervisor. It loads its own Routers (its share of each model concurrency limit), warms up
-(`Service.prepare`), serves on the shared socket under uvicorn and says "ready" once it accepts. Its 429
+A worker is given a picklable `WorkerSpec`, its number, the supervisor's `Listener` and a pipe to the
+supervisor. It loads its own Routers (its share of each model concurrency limit), warms up
+(`Service.prepare`), only then opens its listening socket (SO_REUSEPORT: the kernel sends it connections from
+then on, none wait on a worker still loading), serves under uvicorn and says "ready" once it accepts. Its 429
 counts and `/metrics` go through the run directory (`admission.SharedAdmission`, `shared_metrics`).
 
 Stopping is the supervisor's call: "drain" on the pipe (or the pipe closing, when the supervisor died, or a
@@ -30,6 +31,7 @@ import uvicorn
 from engines.config import GraphrouteConfig
 from engines.models.config import ModelsConfig
 from router.service.app import Service
+from router.service.listeners import Listener
 from router.service.server import DrainingServer, uvicorn_config
 from router.service.shared_metrics import SharedMetrics
 
@@ -163,18 +165,20 @@ class WorkerServer(DrainingServer):
             self.handle_exit(signal.SIGTERM, None)
 
 
-def worker_main(spec: WorkerSpec, worker: int, sock: socket.socket, conn: Connection, run_dir: str) -> None:
+def worker_main(spec: WorkerSpec, worker: int, listener: Listener, conn: Connection, run_dir: str) -> None:
     """The spawned process's entry point (module-level, so spawn can import it)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     logging.basicConfig(level=spec.log_level.upper(), format=f"%(levelname)s: [worker {worker}] %(message)s")
     try:
         service = build_service(spec, worker, Path(run_dir))
         service.prepare()
+        sock = listener.open()
     except Exception as exc:
         log.debug("worker %d failed to start", worker, exc_info=True)
         conn.send(("failed", describe_failure(exc)))
         conn.close()
-        sock.close()
+        if listener.shared is not None:
+            listener.shared.close()
         sys.exit(3)
     serve = service.config
     server = WorkerServer(uvicorn_config(service, serve.host, sock.getsockname()[1], spec.log_level),
