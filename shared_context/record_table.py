@@ -74,24 +74,20 @@ def numeric_view(values: pa.Array | pa.ChunkedArray, fill: int | None = None) ->
 
 def string_array(values: Sequence[str | None]) -> pa.Array:
     """Python strings as an Arrow string array built from its buffers: `pa.array(list)` imports pandas
-    on first use (0.5-4 s) to check for pandas objects. None values take pyarrow's path. The bytes are
-    the joined text encoded once (UTF-8 of a concatenation is the concatenation of the encodings), and
-    an ASCII text's byte lengths are its `len`s: no bytes object per string."""
-    try:
-        joined = "".join(values)  # type: ignore[arg-type]
-    except TypeError:  # a None, or a value that is no string (raised)
-        if any(v is None for v in values):
-            return pa.array(values, type=pa.string())
-        raise
-    if joined.isascii():
-        lengths = np.fromiter(map(len, values), dtype=np.int64, count=len(values))  # type: ignore[arg-type]
+    on first use (0.5-4 s) to check for pandas objects. None values take pyarrow's path."""
+    if None in values:
+        return pa.array(values, type=pa.string())
+    joined = "".join(values)  # type: ignore[arg-type]
+    if joined.isascii():  # one byte a character: lengths and bytes without a Python object per value
+        data, lengths = joined.encode("ascii"), list(map(len, values))  # type: ignore[arg-type]
     else:
-        lengths = np.fromiter((len(v.encode("utf-8")) for v in values), dtype=np.int64, count=len(values))  # type: ignore[union-attr]
-    offsets = np.zeros(len(values) + 1, dtype=np.int64)
+        encoded = [v.encode("utf-8") for v in values]  # type: ignore[union-attr]
+        data, lengths = b"".join(encoded), list(map(len, encoded))
+    offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])
     large = offsets[-1] >= 2**31
     kind, ends = (pa.large_string(), offsets) if large else (pa.string(), offsets.astype(np.int32))
-    return pa.Array.from_buffers(kind, len(values), [None, pa.py_buffer(ends), pa.py_buffer(joined.encode("utf-8"))])
+    return pa.Array.from_buffers(kind, len(lengths), [None, pa.py_buffer(ends), pa.py_buffer(data)])
 
 
 def numpy_array(values: np.ndarray) -> pa.Array:
