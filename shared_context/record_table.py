@@ -75,14 +75,19 @@ def numeric_view(values: pa.Array | pa.ChunkedArray, fill: int | None = None) ->
 def string_array(values: Sequence[str | None]) -> pa.Array:
     """Python strings as an Arrow string array built from its buffers: `pa.array(list)` imports pandas
     on first use (0.5-4 s) to check for pandas objects. None values take pyarrow's path."""
-    if any(v is None for v in values):
+    if None in values:
         return pa.array(values, type=pa.string())
-    encoded = [v.encode("utf-8") for v in values]  # type: ignore[union-attr]
-    offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
-    np.cumsum([len(e) for e in encoded], out=offsets[1:])
+    joined = "".join(values)  # type: ignore[arg-type]
+    if joined.isascii():  # one byte a character: lengths and bytes without a Python object per value
+        data, lengths = joined.encode("ascii"), list(map(len, values))  # type: ignore[arg-type]
+    else:
+        encoded = [v.encode("utf-8") for v in values]  # type: ignore[union-attr]
+        data, lengths = b"".join(encoded), list(map(len, encoded))
+    offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
     large = offsets[-1] >= 2**31
     kind, ends = (pa.large_string(), offsets) if large else (pa.string(), offsets.astype(np.int32))
-    return pa.Array.from_buffers(kind, len(encoded), [None, pa.py_buffer(ends), pa.py_buffer(b"".join(encoded))])
+    return pa.Array.from_buffers(kind, len(lengths), [None, pa.py_buffer(ends), pa.py_buffer(data)])
 
 
 def numpy_array(values: np.ndarray) -> pa.Array:

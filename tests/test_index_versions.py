@@ -252,7 +252,11 @@ def test_token_counts_are_cached_on_disk(tmp_path: Path) -> None:
     assert third.relationship_tokens.tolist() == want
     # a changed table changes the key of what is counted from it, and only of that
     table = tmp_path / "idx" / "relationships.parquet"
+    assert not list(entry.parent.glob("entity_tokens-*"))  # read by no query: counted on first use only
+    assert third.entity_tokens.tolist() == [third.tokenizer.count(e.description) for e in third.entities]
+    assert len(list(entry.parent.glob("entity_tokens-*"))) == 1
     os.utime(table, ns=(stamp + 10**9, stamp + 10**9))
-    load_index(tmp_path / "idx")
+    fourth = load_index(tmp_path / "idx")
     assert len(set(derived.glob("*/relationship_tokens-*")) - before) == 2
+    assert np.array_equal(fourth.entity_tokens, third.entity_tokens)  # its entry kept: entities unchanged
     assert len(list(entry.parent.glob("entity_tokens-*"))) == 1

@@ -77,7 +77,7 @@ def test_numpy_array_equals_pa_array(values: np.ndarray) -> None:
 
 
 def test_string_array_holds_the_strings() -> None:
-    for values in (["a", "héllo", "", "日本語"], [], ["x", None]):
+    for values in (["a", "héllo", "", "日本語"], [], ["x", None], ["ascii", "", "only"], ["é"] * 3 + ["e"]):
         arr = string_array(values)
         assert arr.type == pa.string() and arr.to_pylist() == values
 
@@ -105,5 +105,6 @@ def test_integer_lists_read_from_the_buffers_equal_the_general_path() -> None:
 def test_record_list_columns_from_buffers_equal_pa_array(values: list, kind: pa.DataType) -> None:
     from shared_context.record_list import _array
 
-    built = _array(values, kind)
+    built, exact = _array(values, kind)
     assert built.type == kind and built.to_pylist() == pa.array(values, kind).to_pylist()
+    assert exact == (None not in values and not any(v is None for v in values if isinstance(v, list)))
