@@ -84,7 +84,8 @@ def load(store: DerivedStore) -> LargeTables | None:
     columns: dict[str, list[str]] = {}
     warnings: dict[str, list[str]] = {}
     for name, cls in _CLASSES.items():
-        table = store.load_table(f"records-{name}", DEPENDS_ON[name], extra=_FORMAT)
+        # read by row: a question reads scattered rows of these tables (see `mapped`)
+        table = store.load_table(f"records-{name}", DEPENDS_ON[name], extra=_FORMAT, random=True)
         if table is None:
             return None
         meta = json.loads((table.schema.metadata or {}).get(b"graphroute", b"{}"))
