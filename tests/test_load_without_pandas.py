@@ -77,7 +77,7 @@ def test_numpy_array_equals_pa_array(values: np.ndarray) -> None:
 
 
 def test_string_array_holds_the_strings() -> None:
-    for values in (["a", "héllo", "", "日本語"], [], ["x", None]):
+    for values in (["a", "héllo", "", "日本語"], [], ["x", None], ["ascii", "", "only"], ["é"] * 3 + ["e"]):
         arr = string_array(values)
         assert arr.type == pa.string() and arr.to_pylist() == values
 
