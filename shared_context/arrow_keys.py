@@ -15,7 +15,6 @@ from collections.abc import Iterator
 import numpy as np
 import pyarrow as pa
 
-from shared_context.mapped import will_need_column
 from shared_context.record_table import numeric_view
 
 __all__ = ["count_distinct", "index_in"]
@@ -50,7 +49,6 @@ def count_distinct(values: pa.Array | pa.ChunkedArray) -> int:
     """`pc.count_distinct(values)` (nulls not counted) for a text column."""
     import pyarrow.compute as pc  # imported on first use: ~50 ms at import time
 
-    will_need_column(values)
     if len(values) <= _SPLIT_ABOVE:
         return int(pc.count_distinct(values).as_py())
     arr = _as_string_array(values)
@@ -61,8 +59,6 @@ def index_in(values: pa.Array | pa.ChunkedArray, keys: pa.Array | pa.ChunkedArra
     """Position of each value among `keys` (the first equal key), -1 when absent or null: int64."""
     import pyarrow.compute as pc  # imported on first use: ~50 ms at import time
 
-    will_need_column(values)
-    will_need_column(keys)
     key_arr = _as_string_array(keys)
     if len(key_arr) <= _SPLIT_ABOVE:  # values read in place (chunked or not)
         text = values if values.type == pa.string() else values.cast(pa.string())

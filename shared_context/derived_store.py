@@ -36,8 +36,6 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from shared_context.mapped import load_npy, map_ipc
-
 __all__ = ["DerivedStore", "cache_root", "table_fingerprint"]
 
 STORE_FORMAT = "1"
@@ -169,7 +167,7 @@ class DerivedStore:
                 meta = json.loads((entry / _META).read_text(encoding="utf-8"))
                 fields = [f[: -len(".npy")] for f in meta["files"] if f.endswith(".npy")]
             # plain ndarray views of the maps: np.memmap's Python-level indexing costs microseconds a lookup
-            return {f: load_npy(entry / f"{f}.npy") for f in fields}
+            return {f: np.asarray(np.load(entry / f"{f}.npy", mmap_mode="r", allow_pickle=False)) for f in fields}
         except (OSError, ValueError, KeyError, TypeError):
             return None
 
@@ -182,16 +180,14 @@ class DerivedStore:
 
     # ------------------------------------------------------------------ Arrow tables
 
-    def load_table(
-        self, name: str, depends_on: Sequence[str], extra: str = "", random: bool = False
-    ) -> pa.Table | None:
-        """A memory-mapped Arrow IPC table of an entry, or None when absent or unreadable; `random`: read
-        by row (`mapped.map_ipc`)."""
+    def load_table(self, name: str, depends_on: Sequence[str], extra: str = "") -> pa.Table | None:
+        """A memory-mapped Arrow IPC table of an entry, or None when absent or unreadable."""
         entry = self.entry_dir(name, depends_on, extra)
         if not self.is_complete(entry):
             return None
         try:
-            return map_ipc(entry / "table.arrow", random)
+            with pa.memory_map(str(entry / "table.arrow"), "r") as source:
+                return pa.ipc.open_file(source).read_all()
         except (OSError, pa.ArrowInvalid):
             return None
 

@@ -19,8 +19,6 @@ from typing import Any, Generic, TypeVar, overload
 import numpy as np
 import pyarrow as pa
 
-from shared_context.mapped import will_need_column
-
 __all__ = [
     "RecordTable",
     "TextColumn",
@@ -303,7 +301,6 @@ class TextColumn(Sequence[Any]):
         """UTF-8 bytes of every value, as int64: from the offsets alone, so the texts'
         pages are never read (a memory-mapped column stays out of memory)."""
         parts = []
-        will_need_column(self._column, offsets_only=True)
         for chunk in self._column.chunks:
             large = pa.types.is_large_string(chunk.type)
             offsets = np.frombuffer(chunk.buffers()[1], dtype=np.int64 if large else np.int32)
@@ -335,9 +332,7 @@ def values_of(records: Sequence[Any], name: str) -> list[Any]:
 def array_of(records: Sequence[Any], name: str, dtype: Any = np.float64) -> np.ndarray:
     """A numeric field of every record as a numpy array (straight from Arrow for a `RecordTable`)."""
     if isinstance(records, RecordTable):
-        column = records.arrow_column(name)
-        will_need_column(column)
-        return np.asarray(numeric_view(column), dtype=dtype)
+        return np.asarray(numeric_view(records.arrow_column(name)), dtype=dtype)
     return np.fromiter((getattr(r, name) for r in records), dtype=dtype, count=len(records))
 
 
@@ -346,9 +341,7 @@ def text_lengths_of(records: Sequence[Any], name: str) -> np.ndarray:
     if isinstance(records, RecordTable):
         import pyarrow.compute as pc  # imported on first use: ~50 ms at import time
 
-        column = records.arrow_column(name)
-        will_need_column(column, offsets_only=True)
-        return np.asarray(numeric_view(pc.utf8_length(column), fill=0), dtype=np.int64)
+        return np.asarray(numeric_view(pc.utf8_length(records.arrow_column(name)), fill=0), dtype=np.int64)
     return np.fromiter((len(getattr(r, name)) for r in records), dtype=np.int64, count=len(records))
 
 

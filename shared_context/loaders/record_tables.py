@@ -84,8 +84,7 @@ def load(store: DerivedStore) -> LargeTables | None:
     columns: dict[str, list[str]] = {}
     warnings: dict[str, list[str]] = {}
     for name, cls in _CLASSES.items():
-        # read by row: a question reads scattered rows of these tables (see `mapped`)
-        table = store.load_table(f"records-{name}", DEPENDS_ON[name], extra=_FORMAT, random=True)
+        table = store.load_table(f"records-{name}", DEPENDS_ON[name], extra=_FORMAT)
         if table is None:
             return None
         meta = json.loads((table.schema.metadata or {}).get(b"graphroute", b"{}"))
