@@ -87,3 +87,40 @@ def test_registry_shares_by_endpoint_and_model_and_updates_limit():
 def test_invalid_limit():
     with pytest.raises(ValueError, match="must be >= 1"):
         ConcurrencyLimiter(0)
+
+
+async def test_a_release_on_the_waiters_own_loop_grants_at_once():
+    """The next holder is granted in the release itself (no loop turn, no self-pipe write in between):
+    under load every release is such a hand-off, and a busy loop's turns are milliseconds."""
+    limiter = ConcurrencyLimiter(1)
+    await limiter.acquire()
+    waiter = asyncio.create_task(limiter.acquire())
+    await asyncio.sleep(0.01)
+    limiter.release()
+    assert limiter.in_flight == 1  # handed over, not freed
+    await asyncio.sleep(0)  # one loop turn: the waiter only had to resume
+    assert waiter.done()
+    limiter.release()
+    assert limiter.in_flight == 0
+
+
+async def test_a_request_cancelled_before_it_ran_gives_its_slot_back():
+    """A request task cancelled before its first step (its loop shutting down) never runs the code that
+    releases the slot; its done callback does."""
+    from engines.models.retry import _attempt_in_slot
+
+    limiter = ConcurrencyLimiter(1)
+
+    async def attempt(timeout: float) -> str:
+        return "answer"
+
+    known = asyncio.all_tasks()
+    outer = asyncio.create_task(_attempt_in_slot(limiter, attempt, 5.0))
+    await asyncio.sleep(0)  # the outer task took the slot and made the request task, which has not run yet
+    (request,) = asyncio.all_tasks() - known - {outer}
+    request.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await outer
+    await asyncio.sleep(0)
+    assert limiter.in_flight == 0
+    assert await _attempt_in_slot(limiter, attempt, 5.0) == "answer" and limiter.in_flight == 0
