@@ -138,8 +138,9 @@ def native_counter(name: str) -> Callable[[str], int] | None:
     text in both encodings) for ~30 % less CPU on English text (cl100k: ~50 %), but it holds the GIL
     while it counts: a count for one thread among others that do not need the GIL meanwhile
     (`token_counts` gives it one worker of the load's counting threads). Lone surrogates, which tiktoken
-    encodes as U+FFFD and the binding refuses, are counted by tiktoken. Not cached: its tables take
-    ~64 MB (o200k), freed with the counter once the load that counts with it is done."""
+    encodes as U+FFFD and the binding refuses, are counted by tiktoken. The binding keeps an encoding's
+    tables (~64 MB resident for o200k) for the rest of the process once built, so it is built only by a
+    load with texts to count: a second load, which reads every count from the derived store, never does."""
     bindings = _bpe_bindings()
     if bindings is None or name not in bindings.supported_encodings():
         return None
