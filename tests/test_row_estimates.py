@@ -1,5 +1,6 @@
-"""Relationship row estimates are computed for the rows a question asks for; they must equal the
-whole-table formula they replaced (token count + 8 + a third of the source, target and id lengths)."""
+"""Relationship row estimates: one whole-table array up to `_WHOLE_TABLE_ESTIMATE_ROWS` relationships, above
+it computed for the rows a question asks for; both must give the formula (token count + 8 + a third of the
+source, target and id lengths)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import numpy as np
 import pytest
 
 from benchmarks.synthetic_index import write_synthetic_index
-from shared_context import load_index
+from shared_context import load_index, local_context
 from shared_context.index import Index
 from shared_context.local_context import _estimates
 from shared_context.record_table import text_lengths_of
@@ -21,8 +22,12 @@ def _whole_table(index: Index) -> np.ndarray:
     return np.asarray(index.relationship_tokens, dtype=np.int64) + 8 + chars // 3
 
 
-def test_rows_asked_for_match_the_whole_table(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("whole_table_rows", [0, 10**9], ids=["rows-asked-for", "whole-table"])
+def test_rows_asked_for_match_the_whole_table(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, whole_table_rows: int
+) -> None:
     monkeypatch.setenv("GRAPHROUTE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(local_context, "_WHOLE_TABLE_ESTIMATE_ROWS", whole_table_rows)
     write_synthetic_index(tmp_path / "idx", 120, seed=5)
     loaded = load_index(tmp_path / "idx")
     in_memory = Index.from_records(  # records as lists: the per-record path
@@ -32,6 +37,7 @@ def test_rows_asked_for_match_the_whole_table(tmp_path: Path, monkeypatch: pytes
     for index in (loaded, in_memory):
         expected = _whole_table(index)
         est = _estimates(index).rel
+        assert isinstance(est, np.ndarray) == (whole_table_rows > 0)
         rows = [7, 3, 7, 0, len(expected) - 1]
         assert est[rows].tolist() == expected[rows].tolist()
         assert int(est[11]) == int(expected[11])
