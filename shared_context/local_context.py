@@ -300,11 +300,15 @@ class _RelationshipEstimates:
         self._known = np.zeros(len(index.relationships), dtype=np.int64)  # 0: not yet computed (all >= 8)
 
     @staticmethod
-    def whole_table(index: Any) -> np.ndarray:
-        """Every row's estimate at once: the same formula over whole columns."""
-        rels = index.relationships
-        chars = sum(text_lengths_of(rels, name) for name in ("source", "target", "short_id"))
-        return np.asarray(index.relationship_tokens, dtype=np.int64) + 8 + chars // 3
+    def of(index: Any, rows: np.ndarray | None = None) -> np.ndarray:
+        """The estimates of `rows` (every row when None): token count + 8 + a third of the source, target
+        and id lengths."""
+        rels, names = index.relationships, ("source", "target", "short_id")
+        if rows is None:
+            chars = sum(text_lengths_of(rels, name) for name in names)
+            return np.asarray(index.relationship_tokens, dtype=np.int64) + 8 + chars // 3
+        chars = sum(text_lengths_at(rels, name, rows) for name in names)
+        return np.asarray(index.relationship_tokens[rows], dtype=np.int64) + 8 + chars // 3
 
     def __getitem__(self, rows: int | Sequence[int]) -> Any:
         if isinstance(rows, int | np.integer) and self._known[rows]:  # one row seen before: the common call
@@ -312,10 +316,7 @@ class _RelationshipEstimates:
         at = np.asarray(rows, dtype=np.int64)
         missing = np.unique(at[self._known[at] == 0]) if at.size else at
         if missing.size:
-            rels = self._index.relationships
-            chars = sum(text_lengths_at(rels, name, missing) for name in ("source", "target", "short_id"))
-            tokens = np.asarray(self._index.relationship_tokens[missing], dtype=np.int64)
-            self._known[missing] = tokens + 8 + chars // 3
+            self._known[missing] = self.of(self._index, missing)
         return self._known[at]
 
 
@@ -323,7 +324,7 @@ def _estimates(index: Any) -> _Estimates:
     def build() -> _Estimates:
         claims, reports = index.claims, index.community_reports
         return _Estimates(
-            rel=_RelationshipEstimates.whole_table(index)
+            rel=_RelationshipEstimates.of(index)
             if len(index.relationships) <= _WHOLE_TABLE_ESTIMATE_ROWS
             else _RelationshipEstimates(index),
             # lengths read column-wise (`text_lengths_of`: code points, as len()), so no record is made

@@ -226,7 +226,7 @@ class TokenCounts:
     def __init__(self, queue: _Queue | None, parts: list[list[Future[Any]]], threads: list[threading.Thread]) -> None:
         self._queue = queue
         self._parts = parts
-        self._threads = threads
+        self._threads = threads  # daemons, never joined by a load: kept so a test can wait for them
         self.anchors: dict[int, TokenAnchors] = {}  # field index -> anchors, for the anchored fields
 
     def result(self) -> list[np.ndarray]:

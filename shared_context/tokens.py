@@ -142,7 +142,10 @@ def native_counter(name: str) -> Callable[[str], int] | None:
     tables (~64 MB resident for o200k) for the rest of the process once built, so it is built only by a
     load with texts to count: a second load, which reads every count from the derived store, never does."""
     bindings = _bpe_bindings()
-    if bindings is None or name not in bindings.supported_encodings():
+    # the extension is the package's private module: one without the calls used here counts with tiktoken
+    if bindings is None or not hasattr(bindings, "supported_encodings") or not hasattr(bindings, "tokenizer_for_encoding"):
+        return None
+    if name not in bindings.supported_encodings():
         return None
     count: Callable[[str], int] = bindings.tokenizer_for_encoding(name).count
     fallback = get_encoding(name).encode_ordinary

@@ -6,13 +6,14 @@ surrogates) and on real corpora; a load counts the same with it as without it.""
 from __future__ import annotations
 
 import random
+import types
 from collections.abc import Callable
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
 
-from shared_context import token_counts
+from shared_context import token_counts, tokens
 from shared_context.records import TextUnit
 from shared_context.tokens import Tokenizer, get_encoding, get_tokenizer, native_counter
 
@@ -75,6 +76,13 @@ def test_native_counts_equal_tiktoken_on_corpora(name: str) -> None:
 
 def test_unsupported_encoding_has_no_native_counter() -> None:
     assert native_counter("no_such_encoding") is None
+
+
+def test_a_binding_without_the_calls_used_gives_no_native_counter(monkeypatch) -> None:
+    # the extension is bpe-openai's private module: another release may lack what we call
+    monkeypatch.setattr(tokens, "_bpe_bindings", lambda: types.SimpleNamespace(supported_encodings=lambda: ["o200k_base"]))
+    assert native_counter("o200k_base") is None
+    assert get_tokenizer("o200k_base").native_counter() is None
 
 
 def test_load_counts_are_the_same_without_the_binding(monkeypatch) -> None:

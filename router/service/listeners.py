@@ -44,6 +44,15 @@ def _bind(host: str, port: int, *, reuse_port: bool = False) -> socket.socket:
     return sock
 
 
+def _listen(sock: socket.socket, host: str, port: int) -> socket.socket:
+    try:
+        sock.listen(BACKLOG)
+    except OSError as exc:
+        sock.close()
+        raise ListenError(exc.errno, f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    return sock
+
+
 @dataclass
 class Listener:
     """What a worker is handed (pickled to it): `shared`, the one listening socket, or None, when each worker
@@ -69,21 +78,10 @@ class Listener:
                 return cls(host, bound_port), sock
             except OSError:  # defined but refused (some kernels, some socket families): share the socket
                 pass
-        try:
-            sock.listen(BACKLOG)
-        except OSError as exc:
-            sock.close()
-            raise ListenError(exc.errno, f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
-        return cls(host, bound_port, sock), sock
+        return cls(host, bound_port, _listen(sock, host, port)), sock
 
     def open(self) -> socket.socket:
         """In the worker: the socket it accepts on (its own, listening, or the shared one)."""
         if self.shared is not None:
             return self.shared
-        sock = _bind(self.host, self.port, reuse_port=True)
-        try:
-            sock.listen(BACKLOG)
-        except OSError as exc:
-            sock.close()
-            raise ListenError(exc.errno, f"cannot listen on {self.host}:{self.port}: {exc.strerror or exc}") from None
-        return sock
+        return _listen(_bind(self.host, self.port, reuse_port=True), self.host, self.port)

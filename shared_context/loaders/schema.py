@@ -23,6 +23,7 @@ import numpy as np
 import pyarrow as pa
 
 from shared_context.loaders.columns import TableData
+from shared_context.record_table import numpy_array
 from shared_context.records import (
     Claim,
     Community,
@@ -44,10 +45,9 @@ def _short_ids(t: TableData) -> list[str]:
 
 def _short_id_array(t: TableData) -> pa.Array:
     """`_short_ids` as an Arrow string array (the large tables: no Python string per row). Built from
-    the int64 buffer: `pa.array(ndarray)` imports pandas (0.8 s CPU of a first load)."""
+    the int64 buffer (`numpy_array`: `pa.array(ndarray)` imports pandas, 0.8 s CPU of a first load)."""
     ids = t.int_array("human_readable_id", default=-1) if t.has("human_readable_id") else np.arange(len(t))
-    ids = np.ascontiguousarray(ids, dtype=np.int64)
-    return pa.Array.from_buffers(pa.int64(), len(ids), [None, pa.py_buffer(ids)]).cast(pa.string())
+    return numpy_array(np.asarray(ids, dtype=np.int64)).cast(pa.string())
 
 
 def _require_rows(t: TableData, key: str) -> None:
