@@ -183,7 +183,7 @@ class Router:
         up to `rows` rendered local-context rows (`LocalContextBuilder.warm_rows`: a question about an entity
         no earlier question touched otherwise renders and counts its rows itself, about a quarter of its
         CPU). Synchronous and CPU-bound: call it before serving."""
-        from engines.base import plan_question
+        from engines.inputs import plan_question
         from router.classifier import classify
 
         for name in ENGINES:
@@ -251,7 +251,7 @@ class Router:
 
         if mode not in MODES:
             raise ValueError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
-        from engines.base import limit_history, normalise_history
+        from engines.inputs import limit_history, normalise_history
 
         notes = degraded if degraded is not None else []
         turns, history_note = limit_history(normalise_history(history), self.index.tokenizer)
@@ -356,7 +356,7 @@ class Router:
         """The decision and plan `aask` starts from, with no model call: the question and history get the same
         checks and limits, but a follow-up is not rewritten and no model second opinion is asked; below the
         confidence threshold the same cost-aware default applies."""
-        from engines.base import limit_history, normalise_history, plan_question
+        from engines.inputs import limit_history, normalise_history, plan_question
         from router.classifier import classify
 
         query_plan = plan_question(question, self.index)
@@ -431,8 +431,8 @@ class Router:
         (not "auto") runs no classifier: the route says it was forced by the caller. `classify_forced=True`
         still asks the classifier, so the route also carries its own opinion (the CLI shows it).
         """
-        from engines.base import plan_question
         from engines.events import AnswerDelta, Final
+        from engines.inputs import plan_question
 
         started = time.perf_counter()
         query_plan = plan_question(question, self.index)  # the engines' own limits, checked once, before any call

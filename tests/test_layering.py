@@ -113,7 +113,7 @@ def test_no_import_cycles_between_modules() -> None:
 def test_the_checker_sees_lazy_and_relative_imports(tmp_path: Path) -> None:
     """The checker itself: an import inside a function, and a relative one, are both seen."""
     fake = REPO / "engines" / "models" / "_layering_probe.py"
-    text = "def f():\n    from engines.base import Engine\n    from .. import local\n    return Engine, local\n"
+    text = "def f():\n    from engines.base import BaseEngine\n    from .. import local\n    return BaseEngine, local\n"
     found = _imports(fake, text)
     assert (2, "engines.base") in found and (3, "engines.local") in found
     assert {_layer(m) for _, m in found} == {"engines"}  # both against the rules for engines.models
