@@ -27,17 +27,19 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from engines import prompts
-from engines.base import ConfigLike, Engine, ModelLike, QueryRun, gather_bounded, reraise_bugs, vector_for
+from engines.base import BaseEngine, ConfigLike
 from engines.citations import built_context_ids
 from engines.config import DriftSearchConfig
 from engines.errors import EngineError
 from engines.estimate import CostEstimate, estimate_drift
 from engines.events import ContextReady
 from engines.local import link_vector, local_builder
+from engines.model_set import ModelLike, vector_for
 from engines.models.base import Embedder, Message
 from engines.models.errors import ModelError
 from engines.reduce import Point, ReduceSettings, batched_reduce, sort_points
 from engines.result import SearchResult
+from engines.run import QueryRun, gather_bounded, reraise_bugs
 from engines.schemas import FollowupResponse, PrimerResponse
 from shared_context.vectors import vector_table
 
@@ -111,7 +113,7 @@ def pick_template(index: Index, question: str, seed: int) -> int | None:
     return int.from_bytes(digest[:8], "little") % len(index.community_reports)
 
 
-class DriftSearch(Engine):
+class DriftSearch(BaseEngine):
     name = "drift"
     config: DriftSearchConfig
     section_name = "drift"

@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from engines import prompts
-from engines.base import QueryRun, gather_bounded, reraise_bugs
 from engines.errors import EngineError
 from engines.models.base import Message
+from engines.run import QueryRun, gather_bounded, reraise_bugs
 from engines.schemas import RateResponse
 
 if TYPE_CHECKING:

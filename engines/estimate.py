@@ -25,7 +25,7 @@ class EstimatedEngine(Protocol):
     these functions from their `estimate` method)."""
 
     index: Index
-    models: Any  # engines.base.ModelSet (not imported: base records latencies here)
+    models: Any  # engines.model_set.ModelSet
     config: Any  # the engine's own config section
 
 # Typical output sizes (tokens) per task, from the prompts' length instructions.

@@ -12,24 +12,17 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from engines import prompts
-from engines.base import (
-    ConfigLike,
-    Engine,
-    ModelLike,
-    QueryRun,
-    gather_bounded,
-    make_params,
-    reraise_bugs,
-    vector_for,
-)
+from engines.base import BaseEngine, ConfigLike, make_params
 from engines.config import GlobalSearchConfig
 from engines.dynamic_selection import select_communities, selection_details
 from engines.errors import EngineError
 from engines.estimate import CostEstimate, estimate_global
 from engines.events import ContextReady
+from engines.model_set import ModelLike, vector_for
 from engines.models.base import Embedder, Message
 from engines.reduce import Point, ReduceSettings, batched_reduce
 from engines.result import SearchResult
+from engines.run import QueryRun, gather_bounded, reraise_bugs
 from engines.schemas import MapResponse
 
 if TYPE_CHECKING:
@@ -60,7 +53,7 @@ def community_params(cfg: GlobalSearchConfig, total_report_tokens: int = 0) -> d
     }
 
 
-class GlobalSearch(Engine):
+class GlobalSearch(BaseEngine):
     name = "global"
     config: GlobalSearchConfig
     section_name = "global_search"

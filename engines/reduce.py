@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from engines import prompts
-from engines.base import QueryRun, gather_bounded, reraise_bugs
 from engines.errors import EngineError
 from engines.models.base import Completion, Message
+from engines.run import QueryRun, gather_bounded, reraise_bugs
 
 if TYPE_CHECKING:
     from engines.prompt_template import PromptTemplate

@@ -29,6 +29,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from shared_context.bm25 import BM25
 from shared_context.lexical_store import StoredPhrases, stored_bm25, stored_phrases
 from shared_context.record_table import array_of, texts_of, values_of
 from shared_context.records import Entity
@@ -44,7 +45,6 @@ from shared_context.search_backend import (
 from shared_context.search_store import content_check, field_folder
 from shared_context.tables import per_index_cache
 from shared_context.text import (
-    BM25,
     CJK_RE,
     STOPWORDS,
     lexical_term_ids,

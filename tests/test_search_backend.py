@@ -10,6 +10,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
+from shared_context.bm25 import BM25
 from shared_context.index import Index
 from shared_context.lexical_store import SortedVocab, StoredPhrases
 from shared_context.linking import _entity_index, _table_index, lexical_search, lexical_top, link_entities
@@ -22,7 +23,6 @@ from shared_context.search_backend import (
     search_params,
 )
 from shared_context.search_store import field_folder
-from shared_context.text import BM25
 from shared_context.unit_search import question_units
 from shared_context.vectors import VectorTable, vector_search
 
