@@ -180,7 +180,7 @@ class Router:
         """Build now what the first questions would otherwise build while their callers wait: every engine
         (with the embedder, whose offline fit can take seconds), the chat models (the SDK's import is about
         a second of CPU), the tables linking, classification and the local context read on first use, and
-        up to `rows` rendered local-context rows (`LocalContextBuilder.warm_rows`: a question about an entity
+        up to `rows` rendered local-context rows (`shared_context.local_warmup.warm_local_rows`: a question about an entity
         no earlier question touched otherwise renders and counts its rows itself, about a quarter of its
         CPU). Synchronous and CPU-bound: call it before serving."""
         from engines.inputs import plan_question
@@ -198,9 +198,11 @@ class Router:
         classify(plan.question, self.index, linker=plan.linker(self.index))
         builder = self.engine("local").builder
         builder.build(plan.link_text, None)
-        warm_rows = getattr(builder, "warm_rows", None)  # a custom builder has no row cache
-        if rows > 0 and warm_rows is not None:
-            warm_rows(rows)
+        from shared_context.local_context import LocalContextBuilder
+        from shared_context.local_warmup import warm_local_rows
+
+        if rows > 0 and isinstance(builder, LocalContextBuilder):  # a custom builder has no row cache
+            warm_local_rows(builder, rows)
 
     def _make_engine(self, name: str, **global_overrides: Any) -> Any:
         from engines import BasicSearch, DriftSearch, GlobalSearch, LocalSearch

@@ -19,10 +19,11 @@ from router.classifier import (
     RouteDecision,
     classify,
 )
-from router.features import MAX_CHARS, hashed_ngrams, reference_hasher
+from router.features import MAX_CHARS
+from tools.routing.matrix import hashed_ngrams, reference_hasher
 
 REPO = Path(__file__).resolve().parents[1]
-QUESTIONS = REPO / "router" / "data" / "questions.jsonl"
+QUESTIONS = REPO / "tools" / "routing" / "data" / "questions.jsonl"
 
 # Written for these tests; none of them is in the training set (checked below).
 CLEAR = {
