@@ -11,6 +11,7 @@ import pytest
 from pydantic import ValidationError
 
 from shared_context.index import Index
+from shared_context.index_build import index_from_records
 from shared_context.local_context import LocalContextBuilder, LocalContextParams, select_relationships
 from shared_context.local_warmup import warm_local_rows
 from shared_context.records import Claim, Community, CommunityReport, Entity, Relationship, TextUnit
@@ -216,7 +217,7 @@ def test_relationships_in_network_first_then_by_links() -> None:
         Relationship(id=f"r{i}", short_id=str(i), source=s, target=t, combined_degree=d)
         for i, (s, t, d) in enumerate(pairs)
     ]
-    index = Index.from_records(entities=ents, relationships=rels, text_units=[TextUnit("t", "0", "x")])
+    index = index_from_records(entities=ents, relationships=rels, text_units=[TextUnit("t", "0", "x")])
     a, b = index.entity_by_title["A"], index.entity_by_title["B"]
     in_net, out_net = select_relationships(index, [a, b], top_k=10)
     assert in_net == [0]
@@ -254,7 +255,7 @@ def _hot_index() -> Index:
         for i, n in enumerate(names[1:])
     ]
     claims = [Claim(id="c0", short_id="0", subject="HOT", object="MINOR ONE", description="hot claim")]
-    return Index.from_records(entities=entities, relationships=rels, text_units=units, claims=claims)
+    return index_from_records(entities=entities, relationships=rels, text_units=units, claims=claims)
 
 
 def test_hot_entity_graphrag_starves_minor_entities_min_guarantee_does_not() -> None:
@@ -288,7 +289,7 @@ def test_report_falls_back_to_summary_then_truncation() -> None:
     report = CommunityReport(
         id="r", community=0, level=0, title="Alpha", summary="Short summary.", full_content=long_text
     )
-    index = Index.from_records(
+    index = index_from_records(
         entities=ents,
         relationships=[],
         text_units=[TextUnit("t", "0", "x")],
@@ -299,7 +300,7 @@ def test_report_falls_back_to_summary_then_truncation() -> None:
     reports = ctx.section("Reports")
     assert reports is not None and "Short summary." in reports.text and reports.tokens <= reports.budget
     no_summary = CommunityReport(id="r", community=0, level=0, title="Alpha", full_content=long_text)
-    index2 = Index.from_records(
+    index2 = index_from_records(
         entities=ents,
         relationships=[],
         text_units=[TextUnit("t", "0", "x")],

@@ -12,6 +12,7 @@ import pytest
 from benchmarks.synthetic_index import write_synthetic_index
 from shared_context import load_index, row_estimates
 from shared_context.index import Index
+from shared_context.index_build import index_from_records
 from shared_context.record_table import text_lengths_of
 
 
@@ -29,7 +30,7 @@ def test_rows_asked_for_match_the_whole_table(
     monkeypatch.setattr(row_estimates, "WHOLE_TABLE_ESTIMATE_ROWS", whole_table_rows)
     write_synthetic_index(tmp_path / "idx", 120, seed=5)
     loaded = load_index(tmp_path / "idx")
-    in_memory = Index.from_records(  # records as lists: the per-record path
+    in_memory = index_from_records(  # records as lists: the per-record path
         entities=list(loaded.entities), relationships=list(loaded.relationships), text_units=list(loaded.text_units),
         communities=loaded.communities, community_reports=loaded.community_reports, claims=loaded.claims,
     )  # fmt: skip
