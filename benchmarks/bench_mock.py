@@ -7,7 +7,10 @@ every task (map JSON with scores, rate JSON, primer/follow-up JSON, question lis
 plain answers). Scripting canned replies would make the answers fake and the call counts meaningless
 (e.g. DRIFT's follow-up tree depends on what the primer returns). So the server's default reply runs
 `OfflineChatModel` on the request's own messages: answers are the same extractive answers the offline
-mode gives, only the latency (and the transport) is simulated. Replies are computed once, in an unmeasured
+mode gives, only the latency (and the transport) is simulated. The offline model answers from the typed
+context an engine hands the model (`TaskContext`), which HTTP does not carry: the client side's chat models are
+wrapped (`RelayedModels`) so that each call leaves its context in a process-wide relay under its messages, where
+the server's responder (same process) finds it. Replies are computed once, in an unmeasured
 warm-up pass with the latency off, and replayed from a cache in the measured passes, so the measured time
 is the engines' own work + real HTTP + LATENCY_MS per call, not the offline model's CPU time queueing on
 a small machine (the report says how many replies still had to be computed while measuring).
@@ -23,6 +26,8 @@ import json
 import re
 import threading
 import time
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,6 +35,9 @@ from pydantic import BaseModel
 
 from benchmarks.bench_queries import BenchInputError
 from engines import schemas
+from engines.models.base import ChatModel, Completion, Message
+from engines.models.factory import Models
+from engines.models.task_context import TaskContext
 
 # task -> the schema its reply must satisfy (tasks not listed reply with plain text)
 TASK_SCHEMAS: dict[str, type[BaseModel]] = {
@@ -111,6 +119,78 @@ def detect_task(body: dict[str, Any]) -> str:
     return "local_answer"
 
 
+def _messages_key(messages: Sequence[Mapping[str, Any]]) -> str:
+    pairs = [[str(m.get("role", "user")), str(m.get("content") or "")] for m in messages]
+    return hashlib.sha256(json.dumps(pairs, ensure_ascii=False).encode()).hexdigest()
+
+
+class ContextRelay:
+    """The typed contexts of recent model calls by their messages (the newest `limit`), for a loopback server
+    in the same process: a request's messages find the context the engine handed its client."""
+
+    def __init__(self, limit: int = 4096) -> None:
+        self.limit = limit
+        self._contexts: OrderedDict[str, TaskContext] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def put(self, messages: Sequence[Mapping[str, Any]], context: TaskContext | None) -> None:
+        if context is None:
+            return
+        key = _messages_key(messages)
+        with self._lock:
+            self._contexts[key] = context
+            self._contexts.move_to_end(key)
+            while len(self._contexts) > self.limit:
+                self._contexts.popitem(last=False)
+
+    def get(self, messages: Sequence[Mapping[str, Any]]) -> TaskContext | None:
+        with self._lock:
+            return self._contexts.get(_messages_key(messages))
+
+
+RELAY = ContextRelay()
+
+
+class RelayedChatModel:
+    """A chat model that leaves each call's typed context in the relay, then makes the call with `inner`."""
+
+    def __init__(self, inner: ChatModel, relay: ContextRelay) -> None:
+        self.inner, self.relay = inner, relay
+        self.name, self.offline = inner.name, inner.offline
+
+    async def complete(self, messages: list[Message], *, task: str = "answer",
+                       json_schema: type[BaseModel] | None = None, max_tokens: int | None = None,
+                       temperature: float | None = None, context: TaskContext | None = None) -> Completion:
+        self.relay.put(messages, context)
+        return await self.inner.complete(messages, task=task, json_schema=json_schema, max_tokens=max_tokens,
+                                         temperature=temperature, context=context)
+
+    def stream(self, messages: list[Message], *, task: str = "answer", max_tokens: int | None = None,
+               temperature: float | None = None, context: TaskContext | None = None) -> AsyncIterator[str | Completion]:
+        self.relay.put(messages, context)
+        return self.inner.stream(messages, task=task, max_tokens=max_tokens, temperature=temperature,
+                                 context=context)
+
+    def __getattr__(self, name: str) -> Any:  # aopen/aclose, the endpoint, ...: the inner model's
+        return getattr(self.inner, name)
+
+
+class RelayedModels(Models):
+    """`Models` whose chat models leave their calls' typed contexts in `relay` (the loopback server's)."""
+
+    def __init__(self, *args: Any, relay: ContextRelay = RELAY, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.relay = relay
+        self._relayed: dict[int, RelayedChatModel] = {}
+
+    def chat(self, stage: str | None = None) -> ChatModel:
+        inner = super().chat(stage)
+        relayed = self._relayed.get(id(inner))
+        if relayed is None:
+            relayed = self._relayed.setdefault(id(inner), RelayedChatModel(inner, self.relay))
+        return relayed
+
+
 class OfflineResponder:
     """Default reply of the loopback server: the offline extractive model answering the request.
 
@@ -121,10 +201,11 @@ class OfflineResponder:
     served, `invalid` the JSON replies that failed their schema, `misses`/`compute_s` the replies computed.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, relay: ContextRelay = RELAY) -> None:
         from engines.models.offline import OfflineChatModel
 
         self.model = OfflineChatModel()
+        self.relay = relay
         self._cache: dict[str, str] = {}
         self._lock = threading.Lock()  # handler threads share the cache and the counters
         self.invalid: dict[str, int] = {}  # over the whole run: a bad reply is cached and replayed
@@ -149,7 +230,8 @@ class OfflineResponder:
         schema = TASK_SCHEMAS.get(task)
         started = time.perf_counter()
         # `respond` is the synchronous core of `complete` (no usage: the server counts tokens itself).
-        text = self.model.respond(messages, task=task, json_schema=schema)  # type: ignore[arg-type]
+        context = self.relay.get(messages)  # None: a client without the relay; the question alone is answered
+        text = self.model.respond(messages, task=task, json_schema=schema, context=context)  # type: ignore[arg-type]
         elapsed = time.perf_counter() - started
         valid = True
         if schema is not None:

@@ -36,10 +36,13 @@ import sys
 import time
 from collections import defaultdict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
+
+if TYPE_CHECKING:
+    from shared_context.local_context import LocalContext
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "graphrag_bench"
 _WORD = re.compile(r"\w+", re.UNICODE)
@@ -119,19 +122,19 @@ def parse_sets(items: list[str]) -> dict[str, Any]:
     return out
 
 
-def context_ranges(ctx: Any, units: dict[int, tuple[str, int, int]]) -> list[tuple[str, int, int]]:
+def context_ranges(ctx: LocalContext, units: dict[int, tuple[str, int, int]]) -> list[tuple[str, int, int]]:
     """Book character ranges of the text units shown: whole units, and the exact excerpt of a unit shown
     trimmed to its question-like part; a unit cut without recorded offsets counts for nothing."""
-    sources = ctx.section("Sources")
+    sources = ctx.tables.sources
     out: list[tuple[str, int, int]] = []
-    for r in [] if sources is None else sources.in_context:
-        span = units.get(int(r["position"]))
+    for r in [] if sources is None else sources.rows:
+        span = units.get(r.position)
         if span is None:
             continue
-        if not r.get("truncated"):
+        if not r.truncated:
             out.append(span)
         else:
-            out.extend((span[0], span[1] + int(a), span[1] + int(b)) for a, b in r.get("excerpts", []))
+            out.extend((span[0], span[1] + int(a), span[1] + int(b)) for a, b in r.excerpts)
     return out
 
 
@@ -140,28 +143,31 @@ def basic_excerpts(index: Any, hits: list[tuple[int, float]], question: str, bud
                    rrf_k: int) -> tuple[str, list[tuple[str, int, int]]]:
     """Basic search's nearest units given the same excerpt opportunity as the hybrid Sources (fairness
     check): `passages.select_excerpts` over the vector ranking, in one Sources table of `budget` tokens."""
+    from shared_context.context_records import SourceRecord
     from shared_context.local_rows import join_spans
+    from shared_context.local_sources import SOURCE_COLUMNS
     from shared_context.passages import select_excerpts
     from shared_context.tables import SectionBuilder
 
-    builder = SectionBuilder("Sources", ["id", "text"], index.tokenizer, budget)
+    builder: SectionBuilder[SourceRecord] = SectionBuilder("Sources", SOURCE_COLUMNS, index.tokenizer, budget)
     room = builder.remaining - max(builder.remaining // 50, 4)
     ranges: list[tuple[str, int, int]] = []
     for ex in select_excerpts(index, [p for p, _ in hits], question, room, excerpt_tokens=excerpt_tokens,
                               weight=weight, rrf_k=rrf_k):
         t = index.text_units[ex.unit]
         shown = t.text if ex.whole else join_spans(t.text, ex.spans)
-        if builder.add([t.short_id, shown]) and ex.unit in units:
+        if builder.add(SourceRecord(t.short_id, shown, position=ex.unit)) and ex.unit in units:
             title, start, _ = units[ex.unit]
             ranges.extend((title, start + a, start + b) for a, b in ex.spans)
     return builder.finish().text, ranges
 
 
 def run_subset(subset: str, index_dir: Path, args: argparse.Namespace, overrides: dict[str, Any]) -> list[dict[str, Any]]:
-    from engines.basic import sources_section, top_text_units
+    from engines.basic import top_text_units
     from engines.config import DriftSearchConfig
     from engines.models.embedding_offline import OfflineEmbedder
     from shared_context import LocalContextBuilder, load_index
+    from shared_context.basic_context import basic_context
     from shared_context.text_unit_selection import STRATEGIES
 
     t0 = time.perf_counter()
@@ -215,10 +221,9 @@ def run_subset(subset: str, index_dir: Path, args: argparse.Namespace, overrides
                     texts.append(sub.text)
                     ranges.extend(context_ranges(sub, units))
                 contexts["drift-followups"] = ("\n\n".join(texts), ranges)
-            section, _ = sources_section(index, hits, budget)
-            unit_by_short = {index.text_units[p].short_id: p for p, _ in hits}
-            shown = [unit_by_short[str(r["id"])] for r in section.in_context]
-            contexts["basic"] = (section.text, [units[p] for p in shown if p in units])
+            basic = basic_context(index, hits, budget)
+            shown = [] if basic.tables.sources is None else [r.position for r in basic.tables.sources.rows]
+            contexts["basic"] = (basic.text, [units[p] for p in shown if p in units])
             if builder.params.excerpt_tokens > 0:
                 contexts["basic-excerpts"] = basic_excerpts(
                     index, hits, question, budget, units, builder.params.excerpt_tokens,

@@ -194,9 +194,11 @@ def run(args: argparse.Namespace, queries: list[Query], engines: list[str], spec
                    if spec.kind == "openai"
                    else Pricing("priced_as", args.price_as, DEFAULT_EMBEDDING_PRICE_AS, table,
                                 chat_cost_from_model_layer=spec.kind == "mock"))
+        from benchmarks.bench_mock import RelayedModels
         from engines.models.factory import Models
 
-        models = Models.from_config(config.models, index=index)
+        # mock: the loopback server's offline replies read the typed contexts the engines hand their models
+        models = (RelayedModels if mock is not None else Models).from_config(config.models, index=index)
         _ = models.embedder  # fit/load it now: it is set-up, not part of the first question's latency
         targets = build_targets(index, config, models, engines)
         judge, judge_note = _judge_for(args, spec, models, index) if args.grade else (None, None)

@@ -12,8 +12,10 @@ from engines.estimate import CostEstimate, estimate_basic
 from engines.events import ContextReady
 from engines.model_set import vector_for
 from engines.models.base import Message
+from engines.models.task_context import TaskContext
 from engines.result import SearchResult
 from engines.run import QueryRun
+from shared_context.basic_context import basic_context
 from shared_context.vectors import vector_search
 
 if TYPE_CHECKING:
@@ -32,19 +34,6 @@ def top_text_units(index: Index, question: str, k: int, query_vector: Any = None
     return [(int(p), float(s)) for p, s in zip(positions.tolist(), scores.tolist(), strict=True)], "lexical"
 
 
-def sources_section(index: Index, hits: list[tuple[int, float]], budget: int) -> tuple[Any, int]:
-    """The Sources table of `hits` in similarity order; a unit that does not fit is skipped, not the tail."""
-    from shared_context.tables import SectionBuilder
-
-    builder = SectionBuilder("Sources", ["id", "text"], index.tokenizer, budget)
-    skipped = 0
-    for pos, sim in hits:
-        unit = index.text_units[pos]
-        if not builder.add([unit.short_id, unit.text], {"id": unit.short_id, "similarity": round(sim, 4)}):
-            skipped += 1
-    return builder.finish(), skipped
-
-
 class BasicSearch(BaseEngine):
     name = "basic"
     config: BasicSearchConfig
@@ -53,8 +42,7 @@ class BasicSearch(BaseEngine):
 
     def estimate(self, question: str, plan: QueryPlan | None = None) -> CostEstimate:
         hits, _ = top_text_units(self.index, question, self.config.k)
-        section, _ = sources_section(self.index, hits, self.config.max_context_tokens)
-        return estimate_basic(self, question, section.tokens)
+        return estimate_basic(self, question, basic_context(self.index, hits, self.config.max_context_tokens).tokens)
 
     async def _run(self, run: QueryRun, question: str, history: list[Message]) -> SearchResult:
         link_text = run.link_text
@@ -65,16 +53,17 @@ class BasicSearch(BaseEngine):
             qv = None if vectors is None else vectors[0]
         with run.timed("build_context"):
             hits, method = await asyncio.to_thread(top_text_units, self.index, link_text, self.config.k, qv)
-            section, skipped = await asyncio.to_thread(sources_section, self.index, hits, self.config.max_context_tokens)
-        await run.emit(ContextReady("build_context", section.tokens))
-        run.details.update(retrieval=method, hits=len(hits), skipped_over_budget=skipped)
+            ctx = await asyncio.to_thread(basic_context, self.index, hits, self.config.max_context_tokens)
+        await run.emit(ContextReady("build_context", ctx.tokens))
+        run.details.update(retrieval=method, hits=len(hits), skipped_over_budget=ctx.skipped)
         system = prompts.template(self.config.prompt, "basic").fill(
-            response_type=self.config.response_type, context_data=section.text)
+            response_type=self.config.response_type, context_data=ctx.text)
         messages: list[Message] = [{"role": "system", "content": system}, {"role": "user", "content": question}]
         with run.timed("answer"):
             completion = await run.stream_answer(
                 "answer", "basic_answer", messages,
                 max_tokens=self.config.max_answer_tokens, temperature=self.config.temperature,
+                context=TaskContext(question, ctx.tables, response_type=self.config.response_type),
             )
         # Nearest vectors always exist, so "found nothing" means no text unit shares a word with the question.
         lexical_hit = (method == "lexical" and bool(hits)) or bool(
@@ -82,7 +71,7 @@ class BasicSearch(BaseEngine):
         return run.finish(
             self.index,
             response=completion.text,
-            context_text=section.text,
-            context_records={"Sources": list(section.records)} if section.records else {},
-            empty=not section.records or not lexical_hit,
+            context_text=ctx.text,
+            context_records=dict(ctx.tables.to_dict()),
+            empty=not ctx.text or not lexical_hit,
         )

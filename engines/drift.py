@@ -28,7 +28,6 @@ import numpy as np
 
 from engines import prompts
 from engines.base import BaseEngine, ConfigLike
-from engines.citations import built_context_ids
 from engines.config import DriftSearchConfig
 from engines.errors import EngineError
 from engines.estimate import CostEstimate, estimate_drift
@@ -37,10 +36,12 @@ from engines.local import link_vector, local_builder
 from engines.model_set import ModelLike, vector_for
 from engines.models.base import Embedder, Message
 from engines.models.errors import ModelError
+from engines.models.task_context import TaskContext
 from engines.reduce import Point, ReduceSettings, batched_reduce, sort_points
 from engines.result import SearchResult
 from engines.run import QueryRun, gather_bounded, reraise_bugs
 from engines.schemas import FollowupResponse, PrimerResponse
+from shared_context.report_fold import reports_fold
 from shared_context.vectors import vector_table
 
 if TYPE_CHECKING:
@@ -195,7 +196,8 @@ class DriftSearch(BaseEngine):
         ]
         await run.progress("primer", "writing a hypothetical answer (HyDE)", 1, 1)
         try:
-            completion = await run.complete("primer", "drift_hyde", messages, temperature=self.config.temperature)
+            completion = await run.complete("primer", "drift_hyde", messages, temperature=self.config.temperature,
+                                            context=TaskContext(question, template=template))
         except ModelError as err:
             run.degrade("primer", f"HyDE expansion failed, the question alone is used: {err}")
             return question
@@ -218,40 +220,31 @@ class DriftSearch(BaseEngine):
         order = sorted(range(len(scores)), key=lambda i: (-scores[i], -ranks[i], i))[:k]
         return [(i, float(scores[i])) for i in order]
 
-    def _fold_table(self, fold: list[tuple[int, float]]) -> str:
-        from shared_context.tables import render_table
-
-        per_report = max(200, self.config.local_search.max_context_tokens // max(len(fold), 1))
-        rows = []
-        for pos, _ in fold:
-            r = self.index.community_reports[pos]
-            content = r.full_content or r.summary
-            if self.index.tokenizer.count(content) > per_report:
-                content = self.index.tokenizer.truncate(content, per_report) + " …"
-            rows.append([r.short_id, r.title, content])
-        return render_table("Reports", ["id", "title", "content"], rows)
-
     async def _primer(self, run: QueryRun, question: str, top: list[tuple[int, float]], state: _DriftState) -> str:
         folds = [list(f) for f in np.array_split(np.arange(len(top)), min(self.config.primer_folds, len(top))) if len(f)]
-        tables = [self._fold_table([top[i] for i in f]) for f in folds]
-        await run.emit(ContextReady("primer", sum(self.index.tokenizer.count(t) for t in tables)))
+        budget = self.config.local_search.max_context_tokens
+        tables = [reports_fold(self.index, [top[i][0] for i in f], budget) for f in folds]
+        texts = [t.render() for t in tables]
+        await run.emit(ContextReady("primer", sum(self.index.tokenizer.count(t) for t in texts)))
         n = len(tables)
         done = 0
 
         primer = prompts.template(self.config.primer_prompt, "drift_primer")
 
-        async def one(table: str) -> PrimerResponse:
+        async def one(fold: int) -> PrimerResponse:
             nonlocal done
+            table = texts[fold]
             system = primer.fill(context_data=table, community_reports=table, query=question)
             messages: list[Message] = [{"role": "system", "content": system}, {"role": "user", "content": question}]
             parsed = await run.complete_json("primer", "drift_primer", messages, PrimerResponse,
-                                             temperature=self.config.temperature)
+                                             temperature=self.config.temperature,
+                                             context=TaskContext(question, tables[fold]))
             run.add_finding(float(parsed.score), parsed.intermediate_answer)
             done += 1
             await run.progress("primer", f"primer fold {done}/{n}", done, n)
             return parsed
 
-        results = await gather_bounded(self.config.concurrency, one, tables)
+        results = await gather_bounded(self.config.concurrency, one, list(range(n)))
         reraise_bugs(results)
         ok: list[tuple[int, PrimerResponse]] = []
         for i, r in enumerate(results):
@@ -270,7 +263,7 @@ class DriftSearch(BaseEngine):
         for i, r in ok:
             if r.intermediate_answer.strip():
                 state.primer_points.append(Point(float(r.score), r.intermediate_answer, i + 1))
-        return "\n\n".join(tables)
+        return "\n\n".join(texts)
 
     async def _round(
         self, run: QueryRun, question: str, history: list[Message], state: _DriftState, batch: list[Node], depth: int
@@ -294,8 +287,10 @@ class DriftSearch(BaseEngine):
             )
             messages: list[Message] = [{"role": "system", "content": system},
                                        {"role": "user", "content": node.query}]
+            context = TaskContext(node.query, ctx.tables, response_type=self.config.response_type,
+                                  overall_question=question, max_followups=self.config.k_followups)
             parsed = await run.complete_json("followups", "drift_followup", messages, FollowupResponse,
-                                             temperature=self.config.temperature, context_ids=built_context_ids(ctx))
+                                             temperature=self.config.temperature, context=context)
             run.add_finding(float(parsed.score), parsed.response)
             done += 1
             await run.progress("followups", f"DRIFT depth {depth} follow-up {done}/{n}", done, n)

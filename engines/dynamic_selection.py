@@ -17,11 +17,13 @@ from typing import TYPE_CHECKING, Any
 from engines import prompts
 from engines.errors import EngineError
 from engines.models.base import Message
+from engines.models.task_context import TaskContext
 from engines.run import QueryRun, gather_bounded, reraise_bugs
 from engines.schemas import RateResponse
 
 if TYPE_CHECKING:
     from engines.config import GlobalSearchConfig
+    from shared_context.context_tables import ContextTables
     from shared_context.index import Index
 
 
@@ -33,15 +35,11 @@ class Selection:
     failed: int = 0
 
 
-def report_table(index: Index, community: int, max_tokens: int = 6000) -> str:
+def report_table(index: Index, community: int, max_tokens: int = 6000) -> ContextTables:
     """One report as a `Reports` table (`id|title|content`), its content cut to `max_tokens`."""
-    from shared_context.tables import render_table
+    from shared_context.report_fold import reports_fold
 
-    report = index.community_reports[index.report_pos[community]]
-    content = report.full_content or report.summary
-    if index.tokenizer.count(content) > max_tokens:
-        content = index.tokenizer.truncate(content, max_tokens) + " …"
-    return render_table("Reports", ["id", "title", "content"], [[report.short_id, report.title, content]])
+    return reports_fold(index, [index.report_pos[community]], max_tokens)
 
 
 def vote(ratings: list[int]) -> int:
@@ -82,11 +80,13 @@ async def select_communities(run: QueryRun, index: Index, question: str, cfg: Gl
     relevant: dict[int, None] = {}
 
     async def rate(community: int) -> int:
-        system = prompts.template(cfg.rate_prompt, "rate").fill(context_data=report_table(index, community))
+        table = report_table(index, community)
+        system = prompts.template(cfg.rate_prompt, "rate").fill(context_data=table.render())
         messages: list[Message] = [{"role": "system", "content": system}, {"role": "user", "content": question}]
         votes = []
         for _ in range(cfg.dynamic_num_repeats):
-            parsed = await run.complete_json("rate", "rate", messages, RateResponse, temperature=cfg.temperature)
+            parsed = await run.complete_json("rate", "rate", messages, RateResponse, temperature=cfg.temperature,
+                                             context=TaskContext(question, table))
             votes.append(parsed.rating)
         return vote(votes)
 

@@ -20,6 +20,7 @@ from engines.estimate import CostEstimate, estimate_global
 from engines.events import ContextReady
 from engines.model_set import ModelLike, vector_for
 from engines.models.base import Embedder, Message
+from engines.models.task_context import TaskContext
 from engines.reduce import Point, ReduceSettings, batched_reduce
 from engines.result import SearchResult
 from engines.run import QueryRun, gather_bounded, reraise_bugs
@@ -27,8 +28,9 @@ from engines.schemas import MapResponse
 
 if TYPE_CHECKING:
     from engines.plan import QueryPlan
-    from shared_context.community_context import CommunityContextBuilder
+    from shared_context.community_context import CommunityContext, CommunityContextBuilder
     from shared_context.index import Index
+    from shared_context.report_batches import ReportBatch
 
 
 def community_params(cfg: GlobalSearchConfig, total_report_tokens: int = 0) -> dict[str, Any]:
@@ -73,7 +75,7 @@ class GlobalSearch(BaseEngine):
     def estimate(self, question: str, plan: QueryPlan | None = None) -> CostEstimate:
         return estimate_global(self, question)
 
-    async def build_batches(self, run: QueryRun | None, question: str, history: list[Message]) -> list[Any]:
+    async def build_batches(self, run: QueryRun | None, question: str, history: list[Message]) -> list[ReportBatch]:
         """The map batches (no model call unless dynamic selection is on, which rates reports)."""
         communities = None
         if run is not None and self.config.dynamic_community_selection:
@@ -89,7 +91,7 @@ class GlobalSearch(BaseEngine):
         if communities is not None and not communities:
             return []
         t0 = time.perf_counter()
-        def build() -> tuple[Any, list[Any]]:  # CPU work: run off the event loop
+        def build() -> tuple[CommunityContext, list[ReportBatch]]:  # CPU work: run off the event loop
             built = self.builder.build(question, query_vector=qv, history=history or None, communities=communities)
             return built, list(built)
 
@@ -134,8 +136,10 @@ class GlobalSearch(BaseEngine):
             )
             messages: list[Message] = [{"role": "system", "content": system}, {"role": "user", "content": question}]
             with run.timed("reduce"):
-                final = await run.stream_answer("reduce", "global_reduce", messages,
-                                                temperature=self.config.temperature)
+                final = await run.stream_answer(
+                    "reduce", "global_reduce", messages, temperature=self.config.temperature,
+                    context=TaskContext(question, response_type=self.config.response_type,
+                                        word_limit=self.config.reduce_max_length))
             return run.finish(self.index, response=final.text, context_text=context_text,
                               context_records=records, empty=True)
         settings = ReduceSettings(
@@ -144,6 +148,7 @@ class GlobalSearch(BaseEngine):
             data_max_tokens=self.config.data_max_tokens,
             response_type=self.config.response_type,
             max_length=self.config.reduce_max_length,
+            word_limit=self.config.reduce_max_length,
             general_knowledge=self._knowledge(),
             concurrency=self.config.concurrency,
             max_levels=self.config.max_reduce_levels,
@@ -159,17 +164,18 @@ class GlobalSearch(BaseEngine):
             return None
         return prompts.template(self.config.knowledge_prompt, "global_knowledge").fill()
 
-    async def _map(self, run: QueryRun, question: str, batches: list[Any]) -> list[Point]:
+    async def _map(self, run: QueryRun, question: str, batches: list[ReportBatch]) -> list[Point]:
         n = len(batches)
         done = 0
         map_prompt = prompts.template(self.config.map_prompt, "global_map")
 
-        async def one(batch: Any) -> MapResponse:
+        async def one(batch: ReportBatch) -> MapResponse:
             nonlocal done
             system = map_prompt.fill(context_data=batch.text, max_length=str(self.config.map_max_length))
             messages: list[Message] = [{"role": "system", "content": system}, {"role": "user", "content": question}]
             parsed = await run.complete_json("map", "global_map", messages, MapResponse,
-                                             temperature=self.config.temperature)
+                                             temperature=self.config.temperature,
+                                             context=TaskContext(question, batch.tables))
             for point in parsed.points:  # kept in case the deadline cuts the run before the reduce
                 run.add_finding(float(point.score), point.description)
             done += 1

@@ -7,19 +7,19 @@ from typing import TYPE_CHECKING, Any
 
 from engines import prompts
 from engines.base import BaseEngine, ConfigLike, make_params
-from engines.citations import built_context_ids
 from engines.config import LocalContextSettings, LocalSearchConfig
 from engines.estimate import CostEstimate, estimate_local
 from engines.events import ContextReady
 from engines.model_set import ModelLike, vector_for
 from engines.models.base import Embedder, Message
+from engines.models.task_context import TaskContext
 from engines.result import SearchResult
 from engines.run import QueryRun
 
 if TYPE_CHECKING:
     from engines.plan import QueryPlan
     from shared_context.index import Index
-    from shared_context.local_context import LocalContextBuilder
+    from shared_context.local_context import LocalContext, LocalContextBuilder
 
 
 def local_builder(index: Index, settings: LocalContextSettings) -> LocalContextBuilder:
@@ -29,8 +29,9 @@ def local_builder(index: Index, settings: LocalContextSettings) -> LocalContextB
     return LocalContextBuilder(index, make_params(LocalContextParams, settings.builder_fields()))
 
 
-def context_records(ctx: Any) -> dict[str, list[dict[str, Any]]]:
-    return {section.name: list(section.records) for section in ctx.sections}
+def context_records(ctx: LocalContext) -> dict[str, list[dict[str, Any]]]:
+    """The context's records as JSON-ready fields, per section (`SearchResult.context_records`)."""
+    return {name: list(records) for name, records in ctx.tables.to_dict().items()}
 
 
 def wants_link_vector(run: QueryRun, index: Index) -> bool:
@@ -129,7 +130,7 @@ class LocalSearch(BaseEngine):
                 messages,
                 max_tokens=self.config.max_answer_tokens,
                 temperature=self.config.temperature,
-                context_ids=built_context_ids(ctx),  # the system message shows exactly these rows
+                context=TaskContext(question, ctx.tables, response_type=self.config.response_type),
             )
         # "Found nothing": no entity matched by name or words. Embeddings always return *some* nearest
         # entities (gibberish scores ~0.4 cosine with the offline embedder), so they do not count here.

@@ -27,6 +27,7 @@ from engines.local import context_records, link_vector, local_builder
 from engines.model_set import ModelLike, ModelSet
 from engines.models.base import Embedder, Message
 from engines.models.offline_text import is_cjk_text
+from engines.models.task_context import TaskContext
 from engines.run import QueryRun
 from engines.schemas import QuestionList
 from engines.usage import Usage
@@ -153,7 +154,9 @@ class QuestionGenerator:
         chat: list[Message] = [{"role": "system", "content": system},
                                {"role": "user", "content": question or NO_HISTORY_PROMPT}]
         with run.timed("answer"):
-            parsed = await run.complete_json("answer", "questions", chat, QuestionList, temperature=self.config.temperature)
+            context = TaskContext(question or NO_HISTORY_PROMPT, ctx.tables, question_count=count)
+            parsed = await run.complete_json("answer", "questions", chat, QuestionList,
+                                             temperature=self.config.temperature, context=context)
         label, note = self.labeller, (None if self.labeller is not None else NO_LABELLER_NOTE)
         out: list[GeneratedQuestion] = []
         texts = clean_questions(parsed.questions, count)

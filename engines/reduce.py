@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from engines import prompts
 from engines.errors import EngineError
 from engines.models.base import Completion, Message
+from engines.models.task_context import Finding, TaskContext
 from engines.run import QueryRun, gather_bounded, reraise_bugs
 
 if TYPE_CHECKING:
@@ -40,6 +41,7 @@ class ReduceSettings:
     data_max_tokens: int
     response_type: str
     max_length: int = 2000
+    word_limit: int | None = None  # the answer's limit in words when the prompt states one (global search)
     general_knowledge: str | None = None  # the instruction when allowed (prompts.reduce_system)
     concurrency: int = 8
     max_levels: int = 6
@@ -99,6 +101,13 @@ def _messages(settings: ReduceSettings, question: str, data: str) -> list[Messag
     return [{"role": "system", "content": system}, {"role": "user", "content": question}]
 
 
+def reduce_context(settings: ReduceSettings, question: str, points: list[Point]) -> TaskContext:
+    """The typed data of a reduce call: its analyst findings in the order the prompt numbers them."""
+    findings = tuple(Finding(p.analyst, p.score, p.text.strip()) for p in points)
+    return TaskContext(question, findings=findings, response_type=settings.response_type,
+                       word_limit=settings.word_limit)
+
+
 async def batched_reduce(
     run: QueryRun, question: str, points: list[Point], tokenizer: Tokenizer, settings: ReduceSettings
 ) -> Completion:
@@ -123,7 +132,7 @@ async def batched_reduce(
             await run.progress("reduce", f"final reduce of {len(batches[0])} points", 1, 1)
             final = await run.stream_answer(
                 "reduce", settings.task, _messages(settings, question, render(batches[0])),
-                temperature=settings.temperature,
+                temperature=settings.temperature, context=reduce_context(settings, question, batches[0]),
             )
             if level == 1:
                 info["points_reduced"] = len(batches[0])
@@ -153,6 +162,7 @@ async def _reduce_level(
         completion = await run.complete(
             "reduce", settings.task, _messages(settings, question, render(batch)),
             max_tokens=partial_tokens, temperature=settings.temperature,
+            context=reduce_context(settings, question, batch),
         )
         done += 1
         await run.progress("reduce", f"reduce level {level} batch {done}/{n}", done, n)

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import numpy as np
 from pydantic import BaseModel
 
-from engines.citations import context_ids_of_messages, resolve_citations, union_ids
+from engines.citations import context_ids_of_messages, resolve_citations, tables_context_ids, union_ids
 from engines.errors import DeadlineExceeded, EngineError
 from engines.events import AnswerDelta, Event, Progress
 from engines.latency import LATENCY, latency_key
@@ -26,6 +26,7 @@ from engines.model_set import ModelSet
 from engines.models.base import ChatModel, Completion, EmbeddingResult, Message, is_local_embedder
 from engines.models.errors import ModelError, StructuredOutputError
 from engines.models.structured import leading_reasoning_done, strip_reasoning
+from engines.models.task_context import TaskContext
 from engines.plan import QueryPlan
 from engines.result import Degradation, SearchResult
 from engines.usage import Usage
@@ -124,6 +125,11 @@ class QueryRun:
                 if not getattr(model, "offline", False):  # what estimates learn the endpoint's speed from
                     LATENCY.observe(latency_key(model), float(c.seconds), c.output_tokens)
 
+    def _show(self, messages: list[Message], context: TaskContext | None) -> None:
+        """Remember the (kind, id) rows this call shows: from the typed tables, else parsed from the messages."""
+        shown = tables_context_ids(context.tables) if context is not None else context_ids_of_messages(messages)
+        self.shown.update(dict.fromkeys(shown))
+
     async def complete(
         self,
         stage: str,
@@ -132,11 +138,13 @@ class QueryRun:
         *,
         max_tokens: int | None = None,
         temperature: float | None = None,
+        context: TaskContext | None = None,
     ) -> Completion:
-        self.shown.update(dict.fromkeys(context_ids_of_messages(messages)))
+        """One model call; `context`: the typed data the messages render (`ChatModel.complete`)."""
+        self._show(messages, context)
         try:
             completion = await self.models.chat(stage).complete(
-                messages, task=task, max_tokens=max_tokens, temperature=temperature
+                messages, task=task, max_tokens=max_tokens, temperature=temperature, context=context
             )
         except ModelError as err:
             raise _with_where(err, stage, task) from None
@@ -152,17 +160,17 @@ class QueryRun:
         *,
         max_tokens: int | None = None,
         temperature: float | None = None,
-        context_ids: Sequence[tuple[str, str]] | None = None,
+        context: TaskContext | None = None,
     ) -> S:
         """Parsed output; every call made (including a failed repair retry) is counted in usage.
-        `context_ids` as in `stream_answer`."""
+        `context` as in `complete`."""
         from engines.models.structured import complete_json
 
-        shown = context_ids if context_ids is not None else context_ids_of_messages(messages)
-        self.shown.update(dict.fromkeys(shown))
+        self._show(messages, context)
         try:
             parsed, completions = await complete_json(
-                self.models.chat(stage), messages, schema, task=task, max_tokens=max_tokens, temperature=temperature
+                self.models.chat(stage), messages, schema, task=task, max_tokens=max_tokens, temperature=temperature,
+                context=context,
             )
         except StructuredOutputError as err:
             self._record(stage, err.completions)
@@ -180,24 +188,22 @@ class QueryRun:
         *,
         max_tokens: int | None = None,
         temperature: float | None = None,
-        context_ids: Sequence[tuple[str, str]] | None = None,
+        context: TaskContext | None = None,
     ) -> Completion:
         """Stream the final answer as `AnswerDelta` events; returns the final completion (text + usage).
-
-        `context_ids`: the (kind, id) rows the messages show, when the caller has them from the built context
-        (`citations.built_context_ids`); else they are parsed from the messages."""
+        `context` as in `complete`."""
         model = self.models.chat(stage)
         self.streamed = []
         self.open_stream = (stage, messages, model.name)
-        shown = context_ids if context_ids is not None else context_ids_of_messages(messages)
-        self.shown.update(dict.fromkeys(shown))
+        self._show(messages, context)
         whole = not self.deltas and self.deadline is None  # nobody watches it being written, nothing cuts it
         final: Completion | None
         try:
             if whole:
-                final = await model.complete(messages, task=task, max_tokens=max_tokens, temperature=temperature)
+                final = await model.complete(messages, task=task, max_tokens=max_tokens, temperature=temperature,
+                                             context=context)
             else:
-                final = await self._stream_pieces(model, messages, task, max_tokens, temperature)
+                final = await self._stream_pieces(model, messages, task, max_tokens, temperature, context)
         except ModelError as err:
             raise EngineError(f"the model failed while writing the answer: {err}", stage=stage, engine=self.engine) from None
         if final is None:
@@ -211,13 +217,14 @@ class QueryRun:
 
     async def _stream_pieces(
         self, model: ChatModel, messages: list[Message], task: str,
-        max_tokens: int | None, temperature: float | None,
+        max_tokens: int | None, temperature: float | None, context: TaskContext | None,
     ) -> Completion | None:
         """Emit the streamed answer as `AnswerDelta`s (a leading <think> block held back, never shown) and
         return the stream's final completion (None if it sent none)."""
         final: Completion | None = None
         held, reasoning_done = "", False
-        async for piece in model.stream(messages, task=task, max_tokens=max_tokens, temperature=temperature):
+        async for piece in model.stream(messages, task=task, max_tokens=max_tokens, temperature=temperature,
+                                        context=context):
             if isinstance(piece, Completion):
                 final = piece
             elif piece and reasoning_done:

@@ -10,6 +10,11 @@ from typing import TYPE_CHECKING, Any
 
 from engines import prompts
 from engines.models.base import ChatModel, Completion, Message
+from engines.models.task_context import TaskContext
+from shared_context.context_records import HistoryRecord
+from shared_context.context_tables import ContextTables
+from shared_context.history import HISTORY_COLUMNS, HISTORY_SECTION
+from shared_context.tables import Section
 
 if TYPE_CHECKING:
     from engines.prompt_template import PromptTemplate
@@ -46,6 +51,16 @@ def render_history(history: Sequence[Message], max_turns: int = 6) -> str:
     return "-----Conversation History-----\n" + buf.getvalue()
 
 
+def history_context(question: str, history: Sequence[Message], max_turns: int = 6) -> TaskContext:
+    """The typed data of the rewrite prompt: the question and the conversation table `render_history` shows."""
+    rows: list[HistoryRecord] = []
+    turn = 0
+    for message in list(history)[-max_turns:]:
+        turn += message["role"] == "user" or not rows
+        rows.append(HistoryRecord(f"turn-{turn}", message["role"], message["content"], turn))
+    return TaskContext(question, ContextTables(history=Section(HISTORY_SECTION, HISTORY_COLUMNS, rows)))
+
+
 async def rewrite_question(
     question: str, history: Sequence[Message], model: ChatModel, prompt: PromptTemplate | None = None
 ) -> tuple[str, list[Completion]]:
@@ -60,6 +75,7 @@ async def rewrite_question(
         {"role": "user", "content": question},
     ]
     parsed: Any
-    parsed, completions = await complete_json(model, messages, RewriteResponse, task="rewrite", max_tokens=200)
+    parsed, completions = await complete_json(model, messages, RewriteResponse, task="rewrite", max_tokens=200,
+                                              context=history_context(question, history))
     standalone = str(parsed.question).strip() or question
     return standalone, completions

@@ -145,7 +145,7 @@ class CommunityContextBuilder:
             return CommunityContext(notes=["no community reports"])
         positions = self._candidates(p, communities, notes)
 
-        history_text = ""
+        history_text, hist = "", None
         if history:
             hist = build_history_section(
                 history,
@@ -177,7 +177,7 @@ class CommunityContextBuilder:
                 random.Random(p.random_state).shuffle(ordered)
 
         weights = self._weights(ordered, p)
-        batches = pack_batches(index, ordered, weights, p, prefix, batch_budget)
+        batches = pack_batches(index, ordered, weights, p, hist, batch_budget)
         selected = [reports[pos].community for pos in ordered]
         if p.max_batches is not None and len(batches) > p.max_batches:
             dropped = batches[p.max_batches :]

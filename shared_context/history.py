@@ -12,13 +12,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from shared_context.tables import ContextSection, SectionBuilder, render_row
+from shared_context.context_records import HistoryRecord
+from shared_context.tables import Column, Section, SectionBuilder, render_row
 from shared_context.tokens import Tokenizer
 
-__all__ = ["HISTORY_SECTION", "QATurn", "build_history_section", "qa_turns", "recent_user_turns"]
+__all__ = ["HISTORY_COLUMNS", "HISTORY_SECTION", "QATurn", "build_history_section", "qa_turns", "recent_user_turns"]
 
 HISTORY_SECTION = "Conversation History"
 _ROLES = ("user", "assistant", "system")
+# the table shows `turn|content`: a message's role and text (GraphRAG's column names)
+HISTORY_COLUMNS = (Column("turn", "role"), Column("content", "content"))
 
 
 @dataclass
@@ -71,12 +74,12 @@ def build_history_section(
     budget: int,
     max_turns: int = 5,
     user_turns_only: bool = True,
-) -> ContextSection:
+) -> Section[HistoryRecord]:
     """The `Conversation History` table (`turn|content`) of the newest turns that fit `budget`."""
     all_turns = qa_turns(history)
     turns = all_turns[-max_turns:] if max_turns > 0 else []
     first_number = len(all_turns) - len(turns) + 1
-    builder = SectionBuilder(HISTORY_SECTION, ["turn", "content"], tokenizer, budget)
+    builder: SectionBuilder[HistoryRecord] = SectionBuilder(HISTORY_SECTION, HISTORY_COLUMNS, tokenizer, budget)
     kept: list[list[tuple[str, str, int]]] = []
     for number, turn in reversed(list(enumerate(turns, start=first_number))):
         rows = [("user", turn.question)]
@@ -91,7 +94,5 @@ def build_history_section(
     builder.used = builder.head_tokens
     for kept_rows in reversed(kept):
         for role, text, number in kept_rows:
-            builder.add(
-                [role, text], {"id": f"turn-{number}", "turn": role, "content": text, "qa_turn": number}
-            )
+            builder.add(HistoryRecord(f"turn-{number}", role, text, number))
     return builder.finish()

@@ -19,10 +19,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from shared_context.context_tables import AnySection, ContextTables
 from shared_context.history import HISTORY_SECTION, build_history_section, recent_user_turns
 from shared_context.linking import LinkedEntity, LinkResult, link_entities
 from shared_context.local_budget import (
@@ -36,7 +38,7 @@ from shared_context.local_entity_tables import entity_tables
 from shared_context.local_reports import reports_section
 from shared_context.local_sources import sources_section
 from shared_context.relationship_selection import select_relationships
-from shared_context.tables import ContextSection, join_sections, joined_tokens
+from shared_context.tables import joined_tokens
 
 if TYPE_CHECKING:
     from shared_context.index import Index
@@ -46,23 +48,40 @@ __all__ = ["LocalContext", "LocalContextBuilder", "LocalContextParams", "link_st
 
 @dataclass
 class LocalContext:
-    text: str
-    tokens: int
-    sections: list[ContextSection]
-    entities: list[LinkedEntity]
+    """The typed tables of one question's local context, how they were chosen, and their exact token count."""
+
+    tables: ContextTables
+    tokens: int  # of the rendered text
+    entities: list[LinkedEntity]  # the linked entities, best first (the Entities table shows those that fit)
     link: LinkResult
-    text_unit_ids: list[str]
     params: LocalContextParams
     budgets: dict[str, int] = field(default_factory=dict)
     link_strength: float = 0.0  # see `link_strength`; drives the Sources share when it is adaptive
     notes: list[str] = field(default_factory=list)  # what the Sources search could not use
 
-    def section(self, name: str) -> ContextSection | None:
+    @cached_property
+    def text(self) -> str:
+        """The tables rendered for the prompt."""
+        return self.tables.render()
+
+    @property
+    def sections(self) -> list[AnySection]:
+        """The sections with rows shown or candidates, in prompt order."""
+        return [s for s in self.tables.sections() if s.rows or s.candidates]
+
+    def section(self, name: str) -> AnySection | None:
         return next((s for s in self.sections if s.name == name), None)
 
     @property
-    def records(self) -> dict[str, list[dict[str, Any]]]:
-        return {s.name: s.records for s in self.sections}
+    def text_unit_ids(self) -> list[str]:
+        """Citation ids of the text units shown as Sources."""
+        sources = self.tables.sources
+        return [] if sources is None else [r.id for r in sources.rows]
+
+    @property
+    def records(self) -> dict[str, list[dict[str, object]]]:
+        """Each section's records as JSON-ready fields (`ContextTables.to_dict`)."""
+        return self.tables.to_dict()
 
 
 class LocalContextBuilder:
@@ -108,7 +127,7 @@ class LocalContextBuilder:
                 include=include_entity_names,
                 exclude=exclude_entity_names,
             )
-        sections: list[ContextSection] = []
+        tables = ContextTables()
         budgets: dict[str, int] = {}
         total = p.max_context_tokens
         if history:
@@ -120,37 +139,32 @@ class LocalContextBuilder:
                 max_turns=p.conversation_history_max_turns,
                 user_turns_only=p.conversation_history_user_turns_only,
             )
-            sections.append(hist)
+            tables.history = hist
             total -= hist.tokens
         m = section_room(tok, total)
 
         strength = link_strength(link, p.strong_link_exact_matches)
         budgets["Reports"] = reports_budget(m, p)
-        reports = reports_section(index, link.entities, budgets["Reports"], p)
-        local_budget = entity_tables_budget(m, p, strength, budgets["Reports"] - reports.tokens)
-        local_sections = entity_tables(index, link.entities, local_budget, p)
-        used_local = sum(s.tokens for s in local_sections)
+        tables.reports = reports_section(index, link.entities, budgets["Reports"], p)
+        local_budget = entity_tables_budget(m, p, strength, budgets["Reports"] - tables.reports.tokens)
+        tables.entities, tables.relationships, tables.claims = entity_tables(index, link.entities, local_budget, p)
+        used_local = tables.entities.tokens + tables.relationships.tokens + tables.claims.tokens
         budgets["Entities"] = local_budget  # entities, relationships and claims share this budget
-        budgets["Sources"] = max(m - reports.tokens - used_local, 0)
+        budgets["Sources"] = max(m - tables.reports.tokens - used_local, 0)
         notes: list[str] = []
-        sources = sources_section(index, link, budgets["Sources"], p, query_vector, notes)
-        sections.extend([reports, *local_sections, sources])
-        sections = [s for s in sections if s.text or s.records]
+        tables.sources = sources_section(index, link, budgets["Sources"], p, query_vector, notes)
 
-        tokens = joined_tokens(tok, sections)
+        shown = [s for s in tables.sections() if s.rows]
+        tokens = joined_tokens(tok, shown)
         while tokens > p.max_context_tokens:  # the separators reserve makes this rare; never overshoot anyway
-            victim = next(s for s in reversed(sections) if s.text)
+            victim = next(s for s in reversed(shown) if s.rows)
             victim.shrink(tokens - p.max_context_tokens)
-            tokens = joined_tokens(tok, sections)
-        text = join_sections([s.text for s in sections])
-        source_records = sources.in_context if sources.text else []
+            tokens = joined_tokens(tok, shown)
         return LocalContext(
-            text=text,
+            tables=tables,
             tokens=tokens,
-            sections=sections,
             entities=list(link.entities),
             link=link,
-            text_unit_ids=[str(r["id"]) for r in source_records],
             params=p,
             budgets=budgets,
             link_strength=strength,

@@ -11,27 +11,31 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from shared_context.context_records import ClaimRecord, EntityRecord, RelationshipRecord
 from shared_context.excerpt_rows import excerpt_row_tokens
 from shared_context.index_cache import per_index_cache
 from shared_context.record_table import field_of
 from shared_context.table_format import render_row
+from shared_context.tables import Column, columns
 
 if TYPE_CHECKING:
     from shared_context.local_budget import LocalContextParams
 
 __all__ = [
-    "CLAIM_HEADER",
+    "CLAIM_COLUMNS",
     "ROW_CACHE_LIMIT",
     "Fields",
     "cached_row",
     "claim_line",
     "claim_record",
     "entity_cells",
+    "entity_columns",
     "entity_record",
     "entity_values",
     "excerpt_line",
     "fields",
     "join_spans",
+    "rel_columns",
     "rel_line",
     "rel_record",
     "remember",
@@ -39,7 +43,9 @@ __all__ = [
     "unit_row_overhead",
 ]
 
-CLAIM_HEADER = ["id", "entity", "object_id", "status", "start_date", "end_date", "description"]
+# GraphRAG's claim table: `id|entity|object_id|status|start_date|end_date|description`
+CLAIM_COLUMNS = (Column("id", "id"), Column("entity", "subject"), Column("object_id", "object"),
+                 *columns("status", "start_date", "end_date", "description"))
 
 # Entries per per-index row cache (rendered rows, row fields, per-entity relationship arrays): past it a
 # row is still rendered, just not kept. Without a bound a long-running service on a large index would keep
@@ -83,6 +89,7 @@ class Fields:
     entity_title: FieldReader
     entity_description: FieldReader
     entity_degree: FieldReader
+    entity_type: FieldReader
     rel_id: FieldReader
     rel_source: FieldReader
     rel_target: FieldReader
@@ -95,7 +102,7 @@ def fields(index: Any) -> Fields:
         units, entities, rels = index.text_units, index.entities, index.relationships
         return Fields(
             field_of(units, "short_id"), field_of(units, "text"),
-            *(field_of(entities, name) for name in ("short_id", "title", "description", "degree")),
+            *(field_of(entities, name) for name in ("short_id", "title", "description", "degree", "type")),
             *(field_of(rels, name) for name in ("short_id", "source", "target", "description", "weight")),
         )
 
@@ -135,43 +142,49 @@ def excerpt_line(index: Any, unit: int, unit_id: str, text: str, spans: Sequence
 
 
 def entity_values(index: Any, pos: int) -> tuple[Any, ...]:
-    """(short_id, title, description, degree) of an entity, kept per index as its rendered row is: a
+    """(short_id, title, description, degree, type) of an entity, kept per index as its rendered row is: a
     later question about it then reads no column (its row cells and record both come from these)."""
     cache: dict[int, tuple[Any, ...]] = per_index_cache(index, "local.entity_values", dict)
     values = cache.get(pos)
     if values is None:
         f = fields(index)
         values = remember(cache, pos, (f.entity_id(pos), f.entity_title(pos), f.entity_description(pos),
-                                       f.entity_degree(pos)))
+                                       f.entity_degree(pos), f.entity_type(pos)))
     return values
 
 
+def entity_columns(p: LocalContextParams) -> tuple[Column, ...]:
+    """`id|entity|description` and the rank column under its GraphRAG name (`rank_description`)."""
+    rank = (Column(p.rank_description, "rank"),) if p.include_entity_rank else ()
+    return (Column("id", "id"), Column("entity", "title"), Column("description", "description"), *rank)
+
+
+def rel_columns(p: LocalContextParams) -> tuple[Column, ...]:
+    return columns("id", "source", "target", "description", *(["weight"] if p.include_relationship_weight else []))
+
+
 def entity_cells(index: Any, pos: int, p: LocalContextParams, values: tuple[Any, ...] | None = None) -> list[Any]:
-    short_id, title, description, degree = values if values is not None else entity_values(index, pos)
+    short_id, title, description, degree, _type = values if values is not None else entity_values(index, pos)
     return [short_id, title, description] + ([degree] if p.include_entity_rank else [])
 
 
-def entity_record(index: Any, pos: int, p: LocalContextParams,
-                  values: tuple[Any, ...] | None = None) -> dict[str, Any]:
-    short_id, title, description, degree = values if values is not None else entity_values(index, pos)
-    rec = {"id": short_id, "entity": title, "description": description, "position": pos}
-    if p.include_entity_rank:
-        rec[p.rank_description] = degree
-    return rec
+def entity_record(index: Any, pos: int, values: tuple[Any, ...] | None = None) -> EntityRecord:
+    short_id, title, description, degree, kind = values if values is not None else entity_values(index, pos)
+    return EntityRecord(short_id, title, description, degree, kind or "", position=pos)
 
 
-def rel_line(index: Any, pos: int, p: LocalContextParams, record: dict[str, Any] | None = None) -> tuple[str, int]:
+def rel_line(index: Any, pos: int, p: LocalContextParams, record: RelationshipRecord | None = None) -> tuple[str, int]:
     """The relationship's row and count (cached), its cells from `record` when the caller holds it."""
 
     def cells() -> list[Any]:
-        rec = record if record is not None else rel_record(index, pos, p)
-        weight = [rec["weight"]] if p.include_relationship_weight else []
-        return [rec["id"], rec["source"], rec["target"], rec["description"], *weight]
+        rec = record if record is not None else rel_record(index, pos)
+        weight = [rec.weight] if p.include_relationship_weight else []
+        return [rec.id, rec.source, rec.target, rec.description, *weight]
 
     return cached_row(index, "rel", pos, (p.include_relationship_weight,), cells)
 
 
-def rel_record(index: Any, pos: int, p: LocalContextParams) -> dict[str, Any]:
+def rel_record(index: Any, pos: int) -> RelationshipRecord:
     # the fields are kept per index (as `entity_values`): a later question reads no column
     cache: dict[int, tuple[Any, ...]] = per_index_cache(index, "local.rel_values", dict)
     values = cache.get(pos)
@@ -180,11 +193,7 @@ def rel_record(index: Any, pos: int, p: LocalContextParams) -> dict[str, Any]:
         values = remember(cache, pos, (f.rel_id(pos), f.rel_source(pos), f.rel_target(pos),
                                        f.rel_description(pos), f.rel_weight(pos)))
     short_id, source, target, description, weight = values
-    rec: dict[str, Any] = {"id": short_id, "source": source, "target": target, "description": description,
-                           "position": pos}
-    if p.include_relationship_weight:
-        rec["weight"] = weight
-    return rec
+    return RelationshipRecord(short_id, source, target, description, weight, position=pos)
 
 
 def claim_line(index: Any, pos: int) -> tuple[str, int]:
@@ -198,10 +207,10 @@ def claim_line(index: Any, pos: int) -> tuple[str, int]:
     )
 
 
-def claim_record(index: Any, pos: int) -> dict[str, Any]:
+def claim_record(index: Any, pos: int) -> ClaimRecord:
     c = index.claims[pos]
-    values = [c.short_id, c.subject, c.object, c.status, c.start_date, c.end_date, c.description]
-    return dict(zip(CLAIM_HEADER, values, strict=True)) | {"position": pos}
+    return ClaimRecord(c.short_id, c.subject, c.object, c.status, c.start_date, c.end_date, c.description,
+                       type=c.type, position=pos)
 
 
 def report_line(index: Any, pos: int, use_summary: bool, p: LocalContextParams) -> tuple[str, int]:

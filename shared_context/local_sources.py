@@ -14,21 +14,25 @@ shares the most question terms (`unit_search.best_window`), marked the same way 
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
+from shared_context.context_records import SourceRecord
 from shared_context.linking import LinkResult
 from shared_context.local_budget import LocalContextParams
 from shared_context.local_rows import cached_row, excerpt_line, fields, join_spans, unit_row_overhead
 from shared_context.passages import excerpt_blocks, select_excerpts
 from shared_context.row_estimates import may_fit, row_estimates
-from shared_context.tables import ContextSection, SectionBuilder
-from shared_context.text_unit_selection import NO_ENTITY, select_text_units
+from shared_context.tables import Section, SectionBuilder, columns
+from shared_context.text_unit_selection import NO_ENTITY, UnitCandidate, select_text_units
 from shared_context.unit_search import QuestionUnits, best_window, question_units
 
-__all__ = ["sources_section"]
+__all__ = ["SOURCE_COLUMNS", "sources_section"]
+
+SOURCE_COLUMNS = columns("id", "text")
 
 # A trimmed unit is only added when at least this much room is left: shorter cuts carry little text.
 _MIN_TRIMMED_UNIT_TOKENS = 120
@@ -44,8 +48,8 @@ def sources_section(
     p: LocalContextParams,
     query_vector: np.ndarray | None = None,
     notes: list[str] | None = None,
-) -> ContextSection:
-    builder = SectionBuilder("Sources", ["id", "text"], index.tokenizer, budget)
+) -> Section[SourceRecord]:
+    builder: SectionBuilder[SourceRecord] = SectionBuilder("Sources", SOURCE_COLUMNS, index.tokenizer, budget)
     positions = [e.position for e in link.entities]
     est = row_estimates(index)
     hybrid = p.text_unit_strategy == "hybrid"
@@ -76,18 +80,17 @@ def sources_section(
     )
     if hybrid and p.excerpt_tokens > 0 and budget > 0:
         return _excerpt_sources(index, builder, candidates, link.query_text, p)
-    rejected: list[dict[str, Any]] = []
+    rejected: list[SourceRecord] = []
     for cand in candidates:
         unit_id, text = f.unit_id(cand.unit), f.unit_text(cand.unit)
-        record: dict[str, Any] = {
-            "id": unit_id,
-            "text": text,
-            "entity": f.entity_title(cand.entity) if cand.entity != NO_ENTITY else "",
-            "position": cand.unit,
-        }
-        if hybrid:
-            record["reasons"] = list(cand.reasons)
-            record["score"] = cand.score
+        record = SourceRecord(
+            unit_id,
+            text,
+            f.entity_title(cand.entity) if cand.entity != NO_ENTITY else "",
+            tuple(cand.reasons) if hybrid else (),
+            cand.score if hybrid else None,
+            position=cand.unit,
+        )
         if builder.remaining <= 0:
             rejected.append(record)
             continue
@@ -95,7 +98,7 @@ def sources_section(
             line, n = unit_line(cand.unit)
             if builder.add_line(line, n, record):
                 continue
-        if not len(builder) and builder.add_truncated([unit_id, text], 1, record):
+        if not len(builder) and builder.add_truncated(record, "text"):
             continue
         rejected.append(record)
     # Whole units went in wherever they fit; the room left goes to the best unit that did not fit,
@@ -109,14 +112,18 @@ def sources_section(
         rejected.pop(0)
     section = builder.finish()
     if p.return_candidate_context:
-        shown = {int(r["position"]) for r in section.records}
-        section.records.extend(dict(r, in_context=False) for r in rejected if r["position"] not in shown)
+        shown = {r.position for r in section.rows}
+        section.candidates.extend(r for r in rejected if r.position not in shown)
     return section
 
 
 def _excerpt_sources(
-    index: Any, builder: SectionBuilder, candidates: Sequence[Any], query: str, p: LocalContextParams
-) -> ContextSection:
+    index: Any,
+    builder: SectionBuilder[SourceRecord],
+    candidates: Sequence[UnitCandidate],
+    query: str,
+    p: LocalContextParams,
+) -> Section[SourceRecord]:
     """Sources as question-relevant excerpts of the candidates (`passages.py`): whole units where all
     their blocks were chosen, else the chosen spans joined by "…", marked `truncated` with `excerpts`
     (character offsets in the unit's text)."""
@@ -143,48 +150,45 @@ def _excerpt_sources(
     shown_units: set[int] = set()
     for ex in excerpts:
         unit_id, text, cand = f.unit_id(ex.unit), f.unit_text(ex.unit), cands[ex.unit]
-        record: dict[str, Any] = {
-            "id": unit_id,
-            "entity": f.entity_title(cand.entity) if cand.entity != NO_ENTITY else "",
-            "position": ex.unit,
-            "reasons": list(cand.reasons),
-            "score": cand.score,
-        }
+        entity = f.entity_title(cand.entity) if cand.entity != NO_ENTITY else ""
         spans = list(ex.spans)
         while spans:
             whole = ex.whole and spans == ex.spans
             shown = text if whole else join_spans(text, spans)
-            extra = {} if whole else {"truncated": True, "excerpts": [list(s) for s in spans]}
+            record = SourceRecord(unit_id, shown, entity, tuple(cand.reasons), cand.score, truncated=not whole,
+                                  excerpts=() if whole else tuple((int(a), int(b)) for a, b in spans),
+                                  position=ex.unit)
             # a whole unit is the Sources row of whole-unit mode: its rendering and count are cached
             row = (cached_row(index, "unit", ex.unit, (), [unit_id, text]) if whole
                    else excerpt_line(index, ex.unit, unit_id, text, spans, shown, starts(ex.unit)))
-            if builder.add_line(*row, dict(record, text=shown, **extra)):
+            if builder.add_line(*row, record):
                 shown_units.add(ex.unit)
                 break
             spans.pop()  # the estimate was short: drop the row's last span and retry
     if not len(builder) and candidates:  # not even one block fits: GraphRAG's trimmed first unit
         first = candidates[0]
-        unit_id, text = f.unit_id(first.unit), f.unit_text(first.unit)
-        builder.add_truncated([unit_id, text], 1, {"id": unit_id, "text": text, "position": first.unit,
-                                                 "reasons": list(first.reasons), "score": first.score})
+        builder.add_truncated(_candidate_record(index, first), "text")
     section = builder.finish()
     if p.return_candidate_context:
-        in_context = {int(r["position"]) for r in section.records}
-        section.records.extend(
-            {"id": f.unit_id(c.unit), "text": f.unit_text(c.unit),
-             "position": c.unit, "reasons": list(c.reasons), "score": c.score, "in_context": False}
-            for c in candidates if c.unit not in in_context
-        )
+        in_context = {r.position for r in section.rows}
+        section.candidates.extend(_candidate_record(index, c) for c in candidates if c.unit not in in_context)
     return section
 
 
-def _add_excerpt(index: Any, builder: SectionBuilder, record: dict[str, Any], query: str) -> bool:
+def _candidate_record(index: Any, cand: UnitCandidate) -> SourceRecord:
+    """A candidate unit's record, whole (the entity it was picked for is not shown in excerpt mode)."""
+    f = fields(index)
+    return SourceRecord(f.unit_id(cand.unit), f.unit_text(cand.unit), "", tuple(cand.reasons), cand.score,
+                        position=cand.unit)
+
+
+def _add_excerpt(index: Any, builder: SectionBuilder[SourceRecord], record: SourceRecord, query: str) -> bool:
     """Add the part of a unit the question is about, cut to the room left, marked `truncated` with
     its `excerpt` character offsets in the unit's text."""
-    pos = int(record["position"])
+    pos = record.position
     text = fields(index).unit_text(pos)
     tok = index.tokenizer
-    room = builder.remaining - tok.count(f"{record['id']}|… …\n") - 2
+    room = builder.remaining - tok.count(f"{record.id}|… …\n") - 2
     # The unit's own characters per token (its exact count is known from the index's load).
     chars = int(room * len(text) / max(int(index.text_unit_tokens[pos]), 1))
     for _ in range(8):
@@ -193,7 +197,7 @@ def _add_excerpt(index: Any, builder: SectionBuilder, record: dict[str, Any], qu
         start, end = best_window(text, query, chars)
         cut = text[start:end]
         shown = ("… " if start > 0 else "") + cut + (" …" if end < len(text) else "")
-        if builder.add([record["id"], shown], dict(record, text=shown, truncated=True, excerpts=[[start, end]])):
+        if builder.add(dataclasses.replace(record, text=shown, truncated=True, excerpts=((start, end),))):
             return True
         chars = int(chars * 0.9)  # quoting or merges made it longer than estimated
     return False

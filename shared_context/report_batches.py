@@ -9,26 +9,39 @@ descending, as GraphRAG does.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from shared_context.community_params import CommunityContextParams
+from shared_context.context_records import HistoryRecord, ReportRecord
+from shared_context.context_tables import ContextTables
 from shared_context.index_cache import per_index_cache
 from shared_context.table_format import format_value, render_row, section_title
-from shared_context.tables import SectionBuilder
+from shared_context.tables import Column, Section, SectionBuilder, columns
 
-__all__ = ["ReportBatch", "ReportRow", "pack_batches", "report_row"]
+__all__ = ["ReportBatch", "ReportRow", "batch_columns", "pack_batches", "report_row"]
 
 _WIDEST_WEIGHT = "0.1234"
 
 
 @dataclass
 class ReportBatch:
-    text: str
-    tokens: int
+    """One map call's context: the history table (when there is one) and a `Reports` section."""
+
+    tables: ContextTables
+    tokens: int  # of the rendered text
     communities: list[int]
     number: int
-    records: list[dict[str, Any]] = field(default_factory=list)
+
+    @cached_property
+    def text(self) -> str:
+        """The batch rendered for the prompt."""
+        return self.tables.render()
+
+    @property
+    def reports(self) -> list[ReportRecord]:
+        return [] if self.tables.reports is None else self.tables.reports.rows
 
 
 @dataclass
@@ -58,13 +71,21 @@ def report_row(index: Any, pos: int, p: CommunityContextParams) -> ReportRow:
     return hit
 
 
-def _header(p: CommunityContextParams) -> list[str]:
+def batch_columns(p: CommunityContextParams) -> tuple[Column, ...]:
+    """GraphRAG's `id|title|occurrence weight|content|rank` (the weight and rank optional, `summary` when the
+    summaries are shown)."""
     return (
-        ["id", "title"]
-        + ([p.community_weight_name] if p.include_community_weight else [])
-        + ["summary" if p.use_community_summary else "content"]
-        + (["rank"] if p.include_community_rank else [])
+        *columns("id", "title"),
+        *([Column(p.community_weight_name, "weight")] if p.include_community_weight else []),
+        Column("summary" if p.use_community_summary else "content", "content"),
+        *(columns("rank") if p.include_community_rank else ()),
     )
+
+
+def _record(index: Any, pos: int, content: str, weight: float | None, truncated: bool = False) -> ReportRecord:
+    r = index.community_reports[pos]
+    return ReportRecord(r.short_id, r.title, content, r.rank, r.level, weight=weight, truncated=truncated,
+                        position=pos)
 
 
 def _line(row: ReportRow, weight: float | None) -> str:
@@ -78,14 +99,14 @@ def pack_batches(
     ordered: list[int],
     weights: dict[int, float],
     p: CommunityContextParams,
-    prefix: str,
+    history: Section[HistoryRecord] | None,
     budget: int,
 ) -> list[ReportBatch]:
     """The reports at positions `ordered`, in that order, packed into batches of at most `budget` tokens
-    (each batch's text starts with `prefix`, the history table, when there is one)."""
+    (each batch's text starts with the `history` table, when there is one)."""
     tok = index.tokenizer
-    header = _header(p)
-    head = section_title("Reports") + "\n" + render_row(header)
+    cols = batch_columns(p)
+    head = section_title("Reports") + "\n" + render_row([c.label for c in cols])
     head_tokens = tok.count(head + "\n")
     if head_tokens + 20 > budget:
         raise ValueError(
@@ -94,61 +115,63 @@ def pack_batches(
         )
     use_weight = p.include_community_weight
     pending = list(ordered)
-    groups: list[list[tuple[int, str, int]]] = []
-    current: list[tuple[int, str, int]] = []
+    groups: list[list[_Packed]] = []
+    current: list[_Packed] = []
     used = head_tokens
-    truncated: set[int] = set()
     for pos in pending:
         row = report_row(index, pos, p)
         w = weights.get(pos, 0.0) if use_weight else None
-        line = _line(row, w)
-        n = row.tokens
-        if head_tokens + n > budget:  # larger than a whole batch: truncate it into a batch of its own
-            line, n = _truncated(index, row, w, header, budget, p)
-            if not line:
+        packed = _Packed(pos, _line(row, w), row.tokens, _record(index, pos, row.content, w))
+        if head_tokens + packed.tokens > budget:  # larger than a whole batch: truncate it into a batch of its own
+            cut = _truncated(index, packed.record, cols, budget)
+            if cut is None:
                 continue
-            truncated.add(pos)
-        if current and used + n > budget:
+            packed = cut
+        if current and used + packed.tokens > budget:
             groups.append(current)
             current, used = [], head_tokens
-        current.append((pos, line, n))
-        used += n
+        current.append(packed)
+        used += packed.tokens
     if current:
         groups.append(current)
-    return _render(index, groups, weights, truncated, head, prefix, p)
+    return _render(index, groups, weights, cols, head, history, p)
 
 
-def _truncated(
-    index: Any, row: ReportRow, weight: float | None, header: list[str], budget: int, p: CommunityContextParams
-) -> tuple[str, int]:
-    """The row with its content cut so that it fits a batch on its own ("", 0 if nothing fits)."""
-    builder = SectionBuilder("Reports", header, index.tokenizer, budget)
-    r = index.community_reports[row.pos]
-    cells: list[Any] = [r.short_id, r.title, *([weight] if weight is not None else []), row.content]
-    content_at = len(cells) - 1
-    if p.include_community_rank:
-        cells.append(r.rank)
-    if not builder.add_truncated(cells, content_at):
-        return "", 0
-    return builder.lines[0], builder.used - builder.head_tokens
+@dataclass
+class _Packed:
+    pos: int
+    line: str
+    tokens: int  # of the line with its line end (estimated with the widest weight)
+    record: ReportRecord
+
+
+def _truncated(index: Any, record: ReportRecord, cols: tuple[Column, ...], budget: int) -> _Packed | None:
+    """The row with its content cut so that it fits a batch on its own (None if nothing fits)."""
+    builder: SectionBuilder[ReportRecord] = SectionBuilder("Reports", cols, index.tokenizer, budget)
+    if not builder.add_truncated(record, "content"):
+        return None
+    return _Packed(record.position, builder.lines[0], builder.used - builder.head_tokens, builder.rows[0])
 
 
 def _render(
     index: Any,
-    groups: list[list[tuple[int, str, int]]],
+    groups: list[list[_Packed]],
     weights: dict[int, float],
-    truncated: set[int],
+    cols: tuple[Column, ...],
     head: str,
-    prefix: str,
+    history: Section[HistoryRecord] | None,
     p: CommunityContextParams,
 ) -> list[ReportBatch]:
     tok = index.tokenizer
     reports = index.community_reports
+    prefix = history.text + "\n\n" if history is not None and history.text else ""
 
-    def text_of(rows: list[tuple[int, str, int]]) -> str:
+    def in_order(rows: list[_Packed]) -> list[_Packed]:
         # rows sorted by (weight, rank) descending inside a batch, as GraphRAG does
-        ordered = sorted(rows, key=lambda r: (-weights.get(r[0], 0.0), -(reports[r[0]].rank or 0.0)))
-        return prefix + head + "\n" + "\n".join(line for _, line, _ in ordered)
+        return sorted(rows, key=lambda r: (-weights.get(r.pos, 0.0), -(reports[r.pos].rank or 0.0)))
+
+    def text_of(rows: list[_Packed]) -> str:
+        return prefix + head + "\n" + "\n".join(r.line for r in in_order(rows))
 
     batches: list[ReportBatch] = []
     queue = [list(g) for g in groups]
@@ -162,30 +185,16 @@ def _render(
             over, moved = tokens - p.max_context_tokens, []
             while rows and len(rows) > 1 and over > 0:
                 moved.append(rows.pop())
-                over -= moved[-1][2]
+                over -= moved[-1].tokens
             if i + 1 < len(queue):
                 queue[i + 1][:0] = moved[::-1]
             else:
                 queue.append(moved[::-1])
             text = text_of(rows)
             tokens = tok.count(text)
-        ordered = sorted(rows, key=lambda r: (-weights.get(r[0], 0.0), -(reports[r[0]].rank or 0.0)))
-        records = [
-            {
-                "id": reports[pos].short_id,
-                "title": reports[pos].title,
-                p.community_weight_name: weights.get(pos),
-                "rank": reports[pos].rank,
-                "level": reports[pos].level,
-                "in_context": True,
-                "truncated": pos in truncated,
-            }
-            for pos, _, _ in ordered
-        ]
-        batches.append(
-            ReportBatch(
-                text, tokens, [reports[pos].community for pos, _, _ in ordered], len(batches) + 1, records
-            )
-        )
+        ordered = in_order(rows)
+        section = Section("Reports", cols, [r.record for r in ordered], lines=[r.line for r in ordered])
+        tables = ContextTables(history=history if prefix else None, reports=section)
+        batches.append(ReportBatch(tables, tokens, [reports[r.pos].community for r in ordered], len(batches) + 1))
         i += 1
     return batches

@@ -8,13 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
 from shared_context.index_cache import per_index_cache
 from shared_context.record_table import text_lengths_at, text_lengths_of
-from shared_context.tables import SectionBuilder
 
 __all__ = ["RelationshipEstimates", "RowEstimates", "may_fit", "row_estimates"]
 
@@ -85,6 +84,13 @@ def row_estimates(index: Any) -> RowEstimates:
     return per_index_cache(index, "local.estimates", build)
 
 
-def may_fit(builder: SectionBuilder, estimate: int) -> bool:
+class Budgeted(Protocol):
+    """What `may_fit` reads of a `tables.SectionBuilder`."""
+
+    used: int
+    budget: int
+
+
+def may_fit(builder: Budgeted, estimate: int) -> bool:
     """False when a row estimated at `estimate` tokens surely cannot fit (estimates may be ~20 % high)."""
     return builder.used + int(estimate * 0.8) - 2 <= builder.budget

@@ -50,9 +50,9 @@ def loopback_router(server: Any, *, concurrency: int = 16, timeout_s: float = 20
     not one-off set-up."""
     from pydantic import SecretStr
 
+    from benchmarks.bench_mock import RelayedModels
     from engines.config import GraphrouteConfig, RouterConfig
     from engines.models.config import ModelEndpoint, ModelsConfig
-    from engines.models.factory import Models
     from engines.models.limiter import LimiterRegistry
     from router import Router
 
@@ -60,7 +60,8 @@ def loopback_router(server: Any, *, concurrency: int = 16, timeout_s: float = 20
                              model="gpt-4.1-mini", timeout_s=timeout_s, max_retries=retries,
                              total_deadline_s=max(timeout_s, 1.0) * (retries + 1), concurrency=concurrency)
     config = GraphrouteConfig(models=ModelsConfig(chat=endpoint), router=RouterConfig(**router_settings))
-    models = Models(config.models, index=carol(), embedder=carol_embedder(), limiter_registry=LimiterRegistry())
+    # the server's offline replies read the typed contexts the engines hand the client (`bench_mock.RELAY`)
+    models = RelayedModels(config.models, index=carol(), embedder=carol_embedder(), limiter_registry=LimiterRegistry())
     router = Router(carol(), config=config, models=models)
     for name in warm:
         router.engine(name).estimate("Who is Scrooge?")

@@ -21,11 +21,11 @@ def test_presets_set_every_engine_and_reject_unknown_names() -> None:
         apply_length(GraphrouteConfig(), "tiny")
 
 
-def test_offline_reduce_reads_the_size_from_the_prompt() -> None:
+def test_offline_reduce_reads_the_size_from_its_context() -> None:
     assert max_points(LENGTHS["short"].response_type) == 3
     assert max_points("multiple paragraphs") == DEFAULT_MAX_POINTS
-    assert word_limit_tokens("Limit the answer to 150 words.") == 200
-    assert word_limit_tokens("no limit here") is None
+    assert word_limit_tokens(150) == 200
+    assert word_limit_tokens(None) is None
 
 
 @pytest.mark.parametrize("engine", [GlobalSearch, DriftSearch])

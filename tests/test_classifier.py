@@ -259,7 +259,7 @@ class _FakeModel:
         self.replies = replies
         self.calls: list[tuple[list[dict[str, str]], str]] = []
 
-    async def complete(self, messages, *, task="answer", json_schema=None, max_tokens=None, temperature=None):  # type: ignore[no-untyped-def]
+    async def complete(self, messages, *, task="answer", json_schema=None, max_tokens=None, temperature=None, context=None):  # type: ignore[no-untyped-def]
         from engines.models.base import Completion
 
         self.calls.append((messages, task))

@@ -39,9 +39,13 @@ def test_batches_within_budget_and_cover_every_report(carol: Index, budget: int)
     assert sorted(seen) == sorted(r.community for r in carol.community_reports)
     assert ctx.total_tokens == sum(b.tokens for b in ctx)
     if budget == 600:  # some reports are larger than a batch: truncated, never oversized
-        cut = [r for b in ctx for r in b.records if r["truncated"]]
-        assert cut and all(len(b.records) == 1 for b in ctx if b.records[0]["truncated"])
-        assert all("…" in b.text for b in ctx if b.records[0]["truncated"])
+        cut = [r for b in ctx for r in b.reports if r.truncated]
+        assert cut and all(len(b.reports) == 1 for b in ctx if b.reports[0].truncated)
+        for b in ctx:
+            if b.reports[0].truncated:  # the record holds the cut text its row shows
+                full = carol.community_reports[b.reports[0].position].full_content
+                assert b.reports[0].content.endswith(" …") and len(b.reports[0].content) < len(full)
+                assert b.reports[0].content.replace('"', '""') in b.text
 
 
 def test_shuffle_is_deterministic_and_independent_of_global_random(carol: Index) -> None:

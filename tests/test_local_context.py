@@ -94,7 +94,7 @@ def test_budgets_ids_and_order_on_real_indexes(real: tuple[str, Index], max_toke
                 if section.name in valid:
                     shown = {r[0] for r in rows[1:]}
                     assert shown <= valid[section.name], f"{section.name} cites unknown ids"
-                    assert shown == {str(r["id"]) for r in section.in_context}
+                    assert shown == {r.id for r in section.rows}
             assert len(ctx.entities) <= builder.params.top_k_mapped_entities
 
 
@@ -201,12 +201,16 @@ def test_candidate_context_marks_records_not_in_context() -> None:
     for name in ("Entities", "Relationships", "Sources", "Reports"):
         section = ctx.section(name)
         assert section is not None
-        flags = {r["in_context"] for r in section.records}
-        assert flags == {True, False}, name
+        assert section.rows and section.candidates, name  # shown and left out
         shown = {r[0] for r in _parse(section.text)[1:]}
-        assert shown == {str(r["id"]) for r in section.records if r["in_context"]}
+        assert shown == {r.id for r in section.rows}
+        assert not shown & {r.id for r in section.candidates}
+        flags = {(r["id"], r["in_context"]) for r in ctx.records[name]}  # the JSON-ready records say the same
+        assert flags == {(i, True) for i in shown} | {(r.id, False) for r in section.candidates}
     scrooge = index.entity_by_title["SCROOGE"]
-    rel_ids = {str(r["id"]) for r in ctx.section("Relationships").records}  # type: ignore[union-attr]
+    relationships = ctx.section("Relationships")
+    assert relationships is not None
+    rel_ids = {r.id for r in relationships.rows + relationships.candidates}
     assert {index.relationships[r].short_id for r in index.entity_relationships[scrooge]} <= rel_ids
 
 
@@ -263,22 +267,22 @@ def test_hot_entity_graphrag_starves_minor_entities_min_guarantee_does_not() -> 
     query = "HOT and MINOR ONE, MINOR TWO, MINOR THREE, MINOR FOUR"
     params = {"max_context_tokens": 4000, "include_entity_names": ["HOT"]}
     starved = LocalContextBuilder(index).build(query, text_unit_strategy="graphrag", **params)
-    credited = {r["entity"] for r in starved.section("Sources").in_context}  # type: ignore[union-attr]
+    credited = {r.entity for r in starved.section("Sources").rows}  # type: ignore[union-attr]
     assert credited == {"HOT"}
     fair = LocalContextBuilder(index).build(query, text_unit_strategy="min_guarantee", **params)
-    sources = fair.section("Sources")
+    sources = fair.tables.sources
     assert sources is not None and sources.tokens <= sources.budget
-    credited = {r["entity"] for r in sources.in_context}
+    credited = {r.entity for r in sources.rows}
     assert credited == {"HOT", "MINOR ONE", "MINOR TWO", "MINOR THREE", "MINOR FOUR"}
     for strategy in ("round_robin", "per_entity_cap", "weighted"):
         ctx = LocalContextBuilder(index).build(query, text_unit_strategy=strategy, **params)
-        got = [r["entity"] for r in ctx.section("Sources").in_context]  # type: ignore[union-attr]
+        got = [r.entity for r in ctx.section("Sources").rows]  # type: ignore[union-attr]
         assert len(set(got)) >= 3, strategy
         assert ctx.tokens <= 4000
     capped = LocalContextBuilder(index).build(
         query, text_unit_strategy="per_entity_cap", per_entity_cap=2, **params
     )
-    got = [r["entity"] for r in capped.section("Sources").in_context]  # type: ignore[union-attr]
+    got = [r.entity for r in capped.section("Sources").rows]  # type: ignore[union-attr]
     assert max(got.count(n) for n in set(got)) <= 2
 
 
@@ -309,7 +313,7 @@ def test_report_falls_back_to_summary_then_truncation() -> None:
     )
     ctx2 = LocalContextBuilder(index2, {"max_context_tokens": 2000}).build("alpha")
     rep2 = ctx2.section("Reports")
-    assert rep2 is not None and rep2.records[0].get("truncated") and rep2.tokens <= rep2.budget
+    assert rep2 is not None and rep2.rows[0].truncated and rep2.tokens <= rep2.budget
     assert re.search(r"A very long finding\.", rep2.text)
 
 

@@ -97,10 +97,10 @@ def test_contexts_are_those_of_encoding_every_row(monkeypatch: pytest.MonkeyPatc
     questions += ["What happens on Christmas Eve in the counting-house?", "Why does the ghost wear a chain?"]
     builder = lc.LocalContextBuilder(index)
     ours = [builder.build(q) for q in questions]
-    assert any(r.get("truncated") for ctx in ours for r in ctx.section("Sources").in_context)  # type: ignore[union-attr]
+    assert any(r.truncated for ctx in ours for r in ctx.tables.sources.rows)  # type: ignore[union-attr]
     monkeypatch.setattr(local_rows, "excerpt_row_tokens", lambda *args: None)  # every row counted whole
     for q, ctx in zip(questions, ours, strict=True):
         theirs = lc.LocalContextBuilder(index).build(q)
         assert (ctx.text, ctx.tokens) == (theirs.text, theirs.tokens)
         assert ctx.tokens == index.tokenizer.count(ctx.text)
-        assert [s.records for s in ctx.sections] == [s.records for s in theirs.sections]
+        assert ctx.records == theirs.records

@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from shared_context.context_records import SourceRecord
 from shared_context.index import Index
 from shared_context.index_build import index_from_records
-from shared_context.local_context import LocalContextBuilder
+from shared_context.local_context import LocalContext, LocalContextBuilder
 from shared_context.passages import select_excerpts, unit_blocks
 from shared_context.records import Entity, TextUnit
 
@@ -39,9 +40,9 @@ QUESTION = "Which did Alpha repair: the lighthouse, the windmill, the granary, t
 PARAMS = {"text_unit_strategy": "hybrid", "max_context_tokens": 1500, "community_prop": 0.0, "text_unit_prop": 0.9}
 
 
-def _sources(ctx: object) -> list[dict[str, object]]:
-    section = ctx.section("Sources")  # type: ignore[attr-defined]
-    return [] if section is None else list(section.in_context)
+def _sources(ctx: LocalContext) -> list[SourceRecord]:
+    section = ctx.tables.sources
+    return [] if section is None else list(section.rows)
 
 
 def test_excerpts_show_more_distinct_evidence_than_whole_units() -> None:
@@ -60,27 +61,27 @@ def test_excerpts_stay_within_budget_and_carry_exact_offsets(budget: int) -> Non
     ctx = LocalContextBuilder(index).build(QUESTION, **(PARAMS | {"max_context_tokens": budget}),
                                            excerpt_tokens=120)
     assert ctx.tokens == index.tokenizer.count(ctx.text) <= budget
-    sources = ctx.section("Sources")
+    sources = ctx.tables.sources
     assert sources is not None and sources.tokens <= sources.budget
-    for r in sources.in_context:
-        unit_text = index.text_units[int(r["position"])].text
-        assert r["reasons"] and r["entity"] == "ALPHA"  # records say why the unit is there
-        if not r.get("truncated"):
-            assert r["text"] == unit_text
+    for r in sources.rows:
+        unit_text = index.text_units[r.position].text
+        assert r.reasons and r.entity == "ALPHA"  # records say why the unit is there
+        if not r.truncated:
+            assert r.text == unit_text
             continue
-        spans = r["excerpts"]
+        spans = r.excerpts
         assert spans and all(0 <= a < b <= len(unit_text) for a, b in spans)
         assert all(spans[i][1] < spans[i + 1][0] for i in range(len(spans) - 1))  # disjoint, in text order
         for a, b in spans:
-            assert unit_text[a:b].strip() in r["text"]  # the offsets name exactly what is shown
-        assert "…" in r["text"]  # the cut is visible to the model
+            assert unit_text[a:b].strip() in r.text  # the offsets name exactly what is shown
+        assert "…" in r.text  # the cut is visible to the model
 
 
 def test_a_unit_whose_every_block_is_chosen_is_shown_whole() -> None:
     index = _index()
     ctx = LocalContextBuilder(index).build(QUESTION, **(PARAMS | {"max_context_tokens": 20000}), excerpt_tokens=120)
     records = _sources(ctx)
-    assert len(records) == 8 and not any(r.get("truncated") for r in records)
+    assert len(records) == 8 and not any(r.truncated for r in records)
 
 
 def test_blocks_cover_the_unit_and_end_at_sentences() -> None:
@@ -111,13 +112,13 @@ def test_evidence_benchmark_credits_exactly_the_excerpts_shown() -> None:
     # pretend the units are laid end to end in one book, 10,000 characters apart
     units = {p: ("book", 10_000 * p, 10_000 * p + len(u.text)) for p, u in enumerate(index.text_units)}
     ranges = context_ranges(ctx, units)
-    for r in ctx.section("Sources").in_context:  # type: ignore[union-attr]
-        p, text = int(r["position"]), index.text_units[int(r["position"])].text
+    for r in _sources(ctx):
+        p, text = r.position, index.text_units[r.position].text
         fact = text.index("Alpha repaired")
         assert span_hit(("book", 10_000 * p + fact, 10_000 * p + fact + 30), ranges)  # the fact is shown
-        if r.get("truncated"):
+        if r.truncated:
             hidden = next(i for i in range(0, len(text), 50)
-                          if all(b <= i or i + 20 <= a for a, b in r["excerpts"]))
+                          if all(b <= i or i + 20 <= a for a, b in r.excerpts))
             assert not span_hit(("book", 10_000 * p + hidden, 10_000 * p + hidden + 20), ranges)
 
 
@@ -126,7 +127,7 @@ def test_excerpt_mode_is_the_default_and_settable_in_graphroute_toml(tmp_path: P
 
     index = _index()
     ctx = LocalContextBuilder(index).build(QUESTION, max_context_tokens=1500)
-    assert any(r.get("truncated") and r.get("excerpts") for r in _sources(ctx))
+    assert any(r.truncated and r.excerpts for r in _sources(ctx))
     cfg_file = tmp_path / "graphroute.toml"
     cfg_file.write_text("[local]\nexcerpt_tokens = 300\nexcerpt_weight = 0.5\n[drift]\nlocal_search_excerpt_tokens = 150\n")
     cfg = load_config(cfg_file, env={})

@@ -10,9 +10,10 @@ import numpy as np
 import pytest
 
 from engines.config import load_config
+from shared_context.context_records import SourceRecord
 from shared_context.index import Index
 from shared_context.index_build import index_from_records
-from shared_context.local_context import LocalContextBuilder
+from shared_context.local_context import LocalContext, LocalContextBuilder
 from shared_context.records import Entity, Relationship, TextUnit
 from shared_context.text_unit_selection import NO_ENTITY, UnitCandidate, fuse_rankings
 from shared_context.vectors import VectorTable
@@ -39,9 +40,9 @@ def _index(with_vectors: bool = False, filler: str = FILLER) -> Index:
     return index_from_records(entities=entities, relationships=rels, text_units=units, vectors=vectors)
 
 
-def _sources(ctx: object) -> list[dict[str, object]]:
-    section = ctx.section("Sources")  # type: ignore[attr-defined]
-    return [] if section is None else list(section.in_context)
+def _sources(ctx: LocalContext) -> list[SourceRecord]:
+    section = ctx.tables.sources
+    return [] if section is None else list(section.rows)
 
 
 def test_hybrid_adds_a_question_similar_unit_no_linked_entity_points_to() -> None:
@@ -51,10 +52,10 @@ def test_hybrid_adds_a_question_similar_unit_no_linked_entity_points_to() -> Non
     assert "6" not in graphrag.text_unit_ids  # only units of linked entities are candidates there
     hybrid = LocalContextBuilder(index).build(query, text_unit_strategy="hybrid", max_context_tokens=3000)
     assert "6" in hybrid.text_unit_ids
-    record = next(r for r in _sources(hybrid) if r["id"] == "6")
-    assert record["reasons"] == ["lexical"] and record["entity"] == ""
-    linked = next(r for r in _sources(hybrid) if r["id"] == "0")
-    assert linked["reasons"][0] == "entity" and linked["entity"] == "ALPHA"
+    record = next(r for r in _sources(hybrid) if r.id == "6")
+    assert record.reasons == ("lexical",) and record.entity == ""
+    linked = next(r for r in _sources(hybrid) if r.id == "0")
+    assert linked.reasons[0] == "entity" and linked.entity == "ALPHA"
 
 
 def test_hybrid_uses_text_unit_vectors_when_the_query_vector_fits() -> None:
@@ -63,12 +64,12 @@ def test_hybrid_uses_text_unit_vectors_when_the_query_vector_fits() -> None:
     qv[7] = 1.0  # nearest: unit 7, which shares no word with the question and no entity
     ctx = LocalContextBuilder(index).build("Alpha", text_unit_strategy="hybrid", query_vector=qv,
                                            max_context_tokens=3000)
-    record = next(r for r in _sources(ctx) if r["id"] == "7")
-    assert "vector" in record["reasons"]
+    record = next(r for r in _sources(ctx) if r.id == "7")
+    assert "vector" in record.reasons
     # a vector of another size is not used, and the context says so
     other = LocalContextBuilder(index).build("Alpha", text_unit_strategy="hybrid", query_vector=np.ones(3),
                                              max_context_tokens=3000)
-    assert all("vector" not in r["reasons"] for r in _sources(other))
+    assert all("vector" not in r.reasons for r in _sources(other))
     assert any("dim 8" in n for n in other.notes)
 
 
@@ -79,15 +80,16 @@ def test_hybrid_never_exceeds_the_budget_and_marks_a_trimmed_unit(budget: int) -
     ctx = LocalContextBuilder(index).build("Alpha and the lighthouse keeper", text_unit_strategy="hybrid",
                                            query_vector=qv, max_context_tokens=budget, excerpt_tokens=0)
     assert ctx.tokens == index.tokenizer.count(ctx.text) <= budget
-    sources = ctx.section("Sources")
+    sources = ctx.tables.sources
     if sources is not None:
         assert sources.tokens <= sources.budget
-        records = sources.in_context
-        trimmed = [r for r in records if r.get("truncated")]
+        records = sources.rows
+        trimmed = [r for r in records if r.truncated]
         assert len(trimmed) <= 1 and (not trimmed or records[-1] is trimmed[0])
         for r in records:
-            shown = f"{r['id']}|{r['text']}" in sources.text
-            assert shown != bool(r.get("truncated"))  # whole units verbatim; the trimmed one is cut
+            whole = index.text_units[r.position].text
+            assert f"{r.id}|{r.text}" in sources.text  # the record is what its row shows
+            assert (r.text == whole) != r.truncated  # whole units verbatim; the trimmed one is cut
 
 
 def test_room_left_after_whole_units_goes_to_one_trimmed_unit() -> None:
@@ -95,12 +97,12 @@ def test_room_left_after_whole_units_goes_to_one_trimmed_unit() -> None:
     ctx = LocalContextBuilder(index).build("Alpha and the lighthouse keeper", text_unit_strategy="hybrid",
                                            max_context_tokens=2000, text_unit_prop=0.8, community_prop=0.0,
                                            excerpt_tokens=0)  # whole-unit mode
-    records = ctx.section("Sources").in_context  # type: ignore[union-attr]
-    flags = [bool(r.get("truncated")) for r in records]
+    records = _sources(ctx)
+    flags = [r.truncated for r in records]
     assert len(flags) >= 3 and flags[-1] and not any(flags[:-1])
     assert ctx.tokens <= 2000
-    [[start, end]] = records[-1]["excerpts"]
-    unit_text = index.text_units[int(records[-1]["position"])].text
+    [(start, end)] = records[-1].excerpts
+    unit_text = index.text_units[records[-1].position].text
     assert 0 <= start < end < len(unit_text) and unit_text[start:end] in ctx.text
 
 

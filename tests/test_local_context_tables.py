@@ -7,8 +7,9 @@ import io
 
 import pytest
 
+from shared_context.context_records import ReportRecord, SourceRecord
 from shared_context.history import build_history_section, qa_turns, recent_user_turns
-from shared_context.tables import SectionBuilder, render_row, render_table
+from shared_context.tables import SectionBuilder, columns, render_row, render_table
 from shared_context.tokens import get_tokenizer
 
 TOK = get_tokenizer()
@@ -50,39 +51,43 @@ def test_section_builder_never_exceeds_budget_with_quoted_rows() -> None:
     # quoting (the "..." and doubled quotes) costs tokens GraphRAG never counted (bug 18)
     rows = [[str(i), 'He said "hello" | twice\nand "again"' * 5] for i in range(50)]
     for budget in (30, 100, 333, 1000):
-        builder = SectionBuilder("Sources", ["id", "text"], TOK, budget)
+        builder: SectionBuilder[SourceRecord] = SectionBuilder("Sources", columns("id", "text"), TOK, budget)
         for row in rows:
-            builder.add(row, {"id": row[0]})
+            builder.add(SourceRecord(row[0], row[1]))
         section = builder.finish()
         assert section.tokens == TOK.count(section.text) <= budget
         if section.text:
             parsed = list(csv.reader(io.StringIO(section.text.split("\n", 1)[1]), delimiter="|"))
             assert parsed[1:] == rows[: len(parsed) - 1]
-            assert [r["id"] for r in section.records] == [r[0] for r in parsed[1:]]
+            assert [r.id for r in section.rows] == [r[0] for r in parsed[1:]]
 
 
 def test_section_builder_truncates_a_single_oversize_record() -> None:
-    builder = SectionBuilder("Reports", ["id", "title", "content"], TOK, 60)
-    long_row = ["7", "Title", "word " * 500]
-    assert not builder.add(long_row)
-    assert builder.add_truncated(long_row, 2, {"id": "7"})
+    builder: SectionBuilder[ReportRecord] = SectionBuilder("Reports", columns("id", "title", "content"), TOK, 60)
+    long_report = ReportRecord("7", "Title", "word " * 500)
+    assert not builder.add(long_report)
+    assert builder.add_truncated(long_report, "content")
     section = builder.finish()
     assert section.tokens <= 60 and section.text.startswith(
         "-----Reports-----\nid|title|content\n7|Title|word"
     )
-    assert section.records[0]["truncated"] is True
+    shown = section.rows[0]
+    assert shown.truncated is True and shown.content.endswith(" …") and len(shown.content) < len(long_report.content)
+    assert section.text.endswith(render_row(["7", "Title", shown.content]))  # the record is what the row shows
 
 
 def test_section_shrink_marks_dropped_records() -> None:
-    builder = SectionBuilder("Sources", ["id", "text"], TOK, 500)
+    builder: SectionBuilder[SourceRecord] = SectionBuilder("Sources", columns("id", "text"), TOK, 500)
     for i in range(10):
-        builder.add([str(i), "some text here"], {"id": str(i)})
+        builder.add(SourceRecord(str(i), "some text here"))
     section = builder.finish()
     before = section.tokens
     section.shrink(10)
     assert section.tokens <= before - 10
     assert section.tokens == TOK.count(section.text)
-    assert [r["in_context"] for r in section.records].count(False) >= 1
+    # the dropped rows are the last ones, now the first candidates (not shown)
+    assert [r.id for r in section.rows + section.candidates] == [str(i) for i in range(10)]
+    assert section.candidates and len(section.rows) == section.text.count("\n") - 1
 
 
 HISTORY = [
@@ -112,7 +117,7 @@ def test_history_table_newest_turns_within_budget() -> None:
     one_row = TOK.count("-----Conversation History-----\nturn|content\n") + TOK.count("user|q3\n")
     tight = build_history_section(HISTORY, TOK, budget=one_row)
     assert tight.tokens <= tight.budget
-    assert [r["content"] for r in tight.records] == ["q3"]  # the newest turn survives, not the oldest
+    assert [r.content for r in tight.rows] == ["q3"]  # the newest turn survives, not the oldest
     assert build_history_section(None, TOK, budget=100).text == ""
 
 

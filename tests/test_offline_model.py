@@ -1,9 +1,10 @@
 """The offline extractive model on real local contexts from the Christmas Carol index.
 
-Contexts come from `LocalContextBuilder(load_index(path)).build(question).text`, so these tests check
-the model against exactly what the engines send it: answers cite only ids present in the context,
-are deterministic (also across processes with different hash seeds), stream the same text, respect
-`max_tokens`, and say plainly when the data does not answer.
+Contexts come from `LocalContextBuilder(load_index(path)).build(question)`, and the model gets what the
+engines give it: the rendered prompt and, beside it, the typed context (`TaskContext`). These tests check that
+answers cite only ids present in the context, are deterministic (also across processes with different hash
+seeds), stream the same text, respect `max_tokens`, say plainly when the data does not answer, and come
+from the typed records alone (a context with no rendered text, a custom prompt that shows no data).
 """
 
 from __future__ import annotations
@@ -20,10 +21,17 @@ from typing import Any
 
 import pytest
 
-from engines.models.base import Completion
+from engines import prompts
+from engines.models.base import Completion, Message
 from engines.models.offline import OfflineChatModel, split_deltas
 from engines.models.offline_names import capitalised_phrases
+from engines.models.structured import complete_json
+from engines.models.task_context import TaskContext
 from engines.schemas import FollowupResponse, QuestionList
+from shared_context.context_records import EntityRecord, RelationshipRecord, SourceRecord
+from shared_context.context_tables import ContextTables
+from shared_context.local_context import LocalContext, LocalContextBuilder
+from shared_context.tables import Column, Section, columns
 from shared_context.tokens import get_tokenizer
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -38,7 +46,7 @@ REF = re.compile(r"([A-Za-z][A-Za-z ]*?)\s*\(([^)]*)\)")
 
 
 def context_ids(context: str) -> dict[str, set[str]]:
-    """Ids per table, read with csv independently of the model's own parser."""
+    """Ids per table, read with csv from the rendered text, independently of the model."""
     out: dict[str, set[str]] = {}
     for match in re.finditer(r"^-----([A-Za-z ]+)-----\n", context, flags=re.MULTILINE):
         rows = csv.reader(io.StringIO(context[match.end() :]), delimiter="|", quotechar='"')
@@ -73,31 +81,38 @@ def assert_cites_only_context(text: str, context: str) -> None:
             assert len([i for i in shown if i != "+more"]) <= 5, body
 
 
-def messages(context: str, question: str, **scalars: Any) -> list[dict[str, str]]:
-    lines = [f"{k.replace('_', ' ').capitalize()}: {v}" for k, v in scalars.items()]
-    system = "Answer from the data tables below.\n\n" + "\n".join(lines) + "\n\nData tables:\n\n" + context
-    return [{"role": "system", "content": system}, {"role": "user", "content": question}]
+def call(ctx: LocalContext, question: str, **fields: Any) -> tuple[list[Message], TaskContext]:
+    """The local answer prompt with `ctx` rendered in it, and the typed context beside it."""
+    system = prompts.LOCAL_ANSWER.format(citation_rules=prompts.CITATION_RULES,
+                                         response_type=fields.get("response_type", "multiple paragraphs"),
+                                         context_data=ctx.text)
+    messages: list[Message] = [{"role": "system", "content": system}, {"role": "user", "content": question}]
+    return messages, TaskContext(question, ctx.tables, **fields)
 
 
-async def run(msgs: list[dict[str, str]], task: str, **kw: Any) -> str:
-    return (await OfflineChatModel().complete(msgs, task=task, **kw)).text  # type: ignore[arg-type]
+async def run(ctx: LocalContext, question: str, task: str, **fields: Any) -> str:
+    messages, context = call(ctx, question, **fields)
+    return (await OfflineChatModel().complete(messages, task=task, context=context)).text
 
 
 # ------------------------------------------------------------------------------------------ fixtures
 
 
 @pytest.fixture(scope="module")
-def builder() -> Any:
+def builder() -> LocalContextBuilder:
     if not CAROL.exists():
         pytest.skip("shared Christmas Carol index is absent")
-    from shared_context import LocalContextBuilder, load_index
+    from shared_context import load_index
 
     return LocalContextBuilder(load_index(CAROL))
 
 
+SCROOGE_AND_MARLEY = "What was the relationship between Scrooge and Marley?"
+
+
 @pytest.fixture(scope="module")
-def scrooge_context(builder: Any) -> str:
-    return str(builder.build("What was the relationship between Scrooge and Marley?").text)
+def scrooge_context(builder: LocalContextBuilder) -> LocalContext:
+    return builder.build(SCROOGE_AND_MARLEY)
 
 
 # ------------------------------------------------------------------------------------------ answers
@@ -112,71 +127,91 @@ def scrooge_context(builder: Any) -> str:
         "What does the Ghost of Christmas Yet to Come show Scrooge?",
     ],
 )
-async def test_local_answer_cites_only_ids_present_in_the_context(builder: Any, question: str) -> None:
-    context = builder.build(question).text
-    text = await run(messages(context, question, response_type="multiple paragraphs"), "local_answer")
+async def test_local_answer_cites_only_ids_present_in_the_context(builder: LocalContextBuilder, question: str) -> None:
+    ctx = builder.build(question)
+    text = await run(ctx, question, "local_answer", response_type="multiple paragraphs")
     assert text.startswith("**Answer (offline extractive model")
-    assert_cites_only_context(text, context)
+    assert_cites_only_context(text, ctx.text)
     # every statement carries a citation: the lead line and every bullet
     statements = [ln for ln in text.split("\n") if ln.startswith(("**Answer", "- "))]
     assert len(statements) >= 3
     assert all(CITATION.search(ln) for ln in statements), text
 
 
-async def test_answer_about_scrooge_and_marley_quotes_sentences_about_them(scrooge_context: str) -> None:
-    text = await run(
-        messages(scrooge_context, "What was the relationship between Scrooge and Marley?"), "local_answer"
-    )
+async def test_answer_about_scrooge_and_marley_quotes_sentences_about_them(scrooge_context: LocalContext) -> None:
+    text = await run(scrooge_context, SCROOGE_AND_MARLEY, "local_answer")
     statements = [ln.lower() for ln in text.split("\n") if CITATION.search(ln)]
     assert all("scrooge" in s or "marley" in s for s in statements), text
     assert any("scrooge" in s and "marley" in s for s in statements), text
 
 
-async def test_irrelevant_question_says_the_data_does_not_answer(builder: Any) -> None:
+async def test_irrelevant_question_says_the_data_does_not_answer(builder: LocalContextBuilder) -> None:
     question = "What is the boiling point of liquid nitrogen in kelvin?"
-    text = await run(messages(builder.build(question).text, question), "local_answer")
+    text = await run(builder.build(question), question, "local_answer")
     assert "does not answer" in text
     assert not CITATION.search(text)
 
 
-async def test_basic_answer_cites_sources_only(builder: Any) -> None:
+async def test_basic_answer_cites_sources_only(builder: LocalContextBuilder) -> None:
     question = "What did Bob Cratchit do on Christmas Eve?"
-    context = builder.build(question).text
-    text = await run(messages(context, question), "basic_answer")
-    assert_cites_only_context(text, context)
+    ctx = builder.build(question)
+    text = await run(ctx, question, "basic_answer")
+    assert_cites_only_context(text, ctx.text)
     assert {d for d, _ in cited(text)} == {"Sources"}
 
 
-async def test_answer_respects_max_tokens_without_cutting_a_citation(scrooge_context: str) -> None:
-    msgs = messages(scrooge_context, "What was the relationship between Scrooge and Marley?")
-    full = await OfflineChatModel().complete(msgs, task="local_answer")  # type: ignore[arg-type]
-    short = await OfflineChatModel().complete(msgs, task="local_answer", max_tokens=80)  # type: ignore[arg-type]
+async def test_answer_respects_max_tokens_without_cutting_a_citation(scrooge_context: LocalContext) -> None:
+    msgs, context = call(scrooge_context, SCROOGE_AND_MARLEY)
+    full = await OfflineChatModel().complete(msgs, task="local_answer", context=context)
+    short = await OfflineChatModel().complete(msgs, task="local_answer", max_tokens=80, context=context)
     assert short.output_tokens <= 80 < full.output_tokens
     assert short.text.count("[Data:") == len(CITATION.findall(short.text)) >= 1
 
 
-async def test_real_engine_prompt_is_parsed(builder: Any) -> None:
-    prompts = pytest.importorskip("engines.prompts")
+async def test_the_answer_comes_from_the_typed_context_not_the_prompt(builder: LocalContextBuilder) -> None:
+    """A custom prompt that shows no data, or none at all: the same answer, from the records alone."""
     question = "What happens to Tiny Tim?"
-    context = builder.build(question).text
-    system = prompts.LOCAL_ANSWER.format(
-        citation_rules=prompts.CITATION_RULES, response_type="multiple paragraphs", context_data=context
-    )
-    text = await run(
-        [{"role": "system", "content": system}, {"role": "user", "content": question}], "local_answer"
-    )
-    assert "tiny tim" in text.lower()
-    assert_cites_only_context(text, context)
+    ctx = builder.build(question)
+    msgs, context = call(ctx, question)
+    expected = (await OfflineChatModel().complete(msgs, task="local_answer", context=context)).text
+    assert "tiny tim" in expected.lower()
+    assert_cites_only_context(expected, ctx.text)
+    pirate: list[Message] = [{"role": "system", "content": "Answer like a pirate, arr."},
+                             {"role": "user", "content": question}]
+    assert (await OfflineChatModel().complete(pirate, task="local_answer", context=context)).text == expected
+    bare: list[Message] = [{"role": "user", "content": question}]
+    assert (await OfflineChatModel().complete(bare, task="local_answer", context=context)).text == expected
+
+
+async def test_a_context_built_by_hand_with_no_rendered_text_is_answered_from_its_records() -> None:
+    """Records made in code (no index, no builder, no rendered table anywhere): the answer quotes them and
+    cites their ids."""
+    entities = Section("Entities", (Column("id", "id"), Column("entity", "title"), Column("description", "description")),
+                       [EntityRecord("e7", "ADA QUILL", "Ada Quill is the lighthouse keeper of Gullrock.")])
+    relationships = Section("Relationships", columns("id", "source", "target", "description"),
+                            [RelationshipRecord("r3", "ADA QUILL", "GULLROCK",
+                                                "Ada Quill rescued the crew of the Petrel off Gullrock in 1911.")])
+    sources = Section("Sources", columns("id", "text"),
+                      [SourceRecord("s12", "Every night Ada Quill climbed the ninety steps to light the lamp.")])
+    context = TaskContext("Who is Ada Quill?", ContextTables(entities=entities, relationships=relationships,
+                                                             sources=sources))
+    question: list[Message] = [{"role": "user", "content": "Who is Ada Quill?"}]
+    text = (await OfflineChatModel().complete(question, task="local_answer", context=context)).text
+    assert "lighthouse keeper" in text
+    assert set(cited(text)) <= {("Entities", "e7"), ("Relationships", "r3"), ("Sources", "s12")}
+    assert ("Entities", "e7") in cited(text)
+    basic = (await OfflineChatModel().complete(question, task="basic_answer", context=context)).text
+    assert cited(basic) == [("Sources", "s12")] and "ninety steps" in basic
 
 
 # ------------------------------------------------------------------------------------------ determinism, usage, streaming
 
 
-async def test_same_input_gives_identical_output_and_exact_usage(scrooge_context: str) -> None:
-    msgs = messages(scrooge_context, "What was the relationship between Scrooge and Marley?")
+async def test_same_input_gives_identical_output_and_exact_usage(scrooge_context: LocalContext) -> None:
+    msgs, context = call(scrooge_context, SCROOGE_AND_MARLEY)
     model = OfflineChatModel()
-    first = await model.complete(msgs, task="local_answer")  # type: ignore[arg-type]
-    second = await OfflineChatModel().complete(msgs, task="local_answer")  # type: ignore[arg-type]
+    first = await model.complete(msgs, task="local_answer", context=context)
+    second = await OfflineChatModel().complete(msgs, task="local_answer", context=context)
     assert first.text == second.text
     tok = get_tokenizer()
     assert first.prompt_tokens == sum(tok.count(m["content"]) for m in msgs)
@@ -192,31 +227,29 @@ async def test_same_input_gives_identical_output_and_exact_usage(scrooge_context
 _SUBPROCESS = """
 import asyncio, json, sys
 from engines.models.offline import OfflineChatModel
-msgs = json.load(open(sys.argv[1]))
+from engines.models.task_context import TaskContext
+from shared_context import LocalContextBuilder, load_index
+question = sys.argv[2]
+ctx = LocalContextBuilder(load_index(sys.argv[1])).build(question)
+context = TaskContext(question, ctx.tables, overall_question="How does Scrooge change?", max_followups=4,
+                      question_count=6)
 model = OfflineChatModel()
-out = [asyncio.run(model.complete(msgs, task=task)).text for task in sys.argv[2:]]
+msgs = [{"role": "user", "content": question}]
+out = [asyncio.run(model.complete(msgs, task=task, context=context)).text for task in sys.argv[3:]]
 sys.stdout.write(json.dumps(out))
 """
 
 
-async def test_output_is_identical_across_processes_with_different_hash_seeds(
-    scrooge_context: str, tmp_path: Path
-) -> None:
+async def test_output_is_identical_across_processes_with_different_hash_seeds(scrooge_context: LocalContext) -> None:
     tasks = ["local_answer", "questions", "drift_followup", "rewrite"]
-    msgs = messages(
-        scrooge_context,
-        "What was the relationship between Scrooge and Marley?",
-        overall_question="How does Scrooge change?",
-        max_follow_ups=4,
-        number_of_questions=6,
-    )
-    path = tmp_path / "msgs.json"
-    path.write_text(json.dumps(msgs))
+    context = TaskContext(SCROOGE_AND_MARLEY, scrooge_context.tables, overall_question="How does Scrooge change?",
+                          max_followups=4, question_count=6)
+    msgs: list[Message] = [{"role": "user", "content": SCROOGE_AND_MARLEY}]
     outputs = []
     for seed in ("1", "987"):
         env = {**os.environ, "PYTHONHASHSEED": seed}
         done = subprocess.run(
-            [sys.executable, "-c", _SUBPROCESS, str(path), *tasks],
+            [sys.executable, "-c", _SUBPROCESS, str(CAROL), SCROOGE_AND_MARLEY, *tasks],
             env=env,
             cwd=REPO,
             capture_output=True,
@@ -225,17 +258,18 @@ async def test_output_is_identical_across_processes_with_different_hash_seeds(
             check=True,
         )
         outputs.append(json.loads(done.stdout))
-    assert outputs[0] == outputs[1] == [await run(msgs, task) for task in tasks]
+    here = [(await OfflineChatModel().complete(msgs, task=t, context=context)).text for t in tasks]
+    assert outputs[0] == outputs[1] == here
 
 
-async def test_stream_deltas_reassemble_to_the_complete_text(scrooge_context: str) -> None:
-    msgs = messages(scrooge_context, "What was the relationship between Scrooge and Marley?")
+async def test_stream_deltas_reassemble_to_the_complete_text(scrooge_context: LocalContext) -> None:
+    msgs, context = call(scrooge_context, SCROOGE_AND_MARLEY)
     model = OfflineChatModel(words_per_delta=3)
     deltas: list[str] = []
     final: list[Completion] = []
-    async for item in model.stream(msgs, task="local_answer"):  # type: ignore[arg-type]
+    async for item in model.stream(msgs, task="local_answer", context=context):
         (final if isinstance(item, Completion) else deltas).append(item)  # type: ignore[arg-type]
-    complete = await model.complete(msgs, task="local_answer")  # type: ignore[arg-type]
+    complete = await model.complete(msgs, task="local_answer", context=context)
     assert len(final) == 1 and len(deltas) > 10
     assert "".join(deltas) == final[0].text == complete.text
     assert final[0].output_tokens == complete.output_tokens
@@ -249,13 +283,13 @@ def test_split_deltas_keeps_every_character(text: str) -> None:
 # ------------------------------------------------------------------------------------------ context-table tasks
 
 
-async def test_drift_followup_answers_scores_and_proposes_new_entities(builder: Any) -> None:
+async def test_drift_followup_answers_scores_and_proposes_new_entities(builder: LocalContextBuilder) -> None:
     question = "Who is Fred?"
-    context = builder.build(question).text
+    ctx = builder.build(question)
     overall = "How does Scrooge's family treat him?"
-    msgs = messages(context, question, overall_question=overall, max_follow_ups=3)
-    out = FollowupResponse.model_validate_json(await run(msgs, "drift_followup"))
-    assert_cites_only_context(out.response, context)
+    out = FollowupResponse.model_validate_json(
+        await run(ctx, question, "drift_followup", overall_question=overall, max_followups=3))
+    assert_cites_only_context(out.response, ctx.text)
     assert 0 < out.score <= 100
     assert 1 <= len(out.follow_up_queries) <= 3
     asked = f"{question} {overall}".casefold()
@@ -265,19 +299,16 @@ async def test_drift_followup_answers_scores_and_proposes_new_entities(builder: 
         assert any(n.casefold() not in asked for n in capitalised_phrases(q)), q
 
 
-async def test_drift_followup_scores_zero_when_nothing_is_relevant(builder: Any) -> None:
+async def test_drift_followup_scores_zero_when_nothing_is_relevant(builder: LocalContextBuilder) -> None:
     question = "What is the boiling point of liquid nitrogen?"
-    msgs = messages(
-        builder.build(question).text, question, overall_question="What is cryogenics?", max_follow_ups=2
-    )
-    out = FollowupResponse.model_validate_json(await run(msgs, "drift_followup"))
+    out = FollowupResponse.model_validate_json(await run(
+        builder.build(question), question, "drift_followup", overall_question="What is cryogenics?", max_followups=2))
     assert out.score == 0 and "does not answer" in out.response
 
 
-async def test_questions_are_distinct_entity_questions_without_table_names(builder: Any) -> None:
+async def test_questions_are_distinct_entity_questions_without_table_names(builder: LocalContextBuilder) -> None:
     question = "What happens to Tiny Tim?"
-    msgs = messages(builder.build(question).text, question, number_of_questions=7)
-    out = QuestionList.model_validate_json(await run(msgs, "questions"))
+    out = QuestionList.model_validate_json(await run(builder.build(question), question, "questions", question_count=7))
     assert len(out.questions) == 7
     assert len({q.casefold() for q in out.questions}) == 7
     assert all(q.endswith("?") for q in out.questions)
@@ -286,23 +317,20 @@ async def test_questions_are_distinct_entity_questions_without_table_names(build
     assert any("Tiny Tim" in q for q in out.questions)
 
 
-async def test_questions_name_every_entity_the_user_named(builder: Any) -> None:
+async def test_questions_name_every_entity_the_user_named(builder: LocalContextBuilder) -> None:
     question = "How are Scrooge and Bob Cratchit related?"
-    msgs = messages(builder.build(question).text, question, number_of_questions=5)
-    out = QuestionList.model_validate_json(await run(msgs, "questions"))
+    out = QuestionList.model_validate_json(await run(builder.build(question), question, "questions", question_count=5))
     assert len(out.questions) == 5
     assert all("Scrooge" in q and "Bob Cratchit" in q for q in out.questions), out.questions
 
 
-async def test_unknown_task_is_answered_like_answer(scrooge_context: str) -> None:
-    msgs = messages(scrooge_context, "What was the relationship between Scrooge and Marley?")
-    assert await run(msgs, "no_such_task") == await run(msgs, "answer")
+async def test_unknown_task_is_answered_like_answer(scrooge_context: LocalContext) -> None:
+    assert await run(scrooge_context, SCROOGE_AND_MARLEY, "no_such_task") == await run(
+        scrooge_context, SCROOGE_AND_MARLEY, "answer")
 
 
-async def test_json_task_passes_through_the_structured_output_layer(scrooge_context: str) -> None:
-    structured = pytest.importorskip("engines.models.structured")
-    msgs = messages(scrooge_context, "Who is Marley?", number_of_questions=4)
-    parsed, completions = await structured.complete_json(
-        OfflineChatModel(), msgs, QuestionList, task="questions"
-    )
+async def test_json_task_passes_through_the_structured_output_layer(scrooge_context: LocalContext) -> None:
+    msgs, context = call(scrooge_context, "Who is Marley?", question_count=4)
+    parsed, completions = await complete_json(OfflineChatModel(), msgs, QuestionList, task="questions",
+                                              context=context)
     assert len(parsed.questions) == 4 and len(completions) == 1

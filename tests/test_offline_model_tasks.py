@@ -1,14 +1,12 @@
 """The offline model's report, reduce, DRIFT, rewrite and routing tasks, Chinese text, and odd input.
 
-Report batches come from `CommunityContextBuilder` on the Christmas Carol index; small hand-written
-contexts cover the parser's edge cases and Chinese. Every structured output is validated against
-its schema in `engines/schemas.py`.
+Report batches come from `CommunityContextBuilder` on the Christmas Carol index; small contexts made in code
+cover edge cases and Chinese. The model gets typed contexts (`TaskContext`), as the engines hand them; every
+structured output is validated against its schema in `engines/schemas.py`.
 """
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import re
 from pathlib import Path
@@ -17,9 +15,10 @@ from typing import Any
 import pytest
 from pydantic import BaseModel, Field
 
+from engines.models.base import Message
 from engines.models.offline import OfflineChatModel
 from engines.models.offline_names import capitalised_phrases
-from engines.models.offline_parse import parse_messages
+from engines.models.task_context import Finding, TaskContext
 from engines.schemas import (
     FollowupResponse,
     MapResponse,
@@ -29,18 +28,16 @@ from engines.schemas import (
     RewriteResponse,
     RouteResponse,
 )
+from router.rewrite import history_context
+from shared_context.context_records import EntityRecord, HistoryRecord, ReportRecord, SourceRecord
+from shared_context.context_tables import ContextTables
+from shared_context.history import HISTORY_COLUMNS, HISTORY_SECTION
+from shared_context.index import Index
+from shared_context.tables import Column, Section, columns
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 CAROL = DATA / "christmas_carol_graphrag_index"
 CITATION = re.compile(r"\[Data:\s*([^\]]*)\]")
-
-
-def table(name: str, header: list[str], rows: list[list[Any]]) -> str:
-    buf = io.StringIO()
-    writer = csv.writer(buf, delimiter="|", quotechar='"', quoting=csv.QUOTE_MINIMAL, lineterminator="\n")
-    writer.writerow(header)
-    writer.writerows(rows)
-    return f"-----{name}-----\n{buf.getvalue().rstrip(chr(10))}"
 
 
 def report_ids(text: str) -> set[str]:
@@ -59,13 +56,15 @@ def cited_ids(text: str) -> set[tuple[str, str]]:
     return out
 
 
-async def run(system: str, question: str, task: str, **kw: Any) -> str:
-    msgs = [{"role": "system", "content": system}, {"role": "user", "content": question}]
-    return (await OfflineChatModel().complete(msgs, task=task, **kw)).text  # type: ignore[arg-type]
+async def run(context: TaskContext, task: str, **kw: Any) -> str:
+    """The model's reply to a call that shows `context` (the prompt's wording does not matter to it)."""
+    msgs: list[Message] = [{"role": "system", "content": "(the engine's prompt)"},
+                           {"role": "user", "content": context.question}]
+    return (await OfflineChatModel().complete(msgs, task=task, context=context, **kw)).text
 
 
 @pytest.fixture(scope="module")
-def index() -> Any:
+def index() -> Index:
     if not CAROL.exists():
         pytest.skip("shared Christmas Carol index is absent")
     from shared_context import load_index
@@ -73,10 +72,10 @@ def index() -> Any:
     return load_index(CAROL)
 
 
-def reports_table(index: Any, communities: list[int]) -> str:
+def reports_table(index: Index, communities: list[int]) -> ContextTables:
     by_number = {r.community: r for r in index.community_reports}
-    rows = [[c, by_number[c].title, by_number[c].full_content] for c in communities]
-    return table("Reports", ["id", "title", "content"], rows)
+    rows = [ReportRecord(str(c), by_number[c].title, by_number[c].full_content, by_number[c].rank) for c in communities]
+    return ContextTables(reports=Section("Reports", columns("id", "title", "content"), rows))
 
 
 # ------------------------------------------------------------------------------------------ global map / rate
@@ -87,7 +86,7 @@ async def test_global_map_scores_relevant_reports_and_cites_only_the_batch(index
 
     question = "What does Marley's ghost warn Scrooge about?"
     batches = CommunityContextBuilder(index).build(question)
-    texts = [await run(b.text, question, "global_map") for b in batches]
+    texts = [await run(TaskContext(question, b.tables), "global_map") for b in batches]
     scored = 0
     for batch, text in zip(batches, texts, strict=True):
         out = MapResponse.model_validate_json(text)
@@ -108,13 +107,13 @@ async def test_global_map_gives_zero_to_an_unrelated_question(index: Any) -> Non
 
     question = "How do quantum computers factor large integers?"
     batch = CommunityContextBuilder(index).build(question)[0]
-    out = MapResponse.model_validate_json(await run(batch.text, question, "global_map"))
+    out = MapResponse.model_validate_json(await run(TaskContext(question, batch.tables), "global_map"))
     assert all(p.score == 0 for p in out.points)
 
 
 async def test_global_map_answers_corpus_wide_questions_from_every_report(index: Any) -> None:
-    system = reports_table(index, [1, 4, 30])
-    out = MapResponse.model_validate_json(await run(system, "What are the main themes?", "global_map"))
+    tables = reports_table(index, [1, 4, 30])
+    out = MapResponse.model_validate_json(await run(TaskContext("What are the main themes?", tables), "global_map"))
     assert len(out.points) == 3 and all(p.score > 0 for p in out.points)
 
 
@@ -124,7 +123,7 @@ async def test_rate_prefers_the_report_about_the_question(index: Any) -> None:
     gutenberg = next(c for t, c in by_title.items() if "Gutenberg" in t)
     ratings = {}
     for community in (1, gutenberg):
-        out = RateResponse.model_validate_json(await run(reports_table(index, [community]), question, "rate"))
+        out = RateResponse.model_validate_json(await run(TaskContext(question, reports_table(index, [community])), "rate"))
         assert out.reason
         ratings[community] = out.rating
     assert ratings[1] >= 3 > ratings[gutenberg]
@@ -144,14 +143,14 @@ _BLOCKS = [
 ]
 
 
-def analyst_system(blocks: list[tuple[int, int, str]]) -> str:
-    body = "\n\n".join(f"----Analyst {n}----\nImportance Score: {s}\n{t}" for n, s, t in blocks)
-    return f"Merge the findings.\n\nResponse type: multiple paragraphs\n\nAnalyst findings:\n\n{body}\n"
+def analysts(question: str, blocks: list[tuple[int, int, str]], **fields: Any) -> TaskContext:
+    findings = tuple(Finding(n, s, t) for n, s, t in blocks)
+    return TaskContext(question, findings=findings, response_type="multiple paragraphs", **fields)
 
 
 @pytest.mark.parametrize("task", ["global_reduce", "drift_reduce"])
 async def test_reduce_merges_in_importance_order_and_keeps_references(task: str) -> None:
-    text = await run(analyst_system(_BLOCKS), "What happened to Scrooge?", task)
+    text = await run(analysts("What happened to Scrooge?", _BLOCKS), task)
     assert text.index("chains were forged") < text.index("Fezziwig")
     assert text.count("chains were forged") == 1  # the duplicate point is merged ...
     assert report_ids(text) == {"3", "5", "7", "9"}  # ... and keeps both references
@@ -174,14 +173,11 @@ async def test_reduce_gives_every_block_its_opening_before_any_block_its_tail() 
         (1, 90, long_first),
         (2, 60, "Fred invited Scrooge to dinner every Christmas [Data: Reports (20)]."),
     ]
-    model = OfflineChatModel()
-    msgs = [
-        {"role": "system", "content": analyst_system(blocks)},
-        {"role": "user", "content": "What did Scrooge see?"},
-    ]
-    roomy = (await model.complete(msgs, task="global_reduce")).text  # type: ignore[arg-type]
+    context = analysts("What did Scrooge see?", blocks)
+    roomy = await run(context, "global_reduce")
     assert report_ids(roomy) == {*(str(i) for i in range(1, 8)), "20"}
-    tight = (await model.complete(msgs, task="global_reduce", max_tokens=150)).text  # type: ignore[arg-type]
+    tight = await run(context, "global_reduce", max_tokens=150)
+    assert tight == await run(analysts("What did Scrooge see?", blocks, word_limit=113), "global_reduce")  # 113 words: 150 tokens
     assert "20" in report_ids(tight) and "7" not in report_ids(tight)
     assert tight.index("vision 3") < tight.index("Fred invited")
 
@@ -193,7 +189,7 @@ async def test_drift_reduce_of_offline_answers_keeps_findings_not_their_headings
         "- Fred invites Scrooge to Christmas dinner every year [Data: Relationships (589)].\n\n"
         "**Fred and Scrooge**\n- Scrooge refuses the invitation with a scowl [Data: Claims (65)]."
     )
-    text = await run(analyst_system([(1, 80, answer)]), "Who is Fred?", "drift_reduce")
+    text = await run(analysts("Who is Fred?", [(1, 80, answer)]), "drift_reduce")
     assert "From the knowledge graph" not in text and "Fred and Scrooge" not in text
     assert text.count("**Answer") == 1 and text.count("\n- ") == 3
     assert cited_ids(text) == {("Entities", "12"), ("Relationships", "589"), ("Claims", "65")}
@@ -204,15 +200,12 @@ async def test_reduce_respects_max_tokens_and_says_when_there_is_nothing() -> No
         (i, 50, f"Point {i} says that Scrooge met spirit number {i} at night [Data: Reports ({i})].")
         for i in range(1, 60)
     ]
-    model = OfflineChatModel()
-    msgs = [
-        {"role": "system", "content": analyst_system(long_blocks)},
-        {"role": "user", "content": "Spirits?"},
-    ]
-    out = await model.complete(msgs, task="global_reduce", max_tokens=120)  # type: ignore[arg-type]
+    msgs: list[Message] = [{"role": "user", "content": "Spirits?"}]
+    out = await OfflineChatModel().complete(msgs, task="global_reduce", max_tokens=120,
+                                            context=analysts("Spirits?", long_blocks))
     assert out.output_tokens <= 120 and report_ids(out.text)
     assert "[Data:" not in CITATION.sub("", out.text)  # no cut reference
-    empty = await run("Merge the findings.\n\nAnalyst findings:\n\n", "What happened?", "global_reduce")
+    empty = await run(TaskContext("What happened?"), "global_reduce")
     assert "does not answer" in empty
 
 
@@ -222,9 +215,7 @@ async def test_reduce_respects_max_tokens_and_says_when_there_is_nothing() -> No
 async def test_drift_hyde_follows_the_template_without_new_names(index: Any) -> None:
     template = index.community_reports[0].full_content
     question = "What does Marley warn Scrooge about?"
-    text = await run(
-        f"Write a hypothetical answer.\n\n-----Template-----\n{template}", question, "drift_hyde"
-    )
+    text = await run(TaskContext(question, template=template), "drift_hyde")
     assert text.startswith("# ") and "\n## " in text
     allowed = {w.casefold() for w in re.findall(r"\w+", question)} | {
         "this",
@@ -241,7 +232,7 @@ async def test_drift_hyde_follows_the_template_without_new_names(index: Any) -> 
 async def test_drift_primer_answers_from_the_fold_and_asks_about_its_entities(index: Any) -> None:
     question = "How does Scrooge change after the ghosts visit him?"
     fold = [1, 4, 30, 55]
-    text = await run(reports_table(index, fold), question, "drift_primer")
+    text = await run(TaskContext(question, reports_table(index, fold)), "drift_primer")
     out = PrimerResponse.model_validate_json(text)
     assert out.intermediate_answer.startswith("## ")
     assert report_ids(out.intermediate_answer) and report_ids(out.intermediate_answer) <= {
@@ -259,12 +250,12 @@ async def test_drift_primer_answers_from_the_fold_and_asks_about_its_entities(in
         if n.casefold() not in question.casefold()
     ]
     assert sum(n.casefold() in fold_text for n in named) >= 5
-    assert text == await run(reports_table(index, fold), question, "drift_primer")
+    assert text == await run(TaskContext(question, reports_table(index, fold)), "drift_primer")
 
 
 async def test_drift_followup_without_context_degrades_honestly() -> None:
     out = FollowupResponse.model_validate_json(
-        await run("Overall question: Why?\nMax follow-ups: 2", "Who?", "drift_followup")
+        await run(TaskContext("Who?", overall_question="Why?", max_followups=2), "drift_followup")
     )
     assert out.score == 0 and out.follow_up_queries == [] and "does not answer" in out.response
 
@@ -272,9 +263,9 @@ async def test_drift_followup_without_context_degrades_honestly() -> None:
 # ------------------------------------------------------------------------------------------ rewrite and route
 
 
-def history(*turns: str) -> str:
-    rows = [["user", t] for t in turns]
-    return table("Conversation History", ["turn", "content"], rows)
+def history(*turns: str) -> ContextTables:
+    rows = [HistoryRecord(f"turn-{i}", "user", t, i) for i, t in enumerate(turns, start=1)]
+    return ContextTables(history=Section(HISTORY_SECTION, HISTORY_COLUMNS, rows))
 
 
 @pytest.mark.parametrize(
@@ -298,20 +289,22 @@ def history(*turns: str) -> str:
 async def test_rewrite_makes_the_question_standalone(
     turns: list[str], question: str, must: list[str], must_not: list[str]
 ) -> None:
-    out = RewriteResponse.model_validate_json(await run(history(*turns), question, "rewrite"))
+    out = RewriteResponse.model_validate_json(await run(TaskContext(question, history(*turns)), "rewrite"))
     for word in must:
         assert word in out.question, out.question
     for word in must_not:
         assert not re.search(rf"(?<!\w){word}(?!\w)", out.question), out.question
 
 
-async def test_rewrite_uses_chat_messages_when_no_history_table_is_given() -> None:
-    msgs = [
+async def test_rewrite_reads_the_conversation_the_router_hands_it() -> None:
+    conversation: list[Message] = [
         {"role": "user", "content": "Who is Jacob Marley?"},
         {"role": "assistant", "content": "Scrooge's late partner."},
-        {"role": "user", "content": "When did he die?"},
     ]
-    text = (await OfflineChatModel().complete(msgs, task="rewrite")).text  # type: ignore[arg-type]
+    context = history_context("When did he die?", conversation)
+    assert context.tables.history is not None
+    assert [(r.role, r.turn) for r in context.tables.history.rows] == [("user", 1), ("assistant", 1)]
+    text = await run(context, "rewrite")
     assert RewriteResponse.model_validate_json(text).question == "When did Jacob Marley die?"
 
 
@@ -326,41 +319,31 @@ async def test_rewrite_uses_chat_messages_when_no_history_table_is_given() -> No
     ],
 )
 async def test_route_fallback_follows_simple_cues(question: str, engine: str) -> None:
-    out = RouteResponse.model_validate_json(await run("Engines: local, global, drift", question, "route"))
+    msgs: list[Message] = [{"role": "system", "content": "Engines: local, global, drift"},
+                           {"role": "user", "content": question}]
+    text = (await OfflineChatModel().complete(msgs, task="route")).text  # no typed context: the question alone
+    out = RouteResponse.model_validate_json(text)
     assert out.engine == engine and out.reason
 
 
 # ------------------------------------------------------------------------------------------ Chinese
 
-_ZH_CONTEXT = "\n\n".join(
-    [
-        table(
-            "Entities",
-            ["id", "entity", "description"],
-            [
-                [11, "斯克鲁奇", "斯克鲁奇是一个吝啬的老商人。他在伦敦经营一家账房。"],
-                [12, "马利", "马利是斯克鲁奇已故的合伙人。马利的鬼魂在圣诞夜拜访了斯克鲁奇。"],
-                [13, "鲍勃", "鲍勃是斯克鲁奇的职员，家境贫寒。"],
-            ],
-        ),
-        table(
-            "Sources",
-            ["id", "text"],
-            [
-                [5, "马利的鬼魂警告斯克鲁奇，他将被三个幽灵拜访。斯克鲁奇非常害怕。"],
-                [6, "圣诞节早晨，斯克鲁奇变得慷慨大方。他给鲍勃加了薪水。"],
-            ],
-        ),
-    ]
+_ZH_CONTEXT = ContextTables(
+    entities=Section("Entities", (Column("id", "id"), Column("entity", "title"), Column("description", "description")), [
+        EntityRecord("11", "斯克鲁奇", "斯克鲁奇是一个吝啬的老商人。他在伦敦经营一家账房。"),
+        EntityRecord("12", "马利", "马利是斯克鲁奇已故的合伙人。马利的鬼魂在圣诞夜拜访了斯克鲁奇。"),
+        EntityRecord("13", "鲍勃", "鲍勃是斯克鲁奇的职员，家境贫寒。"),
+    ]),
+    sources=Section("Sources", columns("id", "text"), [
+        SourceRecord("5", "马利的鬼魂警告斯克鲁奇，他将被三个幽灵拜访。斯克鲁奇非常害怕。"),
+        SourceRecord("6", "圣诞节早晨，斯克鲁奇变得慷慨大方。他给鲍勃加了薪水。"),
+    ]),
 )
 
 
 async def test_chinese_question_is_answered_from_chinese_text_with_citations() -> None:
-    text = await run(
-        f"Response type: multiple paragraphs\n\n{_ZH_CONTEXT}",
-        "马利的鬼魂警告了斯克鲁奇什么？",
-        "local_answer",
-    )
+    text = await run(TaskContext("马利的鬼魂警告了斯克鲁奇什么？", _ZH_CONTEXT, response_type="multiple paragraphs"),
+                     "local_answer")
     assert text.startswith("**回答")
     first = text.split("\n")[0]
     assert "马利" in first and "鬼魂" in first
@@ -372,13 +355,13 @@ async def test_chinese_question_is_answered_from_chinese_text_with_citations() -
         ("Sources", "5"),
         ("Sources", "6"),
     }
-    irrelevant = await run(_ZH_CONTEXT, "量子计算机的原理是什么？", "local_answer")
+    irrelevant = await run(TaskContext("量子计算机的原理是什么？", _ZH_CONTEXT), "local_answer")
     assert "无法回答" in irrelevant
 
 
 async def test_chinese_questions_and_followups_are_in_chinese() -> None:
     out = QuestionList.model_validate_json(
-        await run(f"Number of questions: 3\n\n{_ZH_CONTEXT}", "斯克鲁奇是谁？", "questions")
+        await run(TaskContext("斯克鲁奇是谁？", _ZH_CONTEXT, question_count=3), "questions")
     )
     assert len(out.questions) == 3 and all(q.endswith("？") for q in out.questions)
 
@@ -386,37 +369,26 @@ async def test_chinese_questions_and_followups_are_in_chinese() -> None:
 # ------------------------------------------------------------------------------------------ parsing and odd input
 
 
-def test_parser_keeps_quoted_blank_lines_inside_a_cell_and_stops_at_the_real_blank_line() -> None:
-    src = table(
-        "Sources", ["id", "text"], [[1, "First paragraph.\n\nSecond paragraph."], [2, 'He said "no".']]
-    )
-    system = f"Intro line.\n\n{src}\n\nResponse type: single paragraph\n\n-----Entities-----\nid|entity|description\n9|X|Y is z."
-    parsed = parse_messages([{"role": "system", "content": system}, {"role": "user", "content": "q?"}])
-    sources = parsed.tables["Sources"]
-    assert [r["id"] for r in sources.rows] == ["1", "2"]
-    assert sources.rows[0]["text"] == "First paragraph.\n\nSecond paragraph."
-    assert sources.rows[1]["text"] == 'He said "no".'
-    assert parsed.tables["Entities"].rows == [{"id": "9", "entity": "X", "description": "Y is z."}]
-    assert parsed.scalar("response type") == "single paragraph" and parsed.question == "q?"
+_EMPTY_SOURCES = Section("Sources", columns("id", "text"), [SourceRecord("", "no id"), SourceRecord("3", "")])
 
 
 @pytest.mark.parametrize(
-    "msgs",
+    ("msgs", "context"),
     [
-        [],
-        [{"role": "user", "content": ""}],
-        [
-            {"role": "system", "content": '-----Sources-----\nid|text\n1|"unterminated'},
-            {"role": "user", "content": "What?"},
-        ],
-        [{"role": "system", "content": "-----Reports-----\n"}, {"role": "user", "content": "Anything?"}],
-        ["not a message", {"role": "system", "content": None}, {"content": "Who is Scrooge?"}],
+        ([], None),
+        ([{"role": "user", "content": ""}], None),
+        ([{"role": "user", "content": "What?"}], TaskContext("What?")),
+        ([{"role": "user", "content": "Anything?"}], TaskContext("Anything?", ContextTables(
+            reports=Section("Reports", columns("id", "title", "content"), []), sources=_EMPTY_SOURCES))),
+        (["not a message", {"role": "system", "content": None}, {"content": "Who is Scrooge?"}], None),
+        ([{"role": "user", "content": "Who?"}], TaskContext("", findings=(Finding(1, 0.0, "   "),))),
     ],
 )
 @pytest.mark.parametrize(
     "task", ["local_answer", "global_map", "rate", "drift_primer", "questions", "rewrite", "global_reduce"]
 )
-async def test_odd_input_never_raises_and_still_validates(msgs: list[Any], task: str) -> None:
+async def test_odd_input_never_raises_and_still_validates(msgs: list[Any], context: TaskContext | None,
+                                                          task: str) -> None:
     schemas: dict[str, type[BaseModel]] = {
         "global_map": MapResponse,
         "rate": RateResponse,
@@ -424,7 +396,7 @@ async def test_odd_input_never_raises_and_still_validates(msgs: list[Any], task:
         "questions": QuestionList,
         "rewrite": RewriteResponse,
     }
-    text = (await OfflineChatModel().complete(msgs, task=task)).text  # type: ignore[arg-type]
+    text = (await OfflineChatModel().complete(msgs, task=task, context=context)).text
     if task in schemas:
         schemas[task].model_validate_json(text)
     else:
@@ -439,16 +411,16 @@ class _Custom(BaseModel):
 
 
 async def test_unknown_schema_gets_a_minimal_valid_object_carrying_the_answer() -> None:
-    system = table("Sources", ["id", "text"], [[4, "Scrooge kept a counting-house in London."]])
-    text = await run(system, "Where was Scrooge's counting-house?", "something_new", json_schema=_Custom)
+    tables = ContextTables(sources=Section("Sources", columns("id", "text"),
+                                           [SourceRecord("4", "Scrooge kept a counting-house in London.")]))
+    text = await run(TaskContext("Where was Scrooge's counting-house?", tables), "something_new", json_schema=_Custom)
     obj = _Custom.model_validate_json(text)
     assert "counting-house" in obj.summary and "[Data: Sources (4)]" in obj.summary
     assert obj.confidence == 0.5 and obj.tags == [] and obj.verdict is False
 
 
 async def test_known_schema_selects_its_task_even_under_the_default_task(index: Any) -> None:
-    text = await run(
-        reports_table(index, [1]), "What does Marley warn Scrooge about?", "answer", json_schema=RateResponse
-    )
+    text = await run(TaskContext("What does Marley warn Scrooge about?", reports_table(index, [1])), "answer",
+                     json_schema=RateResponse)
     assert RateResponse.model_validate_json(text).rating >= 3
     assert json.loads(text).keys() == {"reason", "rating"}

@@ -170,12 +170,13 @@ def test_every_engine_sends_its_configured_prompt(tmp_path: Path) -> None:
             return "An answer written from the custom prompt."
         return str(offline(body))
 
-    from engines.models.factory import Models
+    from benchmarks.bench_mock import RelayedModels
     from engines.models.limiter import LimiterRegistry
 
     with LoopbackServer(default_reply=reply) as server:
         config = _custom_config(tmp_path, server)
-        models = Models(config.models, index=carol(), embedder=carol_embedder(), limiter_registry=LimiterRegistry())
+        models = RelayedModels(config.models, index=carol(), embedder=carol_embedder(),
+                               limiter_registry=LimiterRegistry())
         with Router(carol(), config=config, models=models) as router:
             for mode in ("local", "basic", "global", "drift"):
                 answer = router.ask("Who is Ebenezer Scrooge?", mode=mode)

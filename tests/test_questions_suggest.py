@@ -13,29 +13,28 @@ import pytest
 from test_engines_support import CAROL, load
 
 from engines import QuestionGenerator
-from engines.models.offline_parse import parse_messages
 from engines.models.offline_questions import generate_questions, is_fragment
 from engines.questions import NO_LABELLER_NOTE, corpus_wide_count, corpus_wide_questions
 from router.cli import main
+from shared_context.context_records import EntityRecord, RelationshipRecord, SourceRecord
+from shared_context.context_tables import ContextTables
+from shared_context.tables import Column, Section, columns
 
-SYSTEM = """Number of questions: 6
-
------Entities-----
-id|entity|description
-1|LYMPH NODES|small organs
-2|KEY|a word
-3|TAYLOR CRUZ|an officer
-
------Relationships-----
-id|source|target|description
-1|LYMPH NODES|KEY|key findings on nodes
-2|TAYLOR CRUZ|LYMPH NODES|examined them
-3|LYMPH NODES|TAYLOR CRUZ|examined them again
-
------Sources-----
-id|text
-1|Key findings: the key role of the lymph nodes. Taylor Cruz examined them; a key result followed.
-"""
+_ENTITY_COLUMNS = (Column("id", "id"), Column("entity", "title"), Column("description", "description"))
+TABLES = ContextTables(
+    entities=Section("Entities", _ENTITY_COLUMNS, [
+        EntityRecord("1", "LYMPH NODES", "small organs"),
+        EntityRecord("2", "KEY", "a word"),
+        EntityRecord("3", "TAYLOR CRUZ", "an officer"),
+    ]),
+    relationships=Section("Relationships", columns("id", "source", "target", "description"), [
+        RelationshipRecord("1", "LYMPH NODES", "KEY", "key findings on nodes"),
+        RelationshipRecord("2", "TAYLOR CRUZ", "LYMPH NODES", "examined them"),
+        RelationshipRecord("3", "LYMPH NODES", "TAYLOR CRUZ", "examined them again"),
+    ]),
+    sources=Section("Sources", columns("id", "text"), [SourceRecord(
+        "1", "Key findings: the key role of the lymph nodes. Taylor Cruz examined them; a key result followed.")]),
+)
 
 
 def test_fragment_names_are_words_the_text_writes_in_lower_case() -> None:
@@ -46,8 +45,7 @@ def test_fragment_names_are_words_the_text_writes_in_lower_case() -> None:
 
 
 def test_offline_questions_use_grammatical_templates_and_drop_fragment_pairs() -> None:
-    parsed = parse_messages([{"role": "system", "content": SYSTEM}, {"role": "user", "content": "Tell me more"}])
-    questions = generate_questions(parsed, "Tell me more").questions
+    questions = generate_questions(TABLES, "Tell me more", 6).questions
     assert questions and not any("Key" in q for q in questions)
     assert not any(q.startswith("How is ") for q in questions)
     relation = [q for q in questions if q.startswith("What is the relationship between")]

@@ -6,7 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shared_context.tables import SectionBuilder, join_sections, joined_tokens, render_row
+from shared_context.context_records import ClaimRecord
+from shared_context.tables import Column, SectionBuilder, join_sections, joined_tokens, render_row
 from shared_context.tokens import get_tokenizer
 
 ENCODINGS = ["o200k_base", "cl100k_base"]
@@ -17,21 +18,35 @@ FRAGMENTS = ["a", "Scrooge", " ", "  ", "\t", "\n", "\r\n", "/", "//", ".", "...
              "123", "4567", " 89", "雅各", "é", "e\u0301", "🎄", "\u00a0", "\u3000", "—", "-----", "x\n ", " \n"]
 
 cell = st.lists(st.sampled_from(FRAGMENTS), max_size=8).map("".join)
-row = st.lists(cell, min_size=1, max_size=3)
+# the rows of one section have as many cells as its columns (1 to 3)
+rows_of_a_section = st.integers(1, 3).flatmap(lambda n: st.lists(st.lists(cell, min_size=n, max_size=n), min_size=1,
+                                                                  max_size=5))
+_FIELDS = ("id", "subject", "object")
 
 
-def _build(encoding: str, rows: list[list[str]], budget: int = 10_000) -> tuple[SectionBuilder, object]:
+def _record(cells: list[str]) -> ClaimRecord:
+    """A record whose first len(cells) columns (`_columns`) render `cells`."""
+    padded = [*cells, "", ""][:3]
+    return ClaimRecord(padded[0], padded[1], padded[2], "", "", "", "")
+
+
+def _columns(n: int) -> tuple[Column, ...]:
+    return tuple(Column(f"c{i}", _FIELDS[i]) for i in range(n))
+
+
+def _build(encoding: str, rows: list[list[str]], budget: int = 10_000) -> tuple[SectionBuilder[ClaimRecord], object]:
     tok = get_tokenizer(encoding)
-    builder = SectionBuilder("Sources", ["id", "text"], tok, budget)
+    builder: SectionBuilder[ClaimRecord] = SectionBuilder("Sources", _columns(len(rows[0])), tok, budget)
     for cells in rows:
         line = render_row(cells)
-        builder.add_line(line, tok.count(line + "\n"), {"cells": cells})
+        assert line == builder.render(_record(cells))
+        builder.add_line(line, tok.count(line + "\n"), _record(cells))
     return builder, tok
 
 
 @pytest.mark.parametrize("encoding", ENCODINGS)
 @settings(max_examples=150, deadline=None, derandomize=True)
-@given(rows=st.lists(row, min_size=1, max_size=5))
+@given(rows=rows_of_a_section)
 def test_finish_count_equals_counting_the_text(encoding: str, rows: list[list[str]]) -> None:
     builder, tok = _build(encoding, rows)
     section = builder.finish()
@@ -66,7 +81,7 @@ def test_finish_trims_to_the_budget_with_exact_counts() -> None:
         builder.budget = budget
         section = builder.finish()
         assert section.tokens == tok.count(section.text) <= budget
-        assert len(section.records) == section.text.count("\n") - 1
+        assert len(section.rows) == section.text.count("\n") - 1
 
 
 class LongestCount:
@@ -88,10 +103,10 @@ def test_finish_does_not_re_encode_the_whole_section() -> None:
 
     rows = [[str(i), "The ghost of Christmas Past, " * 40] for i in range(10)]
     spy = LongestCount()
-    builder = SectionBuilder("Sources", ["id", "text"], spy, 100_000)  # type: ignore[arg-type]
+    builder: SectionBuilder[ClaimRecord] = SectionBuilder("Sources", _columns(2), spy, 100_000)  # type: ignore[arg-type]
     for cells in rows:
         line = render_row(cells)
-        builder.add_line(line, real.count(line + "\n"), {})
+        builder.add_line(line, real.count(line + "\n"), _record(cells))
     section = builder.finish()
     assert section.tokens == real.count(section.text)
     assert spy.longest < 100  # only the last row's final piece and the header
@@ -99,7 +114,7 @@ def test_finish_does_not_re_encode_the_whole_section() -> None:
 
 @pytest.mark.parametrize("encoding", ENCODINGS)
 @settings(max_examples=150, deadline=None, derandomize=True)
-@given(sections=st.lists(st.lists(row, min_size=1, max_size=3), min_size=1, max_size=4))
+@given(sections=st.lists(rows_of_a_section, min_size=1, max_size=4))
 def test_joined_tokens_equals_counting_the_joined_text(encoding: str, sections: list[list[list[str]]]) -> None:
     """`joined_tokens` adds only what each join between two sections changes, from the end of the left
     section's last row: the same as counting the joined text."""

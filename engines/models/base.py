@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Protocol, TypedDict, TypeGuard, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, TypedDict, TypeGuard, runtime_checkable
 
 import numpy as np
 from pydantic import BaseModel
+
+if TYPE_CHECKING:
+    from engines.models.task_context import TaskContext
 
 
 class Message(TypedDict):
@@ -39,6 +42,9 @@ class EmbeddingResult:
 
 @runtime_checkable
 class ChatModel(Protocol):
+    """A chat model. `context` is the typed data the messages render (`task_context.TaskContext`): a model
+    that writes from the prompt ignores it, the offline extractive model reads only it."""
+
     name: str
     offline: bool
 
@@ -50,6 +56,7 @@ class ChatModel(Protocol):
         json_schema: type[BaseModel] | None = None,
         max_tokens: int | None = None,
         temperature: float | None = None,
+        context: TaskContext | None = None,
     ) -> Completion: ...
 
     def stream(
@@ -59,6 +66,7 @@ class ChatModel(Protocol):
         task: str = "answer",
         max_tokens: int | None = None,
         temperature: float | None = None,
+        context: TaskContext | None = None,
     ) -> AsyncIterator[str | Completion]:
         """Yield text deltas, then exactly one final `Completion` with the full text and usage."""
         ...

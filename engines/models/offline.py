@@ -1,9 +1,11 @@
 """The offline extractive chat model: the default when no API key is configured.
 
-It honours each engine's prompt contract (ARCHITECTURE.md, "Tasks and the prompt contract")
-without any network or randomness: answers are sentences quoted from the supplied context,
-each cited with ids that exist in that context; scores come from term coverage; follow-up and
-candidate questions are built from the entities in the data. Same input, same bytes out.
+It reads the typed context of each call (`task_context.TaskContext`: the builders' context tables, the
+reduce's findings, the scalar inputs), never the prompt's text, so a custom prompt changes nothing for it.
+Without any network or randomness: answers are sentences quoted from the supplied records, each cited with
+ids of records in that context; scores come from term coverage; follow-up and candidate questions are
+built from the entities in the data. Same input, same bytes out. A call without a context (a route
+question) reads its question from the last user message.
 """
 
 from __future__ import annotations
@@ -18,7 +20,6 @@ from pydantic import BaseModel, ValidationError
 
 from engines.models.base import Completion, Message
 from engines.models.offline_answer import compose_answer, no_answer_text
-from engines.models.offline_parse import ParsedPrompt, parse_messages
 from engines.models.offline_questions import generate_questions, rewrite, route
 from engines.models.offline_reduce import compose_reduce
 from engines.models.offline_tasks import drift_followup, drift_hyde, drift_primer, global_map, rate
@@ -31,6 +32,7 @@ from engines.models.schemas import (
     RewriteResponse,
     RouteResponse,
 )
+from engines.models.task_context import TaskContext
 from shared_context.tokens import get_tokenizer
 
 MODEL_NAME = "offline-extractive"
@@ -75,9 +77,10 @@ class OfflineChatModel:
         json_schema: type[BaseModel] | None = None,
         max_tokens: int | None = None,
         temperature: float | None = None,  # accepted for the protocol; extraction is deterministic
+        context: TaskContext | None = None,
     ) -> Completion:
         start = time.perf_counter()
-        text = self.respond(messages, task=task, json_schema=json_schema, max_tokens=max_tokens)
+        text = self.respond(messages, task=task, json_schema=json_schema, max_tokens=max_tokens, context=context)
         return self._completion(messages, text, time.perf_counter() - start)
 
     async def stream(
@@ -87,10 +90,11 @@ class OfflineChatModel:
         task: str = "answer",
         max_tokens: int | None = None,
         temperature: float | None = None,
+        context: TaskContext | None = None,
     ) -> AsyncIterator[str | Completion]:
         """Yield groups of `words_per_delta` words (whitespace kept, so they join to the text), then the Completion."""
         start = time.perf_counter()
-        text = self.respond(messages, task=task, max_tokens=max_tokens)
+        text = self.respond(messages, task=task, max_tokens=max_tokens, context=context)
         for delta in split_deltas(text, self.words_per_delta):
             yield delta
         yield self._completion(messages, text, time.perf_counter() - start)
@@ -104,16 +108,18 @@ class OfflineChatModel:
         task: str = "answer",
         json_schema: type[BaseModel] | None = None,
         max_tokens: int | None = None,
+        context: TaskContext | None = None,
     ) -> str:
         """The reply text for one request (what `complete` returns, without the usage)."""
-        parsed = parse_messages(messages)
+        if context is None:
+            context = TaskContext(_last_user_message(messages))
         task = self._effective_task(task, json_schema)
         if task in _JSON_TASKS:
-            obj = self._structured(task, parsed, max_tokens)
+            obj = self._structured(task, context, max_tokens)
             if json_schema is not None and not _same_schema(json_schema, type(obj)):
-                obj = _fill_schema(json_schema, self._text(parsed, "answer", max_tokens))
+                obj = _fill_schema(json_schema, self._text(context, "answer", max_tokens))
             return json.dumps(obj.model_dump(), ensure_ascii=False)
-        text = self._text(parsed, task, max_tokens, messages)
+        text = self._text(context, task, max_tokens)
         if json_schema is not None:
             return json.dumps(_fill_schema(json_schema, text).model_dump(), ensure_ascii=False)
         return text
@@ -125,15 +131,12 @@ class OfflineChatModel:
             return _TASK_BY_SCHEMA[json_schema.__name__]
         return task if task in _ANSWER_TASKS else "answer"
 
-    def _text(self, parsed: ParsedPrompt, task: str, max_tokens: int | None,
-              messages: Sequence[Message] = ()) -> str:
-        question = parsed.question
+    def _text(self, context: TaskContext, task: str, max_tokens: int | None) -> str:
+        question = context.question
         if task in _REDUCE_TASKS:
-            system = "\n".join(str(m.get("content", "")) for m in messages
-                                if isinstance(m, Mapping) and m.get("role") == "system")
-            return compose_reduce(parsed, question, self._tokenizer, max_tokens, system)
+            return compose_reduce(context, self._tokenizer, max_tokens)
         if task == "drift_hyde":
-            return drift_hyde(parsed, question)
+            return drift_hyde(context.template, question)
         datasets = (
             ("Sources",)
             if task == "basic_answer"
@@ -142,35 +145,35 @@ class OfflineChatModel:
         if not question.strip():
             return no_answer_text(question, "No question was given.")
         text, _chosen = compose_answer(
-            parsed,
+            context.tables,
             question,
             self._tokenizer,
             max_sentences=self.max_sentences,
             max_tokens=max_tokens,
             datasets=datasets,
+            response_type=context.response_type,
         )
         return text
 
-    def _structured(self, task: str, parsed: ParsedPrompt, max_tokens: int | None) -> BaseModel:
-        question = parsed.question
+    def _structured(self, task: str, context: TaskContext, max_tokens: int | None) -> BaseModel:
+        question, tables = context.question, context.tables
         if task == "global_map":
-            return global_map(parsed, question)
+            return global_map(tables, question)
         if task == "rate":
-            return rate(parsed, question)
+            return rate(tables, question)
         if task == "drift_primer":
-            return drift_primer(parsed, question)
+            return drift_primer(tables, question)
         if task == "drift_followup":
             return drift_followup(
-                parsed,
-                question,
+                context,
                 self._tokenizer,
                 max_sentences=self.followup_sentences,
                 max_tokens=max_tokens,
             )
         if task == "questions":
-            return generate_questions(parsed, question)
+            return generate_questions(tables, question, context.question_count)
         if task == "rewrite":
-            return rewrite(parsed, question)
+            return rewrite(tables, question)
         return route(question)
 
     def _completion(self, messages: Sequence[Message], text: str, seconds: float) -> Completion:
@@ -187,6 +190,12 @@ class OfflineChatModel:
             cached=False,
             cost=0.0,
         )
+
+
+def _last_user_message(messages: Sequence[Message]) -> str:
+    """The question of a call that brings no typed context: its last user message."""
+    users = [m for m in messages if isinstance(m, Mapping) and m.get("role") == "user"]
+    return str(users[-1].get("content") or "").strip() if users else ""
 
 
 def split_deltas(text: str, words_per_delta: int) -> list[str]:

@@ -1,6 +1,8 @@
 """Extractive answers: rank the context's sentences against the question and cite every one.
 
-Used by the answer tasks (local, basic) and the DRIFT follow-up; `offline_reduce` merges answers.
+Used by the answer tasks (local, basic) and the DRIFT follow-up; `offline_reduce` merges answers. The
+sentences come from the typed records of the context tables (`shared_context.context_records`), each cited
+with its record's id.
 """
 
 from __future__ import annotations
@@ -11,7 +13,6 @@ from dataclasses import dataclass, field
 
 from engines.models.offline_cite import format_citation, merge_refs, strip_citations
 from engines.models.offline_names import answerable, capitalised_phrases, display_name, mentions
-from engines.models.offline_parse import ParsedPrompt, Table
 from engines.models.offline_text import (
     BM25,
     clean_sentence,
@@ -24,15 +25,18 @@ from engines.models.offline_text import (
     terms,
     trim_sentence,
 )
+from shared_context.context_records import (
+    ClaimRecord,
+    ContextRecord,
+    EntityRecord,
+    RelationshipRecord,
+    ReportRecord,
+    SourceRecord,
+)
+from shared_context.context_tables import ContextTables
 from shared_context.tokens import Tokenizer
 
 ANSWER_DATASETS = ("Entities", "Relationships", "Claims", "Sources", "Reports")
-_TEXT_COLUMNS = ("text", "description", "content", "full_content", "summary")
-_NAME_COLUMNS = {
-    "Entities": ("entity", "title", "name"),
-    "Relationships": ("source", "target"),
-    "Claims": ("entity", "subject", "subject_id", "object_id", "object"),
-}
 LABEL_EN = "**Answer (offline extractive model; sentences quoted from the supplied data):**"
 LABEL_ZH = "**回答（离线抽取式模型，句子摘自所提供的数据）：**"
 _END_PUNCT = ".!?。！？"
@@ -70,13 +74,35 @@ def cite(text: str, refs: dict[str, list[str]]) -> str:
     return f"{text} {citation}."
 
 
-def _row_subjects(table: Table, row: dict[str, str]) -> tuple[str, ...]:
-    names = []
-    for col in _NAME_COLUMNS.get(table.name, ()):
-        value = row.get(col, "").strip()
-        if value and value.upper() != "NONE" and col in table.columns:
-            names.append(value)
-    return tuple(dict.fromkeys(names))
+def record_subjects(record: ContextRecord) -> tuple[str, ...]:
+    """The entities a record is about: an entity's title, a relationship's ends, a claim's subject and object."""
+    if isinstance(record, EntityRecord):
+        names = [record.title]
+    elif isinstance(record, RelationshipRecord):
+        names = [record.source, record.target]
+    elif isinstance(record, ClaimRecord):
+        names = [record.subject, record.object]
+    else:
+        return ()
+    kept = [n.strip() for n in names if n and n.strip() and n.strip().upper() != "NONE"]
+    return tuple(dict.fromkeys(kept))
+
+
+def record_text(record: ContextRecord) -> str:
+    """The record's evidence text: a description, a unit's shown text, a report's content."""
+    if isinstance(record, EntityRecord | RelationshipRecord | ClaimRecord):
+        return record.description
+    if isinstance(record, SourceRecord):
+        return record.text
+    if isinstance(record, ReportRecord):
+        return record.content
+    return record.content  # a conversation turn
+
+
+def table_rows(tables: ContextTables, name: str) -> list[ContextRecord]:
+    """The rows shown of the table `name` ([] when the context has none)."""
+    section = tables.section(name)
+    return [] if section is None else list(section.rows)
 
 
 def _prefix(table_name: str, subjects: tuple[str, ...], sentence: str) -> str:
@@ -89,22 +115,16 @@ def _prefix(table_name: str, subjects: tuple[str, ...], sentence: str) -> str:
     return f"{display_name(subjects[0])}: {sentence}"
 
 
-def gather_candidates(parsed: ParsedPrompt, datasets: tuple[str, ...] = ANSWER_DATASETS) -> list[Candidate]:
+def gather_candidates(tables: ContextTables, datasets: tuple[str, ...] = ANSWER_DATASETS) -> list[Candidate]:
     """Every informative sentence of the supplied tables, with the row id it must cite."""
     out: list[Candidate] = []
     for name in datasets:
-        table = parsed.table(name)
-        if table is None:
-            continue
-        text_col = table.column(*_TEXT_COLUMNS)
-        if text_col is None:
-            continue
-        for row in table.rows:
-            row_id = row.get(table.id_column, "").strip()
+        for record in table_rows(tables, name):
+            row_id = str(record.id).strip()
             if not row_id:
                 continue
-            subjects = _row_subjects(table, row)
-            for position, raw in enumerate(split_sentences(strip_citations(row.get(text_col, "")))):
+            subjects = record_subjects(record)
+            for position, raw in enumerate(split_sentences(strip_citations(record_text(record)))):
                 if raw.lstrip().startswith("#"):
                     continue  # report titles are not evidence
                 sentence = clean_sentence(raw)
@@ -115,26 +135,24 @@ def gather_candidates(parsed: ParsedPrompt, datasets: tuple[str, ...] = ANSWER_D
     return out
 
 
-def known_names(parsed: ParsedPrompt) -> list[str]:
+def known_names(tables: ContextTables) -> list[str]:
     """Entity names the tables know: entity titles, relationship ends, claim subjects (table order)."""
     known: dict[str, None] = {}
     for name in ("Entities", "Relationships", "Claims"):
-        table = parsed.table(name)
-        if table is not None:
-            for row in table.rows:
-                for subject in _row_subjects(table, row):
-                    known.setdefault(subject, None)
+        for record in table_rows(tables, name):
+            for subject in record_subjects(record):
+                known.setdefault(subject, None)
     return list(known)
 
 
-def question_entities(parsed: ParsedPrompt, question: str, *, tables_only: bool = False) -> list[str]:
+def question_entities(tables: ContextTables, question: str, *, tables_only: bool = False) -> list[str]:
     """Names the question mentions, longest first where they overlap.
 
     Names come from the tables; when none matches (and `tables_only` is off) the question's own
     capitalised phrases stand in, so sentences naming them still rank first in a Sources-only context.
     """
     folded = question.casefold()
-    found = [n for n in known_names(parsed) if mentions(folded, n)]
+    found = [n for n in known_names(tables) if mentions(folded, n)]
     if not found and not tables_only:
         found = capitalised_phrases(question)
     found.sort(key=lambda n: (folded.find(n.casefold()), -len(n), n))
@@ -280,30 +298,31 @@ def fit_tokens(
 
 
 def compose_answer(
-    parsed: ParsedPrompt,
+    tables: ContextTables,
     question: str,
     tokenizer: Tokenizer,
     *,
     max_sentences: int = 6,
     max_tokens: int | None = None,
     datasets: tuple[str, ...] = ANSWER_DATASETS,
+    response_type: str = "",
 ) -> tuple[str, list[Candidate]]:
     """The markdown answer and the sentences it quotes (empty when the data does not answer)."""
-    cands = gather_candidates(parsed, datasets)
+    cands = gather_candidates(tables, datasets)
     if not cands:
         return no_answer_text(question, "No context data was supplied."), []
-    entities = question_entities(parsed, question)
+    entities = question_entities(tables, question)
     missing, present = _missing_words(question, cands)
     missing_text = f"The data does not mention: {', '.join(missing)}." if missing else ""
     # A stray shared word ("point" in "boiling point of nitrogen") is not an answer: most of the
     # question's terms, or an entity the tables know, must be there.
     pool_terms = [t for c in cands for t in c.terms]
-    if not answerable(question, pool_terms) and not question_entities(parsed, question, tables_only=True):
+    if not answerable(question, pool_terms) and not question_entities(tables, question, tables_only=True):
         return no_answer_text(question, missing_text), []
     chosen = select_sentences(rank_candidates(cands, question, entities), max_sentences)
     if not chosen:
         return no_answer_text(question, missing_text), []
-    response_type = parsed.scalar("response type", "multiple paragraphs")
+    response_type = response_type or "multiple paragraphs"
     # A missing question verb ("connected") is not worth a note when most terms are covered.
     note = f"\n\n_{missing_text}_" if missing_text and present <= 0.5 else ""
 

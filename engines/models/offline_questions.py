@@ -6,9 +6,9 @@ import re
 
 from engines.models.offline_answer import question_entities
 from engines.models.offline_names import capitalised_phrases, display_name, quoted_terms
-from engines.models.offline_parse import ParsedPrompt
 from engines.models.offline_text import CJK_RE, is_cjk_text
 from engines.models.schemas import QuestionList, RewriteResponse, RouteResponse
+from shared_context.context_tables import ContextTables
 
 # ---------------------------------------------------------------------------------------------
 # Candidate questions
@@ -42,42 +42,24 @@ def _distinct(names: list[str]) -> list[str]:
     return kept
 
 
-def _entity_rows(parsed: ParsedPrompt) -> list[tuple[str, str]]:
+def _entity_rows(tables: ContextTables) -> list[tuple[str, str]]:
     """(name, type) of every entity row, in table order (the builder's relevance order)."""
-    table = parsed.table("Entities")
-    if table is None:
-        return []
-    name_col = table.column("entity", "title", "name")
-    type_col = table.column("type", "entity_type")
-    if name_col is None:
-        return []
-    return [(r[name_col], r.get(type_col, "") if type_col else "") for r in table.rows if r.get(name_col)]
+    rows = [] if tables.entities is None else tables.entities.rows
+    return [(r.title, r.type) for r in rows if r.title]
 
 
-def _pairs(parsed: ParsedPrompt) -> list[tuple[str, str]]:
-    table = parsed.table("Relationships")
-    if table is None or not table.column("source") or not table.column("target"):
-        return []
-    return [(r["source"], r["target"]) for r in table.rows if r.get("source") and r.get("target")]
+def _pairs(tables: ContextTables) -> list[tuple[str, str]]:
+    rows = [] if tables.relationships is None else tables.relationships.rows
+    return [(r.source, r.target) for r in rows if r.source and r.target]
 
 
-def _claim_subjects(parsed: ParsedPrompt) -> list[tuple[str, str]]:
-    table = parsed.table("Claims")
-    if table is None:
-        return []
-    name_col = table.column("entity", "subject", "subject_id")
-    type_col = table.column("type", "claim_type")
-    if name_col is None:
-        return []
-    return [(r[name_col], r.get(type_col, "") if type_col else "") for r in table.rows if r.get(name_col)]
+def _claim_subjects(tables: ContextTables) -> list[tuple[str, str]]:
+    rows = [] if tables.claims is None else tables.claims.rows
+    return [(r.subject, r.type) for r in rows if r.subject]
 
 
-def _source_text(parsed: ParsedPrompt) -> str:
-    table = parsed.table("Sources")
-    if table is None:
-        return ""
-    col = table.column("text", "content", "chunk")
-    return "\n".join(r.get(col, "") for r in table.rows) if col else ""
+def _source_text(tables: ContextTables) -> str:
+    return "" if tables.sources is None else "\n".join(r.text for r in tables.sources.rows)
 
 
 def is_fragment(name: str, text: str) -> bool:
@@ -103,21 +85,21 @@ def _interleave(*streams: list[str]) -> list[str]:
     return out
 
 
-def generate_questions(parsed: ParsedPrompt, question: str) -> QuestionList:
-    n = parsed.scalar_int("number of questions", 5, low=1, high=50)
-    zh = is_cjk_text(question) or is_cjk_text(" ".join(e for e, _ in _entity_rows(parsed)[:5]))
-    asked = question_entities(parsed, question) if question else []
-    types = {display_name(e): t.lower() for e, t in _entity_rows(parsed)}
-    source = _source_text(parsed)
-    names = [n for n in _distinct([*types, *(display_name(x) for pair in _pairs(parsed) for x in pair)])
+def generate_questions(tables: ContextTables, question: str, count: int | None) -> QuestionList:
+    n = max(1, min(50, 5 if count is None else count))
+    zh = is_cjk_text(question) or is_cjk_text(" ".join(e for e, _ in _entity_rows(tables)[:5]))
+    asked = question_entities(tables, question) if question else []
+    types = {display_name(e): t.lower() for e, t in _entity_rows(tables)}
+    source = _source_text(tables)
+    names = [n for n in _distinct([*types, *(display_name(x) for pair in _pairs(tables) for x in pair)])
              if not is_fragment(n, source)]
     entities = [(e, types.get(e, "")) for e in names]
     unordered: dict[frozenset[str], tuple[str, str]] = {}
-    for a, b in ((display_name(a), display_name(b)) for a, b in _pairs(parsed)):
+    for a, b in ((display_name(a), display_name(b)) for a, b in _pairs(tables)):
         if a in names and b in names and a != b:
             unordered.setdefault(frozenset((a, b)), (a, b))  # A-B and B-A are one relationship question
     pairs = list(unordered.values())
-    claims = [(display_name(e), t.lower().replace("_", " ")) for e, t in _claim_subjects(parsed)
+    claims = [(display_name(e), t.lower().replace("_", " ")) for e, t in _claim_subjects(tables)
               if t and not is_fragment(display_name(e), source)]
     if len(asked) >= 2:
         # The user's question names several entities: every candidate must name all of them.
@@ -233,9 +215,10 @@ def _replace_name(previous: str, target: str, zh: bool) -> str | None:
     return before + target + after
 
 
-def rewrite(parsed: ParsedPrompt, question: str) -> RewriteResponse:
+def rewrite(tables: ContextTables, question: str) -> RewriteResponse:
     """Make the last user message standalone by substituting the subject of earlier user turns."""
-    earlier = [c for role, c in parsed.history if role == "user" and c.strip() != question.strip()]
+    turns = [] if tables.history is None else tables.history.rows
+    earlier = [t.content for t in turns if t.role == "user" and t.content.strip() != question.strip()]
     previous, subject = None, None
     for turn in reversed(earlier):
         subject = _subject(turn)

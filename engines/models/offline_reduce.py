@@ -1,4 +1,4 @@
-"""Reduce for the offline model: merge analyst blocks, most important first, keeping their references."""
+"""Reduce for the offline model: merge the analysts' findings, most important first, keeping their references."""
 
 from __future__ import annotations
 
@@ -6,7 +6,6 @@ import re
 
 from engines.models.offline_answer import cite, no_answer_text
 from engines.models.offline_cite import CITATION_RE, merge_refs, parse_citation
-from engines.models.offline_parse import ParsedPrompt
 from engines.models.offline_text import (
     clean_sentence,
     is_cjk_text,
@@ -16,13 +15,13 @@ from engines.models.offline_text import (
     terms,
     trim_sentence,
 )
+from engines.models.task_context import TaskContext
 from shared_context.tokens import Tokenizer
 
 # A response type that states no size ("multiple paragraphs", GraphRAG's default) gets this many findings:
 # an answer a reader takes in at once, not the 40-60 bullets every analyst block would give.
 DEFAULT_MAX_POINTS = 12
 _AT_MOST_RE = re.compile(r"\bat most (\d+)\b|最多\s*(\d+)", re.IGNORECASE)
-_WORD_LIMIT_RE = re.compile(r"\blimit (?:the|the whole) answer to (\d+) words\b", re.IGNORECASE)
 
 REDUCE_LABEL_EN = "**Answer (offline extractive model; key findings merged from the supplied data):**"
 REDUCE_LABEL_ZH = "**回答（离线抽取式模型，合并自所提供数据的要点）：**"
@@ -72,21 +71,20 @@ def max_points(response_type: str) -> int:
     return DEFAULT_MAX_POINTS
 
 
-def word_limit_tokens(system_text: str) -> int | None:
-    """The reduce prompt's "Limit the answer to N words", as tokens (about 4 tokens per 3 words)."""
-    match = _WORD_LIMIT_RE.search(system_text or "")
-    return None if match is None else int(match.group(1)) * 4 // 3
+def word_limit_tokens(words: int | None) -> int | None:
+    """A limit of `words` words, as tokens (about 4 tokens per 3 words)."""
+    return None if words is None else words * 4 // 3
 
 
-def compose_reduce(parsed: ParsedPrompt, question: str, tokenizer: Tokenizer, max_tokens: int | None,
-                   system_text: str = "") -> str:
-    """One answer from the analyst blocks, most important first, duplicates merged, within budget.
+def compose_reduce(context: TaskContext, tokenizer: Tokenizer, max_tokens: int | None) -> str:
+    """One answer from the analyst findings, most important first, duplicates merged, within budget.
 
     Budget is shared in two passes: first the opening sentences of every block (in importance
     order), then the rest of each block, so a long first finding cannot crowd out the others and
     a partial answer from an earlier reduce level keeps more than its first lines when room allows.
     """
-    blocks = sorted((b for b in parsed.analysts if b.text.strip()), key=lambda b: (-b.importance, b.number))
+    question = context.question
+    blocks = sorted((b for b in context.findings if b.text.strip()), key=lambda b: (-b.score, b.number))
     kept: list[list[tuple[str, dict[str, list[str]]]]] = []
     seen: list[tuple[list[str], dict[str, list[str]]]] = []
     for block in blocks:
@@ -104,9 +102,9 @@ def compose_reduce(parsed: ParsedPrompt, question: str, tokenizer: Tokenizer, ma
     if not kept:
         return no_answer_text(question)
     label = REDUCE_LABEL_ZH if is_cjk_text(question) else REDUCE_LABEL_EN
-    limits = [t for t in (max_tokens, word_limit_tokens(system_text)) if t is not None]
+    limits = [t for t in (max_tokens, word_limit_tokens(context.word_limit)) if t is not None]
     budget = min(limits) if limits else 2000
-    points = max_points(parsed.scalar("response type"))
+    points = max_points(context.response_type)
     used = tokenizer.count(label) + 2
     taken = [0] * len(kept)
     for first_pass in (True, False):

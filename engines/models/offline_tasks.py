@@ -1,7 +1,7 @@
 """Structured tasks of the offline extractive model: map, rate, HyDE, DRIFT primer and follow-up.
 
-Each function turns a parsed prompt into the pydantic object its engine expects (schemas in
-`engines/models/schemas.py`). Scores come from term coverage of the question, so they are comparable
+Each function turns the typed context of a call (`task_context.TaskContext`) into the pydantic object its
+engine expects (schemas in `engines/models/schemas.py`). Scores come from term coverage of the question, so they are comparable
 across calls; orders are by score, then position in the context (never by hash order).
 """
 
@@ -21,7 +21,6 @@ from engines.models.offline_answer import (
 )
 from engines.models.offline_cite import strip_citations
 from engines.models.offline_names import answerable, capitalised_phrases, display_name, mentions
-from engines.models.offline_parse import ParsedPrompt, Table
 from engines.models.offline_text import (
     BM25,
     STOPWORDS,
@@ -37,6 +36,9 @@ from engines.models.offline_text import (
     wordset,
 )
 from engines.models.schemas import FollowupResponse, MapPoint, MapResponse, PrimerResponse, RateResponse
+from engines.models.task_context import TaskContext
+from shared_context.context_records import ReportRecord
+from shared_context.context_tables import ContextTables
 from shared_context.tokens import Tokenizer
 
 _QUESTION_WORDS = wordset(
@@ -67,19 +69,20 @@ def surface_words(question: str, wanted: list[str]) -> list[str]:
     return list(out)
 
 
-def _rank_norm(table: Table, row: dict[str, str]) -> float:
-    """GraphRAG report rank (0-10) as 0-1; 0.5 when absent or unreadable."""
-    col = table.column("rank", "rating")
-    try:
-        return max(0.0, min(1.0, float(row.get(col, "") if col else "") / 10.0))
-    except ValueError:
+def _rank_norm(report: ReportRecord) -> float:
+    """GraphRAG report rank (0-10) as 0-1; 0.5 when absent."""
+    if report.rank is None or report.rank != report.rank:  # None or NaN
         return 0.5
+    return max(0.0, min(1.0, float(report.rank) / 10.0))
 
 
-def _report_sentences(table: Table, row: dict[str, str]) -> tuple[tuple[str, tuple[str, ...]], ...]:
+def _reports(tables: ContextTables) -> list[ReportRecord]:
+    return [] if tables.reports is None else [r for r in tables.reports.rows if str(r.id).strip()]
+
+
+def _report_sentences(report: ReportRecord) -> tuple[tuple[str, tuple[str, ...]], ...]:
     """The report's informative sentences, each with its index terms."""
-    col = table.column("content", "full_content", "summary", "text")
-    return _analysed_text(row.get(col, "") if col else "")
+    return _analysed_text(report.content)
 
 
 @functools.lru_cache(maxsize=16384)
@@ -101,32 +104,30 @@ def _analysed_text(content: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
 # Global map and rating
 
 
-def global_map(parsed: ParsedPrompt, question: str) -> MapResponse:
-    table = parsed.table("Reports")
-    if table is None or not table.rows:
+def global_map(tables: ContextTables, question: str) -> MapResponse:
+    rows = _reports(tables)
+    if not rows:
         return MapResponse(
             points=[
                 MapPoint(description="No community reports were supplied, so nothing can be said.", score=0)
             ]
         )
     query, broad = question_terms(question)
-    title_col = table.column("title")
-    rows = [r for r in table.rows if r.get(table.id_column, "")]
-    analysed = [_report_sentences(table, r) for r in rows]
+    analysed = [_report_sentences(r) for r in rows]
     per_report = [[s for s, _ in a] for a in analysed]
     sentence_terms = [list(t) for a in analysed for _, t in a]
     bm25_scores = BM25.query_scores(sentence_terms, query)
     offsets = [sum(len(s) for s in per_report[:i]) for i in range(len(per_report))]
-    batch_terms = [t for r in rows for t in terms(r.get(title_col, "") if title_col else "")]
+    batch_terms = [t for r in rows for t in terms(r.title)]
     batch_terms += [t for doc in sentence_terms for t in doc]
     relevant_batch = answerable(question, batch_terms)
     # one point per report: (ids, title, best sentences, their terms, score); near-duplicates share a point
     points: list[tuple[list[str], str, list[str], list[str], int]] = []
     for row, sentences, sentence_info, offset in zip(rows, per_report, analysed, offsets, strict=True):
-        title = row.get(title_col, "") if title_col else ""
+        title = row.title
         found = terms(title) + [t for _, ts in sentence_info for t in ts]
         cover = coverage(query, found)
-        rank = _rank_norm(table, row)
+        rank = _rank_norm(row)
         if broad:
             # Corpus-wide question: the report's opening summary, plus its sentence that best matches
             # the question's own words ("themes", "overall") when it has one.
@@ -149,9 +150,9 @@ def global_map(parsed: ParsedPrompt, question: str) -> MapResponse:
         best_terms = [t for s in best for t in terms(s)]
         twin = next((p for p in points if jaccard(p[3], best_terms) >= 0.8), None)
         if twin is not None:
-            twin[0].append(row[table.id_column])
+            twin[0].append(row.id)
             continue
-        points.append(([row[table.id_column]], title, best, best_terms, score))
+        points.append(([row.id], title, best, best_terms, score))
     if not points:
         return MapResponse(
             points=[MapPoint(description="None of these reports addresses the question.", score=0)]
@@ -163,18 +164,15 @@ def global_map(parsed: ParsedPrompt, question: str) -> MapResponse:
     return MapResponse(points=out)
 
 
-def rate(parsed: ParsedPrompt, question: str) -> RateResponse:
-    table = parsed.table("Reports")
-    if table is None or not table.rows:
+def rate(tables: ContextTables, question: str) -> RateResponse:
+    rows = _reports(tables)
+    if not rows:
         return RateResponse(reason="No report was supplied to rate.", rating=0)
-    row = table.rows[0]
-    title_col = table.column("title")
+    row = rows[0]
     query, broad = question_terms(question)
-    found = terms(row.get(title_col, "") if title_col else "") + [
-        t for _, ts in _report_sentences(table, row) for t in ts
-    ]
+    found = terms(row.title) + [t for _, ts in _report_sentences(row) for t in ts]
     if broad:
-        rating = 1 + round(3 * _rank_norm(table, row))
+        rating = 1 + round(3 * _rank_norm(row))
         return RateResponse(
             reason="The question is about the whole dataset; rated by the report's importance rank.",
             rating=rating,
@@ -195,7 +193,7 @@ def rate(parsed: ParsedPrompt, question: str) -> RateResponse:
 # DRIFT
 
 
-def drift_hyde(parsed: ParsedPrompt, question: str) -> str:
+def drift_hyde(template: str, question: str) -> str:
     """A hypothetical answer with the template's shape, made only of the question's own words."""
     topic = topic_phrase(question)
     if is_cjk_text(question):
@@ -203,7 +201,7 @@ def drift_hyde(parsed: ParsedPrompt, question: str) -> str:
     query, _broad = question_terms(question)
     in_topic = topic.casefold().split()
     words = [w for w in surface_words(question, query) if w.casefold() not in in_topic]
-    headings = [ln for ln in parsed.template.split("\n") if ln.lstrip().startswith("## ")]
+    headings = [ln for ln in template.split("\n") if ln.lstrip().startswith("## ")]
     n_sections = max(1, min(len(words) or 1, len(headings) or 3))
     title = " ".join(w[:1].upper() + w[1:] for w in topic.split())
     parts = [f"# {title}", "", f"This report addresses the question: {question.strip()}"]
@@ -258,9 +256,9 @@ def _ranked_names(cands: list[Candidate], relevant: list[Candidate], question: s
     return [surface[k] for k in sorted(weights, key=lambda k: (-weights[k], first[k]))]
 
 
-def drift_primer(parsed: ParsedPrompt, question: str) -> PrimerResponse:
+def drift_primer(tables: ContextTables, question: str) -> PrimerResponse:
     zh = is_cjk_text(question)
-    cands = gather_candidates(parsed, ("Reports",))
+    cands = gather_candidates(tables, ("Reports",))
     entities = capitalised_phrases(question)
     relevant = select_sentences(rank_candidates(cands, question, entities), 6)
     if not answerable(question, [t for c in cands for t in c.terms]):
@@ -285,12 +283,10 @@ def drift_primer(parsed: ParsedPrompt, question: str) -> PrimerResponse:
         templates[i % len(templates)].format(e=name, t=topic)
         for i, name in enumerate(_ranked_names(cands, relevant, question)[:8])
     ]
-    table = parsed.table("Reports")
-    title_col = table.column("title") if table is not None else None
-    for row in table.rows if table is not None and title_col else []:
+    for row in _reports(tables):
         if len(followups) >= 5:
             break
-        title = row.get(title_col or "", "").strip()
+        title = row.title.strip()
         if title:
             followups.append(f"{title}的关键细节是什么？" if zh else f"What are the key details of {title}?")
     for word in surface_words(question, query) or [topic]:
@@ -312,7 +308,7 @@ def _words(name: str) -> set[str]:
     return {w for w in re.findall(r"[^\W_]+", name.casefold()) if len(w) > 2}
 
 
-def _related_entities(parsed: ParsedPrompt, anchors: list[str], covered: str) -> list[tuple[str, str | None]]:
+def _related_entities(tables: ContextTables, anchors: list[str], covered: str) -> list[tuple[str, str | None]]:
     """(entity, anchor it relates to) from the Relationships table first, then other Entities rows."""
     out: dict[str, str | None] = {}
     folded_anchors = {a.casefold(): a for a in anchors}
@@ -320,10 +316,9 @@ def _related_entities(parsed: ParsedPrompt, anchors: list[str], covered: str) ->
     # Scrooge is already being asked about (a relative of the anchor, "Mrs. Cratchit" beside
     # "Bob Cratchit", is still new).
     covered_words = {w for w in re.findall(r"[^\W_]+", covered) if len(w) > 2}
-    rels = parsed.table("Relationships")
-    if rels is not None and rels.column("source") and rels.column("target"):
-        for row in rels.rows:
-            src, tgt = row.get("source", ""), row.get("target", "")
+    if tables.relationships is not None:
+        for rel in tables.relationships.rows:
+            src, tgt = rel.source.strip(), rel.target.strip()
             for here, there in ((src, tgt), (tgt, src)):
                 if here.casefold() not in folded_anchors or not there or mentions(covered, there):
                     continue
@@ -333,10 +328,8 @@ def _related_entities(parsed: ParsedPrompt, anchors: list[str], covered: str) ->
                 if _words(there) & (covered_words - anchor_words):
                     continue
                 out.setdefault(there, folded_anchors[here.casefold()])
-    ents = parsed.table("Entities")
-    name_col = ents.column("entity", "title", "name") if ents is not None else None
-    for row in ents.rows if ents is not None and name_col else []:
-        name = row.get(name_col or "", "")
+    for entity in [] if tables.entities is None else tables.entities.rows:
+        name = entity.title.strip()
         if (
             name
             and " and " not in name.casefold()
@@ -348,25 +341,27 @@ def _related_entities(parsed: ParsedPrompt, anchors: list[str], covered: str) ->
 
 
 def drift_followup(
-    parsed: ParsedPrompt, question: str, tokenizer: Tokenizer, *, max_sentences: int, max_tokens: int | None
+    context: TaskContext, tokenizer: Tokenizer, *, max_sentences: int, max_tokens: int | None
 ) -> FollowupResponse:
+    question, tables = context.question, context.tables
     zh = is_cjk_text(question)
     text, chosen = compose_answer(
-        parsed, question, tokenizer, max_sentences=max_sentences, max_tokens=max_tokens
+        tables, question, tokenizer, max_sentences=max_sentences, max_tokens=max_tokens,
+        response_type=context.response_type,
     )
-    overall = parsed.scalar("overall question") or question
+    overall = context.overall_question or question
     overall_query, _ = question_terms(overall)
     score = (
         0
         if not chosen
         else min(100, round(10 + 90 * coverage(overall_query, [t for c in chosen for t in c.terms])))
     )
-    k = parsed.scalar_int("max follow-ups", 3, low=0, high=20)
-    anchors = question_entities(parsed, f"{question} {overall}")
+    k = max(0, min(20, 3 if context.max_followups is None else context.max_followups))
+    anchors = question_entities(tables, f"{question} {overall}")
     covered = f"{question} {overall}".casefold()
     topic = topic_phrase(overall)
     followups = []
-    for name, anchor in _related_entities(parsed, anchors, covered)[:k]:
+    for name, anchor in _related_entities(tables, anchors, covered)[:k]:
         shown, anchor_shown = display_name(name), display_name(anchor) if anchor else ""
         if zh:
             followups.append(

@@ -14,7 +14,7 @@ import threading
 import time
 import weakref
 from collections.abc import AsyncGenerator, AsyncIterator
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 import openai
@@ -28,6 +28,9 @@ from engines.models.errors import ModelConfigError, ModelError, ModelResponseErr
 from engines.models.limiter import DEFAULT_LIMITERS, ConcurrencyLimiter, LimiterRegistry
 from engines.models.retry import RetryPolicy, call_with_retries, classify
 from shared_context.tokens import get_tokenizer
+
+if TYPE_CHECKING:
+    from engines.models.task_context import TaskContext
 
 # Endpoints (base_url, model) that answered "response_format not supported": we stop asking.
 _NO_JSON_MODE: set[tuple[str, str]] = set()
@@ -293,6 +296,7 @@ class OpenAIChatModel(_EndpointUser):
         json_schema: type[BaseModel] | None = None,
         max_tokens: int | None = None,
         temperature: float | None = None,
+        context: TaskContext | None = None,  # the messages already render it: sent as they are
     ) -> Completion:
         key = self._cache_key(messages, task, json_schema, max_tokens, temperature)
         if key is not None and self.cache is not None and (hit := self.cache.get(key)) is not None:
@@ -351,6 +355,7 @@ class OpenAIChatModel(_EndpointUser):
         task: str = "answer",
         max_tokens: int | None = None,
         temperature: float | None = None,
+        context: TaskContext | None = None,  # the messages already render it: sent as they are
     ) -> AsyncIterator[str | Completion]:
         """Yield text deltas, then one final Completion.
 

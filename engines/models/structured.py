@@ -23,6 +23,7 @@ from pydantic import BaseModel, ValidationError
 
 from engines.models.base import ChatModel, Completion, Message
 from engines.models.errors import ModelError, StructuredOutputError
+from engines.models.task_context import TaskContext
 
 __all__ = ["complete_json", "leading_reasoning_done", "parse_structured", "repair_json_text", "strip_reasoning"]
 
@@ -243,10 +244,13 @@ async def complete_json(
     task: str,
     max_tokens: int | None = None,
     temperature: float | None = None,
+    context: TaskContext | None = None,
 ) -> tuple[M, list[Completion]]:
-    """Ask `model` for JSON matching `schema`. Returns (parsed, completions) or raises StructuredOutputError."""
+    """Ask `model` for JSON matching `schema`. Returns (parsed, completions) or raises StructuredOutputError.
+    `context`: the typed data the messages render, for the model (`ChatModel.complete`)."""
     completions: list[Completion] = []
-    first = await model.complete(messages, task=task, json_schema=schema, max_tokens=max_tokens, temperature=temperature)
+    first = await model.complete(messages, task=task, json_schema=schema, max_tokens=max_tokens,
+                                 temperature=temperature, context=context)
     completions.append(first)
     try:
         return parse_structured(first.text, schema), completions
@@ -266,7 +270,8 @@ async def complete_json(
     ]
     try:
         second = await model.complete(
-            retry_messages, task=task, json_schema=schema, max_tokens=max_tokens, temperature=temperature
+            retry_messages, task=task, json_schema=schema, max_tokens=max_tokens, temperature=temperature,
+            context=context,
         )
     except ModelError as exc:
         raise StructuredOutputError(
