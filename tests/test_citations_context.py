@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from types import SimpleNamespace
 from typing import Any
 
 from test_engines_support import CAROL, load, loopback_model, script, srv
@@ -58,7 +57,7 @@ def _first_source_id(body: dict[str, Any]) -> str:
 
 async def test_local_search_carries_the_ids_it_showed_instead_of_parsing_them(srv: Any) -> None:
     from engines import LocalSearch
-    from engines.citations import built_context_ids, context_ids_of_messages
+    from engines.citations import context_ids_of_messages, tables_context_ids
 
     index = load(CAROL)
     seen: list[list[tuple[str, str]]] = []
@@ -68,13 +67,8 @@ async def test_local_search_carries_the_ids_it_showed_instead_of_parsing_them(sr
         result = await engine.search(question)
         ctx = engine.builder.build(question, None)
         # what the model was sent, parsed, is what the builder's records say, in the same order
-        assert seen[-1] == built_context_ids(ctx) == result.context_ids
+        assert seen[-1] == tables_context_ids(ctx.tables) == result.context_ids
         assert {kind for kind, _ in seen[-1]} >= {"Entities", "Relationships", "Sources"}
     history = engine.builder.build("And his son?", [{"role": "user", "content": "Who is Bob Cratchit?"}])
     assert "-----Conversation History-----" in history.text  # a table that is not citable
-    assert built_context_ids(history) == context_ids_of_messages([{"role": "system", "content": history.text}])
-
-    # a custom builder's context whose rows carry no "id": its rendered text is parsed instead
-    section = SimpleNamespace(name="Sources", records=[{"in_context": True}])
-    custom = SimpleNamespace(sections=[section], text="-----Sources-----\nid|text\n4|a\n")
-    assert built_context_ids(custom) == [("Sources", "4")]
+    assert tables_context_ids(history.tables) == context_ids_of_messages([{"role": "system", "content": history.text}])
