@@ -180,10 +180,10 @@ class Router:
         """Build now what the first questions would otherwise build while their callers wait: every engine
         (with the embedder, whose offline fit can take seconds), the chat models (the SDK's import is about
         a second of CPU), the tables linking, classification and the local context read on first use, and
-        up to `rows` rendered local-context rows (`LocalContextBuilder.warm_rows`: a question about an entity
+        up to `rows` rendered local-context rows (`shared_context.local_warmup.warm_local_rows`: a question about an entity
         no earlier question touched otherwise renders and counts its rows itself, about a quarter of its
         CPU). Synchronous and CPU-bound: call it before serving."""
-        from engines.base import plan_question
+        from engines.inputs import plan_question
         from router.classifier import classify
 
         for name in ENGINES:
@@ -198,9 +198,11 @@ class Router:
         classify(plan.question, self.index, linker=plan.linker(self.index))
         builder = self.engine("local").builder
         builder.build(plan.link_text, None)
-        warm_rows = getattr(builder, "warm_rows", None)  # a custom builder has no row cache
-        if rows > 0 and warm_rows is not None:
-            warm_rows(rows)
+        from shared_context.local_context import LocalContextBuilder
+        from shared_context.local_warmup import warm_local_rows
+
+        if rows > 0 and isinstance(builder, LocalContextBuilder):  # a custom builder has no row cache
+            warm_local_rows(builder, rows)
 
     def _make_engine(self, name: str, **global_overrides: Any) -> Any:
         from engines import BasicSearch, DriftSearch, GlobalSearch, LocalSearch
@@ -251,7 +253,7 @@ class Router:
 
         if mode not in MODES:
             raise ValueError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
-        from engines.base import limit_history, normalise_history
+        from engines.inputs import limit_history, normalise_history
 
         notes = degraded if degraded is not None else []
         turns, history_note = limit_history(normalise_history(history), self.index.tokenizer)
@@ -289,7 +291,8 @@ class Router:
         t0 = time.perf_counter()
         try:
             standalone, completions = await _within(
-                deadline, rewrite_question(question, turns, self.models.chat("rewrite"))
+                deadline, rewrite_question(question, turns, self.models.chat("rewrite"),
+                                           self.config.router.rewrite_prompt)
             )
         except TimeoutError:
             notes.append("rewrite: the deadline left no time to rewrite the follow-up; it was used as asked")
@@ -356,7 +359,7 @@ class Router:
         """The decision and plan `aask` starts from, with no model call: the question and history get the same
         checks and limits, but a follow-up is not rewritten and no model second opinion is asked; below the
         confidence threshold the same cost-aware default applies."""
-        from engines.base import limit_history, normalise_history, plan_question
+        from engines.inputs import limit_history, normalise_history, plan_question
         from router.classifier import classify
 
         query_plan = plan_question(question, self.index)
@@ -431,8 +434,8 @@ class Router:
         (not "auto") runs no classifier: the route says it was forced by the caller. `classify_forced=True`
         still asks the classifier, so the route also carries its own opinion (the CLI shows it).
         """
-        from engines.base import plan_question
         from engines.events import AnswerDelta, Final
+        from engines.inputs import plan_question
 
         started = time.perf_counter()
         query_plan = plan_question(question, self.index)  # the engines' own limits, checked once, before any call

@@ -3,7 +3,7 @@
 Building the BM25 tables of a 100k-entity index tokenises every description and text unit (seconds);
 reading them back is a few `np.load(mmap_mode="r")` calls. Each table is a folder of `.npy` files:
 
-- `indptr.npy`, `indices.npy`, `data.npy`: the CSC postings of `text.BM25` (term columns, document rows);
+- `indptr.npy`, `indices.npy`, `data.npy`: the CSC postings of `bm25.BM25` (term columns, document rows);
 - `vocab_offsets.npy`, `vocab_bytes.npy`: the terms, sorted, as UTF-8 bytes with offsets, so a term is
   found by binary search without building a Python dict of a million strings;
 - `impact_*.npy`: each term's largest weight and the common terms' postings in weight order
@@ -28,8 +28,8 @@ from pathlib import Path
 
 import numpy as np
 
+from shared_context.bm25 import BM25, Postings
 from shared_context.pruned_lexical import Impacts, attach_impacts
-from shared_context.text import BM25, Postings
 
 __all__ = ["SortedVocab", "load_bm25", "save_bm25", "stored_bm25"]
 

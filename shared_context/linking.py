@@ -29,6 +29,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from shared_context.bm25 import BM25
 from shared_context.lexical_store import StoredPhrases, stored_bm25, stored_phrases
 from shared_context.pruned_lexical import Pruned, pruned_top
 from shared_context.pruned_lexical import scores_at as pruned_scores_at
@@ -46,7 +47,6 @@ from shared_context.search_backend import (
 from shared_context.search_store import content_check, field_folder
 from shared_context.tables import per_index_cache
 from shared_context.text import (
-    BM25,
     CJK_RE,
     STOPWORDS,
     lexical_term_ids,

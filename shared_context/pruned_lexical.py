@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from shared_context.text import BM25
+from shared_context.bm25 import BM25
 
 __all__ = ["COMMON_POSTINGS", "IMPACT_PREFIX", "QUERY_BUDGET", "Impacts", "Pruned", "impacts_of", "pruned_top",
            "scores_at"]

@@ -9,12 +9,13 @@ import numpy as np
 import pytest
 
 from shared_context import pruned_lexical
+from shared_context.bm25 import BM25
 from shared_context.index import Index
+from shared_context.index_build import index_from_records
 from shared_context.lexical_store import load_bm25, save_bm25
 from shared_context.linking import _entity_index, _exact_strengths, exact_tokens, lexical_terms, link_entities
 from shared_context.pruned_lexical import pruned_top, scores_at
 from shared_context.records import Entity, TextUnit
-from shared_context.text import BM25
 
 
 @pytest.fixture
@@ -80,7 +81,7 @@ def _index(n_group: int, names: int = 300) -> Index:
     ents += [Entity(id=f"g{i}", short_id=str(names + i), title=f"GROUP {100000 + i}",
                     description="a group in the harbour", degree=int(rng.integers(0, 9)))
              for i in range(n_group)]
-    return Index.from_records(entities=ents, relationships=[], text_units=[TextUnit(id="t", short_id="0", text="x")])
+    return index_from_records(entities=ents, relationships=[], text_units=[TextUnit(id="t", short_id="0", text="x")])
 
 
 def _reference_link(index: Index, query: str, k: int) -> list[tuple[int, float, bool, float]]:

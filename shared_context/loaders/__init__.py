@@ -18,6 +18,7 @@ from pathlib import Path
 from shared_context.derived_store import DerivedStore
 from shared_context.errors import IndexFormatError
 from shared_context.index import Index
+from shared_context.index_build import index_from_records
 from shared_context.loaders import record_tables, small_records
 from shared_context.loaders.columns import TableData
 from shared_context.loaders.files import IndexFiles, detect_version, locate, read_table
@@ -146,7 +147,7 @@ def _load(path: str | Path, *, embedding_dim: int | None, tokenizer: str) -> Ind
             f"{files.rel('community_reports')}: no communities table; community membership unknown"
         )
 
-    index = Index.from_records(
+    index = index_from_records(
         entities=entities,
         relationships=large.tables["relationships"],
         text_units=large.tables["text_units"],
