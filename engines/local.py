@@ -116,7 +116,7 @@ class LocalSearch(BaseEngine):
         if link is not None:
             run.details["link_mode"] = getattr(link, "mode", "")
             run.details["link_notes"] = list(getattr(link, "notes", []))
-        system = prompts.LOCAL_ANSWER.format(
+        system = prompts.template(self.config.prompt, "local").fill(
             citation_rules=prompts.CITATION_RULES,
             response_type=self.config.response_type,
             context_data=ctx.text,

@@ -291,7 +291,8 @@ class Router:
         t0 = time.perf_counter()
         try:
             standalone, completions = await _within(
-                deadline, rewrite_question(question, turns, self.models.chat("rewrite"))
+                deadline, rewrite_question(question, turns, self.models.chat("rewrite"),
+                                           self.config.router.rewrite_prompt)
             )
         except TimeoutError:
             notes.append("rewrite: the deadline left no time to rewrite the follow-up; it was used as asked")
