@@ -244,15 +244,19 @@ def run(args: argparse.Namespace, queries: list[Query], engines: list[str], spec
                          "load_average_1m_after": _load_average()}
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    from benchmarks.bench_charts import write_charts
+    from benchmarks.bench_charts import ChartsUnavailable, write_charts
     from benchmarks.bench_report import print_terminal, render_markdown, write_json
 
-    report["charts"] = write_charts(report, out)
+    try:
+        report["charts"] = write_charts(report, out)
+    except ChartsUnavailable as err:  # the report is complete without them
+        report["charts"] = []
+        print(f"route-bench: {err}; the report has no charts", file=sys.stderr)
     write_json(report, out / "report.json")
     (out / "report.md").write_text(render_markdown(report), encoding="utf-8")
     if not args.quiet:
         print_terminal(report)
-        print(f"report: {out / 'report.md'}, {out / 'report.json'}; charts: {', '.join(report['charts'])}")
+        print(f"report: {out / 'report.md'}, {out / 'report.json'}; charts: {', '.join(report['charts']) or 'none'}")
     return 1 if report["failures"] or report["consistency"]["problems"] else 0
 
 
@@ -263,7 +267,7 @@ def _judge_for(args: argparse.Namespace, spec: ModelSpec, models: Any, index: An
     if spec.kind != "openai":
         return None, ("LLM judge not run: it needs a real model (--model openai); offline and mock replies come from "
                       "the extractive model, which cannot judge. Offline measures only")
-    from engines.grading import Judge, NeedsRealModel
+    from benchmarks.grading import Judge, NeedsRealModel
 
     try:
         return Judge(models.chat("judge"), index.tokenizer), "LLM judge: verdict, faithfulness, context precision/recall"
