@@ -91,8 +91,8 @@ def project(tmp_path: Path, dulce_path: Path) -> Path:
 
 def test_the_project_answers_with_its_model_key_and_prompt(project: Path, monkeypatch: pytest.MonkeyPatch,
                                                           capsys: pytest.CaptureFixture[str]) -> None:
-    from engines.models.testserver import LoopbackServer
     from router.cli import main
+    from testing.model_server import LoopbackServer
 
     reply = "Alex Mercer is an agent of Paranormal Military Squad [Data: Entities (0)]."
     with LoopbackServer(embedding_dim=3072) as server:
@@ -256,8 +256,8 @@ def test_model_entries_graphroute_cannot_call_are_refused(tmp_path: Path, entry:
 
 
 def test_router_from_index_reads_the_project_and_warns_once(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from engines.models.testserver import LoopbackServer
     from router import Router
+    from testing.model_server import LoopbackServer
 
     assert find_settings(project / "output") == project / "settings.yaml"
     with LoopbackServer(embedding_dim=3072) as server:
