@@ -170,9 +170,19 @@ class Router:
         self.index.check_embedding_dim(embedder.dim, embedder.name)
 
     @classmethod
-    def from_index(cls, path: str | Path, config: GraphrouteConfig | None = None) -> Router:
+    def from_index(
+        cls, path: str | Path, config: GraphrouteConfig | None = None, *, settings: str | Path | bool | None = None
+    ) -> Router:
+        """A Router over the index folder (or URI) `path`. Without `config`, the configuration is graphroute.toml
+        and the environment over the settings of the GraphRAG project holding the index (its settings.yaml
+        beside the index folder; `settings` names another file, False ignores it); settings graphroute does
+        not use are named in one warning."""
         from shared_context import load_index
 
+        if config is None:
+            from engines.config_layers import load_project_config
+
+            config = load_project_config(path, settings=settings)
         return cls(load_index(path), config=config)
 
     # ---- engines, built once --------------------------------------------------------------------
