@@ -268,10 +268,9 @@ def verdicts(results: Results) -> list[str]:
 
 
 def write_chart(results: Results, png: Path) -> None:
-    import matplotlib
+    from benchmarks.bench_charts import pyplot
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()  # ChartsUnavailable (naming the extra to install) without matplotlib
 
     fig, (ax_t, ax_m) = plt.subplots(1, 2, figsize=(11, 4.2))
     for shape, by_size in results.items():
