@@ -117,6 +117,7 @@ def pick_template(index: Index, question: str, seed: int) -> int | None:
 class DriftSearch(BaseEngine):
     name = "drift"
     config: DriftSearchConfig
+    builder: LocalContextBuilder
     section_name = "drift"
     section_type = DriftSearchConfig
 

@@ -58,6 +58,7 @@ def community_params(cfg: GlobalSearchConfig, total_report_tokens: int = 0) -> d
 class GlobalSearch(BaseEngine):
     name = "global"
     config: GlobalSearchConfig
+    builder: CommunityContextBuilder
     section_name = "global_search"
     section_type = GlobalSearchConfig
 

@@ -58,6 +58,7 @@ async def link_vector(run: QueryRun, index: Index, text: str, stage: str = "enti
 class LocalSearch(BaseEngine):
     name = "local"
     config: LocalSearchConfig
+    builder: LocalContextBuilder
     section_name = "local"
     section_type = LocalSearchConfig
 

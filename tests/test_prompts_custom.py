@@ -151,8 +151,8 @@ def test_every_engine_sends_its_configured_prompt(tmp_path: Path) -> None:
     from robust_support import carol, carol_embedder
 
     from benchmarks.bench_mock import OfflineResponder
-    from engines.models.testserver import LoopbackServer
     from router import Router
+    from testing.model_server import LoopbackServer
 
     offline = OfflineResponder()
 

@@ -199,8 +199,13 @@ def _read_large_tables(
 def _read_vectors(
     files: IndexFiles, index: Index, embedding_dim: int | None, inline: VectorTable | None
 ) -> list[VectorTable]:
-    report_by_number = {str(c): i for i, c in enumerate(values_of(index.community_reports, "community"))}
-    report_by_id = {rid: i for i, rid in enumerate(values_of(index.community_reports, "id"))}
+    reports: dict[str, dict[str, int]] = {}  # built only when vectors are read rather than mapped from the store
+
+    def report_maps() -> dict[str, dict[str, int]]:
+        if not reports:
+            reports["number"] = {str(c): i for i, c in enumerate(values_of(index.community_reports, "community"))}
+            reports["id"] = {rid: i for i, rid in enumerate(values_of(index.community_reports, "id"))}
+        return reports
 
     def entity_lookup(vid: str) -> int:
         pos = index.entity_pos.get(vid)
@@ -210,7 +215,8 @@ def _read_vectors(
 
     def report_lookup(vid: str) -> int:
         # v0 reports had no id column and were keyed by community number
-        return report_by_id.get(vid, report_by_number.get(vid, -1))
+        maps = report_maps()
+        return maps["id"].get(vid, maps["number"].get(vid, -1))
 
     def text_unit_lookup(vid: str) -> int:
         return index.text_unit_pos.get(vid, -1)
@@ -220,8 +226,10 @@ def _read_vectors(
         "community_full_content": report_lookup,
         "text_unit_text": text_unit_lookup,
     }
-    found = read_lancedb(files.root, lookups, embedding_dim, index.warnings)
-    found.update(read_embedding_parquets(files.root, lookups, embedding_dim, index.warnings, skip=set(found)))
+    store = index.derived_store
+    found = read_lancedb(files.root, lookups, embedding_dim, index.warnings, store)
+    found.update(read_embedding_parquets(files.root, lookups, embedding_dim, index.warnings, skip=set(found),
+                                         store=store))
     if inline is not None and "entity_description" not in found:
         found["entity_description"] = inline
     return list(found.values())
