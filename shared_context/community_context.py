@@ -10,6 +10,9 @@ Each batch is one `Reports` section with GraphRAG's columns `id|title|occurrence
   reports of this call) and never written into the report objects;
 - `community_level=L` means that single level (GraphRAG silently uses every level <= L; set
   `include_lower_levels=True` for that behaviour).
+Licence and edition boilerplate (`boilerplate_marks`): a report built mostly from it is left out of the
+batches (unless asked for by number, or every candidate is one), and any other report shows and is
+ordered by its rank times its boilerplate weight.
 Optional pre-ranking scores reports against the query (report vectors when a matching query vector is
 given, else BM25) and keeps the best within `max_reports` / `max_tokens` before any model call.
 """
@@ -25,6 +28,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from shared_context.adjacency import Adjacency
+from shared_context.boilerplate_marks import boilerplate_weights
 from shared_context.history import build_history_section
 from shared_context.linking import lexical_scores
 from shared_context.tables import SectionBuilder, format_value, per_index_cache, render_row, section_title
@@ -182,21 +186,37 @@ class CommunityContextBuilder:
             ]
             positions = sorted(pos for lvl in wanted for pos in index.reports_by_level[lvl])
         reports = index.community_reports
-        return [
+        kept = [
             pos
             for pos in positions
             if reports[pos].rank is not None and reports[pos].rank >= p.min_community_rank
         ]
+        weights = boilerplate_weights(index)
+        if weights is None or communities is not None:
+            return kept
+        story = [pos for pos in kept if not weights.mostly_boilerplate_report(pos)]
+        if story and len(story) < len(kept):
+            notes.append(f"{len(kept) - len(story)} reports built mostly from licence or front/back matter left out")
+            return story
+        return kept
+
+    def _rank(self, pos: int) -> float:
+        """The report's rank, down-weighted when it is built mostly from licence or front/back matter
+        (`boilerplate_marks`); the rank the batches show and order by."""
+        rank = self.index.community_reports[pos].rank or 0.0
+        weights = boilerplate_weights(self.index)
+        return rank if weights is None else round(rank * float(weights.reports[pos]), 2)
 
     def _row(self, pos: int, p: CommunityContextParams) -> _Row:
-        cache: dict[tuple[int, bool, bool], _Row] = per_index_cache(self.index, "community.rows", dict)
-        key = (pos, p.use_community_summary, p.include_community_rank)
+        cache: dict[tuple[int, bool, bool, float], _Row] = per_index_cache(self.index, "community.rows", dict)
+        key = (pos, p.use_community_summary, p.include_community_rank, self._rank(pos))
         hit = cache.get(key)
         if hit is None:
             r = self.index.community_reports[pos]
             content = r.summary if p.use_community_summary else r.full_content
             prefix = render_row([r.short_id, r.title])
-            suffix = render_row([content, *([r.rank] if p.include_community_rank else [])])
+            rank = r.rank if r.rank is None else self._rank(pos)
+            suffix = render_row([content, *([rank] if p.include_community_rank else [])])
             # Count with a placeholder weight as wide as any normalised weight renders ("0.1234"): the
             # weight changes per call, and counting "||" instead would be short ("||" is one token).
             tokens = self.index.tokenizer.count(f"{prefix}|{_WIDEST_WEIGHT}|{suffix}\n")
@@ -256,13 +276,11 @@ class CommunityContextBuilder:
         batch_budget = p.max_context_tokens - (tok.count(prefix) if prefix else 0)
 
         reports = index.community_reports
-        rank_order = sorted(positions, key=lambda pos: (-(reports[pos].rank or 0.0), reports[pos].community))
+        rank_order = sorted(positions, key=lambda pos: (-self._rank(pos), reports[pos].community))
         scores: dict[int, float] | None = None
         if p.prerank:
             scores = self._prerank(positions, query, query_vector, notes)
-            ordered = sorted(
-                positions, key=lambda pos: (-scores[pos], -(reports[pos].rank or 0.0), reports[pos].community)
-            )
+            ordered = sorted(positions, key=lambda pos: (-scores[pos], -self._rank(pos), reports[pos].community))
         elif p.max_reports is not None or p.max_tokens is not None:
             ordered = rank_order  # caps without pre-ranking keep the highest-rank reports
         else:
@@ -387,7 +405,7 @@ class CommunityContextBuilder:
         cells: list[Any] = [r.short_id, r.title, *([weight] if weight is not None else []), row.content]
         content_at = len(cells) - 1
         if p.include_community_rank:
-            cells.append(r.rank)
+            cells.append(r.rank if r.rank is None else self._rank(row.pos))
         if not builder.add_truncated(cells, content_at):
             return "", 0
         return builder.lines[0], builder.used - builder.head_tokens
@@ -406,7 +424,7 @@ class CommunityContextBuilder:
 
         def text_of(rows: list[tuple[int, str, int]]) -> str:
             # rows sorted by (weight, rank) descending inside a batch, as GraphRAG does
-            ordered = sorted(rows, key=lambda r: (-weights.get(r[0], 0.0), -(reports[r[0]].rank or 0.0)))
+            ordered = sorted(rows, key=lambda r: (-weights.get(r[0], 0.0), -self._rank(r[0])))
             return prefix + head + "\n" + "\n".join(line for _, line, _ in ordered)
 
         batches: list[ReportBatch] = []
@@ -428,13 +446,13 @@ class CommunityContextBuilder:
                     queue.append(moved[::-1])
                 text = text_of(rows)
                 tokens = tok.count(text)
-            ordered = sorted(rows, key=lambda r: (-weights.get(r[0], 0.0), -(reports[r[0]].rank or 0.0)))
+            ordered = sorted(rows, key=lambda r: (-weights.get(r[0], 0.0), -self._rank(r[0])))
             records = [
                 {
                     "id": reports[pos].short_id,
                     "title": reports[pos].title,
                     p.community_weight_name: weights.get(pos),
-                    "rank": reports[pos].rank,
+                    "rank": reports[pos].rank if reports[pos].rank is None else self._rank(pos),
                     "level": reports[pos].level,
                     "in_context": True,
                     "truncated": pos in truncated,

@@ -29,6 +29,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from shared_context.boilerplate_marks import boilerplate_weights
 from shared_context.lexical_store import StoredPhrases, stored_bm25, stored_phrases
 from shared_context.record_table import array_of, texts_of, values_of
 from shared_context.records import Entity
@@ -671,9 +672,11 @@ def link_entities(
     taken = set(included) | excluded
     room = max(k - len(linked), 0)
 
+    boilerplate = boilerplate_weights(index)
     if not text:
         notes.append("empty query: entities ranked by degree")
-        order = np.lexsort((np.arange(n), -ent.degree))
+        degree = ent.degree if boilerplate is None else ent.degree * boilerplate.entities
+        order = np.lexsort((np.arange(n), -degree))
         for p in order.tolist():
             if len(linked) >= max(k, len(included)):
                 break
@@ -712,6 +715,8 @@ def link_entities(
             base = 0.5 * lexical + 0.5 * similarity
             unseen = 0.5 * lexical_cut + 0.5 * semantic_cut
         matched = _at(universe, exact)
+        if boilerplate is not None:  # an entity only licence text supports ranks low unless named
+            base = base * boilerplate.entities[universe]
         score = 0.5 * matched + 0.5 * base
         if depth >= n or _decided(universe, score, taken, room, 0.5 * unseen):
             break
