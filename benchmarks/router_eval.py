@@ -1,6 +1,6 @@
 """Evaluate the router's question classifier: `python -m benchmarks.router_eval [--data-dir ../shared/data]`.
 
-Prints, for the classifier trained as `python -m router.train` trains it (every figure is on questions the
+Prints, for the classifier trained as `python -m tools.routing.train` trains it (every figure is on questions the
 model scoring them did not see):
 
 1. **grouped cross-validation by template** (the headline): 5 folds over all labelled questions (the
@@ -11,8 +11,8 @@ model scoring them did not see):
 2. **leave-one-source-out**: train without one source, test on all of it, for each of the four sources;
 3. **the two new-styles sets**, each reported separately, scored with the packaged model and no index, with the
    low-confidence share on their errors. Both were written by hand in styles the templates do not use and are
-   never trained on (the trainer refuses to read them). `router/data/new_styles.jsonl` (set 1) was looked at
-   while the router was developed; `router/data/new_styles_2.jsonl` (set 2) was written before the next round
+   never trained on (the trainer refuses to read them). `tools/routing/data/new_styles.jsonl` (set 1) was looked at
+   while the router was developed; `tools/routing/data/new_styles_2.jsonl` (set 2) was written before the next round
    of tuning and its per-question results were not looked at during it (they are only in `--json`);
 4. two **keyword baselines**, no training: the seed-003 design's keyword router (`router.keyword_router`,
    "seed-003 keyword router") and the usual tutorial rule set ("tutorial keyword rules", below);
@@ -41,10 +41,10 @@ import numpy as np
 from sklearn.metrics import confusion_matrix, f1_score
 from sklearn.model_selection import StratifiedGroupKFold, StratifiedKFold
 
-from router import train
 from router.classifier import Classifier
 from router.keyword_router import keyword_route
-from router.train import Example
+from tools.routing import train
+from tools.routing.train import Example
 
 LABELS = ("local", "global", "drift")
 SOURCES = ("graphroute", "collections", "graphrag_bench", "multihop")

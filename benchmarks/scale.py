@@ -204,10 +204,9 @@ def verdicts(results: dict[int, dict[str, Any]]) -> list[str]:
 
 
 def write_chart(results: dict[int, dict[str, Any]], png: Path) -> None:
-    import matplotlib
+    from benchmarks.bench_charts import pyplot
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()  # ChartsUnavailable (naming the extra to install) without matplotlib
 
     fig, (ax_t, ax_m) = plt.subplots(1, 2, figsize=(11, 4.2))
     series = {

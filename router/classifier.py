@@ -7,7 +7,7 @@ A linear support-vector classifier (scikit-learn `LinearSVC`, one-vs-rest) over 
 `router/data/cues.json`), index-linking signals, and hashed character n-grams. Its one-vs-rest decision values
 are calibrated with per-class sigmoids fitted on cross-validated predictions
 (`CalibratedClassifierCV(method="sigmoid", ensemble=False)`), so `confidence` is a probability. The fitted
-weights are stored as plain arrays in `router/data/router_model.npz` (rebuilt by `python -m router.train`)
+weights are stored as plain arrays in `router/data/router_model.npz` (rebuilt by `python -m tools.routing.train`)
 and applied here with numpy, which keeps a prediction well under a millisecond and the file independent of
 the scikit-learn version.
 
@@ -20,7 +20,7 @@ the router's confidence threshold instead of at 0.99; the router then applies it
 Index signals
 -------------
 The model is trained on every question twice: once with the index block empty (its missing-indicator
-`idx_present` = 0) and once with simulated linking signals (`router.train.simulate_signals`). With an index,
+`idx_present` = 0) and once with simulated linking signals (`tools.routing.train.simulate_signals`). With an index,
 the real `shared_context.linking.link_entities` output fills the block. On top of that, `router.index_scope`
 measures how specific the question is *in this index* (specific entities versus speakers found across the
 collection, named documents, how thinly its words spread over the top-level communities) and nudges the
@@ -109,7 +109,7 @@ class Classifier:
                 raise ModelFileError(f"{source}: model format {payload.get('format')!r}, expected {MODEL_FORMAT}")
             if list(payload["feature_names"]) != list(FEATURE_NAMES) or payload["n_hash_features"] != N_HASH_FEATURES:
                 raise ModelFileError(f"{source}: model was trained with other features; rebuild it with "
-                                     "`python -m router.train`")
+                                     "`python -m tools.routing.train`")
             self.classes: list[str] = [str(c) for c in payload["classes"]]
             if sorted(self.classes) != sorted(ENGINES):
                 raise ModelFileError(f"{source}: model classes {self.classes}, expected {list(ENGINES)}")
@@ -123,7 +123,7 @@ class Classifier:
             seen = np.unpackbits(np.asarray(payload["seen_words"], dtype=np.uint8))
             if len(seen) < N_WORD_BUCKETS:
                 raise ModelFileError(f"{source}: model was trained with a smaller familiarity table; rebuild it "
-                                     "with `python -m router.train`")
+                                     "with `python -m tools.routing.train`")
             self._seen_words = seen[:N_WORD_BUCKETS] > 0
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise ModelFileError(f"{source}: not a router model file ({exc})") from exc
@@ -142,7 +142,7 @@ class Classifier:
     def load(cls, path: str | Path = MODEL_PATH) -> Classifier:
         path = Path(path)
         if not path.is_file():
-            raise ModelFileError(f"router model file not found: {path} (rebuild it with `python -m router.train`)")
+            raise ModelFileError(f"router model file not found: {path} (rebuild it with `python -m tools.routing.train`)")
         try:
             with np.load(path, allow_pickle=False) as stored:
                 payload: dict[str, Any] = {k: stored[k] for k in stored.files if k != "meta"}
@@ -238,7 +238,7 @@ class Classifier:
 
     def scope_inputs(self, question: str, index: Any) -> tuple[np.ndarray, IndexScope | None]:
         """(the model's probabilities in `router.index_scope.CLASSES` order before the scope nudge, the scope
-        measurement): what `router.scope_fit` fits the nudges on."""
+        measurement): what `tools.routing.scope_fit` fits the nudges on."""
         _, _, scope, _, _, proba, _ = self._before_scope(question, index, (), None)
         return proba[[self.classes.index(c) for c in SCOPE_CLASSES]], scope
 

@@ -23,17 +23,13 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from itertools import chain
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import mmh3
 import numpy as np
 
 from router.cues import CUE_NAMES, match_cues
 from shared_context.text import LazyPattern  # patterns compile on the first question, not at import
-
-if TYPE_CHECKING:  # scipy and scikit-learn are imported only for training and checks
-    import scipy.sparse as sp
-    from sklearn.feature_extraction.text import HashingVectorizer
 
 MAX_CHARS = 600  # longer questions are truncated before featurisation (and the decision says so)
 # Length saturates: beyond this many tokens a question is not "more DRIFT"; unbounded length let one data
@@ -102,14 +98,6 @@ N_DENSE = len(FEATURE_NAMES)
 _MAX_CACHED_NGRAMS = 400_000
 _bucket_cache: dict[str, int] = {}  # n-gram -> hashed column; dict reads/writes are atomic under the GIL
 _word_cache: dict[str, tuple[int, ...]] = {}  # word -> columns of its n-grams
-
-
-def reference_hasher() -> HashingVectorizer:
-    """The scikit-learn vectoriser `hashed_ngrams` reproduces exactly (used by the tests to check it)."""
-    from sklearn.feature_extraction.text import HashingVectorizer
-
-    return HashingVectorizer(analyzer="char_wb", ngram_range=(2, 4), n_features=N_HASH_FEATURES,
-                             alternate_sign=False, norm="l2", lowercase=True, dtype=np.float64)
 
 
 @dataclass(frozen=True)
@@ -289,7 +277,8 @@ def _word_columns(word: str) -> tuple[int, ...]:
 def ngram_vector(text: str) -> tuple[np.ndarray, np.ndarray]:
     """Hashed char_wb 2-4 n-grams of one text, L2-normalised, as (column indices, values).
 
-    Same output as `reference_hasher().transform([text])` (checked by the tests), many times faster for
+    Same output as scikit-learn's `HashingVectorizer(analyzer="char_wb", ngram_range=(2, 4), alternate_sign=False)`
+    (`tools.routing.matrix.reference_hasher`, checked by the tests), many times faster for
     one question: no per-call validation, and the columns of each word are memoised.
     """
     counts = Counter(chain.from_iterable(_word_columns(word) for word in text.lower().split()))
@@ -298,24 +287,6 @@ def ngram_vector(text: str) -> tuple[np.ndarray, np.ndarray]:
     columns = np.fromiter(counts.keys(), dtype=np.int64, count=len(counts))
     values = np.fromiter(counts.values(), dtype=np.float64, count=len(counts))
     return columns, values / math.sqrt(float(values @ values))
-
-
-def hashed_ngrams(texts: Sequence[str]) -> sp.csr_matrix:
-    import scipy.sparse as sp
-
-    rows = [ngram_vector(t) for t in texts]
-    indptr = np.cumsum([0] + [len(c) for c, _ in rows])
-    columns = np.concatenate([c for c, _ in rows]) if rows else np.zeros(0, dtype=np.int64)
-    values = np.concatenate([v for _, v in rows]) if rows else np.zeros(0, dtype=np.float64)
-    return sp.csr_matrix((values, columns, indptr), shape=(len(texts), N_HASH_FEATURES))
-
-
-def build_matrix(features: Sequence[QuestionFeatures], signals: Sequence[IndexSignals | None]) -> sp.csr_matrix:
-    """Full design matrix: [dense cue/form block | index block | hashed n-grams]."""
-    import scipy.sparse as sp
-
-    dense = np.vstack([np.concatenate([f.dense, index_vector(s)]) for f, s in zip(features, signals, strict=True)])
-    return sp.hstack([sp.csr_matrix(dense), hashed_ngrams([f.text for f in features])], format="csr")
 
 
 _TITLE_WORD = LazyPattern(r"[^\W_]+")

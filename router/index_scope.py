@@ -16,7 +16,7 @@ cheap once per index (BM25 tables and per-index lookups are cached beside the in
 
 `situations` turns a measurement into indicators of the situations in `SITUATIONS`; `adjust` turns those into
 log-odds nudges on the classifier's probabilities and user-facing reasons. The nudges per situation and route
-are fitted by `router.scope_fit` on questions measured against real indexes (stored in the model file);
+are fitted by `tools.routing.scope_fit` on questions measured against real indexes (stored in the model file);
 `DEFAULT_WEIGHTS` are the hand-set values a model file without fitted weights falls back to.
 """
 
@@ -36,7 +36,7 @@ from shared_context.text import LazyPattern
 
 CLASSES = ("local", "global", "drift")
 # The situations `adjust` recognises, one 0/1 indicator each (`situations`). Their log-odds nudges per class are
-# fitted by `router.scope_fit` on questions measured against real indexes and stored in the model file; the
+# fitted by `tools.routing.scope_fit` on questions measured against real indexes and stored in the model file; the
 # values below are the hand-set starting point, used only by a model file that carries no fitted weights.
 SITUATIONS = ("one_document", "several_documents", "one_specific_entity", "several_specific_entities", "thin_spread",
               "speakers_only")

@@ -28,10 +28,12 @@ import numpy as np
 
 from shared_context.adjacency import Adjacency
 from shared_context.boilerplate import MARKED_SHARE, part_spans
+from shared_context.index_cache import per_index_cache
 from shared_context.record_table import field_of
-from shared_context.tables import per_index_cache
 
-__all__ = ["FLOOR_WEIGHT", "BoilerplateShares", "BoilerplateWeights", "boilerplate_shares", "boilerplate_weights"]
+__all__ = [
+    "FLOOR_WEIGHT", "BoilerplateShares", "BoilerplateWeights", "boilerplate_shares", "boilerplate_weights", "shown_rank",
+]
 
 FLOOR_WEIGHT = 0.1  # what a unit, entity or report made only of boilerplate keeps of its score
 _ENTRY = "boilerplate"
@@ -101,6 +103,16 @@ def boilerplate_weights(index: Any) -> BoilerplateWeights | None:
 
     weights: BoilerplateWeights | None = per_index_cache(index, "boilerplate.weights", build)
     return weights
+
+
+def shown_rank(index: Any, pos: int) -> float | None:
+    """A community report's rank as global search shows and orders it: its own rank times its boilerplate
+    weight (unchanged when nothing is down-ranked; None when the report has no rank)."""
+    rank = index.community_reports[pos].rank
+    weights = boilerplate_weights(index)
+    if rank is None or weights is None:
+        return rank  # type: ignore[no-any-return]
+    return round(float(rank) * float(weights.reports[pos]), 2)
 
 
 def _weights(shares: np.ndarray) -> np.ndarray:

@@ -4,15 +4,15 @@ Two protocols, two implementations each:
 
 | | exact, in memory (the definition) | on disk, above a size threshold |
 |---|---|---|
-| `LexicalSearch` | `text.BM25` (postings memory-mapped by `lexical_store`) | `LanceLexical`: Lance native full-text search |
+| `LexicalSearch` | `bm25.BM25` (postings memory-mapped by `lexical_store`) | `LanceLexical`: Lance native full-text search |
 | `VectorSearch` | `vectors.VectorTable` (numpy cosine) | `LanceVector`: IVF_PQ / IVF_HNSW_SQ ANN with exact re-ranking |
 
 One BM25 in the project. The Lance FTS column holds our own `linking.lexical_terms` joined by spaces,
 indexed with Lance's whitespace tokenizer and no stemming, stopwords or case folding of its own, so it
 sees exactly our terms (CJK bigrams included: Chinese needs no segmenter here either). Lance scores a
-term with the same Okapi BM25 as `text.BM25` (k1 = 1.2, b = 0.75, idf = ln(1 + (N - df + 0.5) /
+term with the same Okapi BM25 as `bm25.BM25` (k1 = 1.2, b = 0.75, idf = ln(1 + (N - df + 0.5) /
 (df + 0.5)), document length = number of terms), so both paths give the same scores; the tests compare
-them, and `text.BM25` stays the definition. Lance's multi-column query does not add the column scores
+them, and `bm25.BM25` stays the definition. Lance's multi-column query does not add the column scores
 (entity linking needs 2 x title + description), so `weighted_top_k` combines per-column top-k lists
 with the threshold algorithm, which is exact.
 

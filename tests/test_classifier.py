@@ -19,10 +19,11 @@ from router.classifier import (
     RouteDecision,
     classify,
 )
-from router.features import MAX_CHARS, hashed_ngrams, reference_hasher
+from router.features import MAX_CHARS
+from tools.routing.matrix import hashed_ngrams, reference_hasher
 
 REPO = Path(__file__).resolve().parents[1]
-QUESTIONS = REPO / "router" / "data" / "questions.jsonl"
+QUESTIONS = REPO / "tools" / "routing" / "data" / "questions.jsonl"
 
 # Written for these tests; none of them is in the training set (checked below).
 CLEAR = {
@@ -183,7 +184,7 @@ def test_importing_the_classifier_does_not_import_openai_or_the_training_stack()
 
 def _small_index():  # type: ignore[no-untyped-def]
     pytest.importorskip("shared_context.index", reason="shared_context.index (owned by helper 'index') is missing")
-    from shared_context.index import Index
+    from shared_context.index_build import index_from_records
     from shared_context.records import Community, Entity, Relationship, TextUnit
 
     names = ["HESTER VANE", "MAGISTRATE CORWIN", "VESPER SOCIETY", "TRADE GUILD", "HARBOUR MASTER", "GRAIN"]
@@ -197,7 +198,7 @@ def _small_index():  # type: ignore[no-untyped-def]
                              entity_ids=[f"e{j}" for j in members])
                    for i, members in enumerate([[0, 1], [2, 4], [3, 5]])]
     units = [TextUnit(id="t0", short_id="0", text="Hester Vane quarrelled with Magistrate Corwin.")]
-    return Index.from_records(entities=entities, relationships=relationships, text_units=units,
+    return index_from_records(entities=entities, relationships=relationships, text_units=units,
                               communities=communities)
 
 

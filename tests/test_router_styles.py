@@ -13,11 +13,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from router import scope_fit
 from router.classifier import Classifier, RouteDecision, classify
 from router.index_scope import CLASSES, DEFAULT_WEIGHTS, SITUATIONS, IndexScope, adjust
 from router.router import Router
-from router.train import NEW_STYLES, NEW_STYLES_2, HeldOutDataError, load_own
+from tools.routing import scope_fit
+from tools.routing.train import NEW_STYLES, NEW_STYLES_2, HeldOutDataError, load_own
 
 CORPUS = Path(__file__).resolve().parents[2] / "shared" / "data" / "msft_graphrag_benchmarks" / "corpus"
 THRESHOLD = 0.55  # the router's default confidence threshold (`[router] llm_classifier_threshold`)

@@ -1,23 +1,23 @@
-"""Rebuild the router's question classifier: `python -m router.train [--data-dir ../shared/data] [--out PATH]`.
+"""Rebuild the router's question classifier: `python -m tools.routing.train [--data-dir ../shared/data] [--out PATH]`.
 
 Training data (see `router.classifier` for the model design):
 
-* `router/data/questions.jsonl` - the project's own labelled set (sources ``graphroute``, the domain templates and
+* `tools/routing/data/questions.jsonl` - the project's own labelled set (sources ``graphroute``, the domain templates and
   hand-written questions, and ``collections``, questions about collections of documents and speakers; see
-  `router.question_bank`);
+  `tools.routing.question_bank`);
 * GraphRAG-Bench novel + medical development questions and the MultiHop-RAG development sample, read from
   `--data-dir` and mapped to routes by each data set's `router_label_map.json` (labels mapped to ``exclude``
   are dropped). They are read at train time only; the saved model does not need them.
 
 After the text model, the index-scope nudges (`router.index_scope.SITUATIONS`) are fitted for it on questions
-measured against small offline indexes of two corpora of `--data-dir` (`router.scope_fit`; about a minute;
+measured against small offline indexes of two corpora of `--data-dir` (`tools.routing.scope_fit`; about a minute;
 `--no-scope-fit` keeps the hand-set defaults).
 
 Every question is used twice: once with the index block empty (no index given) and once with simulated
 index-linking signals, so the model learns both situations. The simulation is seeded per question, and
 scikit-learn's solvers and fold splits are deterministic, so rebuilding gives the same model file.
 
-The two "new styles" evaluation sets (`router/data/new_styles.jsonl` and `router/data/new_styles_2.jsonl`) are
+The two "new styles" evaluation sets (`tools/routing/data/new_styles.jsonl` and `tools/routing/data/new_styles_2.jsonl`) are
 never training data: every loader here refuses to read them, so `benchmarks/router_eval.py` can report them as
 questions the model has never seen.
 """
@@ -46,17 +46,18 @@ from router.features import (
     N_WORD_BUCKETS,
     IndexSignals,
     QuestionFeatures,
-    build_matrix,
     entity_like_names,
     extract,
     wording_buckets,
 )
+from tools.routing.matrix import build_matrix
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-QUESTIONS = Path(__file__).resolve().parent / "data" / "questions.jsonl"
-MODEL_PATH = Path(__file__).resolve().parent / "data" / "router_model.npz"
-NEW_STYLES = Path(__file__).resolve().parent / "data" / "new_styles.jsonl"  # evaluation only, never trained on
-NEW_STYLES_2 = Path(__file__).resolve().parent / "data" / "new_styles_2.jsonl"  # second held-out set, same rule
+REPO_ROOT = Path(__file__).resolve().parents[2]
+DATA = Path(__file__).resolve().parent / "data"
+QUESTIONS = DATA / "questions.jsonl"
+MODEL_PATH = REPO_ROOT / "router" / "data" / "router_model.npz"
+NEW_STYLES = DATA / "new_styles.jsonl"  # evaluation only, never trained on
+NEW_STYLES_2 = DATA / "new_styles_2.jsonl"  # second held-out set, same rule
 HELD_OUT = (NEW_STYLES, NEW_STYLES_2)
 DEFAULT_DATA_DIR = REPO_ROOT.parent / "shared" / "data"
 CLASSES = ("drift", "global", "local")
@@ -298,9 +299,9 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 
 def add_scope_weights(payload: dict[str, Any], data_dir: Path) -> None:
-    """Fit the index-scope nudges for this text model on real indexes (`router.scope_fit`) and store them."""
-    from router import scope_fit
+    """Fit the index-scope nudges for this text model on real indexes (`tools.routing.scope_fit`) and store them."""
     from router.classifier import Classifier
+    from tools.routing import scope_fit
 
     weights, report = scope_fit.fit(scope_fit.measure(Classifier(payload), data_dir))
     payload["scope_weights"] = weights

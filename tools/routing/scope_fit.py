@@ -6,7 +6,7 @@ communities, only speakers found across the whole collection). How much each sit
 is a question for data, not for hand-set constants:
 
 1. build small offline indexes of two real corpora of `../shared/data` (podcast episodes, earnings calls), as
-   `router/data/scope_fit.json` describes;
+   `tools/routing/data/scope_fit.json` describes;
 2. fill the question templates of that file with what the index holds (its documents' numbers, specific
    entities, speakers found across the collection) and with topic words written for each corpus;
 3. for every question take the text model's probabilities (linking signals included) and the situation
@@ -14,7 +14,7 @@ is a question for data, not for hand-set constants:
    weight bounded by `MAX_NUDGE` and kept to the direction `SIGNS` gives it; the penalty is chosen by
    cross-validation grouped by template (no template in both train and test).
 
-The result is stored in the model file (`scope_weights`, `scope_fit`) by `python -m router.train`.
+The result is stored in the model file (`scope_weights`, `scope_fit`) by `python -m tools.routing.train`.
 """
 
 from __future__ import annotations
