@@ -653,8 +653,11 @@ def link_entities(
         semantic = max(cos, 0) / max over entities             (in [0, 1]; only with a usable vector)
         base     = lexical                    without embedding
                  = 0.5 * lexical + 0.5 * semantic   with embedding
-        score    = 0.5 * exact + 0.5 * base   where exact is 1.0 (title), 0.8 (alias), 0.6 (title nested
-                                              in a longer matched title) or 0
+        score    = 0.5 * exact + 0.5 * base * w   where exact is 1.0 (title), 0.8 (alias), 0.6 (title
+                                              nested in a longer matched title) or 0, and w is the entity's
+                                              boilerplate weight (`boilerplate_marks`: 1 unless only licence
+                                              or front/back matter supports it; with an empty query, the
+                                              degree order is weighted the same way)
     so every full-title match (score >= 0.5) ranks above every entity without an exact match.
     Ties go to the higher-degree entity, then the lower position. Included names come first (score 1),
     excluded names are removed from everything, and the result never holds more than
