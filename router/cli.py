@@ -34,14 +34,16 @@ def _settings_choice(args: argparse.Namespace) -> str | bool | None:
     return getattr(args, "settings", None)
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="graphroute", description="Route questions over a GraphRAG index.")
     sub = p.add_subparsers(dest="command", required=True)
 
     ix = sub.add_parser("index", help="build a GraphRAG-compatible index from a folder of .txt/.md files")
-    from indexer.cli import build_arg_parser
+    args = sys.argv[1:] if argv is None else list(argv)
+    if not args or args[0] == "index" or args[0].startswith("-"):  # the indexer's options (and its
+        from indexer.cli import build_arg_parser  # imports) only when they can be asked for
 
-    build_arg_parser(ix)
+        build_arg_parser(ix)
 
     ask = sub.add_parser("ask", help="answer a question, routed to the best engine")
     ask.add_argument("question")
@@ -82,6 +84,16 @@ def _parser() -> argparse.ArgumentParser:
                     help="worker processes sharing the port (default: [serve] workers, 1); each loads the indexes, "
                          "and the model concurrency limits are divided among them")
     _settings_args(sv)
+
+    mc = sub.add_parser("mcp", help="serve indexes to agents over the Model Context Protocol (stdio, or --http)")
+    mc.add_argument("--index", action="append", required=True, metavar="[NAME=]PATH",
+                    help="an index folder, optionally named (repeat for several; the first is the default)")
+    mc.add_argument("--http", action="store_true",
+                    help="serve streamable HTTP at http://HOST:PORT/mcp instead of stdio")
+    mc.add_argument("--host", default="127.0.0.1", help="--http: address to bind (default 127.0.0.1)")
+    mc.add_argument("--port", type=int, default=8001, help="--http: port (default 8001)")
+    mc.add_argument("--config", help="graphroute.toml (default: ./graphroute.toml if present)")
+    _settings_args(mc)
 
     cf = sub.add_parser("config", help="print the effective configuration and where each value came from")
     cf.add_argument("--show", action="store_true", help="print every setting with its source (the default action)")
@@ -386,6 +398,28 @@ def _serve_workers(specs: dict[str, str], config: Any, keys: list[str], access: 
         raise CliError(str(exc)) from None
 
 
+def _cmd_mcp(args: argparse.Namespace) -> int:
+    """`graphroute mcp`: stdout is the protocol channel over stdio, so everything else goes to stderr."""
+    import asyncio
+
+    from router.mcp_server import build_server, serve_http, serve_stdio
+
+    err = Console(stderr=True)
+    specs = _parse_index_specs(args.index)
+    if args.http and not 0 < args.port < 65536:
+        raise CliError(f"--port {args.port}: must be between 1 and 65535")
+    routers = {name: _load_router(path, args.config, settings=_settings_choice(args)) for name, path in specs.items()}
+    server = build_server(routers)
+    if args.http:
+        if args.host not in ("127.0.0.1", "localhost", "::1"):
+            err.print("[yellow]warning:[/yellow] the MCP endpoint has no authentication; listening beyond loopback")
+        err.print(f"graphroute mcp: {', '.join(routers)} on http://{args.host}:{args.port}/mcp", highlight=False)
+        asyncio.run(serve_http(server, args.host, args.port))
+    else:
+        asyncio.run(serve_stdio(server))
+    return 0
+
+
 def _spent(usage: Any) -> str:
     """' (spent: 3 model calls, 1,234 prompt tokens, $0.0012)' for an error line, '' when nothing was spent."""
     total = getattr(usage, "total", None)
@@ -402,7 +436,7 @@ def _cmd_index(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    args = _parser(argv).parse_args(argv)
     console = Console()
     err = Console(stderr=True)
     try:
@@ -414,6 +448,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _cmd_index(args)
         if args.command == "serve":
             return _cmd_serve(args, console)
+        if args.command == "mcp":
+            return _cmd_mcp(args)
         if args.command == "config":
             from engines.models.errors import ModelConfigError
             from router.config_show import show_config

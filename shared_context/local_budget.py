@@ -16,6 +16,8 @@ its entities (s = 1) the entity tables get GraphRAG's share back. The entity tab
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from shared_context.history import HISTORY_SECTION
@@ -57,6 +59,10 @@ class LocalContextParams(BaseModel):
     include_entity_rank: bool = True
     rank_description: str = "number of relationships"
     include_relationship_weight: bool = True
+    relationship_ranking_attribute: Literal["rank", "weight"] = Field(
+        default="rank", description="how relationships are ranked in the local context, as in GraphRAG: 'rank' "
+        "(combined degree, then weight) or 'weight' (weight, then combined degree); out-network relationships "
+        "are ranked by how many selected entities they link first")
     include_community_rank: bool = False
     use_community_summary: bool = False
     min_community_rank: float = 0

@@ -63,7 +63,8 @@ def entity_tables(
     chosen: tuple[list[int], list[int]] = ([], [])
     for size in range(1, len(in_table) + 1):
         prefix = in_table[:size]
-        in_rels, out_rels = select_relationships(index, prefix, p.top_k_relationships)
+        in_rels, out_rels = select_relationships(index, prefix, p.top_k_relationships,
+                                                 p.relationship_ranking_attribute)
         rels = in_rels + out_rels
         claims = [c for e in prefix for c in index.entity_claims[e]]
         cost = (rel_head + int(est.rel[rels].sum()) if rels else 0) + (

@@ -37,11 +37,16 @@ def _entity_rel_array(index: Any, entity: int) -> np.ndarray:
     return arr
 
 
-def select_relationships(index: Any, entities: Sequence[int], top_k: int) -> tuple[list[int], list[int]]:
-    """(in-network, out-network) relationship positions for the entity set, GraphRAG's ranking:
-    in-network (both ends selected) by combined degree; out-network by (links, combined degree, weight),
-    where links = how many selected entities the outside endpoint connects to; at most
+def select_relationships(
+    index: Any, entities: Sequence[int], top_k: int, ranking: str = "rank"
+) -> tuple[list[int], list[int]]:
+    """(in-network, out-network) relationship positions for the entity set, GraphRAG's ranking with its
+    `relationship_ranking_attribute` (`ranking`): "rank" orders by combined degree, then weight; "weight" by
+    weight, then combined degree. In-network relationships (both ends selected) by that order; out-network by
+    links first, where links = how many selected entities the outside endpoint connects to; at most
     `top_k * len(entities)` out-network relationships. Only the entities' own adjacency is read."""
+    if ranking not in ("rank", "weight"):
+        raise ValueError(f"relationship ranking {ranking!r}: 'rank' or 'weight'")
     if not entities:
         return [], []
     parts = [_entity_rel_array(index, e) for e in entities]
@@ -56,8 +61,9 @@ def select_relationships(index: Any, entities: Sequence[int], top_k: int) -> tup
     in_net = inside[:, 0] & inside[:, 1]
     out_net = inside[:, 0] ^ inside[:, 1]
     combined, weight = arrays.combined[rels], arrays.weight[rels]
+    first, second = (combined, weight) if ranking == "rank" else (weight, combined)
     in_rels = rels[in_net]
-    in_order = np.lexsort((in_rels, -weight[in_net], -combined[in_net]))
+    in_order = np.lexsort((in_rels, -second[in_net], -first[in_net]))
     in_list = in_rels[in_order].tolist()
     out_rels = rels[out_net]
     if len(out_rels) == 0 or top_k == 0:
@@ -70,5 +76,5 @@ def select_relationships(index: Any, entities: Sequence[int], top_k: int) -> tup
     linked_outside = pair_codes // (len(index.entities) + 1) - 1
     uniq, counts = np.unique(linked_outside, return_counts=True)
     links = counts[np.searchsorted(uniq, outside)]
-    order = np.lexsort((out_rels, -weight[out_net], -combined[out_net], -links))
+    order = np.lexsort((out_rels, -second[out_net], -first[out_net], -links))
     return in_list, out_rels[order][: top_k * len(entities)].tolist()
