@@ -34,14 +34,16 @@ def _settings_choice(args: argparse.Namespace) -> str | bool | None:
     return getattr(args, "settings", None)
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="graphroute", description="Route questions over a GraphRAG index.")
     sub = p.add_subparsers(dest="command", required=True)
 
     ix = sub.add_parser("index", help="build a GraphRAG-compatible index from a folder of .txt/.md files")
-    from indexer.cli import build_arg_parser
+    args = sys.argv[1:] if argv is None else list(argv)
+    if not args or args[0] == "index" or args[0].startswith("-"):  # the indexer's options (and its
+        from indexer.cli import build_arg_parser  # imports) only when they can be asked for
 
-    build_arg_parser(ix)
+        build_arg_parser(ix)
 
     ask = sub.add_parser("ask", help="answer a question, routed to the best engine")
     ask.add_argument("question")
@@ -434,7 +436,7 @@ def _cmd_index(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    args = _parser(argv).parse_args(argv)
     console = Console()
     err = Console(stderr=True)
     try:

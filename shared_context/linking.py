@@ -154,7 +154,7 @@ def _build_entity_index(index: Any) -> _EntityLinkIndex:
         return texts_of(entities, "title")
 
     folder, check = None, ""
-    if len(entities) >= search_params(index).persist_min_rows:
+    if _persisted(index, len(entities)):
         folder, check = field_folder(index, "phrases.entities.title", titles), content_check(titles())
     phrases, longest = stored_phrases(folder, lambda: _build_phrases(entities), check)
     return _EntityLinkIndex(
@@ -184,11 +184,18 @@ def _texts(index: Any, table: Table) -> Sequence[str]:
     raise ValueError(f"unknown table {table!r}; expected 'entities', 'reports' or 'text_units'")
 
 
+def _persisted(index: Any, rows: int) -> bool:
+    """Whether a lexical table of `rows` rows is kept in the search cache: always for an index read from
+    files (a later process maps it instead of importing SciPy to build it again: most of a small index's
+    first question from the command line), from `persist_min_rows` rows for one built in memory."""
+    return getattr(index, "derived_store", None) is not None or rows >= search_params(index).persist_min_rows
+
+
 def _stored_index(index: Any, field: str, texts: Callable[[], Sequence[str]]) -> BM25:
     """The in-memory BM25 of one field, read from the search cache when this index content was seen
-    before (fields of at least `persist_min_rows` rows), else built (and stored)."""
+    before (see `_persisted`), else built (and stored)."""
     items = texts()
-    if len(items) < search_params(index).persist_min_rows:
+    if not _persisted(index, len(items)):
         return lexical_index(items)
     folder = field_folder(index, f"bm25.{field}", lambda: items)
     return stored_bm25(folder, lambda: lexical_index(items), content_check(items))
