@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
+from shared_context.boilerplate_marks import shown_rank
 from shared_context.community_params import CommunityContextParams
 from shared_context.context_records import HistoryRecord, ReportRecord
 from shared_context.context_tables import ContextTables
@@ -55,14 +56,15 @@ class ReportRow:
 
 
 def report_row(index: Any, pos: int, p: CommunityContextParams) -> ReportRow:
-    cache: dict[tuple[int, bool, bool], ReportRow] = per_index_cache(index, "community.rows", dict)
-    key = (pos, p.use_community_summary, p.include_community_rank)
+    cache: dict[tuple[int, bool, bool, float | None], ReportRow] = per_index_cache(index, "community.rows", dict)
+    rank = shown_rank(index, pos)
+    key = (pos, p.use_community_summary, p.include_community_rank, rank)
     hit = cache.get(key)
     if hit is None:
         r = index.community_reports[pos]
         content = r.summary if p.use_community_summary else r.full_content
         prefix = render_row([r.short_id, r.title])
-        suffix = render_row([content, *([r.rank] if p.include_community_rank else [])])
+        suffix = render_row([content, *([rank] if p.include_community_rank else [])])
         # Count with a placeholder weight as wide as any normalised weight renders ("0.1234"): the
         # weight changes per call, and counting "||" instead would be short ("||" is one token).
         tokens = index.tokenizer.count(f"{prefix}|{_WIDEST_WEIGHT}|{suffix}\n")
@@ -83,9 +85,10 @@ def batch_columns(p: CommunityContextParams) -> tuple[Column, ...]:
 
 
 def _record(index: Any, pos: int, content: str, weight: float | None, truncated: bool = False) -> ReportRecord:
+    """The report as the batch shows it: its rank down-weighted by its boilerplate share (`shown_rank`)."""
     r = index.community_reports[pos]
-    return ReportRecord(r.short_id, r.title, content, r.rank, r.level, weight=weight, truncated=truncated,
-                        position=pos)
+    return ReportRecord(r.short_id, r.title, content, shown_rank(index, pos), r.level, weight=weight,
+                        truncated=truncated, position=pos)
 
 
 def _line(row: ReportRow, weight: float | None) -> str:
@@ -168,7 +171,7 @@ def _render(
 
     def in_order(rows: list[_Packed]) -> list[_Packed]:
         # rows sorted by (weight, rank) descending inside a batch, as GraphRAG does
-        return sorted(rows, key=lambda r: (-weights.get(r.pos, 0.0), -(reports[r.pos].rank or 0.0)))
+        return sorted(rows, key=lambda r: (-weights.get(r.pos, 0.0), -(shown_rank(index, r.pos) or 0.0)))
 
     def text_of(rows: list[_Packed]) -> str:
         return prefix + head + "\n" + "\n".join(r.line for r in in_order(rows))

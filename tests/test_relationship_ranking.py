@@ -44,8 +44,8 @@ def test_weight_ranking_changes_the_local_context(carol: Index) -> None:
     question = "What does Scrooge think of Christmas, Bob Cratchit and Fred?"
     by_rank = LocalContextBuilder(carol, LocalContextParams()).build(question)
     by_weight = LocalContextBuilder(carol, LocalContextParams(relationship_ranking_attribute="weight")).build(question)
-    rank_ids = [r["id"] for r in by_rank.section("Relationships").records]
-    weight_ids = [r["id"] for r in by_weight.section("Relationships").records]
+    rank_ids = [r.id for r in by_rank.section("Relationships").rows]  # type: ignore[union-attr]
+    weight_ids = [r.id for r in by_weight.section("Relationships").rows]  # type: ignore[union-attr]
     assert rank_ids and weight_ids and rank_ids != weight_ids
     with pytest.raises(ValueError, match="'rank' or 'weight'"):
         select_relationships(carol, [0], 10, "degree")
