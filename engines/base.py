@@ -10,8 +10,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Mapping
-from typing import TYPE_CHECKING, Any, ClassVar, TypeAlias
+from collections.abc import AsyncGenerator, Callable, Mapping
+from typing import TYPE_CHECKING, ClassVar, TypeAlias, TypeVar
 
 from pydantic import BaseModel
 
@@ -26,12 +26,14 @@ from engines.result import SearchResult
 from engines.run import QueryRun
 
 if TYPE_CHECKING:
+    from engines.engine import ContextBuilder
     from shared_context.index import Index
 
 __all__ = ["BaseEngine", "ConfigLike", "make_params"]
 
 # An engine's `config`: its own section, the whole GraphrouteConfig, or None (defaults).
 ConfigLike: TypeAlias = "BaseModel | None"
+P = TypeVar("P")
 
 
 class BaseEngine:
@@ -41,6 +43,9 @@ class BaseEngine:
     # The engine's section of GraphrouteConfig: its attribute name and its type.
     section_name: ClassVar[str]
     section_type: ClassVar[type[BaseModel]]
+    config: BaseModel  # an instance of `section_type` (subclasses declare theirs)
+    # the context builder the engine answers from (`Engine.builder`); None: it builds no context of its own
+    builder: ContextBuilder[object] | None = None
 
     def __init__(
         self,
@@ -61,14 +66,15 @@ class BaseEngine:
         self.config = self._section(config)
         self.models = ModelSet(index, model, embedder, full)
 
-    def _section(self, config: Any) -> Any:
+    def _section(self, config: ConfigLike) -> BaseModel:
         """The engine's own config section, from its section object, a whole GraphrouteConfig, or None."""
         from engines.config import GraphrouteConfig
 
         if config is None:
             return self.section_type()
         if isinstance(config, GraphrouteConfig):
-            return getattr(config, self.section_name)
+            section: BaseModel = getattr(config, self.section_name)
+            return section
         if isinstance(config, self.section_type):
             return config
         raise TypeError(
@@ -97,7 +103,7 @@ class BaseEngine:
         deadline: float | None = None,
         plan: QueryPlan | None = None,
         deltas: bool = True,
-    ) -> AsyncIterator[Event]:
+    ) -> AsyncGenerator[Event, None]:
         """Progress events, then the answer's deltas, then `Final(result)`; errors are raised here.
 
         `deltas=False`: the caller only wants the result, so without a deadline the answer is not streamed
@@ -142,7 +148,7 @@ class BaseEngine:
         try:
             while True:
                 item = await _next_event(queue, deadline)
-                if item is _DEADLINE:
+                if isinstance(item, _DeadlinePassed):
                     task.cancel()
                     with contextlib.suppress(BaseException):
                         await task
@@ -162,10 +168,15 @@ class BaseEngine:
                     await task
 
 
-_DEADLINE = object()  # sentinel: the deadline passed while waiting for the next event
+class _DeadlinePassed:
+    """Sentinel: the deadline passed while waiting for the next event."""
 
 
-async def _next_event(queue: asyncio.Queue[Any], deadline: float | None) -> Any:
+_DEADLINE = _DeadlinePassed()
+_Item: TypeAlias = "Event | BaseException | None"  # what the pipeline hands the consumer (None: it ended)
+
+
+async def _next_event(queue: asyncio.Queue[_Item], deadline: float | None) -> _Item | _DeadlinePassed:
     if deadline is None:
         return await queue.get()
     with contextlib.suppress(asyncio.QueueEmpty):
@@ -179,14 +190,16 @@ async def _next_event(queue: asyncio.Queue[Any], deadline: float | None) -> Any:
         return _DEADLINE
 
 
-def make_params(params_cls: Any, values: Mapping[str, Any]) -> Any:
+def make_params(params_cls: type[P], values: Mapping[str, object]) -> P:
     """Build a builder's params object from the fields it declares (pydantic or dataclass)."""
     import dataclasses
 
-    if hasattr(params_cls, "model_fields"):
-        known = set(params_cls.model_fields)
+    fields = getattr(params_cls, "model_fields", None)
+    if fields is not None:
+        known = set(fields)
     elif dataclasses.is_dataclass(params_cls):
         known = {f.name for f in dataclasses.fields(params_cls)}
     else:
         known = set(values)
-    return params_cls(**{k: v for k, v in values.items() if k in known})
+    make: Callable[..., P] = params_cls
+    return make(**{k: v for k, v in values.items() if k in known})

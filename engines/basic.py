@@ -68,7 +68,8 @@ class BasicSearch(BaseEngine):
             section, skipped = await asyncio.to_thread(sources_section, self.index, hits, self.config.max_context_tokens)
         await run.emit(ContextReady("build_context", section.tokens))
         run.details.update(retrieval=method, hits=len(hits), skipped_over_budget=skipped)
-        system = prompts.BASIC_ANSWER.format(response_type=self.config.response_type, context_data=section.text)
+        system = prompts.template(self.config.prompt, "basic").fill(
+            response_type=self.config.response_type, context_data=section.text)
         messages: list[Message] = [{"role": "system", "content": system}, {"role": "user", "content": question}]
         with run.timed("answer"):
             completion = await run.stream_answer(

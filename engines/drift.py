@@ -116,6 +116,7 @@ def pick_template(index: Index, question: str, seed: int) -> int | None:
 class DriftSearch(BaseEngine):
     name = "drift"
     config: DriftSearchConfig
+    builder: LocalContextBuilder
     section_name = "drift"
     section_type = DriftSearchConfig
 
@@ -189,7 +190,8 @@ class DriftSearch(BaseEngine):
         template = self.index.tokenizer.truncate(report.full_content or report.summary, _TEMPLATE_TOKENS)
         run.details["hyde_template"] = report.short_id
         messages: list[Message] = [
-            {"role": "system", "content": prompts.DRIFT_HYDE.format(template=template)},
+            {"role": "system", "content": prompts.template(self.config.hyde_prompt, "drift_hyde").fill(
+                template=template)},
             {"role": "user", "content": question},
         ]
         await run.progress("primer", "writing a hypothetical answer (HyDE)", 1, 1)
@@ -237,9 +239,11 @@ class DriftSearch(BaseEngine):
         n = len(tables)
         done = 0
 
+        primer = prompts.template(self.config.primer_prompt, "drift_primer")
+
         async def one(table: str) -> PrimerResponse:
             nonlocal done
-            system = prompts.DRIFT_PRIMER.format(context_data=table)
+            system = primer.fill(context_data=table, community_reports=table, query=question)
             messages: list[Message] = [{"role": "system", "content": system}, {"role": "user", "content": question}]
             parsed = await run.complete_json("primer", "drift_primer", messages, PrimerResponse,
                                              temperature=self.config.temperature)
@@ -275,6 +279,8 @@ class DriftSearch(BaseEngine):
         n = len(batch)
         done = 0
 
+        followup = prompts.template(self.config.followup_prompt, "drift_followup")
+
         async def one(node: Node) -> FollowupResponse:
             nonlocal done
             qv = await link_vector(run, self.index, node.query, timed=False)
@@ -282,8 +288,10 @@ class DriftSearch(BaseEngine):
             # follow-ups' HTTP calls progress while this context is assembled.
             ctx = await asyncio.to_thread(self.builder.build, node.query, history or None, query_vector=qv)
             node.context_tokens = ctx.tokens
-            system = prompts.DRIFT_FOLLOWUP.format(
-                global_query=question, k_followups=self.config.k_followups, context_data=ctx.text
+            system = followup.fill(
+                global_query=question, k_followups=str(self.config.k_followups),
+                followups=str(self.config.k_followups), response_type=self.config.response_type,
+                context_data=ctx.text,
             )
             messages: list[Message] = [{"role": "system", "content": system},
                                        {"role": "user", "content": node.query}]
@@ -314,7 +322,7 @@ class DriftSearch(BaseEngine):
         numbered = [Point(p.score, p.text, i + 1, (i,)) for i, p in enumerate(sort_points(points))]
         settings = ReduceSettings(
             task="drift_reduce",
-            template=prompts.DRIFT_REDUCE,
+            template=prompts.template(self.config.reduce_prompt, "drift_reduce"),
             data_max_tokens=self.config.reduce_max_tokens,
             response_type=self.config.response_type,
             concurrency=self.config.concurrency,

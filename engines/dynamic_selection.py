@@ -82,7 +82,7 @@ async def select_communities(run: QueryRun, index: Index, question: str, cfg: Gl
     relevant: dict[int, None] = {}
 
     async def rate(community: int) -> int:
-        system = prompts.RATE.format(context_data=report_table(index, community))
+        system = prompts.template(cfg.rate_prompt, "rate").fill(context_data=report_table(index, community))
         messages: list[Message] = [{"role": "system", "content": system}, {"role": "user", "content": question}]
         votes = []
         for _ in range(cfg.dynamic_num_repeats):

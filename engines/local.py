@@ -57,6 +57,7 @@ async def link_vector(run: QueryRun, index: Index, text: str, stage: str = "enti
 class LocalSearch(BaseEngine):
     name = "local"
     config: LocalSearchConfig
+    builder: LocalContextBuilder
     section_name = "local"
     section_type = LocalSearchConfig
 
@@ -116,7 +117,7 @@ class LocalSearch(BaseEngine):
         if link is not None:
             run.details["link_mode"] = getattr(link, "mode", "")
             run.details["link_notes"] = list(getattr(link, "notes", []))
-        system = prompts.LOCAL_ANSWER.format(
+        system = prompts.template(self.config.prompt, "local").fill(
             citation_rules=prompts.CITATION_RULES,
             response_type=self.config.response_type,
             context_data=ctx.text,

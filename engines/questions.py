@@ -148,7 +148,8 @@ class QuestionGenerator:
         qv = await link_vector(run, self.index, question) if question else None
         with run.timed("build_context"):
             ctx = await asyncio.to_thread(self.builder.build, question, earlier or None, query_vector=qv)
-        system = prompts.QUESTIONS.format(question_count=count, context_data=ctx.text)
+        system = prompts.template(self.config.prompt, "questions").fill(
+            question_count=str(count), context_data=ctx.text)
         chat: list[Message] = [{"role": "system", "content": system},
                                {"role": "user", "content": question or NO_HISTORY_PROMPT}]
         with run.timed("answer"):

@@ -56,7 +56,7 @@ from indexer.output import (
     today,
     write_table,
 )
-from indexer.reader import SourceDocument, read_input, sha512_hex
+from indexer.reader import Inputs, SourceDocument, read_input, sha512_hex
 from indexer.reports import offline_reports
 from indexer.signals import interruptible, signals_ignored
 from indexer.state import (
@@ -95,7 +95,7 @@ OUTPUT_TABLES = ("entities", "relationships", "communities", "community_reports"
 
 
 def build_index(
-    input_dir: str | Path,
+    input_dir: Inputs,
     out_dir: str | Path,
     *,
     config: IndexerConfig | None = None,
@@ -106,7 +106,8 @@ def build_index(
     refit_embedder: bool = False,
     columns: ColumnOptions | None = None,
 ) -> IndexBuildReport:
-    """Index every document under `input_dir` (see `indexer.reader`; `columns` for table inputs) into a
+    """Index every document `input_dir` names (a folder, a file, a glob, or a list of them: see
+    `indexer.reader`; `columns` for table inputs) into a
     GraphRAG-v3 index at `out_dir`.
 
     Offline extraction when `model` is None; otherwise model extraction (entities, relationships,

@@ -216,10 +216,16 @@ class BM25:
 
         The same numbers (a document's score needs only its length and the query terms' frequencies), without
         indexing every term of every document: per-question scoring of candidate passages and sentences
-        would otherwise spend its time building a vocabulary the query never reads."""
-        wanted = set(query)
-        kept = [[t for t in terms if t in wanted] for terms in docs]
-        return cls(kept, k1=k1, b=b, lengths=[len(terms) for terms in docs]).scores(query)
+        would otherwise spend its time building a vocabulary the query never reads. Counted straight into
+        `frequency_scores`' term-frequency matrix: no postings built, so no SciPy import for one question."""
+        column = {t: j for j, t in enumerate(dict.fromkeys(query))}
+        tf = np.zeros((len(docs), len(column)), dtype=np.float64)
+        for i, terms in enumerate(docs):
+            for t in terms:
+                j = column.get(t)
+                if j is not None:
+                    tf[i, j] += 1.0
+        return cls.frequency_scores(tf, np.asarray([len(terms) for terms in docs], dtype=np.float64), k1=k1, b=b)
 
     @classmethod
     def from_postings(cls, vocab: TermLookup, postings: Postings, n_docs: int) -> BM25:

@@ -183,7 +183,7 @@ def test_importing_the_classifier_does_not_import_openai_or_the_training_stack()
 
 
 def _small_index():  # type: ignore[no-untyped-def]
-    from shared_context.index import Index
+    from shared_context.index_build import index_from_records
     from shared_context.records import Community, Entity, Relationship, TextUnit
 
     names = ["HESTER VANE", "MAGISTRATE CORWIN", "VESPER SOCIETY", "TRADE GUILD", "HARBOUR MASTER", "GRAIN"]
@@ -197,7 +197,7 @@ def _small_index():  # type: ignore[no-untyped-def]
                              entity_ids=[f"e{j}" for j in members])
                    for i, members in enumerate([[0, 1], [2, 4], [3, 5]])]
     units = [TextUnit(id="t0", short_id="0", text="Hester Vane quarrelled with Magistrate Corwin.")]
-    return Index.from_records(entities=entities, relationships=relationships, text_units=units,
+    return index_from_records(entities=entities, relationships=relationships, text_units=units,
                               communities=communities)
 
 

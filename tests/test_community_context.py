@@ -12,6 +12,7 @@ from pydantic import ValidationError
 
 from shared_context.community_context import CommunityContextBuilder, CommunityContextParams
 from shared_context.index import Index
+from shared_context.index_build import index_from_records
 from shared_context.records import Community, CommunityReport, Entity, TextUnit
 from shared_context.vectors import VectorTable
 
@@ -123,7 +124,7 @@ def test_prerank_uses_report_vectors_when_the_query_vector_matches() -> None:
     ]
     matrix = np.eye(3, dtype=np.float32)
     vectors = [VectorTable.build("community_full_content", [0, 1, 2], matrix, source="test")]
-    index = Index.from_records(
+    index = index_from_records(
         entities=ents,
         relationships=[],
         text_units=[TextUnit("t0", "0", "x")],
@@ -161,7 +162,7 @@ def test_history_prefixed_to_every_batch_and_counted(carol: Index) -> None:
 
 
 def test_no_reports_gives_empty_context() -> None:
-    index = Index.from_records(
+    index = index_from_records(
         entities=[Entity(id="e0", short_id="0", title="A")],
         relationships=[],
         text_units=[TextUnit("t", "0", "x")],

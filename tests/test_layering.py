@@ -8,7 +8,7 @@ import ast
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-PACKAGES = ("shared_context", "engines", "router", "indexer", "tools")
+PACKAGES = ("shared_context", "engines", "router", "indexer", "tools", "testing")
 
 # layer -> the layers it may import (besides itself)
 ALLOWED = {
@@ -20,6 +20,8 @@ ALLOWED = {
     "indexer": {"shared_context", "engines.models"},
     # training tooling builds the product's data files from the outside: it may use every package, none uses it
     "tools": {"shared_context", "engines.models", "engines", "router", "indexer"},
+    # the loopback model server of tests and benchmarks: the product never imports it
+    "testing": {"shared_context", "engines.models", "engines", "router", "indexer"},
 }
 
 

@@ -14,6 +14,7 @@ import pytest
 from shared_context import load_index
 from shared_context.bm25 import BM25
 from shared_context.index import Index
+from shared_context.index_build import index_from_records
 from shared_context.linking import lexical_terms
 from shared_context.passage_blocks import BlockTable, block_table, build_block_table, unit_blocks_of
 from shared_context.passages import Excerpt, select_excerpts
@@ -39,7 +40,7 @@ def _texts() -> list[str]:
 def _index() -> Index:
     units = [TextUnit(id=f"t{j}", short_id=str(j), text=t) for j, t in enumerate(_texts())]
     entities = [Entity(id="a", short_id="0", title="KEEPER", description="d", text_unit_ids=[u.id for u in units])]
-    return Index.from_records(entities=entities, relationships=[], text_units=units)
+    return index_from_records(entities=entities, relationships=[], text_units=units)
 
 
 @pytest.mark.parametrize("block_tokens", [15, 100])

@@ -12,6 +12,7 @@ import pytest
 
 from shared_context.bm25 import BM25
 from shared_context.index import Index
+from shared_context.index_build import index_from_records
 from shared_context.lexical_store import SortedVocab, StoredPhrases
 from shared_context.linking import _entity_index, _table_index, lexical_search, lexical_top, link_entities
 from shared_context.records import Entity, TextUnit
@@ -63,7 +64,7 @@ def _records() -> tuple[list[Entity], list[TextUnit], list[VectorTable]]:
 
 def _index(params: SearchParams) -> Index:
     entities, units, vectors = _records()
-    index = Index.from_records(entities=entities, relationships=[], text_units=units, vectors=vectors)
+    index = index_from_records(entities=entities, relationships=[], text_units=units, vectors=vectors)
     configure_search(index, params)
     return index
 

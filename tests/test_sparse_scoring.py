@@ -14,6 +14,7 @@ import pytest
 from shared_context import bm25 as bm25_module
 from shared_context.bm25 import BM25
 from shared_context.index import Index
+from shared_context.index_build import index_from_records
 from shared_context.lexical_store import load_bm25, save_bm25
 from shared_context.linking import _entity_index, _exact_strengths, exact_tokens, lexical_terms, link_entities
 from shared_context.records import Entity, TextUnit
@@ -117,7 +118,7 @@ def test_linking_with_a_query_vector_ranks_exactly_as_the_dense_formula() -> Non
     with_vectors = rng.permutation(n)[: n - 10]  # some entities have no vector
     table = VectorTable.build("entity_description", with_vectors.tolist(),
                               rng.normal(size=(len(with_vectors), 8)).astype(np.float32), source="test")
-    index = Index.from_records(entities=ents, relationships=[], text_units=[TextUnit(id="t", short_id="0", text="x")],
+    index = index_from_records(entities=ents, relationships=[], text_units=[TextUnit(id="t", short_id="0", text="x")],
                                vectors=[table])
     for query in ("Name3 and the harbour", "winter river", "nothing matches"):
         vector = rng.normal(size=8).astype(np.float32)
