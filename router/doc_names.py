@@ -196,14 +196,18 @@ class DocumentNames:
             # every unit both give must agree: "FY20 Q4" does not name FY20 Q3
             if all(any((u, n) in asked for n in _numbers(counted, u)) for u in shared_units):
                 by_count.append(g)
-        by_words: dict[frozenset[str], int] = {}
+        if len(by_count) > MAX_NAMED:  # a family ("the Q4 calls"): words may still single one out
+            by_count = []
+        by_words: dict[frozenset[str], list[int]] = {}
         for g in sorted({g for w in words for g in self.by_word.get(w, ())}):
             hit = self.words[g] & words
             if len(hit) >= 2:
-                by_words.setdefault(frozenset(hit), g)  # one conversation under two titles counts once
-        if len(by_count) > MAX_NAMED:  # a family ("the Q4 calls"): words may still single one out
-            by_count = []
-        found = list(dict.fromkeys([*by_count, *by_words.values()]))
+                by_words.setdefault(frozenset(hit), []).append(g)
+        found = list(by_count)
+        for groups in by_words.values():
+            if not set(groups) & set(by_count):  # numbers already chose among the groups these words fit
+                found.append(groups[0])  # one conversation under several titles counts once
+        found = list(dict.fromkeys(found))
         return tuple(found) if len(found) <= MAX_NAMED else ()
 
 

@@ -128,11 +128,11 @@ def test_odd_questions_get_low_confidence(question: str, calls_index: Any) -> No
 
 @pytest.mark.parametrize("question", ["?", "...", "🙂🙂🙂", "？！", "who?", "And why?"])
 def test_a_question_with_no_content_words_is_refused(question: str, calls_index: Any) -> None:
-    with pytest.raises(ValueError, match="no (?:content )?words"):
+    with pytest.raises(ValueError, match=r"no (?:content )?words"):
         classify(question, calls_index)
     router = Router(calls_index)
     try:
-        with pytest.raises(ValueError, match="no (?:content )?words"):
+        with pytest.raises(ValueError, match=r"no (?:content )?words"):
             router.ask(question)
     finally:
         router.close()
