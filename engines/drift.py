@@ -41,6 +41,7 @@ from engines.reduce import Point, ReduceSettings, batched_reduce, sort_points
 from engines.result import SearchResult
 from engines.run import QueryRun, gather_bounded, reraise_bugs
 from engines.schemas import FollowupResponse, PrimerResponse
+from shared_context.boilerplate_marks import boilerplate_weights
 from shared_context.vectors import vector_table
 
 if TYPE_CHECKING:
@@ -210,11 +211,17 @@ class DriftSearch(BaseEngine):
             table = vector_table(self.index, "community_full_content")
             if vectors is not None and table is not None:
                 run.details["report_similarity"] = "vector"
-                return list(table.search(vectors[0], k))
+                weights = boilerplate_weights(self.index)  # licence reports rank low
+                if weights is None:
+                    return list(table.search(vectors[0], k))
+                return weights.down_ranked(table.search(vectors[0], 2 * k), weights.reports, k)
         from shared_context.linking import lexical_scores
 
         run.details["report_similarity"] = "lexical"
         scores = np.asarray(lexical_scores(self.index, "reports", question + "\n" + expanded), dtype=np.float64)
+        weights = boilerplate_weights(self.index)
+        if weights is not None:
+            scores = scores * weights.reports
         ranks = np.asarray([r.rank for r in self.index.community_reports], dtype=np.float64)
         order = sorted(range(len(scores)), key=lambda i: (-scores[i], -ranks[i], i))[:k]
         return [(i, float(scores[i])) for i in order]

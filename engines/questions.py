@@ -30,6 +30,7 @@ from engines.models.offline_text import is_cjk_text
 from engines.run import QueryRun
 from engines.schemas import QuestionList
 from engines.usage import Usage
+from shared_context.boilerplate_marks import boilerplate_weights
 
 if TYPE_CHECKING:
     from shared_context.index import Index
@@ -98,7 +99,18 @@ def corpus_wide_questions(index: Index, k: int) -> list[str]:
     if not reports:
         return [CORPUS_WIDE_FALLBACK][:k]
     top = min(r.level for r in reports)
-    ranked = sorted((r for r in reports if r.level == top), key=lambda r: (-float(r.rank or 0.0), str(r.short_id)))
+    weights = boilerplate_weights(index)  # reports built mostly from licence text rank low
+
+    def weight(pos: int) -> float:
+        return 1.0 if weights is None else float(weights.reports[pos])
+
+    ranked = [
+        reports[pos]
+        for pos in sorted(
+            (pos for pos, r in enumerate(reports) if r.level == top),
+            key=lambda pos: (-float(reports[pos].rank or 0.0) * weight(pos), str(reports[pos].short_id)),
+        )
+    ]
     out: list[str] = []
     for report in ranked:
         title = " ".join(str(report.title).split()).rstrip(".?!。？")

@@ -85,6 +85,7 @@ class AskResult(BaseModel):
 
 class PlanStepInfo(BaseModel):
     engine: str
+    prerank: bool = Field(description="global search reading only the most relevant share of the reports")
     llm_calls: int
     cost_usd: float
     seconds_guess: float
@@ -217,13 +218,17 @@ class GraphrouteTools:
                                                  budget=Budget(max_cost, max_calls, deadline_s))
         except (BudgetError, ValueError) as exc:
             raise ToolError(str(exc)) from None
-        steps = [PlanStepInfo(engine=public_name(s.engine), llm_calls=s.llm_calls, cost_usd=round(s.cost, 6),
-                              seconds_guess=round(s.seconds_guess, 2), fits=s.fits, why_not=s.why_not or "")
+        steps = [PlanStepInfo(engine=public_name(s.engine), prerank=s.engine == "global_prerank", llm_calls=s.llm_calls,
+                              cost_usd=round(s.cost, 6), seconds_guess=round(s.seconds_guess, 2), fits=s.fits,
+                              why_not=s.why_not or "")
                  for s in plan.steps]
         result = RouteResult(index=name, question=question, engine=public_name(plan.chosen),
                              route=route_info(decision), stepped_down=plan.stepped_down, plan=steps)
         lines = [f"engine: {result.engine} (route: {decision.engine}, confidence {decision.confidence:.2f})",
-                 *(f"- {r}" for r in decision.reasons), *plan.describe()]
+                 *(f"- {r}" for r in decision.reasons)]
+        lines += [f"plan: {s.engine}{' (pre-ranked reports)' if s.prerank else ''}: ~{s.llm_calls} calls, "
+                  f"~${s.cost_usd:.4f}, ~{s.seconds_guess:.1f}s" + ("" if s.fits else f", over budget ({s.why_not})")
+                  for s in steps]
         return CallToolResult(content=[TextContent(type="text", text="\n".join(lines))],
                               structured_content=result.model_dump(mode="json"))
 

@@ -25,6 +25,7 @@ from engines.plan import QueryPlan
 from engines.usage import Usage
 from router.answer import Answer, Escalation
 from router.budget import LADDER, Budget, BudgetError, Plan, PlanStep, check_fit
+from router.classifier import NOT_COVERED
 from router.loop_thread import LoopThread
 from router.rewrite import rewrite_question, user_turns
 
@@ -293,6 +294,7 @@ class Router:
             mode == "auto"
             and not self.models.offline
             and decision.confidence < self.config.router.llm_classifier_threshold
+            and decision.method != NOT_COVERED  # nothing in the index to reason over: no vote can make it DRIFT
         ):
             decision = await self._llm_second_opinion(standalone, decision, usage, deadline)
         if mode == "auto" and decision.confidence < self.config.router.llm_classifier_threshold:

@@ -11,6 +11,9 @@ Each batch is one `Reports` section with GraphRAG's columns `id|title|occurrence
 - `community_level=L` means that single level (GraphRAG silently uses every level <= L; set
   `include_lower_levels=True` for that behaviour).
 Occurrence weights are `report_weights.py`; packing and rendering the batches `report_batches.py`.
+Licence and edition boilerplate (`boilerplate_marks`): a report built mostly from it is left out of the
+batches (unless asked for by number, or every candidate is one), and any other report shows and is
+ordered by its rank times its boilerplate weight (`shown_rank`).
 Optional pre-ranking scores reports against the query (report vectors when a matching query vector is
 given, else BM25) and keeps the best within `max_reports` / `max_tokens` before any model call.
 """
@@ -23,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from shared_context.boilerplate_marks import boilerplate_weights, shown_rank
 from shared_context.community_params import CommunityContextParams
 from shared_context.history import build_history_section
 from shared_context.linking import lexical_scores
@@ -101,11 +105,19 @@ class CommunityContextBuilder:
             ]
             positions = sorted(pos for lvl in wanted for pos in index.reports_by_level[lvl])
         reports = index.community_reports
-        return [
+        kept = [
             pos
             for pos in positions
             if reports[pos].rank is not None and reports[pos].rank >= p.min_community_rank
         ]
+        weights = boilerplate_weights(index)
+        if weights is None or communities is not None:
+            return kept
+        story = [pos for pos in kept if not weights.mostly_boilerplate_report(pos)]
+        if story and len(story) < len(kept):
+            notes.append(f"{len(kept) - len(story)} reports built mostly from licence or front/back matter left out")
+            return story
+        return kept
 
     def _prerank(
         self, positions: list[int], query: str, query_vector: np.ndarray | None, notes: list[str]
@@ -159,12 +171,12 @@ class CommunityContextBuilder:
         batch_budget = p.max_context_tokens - (tok.count(prefix) if prefix else 0)
 
         reports = index.community_reports
-        rank_order = sorted(positions, key=lambda pos: (-(reports[pos].rank or 0.0), reports[pos].community))
+        rank_order = sorted(positions, key=lambda pos: (-(shown_rank(index, pos) or 0.0), reports[pos].community))
         scores: dict[int, float] | None = None
         if p.prerank:
             scores = self._prerank(positions, query, query_vector, notes)
             ordered = sorted(
-                positions, key=lambda pos: (-scores[pos], -(reports[pos].rank or 0.0), reports[pos].community)
+                positions, key=lambda pos: (-scores[pos], -(shown_rank(index, pos) or 0.0), reports[pos].community)
             )
         elif p.max_reports is not None or p.max_tokens is not None:
             ordered = rank_order  # caps without pre-ranking keep the highest-rank reports

@@ -30,6 +30,7 @@ from typing import Any, Literal
 import numpy as np
 
 from shared_context.bm25 import BM25
+from shared_context.boilerplate_marks import boilerplate_weights
 from shared_context.lexical_store import StoredPhrases, stored_bm25, stored_phrases
 from shared_context.pruned_lexical import Pruned, pruned_top
 from shared_context.pruned_lexical import scores_at as pruned_scores_at
@@ -659,8 +660,11 @@ def link_entities(
         semantic = max(cos, 0) / max over entities             (in [0, 1]; only with a usable vector)
         base     = lexical                    without embedding
                  = 0.5 * lexical + 0.5 * semantic   with embedding
-        score    = 0.5 * exact + 0.5 * base   where exact is 1.0 (title), 0.8 (alias), 0.6 (title nested
-                                              in a longer matched title) or 0
+        score    = 0.5 * exact + 0.5 * base * w   where exact is 1.0 (title), 0.8 (alias), 0.6 (title
+                                              nested in a longer matched title) or 0, and w is the entity's
+                                              boilerplate weight (`boilerplate_marks`: 1 unless only licence
+                                              or front/back matter supports it; with an empty query, the
+                                              degree order is weighted the same way)
     so every full-title match (score >= 0.5) ranks above every entity without an exact match.
     Ties go to the higher-degree entity, then the lower position. Included names come first (score 1),
     excluded names are removed from everything, and the result never holds more than
@@ -690,9 +694,11 @@ def link_entities(
     taken = set(included) | excluded
     room = max(k - len(linked), 0)
 
+    boilerplate = boilerplate_weights(index)
     if not text:
         notes.append("empty query: entities ranked by degree")
-        order = np.lexsort((np.arange(n), -ent.degree))
+        degree = ent.degree if boilerplate is None else ent.degree * boilerplate.entities
+        order = np.lexsort((np.arange(n), -degree))
         for p in order.tolist():
             if len(linked) >= max(k, len(included)):
                 break
@@ -734,6 +740,8 @@ def link_entities(
             base = 0.5 * lexical + 0.5 * similarity
             unseen = 0.5 * lexical_cut + 0.5 * semantic_cut
         matched = _at(universe, exact)
+        if boilerplate is not None:  # an entity only licence text supports ranks low unless named
+            base = base * boilerplate.entities[universe]
         score = 0.5 * matched + 0.5 * base
         if depth >= n or _decided(universe, score, taken, room, 0.5 * unseen):
             break

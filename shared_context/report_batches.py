@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from shared_context.boilerplate_marks import shown_rank
 from shared_context.community_params import CommunityContextParams
 from shared_context.index_cache import per_index_cache
 from shared_context.table_format import format_value, render_row, section_title
@@ -42,14 +43,15 @@ class ReportRow:
 
 
 def report_row(index: Any, pos: int, p: CommunityContextParams) -> ReportRow:
-    cache: dict[tuple[int, bool, bool], ReportRow] = per_index_cache(index, "community.rows", dict)
-    key = (pos, p.use_community_summary, p.include_community_rank)
+    cache: dict[tuple[int, bool, bool, float | None], ReportRow] = per_index_cache(index, "community.rows", dict)
+    rank = shown_rank(index, pos)
+    key = (pos, p.use_community_summary, p.include_community_rank, rank)
     hit = cache.get(key)
     if hit is None:
         r = index.community_reports[pos]
         content = r.summary if p.use_community_summary else r.full_content
         prefix = render_row([r.short_id, r.title])
-        suffix = render_row([content, *([r.rank] if p.include_community_rank else [])])
+        suffix = render_row([content, *([rank] if p.include_community_rank else [])])
         # Count with a placeholder weight as wide as any normalised weight renders ("0.1234"): the
         # weight changes per call, and counting "||" instead would be short ("||" is one token).
         tokens = index.tokenizer.count(f"{prefix}|{_WIDEST_WEIGHT}|{suffix}\n")
@@ -127,7 +129,7 @@ def _truncated(
     cells: list[Any] = [r.short_id, r.title, *([weight] if weight is not None else []), row.content]
     content_at = len(cells) - 1
     if p.include_community_rank:
-        cells.append(r.rank)
+        cells.append(shown_rank(index, row.pos))
     if not builder.add_truncated(cells, content_at):
         return "", 0
     return builder.lines[0], builder.used - builder.head_tokens
@@ -147,7 +149,7 @@ def _render(
 
     def text_of(rows: list[tuple[int, str, int]]) -> str:
         # rows sorted by (weight, rank) descending inside a batch, as GraphRAG does
-        ordered = sorted(rows, key=lambda r: (-weights.get(r[0], 0.0), -(reports[r[0]].rank or 0.0)))
+        ordered = sorted(rows, key=lambda r: (-weights.get(r[0], 0.0), -(shown_rank(index, r[0]) or 0.0)))
         return prefix + head + "\n" + "\n".join(line for _, line, _ in ordered)
 
     batches: list[ReportBatch] = []
@@ -169,13 +171,13 @@ def _render(
                 queue.append(moved[::-1])
             text = text_of(rows)
             tokens = tok.count(text)
-        ordered = sorted(rows, key=lambda r: (-weights.get(r[0], 0.0), -(reports[r[0]].rank or 0.0)))
+        ordered = sorted(rows, key=lambda r: (-weights.get(r[0], 0.0), -(shown_rank(index, r[0]) or 0.0)))
         records = [
             {
                 "id": reports[pos].short_id,
                 "title": reports[pos].title,
                 p.community_weight_name: weights.get(pos),
-                "rank": reports[pos].rank,
+                "rank": shown_rank(index, pos),
                 "level": reports[pos].level,
                 "in_context": True,
                 "truncated": pos in truncated,

@@ -78,6 +78,11 @@ class SearchParams(BaseModel):
     candidate_depth: int = Field(
         default=200, ge=1, description="on-disk linking: lexical and vector candidates scored per query"
     )
+    # Licence and edition boilerplate (shared_context/boilerplate_marks.py): its text units, the entities only
+    # they support and the reports built mostly from them rank below the story.
+    down_rank_boilerplate: bool = Field(
+        default=True, description="rank licence and front/back matter below the documents' own text"
+    )
 
 
 def configure_search(index: Any, params: SearchParams) -> None:

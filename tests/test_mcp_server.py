@@ -96,7 +96,8 @@ async def test_route_decides_without_a_model_call(client: Any) -> None:
                                               "max_calls": 1})
     data = result.structured_content
     assert data["route"]["engine"] == "global" and data["engine"] == "local" and data["stepped_down"] is True
-    assert [s["engine"] for s in data["plan"]] == ["global", "global", "local"]
+    assert [(s["engine"], s["prerank"]) for s in data["plan"]] == [("global", False), ("global", True),
+                                                                   ("local", False)]
     assert data["plan"][0]["fits"] is False and "calls" in data["plan"][0]["why_not"]
     assert result.content[0].text.startswith("engine: local (route: global")
 

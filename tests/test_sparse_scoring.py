@@ -13,6 +13,7 @@ import pytest
 
 from shared_context import bm25 as bm25_module
 from shared_context.bm25 import BM25
+from shared_context.boilerplate_marks import boilerplate_weights
 from shared_context.index import Index
 from shared_context.index_build import index_from_records
 from shared_context.lexical_store import load_bm25, save_bm25
@@ -84,7 +85,8 @@ def _reference_link(index: Index, query: str, k: int) -> list[tuple[int, float, 
     lexical += ent.descriptions.scores(terms)  # type: ignore[attr-defined]
     if lexical.max() > 0:
         lexical = lexical / lexical.max()
-    score = 0.5 * exact + 0.5 * lexical
+    weights = boilerplate_weights(index)  # an entity only licence text supports: its non-exact part weighted
+    score = 0.5 * exact + 0.5 * (lexical if weights is None else lexical * weights.entities)
     order = sorted(np.flatnonzero(score > 0).tolist(), key=lambda p: (-score[p], -ent.degree[p], p))[:k]
     return [(p, float(score[p]), bool(exact[p] > 0), float(lexical[p])) for p in order]
 
