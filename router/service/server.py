@@ -44,10 +44,14 @@ def uvicorn_config(service: Service, host: str, port: int, log_level: str) -> uv
     )
 
 
-def serve(service: Service, host: str, port: int, log_level: str = "info") -> None:
-    """Warm up (`Service.prepare`), then serve until SIGINT/SIGTERM (blocking)."""
-    service.prepare()
-    DrainingServer(uvicorn_config(service, host, port, log_level), service).run()
+def serve(service: Service, sock: socket.socket, log_level: str = "info") -> None:
+    """Serve on `sock` (bound and listening: `listeners.listen`) until SIGINT/SIGTERM (blocking). The caller
+    has warmed the service up (`Service.prepare`)."""
+    host, port = sock.getsockname()[:2]
+    try:
+        DrainingServer(uvicorn_config(service, host, port, log_level), service).run(sockets=[sock])
+    finally:
+        sock.close()
 
 
 class ServiceThread:
