@@ -26,6 +26,11 @@ class DrainingServer(uvicorn.Server):
     def handle_exit(self, sig: int, frame: Any) -> None:
         self.service.begin_drain()
         super().handle_exit(sig, frame)
+        # uvicorn raises a captured signal again once it has stopped, which ends the command by it (exit 130
+        # and "interrupted" after Ctrl-C); a server that drained as asked has stopped cleanly: exit 0.
+        captured = getattr(self, "_captured_signals", None)
+        if isinstance(captured, list):
+            captured.clear()
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         self.service.begin_drain()
