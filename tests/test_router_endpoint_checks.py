@@ -73,7 +73,7 @@ def test_the_first_question_learns_the_size_and_uses_the_vectors(carol_path: Pat
         answer = router.ask("Who is Bob Cratchit?")
         assert not any(d.startswith("embeddings:") for d in answer.degraded)
         assert router.models.embedder.dim == 3072 and answer.usage.total.embedding_calls >= 1
-        assert [r.body["input"] for r in srv.requests][0] == ["dimension probe"]
+        assert srv.requests[0].body["input"] == ["dimension probe"]
 
 
 def test_serve_checks_every_endpoint_and_reports_them(carol_path: Path, silent_endpoint: str) -> None:
