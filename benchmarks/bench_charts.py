@@ -1,14 +1,32 @@
-"""PNG charts of a benchmark report (matplotlib, Agg backend: no display needed)."""
+"""PNG charts of a benchmark report (matplotlib, Agg backend: no display needed).
+
+matplotlib is the `charts` extra (`pip install 'graphroute[charts]'`), not a runtime dependency: it is
+imported when a chart is drawn, and a missing one is `ChartsUnavailable` saying what to install.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
-import matplotlib
+CHARTS_EXTRA = "pip install 'graphroute[charts]'"
 
-matplotlib.use("Agg")  # before pyplot: the benchmark runs headless (CI, ssh)
-import matplotlib.pyplot as plt
+
+class ChartsUnavailable(RuntimeError):
+    """matplotlib is not installed: charts are not drawn."""
+
+
+def pyplot() -> ModuleType:
+    """`matplotlib.pyplot` on the headless Agg backend, or `ChartsUnavailable` naming the extra to install."""
+    try:
+        import matplotlib
+    except ImportError:
+        raise ChartsUnavailable(f"charts need matplotlib, which is not installed ({CHARTS_EXTRA})") from None
+    matplotlib.use("Agg")  # before pyplot: benchmarks run headless (CI, ssh)
+    import matplotlib.pyplot as plt
+
+    return plt
 
 COLORS = {"local": "#1f77b4", "global": "#d62728", "drift": "#9467bd", "basic": "#7f7f7f", "router": "#2ca02c"}
 
@@ -18,6 +36,7 @@ def latency_vs_cost(report: dict[str, Any], path: Path) -> Path | None:
     points = [(e, s) for e, s in report["summary"].items() if s["ok"]]
     if not points:
         return None
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(7, 4.5), dpi=110)
     placed = [(e, s["latency_p50_s"], s["cost_mean"] * 1000) for e, s in points]
     for (engine, p50, cost), (_, s) in zip(placed, points, strict=True):
@@ -64,6 +83,7 @@ def cost_per_query(report: dict[str, Any], path: Path) -> Path | None:
     kept = [(e, d) for e, d in zip(engines, data, strict=True) if d]
     if not kept:
         return None
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(7, 4.5), dpi=110)
     box = ax.boxplot([d for _, d in kept], patch_artist=True, showmeans=True)
     ax.set_xticks(range(1, len(kept) + 1), [e for e, _ in kept])
@@ -93,6 +113,7 @@ def calls_by_stage(report: dict[str, Any], path: Path) -> Path | None:
     stages = [s for s, per in stage_means.items() if any(per.values())]
     if not stages:
         return None
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(7, 4.5), dpi=110)
     bottom = [0.0] * len(engines)
     for stage in stages:

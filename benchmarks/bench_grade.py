@@ -1,6 +1,6 @@
 """`route-bench --grade`: grade each answer against the query set's gold answers and evidence.
 
-The measures live in `engines/grading.py`; this module wires them into a benchmark run: the offline
+The measures live in `benchmarks/grading.py`; this module wires them into a benchmark run: the offline
 grade is computed as each row is made (after its clock stopped), and the LLM judge runs in its own pass
 after all measuring is done, so judge calls never touch the engines' latency, calls or cost (they are
 reported on their own).
@@ -14,8 +14,8 @@ from typing import Any
 
 from benchmarks.bench_queries import Query
 from benchmarks.bench_runner import Grader
+from benchmarks.grading import Judge, context_records, offline_grade
 from engines.citations import record_text
-from engines.grading import Judge, context_records, offline_grade
 
 
 def make_grader(index: Any, keep_judge_input: bool) -> Grader:

@@ -176,7 +176,13 @@ class MockBackend:
     """
 
     def __init__(self, spec: ModelSpec) -> None:
-        from engines.models.testserver import LoopbackServer
+        try:
+            from testing.model_server import LoopbackServer
+        except ImportError:
+            raise BenchInputError(
+                "--model mock needs the loopback model server of a source checkout (testing/model_server.py), "
+                "which the installed package does not ship: run route-bench from the repository"
+            ) from None
 
         self.spec = spec
         self.responder = OfflineResponder()

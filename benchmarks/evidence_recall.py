@@ -140,7 +140,7 @@ def basic_excerpts(index: Any, hits: list[tuple[int, float]], question: str, bud
                    rrf_k: int) -> tuple[str, list[tuple[str, int, int]]]:
     """Basic search's nearest units given the same excerpt opportunity as the hybrid Sources (fairness
     check): `passages.select_excerpts` over the vector ranking, in one Sources table of `budget` tokens."""
-    from shared_context.local_context import _join_spans
+    from shared_context.local_rows import join_spans
     from shared_context.passages import select_excerpts
     from shared_context.tables import SectionBuilder
 
@@ -150,7 +150,7 @@ def basic_excerpts(index: Any, hits: list[tuple[int, float]], question: str, bud
     for ex in select_excerpts(index, [p for p, _ in hits], question, room, excerpt_tokens=excerpt_tokens,
                               weight=weight, rrf_k=rrf_k):
         t = index.text_units[ex.unit]
-        shown = t.text if ex.whole else _join_spans(t.text, ex.spans)
+        shown = t.text if ex.whole else join_spans(t.text, ex.spans)
         if builder.add([t.short_id, shown]) and ex.unit in units:
             title, start, _ = units[ex.unit]
             ranges.extend((title, start + a, start + b) for a, b in ex.spans)

@@ -66,6 +66,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="route-bench-out", help="output folder (default ./route-bench-out)")
     p.add_argument("--seed", type=int, default=0, help="seed for DRIFT templates and report shuffling (default 0)")
     p.add_argument("--config", default=None, help="graphroute.toml with engine settings")
+    p.add_argument("--settings", default=None, metavar="PATH",
+                   help="the GraphRAG project's settings.yaml (default: the one beside the index folder, if any)")
+    p.add_argument("--no-settings", action="store_true", help="ignore the GraphRAG project's settings")
     p.add_argument("--price-as", default=DEFAULT_PRICE_AS,
                    help=f"offline/mock: price tokens as this model (default {DEFAULT_PRICE_AS})")
     p.add_argument("--limit", type=int, default=None,
@@ -102,12 +105,15 @@ def parse_engines(text: str) -> list[str]:
 
 
 def make_config(spec: ModelSpec, config_path: str | None, seed: int, base_url: str | None, price_as: str,
-                cache_path: str | None = None) -> Any:
-    """The GraphrouteConfig for this run: engine settings from `--config`, models from `--model`, seeds fixed."""
-    from engines.config import load_config
+                cache_path: str | None = None, *, index: str | None = None,
+                settings: str | bool | None = False) -> Any:
+    """The GraphrouteConfig for this run: engine settings from `--config` over the GraphRAG project's
+    settings (`settings`: a file, None to look beside `index`, False for none), models from `--model`,
+    seeds fixed."""
+    from engines.config_layers import load_project_config
     from engines.models.config import CacheConfig, models_config_from_mapping
 
-    config = load_config(config_path)
+    config = load_project_config(index or ".", config_path, settings if index is not None else False)
     if spec.kind == "offline":
         # Ignore OPENAI_API_KEY & co: `--model offline` must never reach a network.
         models = models_config_from_mapping({"chat": {"provider": "offline"}, "embedding": {"provider": "offline"}},
@@ -185,7 +191,8 @@ def run(args: argparse.Namespace, queries: list[Query], engines: list[str], spec
         if mock is not None:
             mock.__enter__()
         config = make_config(spec, args.config, args.seed, mock.base_url if mock else None, args.price_as,
-                             args.model_cache)
+                             args.model_cache, index=args.index,
+                             settings=False if args.no_settings else args.settings)
         table: PriceTable = config.models.prices
         if spec.kind != "openai" and table.lookup(args.price_as) is None:
             raise BenchInputError(f"--price-as {args.price_as!r}: no price known for this model "
@@ -237,15 +244,19 @@ def run(args: argparse.Namespace, queries: list[Query], engines: list[str], spec
                          "load_average_1m_after": _load_average()}
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    from benchmarks.bench_charts import write_charts
+    from benchmarks.bench_charts import ChartsUnavailable, write_charts
     from benchmarks.bench_report import print_terminal, render_markdown, write_json
 
-    report["charts"] = write_charts(report, out)
+    try:
+        report["charts"] = write_charts(report, out)
+    except ChartsUnavailable as err:  # the report is complete without them
+        report["charts"] = []
+        print(f"route-bench: {err}; the report has no charts", file=sys.stderr)
     write_json(report, out / "report.json")
     (out / "report.md").write_text(render_markdown(report), encoding="utf-8")
     if not args.quiet:
         print_terminal(report)
-        print(f"report: {out / 'report.md'}, {out / 'report.json'}; charts: {', '.join(report['charts'])}")
+        print(f"report: {out / 'report.md'}, {out / 'report.json'}; charts: {', '.join(report['charts']) or 'none'}")
     return 1 if report["failures"] or report["consistency"]["problems"] else 0
 
 
@@ -256,7 +267,7 @@ def _judge_for(args: argparse.Namespace, spec: ModelSpec, models: Any, index: An
     if spec.kind != "openai":
         return None, ("LLM judge not run: it needs a real model (--model openai); offline and mock replies come from "
                       "the extractive model, which cannot judge. Offline measures only")
-    from engines.grading import Judge, NeedsRealModel
+    from benchmarks.grading import Judge, NeedsRealModel
 
     try:
         return Judge(models.chat("judge"), index.tokenizer), "LLM judge: verdict, faithfulness, context precision/recall"

@@ -7,7 +7,21 @@ mentioning ~`entities_per_unit` entities by title), 2-3 community levels with pa
 community reports (title, summary, full_content, rank, findings), claims and documents.
 The same seed always gives byte-identical tables (ids come from the seeded RNG, not uuid4).
 
+Titles (`titles=`), the shapes entity linking meets:
+- `unique`: a unique pronounceable name per entity (no two titles share a word; linking's best case);
+- `realistic`: people with shared first names and surnames drawn by Zipf frequency (some with "MR"),
+  organisations named after surnames with a common word (COMPANY, UNIVERSITY, GROUP, "THE ..."),
+  places and events built from shared words: a few tokens occur in a large share of all titles;
+- `type-word`: the entity type and a number ("PERSON 600100"), so every title shares a word with a
+  quarter of the index (adversarial).
+
+`graphrag_layout()` gives the proportions of a GraphRAG-written index (many relationships, a text unit
+per five entities mentioning ~11 of them, one claim per entity, 384-dim vectors in `lancedb/` as
+GraphRAG writes them: tables `entity_description`, `text_unit_text`, `community_full_content` with
+columns `id` and `vector`).
+
     python -m benchmarks.synthetic_index --entities 10000 --out /tmp/synth10k
+    python -m benchmarks.synthetic_index --entities 100000 --titles type-word --graphrag-layout --out /tmp/tw100k
 """
 
 from __future__ import annotations
@@ -15,10 +29,12 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import shutil
 import time
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -57,6 +73,78 @@ def _name(i: int, width: int) -> str:
     return word[: len(word) // 2].upper() + " " + word[len(word) // 2 :].upper()
 
 
+TITLE_SHAPES = ("unique", "realistic", "type-word")
+_ORG_WORDS = ["COMPANY", "GROUP", "UNIVERSITY", "BANK", "INSTITUTE", "COUNCIL", "PARTNERS", "FOUNDATION"]
+_GEO_FORMS = ["{}", "PORT {}", "{} RIVER", "LAKE {}", "{} VALLEY", "NEW {}"]
+_EVENT_WORDS = ["WAR", "SUMMIT", "FESTIVAL", "TREATY", "ELECTION", "FLOOD", "TRIAL", "STRIKE"]
+
+
+def _pool_names(rng: np.random.Generator, n: int) -> list[str]:
+    """`n` distinct pronounceable words (of as few syllables as leave room for them)."""
+    syllables = 2
+    while 32**syllables < 4 * n:
+        syllables += 1
+    codes = rng.choice(32**syllables, size=n, replace=False)
+    out = []
+    for code in codes.tolist():
+        parts = []
+        for _ in range(syllables):
+            parts.append(_SYLLABLES[code % 32])
+            code //= 32
+        out.append("".join(parts).upper())
+    return out
+
+
+def _zipf_pick(rng: np.random.Generator, size: int, n: int, a: float = 1.05) -> np.ndarray:
+    weights = 1.0 / np.arange(1, n + 1) ** a
+    return rng.choice(n, size=size, p=weights / weights.sum())
+
+
+def _titles(shape: str, types: list[str], seed: int) -> list[str]:
+    """Unique entity titles of one shape (see the module docstring); a separate RNG stream, so the
+    other tables' random draws do not depend on the shape."""
+    n = len(types)
+    if shape == "unique":
+        width = max(3, int(np.ceil(np.log(n) / np.log(32))) + 1)
+        return [_name(i * 7919 % (32**width), width) for i in range(n)]
+    rng = np.random.default_rng([seed, 2])
+    if shape == "type-word":
+        numbers = 100_000 + rng.permutation(max(n, 900_000))[:n]
+        return [f"{t} {k}" for t, k in zip(types, numbers.tolist(), strict=True)]
+    if shape != "realistic":
+        raise ValueError(f"unknown title shape {shape!r}; expected one of {', '.join(TITLE_SHAPES)}")
+    first = _pool_names(rng, 2_000)
+    last = _pool_names(rng, max(2_000, n // 20))
+    words = _pool_names(rng, 5_000)
+    f_pick, l_pick, w_pick = _zipf_pick(rng, n, len(first)), _zipf_pick(rng, n, len(last)), _zipf_pick(rng, n, len(words))
+    form = rng.integers(0, 8, size=n).tolist()
+    out: list[str] = []
+    for i, (kind, f, sur, w, k) in enumerate(zip(types, f_pick.tolist(), l_pick.tolist(), w_pick.tolist(), form, strict=True)):
+        if kind == "PERSON":
+            title = ("MR " if k == 0 else "") + f"{first[f]} {last[sur]}"
+        elif kind == "ORGANIZATION":
+            title = (f"THE {words[w]} {_ORG_WORDS[k]}" if k < 2 else f"{last[sur]} {_ORG_WORDS[k]}")
+        elif kind == "GEO":
+            title = _GEO_FORMS[k % len(_GEO_FORMS)].format(words[w])
+        else:
+            title = f"{words[w]} {_EVENT_WORDS[k]} {1800 + i % 220}"
+        out.append(title)
+    seen: dict[str, int] = {}
+    for i, title in enumerate(out):  # GraphRAG merges entities by title: titles are unique
+        count = seen.get(title, 0)
+        seen[title] = count + 1
+        if count:
+            out[i] = f"{title} {_SYLLABLES[count % 32].upper()}{count // 32 or ''}"
+    assert len(set(out)) == n
+    return out
+
+
+def graphrag_layout() -> dict[str, Any]:
+    """`write_synthetic_index` arguments for the proportions of a GraphRAG-written index."""
+    return {"rels_per_entity": 5, "units_per_entity": 0.2, "entities_per_unit": 11, "claims_per_entity": 1.0,
+            "vector_dim": 384, "lancedb": True}
+
+
 def _uuid(rng: np.random.Generator) -> str:
     return str(uuid.UUID(bytes=rng.bytes(16), version=4))
 
@@ -93,11 +181,16 @@ def write_synthetic_index(
     entities_per_unit: int = 10,
     levels: int = 3,
     vector_dim: int = 0,
+    title_shape: str = "unique",
+    units_per_entity: float = 0.3,
+    claims_per_entity: float = 0.1,
+    lancedb: bool = False,
 ) -> dict[str, int]:
     """Write a GraphRAG-v3 parquet index into `out_dir`; return the row count of each table.
 
-    `vector_dim` > 0 also writes `embeddings.entity_description.parquet` and
-    `embeddings.text_unit_text.parquet` (see `_write_vectors`); the tables stay byte-identical."""
+    `vector_dim` > 0 also writes vectors (see `_write_vectors`): `embeddings.entity_description.parquet`
+    and `embeddings.text_unit_text.parquet`, or with `lancedb` the `lancedb/` folder GraphRAG writes;
+    the tables stay byte-identical."""
     if n_entities < 2:
         raise ValueError("n_entities must be at least 2")
     if not 1 <= levels <= 4:
@@ -109,9 +202,8 @@ def write_synthetic_index(
     n_ent = n_entities
 
     # ---- entities: titles, types, power-law popularity (random order so hubs are spread out)
-    width = max(3, int(np.ceil(np.log(n_ent) / np.log(32))) + 1)
-    titles = [_name(i * 7919 % (32**width), width) for i in range(n_ent)]
     types = [_TYPES[t] for t in rng.integers(0, len(_TYPES), size=n_ent).tolist()]
+    titles = _titles(title_shape, types, seed)
     popularity = (1.0 + rng.permutation(n_ent)) ** -0.8
     popularity /= popularity.sum()
 
@@ -150,7 +242,7 @@ def write_synthetic_index(
     degree = np.bincount(np.concatenate([rel_src, rel_tgt]), minlength=n_ent)
 
     # ---- text units: entity mentions spread by popularity (every entity in at least one unit)
-    n_units = max(1, round(n_ent * 0.3))
+    n_units = max(1, round(n_ent * units_per_entity))
     extra = max(0, n_units * entities_per_unit - n_ent)
     link_ent = np.concatenate([np.arange(n_ent), rng.choice(n_ent, size=extra, p=popularity)])
     link_unit = rng.integers(0, n_units, size=len(link_ent))
@@ -269,9 +361,11 @@ def write_synthetic_index(
     n_comm, n_reports = _write_communities(
         out, rng, pool, titles, entity_ids, rel_ids, unit_ids, number, levels, rel_src, rel_tgt, rel_units
     )
-    n_claims = _write_claims(out, rng, pool, titles, unit_ids, entity_units, popularity)
+    n_claims = _write_claims(out, rng, pool, titles, unit_ids, entity_units, popularity, claims_per_entity)
     if vector_dim > 0:
-        _write_vectors(out, seed, vector_dim, entity_ids, unit_ids, unit_entities, comm_of_entity[level_of_leaf])
+        report_ids = pq.read_table(out / "community_reports.parquet", columns=["id"]).column("id").to_pylist()
+        _write_vectors(out, seed, vector_dim, entity_ids, unit_ids, unit_entities, comm_of_entity[level_of_leaf],
+                       report_ids if lancedb else None)
     return {
         "entities": n_ent,
         "relationships": n_rel,
@@ -291,21 +385,45 @@ def _write_vectors(
     unit_ids: list[str],
     unit_entities: list[list[int]],
     leaf_of_entity: np.ndarray,
+    report_ids: list[str] | None = None,
 ) -> None:
     """Deterministic embeddings shaped like real ones: related records are near each other. An entity
     is its leaf community's random centre plus noise; a text unit is the mean of its entities plus
-    noise. A separate RNG stream, so the other tables do not change with `dim`."""
+    noise. A separate RNG stream, so the other tables do not change with `dim`. With `report_ids`, the
+    vectors go into `lancedb/` as GraphRAG writes them (reports get their own random vectors), else
+    into `embeddings.<name>.parquet` files."""
     rng = np.random.default_rng([seed, 1])
     centres = rng.standard_normal((int(leaf_of_entity.max()) + 1, dim)).astype(np.float32)
-    ent = centres[leaf_of_entity] + 0.6 * rng.standard_normal((len(entity_ids), dim)).astype(np.float32)
+    ent = centres[leaf_of_entity]
+    ent += 0.6 * rng.standard_normal((len(entity_ids), dim)).astype(np.float32)
     units = np.zeros((len(unit_ids), dim), dtype=np.float32)
     for j, ents in enumerate(unit_entities):
         if ents:
             units[j] = ent[ents].mean(axis=0)
     units += 0.3 * rng.standard_normal(units.shape).astype(np.float32)
-    for name, ids, matrix in (("entity_description", entity_ids, ent), ("text_unit_text", unit_ids, units)):
-        vectors = pa.FixedSizeListArray.from_arrays(pa.array(matrix.reshape(-1)), dim)
-        pq.write_table(pa.table({"id": ids, "vector": vectors}), out / f"embeddings.{name}.parquet")
+    tables: list[tuple[str, list[str], np.ndarray]] = [
+        ("entity_description", entity_ids, ent), ("text_unit_text", unit_ids, units)
+    ]
+    if report_ids is None:
+        for name, ids, matrix in tables:
+            vectors = pa.FixedSizeListArray.from_arrays(pa.array(matrix.reshape(-1)), dim)
+            pq.write_table(pa.table({"id": ids, "vector": vectors}), out / f"embeddings.{name}.parquet")
+        return
+    tables.append(("community_full_content", report_ids, rng.standard_normal((len(report_ids), dim)).astype(np.float32)))
+    import lancedb
+
+    db = lancedb.connect(str(out / "lancedb"))
+    schema = pa.schema([("id", pa.string()), ("vector", pa.list_(pa.float32(), dim))])
+    for name, ids, matrix in tables:
+
+        def batches(ids: list[str] = ids, matrix: np.ndarray = matrix) -> Any:
+            step = 65_536  # a batch at a time: the Arrow copy of a million vectors is never made whole
+            for lo in range(0, len(ids), step):
+                flat = pa.array(np.ascontiguousarray(matrix[lo : lo + step]).reshape(-1))
+                yield pa.record_batch([pa.array(ids[lo : lo + step]), pa.FixedSizeListArray.from_arrays(flat, dim)],
+                                      schema=schema)
+
+        db.create_table(name, data=pa.RecordBatchReader.from_batches(schema, batches()), mode="overwrite")
 
 
 def _write_communities(
@@ -430,8 +548,9 @@ def _write_claims(
     unit_ids: list[str],
     entity_units: list[list[int]],
     popularity: np.ndarray,
+    claims_per_entity: float,
 ) -> int:
-    n = max(1, len(titles) // 10)
+    n = max(1, round(len(titles) * claims_per_entity))
     subjects = rng.choice(len(titles), size=n, p=popularity).tolist()
     objects = rng.integers(0, len(titles), size=n).tolist()
     text = rng.integers(0, len(pool), size=n).tolist()
@@ -461,14 +580,17 @@ def _write_claims(
 
 
 
-def ensure_synthetic_index(root: Path, n_entities: int) -> Path:
-    """`root/synthetic-N`, generated once (seed 0) and reused while its `.complete` marker exists."""
-    out = root / f"synthetic-{n_entities}"
+def ensure_synthetic_index(root: Path, n_entities: int, shape: str | None = None) -> Path:
+    """`root/synthetic-N` (or with a title `shape`, `root/synthetic-<shape>-N` in the GraphRAG layout),
+    generated once (seed 0) and reused while its `.complete` marker exists."""
+    out = root / (f"synthetic-{n_entities}" if shape is None else f"synthetic-{shape}-{n_entities}")
     marker = out / ".complete"
     if not marker.exists():
+        shutil.rmtree(out, ignore_errors=True)  # an interrupted generation
         out.mkdir(parents=True, exist_ok=True)
         started = time.perf_counter()
-        counts = write_synthetic_index(out, n_entities, seed=0)
+        layout = {} if shape is None else {"title_shape": shape, **graphrag_layout()}
+        counts = write_synthetic_index(out, n_entities, seed=0, **layout)
         marker.write_text(json.dumps(counts))
         print(f"  generated {out} in {time.perf_counter() - started:.1f} s: {counts}", flush=True)
     return out
@@ -484,16 +606,20 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--entities-per-unit", type=int, default=10)
     parser.add_argument("--levels", type=int, default=3)
     parser.add_argument("--vector-dim", type=int, default=0, help="also write embeddings of this dimension")
+    parser.add_argument("--titles", choices=TITLE_SHAPES, default="unique", help="title shape (module docstring)")
+    parser.add_argument("--graphrag-layout", action="store_true",
+                        help="GraphRAG's proportions and a lancedb/ folder of 384-dim vectors (overrides the counts above)")
     args = parser.parse_args(argv)
     start = time.perf_counter()
+    layout: dict[str, Any] = {
+        "rels_per_entity": args.rels_per_entity, "entities_per_unit": args.entities_per_unit,
+        "vector_dim": args.vector_dim,
+    }
+    if args.graphrag_layout:
+        layout.update(graphrag_layout())
     counts = write_synthetic_index(
-        args.out,
-        args.entities,
-        seed=args.seed,
-        rels_per_entity=args.rels_per_entity,
-        units_tokens=args.units_tokens,
-        entities_per_unit=args.entities_per_unit,
-        levels=args.levels,
+        args.out, args.entities, seed=args.seed, units_tokens=args.units_tokens, levels=args.levels,
+        title_shape=args.titles, **layout,
     )
     seconds = time.perf_counter() - start
     print(f"wrote {args.out} in {seconds:.1f}s: " + ", ".join(f"{k}={v}" for k, v in counts.items()))

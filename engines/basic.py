@@ -6,12 +6,14 @@ import asyncio
 from typing import TYPE_CHECKING, Any
 
 from engines import prompts
-from engines.base import Engine, QueryRun, vector_for
+from engines.base import BaseEngine
 from engines.config import BasicSearchConfig
 from engines.estimate import CostEstimate, estimate_basic
 from engines.events import ContextReady
+from engines.model_set import vector_for
 from engines.models.base import Message
 from engines.result import SearchResult
+from engines.run import QueryRun
 from shared_context.vectors import vector_search
 
 if TYPE_CHECKING:
@@ -43,7 +45,7 @@ def sources_section(index: Index, hits: list[tuple[int, float]], budget: int) ->
     return builder.finish(), skipped
 
 
-class BasicSearch(Engine):
+class BasicSearch(BaseEngine):
     name = "basic"
     config: BasicSearchConfig
     section_name = "basic"
@@ -66,7 +68,8 @@ class BasicSearch(Engine):
             section, skipped = await asyncio.to_thread(sources_section, self.index, hits, self.config.max_context_tokens)
         await run.emit(ContextReady("build_context", section.tokens))
         run.details.update(retrieval=method, hits=len(hits), skipped_over_budget=skipped)
-        system = prompts.BASIC_ANSWER.format(response_type=self.config.response_type, context_data=section.text)
+        system = prompts.template(self.config.prompt, "basic").fill(
+            response_type=self.config.response_type, context_data=section.text)
         messages: list[Message] = [{"role": "system", "content": system}, {"role": "user", "content": question}]
         with run.timed("answer"):
             completion = await run.stream_answer(

@@ -22,6 +22,21 @@ from engines.models.config import (
     read_toml,
 )
 from engines.models.errors import ModelConfigError
+from engines.prompt_template import (
+    PROMPT_HELP,
+    BasicPrompt,
+    DriftReducePrompt,
+    FollowupPrompt,
+    HydePrompt,
+    KnowledgePrompt,
+    LocalPrompt,
+    MapPrompt,
+    PrimerPrompt,
+    QuestionsPrompt,
+    RatePrompt,
+    ReducePrompt,
+    RewritePrompt,
+)
 from shared_context.local_context import LocalContextParams
 from shared_context.search_backend import SearchParams
 
@@ -73,6 +88,9 @@ class LocalSearchConfig(LocalContextSettings):
     response_type: str = Field(default="multiple paragraphs", min_length=1)
     max_answer_tokens: int | None = Field(default=None, ge=1)
     temperature: float | None = Field(default=0.0, ge=0, le=2)
+    prompt: LocalPrompt = Field(
+        default=None, description="the answer prompt (slots {context_data}, {response_type}; optional "
+        "{citation_rules}): " + PROMPT_HELP)
 
 
 class GlobalSearchConfig(_Section):
@@ -101,6 +119,17 @@ class GlobalSearchConfig(_Section):
     # GraphRAG's rule: only points scored 0 ("no answer") are dropped.
     min_score: float = Field(default=0, ge=0, le=100)
     temperature: float | None = Field(default=0.0, ge=0, le=2)
+    map_prompt: MapPrompt = Field(
+        default=None, description="the map prompt (slot {context_data}; optional {max_length}): " + PROMPT_HELP)
+    reduce_prompt: ReducePrompt = Field(
+        default=None, description="the reduce prompt (slots {report_data}, {response_type}; optional "
+        "{max_length}, {general_knowledge}): " + PROMPT_HELP)
+    knowledge_prompt: KnowledgePrompt = Field(
+        default=None, description="the instruction added to the reduce prompt when allow_general_knowledge is "
+        "set (no slots): " + PROMPT_HELP)
+    rate_prompt: RatePrompt = Field(
+        default=None, description="the report rating prompt of dynamic community selection (slot "
+        "{context_data}): " + PROMPT_HELP)
 
 
 _DRIFT_LOCAL: dict[str, Any] = {"text_unit_prop": 0.6, "community_prop": 0.1}
@@ -130,6 +159,17 @@ class DriftSearchConfig(_Section):
     response_type: str = Field(default="multiple paragraphs", min_length=1)
     seed: int = 0
     temperature: float | None = Field(default=0.0, ge=0, le=2)
+    hyde_prompt: HydePrompt = Field(
+        default=None, description="the hypothetical-answer prompt (slot {template}): " + PROMPT_HELP)
+    primer_prompt: PrimerPrompt = Field(
+        default=None, description="the primer prompt (slot {context_data} or {community_reports}; optional "
+        "{query}): " + PROMPT_HELP)
+    followup_prompt: FollowupPrompt = Field(
+        default=None, description="the follow-up prompt, GraphRAG's drift_search.prompt (slots {context_data}, "
+        "{global_query}; optional {response_type}, {followups}): " + PROMPT_HELP)
+    reduce_prompt: DriftReducePrompt = Field(
+        default=None, description="the reduce prompt (slots {context_data} or {report_data}, "
+        "{response_type}): " + PROMPT_HELP)
 
     @model_validator(mode="before")
     @classmethod
@@ -150,6 +190,8 @@ class BasicSearchConfig(_Section):
     response_type: str = Field(default="multiple paragraphs", min_length=1)
     max_answer_tokens: int | None = Field(default=None, ge=1)
     temperature: float | None = Field(default=0.0, ge=0, le=2)
+    prompt: BasicPrompt = Field(
+        default=None, description="the answer prompt (slots {context_data}, {response_type}): " + PROMPT_HELP)
 
 
 class QuestionGenConfig(_Section):
@@ -158,6 +200,9 @@ class QuestionGenConfig(_Section):
     # `max_context_tokens` are read into it too)
     local_search: LocalContextSettings = Field(default_factory=lambda: LocalContextSettings(**_QUESTIONS_LOCAL))
     temperature: float | None = Field(default=0.0, ge=0, le=2)
+    prompt: QuestionsPrompt = Field(
+        default=None, description="the question generation prompt (slots {context_data}, {question_count}): "
+        + PROMPT_HELP)
 
     @model_validator(mode="before")
     @classmethod
@@ -182,6 +227,9 @@ class RouterConfig(_Section):
     llm_classifier_threshold: float = Field(default=0.55, ge=0, le=1)
     escalate_on_empty: bool = True
     rewrite_followups: bool = True
+    rewrite_prompt: RewritePrompt = Field(
+        default=None, description="the prompt that rewrites a follow-up into a standalone question (slot "
+        "{history}): " + PROMPT_HELP)
 
 
 class ServeConfig(_Section):
@@ -260,9 +308,14 @@ _SECTIONS = ("local", "global_search", "drift", "basic", "questions", "router", 
 
 
 def config_from_mapping(
-    data: Mapping[str, Any] | None, env: Mapping[str, str] | None = None, *, source: str = "graphroute.toml"
+    data: Mapping[str, Any] | None,
+    env: Mapping[str, str] | None = None,
+    *,
+    source: str = "graphroute.toml",
+    base_dir: str | Path | None = None,
 ) -> GraphrouteConfig:
-    """Validate a parsed `graphroute.toml` (plus the environment for `[models]`)."""
+    """Validate a parsed `graphroute.toml` (plus the environment for `[models]`). Prompt file paths are
+    relative to `base_dir` (the configuration file's folder; default the working directory)."""
     env = os.environ if env is None else env
     raw = dict(data or {})
     unknown = sorted(set(raw) - {"models", *_SECTIONS})
@@ -281,7 +334,9 @@ def config_from_mapping(
             raise ConfigError(f"{source}: {name}: must be a table", key=name)
         sections[name] = value
     try:
-        return GraphrouteConfig.model_validate({"models": models, **sections})
+        return GraphrouteConfig.model_validate(
+            {"models": models, **sections}, context={"base_dir": base_dir, "source": source}
+        )
     except ValidationError as err:
         first = err.errors()[0]["loc"]
         raise ConfigError(
@@ -294,4 +349,5 @@ def load_config(path: str | Path | None = None, env: Mapping[str, str] | None = 
     env = os.environ if env is None else env
     file = Path(path) if path is not None else find_config_file(env)
     data = read_toml(file) if file is not None else {}
-    return config_from_mapping(data, env, source=file.name if file is not None else "environment")
+    return config_from_mapping(data, env, source=file.name if file is not None else "environment",
+                               base_dir=file.parent if file is not None else None)

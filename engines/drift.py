@@ -27,18 +27,21 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from engines import prompts
-from engines.base import ConfigLike, Engine, ModelLike, QueryRun, gather_bounded, reraise_bugs, vector_for
+from engines.base import BaseEngine, ConfigLike
 from engines.citations import built_context_ids
 from engines.config import DriftSearchConfig
 from engines.errors import EngineError
 from engines.estimate import CostEstimate, estimate_drift
 from engines.events import ContextReady
 from engines.local import link_vector, local_builder
+from engines.model_set import ModelLike, vector_for
 from engines.models.base import Embedder, Message
 from engines.models.errors import ModelError
 from engines.reduce import Point, ReduceSettings, batched_reduce, sort_points
 from engines.result import SearchResult
+from engines.run import QueryRun, gather_bounded, reraise_bugs
 from engines.schemas import FollowupResponse, PrimerResponse
+from shared_context.boilerplate_marks import boilerplate_weights
 from shared_context.vectors import vector_table
 
 if TYPE_CHECKING:
@@ -111,9 +114,10 @@ def pick_template(index: Index, question: str, seed: int) -> int | None:
     return int.from_bytes(digest[:8], "little") % len(index.community_reports)
 
 
-class DriftSearch(Engine):
+class DriftSearch(BaseEngine):
     name = "drift"
     config: DriftSearchConfig
+    builder: LocalContextBuilder
     section_name = "drift"
     section_type = DriftSearchConfig
 
@@ -187,7 +191,8 @@ class DriftSearch(Engine):
         template = self.index.tokenizer.truncate(report.full_content or report.summary, _TEMPLATE_TOKENS)
         run.details["hyde_template"] = report.short_id
         messages: list[Message] = [
-            {"role": "system", "content": prompts.DRIFT_HYDE.format(template=template)},
+            {"role": "system", "content": prompts.template(self.config.hyde_prompt, "drift_hyde").fill(
+                template=template)},
             {"role": "user", "content": question},
         ]
         await run.progress("primer", "writing a hypothetical answer (HyDE)", 1, 1)
@@ -206,11 +211,17 @@ class DriftSearch(Engine):
             table = vector_table(self.index, "community_full_content")
             if vectors is not None and table is not None:
                 run.details["report_similarity"] = "vector"
-                return list(table.search(vectors[0], k))
+                weights = boilerplate_weights(self.index)  # licence reports rank low
+                if weights is None:
+                    return list(table.search(vectors[0], k))
+                return weights.down_ranked(table.search(vectors[0], 2 * k), weights.reports, k)
         from shared_context.linking import lexical_scores
 
         run.details["report_similarity"] = "lexical"
         scores = np.asarray(lexical_scores(self.index, "reports", question + "\n" + expanded), dtype=np.float64)
+        weights = boilerplate_weights(self.index)
+        if weights is not None:
+            scores = scores * weights.reports
         ranks = np.asarray([r.rank for r in self.index.community_reports], dtype=np.float64)
         order = sorted(range(len(scores)), key=lambda i: (-scores[i], -ranks[i], i))[:k]
         return [(i, float(scores[i])) for i in order]
@@ -235,9 +246,11 @@ class DriftSearch(Engine):
         n = len(tables)
         done = 0
 
+        primer = prompts.template(self.config.primer_prompt, "drift_primer")
+
         async def one(table: str) -> PrimerResponse:
             nonlocal done
-            system = prompts.DRIFT_PRIMER.format(context_data=table)
+            system = primer.fill(context_data=table, community_reports=table, query=question)
             messages: list[Message] = [{"role": "system", "content": system}, {"role": "user", "content": question}]
             parsed = await run.complete_json("primer", "drift_primer", messages, PrimerResponse,
                                              temperature=self.config.temperature)
@@ -273,6 +286,8 @@ class DriftSearch(Engine):
         n = len(batch)
         done = 0
 
+        followup = prompts.template(self.config.followup_prompt, "drift_followup")
+
         async def one(node: Node) -> FollowupResponse:
             nonlocal done
             qv = await link_vector(run, self.index, node.query, timed=False)
@@ -280,8 +295,10 @@ class DriftSearch(Engine):
             # follow-ups' HTTP calls progress while this context is assembled.
             ctx = await asyncio.to_thread(self.builder.build, node.query, history or None, query_vector=qv)
             node.context_tokens = ctx.tokens
-            system = prompts.DRIFT_FOLLOWUP.format(
-                global_query=question, k_followups=self.config.k_followups, context_data=ctx.text
+            system = followup.fill(
+                global_query=question, k_followups=str(self.config.k_followups),
+                followups=str(self.config.k_followups), response_type=self.config.response_type,
+                context_data=ctx.text,
             )
             messages: list[Message] = [{"role": "system", "content": system},
                                        {"role": "user", "content": node.query}]
@@ -312,7 +329,7 @@ class DriftSearch(Engine):
         numbered = [Point(p.score, p.text, i + 1, (i,)) for i, p in enumerate(sort_points(points))]
         settings = ReduceSettings(
             task="drift_reduce",
-            template=prompts.DRIFT_REDUCE,
+            template=prompts.template(self.config.reduce_prompt, "drift_reduce"),
             data_max_tokens=self.config.reduce_max_tokens,
             response_type=self.config.response_type,
             concurrency=self.config.concurrency,

@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from engines import prompts
-from engines.base import QueryRun, gather_bounded, reraise_bugs
 from engines.errors import EngineError
 from engines.models.base import Message
+from engines.run import QueryRun, gather_bounded, reraise_bugs
 from engines.schemas import RateResponse
 
 if TYPE_CHECKING:
@@ -82,7 +82,7 @@ async def select_communities(run: QueryRun, index: Index, question: str, cfg: Gl
     relevant: dict[int, None] = {}
 
     async def rate(community: int) -> int:
-        system = prompts.RATE.format(context_data=report_table(index, community))
+        system = prompts.template(cfg.rate_prompt, "rate").fill(context_data=report_table(index, community))
         messages: list[Message] = [{"role": "system", "content": system}, {"role": "user", "content": question}]
         votes = []
         for _ in range(cfg.dynamic_num_repeats):

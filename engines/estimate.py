@@ -16,6 +16,7 @@ from engines.latency import LATENCY, latency_key
 
 if TYPE_CHECKING:
     from engines.plan import QueryPlan
+    from engines.prompt_template import PromptTemplate
     from shared_context.index import Index
 
 
@@ -24,7 +25,7 @@ class EstimatedEngine(Protocol):
     these functions from their `estimate` method)."""
 
     index: Index
-    models: Any  # engines.base.ModelSet (not imported: base records latencies here)
+    models: Any  # engines.model_set.ModelSet
     config: Any  # the engine's own config section
 
 # Typical output sizes (tokens) per task, from the prompts' length instructions.
@@ -93,8 +94,9 @@ class _Tally:
                             self.latency_known)
 
 
-def _template_tokens(engine: EstimatedEngine, template: str) -> int:
-    return int(engine.index.tokenizer.count(template))
+def _template_tokens(engine: EstimatedEngine, configured: PromptTemplate | None, stage: str) -> int:
+    """Tokens of the stage's prompt without its slots (the configured prompt, else the built-in one)."""
+    return int(engine.index.tokenizer.count(prompts.template(configured, stage).literal_text))
 
 
 def estimate_local(engine: Any, question: str, plan: QueryPlan | None = None) -> CostEstimate:
@@ -105,8 +107,8 @@ def estimate_local(engine: Any, question: str, plan: QueryPlan | None = None) ->
         ctx = engine.builder.build(question)
         if plan is not None:
             plan.keep_context(engine.name, question, ctx)
-    t.calls_of("answer", "local_answer", ctx.tokens + _template_tokens(engine, prompts.LOCAL_ANSWER)
-               + _template_tokens(engine, prompts.CITATION_RULES),
+    t.calls_of("answer", "local_answer", ctx.tokens + _template_tokens(engine, engine.config.prompt, "local")
+               + int(engine.index.tokenizer.count(prompts.CITATION_RULES)),
                output=engine.config.max_answer_tokens or OUTPUT_GUESS["local_answer"])
     return t.result()
 
@@ -114,7 +116,7 @@ def estimate_local(engine: Any, question: str, plan: QueryPlan | None = None) ->
 def estimate_basic(engine: EstimatedEngine, question: str, section_tokens: int) -> CostEstimate:
     """`section_tokens`: size of the Sources section the engine would send (it builds it, not this module)."""
     t = _Tally(engine, question)
-    t.calls_of("answer", "basic_answer", section_tokens + _template_tokens(engine, prompts.BASIC_ANSWER))
+    t.calls_of("answer", "basic_answer", section_tokens + _template_tokens(engine, engine.config.prompt, "basic"))
     return t.result()
 
 
@@ -134,7 +136,7 @@ def estimate_global(engine: Any, question: str) -> CostEstimate:
         batches = batches[: cfg.max_map_calls]
     if cfg.dynamic_community_selection:
         batches = batches[: max(1, math.ceil(len(batches) / 2))]
-    map_system = _template_tokens(engine, prompts.GLOBAL_MAP)
+    map_system = _template_tokens(engine, cfg.map_prompt, "global_map")
     n = len(batches)
     if n:
         for b in batches:
@@ -144,7 +146,7 @@ def estimate_global(engine: Any, question: str) -> CostEstimate:
         reduce_calls = 1
         if points_tokens > cfg.data_max_tokens:  # batched reduce: partial answers, then a final merge
             reduce_calls = math.ceil(points_tokens / cfg.data_max_tokens) + 1
-        reduce_system = _template_tokens(engine, prompts.GLOBAL_REDUCE)
+        reduce_system = _template_tokens(engine, cfg.reduce_prompt, "global_reduce")
         per_reduce_input = min(points_tokens, cfg.data_max_tokens)
         t.calls_of("reduce", "global_reduce", reduce_system + per_reduce_input, reduce_calls,
                    waves=2 if reduce_calls > 1 else 1)
@@ -155,15 +157,16 @@ def estimate_drift(engine: EstimatedEngine, question: str) -> CostEstimate:
     """Upper bound: every fold and every follow-up slot is used."""
     t = _Tally(engine, question)
     cfg = engine.config
-    t.calls_of("primer", "drift_hyde", 1500 + _template_tokens(engine, prompts.DRIFT_HYDE))
+    t.calls_of("primer", "drift_hyde", 1500 + _template_tokens(engine, cfg.hyde_prompt, "drift_hyde"))
     tokens = engine.index.report_tokens
     k = min(cfg.primer_top_k_reports, len(engine.index.community_reports))
     if k:
         mean_report = float(tokens.mean()) if len(tokens) else 0.0
         folds = min(cfg.primer_folds, k)
-        fold_tokens = int(mean_report * k / folds) + _template_tokens(engine, prompts.DRIFT_PRIMER)
+        fold_tokens = int(mean_report * k / folds) + _template_tokens(engine, cfg.primer_prompt, "drift_primer")
         t.calls_of("primer", "drift_primer", fold_tokens, folds, waves=math.ceil(folds / cfg.concurrency))
-        follow_system = cfg.local_search.max_context_tokens + _template_tokens(engine, prompts.DRIFT_FOLLOWUP)
+        follow_system = cfg.local_search.max_context_tokens + _template_tokens(engine, cfg.followup_prompt,
+                                                                                "drift_followup")
         for _ in range(cfg.n_depth):
             t.calls_of("followups", "drift_followup", follow_system, cfg.k_followups,
                        waves=math.ceil(cfg.k_followups / cfg.concurrency))

@@ -12,24 +12,17 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from engines import prompts
-from engines.base import (
-    ConfigLike,
-    Engine,
-    ModelLike,
-    QueryRun,
-    gather_bounded,
-    make_params,
-    reraise_bugs,
-    vector_for,
-)
+from engines.base import BaseEngine, ConfigLike, make_params
 from engines.config import GlobalSearchConfig
 from engines.dynamic_selection import select_communities, selection_details
 from engines.errors import EngineError
 from engines.estimate import CostEstimate, estimate_global
 from engines.events import ContextReady
+from engines.model_set import ModelLike, vector_for
 from engines.models.base import Embedder, Message
 from engines.reduce import Point, ReduceSettings, batched_reduce
 from engines.result import SearchResult
+from engines.run import QueryRun, gather_bounded, reraise_bugs
 from engines.schemas import MapResponse
 
 if TYPE_CHECKING:
@@ -60,9 +53,10 @@ def community_params(cfg: GlobalSearchConfig, total_report_tokens: int = 0) -> d
     }
 
 
-class GlobalSearch(Engine):
+class GlobalSearch(BaseEngine):
     name = "global"
     config: GlobalSearchConfig
+    builder: CommunityContextBuilder
     section_name = "global_search"
     section_type = GlobalSearchConfig
 
@@ -134,9 +128,10 @@ class GlobalSearch(Engine):
             return run.finish(self.index, response=prompts.NO_DATA_ANSWER, context_text=context_text,
                               context_records=records, empty=True)
         if not points:  # GraphRAG semantics: with general knowledge allowed, the reduce still answers
-            system = prompts.GLOBAL_REDUCE.format(
+            system = prompts.reduce_system(
+                prompts.template(self.config.reduce_prompt, "global_reduce"), self._knowledge(),
                 report_data=prompts.NO_FINDINGS, response_type=self.config.response_type,
-                max_length=self.config.reduce_max_length, general_knowledge=prompts.GENERAL_KNOWLEDGE,
+                max_length=str(self.config.reduce_max_length),
             )
             messages: list[Message] = [{"role": "system", "content": system}, {"role": "user", "content": question}]
             with run.timed("reduce"):
@@ -146,12 +141,11 @@ class GlobalSearch(Engine):
                               context_records=records, empty=True)
         settings = ReduceSettings(
             task="global_reduce",
-            template=prompts.GLOBAL_REDUCE,
+            template=prompts.template(self.config.reduce_prompt, "global_reduce"),
             data_max_tokens=self.config.data_max_tokens,
             response_type=self.config.response_type,
             max_length=self.config.reduce_max_length,
-            general_knowledge=prompts.GENERAL_KNOWLEDGE if self.config.allow_general_knowledge
-            else prompts.NO_GENERAL_KNOWLEDGE,
+            general_knowledge=self._knowledge(),
             concurrency=self.config.concurrency,
             max_levels=self.config.max_reduce_levels,
             temperature=self.config.temperature,
@@ -160,13 +154,20 @@ class GlobalSearch(Engine):
             final = await batched_reduce(run, question, points, self.index.tokenizer, settings)
         return run.finish(self.index, response=final.text, context_text=context_text, context_records=records)
 
+    def _knowledge(self) -> str | None:
+        """The general-knowledge instruction when it is allowed, else None."""
+        if not self.config.allow_general_knowledge:
+            return None
+        return prompts.template(self.config.knowledge_prompt, "global_knowledge").fill()
+
     async def _map(self, run: QueryRun, question: str, batches: list[Any]) -> list[Point]:
         n = len(batches)
         done = 0
+        map_prompt = prompts.template(self.config.map_prompt, "global_map")
 
         async def one(batch: Any) -> MapResponse:
             nonlocal done
-            system = prompts.GLOBAL_MAP.format(context_data=batch.text, max_length=self.config.map_max_length)
+            system = map_prompt.fill(context_data=batch.text, max_length=str(self.config.map_max_length))
             messages: list[Message] = [{"role": "system", "content": system}, {"role": "user", "content": question}]
             parsed = await run.complete_json("map", "global_map", messages, MapResponse,
                                              temperature=self.config.temperature)

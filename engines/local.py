@@ -6,13 +6,15 @@ import asyncio
 from typing import TYPE_CHECKING, Any
 
 from engines import prompts
-from engines.base import ConfigLike, Engine, ModelLike, QueryRun, make_params, vector_for
+from engines.base import BaseEngine, ConfigLike, make_params
 from engines.citations import built_context_ids
 from engines.config import LocalContextSettings, LocalSearchConfig
 from engines.estimate import CostEstimate, estimate_local
 from engines.events import ContextReady
+from engines.model_set import ModelLike, vector_for
 from engines.models.base import Embedder, Message
 from engines.result import SearchResult
+from engines.run import QueryRun
 
 if TYPE_CHECKING:
     from engines.plan import QueryPlan
@@ -52,9 +54,10 @@ async def link_vector(run: QueryRun, index: Index, text: str, stage: str = "enti
     return None if vectors is None else vectors[0]
 
 
-class LocalSearch(Engine):
+class LocalSearch(BaseEngine):
     name = "local"
     config: LocalSearchConfig
+    builder: LocalContextBuilder
     section_name = "local"
     section_type = LocalSearchConfig
 
@@ -114,7 +117,7 @@ class LocalSearch(Engine):
         if link is not None:
             run.details["link_mode"] = getattr(link, "mode", "")
             run.details["link_notes"] = list(getattr(link, "notes", []))
-        system = prompts.LOCAL_ANSWER.format(
+        system = prompts.template(self.config.prompt, "local").fill(
             citation_rules=prompts.CITATION_RULES,
             response_type=self.config.response_type,
             context_data=ctx.text,

@@ -1,6 +1,6 @@
 """One `QueryPlan` per question: what the pipeline computes once and hands on.
 
-The router makes it (`engines.base.plan_question`: the question is checked once), the classifier links
+The router makes it (`engines.inputs.plan_question`: the question is checked once), the classifier links
 entities through it, an estimate keeps the context it built in it, and the engine that answers takes it
 instead of checking, linking and building again. Linking and a built context are reused only where the
 engine would compute exactly the same thing: lexical linking of the same text with the same `k` (no query

@@ -4,10 +4,18 @@ Rules every template keeps (the offline model and humans rely on them): the ques
 user message; data (context tables or analyst blocks) sits in the system message; scalar inputs are
 single `Key: value` lines; the instruction text never contains lines shaped like a table title
 (five dashes, a name, five dashes) or an analyst header, so only real data has that shape.
-Templates use `str.format`; literal braces are doubled.
+Slots are `{name}` and literal braces are doubled; engines fill them through `PromptTemplate`
+(`engines/prompt_template.py`), never `str.format`. `template(configured, stage)` is the prompt a stage
+uses: the one configured (graphroute.toml or the GraphRAG project's settings), else the built-in one here.
 """
 
 from __future__ import annotations
+
+import functools
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from engines.prompt_template import PromptTemplate
 
 CITATION_RULES = """Citations:
 - Support every statement with a data reference in this form: [Data: <dataset name> (record ids)].
@@ -159,6 +167,54 @@ Data tables:
 
 {context_data}
 """
+
+
+REWRITE = """You rewrite the user's latest message into a standalone question.
+Use the conversation below to resolve pronouns, ellipsis and references ("he", "that project",
+"what about X?") so the question can be understood without the conversation. Keep the user's
+language and intent; do not answer it. If it is already standalone, return it unchanged.
+Return JSON: {{"question": "<standalone question>"}}
+
+{history}
+"""
+
+# The built-in prompt of every stage a configuration may replace (engines/prompt_template.py STAGES).
+BUILTIN: dict[str, str] = {
+    "local": LOCAL_ANSWER,
+    "basic": BASIC_ANSWER,
+    "global_map": GLOBAL_MAP,
+    "global_reduce": GLOBAL_REDUCE,
+    "global_knowledge": GENERAL_KNOWLEDGE,
+    "rate": RATE,
+    "drift_hyde": DRIFT_HYDE,
+    "drift_primer": DRIFT_PRIMER,
+    "drift_followup": DRIFT_FOLLOWUP,
+    "drift_reduce": DRIFT_REDUCE,
+    "questions": QUESTIONS,
+    "rewrite": REWRITE,
+}
+
+
+@functools.cache
+def builtin(stage: str) -> PromptTemplate:
+    from engines.prompt_template import PromptTemplate
+
+    return PromptTemplate.checked(stage, BUILTIN[stage])
+
+
+def template(configured: PromptTemplate | None, stage: str) -> PromptTemplate:
+    """The prompt `stage` uses: the configured one, else the built-in one."""
+    return configured if configured is not None else builtin(stage)
+
+
+def reduce_system(reduce: PromptTemplate, knowledge: str | None, **values: str) -> str:
+    """A reduce prompt filled; `knowledge` (the general-knowledge instruction, or None when it is not
+    allowed) fills the template's {general_knowledge} slot, or is appended when the template has none, as
+    GraphRAG appends its knowledge prompt."""
+    if reduce.has_slot("general_knowledge"):
+        return reduce.fill(general_knowledge=knowledge or NO_GENERAL_KNOWLEDGE, **values)
+    text = reduce.fill(**values)
+    return f"{text}\n{knowledge}" if knowledge else text
 
 
 # ---- grading (route-bench --grade): judge tasks. They need a real model; the offline model does not judge.

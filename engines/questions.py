@@ -20,13 +20,17 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from engines import prompts
-from engines.base import ConfigLike, ModelLike, ModelSet, QueryRun, normalise_history
+from engines.base import ConfigLike
 from engines.config import GraphrouteConfig, QuestionGenConfig
+from engines.inputs import normalise_history
 from engines.local import context_records, link_vector, local_builder
+from engines.model_set import ModelLike, ModelSet
 from engines.models.base import Embedder, Message
 from engines.models.offline_text import is_cjk_text
+from engines.run import QueryRun
 from engines.schemas import QuestionList
 from engines.usage import Usage
+from shared_context.boilerplate_marks import boilerplate_weights
 
 if TYPE_CHECKING:
     from shared_context.index import Index
@@ -95,7 +99,18 @@ def corpus_wide_questions(index: Index, k: int) -> list[str]:
     if not reports:
         return [CORPUS_WIDE_FALLBACK][:k]
     top = min(r.level for r in reports)
-    ranked = sorted((r for r in reports if r.level == top), key=lambda r: (-float(r.rank or 0.0), str(r.short_id)))
+    weights = boilerplate_weights(index)  # reports built mostly from licence text rank low
+
+    def weight(pos: int) -> float:
+        return 1.0 if weights is None else float(weights.reports[pos])
+
+    ranked = [
+        reports[pos]
+        for pos in sorted(
+            (pos for pos, r in enumerate(reports) if r.level == top),
+            key=lambda pos: (-float(reports[pos].rank or 0.0) * weight(pos), str(reports[pos].short_id)),
+        )
+    ]
     out: list[str] = []
     for report in ranked:
         title = " ".join(str(report.title).split()).rstrip(".?!。？")
@@ -145,7 +160,8 @@ class QuestionGenerator:
         qv = await link_vector(run, self.index, question) if question else None
         with run.timed("build_context"):
             ctx = await asyncio.to_thread(self.builder.build, question, earlier or None, query_vector=qv)
-        system = prompts.QUESTIONS.format(question_count=count, context_data=ctx.text)
+        system = prompts.template(self.config.prompt, "questions").fill(
+            question_count=str(count), context_data=ctx.text)
         chat: list[Message] = [{"role": "system", "content": system},
                                {"role": "user", "content": question or NO_HISTORY_PROMPT}]
         with run.timed("answer"):

@@ -13,11 +13,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from engines import prompts
-from engines.base import QueryRun, gather_bounded, reraise_bugs
 from engines.errors import EngineError
 from engines.models.base import Completion, Message
+from engines.run import QueryRun, gather_bounded, reraise_bugs
 
 if TYPE_CHECKING:
+    from engines.prompt_template import PromptTemplate
     from shared_context.tokens import Tokenizer
 
 # Tokens of the "\n\n" separator between analyst blocks (an upper bound; BPE may merge it).
@@ -35,15 +36,15 @@ class Point:
 @dataclass
 class ReduceSettings:
     task: str  # "global_reduce" | "drift_reduce"
-    template: str  # prompts.GLOBAL_REDUCE / prompts.DRIFT_REDUCE
+    template: PromptTemplate  # the global or DRIFT reduce prompt
     data_max_tokens: int
     response_type: str
     max_length: int = 2000
-    general_knowledge: str = ""
+    general_knowledge: str | None = None  # the instruction when allowed (prompts.reduce_system)
     concurrency: int = 8
     max_levels: int = 6
     temperature: float | None = 0.0
-    fields: dict[str, Any] = field(default_factory=dict)  # extra template slots
+    fields: dict[str, str] = field(default_factory=dict)  # extra template slots
 
 
 def sort_points(points: list[Point]) -> list[Point]:
@@ -86,11 +87,13 @@ def render(points: list[Point]) -> str:
 
 
 def _messages(settings: ReduceSettings, question: str, data: str) -> list[Message]:
-    system = settings.template.format(
+    system = prompts.reduce_system(
+        settings.template,
+        settings.general_knowledge,
         report_data=data,
+        context_data=data,  # GraphRAG's DRIFT reduce prompt names the findings {context_data}
         response_type=settings.response_type,
-        max_length=settings.max_length,
-        general_knowledge=settings.general_knowledge,
+        max_length=str(settings.max_length),
         **settings.fields,
     )
     return [{"role": "system", "content": system}, {"role": "user", "content": question}]

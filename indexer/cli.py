@@ -1,4 +1,4 @@
-"""`graphroute index INPUT --out INDEX`: the argparse entry the router's CLI mounts as a sub-command.
+"""`graphroute index INPUT... --out INDEX`: the argparse entry the router's CLI mounts as a sub-command.
 
 `build_arg_parser(parser)` adds the arguments to a given (sub)parser; `cli_main(argv)` parses and runs,
 returning a process exit code (0 built/updated/no-op, 2 bad input or settings, 1 model failure, 130/143 on
@@ -19,13 +19,15 @@ from indexer.config import IndexerConfig, IndexerError
 
 def build_arg_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
     p = parser or argparse.ArgumentParser(
-        prog="graphroute index", description="Build a GraphRAG-v3 index from a folder of documents."
+        prog="graphroute index", description="Build a GraphRAG-v3 index from documents: a folder, a file or a glob."
     )
     p.add_argument(
         "input",
         metavar="INPUT",
-        help="folder of documents, read recursively: .txt .md .html .pdf .docx, and .csv .jsonl .parquet with one "
-        "document per row",
+        nargs="+",
+        help="a folder of documents (read recursively), a single file, or a glob pattern such as 'docs/**/*.md' "
+        "(quoted); several may be given. Formats: .txt .md .html .pdf .docx, and .csv .jsonl .parquet with one "
+        "document per row (--text-column names the text column)",
     )
     p.add_argument("--out", metavar="INDEX", required=True, help="index folder to create or update")
     p.add_argument("--chunk-size", type=int, default=1200, help="tokens per text unit (default 1200)")

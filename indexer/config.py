@@ -13,7 +13,7 @@ from engines.models.usage import Usage
 # Which offline extractor ran (recorded in the manifest as "offline:<this>"): rules with WordNet noun classes
 # (indexer/data/noun_classes.txt), as no NER model with verifiable provenance installs from PyPI. Bumped
 # whenever its output changes, so stored per-chunk results are not reused.
-EXTRACTOR_VERSION = "rules-5"
+EXTRACTOR_VERSION = "rules-6"
 FORMAT_VERSION = 1
 
 
@@ -109,6 +109,7 @@ class IndexBuildReport:
     vectors_reused: int = 0  # vectors copied from the previous build (their text did not change)
     reports_reused: int = 0  # reports kept from the previous build (model: context unchanged; offline: same text)
     communities_reused: int = 0  # communities whose structure an update kept (their part of the graph did not change)
+    boilerplate_units: int = 0  # text units mostly licence or front/back matter: kept, not extracted
     usage: Usage = field(default_factory=Usage)
 
     @property
@@ -130,6 +131,8 @@ class IndexBuildReport:
             f"documents {self.documents}, chunks {self.chunks} ({self.new_chunks} new, {self.removed_chunks} removed), "
             f"entities {self.entities}, relationships {self.relationships}, communities {self.communities}, "
             f"reports {self.reports}" + (f", claims {self.claims}" if self.claims else ""),
+            (f"{self.boilerplate_units} chunks of licence or front/back matter kept but not extracted"
+             if self.boilerplate_units else ""),
             f"vectors: {sum(self.embedded.values())} embedded, {self.vectors_reused} reused"
             + (f"; reports: {self.reports_reused} of {self.reports} reused" if self.reports_reused else "")
             + (f"; communities: {self.communities_reused} of {self.communities} kept" if self.communities_reused else ""),

@@ -116,7 +116,7 @@ class _Agg:
     non_initial: bool = False
     words: int = 1
     votes: dict[str, float] = field(default_factory=lambda: defaultdict(float))
-    chunks: array = field(default_factory=lambda: array("I"))
+    chunks: array[int] = field(default_factory=lambda: array("I"))
     sentences: list[tuple[float, int, int, str]] = field(default_factory=list)  # a heap: (score, -chunk, -seq, text)
 
     def add_sentence(self, score: float, ci: int, seq: int, text: str) -> None:
@@ -351,7 +351,7 @@ def _merge_offline(
         return k if k in keep else None
 
     # pass 3 - relationships: sentence co-occurrence, plus a weak chunk anchor for otherwise unlinked entities
-    pair_aggs: dict[tuple[str, str], tuple[float, float, int, str, array]] = {}
+    pair_aggs: dict[tuple[str, str], tuple[float, float, int, str, array[int]]] = {}
     pair_first: dict[tuple[str, str], tuple[int, int]] = {}
 
     def add_pair(a: str, b: str, stat: PairStat, ci: int, pos: int) -> None:

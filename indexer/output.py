@@ -54,7 +54,7 @@ SCHEMAS: dict[str, pa.Schema] = {
     "text_units": pa.schema(
         [("id", pa.string()), ("human_readable_id", pa.int64()), ("text", pa.string()), ("n_tokens", pa.int64()),
          ("document_id", pa.string()), ("entity_ids", _STR_LIST), ("relationship_ids", _STR_LIST),
-         ("covariate_ids", _STR_LIST)]
+         ("covariate_ids", _STR_LIST), ("boilerplate", pa.float64())]
     ),
     "documents": pa.schema(
         [("id", pa.string()), ("human_readable_id", pa.int64()), ("title", pa.string()), ("text", pa.string()),
@@ -66,6 +66,11 @@ SCHEMAS: dict[str, pa.Schema] = {
          ("start_date", pa.string()), ("end_date", pa.string()), ("source_text", pa.string()), ("text_unit_id", pa.string())]
     ),
 }
+
+
+# Columns of ours after GraphRAG's (which GraphRAG's readers ignore): a text unit's share of licence and
+# front/back matter (`indexer.unit_marks`), read at query time by `shared_context.boilerplate_marks`.
+EXTRA_COLUMNS: dict[str, tuple[str, ...]] = {"text_units": ("boilerplate",)}
 
 
 def today() -> str:
@@ -163,8 +168,12 @@ def text_unit_rows(
     graph: Graph,
     claims_by_unit: dict[str, list[str]],
     previous_ids: Mapping[str, int] | None = None,
+    boilerplate: Mapping[str, float] | None = None,
 ) -> Iterator[dict[str, Any]]:
-    """Reverse lookups of `entities.text_unit_ids` and `relationships.text_unit_ids`, as GraphRAG builds them."""
+    """Reverse lookups of `entities.text_unit_ids` and `relationships.text_unit_ids`, as GraphRAG builds them,
+    and each unit's share of licence or front/back matter (`boilerplate`, a column GraphRAG's readers ignore:
+    `indexer.unit_marks`)."""
+    shares = boilerplate or {}
     ents: dict[str, list[str]] = {c.id: [] for c in chunks}
     rels: dict[str, list[str]] = {c.id: [] for c in chunks}
     for e in graph.entities:
@@ -175,7 +184,8 @@ def text_unit_rows(
             rels[tu].append(r.id)
     return (
         {"id": c.id, "human_readable_id": i, "text": c.text, "n_tokens": c.n_tokens, "document_id": c.document_id,
-         "entity_ids": ents[c.id], "relationship_ids": rels[c.id], "covariate_ids": claims_by_unit.get(c.id, [])}
+         "entity_ids": ents[c.id], "relationship_ids": rels[c.id], "covariate_ids": claims_by_unit.get(c.id, []),
+         "boilerplate": shares.get(c.id, 0.0)}
         for i, c in zip(stable_ids([c.id for c in chunks], previous_ids), chunks, strict=True)
     )
 

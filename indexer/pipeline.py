@@ -56,7 +56,7 @@ from indexer.output import (
     today,
     write_table,
 )
-from indexer.reader import SourceDocument, read_input, sha512_hex
+from indexer.reader import Inputs, SourceDocument, read_input, sha512_hex
 from indexer.reports import offline_reports
 from indexer.signals import interruptible, signals_ignored
 from indexer.state import (
@@ -85,6 +85,7 @@ from indexer.state import (
     write_reusable,
 )
 from indexer.tabular import ColumnOptions
+from indexer.unit_marks import MARKED_SHARE, UnitMark, mark_units
 from shared_context.tokens import TokenizerError
 
 # Up to this many chunks (~6 MB of text; decoded extractions of dense text take ~0.3 GB per MB) the
@@ -95,7 +96,7 @@ OUTPUT_TABLES = ("entities", "relationships", "communities", "community_reports"
 
 
 def build_index(
-    input_dir: str | Path,
+    input_dir: Inputs,
     out_dir: str | Path,
     *,
     config: IndexerConfig | None = None,
@@ -106,7 +107,8 @@ def build_index(
     refit_embedder: bool = False,
     columns: ColumnOptions | None = None,
 ) -> IndexBuildReport:
-    """Index every document under `input_dir` (see `indexer.reader`; `columns` for table inputs) into a
+    """Index every document `input_dir` names (a folder, a file, a glob, or a list of them: see
+    `indexer.reader`; `columns` for table inputs) into a
     GraphRAG-v3 index at `out_dir`.
 
     Offline extraction when `model` is None; otherwise model extraction (entities, relationships,
@@ -268,7 +270,9 @@ class _Builder:
             except TokenizerError as exc:
                 raise IndexerError(f"--encoding {cfg.encoding}: {exc}") from exc
             chunks = self._ordered_chunks(chunks, previous)
-            note["done"] = f"{len(chunks)} chunks"
+            marks = mark_units(documents, chunks)
+            rep.boilerplate_units = sum(m.share >= MARKED_SHARE for m in marks.values())
+            note["done"] = f"{len(chunks)} chunks, {rep.boilerplate_units} of them licence or front/back matter"
         rep.documents, rep.chunks = len(documents), len(chunks)
         embedder_name = self.embedder.name if self.embedder is not None else "offline"
         if previous is not None and self._unchanged(previous, documents, chunks, embedder_name):
@@ -289,7 +293,7 @@ class _Builder:
         chunk_ids = [c.id for c in chunks]
         rep.removed_chunks = len(set(previous.chunk_ids) - set(chunk_ids)) if previous is not None else 0
         if self.model is None:
-            passes = self._extract_offline_streamed(chunks, previous)
+            passes = self._extract_offline_streamed(chunks, previous, marks)
             extractions: dict[str, Any] = {}
         else:
             from indexer.extract_model import ModelChunkResult
@@ -299,7 +303,7 @@ class _Builder:
             rep.new_chunks = len(new_chunks)
             extractions = {cid: stored[cid] for cid in chunk_ids if cid in stored}
             with self._step("extract", f"{len(new_chunks)} new of {len(chunks)} chunks") as note:
-                await self._extract_model(new_chunks, extractions)
+                await self._extract_model(new_chunks, extractions, marks)
                 note["done"] = f"{len(new_chunks)} chunks extracted, {len(chunks) - len(new_chunks)} reused"
 
         prev_titles, prev_pairs = self._previous_order(previous)
@@ -355,7 +359,11 @@ class _Builder:
             write_table(out, "relationships", relationship_rows(graph))
             write_table(out, "communities", community_rows(communities, period))
             write_table(out, "community_reports", report_rows(reports, period))
-            write_table(out, "text_units", text_unit_rows(chunks, graph, claims_by_unit, self._previous_ids(previous, "text_units")))
+            write_table(
+                out, "text_units",
+                text_unit_rows(chunks, graph, claims_by_unit, self._previous_ids(previous, "text_units"),
+                               {cid: m.share for cid, m in marks.items()}),
+            )
             write_table(out, "documents", document_rows(documents, chunks, self._previous_ids(previous, "documents")))
             if claims:
                 write_table(out, "covariates", claims)
@@ -500,10 +508,13 @@ class _Builder:
         return {str(i): int(h) for i, h in zip(t.column("id").to_pylist(), t.column("human_readable_id").to_pylist(), strict=True)}
 
     # ------------------------------------------------------------------ steps
-    def _extract_offline_streamed(self, chunks: list[Chunk], previous: Manifest | None) -> ExtractionPasses:
-        """Extract new chunks offline, streaming every chunk's result (the previous build's lines copied as they
-        are for unchanged chunks) into the staging folder's extractions file, in chunk order; returns what
-        `merge_offline` reads them with. Small builds keep the results in memory for the merge's passes."""
+    def _extract_offline_streamed(
+        self, chunks: list[Chunk], previous: Manifest | None, marks: dict[str, UnitMark]
+    ) -> ExtractionPasses:
+        """Extract new chunks offline (each without its boilerplate, `marks`), streaming every chunk's result
+        (the previous build's lines copied as they are for unchanged chunks) into the staging folder's
+        extractions file, in chunk order; returns what `merge_offline` reads them with. Small builds keep the
+        results in memory for the merge's passes."""
         rep = self.report
         chunk_ids = [c.id for c in chunks]
         current = set(chunk_ids)
@@ -526,7 +537,7 @@ class _Builder:
                         if c.document_id != document:  # members end at document boundaries
                             writer.boundary()
                             document = c.document_id
-                        result = extractor.extract(c.text)
+                        result = extractor.extract(marks[c.id].text if c.id in marks else c.text)
                         writer.write(c.id, result)
                         if keep_in_memory:
                             cache[c.id] = result
@@ -598,10 +609,18 @@ class _Builder:
             self._extractor = ModelExtractor(self.model, self.config, self.report.usage)
         return self._extractor
 
-    async def _extract_model(self, chunks: list[Chunk], extractions: dict[str, Any]) -> None:
+    async def _extract_model(self, chunks: list[Chunk], extractions: dict[str, Any], marks: dict[str, UnitMark]) -> None:
+        """Extract with the model; a chunk that is all boilerplate costs no call and contributes nothing."""
+        from indexer.extract_model import ModelChunkResult
+
         extractor = self._model_extractor()
+        for c in chunks:
+            if c.id in marks and not marks[c.id].text:
+                extractions[c.id] = ModelChunkResult()
+        chunks = [c for c in chunks if c.id not in extractions]
+        texts = [marks[c.id].text if c.id in marks else c.text for c in chunks]
         with self._bar(len(chunks), f"extract ({extractor.model.name})") as bar:
-            results = await extractor.extract_many([c.text for c in chunks], on_done=lambda: bar.update(1))
+            results = await extractor.extract_many(texts, on_done=lambda: bar.update(1))
         for c, r in zip(chunks, results, strict=True):
             if r is not None:  # failed chunks are not stored, so the next run retries them
                 extractions[c.id] = r

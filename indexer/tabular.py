@@ -68,7 +68,8 @@ def table_documents(table: pa.Table, name: str, options: ColumnOptions) -> tuple
     title_col = options.title or ("title" if "title" in columns else None)
     for flag, col in (("--text-column", options.text), ("--title-column", options.title), ("--id-column", options.id)):
         if col is not None and col not in columns:
-            raise TableInputError(f"no column {col!r} for {flag} (columns: {', '.join(columns) or 'none'})")
+            hint = "; name the column that holds the text with --text-column" if flag == "--text-column" else ""
+            raise TableInputError(f"no column {col!r} for {flag} (columns: {', '.join(columns) or 'none'}){hint}")
     if not pa.types.is_string(table.schema.field(options.text).type) and not pa.types.is_large_string(
         table.schema.field(options.text).type
     ):

@@ -47,9 +47,16 @@ def _check_number(name: str, value: Any, *, minimum: float, inclusive: bool, int
 
 
 class EstimateLike(Protocol):
-    llm_calls: int
-    cost: float
-    seconds_guess: float
+    """What a budget check reads of an estimate (`engines.estimate.CostEstimate`)."""
+
+    @property
+    def llm_calls(self) -> int: ...
+
+    @property
+    def cost(self) -> float: ...
+
+    @property
+    def seconds_guess(self) -> float: ...
 
 
 @dataclass

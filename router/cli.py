@@ -1,4 +1,4 @@
-"""The `graphroute` command: `index`, `ask`, `questions`, `serve`, `demo`."""
+"""The `graphroute` command: `index`, `ask`, `questions`, `serve`, `mcp`, `config`, `demo`."""
 
 from __future__ import annotations
 
@@ -19,14 +19,31 @@ class CliError(Exception):
     """A user-facing error: printed without a traceback, exit code 2."""
 
 
-def _parser() -> argparse.ArgumentParser:
+def _settings_args(parser: argparse.ArgumentParser) -> None:
+    """--settings / --no-settings: the GraphRAG project's settings.yaml (default: beside the index folder)."""
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("--settings", metavar="PATH",
+                       help="the GraphRAG project's settings.yaml or settings.json (default: the one in the folder "
+                            "that holds the index folder, if any)")
+    group.add_argument("--no-settings", action="store_true", help="ignore the GraphRAG project's settings")
+
+
+def _settings_choice(args: argparse.Namespace) -> str | bool | None:
+    if getattr(args, "no_settings", False):
+        return False
+    return getattr(args, "settings", None)
+
+
+def _parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="graphroute", description="Route questions over a GraphRAG index.")
     sub = p.add_subparsers(dest="command", required=True)
 
     ix = sub.add_parser("index", help="build a GraphRAG-compatible index from a folder of .txt/.md files")
-    from indexer.cli import build_arg_parser
+    args = sys.argv[1:] if argv is None else list(argv)
+    if not args or args[0] == "index" or args[0].startswith("-"):  # the indexer's options (and its
+        from indexer.cli import build_arg_parser  # imports) only when they can be asked for
 
-    build_arg_parser(ix)
+        build_arg_parser(ix)
 
     ask = sub.add_parser("ask", help="answer a question, routed to the best engine")
     ask.add_argument("question")
@@ -43,6 +60,7 @@ def _parser() -> argparse.ArgumentParser:
     ask.add_argument("--length", choices=["short", "medium", "long"], default="medium",
                      help="answer length: sets every engine's response type and global search's reduce length "
                           "(default medium)")
+    _settings_args(ask)
 
     qs = sub.add_parser("questions", help="suggest next questions, each labelled with its route")
     qs.add_argument("--index", required=True)
@@ -50,6 +68,7 @@ def _parser() -> argparse.ArgumentParser:
     qs.add_argument("--history", nargs="*", default=[], help="earlier questions, oldest first")
     qs.add_argument("--config")
     qs.add_argument("--json", action="store_true")
+    _settings_args(qs)
 
     sv = sub.add_parser("serve", help="serve one or more indexes over HTTP (OpenAI-compatible API and a web page)")
     sv.add_argument("--index", action="append", required=True, metavar="[NAME=]PATH",
@@ -64,12 +83,31 @@ def _parser() -> argparse.ArgumentParser:
     sv.add_argument("--workers", type=int, metavar="N",
                     help="worker processes sharing the port (default: [serve] workers, 1); each loads the indexes, "
                          "and the model concurrency limits are divided among them")
+    _settings_args(sv)
+
+    mc = sub.add_parser("mcp", help="serve indexes to agents over the Model Context Protocol (stdio, or --http)")
+    mc.add_argument("--index", action="append", required=True, metavar="[NAME=]PATH",
+                    help="an index folder, optionally named (repeat for several; the first is the default)")
+    mc.add_argument("--http", action="store_true",
+                    help="serve streamable HTTP at http://HOST:PORT/mcp instead of stdio")
+    mc.add_argument("--host", default="127.0.0.1", help="--http: address to bind (default 127.0.0.1)")
+    mc.add_argument("--port", type=int, default=8001, help="--http: port (default 8001)")
+    mc.add_argument("--config", help="graphroute.toml (default: ./graphroute.toml if present)")
+    _settings_args(mc)
+
+    cf = sub.add_parser("config", help="print the effective configuration and where each value came from")
+    cf.add_argument("--show", action="store_true", help="print every setting with its source (the default action)")
+    cf.add_argument("--index", help="an index folder: its GraphRAG project's settings are read too")
+    cf.add_argument("--config", help="graphroute.toml (default: ./graphroute.toml if present)")
+    cf.add_argument("--json", action="store_true", help="print the settings and their sources as JSON")
+    _settings_args(cf)
     return p
 
 
-def _load_router(index: str, config_path: str | None, length: str | None = None) -> Any:
-    from engines import load_config
+def _load_router(index: str, config_path: str | None, length: str | None = None,
+                 settings: str | bool | None = None) -> Any:
     from engines.answer_length import apply_length
+    from engines.config_layers import resolve_config
     from router.router import Router
     from shared_context import IndexFormatError, load_index
 
@@ -77,7 +115,9 @@ def _load_router(index: str, config_path: str | None, length: str | None = None)
         raise CliError(f"index folder not found: {index}")
     cfg_path = config_path or ("graphroute.toml" if Path("graphroute.toml").exists() else None)
     try:
-        config = load_config(cfg_path)
+        resolved = resolve_config(cfg_path, index=index, settings=settings)
+        _note_settings(resolved)
+        config = resolved.config
         if length is not None:
             config = apply_length(config, length)
         return Router(load_index(index), config=config)
@@ -85,6 +125,17 @@ def _load_router(index: str, config_path: str | None, length: str | None = None)
         raise CliError(f"cannot read the index: {exc}") from exc
     except ValueError as exc:  # pydantic validation / config errors name the key
         raise CliError(str(exc)) from exc
+
+
+_NOTED: set[str] = set()
+
+
+def _note_settings(resolved: Any) -> None:
+    """Say once per process which of the project's settings graphroute does not use."""
+    note = resolved.settings_note()
+    if note and note not in _NOTED:
+        _NOTED.add(note)
+        Console(stderr=True).print(f"note: {note}", style="dim", highlight=False, soft_wrap=True)
 
 
 def _usage_table(usage: Any) -> Table:
@@ -175,7 +226,7 @@ def _cmd_ask(args: argparse.Namespace, console: Console) -> int:
         budget = Budget(args.max_cost, args.max_calls, args.deadline)
     except BudgetError as exc:
         raise CliError(str(exc)) from exc
-    router = _load_router(args.index, args.config, args.length)
+    router = _load_router(args.index, args.config, args.length, _settings_choice(args))
     mode = args.mode or router.config.router.default_mode
     history = None
     if args.history:
@@ -227,7 +278,7 @@ def _cmd_ask(args: argparse.Namespace, console: Console) -> int:
 def _cmd_questions(args: argparse.Namespace, console: Console) -> int:
     from engines import QuestionGenerator
 
-    router = _load_router(args.index, args.config)
+    router = _load_router(args.index, args.config, settings=_settings_choice(args))
     if args.n < 1 or args.n > 50:
         raise CliError("--n must be between 1 and 50")
     from router.classifier import classify
@@ -302,7 +353,8 @@ def _cmd_serve(args: argparse.Namespace, console: Console) -> int:
     if serve_cfg.host not in ("127.0.0.1", "localhost", "::1") and not keys:
         console.print("[yellow]warning:[/yellow] listening beyond loopback without an API key")
     if serve_cfg.workers > 1:
-        _serve_workers(specs, config.model_copy(update={"serve": serve_cfg}), keys, access, console)
+        _serve_workers(specs, config.model_copy(update={"serve": serve_cfg}), keys, access, console,
+                       _settings_choice(args), cfg_path)
         return 0
     from router.service.listeners import ListenError, listen
 
@@ -311,7 +363,8 @@ def _cmd_serve(args: argparse.Namespace, console: Console) -> int:
     except ListenError as exc:
         raise CliError(exc.strerror) from None
     try:
-        routers = {name: _load_router(path, args.config) for name, path in specs.items()}
+        routers = {name: _load_router(path, args.config, settings=_settings_choice(args))
+                   for name, path in specs.items()}
         service = Service(routers, serve_cfg, api_keys=keys)
         console.print(f"graphroute serve: warming up {', '.join(routers)} and checking the model endpoints",
                       highlight=False, soft_wrap=True)
@@ -328,14 +381,26 @@ def _cmd_serve(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
-def _serve_workers(specs: dict[str, str], config: Any, keys: list[str], access: str, console: Console) -> None:
+def _serve_workers(specs: dict[str, str], config: Any, keys: list[str], access: str, console: Console,
+                   settings: str | bool | None = None, config_path: str | None = None) -> None:
     """`serve --workers N`: the supervisor binds and watches; each worker loads the indexes itself."""
+    from engines.config_layers import resolve_config
     from router.service.supervisor import WorkerError, serve_workers
     from router.service.worker import WorkerSpec
 
-    for path in specs.values():
+    index_configs: dict[str, Any] = {}
+    for name, path in specs.items():
         if "://" not in path and not Path(path).exists():
             raise CliError(f"index folder not found: {path}")
+        if settings is False:
+            continue
+        try:
+            resolved = resolve_config(config_path, index=path, settings=settings)
+        except ValueError as exc:
+            raise CliError(str(exc)) from exc
+        if resolved.settings is not None:
+            _note_settings(resolved)
+            index_configs[name] = resolved.config
     workers = config.serve.workers
 
     def serving(pool: Any) -> None:
@@ -347,10 +412,32 @@ def _serve_workers(specs: dict[str, str], config: Any, keys: list[str], access: 
                       "the indexes and checks the model endpoints)", highlight=False, soft_wrap=True)
 
     try:
-        serve_workers(WorkerSpec(specs, config, keys),
+        serve_workers(WorkerSpec(specs, config, keys, index_configs=index_configs),
                       lambda line: console.print(line, highlight=False, soft_wrap=True), serving, bound)
     except WorkerError as exc:
         raise CliError(str(exc)) from None
+
+
+def _cmd_mcp(args: argparse.Namespace) -> int:
+    """`graphroute mcp`: stdout is the protocol channel over stdio, so everything else goes to stderr."""
+    import asyncio
+
+    from router.mcp_server import build_server, serve_http, serve_stdio
+
+    err = Console(stderr=True)
+    specs = _parse_index_specs(args.index)
+    if args.http and not 0 < args.port < 65536:
+        raise CliError(f"--port {args.port}: must be between 1 and 65535")
+    routers = {name: _load_router(path, args.config, settings=_settings_choice(args)) for name, path in specs.items()}
+    server = build_server(routers)
+    if args.http:
+        if args.host not in ("127.0.0.1", "localhost", "::1"):
+            err.print("[yellow]warning:[/yellow] the MCP endpoint has no authentication; listening beyond loopback")
+        err.print(f"graphroute mcp: {', '.join(routers)} on http://{args.host}:{args.port}/mcp", highlight=False)
+        asyncio.run(serve_http(server, args.host, args.port))
+    else:
+        asyncio.run(serve_stdio(server))
+    return 0
 
 
 def _spent(usage: Any) -> str:
@@ -369,7 +456,7 @@ def _cmd_index(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    args = _parser(argv).parse_args(argv)
     console = Console()
     err = Console(stderr=True)
     try:
@@ -381,6 +468,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _cmd_index(args)
         if args.command == "serve":
             return _cmd_serve(args, console)
+        if args.command == "mcp":
+            return _cmd_mcp(args)
+        if args.command == "config":
+            from engines.models.errors import ModelConfigError
+            from router.config_show import show_config
+
+            try:
+                return show_config(args, console, _settings_choice(args))
+            except ModelConfigError as exc:
+                raise CliError(str(exc)) from exc
     except CliError as exc:
         err.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)  # one line, however narrow
         return 2

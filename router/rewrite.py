@@ -6,9 +6,13 @@ import csv
 import io
 import re
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from engines import prompts
 from engines.models.base import ChatModel, Completion, Message
+
+if TYPE_CHECKING:
+    from engines.prompt_template import PromptTemplate
 
 # Words that make a question depend on earlier turns (English and Chinese).
 _DEPENDENT = re.compile(
@@ -18,14 +22,7 @@ _DEPENDENT = re.compile(
     re.IGNORECASE,
 )
 
-REWRITE_SYSTEM = """You rewrite the user's latest message into a standalone question.
-Use the conversation below to resolve pronouns, ellipsis and references ("he", "that project",
-"what about X?") so the question can be understood without the conversation. Keep the user's
-language and intent; do not answer it. If it is already standalone, return it unchanged.
-Return JSON: {{"question": "<standalone question>"}}
-
-{history}
-"""
+REWRITE_SYSTEM = prompts.REWRITE  # the built-in prompt; `[router] rewrite_prompt` replaces it
 
 
 def user_turns(history: Sequence[Message]) -> list[str]:
@@ -50,7 +47,7 @@ def render_history(history: Sequence[Message], max_turns: int = 6) -> str:
 
 
 async def rewrite_question(
-    question: str, history: Sequence[Message], model: ChatModel
+    question: str, history: Sequence[Message], model: ChatModel, prompt: PromptTemplate | None = None
 ) -> tuple[str, list[Completion]]:
     """Return the standalone question and the completions spent (empty when no rewrite was needed)."""
     if not needs_rewrite(question, history):
@@ -59,7 +56,7 @@ async def rewrite_question(
     from engines.schemas import RewriteResponse
 
     messages: list[Message] = [
-        {"role": "system", "content": REWRITE_SYSTEM.format(history=render_history(history))},
+        {"role": "system", "content": prompts.template(prompt, "rewrite").fill(history=render_history(history))},
         {"role": "user", "content": question},
     ]
     parsed: Any

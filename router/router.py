@@ -14,10 +14,10 @@ import asyncio
 import threading
 import time
 import weakref
-from collections.abc import AsyncIterator, Coroutine, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Coroutine, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import TYPE_CHECKING, TypeVar, cast
 
 from engines.errors import DeadlineExceeded, EngineError
 from engines.models.base import Message
@@ -26,13 +26,18 @@ from engines.plan import QueryPlan
 from engines.usage import Usage
 from router.answer import Answer, Escalation
 from router.budget import LADDER, Budget, BudgetError, Plan, PlanStep, check_fit
+from router.classifier import NOT_COVERED
 from router.loop_thread import SyncLoop
 from router.rewrite import rewrite_question, user_turns
 
 if TYPE_CHECKING:
     from engines.config import GraphrouteConfig
+    from engines.engine import Engine
+    from engines.events import AnswerDelta, ContextReady, Event, Progress
     from engines.models.factory import Models
     from engines.models.probe import EndpointCheck
+    from router.classifier import Engine as RoutedEngine
+    from router.classifier import RouteDecision
     from shared_context.index import Index
 
 T = TypeVar("T")
@@ -64,7 +69,7 @@ DEADLINE_GRACE_S = 1.0
 
 @dataclass
 class RouteDecided:
-    decision: Any  # RouteDecision
+    decision: RouteDecision
     engine: str  # engine chosen after the budget plan
     plan: list[str]
 
@@ -72,7 +77,7 @@ class RouteDecided:
 @dataclass
 class EngineEvent:
     engine: str
-    event: Any  # engines.events.Progress / AnswerDelta / ContextReady
+    event: Progress | ContextReady | AnswerDelta
 
 
 @dataclass
@@ -83,6 +88,9 @@ class Escalated:
 @dataclass
 class Done:
     answer: Answer
+
+
+RouterEvent = RouteDecided | EngineEvent | Escalated | Done  # what `Router.astream` yields
 
 
 class Router:
@@ -98,10 +106,10 @@ class Router:
         configure_search(index, self.config.search)  # before any query builds a search table
         # Vectors stored in the index by a model we cannot call are replaced by the configured embedder's
         # own (attached on first use); every answer says so.
-        stored = {name: (t.dim, t.model) for name, t in getattr(index, "vectors", {}).items()}
+        stored = {name: (t.dim, t.model) for name, t in index.vectors.items()}
         self.models = models if models is not None else _build_models(self.config, index)
         self.notes: list[str] = _foreign_vector_notes(stored, self.models)
-        self._engines: dict[str, Any] = {}
+        self._engines: dict[str, Engine] = {}
         self._lock = threading.Lock()
         self._sync = SyncLoop()  # the sync API's event loop, started on first use
         # Closes the sync loop (and so its HTTP clients) when this Router is collected or the interpreter
@@ -112,7 +120,7 @@ class Router:
 
     # ---- the event loop of the synchronous API, and closing -------------------------------------
 
-    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+    def run(self, coro: Coroutine[object, object, T]) -> T:
         """Run a coroutine on this Router's long-lived loop (from sync code; also inside Jupyter's loop)."""
         with self._lock:
             if self._closed:
@@ -159,14 +167,24 @@ class Router:
         return checks
 
     @classmethod
-    def from_index(cls, path: str | Path, config: GraphrouteConfig | None = None) -> Router:
+    def from_index(
+        cls, path: str | Path, config: GraphrouteConfig | None = None, *, settings: str | Path | bool | None = None
+    ) -> Router:
+        """A Router over the index folder (or URI) `path`. Without `config`, the configuration is graphroute.toml
+        and the environment over the settings of the GraphRAG project holding the index (its settings.yaml
+        beside the index folder; `settings` names another file, False ignores it); settings graphroute does
+        not use are named in one warning."""
         from shared_context import load_index
 
+        if config is None:
+            from engines.config_layers import load_project_config
+
+            config = load_project_config(path, settings=settings)
         return cls(load_index(path), config=config)
 
     # ---- engines, built once --------------------------------------------------------------------
 
-    def engine(self, name: str) -> Any:
+    def engine(self, name: str) -> Engine:
         with self._lock:
             if name not in self._engines:
                 self._engines[name] = self._make_engine(name)
@@ -176,10 +194,10 @@ class Router:
         """Build now what the first questions would otherwise build while their callers wait: every engine
         (with the embedder, whose offline fit can take seconds), the chat models (the SDK's import is about
         a second of CPU), the tables linking, classification and the local context read on first use, and
-        up to `rows` rendered local-context rows (`LocalContextBuilder.warm_rows`: a question about an entity
+        up to `rows` rendered local-context rows (`shared_context.local_warmup.warm_local_rows`: a question about an entity
         no earlier question touched otherwise renders and counts its rows itself, about a quarter of its
         CPU). Synchronous and CPU-bound: call it before serving."""
-        from engines.base import plan_question
+        from engines.inputs import plan_question
         from router.classifier import classify
 
         for name in ENGINES:
@@ -193,12 +211,16 @@ class Router:
         plan = plan_question(f"Who is {self.index.entities[0].title}?", self.index)
         classify(plan.question, self.index, linker=plan.linker(self.index))
         builder = self.engine("local").builder
-        builder.build(plan.link_text, None)
-        warm_rows = getattr(builder, "warm_rows", None)  # a custom builder has no row cache
-        if rows > 0 and warm_rows is not None:
-            warm_rows(rows)
+        if builder is not None:
+            builder.build(plan.link_text)
+        from shared_context.local_context import LocalContextBuilder
+        from shared_context.local_warmup import warm_local_rows
 
-    def _make_engine(self, name: str, **global_overrides: Any) -> Any:
+        if rows > 0 and isinstance(builder, LocalContextBuilder):  # a custom builder has no row cache
+            warm_local_rows(builder, rows)
+
+    def _make_engine(self, name: str, max_map_calls: int | None = None) -> Engine:
+        """The engine `name`; `max_map_calls` caps the map calls of global search with pre-ranking."""
         from engines import BasicSearch, DriftSearch, GlobalSearch, LocalSearch
 
         cfg = self.config
@@ -207,7 +229,9 @@ class Router:
         if name == "global":
             return GlobalSearch(self.index, self.models, config=cfg.global_search)
         if name == "global_prerank":
-            overrides = {"prerank": True, **global_overrides}
+            overrides: dict[str, object] = {"prerank": True}
+            if max_map_calls is not None:
+                overrides["max_map_calls"] = max_map_calls
             return GlobalSearch(self.index, self.models, config=cfg.global_search.model_copy(update=overrides))
         if name == "drift":
             return DriftSearch(self.index, self.models, config=cfg.drift)
@@ -215,7 +239,7 @@ class Router:
             return BasicSearch(self.index, self.models, config=cfg.basic)
         raise ValueError(f"unknown engine {name!r}; choose one of {', '.join(ENGINES)}")
 
-    def _prerank_engine(self, budget: Budget | None) -> Any:
+    def _prerank_engine(self, budget: Budget | None) -> Engine:
         """Global search with pre-ranking: the configured share of report tokens, and no more map calls
         than the call budget leaves room for (one reduce and a possible escalation aside). Built once per
         map-call cap, like every other engine."""
@@ -242,12 +266,12 @@ class Router:
         degraded: list[str] | None = None,
         query_plan: QueryPlan | None = None,
         classify_forced: bool = False,
-    ) -> tuple[str, list[Message], Any]:
+    ) -> tuple[str, list[Message], RouteDecision]:
         from router.classifier import classify
 
         if mode not in MODES:
             raise ValueError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
-        from engines.base import limit_history, normalise_history
+        from engines.inputs import limit_history, normalise_history
 
         notes = degraded if degraded is not None else []
         turns, history_note = limit_history(normalise_history(history), self.index.tokenizer)
@@ -266,13 +290,14 @@ class Router:
             mode == "auto"
             and not self.models.offline
             and decision.confidence < self.config.router.llm_classifier_threshold
+            and decision.method != NOT_COVERED  # nothing in the index to reason over: no vote can make it DRIFT
         ):
             decision = await self._llm_second_opinion(standalone, decision, usage, deadline)
         if mode == "auto" and decision.confidence < self.config.router.llm_classifier_threshold:
             decision = self._cost_aware_default(standalone, decision)
         usage.add_seconds("classify", time.perf_counter() - t0)
         if mode != "auto":
-            forced: Any = mode if mode != "basic" else decision.engine  # basic is not a routed class
+            forced = _route_engine(mode) if mode != "basic" else decision.engine  # basic is not a routed class
             decision = replace(
                 decision, engine=forced, reasons=[f"mode '{mode}' requested by the caller", *decision.reasons]
             )
@@ -285,7 +310,8 @@ class Router:
         t0 = time.perf_counter()
         try:
             standalone, completions = await _within(
-                deadline, rewrite_question(question, turns, self.models.chat("rewrite"))
+                deadline, rewrite_question(question, turns, self.models.chat("rewrite"),
+                                           self.config.router.rewrite_prompt)
             )
         except TimeoutError:
             notes.append("rewrite: the deadline left no time to rewrite the follow-up; it was used as asked")
@@ -305,8 +331,8 @@ class Router:
         return standalone
 
     async def _llm_second_opinion(
-        self, question: str, decision: Any, usage: Usage, deadline: float | None = None
-    ) -> Any:
+        self, question: str, decision: RouteDecision, usage: Usage, deadline: float | None = None
+    ) -> RouteDecision:
         from router.classifier import classify_with_llm
 
         try:
@@ -323,7 +349,7 @@ class Router:
             usage.add_completion("classify", c)
         return new_decision
 
-    def _cost_aware_default(self, question: str, decision: Any) -> Any:
+    def _cost_aware_default(self, question: str, decision: RouteDecision) -> RouteDecision:
         """Below the confidence threshold, decide between the two closest engines by what they cost here:
         global vs DRIFT -> the one with the lower `estimate()` on this index (cost, then calls); local vs DRIFT
         -> local first, escalating to DRIFT if local finds nothing. Otherwise the decision stands."""
@@ -334,8 +360,9 @@ class Router:
         pair = {first, second}
         unsure = f"unsure between {first} ({p[first]:.2f}) and {second} ({p[second]:.2f})"
         if pair == {"global", "drift"}:
-            est = {e: self.engine(e).estimate(question) for e in ("global", "drift")}
-            cheaper = min(est, key=lambda e: (est[e].cost, est[e].llm_calls, e))
+            pair_engines: tuple[RoutedEngine, RoutedEngine] = ("global", "drift")
+            est = {e: self.engine(e).estimate(question) for e in pair_engines}
+            cheaper = min(pair_engines, key=lambda e: (est[e].cost, est[e].llm_calls, e))
             why = (f"{unsure}: chose {cheaper}, the cheaper on this index (estimated global {est['global'].llm_calls}"
                    f" calls ${est['global'].cost:.4f}, drift {est['drift'].llm_calls} calls ${est['drift'].cost:.4f})")
             return replace(decision, engine=cheaper, reasons=[*decision.reasons, why],
@@ -348,17 +375,17 @@ class Router:
 
     async def aroute(
         self, question: str, history: Sequence[Message | str] | None = None, budget: Budget | None = None
-    ) -> tuple[Any, Plan]:
+    ) -> tuple[RouteDecision, Plan]:
         """The decision and plan `aask` starts from, with no model call: the question and history get the same
         checks and limits, but a follow-up is not rewritten and no model second opinion is asked; below the
         confidence threshold the same cost-aware default applies."""
-        from engines.base import limit_history, normalise_history, plan_question
+        from engines.inputs import limit_history, normalise_history, plan_question
         from router.classifier import classify
 
         query_plan = plan_question(question, self.index)
         turns, _ = limit_history(normalise_history(history), self.index.tokenizer)
 
-        def decide() -> tuple[Any, Plan]:
+        def decide() -> tuple[RouteDecision, Plan]:
             decision = classify(query_plan.question, self.index, history=user_turns(turns),
                                 linker=query_plan.linker(self.index))
             if decision.confidence < self.config.router.llm_classifier_threshold:
@@ -370,7 +397,7 @@ class Router:
 
     def plan(
         self, question: str, engine: str, budget: Budget | None, query_plan: QueryPlan | None = None
-    ) -> tuple[Plan, Any]:
+    ) -> tuple[Plan, Engine]:
         """Pick the first engine on the step-down ladder whose estimate fits the budget (no model calls)."""
         ladder = LADDER.get(engine, (engine,))
         if budget is None or budget.unlimited:
@@ -420,15 +447,15 @@ class Router:
         *,
         deltas: bool = True,
         classify_forced: bool = False,
-    ) -> AsyncIterator[Any]:
+    ) -> AsyncIterator[RouterEvent]:
         """Yield `RouteDecided`, engine progress/answer deltas (`EngineEvent`), `Escalated`, then `Done`.
 
         `mode=None` takes `[router] default_mode` from the configuration ("auto" unless set). A forced mode
         (not "auto") runs no classifier: the route says it was forced by the caller. `classify_forced=True`
         still asks the classifier, so the route also carries its own opinion (the CLI shows it).
         """
-        from engines.base import plan_question
         from engines.events import AnswerDelta, Final
+        from engines.inputs import plan_question
 
         started = time.perf_counter()
         query_plan = plan_question(question, self.index)  # the engines' own limits, checked once, before any call
@@ -549,17 +576,17 @@ class Router:
         return f"over the remaining budget ({why})" if why else ""
 
     async def _stream_engine(
-        self, eng: Any, question: str, turns: list[Message], deadline: float | None, deadline_s: float, name: str,
+        self, eng: Engine, question: str, turns: list[Message], deadline: float | None, deadline_s: float, name: str,
         query_plan: QueryPlan | None = None,
         deltas: bool = True,
-    ) -> AsyncIterator[Any]:
+    ) -> AsyncGenerator[Event, None]:
         """The engine's events. The engine stops itself at the deadline (returning its partial result);
         the router only steps in when an engine overruns it by more than DEADLINE_GRACE_S."""
         if deadline is not None and time.perf_counter() >= deadline:  # e.g. a slow rewrite took it all
             raise DeadlineExceeded(deadline_s, stage="answer", engine=public_name(name))
         stream = eng.stream(question, history=turns or None, deadline=deadline,
                             deadline_s=deadline_s if deadline is not None else None, plan=query_plan,
-                            deltas=deltas).__aiter__()
+                            deltas=deltas)
         try:
             while True:
                 try:
@@ -577,7 +604,7 @@ class Router:
             await stream.aclose()
 
 
-async def _within(deadline: float | None, coro: Coroutine[Any, Any, T]) -> T:
+async def _within(deadline: float | None, coro: Coroutine[object, object, T]) -> T:
     """Await `coro`, cut at the deadline (TimeoutError) when there is one."""
     if deadline is None:
         return await coro
@@ -677,14 +704,13 @@ class _VectorCheck:
         return check
 
 
-def _foreign_vector_notes(stored: dict[str, tuple[int, str | None]], models: Any) -> list[str]:
-    config = getattr(models, "config", None)
-    embedding = getattr(config, "embedding", None)
-    if embedding is None or not stored:
+def _foreign_vector_notes(stored: dict[str, tuple[int, str | None]], models: Models) -> list[str]:
+    embedding = models.config.embedding
+    if not stored:
         return []
-    ours = str(getattr(embedding, "model", ""))
+    ours = embedding.model
     foreign = {name: dim for name, (dim, model) in stored.items() if model != ours}
-    if not foreign or not getattr(embedding, "offline", False):
+    if not foreign or not embedding.offline:
         return []
     tables = ", ".join(f"{name} (dim {dim})" for name, dim in sorted(foreign.items()))
     return [
@@ -693,12 +719,18 @@ def _foreign_vector_notes(stored: dict[str, tuple[int, str | None]], models: Any
     ]
 
 
-def forced_decision(mode: str) -> Any:
+def forced_decision(mode: str) -> RouteDecision:
     """The route of a question whose caller chose the engine: no classifier ran, so it has no opinion."""
     from router.classifier import RouteDecision
 
-    return RouteDecision(engine=cast(Any, mode), confidence=1.0, probabilities={mode: 1.0},
+    return RouteDecision(engine=_route_engine(mode), confidence=1.0, probabilities={mode: 1.0},
                          reasons=[f"mode '{mode}' forced by the caller (the classifier was not run)"], method="forced")
+
+
+def _route_engine(mode: str) -> RoutedEngine:
+    """A forced mode as the route's engine. "basic" is not one of the classifier's classes; a route forced to
+    it still names it (the answer says which engine the caller asked for)."""
+    return cast("RoutedEngine", mode)
 
 
 def public_name(engine: str) -> str:

@@ -3,9 +3,12 @@
 Building the BM25 tables of a 100k-entity index tokenises every description and text unit (seconds);
 reading them back is a few `np.load(mmap_mode="r")` calls. Each table is a folder of `.npy` files:
 
-- `indptr.npy`, `indices.npy`, `data.npy`: the CSC postings of `text.BM25` (term columns, document rows);
+- `indptr.npy`, `indices.npy`, `data.npy`: the CSC postings of `bm25.BM25` (term columns, document rows);
 - `vocab_offsets.npy`, `vocab_bytes.npy`: the terms, sorted, as UTF-8 bytes with offsets, so a term is
   found by binary search without building a Python dict of a million strings;
+- `impact_*.npy`: each term's largest weight and the common terms' postings in weight order
+  (`pruned_lexical.Impacts`, what entity linking reads instead of a common word's whole list; a folder
+  written without them builds them in memory on first use);
 - `meta.json` (written last, so a folder without it is an interrupted write and is rebuilt).
 
 Folders live under `search_cache_root()/<key>/`, where the key names the index content (see
@@ -25,11 +28,13 @@ from pathlib import Path
 
 import numpy as np
 
-from shared_context.text import BM25, Postings
+from shared_context.bm25 import BM25, Postings
+from shared_context.pruned_lexical import Impacts, attach_impacts
 
 __all__ = ["SortedVocab", "load_bm25", "save_bm25", "stored_bm25"]
 
 _FORMAT = 1
+_IMPACT_FIELDS = ("term_max", "terms", "indptr", "docs", "weights")
 # `SortedVocab.get` keeps every this-many-th key in memory (a million keys: 62,500 short bytes objects)
 _SAMPLE_STEP = 16
 
@@ -104,6 +109,9 @@ def save_bm25(bm25: BM25, folder: Path, check: str = "") -> None:
     np.save(tmp / "vocab_offsets.npy", offsets)
     np.save(tmp / "vocab_bytes.npy", np.frombuffer(b"".join(encoded), dtype=np.uint8))
     np.save(tmp / "vocab_columns.npy", np.asarray([vocab[t] for t in terms], dtype=np.int64))
+    impacts = Impacts.build(np.asarray(matrix.indptr), np.asarray(matrix.indices), np.asarray(matrix.data))
+    for name in _IMPACT_FIELDS:
+        np.save(tmp / f"impact_{name}.npy", getattr(impacts, name))
     meta = {"format": _FORMAT, "n_docs": bm25.n_docs, "shape": list(matrix.shape), "check": check}
     (tmp / "meta.json").write_text(json.dumps(meta))
     _replace_dir(tmp, folder)
@@ -124,9 +132,14 @@ def load_bm25(folder: Path, check: str = "") -> BM25 | None:
         n_docs, n_terms = (int(v) for v in meta["shape"])
         matrix = Postings(arr("indptr"), arr("indices"), arr("data"), (n_docs, n_terms))
         vocab = SortedVocab(arr("vocab_offsets"), arr("vocab_bytes"), arr("vocab_columns"))
+        impacts = (Impacts(*(arr(f"impact_{name}") for name in _IMPACT_FIELDS))
+                   if (folder / "impact_term_max.npy").exists() else None)
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    return BM25.from_postings(vocab, matrix, int(meta["n_docs"]))
+    bm25 = BM25.from_postings(vocab, matrix, int(meta["n_docs"]))
+    if impacts is not None:
+        attach_impacts(bm25, impacts)
+    return bm25
 
 
 def stored_bm25(folder: Path | None, build: Callable[[], BM25], check: str = "") -> BM25:

@@ -29,7 +29,11 @@ from typing import Any, Literal
 
 import numpy as np
 
+from shared_context.bm25 import BM25
+from shared_context.boilerplate_marks import boilerplate_weights
 from shared_context.lexical_store import StoredPhrases, stored_bm25, stored_phrases
+from shared_context.pruned_lexical import Pruned, pruned_top
+from shared_context.pruned_lexical import scores_at as pruned_scores_at
 from shared_context.record_table import array_of, texts_of, values_of
 from shared_context.records import Entity
 from shared_context.search_backend import (
@@ -44,7 +48,6 @@ from shared_context.search_backend import (
 from shared_context.search_store import content_check, field_folder
 from shared_context.tables import per_index_cache
 from shared_context.text import (
-    BM25,
     CJK_RE,
     STOPWORDS,
     lexical_term_ids,
@@ -152,7 +155,7 @@ def _build_entity_index(index: Any) -> _EntityLinkIndex:
         return texts_of(entities, "title")
 
     folder, check = None, ""
-    if len(entities) >= search_params(index).persist_min_rows:
+    if _persisted(index, len(entities)):
         folder, check = field_folder(index, "phrases.entities.title", titles), content_check(titles())
     phrases, longest = stored_phrases(folder, lambda: _build_phrases(entities), check)
     return _EntityLinkIndex(
@@ -182,11 +185,18 @@ def _texts(index: Any, table: Table) -> Sequence[str]:
     raise ValueError(f"unknown table {table!r}; expected 'entities', 'reports' or 'text_units'")
 
 
+def _persisted(index: Any, rows: int) -> bool:
+    """Whether a lexical table of `rows` rows is kept in the search cache: always for an index read from
+    files (a later process maps it instead of importing SciPy to build it again: most of a small index's
+    first question from the command line), from `persist_min_rows` rows for one built in memory."""
+    return getattr(index, "derived_store", None) is not None or rows >= search_params(index).persist_min_rows
+
+
 def _stored_index(index: Any, field: str, texts: Callable[[], Sequence[str]]) -> BM25:
     """The in-memory BM25 of one field, read from the search cache when this index content was seen
-    before (fields of at least `persist_min_rows` rows), else built (and stored)."""
+    before (see `_persisted`), else built (and stored)."""
     items = texts()
-    if len(items) < search_params(index).persist_min_rows:
+    if not _persisted(index, len(items)):
         return lexical_index(items)
     folder = field_folder(index, f"bm25.{field}", lambda: items)
     return stored_bm25(folder, lambda: lexical_index(items), content_check(items))
@@ -445,13 +455,17 @@ def _is_known(ent: _EntityLinkIndex, span: str) -> bool:
     terms = lexical_terms(rest)
     if not terms:
         return True
-    common: np.ndarray | None = None
-    for term in terms:
-        docs = ent.titles.postings(term)
-        common = docs if common is None else np.intersect1d(common, docs, assume_unique=True)
-        if len(common) == 0:
-            return False
-    return True
+    # shortest posting list first, then binary-search the survivors in the longer ones: a word in a
+    # quarter of the titles costs a few probes, not a pass over its postings
+    lists = sorted((ent.titles.postings(term) for term in dict.fromkeys(terms)), key=len)
+    common = np.asarray(lists[0])
+    for docs in lists[1:]:
+        if not len(common):
+            break
+        needles = common.astype(docs.dtype, copy=False)
+        slot = np.minimum(np.searchsorted(docs, needles), max(len(docs) - 1, 0))
+        common = common[docs[slot] == needles] if len(docs) else common[:0]
+    return len(common) > 0
 
 
 def _resolve_names(
@@ -504,17 +518,15 @@ def _semantic(
     return full, (max(hits[-1][1], 0.0) if len(hits) >= depth else 0.0)
 
 
-def _memory_lexical(ent: _EntityLinkIndex, terms: list[str]) -> Sparse:
-    """2 x BM25(title) + BM25(description) of the entities sharing a term with the query (descriptions in
-    memory): only their postings are read, never an array of every entity."""
+_LEXICAL_K = 16  # the lexical candidates a text's `LexicalPass` keeps (deepened when a question needs more)
+
+
+def _memory_lexical(ent: _EntityLinkIndex, terms: list[str], k: int = _LEXICAL_K) -> Pruned:
+    """The best `k` (and ties) of 2 x BM25(title) + BM25(description) with descriptions in memory, their
+    exact scores and what any other entity can score (`pruned_lexical`: a word in a large share of the
+    titles is read in weight order, not whole)."""
     assert isinstance(ent.descriptions, BM25)
-    t_pos, t_val = ent.titles.sparse_scores(terms)
-    d_pos, d_val = ent.descriptions.sparse_scores(terms)
-    positions = np.union1d(t_pos, d_pos).astype(np.int64)
-    lexical = np.zeros(len(positions), dtype=np.float64)
-    lexical[np.searchsorted(positions, t_pos)] = _TITLE_BOOST * t_val.astype(np.float64)
-    lexical[np.searchsorted(positions, d_pos)] += d_val
-    return positions, lexical
+    return pruned_top([(_TITLE_BOOST, ent.titles), (1.0, ent.descriptions)], terms, k)
 
 
 def _lexical_strengths(
@@ -523,39 +535,47 @@ def _lexical_strengths(
     exact: Sparse,
     semantic: np.ndarray | None,
     depth: int,
-    n: int,
-    known: Sparse | None = None,
-) -> tuple[Sparse, float, np.ndarray]:
-    """2 x BM25(title) + BM25(description) of the entities that may score (every other entity scores 0):
-    with descriptions in memory, every entity sharing a term with the query; on disk, the union of the
-    best `depth` lexical candidates, the exact matches and the semantic candidates. Also the `depth`-th
-    best lexical score (what an entity outside the candidates can score at most) and the candidates: the
-    best `depth` and the exact matches."""
-    if isinstance(ent.descriptions, BM25):
-        # `known`: the LexicalPass's scores (never changed here: normalising makes new arrays)
-        lexical = known if known is not None else _memory_lexical(ent, terms)
-        scoring = lexical[1] > 0
-        positive, values = lexical[0][scoring], lexical[1][scoring]
-        if depth >= n:
-            return lexical, 0.0, positive
-        if len(positive) < depth:  # the best `depth` include entities scoring 0
-            return lexical, 0.0, np.union1d(positive, exact[0])
-        cut = float(np.partition(values, len(values) - depth)[len(values) - depth])  # the depth-th best
-        keep = np.flatnonzero(values >= cut)  # everything tied with it, then ordered exactly (ties by position)
-        best = positive[keep[np.lexsort((positive[keep], -values[keep]))][:depth]]
-        return lexical, cut, np.union1d(best, exact[0])
+    known: Pruned | None = None,
+    k: int = _LEXICAL_K,
+) -> tuple[Sparse, float, np.ndarray, bool]:
+    """2 x BM25(title) + BM25(description) of the entities that may score (every other entity scores no
+    more than the returned cut): the best lexical candidates (in memory: the best `k` and ties, pruned;
+    on disk: the best `depth`), the exact matches and the best `depth` semantic candidates; also the cut,
+    the candidates, and whether deeper lexical lists could still change the result."""
     parts = [(_TITLE_BOOST, ent.titles), (1.0, ent.descriptions)]
-    best, best_scores = weighted_top_k(parts, terms, depth)
-    cut = float(best_scores[-1]) if len(best) >= depth else 0.0
+    in_memory = isinstance(ent.descriptions, BM25)
+    if in_memory:
+        pruned = known if known is not None and known.k >= k else _memory_lexical(ent, terms, k)
+        best, cut = pruned.positions, pruned.unseen
+        if cut == 0.0:  # every lexical score is known: no candidates beyond them are needed
+            universe = np.union1d(best, exact[0])
+            others = np.setdiff1d(universe, best, assume_unique=True)
+            values = np.zeros(len(universe), dtype=np.float64)
+            values[np.searchsorted(universe, best)] = pruned.scores
+            if len(others):
+                values[np.searchsorted(universe, others)] = pruned_scores_at(parts, terms, others)  # type: ignore[arg-type]
+            return (universe, values), 0.0, universe, False
+        deeper = pruned.exact  # a budget-capped search would read the same entries again
+    else:
+        best, best_scores = weighted_top_k(parts, terms, depth)
+        cut = float(best_scores[-1]) if len(best) >= depth else 0.0
+        deeper = True
     extra = [best, exact[0]]
     if semantic is not None:
         extra.append(np.argsort(-semantic, kind="stable")[:depth])
     candidates = np.unique(np.concatenate(extra)).astype(np.int64)
     values = np.zeros(len(candidates), dtype=np.float64)
     if len(candidates):
-        values[:] = _TITLE_BOOST * ent.titles.scores_at(terms, candidates)
-        values += ent.descriptions.scores_at(terms, candidates)
-    return (candidates, values), cut, candidates
+        if in_memory:  # the pruned search's exact scores, and the others' by binary search
+            have = np.searchsorted(candidates, best)
+            values[have] = pruned.scores
+            rest = np.ones(len(candidates), dtype=bool)
+            rest[have] = False
+            values[rest] = pruned_scores_at(parts, terms, candidates[rest])  # type: ignore[arg-type]
+        else:
+            values[:] = _TITLE_BOOST * ent.titles.scores_at(terms, candidates)
+            values += ent.descriptions.scores_at(terms, candidates)
+    return (candidates, values), cut, candidates, deeper
 
 
 def _at(universe: np.ndarray, signal: Sparse) -> np.ndarray:
@@ -608,7 +628,7 @@ class LexicalPass:
     text: str
     exact: Sparse  # (positions, strengths) of the entities matched by name
     terms: list[str]
-    lexical: Sparse | None  # None when descriptions are on disk: candidates then depend on the vector
+    lexical: Pruned | None  # None when descriptions are on disk: candidates then depend on the vector
     unknown_names: list[str]
 
 
@@ -640,8 +660,11 @@ def link_entities(
         semantic = max(cos, 0) / max over entities             (in [0, 1]; only with a usable vector)
         base     = lexical                    without embedding
                  = 0.5 * lexical + 0.5 * semantic   with embedding
-        score    = 0.5 * exact + 0.5 * base   where exact is 1.0 (title), 0.8 (alias), 0.6 (title nested
-                                              in a longer matched title) or 0
+        score    = 0.5 * exact + 0.5 * base * w   where exact is 1.0 (title), 0.8 (alias), 0.6 (title
+                                              nested in a longer matched title) or 0, and w is the entity's
+                                              boilerplate weight (`boilerplate_marks`: 1 unless only licence
+                                              or front/back matter supports it; with an empty query, the
+                                              degree order is weighted the same way)
     so every full-title match (score >= 0.5) ranks above every entity without an exact match.
     Ties go to the higher-degree entity, then the lower position. Included names come first (score 1),
     excluded names are removed from everything, and the result never holds more than
@@ -671,9 +694,11 @@ def link_entities(
     taken = set(included) | excluded
     room = max(k - len(linked), 0)
 
+    boilerplate = boilerplate_weights(index)
     if not text:
         notes.append("empty query: entities ranked by degree")
-        order = np.lexsort((np.arange(n), -ent.degree))
+        degree = ent.degree if boilerplate is None else ent.degree * boilerplate.entities
+        order = np.lexsort((np.arange(n), -degree))
         for p in order.tolist():
             if len(linked) >= max(k, len(included)):
                 break
@@ -685,12 +710,15 @@ def link_entities(
     exact, terms = done.exact, done.terms
     # Scores are kept for the `universe` of entities that can score above 0 (matched by name, sharing a
     # term, or with a positive similarity), never for every entity: a question's cost follows its matches.
-    while True:  # in memory one pass; on disk, deepen the candidate lists until the top is decided
-        lex, lexical_cut, candidates = _lexical_strengths(ent, terms, exact, semantic, depth, n, done.lexical)
+    lexical_k = max(_LEXICAL_K, room + len(taken))
+    while True:  # deepen the candidate lists until the top is decided
+        lex, lexical_cut, candidates, deeper = _lexical_strengths(
+            ent, terms, exact, semantic, depth, done.lexical, lexical_k
+        )
+        if not deeper:  # the lexical side is as deep as its budget goes: it decides nothing more
+            lexical_cut = 0.0
         if semantic is None or semantic_cut <= 0:
-            if isinstance(ent.descriptions, BM25):
-                lexical_cut = 0.0  # every lexical score is known
-            elif semantic is not None and depth < n:  # the candidates hold the best `depth` similarities
+            if semantic is not None and depth < n and lexical_cut > 0:  # candidates hold the best `depth` similarities
                 semantic_cut = float(np.partition(semantic, n - depth)[n - depth])
         elif query_vector is not None:  # ANN: the lexical candidates get their exact similarity too
             semantic[candidates] = _semantic_at(index, query_vector, candidates)
@@ -712,10 +740,13 @@ def link_entities(
             base = 0.5 * lexical + 0.5 * similarity
             unseen = 0.5 * lexical_cut + 0.5 * semantic_cut
         matched = _at(universe, exact)
+        if boilerplate is not None:  # an entity only licence text supports ranks low unless named
+            base = base * boilerplate.entities[universe]
         score = 0.5 * matched + 0.5 * base
         if depth >= n or _decided(universe, score, taken, room, 0.5 * unseen):
             break
         depth *= 4
+        lexical_k *= 4
         semantic, semantic_cut = _semantic(index, query_vector, [], depth)
 
     if room:

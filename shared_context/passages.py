@@ -8,7 +8,7 @@ about instead:
   tokens, ending at a sentence end where one is near (`passage_blocks.py`: computed for all units once
   per index, kept in the derived store; a question only reads arrays).
 - Windows: two adjacent blocks (a unit of one block is its own window), so a passage that straddles a
-  block boundary is still scored as one. Window relevance: BM25 (the project's one BM25, `text.BM25`)
+  block boundary is still scored as one. Window relevance: BM25 (the project's one BM25, `bm25.BM25`)
   over the windows of all candidate units, for the question's lexical terms.
 - Score: the window's BM25 relative to the best window, plus a prior from its unit's rank in the
   Sources order (entity link + question rankings, `text_unit_selection`), on the same reciprocal-rank
@@ -32,9 +32,9 @@ from typing import Any
 
 import numpy as np
 
+from shared_context.bm25 import BM25
 from shared_context.linking import lexical_terms
 from shared_context.passage_blocks import Block, BlockTable, block_table
-from shared_context.text import BM25
 
 __all__ = ["Block", "Excerpt", "excerpt_blocks", "select_excerpts", "unit_blocks"]
 

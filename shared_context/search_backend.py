@@ -4,15 +4,15 @@ Two protocols, two implementations each:
 
 | | exact, in memory (the definition) | on disk, above a size threshold |
 |---|---|---|
-| `LexicalSearch` | `text.BM25` (postings memory-mapped by `lexical_store`) | `LanceLexical`: Lance native full-text search |
+| `LexicalSearch` | `bm25.BM25` (postings memory-mapped by `lexical_store`) | `LanceLexical`: Lance native full-text search |
 | `VectorSearch` | `vectors.VectorTable` (numpy cosine) | `LanceVector`: IVF_PQ / IVF_HNSW_SQ ANN with exact re-ranking |
 
 One BM25 in the project. The Lance FTS column holds our own `linking.lexical_terms` joined by spaces,
 indexed with Lance's whitespace tokenizer and no stemming, stopwords or case folding of its own, so it
 sees exactly our terms (CJK bigrams included: Chinese needs no segmenter here either). Lance scores a
-term with the same Okapi BM25 as `text.BM25` (k1 = 1.2, b = 0.75, idf = ln(1 + (N - df + 0.5) /
+term with the same Okapi BM25 as `bm25.BM25` (k1 = 1.2, b = 0.75, idf = ln(1 + (N - df + 0.5) /
 (df + 0.5)), document length = number of terms), so both paths give the same scores; the tests compare
-them, and `text.BM25` stays the definition. Lance's multi-column query does not add the column scores
+them, and `bm25.BM25` stays the definition. Lance's multi-column query does not add the column scores
 (entity linking needs 2 x title + description), so `weighted_top_k` combines per-column top-k lists
 with the threshold algorithm, which is exact.
 
@@ -58,7 +58,8 @@ class SearchParams(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True, defer_build=True)
 
     persist_min_rows: int = Field(
-        default=2_000, ge=0, description="store a field's in-memory BM25 postings on disk from this many rows"
+        default=2_000, ge=0,
+        description="store a field's in-memory BM25 postings on disk from this many rows (an index read from files: always)"
     )
     # The memory-mapped in-memory postings beat Lance FTS at 1M synthetic entities on every query figure
     # (local build p50 50 vs 99 ms CPU, first query of a second open 1.6 vs 3.2 s, peak RSS 4.6 vs 5.8 GB;
@@ -76,6 +77,11 @@ class SearchParams(BaseModel):
     refine_factor: int = Field(default=10, ge=1, description="candidates re-ranked exactly, times k")
     candidate_depth: int = Field(
         default=200, ge=1, description="on-disk linking: lexical and vector candidates scored per query"
+    )
+    # Licence and edition boilerplate (shared_context/boilerplate_marks.py): its text units, the entities only
+    # they support and the reports built mostly from them rank below the story.
+    down_rank_boilerplate: bool = Field(
+        default=True, description="rank licence and front/back matter below the documents' own text"
     )
 
 

@@ -1,7 +1,7 @@
 """Where an index's search structures live on disk, and the key that ties them to the index content.
 
 `search_cache_root()` is `$GRAPHROUTE_CACHE_DIR/search` (beside the token cache of
-`index.token_cache_dir()`). Each searchable field gets a folder named by `field_key(index, field)`:
+`derived_store.cache_root()`). Each searchable field gets a folder named by `field_key(index, field)`:
 - a loaded index is identified by its table files (resolved path, size and mtime of each file the
   loader read, as for the token cache: GraphRAG never edits a table in place, it writes a new one), so
   computing the key costs a few `stat` calls;

@@ -1,27 +1,22 @@
-"""Context tables: rendering (the format in ARCHITECTURE.md), token budgets and per-index side caches.
-
-A section is `-----{Name}-----` followed by a `|`-delimited CSV table (QUOTE_MINIMAL, `\\n` line ends,
-header first). Sections carry no trailing newline so that joining them with `"\\n\\n"` leaves exactly one
-blank line between them. A section with no rows is the empty string (never a bare header or `[]`).
+"""Token-budgeted context sections: `SectionBuilder` adds rendered rows under a budget, `ContextSection`
+is the result.
 
 Budgets are counted on the *rendered* rows, i.e. after CSV quoting (GraphRAG counts the unquoted row and
 then writes quoted text, so its sections overshoot — bug 18). `SectionBuilder.finish` re-counts the final
 text with the tokenizer and drops rows from the end until it fits, so a section never exceeds its budget.
+The table format itself is `table_format.py`; exact counts of joined rows and sections `section_tokens.py`;
+the per-index side caches `index_cache.py` (all three re-exported here for existing callers).
 """
 
 from __future__ import annotations
 
-import itertools
-import math
-import re
-import threading
-import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
-import numpy as np
-
+from shared_context.index_cache import per_index_cache
+from shared_context.section_tokens import head_tokens, joined_tokens, line_end_tokens
+from shared_context.table_format import format_value, join_sections, render_row, render_table, section_title
 from shared_context.tokens import Tokenizer
 
 __all__ = [
@@ -29,86 +24,12 @@ __all__ = [
     "SectionBuilder",
     "format_value",
     "join_sections",
+    "joined_tokens",
     "per_index_cache",
     "render_row",
     "render_table",
     "section_title",
 ]
-
-_NEEDS_QUOTES = re.compile(r'[|"\n\r]')
-
-T = TypeVar("T")
-
-
-def format_value(value: Any) -> str:
-    """Cell text: None -> "", floats without noise (1.0 -> "1.0", 0.123456 -> "0.1235")."""
-    kind = value.__class__
-    if kind is str:  # most cells: ids, titles, descriptions, texts
-        return value  # type: ignore[no-any-return]
-    if kind is int:  # not bool (a subclass, `str(True)` either way)
-        return str(value)
-    if value is None:
-        return ""
-    if isinstance(value, bool):
-        return str(value)
-    if isinstance(value, float | np.floating):
-        if not math.isfinite(value):  # NaN or inf: no meaningful figure (and int(inf) would raise)
-            return ""
-        value = float(value)
-        rounded = round(value, 4)
-        return str(int(rounded)) + ".0" if rounded == int(rounded) else str(rounded)
-    return str(value)
-
-
-def _quote(cell: str) -> str:
-    # csv.QUOTE_MINIMAL with delimiter "|" and quotechar '"' (checked in the tests); a lone "\r" is
-    # quoted too, because Python's csv reader rejects it unquoted.
-    if _NEEDS_QUOTES.search(cell):
-        return '"' + cell.replace('"', '""') + '"'
-    return cell
-
-
-def render_row(cells: Sequence[Any]) -> str:
-    """One CSV line (without the line terminator)."""
-    return "|".join(_quote(format_value(c)) for c in cells)
-
-
-def section_title(name: str) -> str:
-    return f"-----{name}-----"
-
-
-def render_table(name: str, header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    """A whole section; "" when there are no rows."""
-    if not rows:
-        return ""
-    lines = [section_title(name), render_row(header), *(render_row(r) for r in rows)]
-    return "\n".join(lines)
-
-
-def join_sections(texts: Sequence[str]) -> str:
-    return "\n\n".join(t for t in texts if t)
-
-
-def joined_tokens(tokenizer: Tokenizer, sections: Sequence[ContextSection]) -> int:
-    """Exact token count of `join_sections` of already counted sections, without re-encoding them.
-
-    tiktoken's pre-tokeniser never lets a piece run across a line break into the next line's text
-    (newlines end a piece, or trail a punctuation piece), so the count of the joined text is the sum of
-    the section counts plus, at each join, what encoding the two lines around the join together adds
-    or saves. The tests compare this with counting the whole text.
-    """
-    parts = [s for s in sections if s.text]
-    total = sum(s.tokens for s in parts)
-    for left, right in itertools.pairwise(parts):
-        # only the last line's final piece(s) can merge with what follows (see `_stable_tail`); a last line
-        # with no such start that begins with whitespace or "/" may itself merge with the line before
-        last = left.text.rsplit("\n", 1)[-1]
-        tail = _stable_tail(last)
-        if tail == last and (not last or last[0].isspace() or last[0] == "/"):
-            tail = left.text
-        head = right.text.split("\n", 1)[0]
-        total += tokenizer.count(tail + "\n\n" + head) - tokenizer.count(tail) - tokenizer.count(head)
-    return total
 
 
 @dataclass
@@ -152,7 +73,7 @@ class SectionBuilder:
         self.tokenizer = tokenizer
         self.budget = max(int(budget), 0)
         self._head = section_title(name) + "\n" + render_row(self.header)
-        self.head_tokens = _head_tokens(tokenizer, self._head + "\n")
+        self.head_tokens = head_tokens(tokenizer, self._head + "\n")
         self.lines: list[str] = []
         self._line_tokens: list[int] = []  # count(line + "\n") of each row, as added
         self.records: list[dict[str, Any]] = []
@@ -241,64 +162,4 @@ class SectionBuilder:
             return 0
         if any(not line[:1] or line[0].isspace() or line[0] == "/" for line in self.lines):
             return self.tokenizer.count(self.text())
-        return self.head_tokens + sum(self._line_tokens) - _line_end_tokens(self.tokenizer, self.lines[-1])
-
-
-def _stable_tail(line: str) -> str:
-    """The end of `line` from its last space that is followed by a non-space character (all of it when
-    there is none).
-
-    Such a space always starts a piece (it can only be the optional first character of a word or
-    punctuation piece, or a lone-space piece), so the text before it is split the same way whatever
-    follows: count(line + x) - count(line) == count(tail + x) - count(tail) for any x.
-    """
-    cut = len(line) - 1
-    while True:
-        cut = line.rfind(" ", 0, cut)
-        if cut < 0 or not line[cut + 1].isspace():
-            break
-    return line[max(cut, 0):]
-
-
-def _line_end_tokens(tokenizer: Tokenizer, line: str) -> int:
-    """count(line + "\\n") - count(line), encoding only the line's last piece(s) (`_stable_tail`)."""
-    tail = _stable_tail(line)
-    return tokenizer.count(tail + "\n") - tokenizer.count(tail)
-
-
-_head_cache: dict[tuple[str, str], int] = {}
-
-
-def _head_tokens(tokenizer: Tokenizer, head: str) -> int:
-    """Token count of a section title + header (a handful of distinct strings per process)."""
-    key = (tokenizer.encoding_name, head)
-    n = _head_cache.get(key)
-    if n is None:
-        n = tokenizer.count(head)
-        if len(_head_cache) < 4096:
-            _head_cache[key] = n
-    return n
-
-
-# ---------------------------------------------------------------------------- per-index side caches
-
-_caches: weakref.WeakKeyDictionary[Any, dict[str, Any]] = weakref.WeakKeyDictionary()
-_cache_lock = threading.Lock()
-
-
-def per_index_cache(index: Any, name: str, build: Callable[[], T]) -> T:
-    """Return `build()` computed once per index (kept beside it, never stored on it).
-
-    The Index is read-only, so derived query structures (BM25 matrices, row token counts) live in a
-    weak side table and disappear with the index.
-    """
-    with _cache_lock:
-        slot = _caches.get(index)
-        if slot is None:
-            slot = {}
-            _caches[index] = slot
-        if name in slot:
-            return slot[name]  # type: ignore[no-any-return]
-    value = build()
-    with _cache_lock:
-        return slot.setdefault(name, value)  # type: ignore[no-any-return]
+        return self.head_tokens + sum(self._line_tokens) - line_end_tokens(self.tokenizer, self.lines[-1])

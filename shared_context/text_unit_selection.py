@@ -20,6 +20,10 @@ entity's relationships found in the unit (GraphRAG's rule), then by position.
   ranks 1-based, a list the unit is not in adding nothing; k = `rrf_k` (60, the usual RRF constant),
   w = `question_weight`. Best score first, ties by the entity-side order, then unit position. Each
   candidate records why it is there (`reasons`: "entity", "lexical", "vector").
+
+Whatever the strategy, licence and front/back matter goes down the order (`boilerplate_marks`): a fused
+score is multiplied by the unit's boilerplate weight, and without scores units keep their order within
+equal weights.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from typing import Any, Literal
 import numpy as np
 
 from shared_context.adjacency import Adjacency
+from shared_context.boilerplate_marks import boilerplate_weights
 from shared_context.tables import per_index_cache
 
 __all__ = [
@@ -154,6 +159,36 @@ def select_text_units(
     `weighted` only; `lexical` / `vector` (unit positions most similar to the question, best first),
     `question_weight` and `rrf_k` by `hybrid` only.
     """
+    return _boilerplate_last(index, _select(index, entities, strategy, scores, budget, unit_cost, per_entity_cap,
+                                            min_units_per_entity, lexical, vector, question_weight, rrf_k))
+
+
+def _boilerplate_last(index: Any, candidates: list[UnitCandidate]) -> list[UnitCandidate]:
+    """Licence and front/back matter down-ranked (`boilerplate_marks`): a fused score is multiplied by the
+    unit's weight; candidates without one keep their order among units of equal weight."""
+    weights = boilerplate_weights(index)
+    if weights is None or not candidates:
+        return candidates
+    w = weights.units
+    if any(c.score for c in candidates):
+        return sorted(candidates, key=lambda c: -c.score * w[c.unit])  # stable: ties keep their order
+    return sorted(candidates, key=lambda c: -w[c.unit])
+
+
+def _select(
+    index: Any,
+    entities: Sequence[int],
+    strategy: str,
+    scores: Sequence[float] | None,
+    budget: int,
+    unit_cost: Callable[[int], int] | None,
+    per_entity_cap: int,
+    min_units_per_entity: int,
+    lexical: Sequence[int],
+    vector: Sequence[int],
+    question_weight: float,
+    rrf_k: int,
+) -> list[UnitCandidate]:
     per_entity = [entity_units(index, e) for e in entities]
     n = len(entities)
     if strategy == "graphrag":

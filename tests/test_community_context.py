@@ -5,15 +5,48 @@ from __future__ import annotations
 import csv
 import io
 import random
+from collections.abc import Iterator
 
 import numpy as np
 import pytest
 from pydantic import ValidationError
 
+from shared_context.boilerplate_marks import boilerplate_weights
 from shared_context.community_context import CommunityContextBuilder, CommunityContextParams
 from shared_context.index import Index
+from shared_context.index_build import index_from_records
 from shared_context.records import Community, CommunityReport, Entity, TextUnit
+from shared_context.search_backend import SearchParams, configure_search
 from shared_context.vectors import VectorTable
+
+
+@pytest.fixture(autouse=True)
+def _every_report(carol: Index) -> Iterator[None]:
+    """These tests check the batches over all of Carol's reports: licence reports are not left out here
+    (`test_licence_reports_left_out` checks that they are by default)."""
+    configure_search(carol, SearchParams(down_rank_boilerplate=False))
+    yield
+    configure_search(carol, SearchParams())
+
+
+def test_licence_reports_left_out(carol: Index) -> None:
+    configure_search(carol, SearchParams())
+    ctx = CommunityContextBuilder(carol).build("anything")
+    weights = boilerplate_weights(carol)
+    assert weights is not None
+    left_out = {r.community for pos, r in enumerate(carol.community_reports) if weights.mostly_boilerplate_report(pos)}
+    assert len(left_out) == 13
+    assert set(ctx.selected_communities) == {r.community for r in carol.community_reports} - left_out
+    assert "13 reports built mostly from licence or front/back matter left out" in ctx.notes
+    # asked for by number, they are given
+    asked = sorted(left_out)[:2]
+    assert sorted(CommunityContextBuilder(carol).build("anything", communities=asked).selected_communities) == asked
+    # a report partly built from front matter is shown (and ordered) with its rank down-weighted
+    partly = next(pos for pos in range(len(carol.community_reports))
+                  if 0.2 < weights.shares.reports[pos] < 0.5 and carol.community_reports[pos].rank)
+    report = carol.community_reports[partly]
+    record = next(r for b in ctx for r in b.records if r["id"] == report.short_id)
+    assert record["rank"] == round(report.rank * float(weights.reports[partly]), 2) < report.rank
 
 
 def _rows(text: str) -> list[list[str]]:
@@ -123,7 +156,7 @@ def test_prerank_uses_report_vectors_when_the_query_vector_matches() -> None:
     ]
     matrix = np.eye(3, dtype=np.float32)
     vectors = [VectorTable.build("community_full_content", [0, 1, 2], matrix, source="test")]
-    index = Index.from_records(
+    index = index_from_records(
         entities=ents,
         relationships=[],
         text_units=[TextUnit("t0", "0", "x")],
@@ -161,7 +194,7 @@ def test_history_prefixed_to_every_batch_and_counted(carol: Index) -> None:
 
 
 def test_no_reports_gives_empty_context() -> None:
-    index = Index.from_records(
+    index = index_from_records(
         entities=[Entity(id="e0", short_id="0", title="A")],
         relationships=[],
         text_units=[TextUnit("t", "0", "x")],

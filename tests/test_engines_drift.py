@@ -64,7 +64,7 @@ async def test_followups_run_in_score_order_and_children_inherit_their_parents_s
 
 
 async def test_concurrency_setting_bounds_calls_in_flight() -> None:
-    from engines.models.testserver import LoopbackServer
+    from testing.model_server import LoopbackServer
 
     seen = {}
     for limit in (2, 6):

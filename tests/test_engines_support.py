@@ -37,7 +37,7 @@ _OPEN_MODELS: list[Any] = []
 @pytest.fixture()
 async def srv() -> AsyncIterator[Any]:
     """A loopback server; models made for it are closed on the test's own event loop afterwards."""
-    from engines.models.testserver import LoopbackServer
+    from testing.model_server import LoopbackServer
 
     with LoopbackServer(latency_ms=0) as server:
         yield server

@@ -6,6 +6,7 @@ from __future__ import annotations
 import random
 
 from shared_context.index import Index
+from shared_context.index_build import index_from_records
 from shared_context.records import Entity, Relationship, TextUnit
 from shared_context.text_unit_selection import entity_units
 
@@ -21,7 +22,7 @@ def _index(seed: int) -> Index:
                                  text_unit_ids=[u.id for u in rng.sample(units, rng.randint(0, 3))]))
     entities = [Entity(id=n, short_id=str(i), title=n, text_unit_ids=[u.id for u in rng.sample(units, rng.randint(0, 8))])
                 for i, n in enumerate(names)]
-    return Index.from_records(entities=entities, relationships=rels, text_units=units)
+    return index_from_records(entities=entities, relationships=rels, text_units=units)
 
 
 class _Plain:  # weak-referenceable, as `per_index_cache` needs

@@ -11,8 +11,7 @@ import pytest
 from test_engines_support import CAROL, load, loopback_model, requests_for, script, srv
 
 from benchmarks import route_bench
-from engines.citations import Citation
-from engines.grading import (
+from benchmarks.grading import (
     Judge,
     NeedsRealModel,
     answer_recall,
@@ -21,6 +20,7 @@ from engines.grading import (
     evidence_recall,
     token_f1,
 )
+from engines.citations import Citation
 
 __all__ = ["srv"]
 
@@ -132,7 +132,7 @@ def test_route_bench_grades_offline_and_compares_both_routers(gold_file: Path, t
 def test_route_bench_judges_through_the_loopback_server(gold_file: Path, tmp_path: Path,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     from benchmarks.bench_mock import OfflineResponder
-    from engines.models.testserver import LoopbackServer
+    from testing.model_server import LoopbackServer
 
     load(CAROL)
     for var in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "GRAPHROUTE_CHAT_MODEL"):

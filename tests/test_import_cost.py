@@ -18,7 +18,7 @@ HEAVY = ("openai", "httpx", "sklearn", "scipy", "pandas", "lancedb", "starlette"
 # Loaded on first use, not at import: each costs 10-50 ms of CPU on the product's import path.
 ON_FIRST_USE = ("pyarrow.compute", "pyarrow.parquet", "pyarrow.fs", "json_repair", "tiktoken", "http.server",
                 "importlib.metadata",  # pydantic loads its plugins when the first validator is built
-                "engines.models.testserver")  # a test and benchmark tool, never the product's
+                "testing.model_server")  # a test and benchmark tool, never the product's
 
 _PROBE = """
 import json, sys, time

@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from shared_context import IndexFormatError, load_index
-from shared_context.index import Index
+from shared_context.index_build import index_from_records
 from shared_context.records import Entity, Relationship, TextUnit
 
 TABLES = [
@@ -252,7 +252,7 @@ def test_unreadable_file(frames: Frames, tmp_path: Path) -> None:
 def test_from_records_validation() -> None:
     ents = [Entity(id="e1", short_id="0", title="A"), Entity(id="e2", short_id="1", title="B")]
     units = [TextUnit(id="t1", short_id="0", text="A met B.", entity_ids=["e1", "e2"])]
-    ok = Index.from_records(
+    ok = index_from_records(
         entities=ents,
         relationships=[Relationship(id="r1", short_id="0", source="A", target="B", text_unit_ids=["t1"])],
         text_units=units,
@@ -262,13 +262,13 @@ def test_from_records_validation() -> None:
     with pytest.raises(
         IndexFormatError, match="relationships: column 'source': 1 relationships name no entity"
     ):
-        Index.from_records(
+        index_from_records(
             entities=ents,
             relationships=[Relationship(id="r1", short_id="0", source="X", target="Y")],
             text_units=units,
         )
     with pytest.raises(IndexFormatError, match=r"entities\.csv: column 'id': 1 duplicate values"):
-        Index.from_records(
+        index_from_records(
             entities=[*ents, Entity(id="e1", short_id="2", title="C")],
             relationships=[],
             text_units=units,

@@ -14,6 +14,7 @@ import pytest
 from benchmarks.synthetic_index import write_synthetic_index
 from shared_context import load_index
 from shared_context.index import Index
+from shared_context.index_build import index_from_records
 from shared_context.record_list import RecordList, to_arrow
 from shared_context.records import CommunityReport
 
@@ -63,7 +64,7 @@ def test_second_load_maps_stored_structures_equal_to_fresh(synthetic: Path, tmp_
     assert _entries(tmp_path / "cache") == stored  # read, none rewritten
     assert isinstance(second.entity_relationships.indices.base, np.memmap)  # a plain view of the map
     _same(first, second)
-    fresh = Index.from_records(  # no store: everything computed in memory
+    fresh = index_from_records(  # no store: everything computed in memory
         entities=second.entities, relationships=second.relationships, text_units=second.text_units,
         communities=second.communities, community_reports=second.community_reports, claims=second.claims,
         documents=second.documents, version=second.version, path=second.path,

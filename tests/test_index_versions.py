@@ -16,7 +16,8 @@ import pytest
 
 from benchmarks.synthetic_index import write_synthetic_index
 from shared_context import load_index
-from shared_context.index import Index, token_cache_dir
+from shared_context.derived_store import cache_root
+from shared_context.index import Index
 from shared_context.loaders.columns import split_list_value
 
 DULCE_COUNTS = (39, 107, 10, 5)
@@ -234,7 +235,7 @@ def test_synthetic_index_is_deterministic_and_loads(tmp_path: Path) -> None:
 
 def test_token_counts_are_cached_on_disk(tmp_path: Path) -> None:
     write_synthetic_index(tmp_path / "idx", 120, seed=1)
-    derived = token_cache_dir() / "derived"
+    derived = cache_root() / "derived"
     before = set(derived.glob("*/relationship_tokens-*")) if derived.exists() else set()
     # the counts as a list: the index maps the file it wrote, which is damaged below
     want = load_index(tmp_path / "idx").relationship_tokens.tolist()

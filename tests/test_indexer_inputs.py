@@ -167,3 +167,53 @@ def test_real_parquet_corpus_reads_with_title_column(tmp_path: Path) -> None:
     assert len(result.documents) == 41
     assert all(d.title.endswith(".txt") or d.title for d in result.documents)
     assert result.encodings == {EARNINGS.name: "parquet"}
+
+
+def test_a_single_parquet_file_is_indexed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from router.cli import main
+
+    rows = [
+        {"question": "q1", "context": "Ada Lovelace met Charles Babbage in London in 1833."},
+        {"question": "q2", "context": "Babbage designed the Analytical Engine; Lovelace wrote its first program."},
+    ]
+    table = tmp_path / "medical.parquet"
+    pq.write_table(pa.Table.from_pylist(rows), table)
+    assert main(["index", str(table), "--out", str(tmp_path / "index"), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "medical.parquet: no column 'text' for --text-column (columns: question, context)" in err
+    assert main(["index", str(table), "--out", str(tmp_path / "index"), "--no-progress",
+                 "--text-column", "context"]) == 0
+    index = load_index(tmp_path / "index")
+    assert sorted(d.title for d in index.documents) == ["medical.parquet#0", "medical.parquet#1"]
+    assert {d.metadata["question"] for d in index.documents} == {"q1", "q2"}
+
+
+def test_a_single_text_file_and_a_glob(tmp_path: Path) -> None:
+    docs = tmp_path / "docs"
+    (docs / "a" / "b").mkdir(parents=True)
+    (docs / "one.md").write_text("Ada Lovelace wrote notes on the engine.", encoding="utf-8")
+    (docs / "a" / "two.md").write_text("Babbage built the Difference Engine.", encoding="utf-8")
+    (docs / "a" / "b" / "three.md").write_text("Menabrea described the engine in French.", encoding="utf-8")
+    (docs / "a" / "skip.txt").write_text("Not matched by the pattern.", encoding="utf-8")
+    single = read_input(docs / "a" / "two.md")
+    assert [(d.title, d.text) for d in single.documents] == [("two.md", "Babbage built the Difference Engine.")]
+    matched = read_input(str(docs / "**" / "*.md"))
+    assert [d.title for d in matched.documents] == ["a/b/three.md", "a/two.md", "one.md"]
+    several = read_input([docs / "one.md", str(docs / "a" / "*.txt")])
+    assert [d.title for d in several.documents] == ["one.md", "skip.txt"]
+    with pytest.raises(IndexerError, match=r"the pattern .*\*\.pdf matches no file"):
+        read_input(str(docs / "*.pdf"))
+    with pytest.raises(IndexerError, match="does not exist"):
+        read_input(docs / "missing.md")
+
+
+def test_a_glob_skips_links_that_lead_outside_its_folder(tmp_path: Path) -> None:
+    outside = tmp_path / "secret.txt"
+    outside.write_text("root:x:0:0", encoding="utf-8")
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "ok.txt").write_text("Lovelace and Babbage corresponded.", encoding="utf-8")
+    (docs / "leak.txt").symlink_to(outside)
+    result = read_input(str(docs / "*.txt"))
+    assert [d.title for d in result.documents] == ["ok.txt"]
+    assert any(s.startswith("leak.txt: symbolic link to a file outside") for s in result.skipped)

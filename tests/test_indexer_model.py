@@ -14,9 +14,9 @@ from pydantic import SecretStr
 from engines.models.cache import ModelCallCache
 from engines.models.config import ModelEndpoint
 from engines.models.openai_backend import OpenAIChatModel
-from engines.models.testserver import LoopbackServer
 from indexer import IndexerConfig, build_index
 from shared_context import load_index
+from testing.model_server import LoopbackServer
 
 DOC_A = "Dr. Amara Osei leads the Tidewater Turbine Programme at the Harrowmere Energy Cooperative in Saltbridge."
 DOC_B = "Haixing Marine Engineering in Ningbo builds the TT-2 hull for the Tidewater Turbine Programme."

@@ -8,7 +8,7 @@ import ast
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-PACKAGES = ("shared_context", "engines", "router", "indexer")
+PACKAGES = ("shared_context", "engines", "router", "indexer", "tools", "testing")
 
 # layer -> the layers it may import (besides itself)
 ALLOWED = {
@@ -18,6 +18,10 @@ ALLOWED = {
     # the router is the application: its CLI's `index` command and the demo build indexes
     "router": {"shared_context", "engines.models", "engines", "indexer"},
     "indexer": {"shared_context", "engines.models"},
+    # training tooling builds the product's data files from the outside: it may use every package, none uses it
+    "tools": {"shared_context", "engines.models", "engines", "router", "indexer"},
+    # the loopback model server of tests and benchmarks: the product never imports it
+    "testing": {"shared_context", "engines.models", "engines", "router", "indexer"},
 }
 
 
@@ -111,7 +115,19 @@ def test_no_import_cycles_between_modules() -> None:
 def test_the_checker_sees_lazy_and_relative_imports(tmp_path: Path) -> None:
     """The checker itself: an import inside a function, and a relative one, are both seen."""
     fake = REPO / "engines" / "models" / "_layering_probe.py"
-    text = "def f():\n    from engines.base import Engine\n    from .. import local\n    return Engine, local\n"
+    text = "def f():\n    from engines.base import BaseEngine\n    from .. import local\n    return BaseEngine, local\n"
     found = _imports(fake, text)
     assert (2, "engines.base") in found and (3, "engines.local") in found
     assert {_layer(m) for _, m in found} == {"engines"}  # both against the rules for engines.models
+
+
+def test_training_tooling_is_not_shipped() -> None:
+    """The wheel's package list (pyproject's find rules) holds no `tools` package: training code stays out."""
+    import tomllib
+
+    from setuptools import find_packages
+
+    rules = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]["packages"]["find"]
+    shipped = find_packages(str(REPO), include=rules["include"], exclude=rules.get("exclude", ()))
+    assert "router" in shipped and "tools.routing" not in shipped
+    assert not [p for p in shipped if p.split(".")[0] == "tools"]

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from shared_context.index import Index
+from shared_context.index_build import index_from_records
 from shared_context.linking import exact_tokens, lexical_scores, lexical_terms, link_entities
 from shared_context.records import CommunityReport, Entity, Relationship, TextUnit
 from shared_context.vectors import VectorTable
@@ -20,7 +21,7 @@ def _index(entities: list[tuple[str, str]], rels: list[tuple[str, str]] = (), **
         for i, (s, t) in enumerate(rels)
     ]
     units = [TextUnit(id="t0", short_id="0", text="some text")]
-    return Index.from_records(entities=ents, relationships=relationships, text_units=units, **kw)  # type: ignore[arg-type]
+    return index_from_records(entities=ents, relationships=relationships, text_units=units, **kw)  # type: ignore[arg-type]
 
 
 
@@ -140,7 +141,7 @@ def test_lexical_scores_for_reports_and_text_units() -> None:
         ),
         CommunityReport(id="r1", community=1, level=0, title="Bakery", full_content="Bread"),
     ]
-    index = Index.from_records(entities=ents, relationships=[], text_units=units, community_reports=reports)
+    index = index_from_records(entities=ents, relationships=[], text_units=units, community_reports=reports)
     assert np.argmax(lexical_scores(index, "text_units", "lighthouse lamps")) == 0
     assert np.argmax(lexical_scores(index, "reports", "bread")) == 1
     with pytest.raises(ValueError, match="unknown table"):

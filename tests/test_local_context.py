@@ -11,7 +11,9 @@ import pytest
 from pydantic import ValidationError
 
 from shared_context.index import Index
+from shared_context.index_build import index_from_records
 from shared_context.local_context import LocalContextBuilder, LocalContextParams, select_relationships
+from shared_context.local_warmup import warm_local_rows
 from shared_context.records import Claim, Community, CommunityReport, Entity, Relationship, TextUnit
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -215,7 +217,7 @@ def test_relationships_in_network_first_then_by_links() -> None:
         Relationship(id=f"r{i}", short_id=str(i), source=s, target=t, combined_degree=d)
         for i, (s, t, d) in enumerate(pairs)
     ]
-    index = Index.from_records(entities=ents, relationships=rels, text_units=[TextUnit("t", "0", "x")])
+    index = index_from_records(entities=ents, relationships=rels, text_units=[TextUnit("t", "0", "x")])
     a, b = index.entity_by_title["A"], index.entity_by_title["B"]
     in_net, out_net = select_relationships(index, [a, b], top_k=10)
     assert in_net == [0]
@@ -253,7 +255,7 @@ def _hot_index() -> Index:
         for i, n in enumerate(names[1:])
     ]
     claims = [Claim(id="c0", short_id="0", subject="HOT", object="MINOR ONE", description="hot claim")]
-    return Index.from_records(entities=entities, relationships=rels, text_units=units, claims=claims)
+    return index_from_records(entities=entities, relationships=rels, text_units=units, claims=claims)
 
 
 def test_hot_entity_graphrag_starves_minor_entities_min_guarantee_does_not() -> None:
@@ -287,7 +289,7 @@ def test_report_falls_back_to_summary_then_truncation() -> None:
     report = CommunityReport(
         id="r", community=0, level=0, title="Alpha", summary="Short summary.", full_content=long_text
     )
-    index = Index.from_records(
+    index = index_from_records(
         entities=ents,
         relationships=[],
         text_units=[TextUnit("t", "0", "x")],
@@ -298,7 +300,7 @@ def test_report_falls_back_to_summary_then_truncation() -> None:
     reports = ctx.section("Reports")
     assert reports is not None and "Short summary." in reports.text and reports.tokens <= reports.budget
     no_summary = CommunityReport(id="r", community=0, level=0, title="Alpha", full_content=long_text)
-    index2 = Index.from_records(
+    index2 = index_from_records(
         entities=ents,
         relationships=[],
         text_units=[TextUnit("t", "0", "x")],
@@ -348,14 +350,14 @@ def test_text_unit_strategies_orders() -> None:
 
 
 def test_warm_rows_renders_ahead_what_questions_read_and_changes_no_context() -> None:
-    """`warm_rows` (run by `graphroute serve` before it listens) leaves a question nothing to render of
+    """`warm_local_rows` (run by `graphroute serve` before it listens) leaves a question nothing to render of
     its entities, relationships, claims and reports, and the context is the one a cold builder makes."""
     from shared_context.tables import per_index_cache
 
     cold, warm = _load("christmas_carol_graphrag_index"), _load("christmas_carol_graphrag_index")
     assert cold is not warm
     builder = LocalContextBuilder(warm)
-    cached = builder.warm_rows(1_000_000)
+    cached = warm_local_rows(builder, 1_000_000)
     assert cached >= len(warm.entities) + len(warm.relationships)
     rows = per_index_cache(warm, "local.rows", dict)
     chunks = per_index_cache(warm, "local.excerpt_chunks", dict)
@@ -372,7 +374,7 @@ def test_warm_rows_renders_ahead_what_questions_read_and_changes_no_context() ->
     assert all(chunks[k] == n for k, n in cold_chunks.items())  # counted ahead = counted by a question
     # the bound: rows of the highest-degree entities first, stopping once `limit` rows are cached
     small = _load("christmas_carol_graphrag_index")
-    n = LocalContextBuilder(small).warm_rows(10)
+    n = warm_local_rows(LocalContextBuilder(small), 10)
     assert 10 <= n < cached
     top = max(range(len(small.entities)), key=lambda i: len(small.entity_relationships[i]))
     assert ("entity", top, True) in per_index_cache(small, "local.rows", dict)
@@ -381,17 +383,17 @@ def test_warm_rows_renders_ahead_what_questions_read_and_changes_no_context() ->
 def test_row_caches_stop_growing_at_their_limit_and_contexts_stay_the_same(monkeypatch: pytest.MonkeyPatch) -> None:
     """A long-running service must not keep every row any question touched: past `ROW_CACHE_LIMIT` rows
     are rendered per question and not kept, and the context text is the one an unbounded builder makes."""
-    import shared_context.local_context as local_context
+    import shared_context.local_rows as local_rows
     from shared_context.tables import per_index_cache
 
     queries = [q for q in QUERIES["christmas_carol_graphrag_index"] if q]
     unbounded = _load("christmas_carol_graphrag_index")
     expected = [LocalContextBuilder(unbounded).build(q).text for q in queries]
     assert len(per_index_cache(unbounded, "local.rows", dict)) > 40
-    monkeypatch.setattr(local_context, "ROW_CACHE_LIMIT", 40)
+    monkeypatch.setattr(local_rows, "ROW_CACHE_LIMIT", 40)
     bounded = _load("christmas_carol_graphrag_index")
     builder = LocalContextBuilder(bounded)
-    assert builder.warm_rows(1_000_000) <= 40  # warm-up stops at the bound instead of running through every entity
+    assert warm_local_rows(builder, 1_000_000) <= 40  # warm-up stops at the bound instead of running through every entity
     assert [builder.build(q).text for q in queries] == expected
     for name in ("local.rows", "local.entity_values", "local.rel_values", "local.entity_rels",
                  "local.unit_row_overhead"):

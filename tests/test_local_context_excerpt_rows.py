@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from shared_context.excerpt_rows import excerpt_row_tokens
-from shared_context.local_context import _join_spans
+from shared_context.local_rows import join_spans
 from shared_context.tables import render_row
 from shared_context.tokens import get_tokenizer
 
@@ -46,7 +46,7 @@ def _random_spans(rng: random.Random, n: int, starts: list[int]) -> list[tuple[i
 
 
 def _check(index: _Index, unit: int, unit_id: str, text: str, starts: list[int], spans: list[tuple[int, int]]) -> bool:
-    shown = _join_spans(text, spans)
+    shown = join_spans(text, spans)
     id_cell, line = render_row([unit_id]), render_row([unit_id, shown])
     n = excerpt_row_tokens(index, unit, id_cell, text, spans, starts, line[len(id_cell) + 1:] != shown, 10_000)
     if n is None:  # a part is only whitespace: the caller counts the row itself
@@ -88,6 +88,7 @@ def test_counts_equal_counting_the_row_on_every_carol_unit() -> None:
 def test_contexts_are_those_of_encoding_every_row(monkeypatch: pytest.MonkeyPatch) -> None:
     """Same text, counts and records as a builder that encodes each excerpt row whole."""
     import shared_context.local_context as lc
+    import shared_context.local_rows as local_rows
     from shared_context import load_index
 
     index = load_index(CAROL)
@@ -97,7 +98,7 @@ def test_contexts_are_those_of_encoding_every_row(monkeypatch: pytest.MonkeyPatc
     builder = lc.LocalContextBuilder(index)
     ours = [builder.build(q) for q in questions]
     assert any(r.get("truncated") for ctx in ours for r in ctx.section("Sources").in_context)  # type: ignore[union-attr]
-    monkeypatch.setattr(lc, "excerpt_row_tokens", lambda *args: None)  # every row counted whole
+    monkeypatch.setattr(local_rows, "excerpt_row_tokens", lambda *args: None)  # every row counted whole
     for q, ctx in zip(questions, ours, strict=True):
         theirs = lc.LocalContextBuilder(index).build(q)
         assert (ctx.text, ctx.tokens) == (theirs.text, theirs.tokens)

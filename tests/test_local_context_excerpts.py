@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from shared_context.index import Index
+from shared_context.index_build import index_from_records
 from shared_context.local_context import LocalContextBuilder
 from shared_context.passages import select_excerpts, unit_blocks
 from shared_context.records import Entity, TextUnit
@@ -31,7 +32,7 @@ def _index() -> Index:
     ]
     entities = [Entity(id="a", short_id="0", title="ALPHA", description="a mender",
                        text_unit_ids=[u.id for u in units])]
-    return Index.from_records(entities=entities, relationships=[], text_units=units)
+    return index_from_records(entities=entities, relationships=[], text_units=units)
 
 
 QUESTION = "Which did Alpha repair: the lighthouse, the windmill, the granary, the chapel, the harbour or the orchard?"

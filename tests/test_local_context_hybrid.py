@@ -11,6 +11,7 @@ import pytest
 
 from engines.config import load_config
 from shared_context.index import Index
+from shared_context.index_build import index_from_records
 from shared_context.local_context import LocalContextBuilder
 from shared_context.records import Entity, Relationship, TextUnit
 from shared_context.text_unit_selection import NO_ENTITY, UnitCandidate, fuse_rankings
@@ -35,7 +36,7 @@ def _index(with_vectors: bool = False, filler: str = FILLER) -> Index:
     if with_vectors:
         matrix = np.eye(len(units), dtype=np.float32)
         vectors = [VectorTable.build("text_unit_text", list(range(len(units))), matrix, source="test")]
-    return Index.from_records(entities=entities, relationships=rels, text_units=units, vectors=vectors)
+    return index_from_records(entities=entities, relationships=rels, text_units=units, vectors=vectors)
 
 
 def _sources(ctx: object) -> list[dict[str, object]]:

@@ -15,8 +15,8 @@ from engines.models.config import ModelEndpoint, PriceTable
 from engines.models.errors import ModelResponseError, ModelTimeoutError, ModelUnavailableError, RateLimitError
 from engines.models.limiter import LimiterRegistry
 from engines.models.openai_backend import OpenAIChatModel, OpenAIEmbedder
-from engines.models.testserver import Fault, LoopbackServer, Reply, hash_vector, prompt_token_count
 from engines.usage import Usage
+from testing.model_server import Fault, LoopbackServer, Reply, hash_vector, prompt_token_count
 
 MESSAGES = [{"role": "system", "content": "You are terse."}, {"role": "user", "content": "Who is Scrooge?"}]
 

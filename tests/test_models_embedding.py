@@ -8,7 +8,12 @@ import numpy as np
 import pytest
 
 from engines.models.config import load_models_config
-from engines.models.embedding_offline import OfflineEmbedder, attach_offline_vectors, embedder_for_index
+from engines.models.embedding_offline import (
+    OfflineEmbedder,
+    _normalise,
+    attach_offline_vectors,
+    embedder_for_index,
+)
 from engines.models.errors import ModelConfigError
 from engines.models.factory import Models, build_embedder
 from shared_context.vectors import vector_table
@@ -43,17 +48,29 @@ def test_tfidf_rows_are_exactly_scikit_learns(tmp_path):
         "Scrooge Scrooge scrooge SCROOGE, scrooge's; (Scrooge)\u00a0Marley\u2003ghost",
         "zzzz qqqq 12345 ———",
     ]
+    from sklearn.feature_extraction.text import TfidfVectorizer
+
+    from engines.models.embedding_offline import _VECTORIZER_ARGS
+
     for emb in (OfflineEmbedder.fit(CORPUS), OfflineEmbedder.load(OfflineEmbedder.fit(CORPUS).save(tmp_path / "e.npz"))):
+        vectorizer = TfidfVectorizer(vocabulary=emb.vocabulary, **_VECTORIZER_ARGS)
+        vectorizer.idf_ = emb.idf  # the fitted state the embedder keeps
         for _ in range(2):  # cold, then with every word's columns cached
-            ours, theirs = emb._tfidf(texts), emb._vectorizer.transform(texts).tocsr()
+            ours, theirs = emb._tfidf(texts), vectorizer.transform(texts).tocsr()
             theirs.sort_indices()
             assert ours.dtype == theirs.dtype == np.float32
             assert np.array_equal(ours.indptr, theirs.indptr) and np.array_equal(ours.indices, theirs.indices)
             assert np.array_equal(ours.data, theirs.data)
         with np.load(emb.save(tmp_path / "again.npz"), allow_pickle=False) as data:
-            reference = (emb._vectorizer.transform(texts) @ data["components"].T).astype(np.float32)
+            reference = (vectorizer.transform(texts) @ data["components"].T).astype(np.float32)
         norms = np.linalg.norm(reference, axis=1, keepdims=True)
         assert np.allclose(emb.transform(texts), reference / np.where(norms == 0, 1.0, norms), atol=1e-6)
+        import scipy.sparse
+
+        rows = emb._tfidf(texts)
+        product = scipy.sparse.csr_matrix((rows.data, rows.indices, rows.indptr), shape=(len(texts), len(emb.vocabulary)))
+        # numpy's product is SciPy's CSR product with the same basis, bit for bit
+        assert np.array_equal(emb.transform(texts), _normalise(np.asarray(product @ emb._basis, dtype=np.float32)))
 
 
 def test_dimension_is_bounded_by_corpus_and_request():

@@ -11,8 +11,8 @@ from engines.models.errors import StructuredOutputError
 from engines.models.limiter import LimiterRegistry
 from engines.models.openai_backend import OpenAIChatModel
 from engines.models.structured import complete_json, parse_structured, repair_json_text
-from engines.models.testserver import Fault, LoopbackServer
 from engines.schemas import MapResponse, PrimerResponse, RateResponse
+from testing.model_server import Fault, LoopbackServer
 
 # ---------------------------------------------------------------------------- repair_json_text
 

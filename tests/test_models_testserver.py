@@ -11,7 +11,7 @@ import numpy as np
 import openai
 import pytest
 
-from engines.models.testserver import Fault, LoopbackServer, Reply, hash_vector
+from testing.model_server import Fault, LoopbackServer, Reply, hash_vector
 
 
 def post(srv: LoopbackServer, path: str, body: dict) -> tuple[int, dict | str]:

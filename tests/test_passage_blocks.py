@@ -12,12 +12,13 @@ import numpy as np
 import pytest
 
 from shared_context import load_index
+from shared_context.bm25 import BM25
 from shared_context.index import Index
+from shared_context.index_build import index_from_records
 from shared_context.linking import lexical_terms
 from shared_context.passage_blocks import BlockTable, block_table, build_block_table, unit_blocks_of
 from shared_context.passages import Excerpt, select_excerpts
 from shared_context.records import Entity, TextUnit
-from shared_context.text import BM25
 
 SENTENCES = [
     "The lighthouse keeper repaired the lamp before the storm reached the harbour.",
@@ -39,7 +40,7 @@ def _texts() -> list[str]:
 def _index() -> Index:
     units = [TextUnit(id=f"t{j}", short_id=str(j), text=t) for j, t in enumerate(_texts())]
     entities = [Entity(id="a", short_id="0", title="KEEPER", description="d", text_unit_ids=[u.id for u in units])]
-    return Index.from_records(entities=entities, relationships=[], text_units=units)
+    return index_from_records(entities=entities, relationships=[], text_units=units)
 
 
 @pytest.mark.parametrize("block_tokens", [15, 100])
@@ -166,15 +167,15 @@ def test_a_table_read_from_arrays_answers_like_the_built_one() -> None:
 
 
 def test_bm25_streamed_build_is_the_same_through_either_term_numbering(monkeypatch: pytest.MonkeyPatch) -> None:
-    import shared_context.text as text
+    import shared_context.bm25 as bm25
 
     rng = np.random.default_rng(3)
     words = ["alpha", "beta", "délta", "長い", ""] + [f"w{i}" for i in range(500)]
     docs = [[words[int(i)] for i in rng.integers(0, len(words), int(n))] for n in rng.integers(0, 40, 5000)]
     small = BM25(docs)  # dict numbering
-    monkeypatch.setattr(text, "_ARROW_TERMS", 0)
-    monkeypatch.setattr(text, "_BM25_CHUNK", 700)
-    monkeypatch.setattr(text, "_WEIGHT_SLICE", 1000)
+    monkeypatch.setattr(bm25, "_ARROW_TERMS", 0)
+    monkeypatch.setattr(bm25, "_BM25_CHUNK", 700)
+    monkeypatch.setattr(bm25, "_WEIGHT_SLICE", 1000)
     streamed = BM25(iter(docs))  # Arrow numbering, several chunks, read from an iterator
     assert streamed.vocab == small.vocab and streamed.n_docs == len(docs)
     for attr in ("indptr", "indices", "data"):

@@ -10,7 +10,7 @@ import pytest
 import shared_context.linking as linking
 import shared_context.local_context as local_context
 from engines import LocalSearch
-from engines.base import plan_question
+from engines.inputs import plan_question
 from engines.models.offline import OfflineChatModel
 from router.classifier import classify
 from shared_context import load_index

@@ -13,8 +13,8 @@ import pytest
 from robust_support import loopback_router, responder, script_fault
 
 from engines.errors import DeadlineExceeded
-from engines.models.testserver import Fault, LoopbackServer
 from router import Budget, BudgetError
+from testing.model_server import Fault, LoopbackServer
 
 # Seconds past the deadline a question may take to hand back: the router's own grace (1 s) plus CPU work that
 # cannot be interrupted mid-way (context building), which is slow on a loaded 2-core machine.

@@ -12,8 +12,8 @@ from robust_support import loopback_router, responder, script_fault, script_repl
 
 from engines.errors import EngineError
 from engines.models.errors import ModelError
-from engines.models.testserver import Fault, LoopbackServer
 from router.router import Done, EngineEvent
+from testing.model_server import Fault, LoopbackServer
 
 FOLLOW_UP = ("And what about his nephew?", ["Who is Ebenezer Scrooge?"])
 

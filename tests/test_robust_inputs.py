@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 from robust_support import CAROL, carol
 
-from engines.base import MAX_HISTORY_MESSAGES, MAX_TURN_TOKENS, limit_history, normalise_history
+from engines.inputs import MAX_HISTORY_MESSAGES, MAX_TURN_TOKENS, limit_history, normalise_history
 from shared_context import IndexFormatError, load_index
 
 

@@ -12,7 +12,7 @@ from pydantic import SecretStr
 from engines.models.config import ModelEndpoint, PriceTable
 from engines.models.limiter import LimiterRegistry
 from engines.models.openai_backend import OpenAIChatModel
-from engines.models.testserver import LoopbackServer
+from testing.model_server import LoopbackServer
 
 LIMIT = 4
 

@@ -27,8 +27,8 @@ from robust_support import CAROL, carol, loopback_router, responder
 
 from engines.errors import EngineError
 from engines.models.errors import ModelError
-from engines.models.testserver import Fault, LoopbackServer, Reply
 from router import Budget, BudgetError, Router
+from testing.model_server import Fault, LoopbackServer, Reply
 
 settings.register_profile(
     "default", max_examples=5, deadline=None, derandomize=True, database=None,

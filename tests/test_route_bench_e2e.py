@@ -239,7 +239,7 @@ def test_openai_mode_uses_the_configured_endpoint_and_its_prices(index_path: Pat
                                                                  tmp_path: Path,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     from benchmarks.bench_mock import OfflineResponder
-    from engines.models.testserver import LoopbackServer
+    from testing.model_server import LoopbackServer
 
     _clear_model_env(monkeypatch)
     with LoopbackServer(default_reply=OfflineResponder()) as srv:

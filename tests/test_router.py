@@ -170,8 +170,8 @@ def _with_http_embedder(base_url: str) -> object:
 def test_embedder_dimension_must_match_the_stored_vectors(dulce_path: Path) -> None:
     from engines.config import GraphrouteConfig
     from engines.models.config import models_config_from_mapping
-    from engines.models.testserver import LoopbackServer
     from shared_context import IndexFormatError, load_index
+    from testing.model_server import LoopbackServer
 
     with LoopbackServer(embedding_dim=64) as srv:
         with Router(load_index(dulce_path), config=_with_http_embedder(srv.base_url)) as router:
@@ -189,8 +189,8 @@ def test_embedder_dimension_must_match_the_stored_vectors(dulce_path: Path) -> N
 
 
 def test_matching_embedder_links_with_the_stored_vectors(dulce_path: Path) -> None:
-    from engines.models.testserver import LoopbackServer
     from shared_context import load_index
+    from testing.model_server import LoopbackServer
 
     with LoopbackServer(embedding_dim=3072) as srv:
         with Router(load_index(dulce_path), config=_with_http_embedder(srv.base_url)) as router:

@@ -17,9 +17,9 @@ import pytest
 
 from engines.config import GraphrouteConfig
 from engines.models.config import models_config_from_mapping
-from engines.models.testserver import LoopbackServer
 from router import Budget, Router
 from router.service import Service, ServiceThread
+from testing.model_server import LoopbackServer
 
 
 @pytest.fixture()

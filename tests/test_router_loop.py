@@ -22,7 +22,7 @@ def carol_index(carol_path: Path) -> Any:
 
 @pytest.fixture()
 def srv() -> Iterator[Any]:
-    from engines.models.testserver import LoopbackServer
+    from testing.model_server import LoopbackServer
 
     with LoopbackServer(default_reply="Bob Cratchit is Scrooge's clerk.") as server:
         yield server

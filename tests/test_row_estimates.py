@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from benchmarks.synthetic_index import write_synthetic_index
-from shared_context import load_index, local_context
+from shared_context import load_index, row_estimates
 from shared_context.index import Index
-from shared_context.local_context import _estimates
+from shared_context.index_build import index_from_records
 from shared_context.record_table import text_lengths_of
 
 
@@ -27,16 +27,16 @@ def test_rows_asked_for_match_the_whole_table(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, whole_table_rows: int
 ) -> None:
     monkeypatch.setenv("GRAPHROUTE_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setattr(local_context, "_WHOLE_TABLE_ESTIMATE_ROWS", whole_table_rows)
+    monkeypatch.setattr(row_estimates, "WHOLE_TABLE_ESTIMATE_ROWS", whole_table_rows)
     write_synthetic_index(tmp_path / "idx", 120, seed=5)
     loaded = load_index(tmp_path / "idx")
-    in_memory = Index.from_records(  # records as lists: the per-record path
+    in_memory = index_from_records(  # records as lists: the per-record path
         entities=list(loaded.entities), relationships=list(loaded.relationships), text_units=list(loaded.text_units),
         communities=loaded.communities, community_reports=loaded.community_reports, claims=loaded.claims,
     )  # fmt: skip
     for index in (loaded, in_memory):
         expected = _whole_table(index)
-        est = _estimates(index).rel
+        est = row_estimates.row_estimates(index).rel
         assert isinstance(est, np.ndarray) == (whole_table_rows > 0)
         rows = [7, 3, 7, 0, len(expected) - 1]
         assert est[rows].tolist() == expected[rows].tolist()

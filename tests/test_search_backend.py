@@ -10,7 +10,9 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
+from shared_context.bm25 import BM25
 from shared_context.index import Index
+from shared_context.index_build import index_from_records
 from shared_context.lexical_store import SortedVocab, StoredPhrases
 from shared_context.linking import _entity_index, _table_index, lexical_search, lexical_top, link_entities
 from shared_context.records import Entity, TextUnit
@@ -22,7 +24,6 @@ from shared_context.search_backend import (
     search_params,
 )
 from shared_context.search_store import field_folder
-from shared_context.text import BM25
 from shared_context.unit_search import question_units
 from shared_context.vectors import VectorTable, vector_search
 
@@ -63,7 +64,7 @@ def _records() -> tuple[list[Entity], list[TextUnit], list[VectorTable]]:
 
 def _index(params: SearchParams) -> Index:
     entities, units, vectors = _records()
-    index = Index.from_records(entities=entities, relationships=[], text_units=units, vectors=vectors)
+    index = index_from_records(entities=entities, relationships=[], text_units=units, vectors=vectors)
     configure_search(index, params)
     return index
 

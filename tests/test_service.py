@@ -165,7 +165,7 @@ def test_size_limits_and_bad_input_are_clean_errors(http: httpx.Client, client: 
 def slow(carol_path: Path) -> Iterator[tuple[Any, ServiceThread]]:
     from engines.config import GraphrouteConfig, ServeConfig
     from engines.models.config import models_config_from_mapping
-    from engines.models.testserver import LoopbackServer
+    from testing.model_server import LoopbackServer
 
     with LoopbackServer(latency_ms=600, default_reply="Bob Cratchit is the clerk [Data: Sources (1)].") as srv:
         models = models_config_from_mapping({"chat": {"base_url": srv.base_url, "api_key": "x", "model": "gpt-4.1"},
@@ -264,7 +264,7 @@ def test_prepare_warms_up_and_keeps_the_collector_off_what_is_loaded(carol_path:
 def test_service_makes_the_model_client_on_its_loop_before_the_first_request(carol_path: Path) -> None:
     from engines.config import GraphrouteConfig
     from engines.models.config import models_config_from_mapping
-    from engines.models.testserver import LoopbackServer
+    from testing.model_server import LoopbackServer
 
     with LoopbackServer() as srv:
         models = models_config_from_mapping({"chat": {"base_url": srv.base_url, "api_key": "k", "model": "gpt-4.1-mini"},

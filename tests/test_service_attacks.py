@@ -19,10 +19,10 @@ import pytest
 
 from engines.config import GraphrouteConfig, ServeConfig
 from engines.models.config import models_config_from_mapping
-from engines.models.testserver import LoopbackServer
 from router import Router
 from router.service import Service, ServiceThread
 from router.service.admission import per_key_limit, refusal_message
+from testing.model_server import LoopbackServer
 
 KEY, OTHER = "attack-key-a", "attack-key-b"
 REPLY = "Bob Cratchit is Scrooge's clerk [Data: Sources (1)]."

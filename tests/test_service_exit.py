@@ -20,7 +20,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from engines.models.testserver import LoopbackServer
+from testing.model_server import LoopbackServer
 
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent

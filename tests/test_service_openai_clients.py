@@ -227,7 +227,7 @@ def test_litellm_completion(litellm: Any, service: ServiceThread) -> None:
 def test_temperature_and_max_tokens_reach_the_answer_call(carol_path: Path) -> None:
     from engines.config import GraphrouteConfig
     from engines.models.config import models_config_from_mapping
-    from engines.models.testserver import LoopbackServer
+    from testing.model_server import LoopbackServer
 
     with LoopbackServer(default_reply="Bob Cratchit is Scrooge's clerk [Data: Sources (1)].") as srv:
         models = models_config_from_mapping({"chat": {"base_url": srv.base_url, "api_key": "x", "model": "gpt-4.1"},

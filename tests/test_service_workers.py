@@ -27,9 +27,9 @@ import pytest
 
 from engines.config import GraphrouteConfig, ServeConfig
 from engines.models.config import models_config_from_mapping
-from engines.models.testserver import LoopbackServer
 from router.service.supervisor import WorkerError, WorkerPool
 from router.service.worker import WorkerSpec, check_model_shares, worker_models
+from testing.model_server import LoopbackServer
 
 KEY_A, KEY_B = "workers-key-a", "workers-key-b"
 REPLY = "Bob Cratchit is the clerk [Data: Sources (1)]."

@@ -11,12 +11,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from shared_context import text as text_module
+from shared_context import bm25 as bm25_module
+from shared_context.bm25 import BM25
+from shared_context.boilerplate_marks import boilerplate_weights
 from shared_context.index import Index
+from shared_context.index_build import index_from_records
 from shared_context.lexical_store import load_bm25, save_bm25
 from shared_context.linking import _entity_index, _exact_strengths, exact_tokens, lexical_terms, link_entities
 from shared_context.records import Entity, TextUnit
-from shared_context.text import BM25
 from shared_context.vectors import VectorTable
 
 _WORDS = [f"w{i}" for i in range(40)]
@@ -63,9 +65,9 @@ def test_sparse_scores_are_the_dense_scores(dtype: type, tmp_path: Path) -> None
 def test_sparse_and_dense_paths_of_sparse_scores_agree(monkeypatch: pytest.MonkeyPatch) -> None:
     bm25 = BM25(_docs(3))
     query = ["w0", "w5", "w30"]
-    monkeypatch.setattr(text_module, "_SPARSE_SHARE", 10**9)  # always dense
+    monkeypatch.setattr(bm25_module, "_SPARSE_SHARE", 10**9)  # always dense
     dense = bm25.sparse_scores(query)
-    monkeypatch.setattr(text_module, "_SPARSE_SHARE", 0)  # never dense
+    monkeypatch.setattr(bm25_module, "_SPARSE_SHARE", 0)  # never dense
     sparse = bm25.sparse_scores(query)
     assert dense[0].tolist() == sparse[0].tolist() and dense[1].tolist() == sparse[1].tolist()
 
@@ -83,7 +85,8 @@ def _reference_link(index: Index, query: str, k: int) -> list[tuple[int, float, 
     lexical += ent.descriptions.scores(terms)  # type: ignore[attr-defined]
     if lexical.max() > 0:
         lexical = lexical / lexical.max()
-    score = 0.5 * exact + 0.5 * lexical
+    weights = boilerplate_weights(index)  # an entity only licence text supports: its non-exact part weighted
+    score = 0.5 * exact + 0.5 * (lexical if weights is None else lexical * weights.entities)
     order = sorted(np.flatnonzero(score > 0).tolist(), key=lambda p: (-score[p], -ent.degree[p], p))[:k]
     return [(p, float(score[p]), bool(exact[p] > 0), float(lexical[p])) for p in order]
 
@@ -117,7 +120,7 @@ def test_linking_with_a_query_vector_ranks_exactly_as_the_dense_formula() -> Non
     with_vectors = rng.permutation(n)[: n - 10]  # some entities have no vector
     table = VectorTable.build("entity_description", with_vectors.tolist(),
                               rng.normal(size=(len(with_vectors), 8)).astype(np.float32), source="test")
-    index = Index.from_records(entities=ents, relationships=[], text_units=[TextUnit(id="t", short_id="0", text="x")],
+    index = index_from_records(entities=ents, relationships=[], text_units=[TextUnit(id="t", short_id="0", text="x")],
                                vectors=[table])
     for query in ("Name3 and the harbour", "winter river", "nothing matches"):
         vector = rng.normal(size=8).astype(np.float32)

@@ -1,4 +1,4 @@
-"""shared_context.text: the one home of tokenising, stopwords, stemming, sentence splitting and BM25."""
+"""shared_context.text: the one home of tokenising, stopwords, stemming and sentence splitting (and BM25, `shared_context.bm25`)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from shared_context.text import BM25, STOPWORDS, LazyPattern, plural_stem, split_sentences, stem, tokens
+from shared_context.bm25 import BM25
+from shared_context.text import STOPWORDS, LazyPattern, plural_stem, split_sentences, stem, tokens
 
 
 def _plain_bm25(docs: list[list[str]], query: list[str], k1: float = 1.2, b: float = 0.75) -> list[float]:

@@ -14,8 +14,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from shared_context import text
+from shared_context.bm25 import BM25
 from shared_context.linking import lexical_index
-from shared_context.text import BM25, lexical_term_ids, lexical_terms
+from shared_context.text import lexical_term_ids, lexical_terms
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 COLUMNS = [  # (file under DATA, text column)

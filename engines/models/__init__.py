@@ -2,8 +2,8 @@
 
 The backends live in their own modules and are built by `Models` / `build_chat_model` / `build_embedder`:
 `engines.models.openai_backend` (imports `openai`) and `engines.models.offline` are not imported here, so
-`import engines.models` stays cheap. The loopback test server (`engines.models.testserver`) is a test and
-benchmark tool, not part of the product: import it from its module.
+`import engines.models` stays cheap. The loopback model server tests and benchmarks run against lives outside
+the product (`testing.model_server`).
 """
 
 from __future__ import annotations

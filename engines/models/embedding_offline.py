@@ -17,8 +17,9 @@ import io
 import json
 import os
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -27,9 +28,6 @@ from engines.models.config import OFFLINE_EMBEDDING_MODEL
 from engines.models.errors import ModelConfigError
 from shared_context.record_table import values_of
 from shared_context.tokens import get_tokenizer
-
-if TYPE_CHECKING:  # scikit-learn and SciPy load when an embedder is fitted or loaded, not on import
-    from sklearn.feature_extraction.text import TfidfVectorizer
 
 FORMAT = "graphroute-offline-embedder/1"
 MAX_DIM = 256
@@ -78,15 +76,33 @@ def _normalise(matrix: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(m / norms, dtype=np.float32)
 
 
+@dataclass(frozen=True)
+class TfidfRows:
+    """TF-IDF rows in CSR form (what `TfidfVectorizer.transform` returns, without SciPy)."""
+
+    indptr: np.ndarray  # int64, row i is indices/data[indptr[i]:indptr[i + 1]]
+    indices: np.ndarray  # int32 vocabulary columns, ascending within a row
+    data: np.ndarray  # float32
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.data.dtype
+
+
 class OfflineEmbedder:
-    """`Embedder` with no network: `fit` on a corpus, then `embed` any text into the same space."""
+    """`Embedder` with no network: `fit` on a corpus, then `embed` any text into the same space.
+
+    Fitting uses scikit-learn's `TfidfVectorizer` and SciPy; a fitted embedder keeps only its vocabulary,
+    idf weights and basis, and embeds with numpy alone (the same numbers), so loading a saved one and
+    answering a question import neither library (seconds of a command-line question's start-up)."""
 
     name = OFFLINE_EMBEDDING_MODEL
     offline = True
 
-    def __init__(self, vectorizer: TfidfVectorizer, components: np.ndarray, *, seed: int = 0,
+    def __init__(self, vocabulary: dict[str, int], idf: np.ndarray, components: np.ndarray, *, seed: int = 0,
                  fingerprint: str = "") -> None:
-        self._vectorizer = vectorizer
+        self.vocabulary = vocabulary  # n-gram -> column, as the fitted vectorizer's `vocabulary_`
+        self.idf = np.asarray(idf, dtype=np.float64)  # as its `idf_`
         # kept transposed, (n_features, dim) and contiguous: `tfidf @ basis` then reads whole rows in place
         self._basis = np.ascontiguousarray(np.asarray(components, dtype=np.float32).T)
         self.dim = int(self._basis.shape[1])
@@ -94,7 +110,7 @@ class OfflineEmbedder:
         self.fingerprint = fingerprint  # sha256 of the fitting corpus and settings
         self.from_index_file = False  # loaded from the index's own graphroute/embedder file
         self.vector_cache: Path | None = None  # where attach_offline_vectors keeps the index's vectors
-        self._vocabulary: dict[str, int] = vectorizer.vocabulary_
+        self._vocabulary = vocabulary
         self._word_columns: dict[str, np.ndarray] = {}  # word -> vocabulary columns of its n-grams
 
     # ------------------------------------------------------------------ fitting
@@ -133,28 +149,32 @@ class OfflineEmbedder:
             digest.update(text.encode("utf-8"))
             digest.update(b"\0")
         digest.update(f"{dim}|{seed}|{FORMAT}".encode())
-        return cls(vectorizer, components, seed=seed, fingerprint=digest.hexdigest())
+        return cls(vectorizer.vocabulary_, vectorizer.idf_, components, seed=seed, fingerprint=digest.hexdigest())
 
     # ------------------------------------------------------------------ embedding
     def transform(self, texts: list[str]) -> np.ndarray:
         """Synchronous embedding: float32 (n, dim), unit rows (all-zero for text with no known n-gram)."""
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        tfidf = self._tfidf(texts)
-        # the same products summed in the same order as `tfidf @ components.T`, with no copy of the basis
-        return _normalise(np.asarray(tfidf @ self._basis, dtype=np.float32))
+        rows = self._tfidf(texts)
+        # `tfidf @ basis` as SciPy's CSR product computes it: per row, each entry's float32 product with its
+        # basis row added in entry order (a running sum, bit for bit the same)
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for row in range(len(texts)):
+            lo, hi = int(rows.indptr[row]), int(rows.indptr[row + 1])
+            if hi > lo:
+                out[row] = np.cumsum(rows.data[lo:hi, None] * self._basis[rows.indices[lo:hi]], axis=0)[-1]
+        return _normalise(out)
 
-    def _tfidf(self, texts: list[str]) -> Any:
+    def _tfidf(self, texts: list[str]) -> TfidfRows:
         """The vectorizer's TF-IDF rows for `texts`, exactly as `TfidfVectorizer.transform` computes them.
 
         `char_wb` n-grams never cross a word, so a text's n-gram counts are the sum of its words' n-grams:
         each distinct word is analysed once and its vocabulary columns kept (`_word_columns`), instead of
         slicing every n-gram of every text in Python again. Same counts, then the same sublinear tf, idf and
-        L2 steps as scikit-learn's (`tests/test_models_embedding.py` checks the rows are identical).
+        L2 steps as scikit-learn's, in the same float precision (`tests/test_models_embedding.py` checks the
+        rows are identical).
         """
-        import scipy.sparse
-        from sklearn.utils.sparsefuncs_fast import inplace_csr_row_normalize_l2
-
         columns = self._word_columns
         if len(columns) > MAX_CACHED_WORDS:
             columns.clear()
@@ -168,17 +188,21 @@ class OfflineEmbedder:
             indices.append(cols)
             counts.append(n)
             indptr[row + 1] = indptr[row] + len(cols)
-        data = np.concatenate(counts).astype(np.float32) if texts else np.zeros(0, dtype=np.float32)
-        matrix = scipy.sparse.csr_matrix(
-            (data, np.concatenate(indices).astype(np.int32), indptr), shape=(len(texts), len(self._vocabulary))
-        )
-        np.log(matrix.data, matrix.data)  # sublinear_tf, as TfidfTransformer.transform
-        matrix.data += 1.0
-        matrix.data *= self._vectorizer.idf_[matrix.indices]
-        # what `sklearn.preprocessing.normalize(matrix, copy=False)` runs on a CSR float matrix, without its
-        # input validation (about a millisecond per call, most of this method's time for one question)
-        inplace_csr_row_normalize_l2(matrix)
-        return matrix
+        cols = np.concatenate(indices).astype(np.int32)
+        data = np.concatenate(counts).astype(np.float32)
+        np.log(data, data)  # sublinear_tf, as TfidfTransformer.transform
+        data += 1.0
+        data = (data * self.idf[cols]).astype(np.float32)  # float32 *= float64 in place: a float64 product
+        # sklearn's inplace_csr_row_normalize_l2: float32 squares summed in float64 in entry order, then
+        # each entry divided by the root in float64
+        for row in range(len(texts)):
+            lo, hi = int(indptr[row]), int(indptr[row + 1])
+            if hi > lo:
+                squares = (data[lo:hi] * data[lo:hi]).astype(np.float64)
+                total = float(np.cumsum(squares)[-1])
+                if total != 0.0:
+                    data[lo:hi] = (data[lo:hi].astype(np.float64) / np.sqrt(total)).astype(np.float32)
+        return TfidfRows(indptr, cols, data)
 
     def _columns_of(self, word: str) -> np.ndarray:
         """Vocabulary columns of one word's padded 2-4 character n-grams (scikit-learn's `_char_wb_ngrams`)."""
@@ -209,7 +233,7 @@ class OfflineEmbedder:
         """Write one npz file at exactly `path` (whatever its suffix); atomic via a temp file."""
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        vocab = self._vectorizer.vocabulary_
+        vocab = self.vocabulary
         terms = np.empty(len(vocab), dtype=object)
         for term, col in vocab.items():
             terms[col] = term
@@ -219,7 +243,7 @@ class OfflineEmbedder:
         np.savez_compressed(
             buf,
             terms=np.asarray(terms.tolist(), dtype=str),
-            idf=np.asarray(self._vectorizer.idf_, dtype=np.float32),
+            idf=np.asarray(self.idf, dtype=np.float32),
             components=np.ascontiguousarray(self._basis.T),
             meta=np.asarray(json.dumps(meta)),
         )
@@ -247,12 +271,10 @@ class OfflineEmbedder:
             raise ModelConfigError(f"{path}: unsupported offline embedder format {meta.get('format')!r}", key=str(path))
         if len(terms) != components.shape[1] or len(idf) != len(terms):
             raise ModelConfigError(f"{path}: corrupt offline embedder (vocabulary and matrix sizes differ)", key=str(path))
-        from sklearn.feature_extraction.text import TfidfVectorizer
-
-        vectorizer = TfidfVectorizer(vocabulary={t: i for i, t in enumerate(terms)}, **_VECTORIZER_ARGS)
-        vectorizer.idf_ = idf  # sets the fitted state; transform needs nothing else
-        vectorizer._validate_vocabulary()
-        return cls(vectorizer, components, seed=int(meta.get("seed", 0)), fingerprint=str(meta.get("fingerprint", "")))
+        vocabulary = {t: i for i, t in enumerate(terms)}
+        if len(vocabulary) != len(terms):
+            raise ModelConfigError(f"{path}: corrupt offline embedder (a term appears twice)", key=str(path))
+        return cls(vocabulary, idf, components, seed=int(meta.get("seed", 0)), fingerprint=str(meta.get("fingerprint", "")))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """Text tools of the offline extractive model: index terms, question terms, sentence cleaning and coverage.
 
-Tokenising, stopwords, stemming, sentence splitting and BM25 live in `shared_context.text` (one home for
+Tokenising, stopwords, stemming and sentence splitting live in `shared_context.text`, BM25 in `shared_context.bm25` (one home for
 every text consumer); they are re-exported here for the offline modules.
 
 Everything here is deterministic: no randomness, no clock, and no iteration over sets of
@@ -13,7 +13,8 @@ import re
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
 
-from shared_context.text import BM25, CJK_RE, STOPWORDS, split_sentences, stem, tokens
+from shared_context.bm25 import BM25
+from shared_context.text import CJK_RE, STOPWORDS, split_sentences, stem, tokens
 
 __all__ = [
     "BM25",

@@ -51,7 +51,7 @@ class RouteResponse(_Schema):
     reason: str = ""
 
 
-# ---- grading (engines/grading.py): the LLM judge's replies
+# ---- grading (benchmarks/grading.py): the LLM judge's replies
 
 class AnswerVerdict(_Schema):
     verdict: Literal["correct", "partially", "incorrect"]

@@ -46,6 +46,8 @@ class WorkerSpec:
     config: GraphrouteConfig  # `[serve] workers` says how many
     api_keys: list[str] = field(default_factory=list)
     log_level: str = "info"
+    # an index's own configuration (its GraphRAG project's settings under graphroute.toml), else `config`
+    index_configs: dict[str, GraphrouteConfig] = field(default_factory=dict)
 
     @property
     def workers(self) -> int:
@@ -107,7 +109,11 @@ def build_service(spec: WorkerSpec, worker: int, run_dir: Path) -> Service:
     routers: dict[str, Router] = {}
     try:
         for name, path in spec.indexes.items():
-            routers[name] = Router(load_index(path), config=config)
+            own = spec.index_configs.get(name)
+            if own is not None:
+                own = own.model_copy(update={"models": worker_models(own.models, worker, spec.workers),
+                                             "serve": serve})
+            routers[name] = Router(load_index(path), config=own or config)
     except BaseException:
         for router in routers.values():
             router.close()

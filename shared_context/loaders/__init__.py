@@ -18,6 +18,7 @@ from pathlib import Path
 from shared_context.derived_store import DerivedStore
 from shared_context.errors import IndexFormatError
 from shared_context.index import Index
+from shared_context.index_build import index_from_records
 from shared_context.loaders import record_tables, small_records
 from shared_context.loaders.columns import TableData
 from shared_context.loaders.files import IndexFiles, detect_version, locate, read_table
@@ -146,7 +147,7 @@ def _load(path: str | Path, *, embedding_dim: int | None, tokenizer: str) -> Ind
             f"{files.rel('community_reports')}: no communities table; community membership unknown"
         )
 
-    index = Index.from_records(
+    index = index_from_records(
         entities=entities,
         relationships=large.tables["relationships"],
         text_units=large.tables["text_units"],
@@ -198,8 +199,13 @@ def _read_large_tables(
 def _read_vectors(
     files: IndexFiles, index: Index, embedding_dim: int | None, inline: VectorTable | None
 ) -> list[VectorTable]:
-    report_by_number = {str(c): i for i, c in enumerate(values_of(index.community_reports, "community"))}
-    report_by_id = {rid: i for i, rid in enumerate(values_of(index.community_reports, "id"))}
+    reports: dict[str, dict[str, int]] = {}  # built only when vectors are read rather than mapped from the store
+
+    def report_maps() -> dict[str, dict[str, int]]:
+        if not reports:
+            reports["number"] = {str(c): i for i, c in enumerate(values_of(index.community_reports, "community"))}
+            reports["id"] = {rid: i for i, rid in enumerate(values_of(index.community_reports, "id"))}
+        return reports
 
     def entity_lookup(vid: str) -> int:
         pos = index.entity_pos.get(vid)
@@ -209,7 +215,8 @@ def _read_vectors(
 
     def report_lookup(vid: str) -> int:
         # v0 reports had no id column and were keyed by community number
-        return report_by_id.get(vid, report_by_number.get(vid, -1))
+        maps = report_maps()
+        return maps["id"].get(vid, maps["number"].get(vid, -1))
 
     def text_unit_lookup(vid: str) -> int:
         return index.text_unit_pos.get(vid, -1)
@@ -219,8 +226,10 @@ def _read_vectors(
         "community_full_content": report_lookup,
         "text_unit_text": text_unit_lookup,
     }
-    found = read_lancedb(files.root, lookups, embedding_dim, index.warnings)
-    found.update(read_embedding_parquets(files.root, lookups, embedding_dim, index.warnings, skip=set(found)))
+    store = index.derived_store
+    found = read_lancedb(files.root, lookups, embedding_dim, index.warnings, store)
+    found.update(read_embedding_parquets(files.root, lookups, embedding_dim, index.warnings, skip=set(found),
+                                         store=store))
     if inline is not None and "entity_description" not in found:
         found["entity_description"] = inline
     return list(found.values())

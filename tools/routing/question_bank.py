@@ -1,8 +1,8 @@
-"""Builds the project's own labelled routing question set, `router/data/questions.jsonl`.
+"""Builds the project's own labelled routing question set, `tools/routing/data/questions.jsonl`.
 
-Run `python -m router.question_bank` to rewrite the file (deterministic, seeded).
+Run `python -m tools.routing.question_bank` to rewrite the file (deterministic, seeded).
 
-The set has three parts, all data under `router/data/` (this module only loads and expands them):
+The set has three parts, all data under `tools/routing/data/` (this module only loads and expands them):
 
 * hand-written questions (`handwritten.jsonl`), written for this project in English and Chinese;
 * source ``graphroute``: questions expanded from the templates in `bank_templates.jsonl`, filled with people,

@@ -1,0 +1,68 @@
+"""The `Engine` protocol: what the router (and any other caller) needs of a search engine.
+
+The built-in engines (local, global, DRIFT, basic) are `engines.base.BaseEngine`s; a third-party engine
+satisfies this protocol structurally (no base class needed) and is typed against the same seam:
+
+- `estimate(question, plan)`: the `CostEstimate` of answering, with no model call (the router's budget
+  ladder); it may keep what it built in the `QueryPlan` for the answer to reuse;
+- `stream(question, history, ...)`: `Progress` / `ContextReady` / `AnswerDelta` events, then exactly one
+  `Final(SearchResult)`; `search(...)` returns that result;
+- `builder`: the context builder it answers from (None when it builds no context of its own).
+
+`plan` is the router's `QueryPlan` for this question (checked once, its linking and an estimate's context
+reused); an engine makes its own when it gets none.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator
+from typing import TYPE_CHECKING, Protocol, TypeVar
+
+if TYPE_CHECKING:
+    from engines.estimate import CostEstimate
+    from engines.events import Event
+    from engines.inputs import HistoryLike
+    from engines.plan import QueryPlan
+    from engines.result import SearchResult
+    from shared_context.index import Index
+
+__all__ = ["ContextBuilder", "Engine"]
+
+C_co = TypeVar("C_co", covariant=True)
+
+
+class ContextBuilder(Protocol[C_co]):
+    """Builds the context of a question from the index: pure and deterministic, no model call."""
+
+    def build(self, query: str, /) -> C_co: ...
+
+
+class Engine(Protocol):
+    """A search engine over one index."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def index(self) -> Index: ...
+
+    @property
+    def builder(self) -> ContextBuilder[object] | None: ...
+
+    def estimate(self, question: str, plan: QueryPlan | None = None) -> CostEstimate: ...
+
+    async def search(
+        self, question: str, history: HistoryLike = None, *, deadline_s: float | None = None,
+        plan: QueryPlan | None = None,
+    ) -> SearchResult: ...
+
+    def stream(
+        self,
+        question: str,
+        history: HistoryLike = None,
+        *,
+        deadline_s: float | None = None,
+        deadline: float | None = None,
+        plan: QueryPlan | None = None,
+        deltas: bool = True,
+    ) -> AsyncGenerator[Event, None]: ...

@@ -1,0 +1,462 @@
+"""`graphroute mcp`: the indexes as a Model Context Protocol server, for agents (stdio, or streamable HTTP).
+
+Built on the official `mcp` SDK (`MCPServer`); this module is imported only by the `mcp` command, so
+`import router` never loads the SDK.
+
+Tools (each takes an optional `index`: the first index is the default):
+- `ask`: the question routed to the engine that answers it best within an optional budget; the answer, its
+  route and reasons, citations and cost, as text and as structured content. Reports progress while it runs.
+- `route`: the routing decision and the budget plan, with no model call.
+- `search_local`, `search_global`, `search_basic`: one engine, chosen by the caller.
+- `entity`: an entity with its relationships and the text units (sources) that mention it.
+- `list_indexes`: the indexes this server answers over.
+Resources: `graphroute://<index>/reports` (the community reports, listed) and
+`graphroute://<index>/reports/<community>` (one report's full text).
+
+Errors: a failure a tool anticipates (a question refused, an unknown index, a budget no engine fits, a model
+or engine failure) is a tool result with `isError` and a message that names the problem (with what was spent);
+an unknown resource is the protocol's invalid-params error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from typing import Annotated, Any, Literal
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
+from mcp.server.mcpserver.resources.types import FunctionResource
+from mcp_types import CallToolResult, TextContent, ToolAnnotations
+from pydantic import BaseModel, Field
+
+from router.router import Router
+
+Mode = Literal["auto", "local", "global", "drift", "basic"]
+MAX_RELATIONSHIPS = 25
+MAX_SOURCES = 10
+EXCERPT_CHARS = 600
+
+
+# ---- structured results ---------------------------------------------------------------------------------
+
+
+class RouteInfo(BaseModel):
+    engine: str = Field(description="the engine the classifier chose")
+    confidence: float
+    probabilities: dict[str, float]
+    reasons: list[str]
+    method: str = Field(description="how it was decided: model, forced, cost default, ...")
+
+
+class CitationInfo(BaseModel):
+    kind: str = Field(description="Entities, Relationships, Sources, Reports or Claims")
+    id: str
+    resolved: bool = Field(description="the id exists in the index and was in the context the model saw")
+    documents: list[str] = Field(description="titles of the documents the cited record comes from")
+
+
+class CostInfo(BaseModel):
+    llm_calls: int
+    prompt_tokens: int
+    output_tokens: int
+    embedding_tokens: int
+    cost_usd: float
+    seconds: float
+
+
+class AskResult(BaseModel):
+    index: str
+    question: str
+    answer: str
+    engine: str = Field(description="the engine that wrote the answer (after any step-down or escalation)")
+    route: RouteInfo
+    plan: list[str] = Field(description="the budget plan: each engine tried with its estimate")
+    citations: list[CitationInfo]
+    cost: CostInfo
+    model: str
+    offline: bool
+    degraded: list[str] = Field(description="what failed or was cut short, if anything")
+    escalations: list[str]
+    notes: list[str]
+
+
+class PlanStepInfo(BaseModel):
+    engine: str
+    prerank: bool = Field(description="global search reading only the most relevant share of the reports")
+    llm_calls: int
+    cost_usd: float
+    seconds_guess: float
+    fits: bool
+    why_not: str
+
+
+class RouteResult(BaseModel):
+    index: str
+    question: str
+    engine: str = Field(description="the engine an ask would run: the route, stepped down to fit the budget")
+    route: RouteInfo
+    stepped_down: bool
+    plan: list[PlanStepInfo]
+
+
+class RelationshipInfo(BaseModel):
+    id: str
+    source: str
+    target: str
+    description: str
+    weight: float
+
+
+class SourceInfo(BaseModel):
+    id: str
+    document: str
+    excerpt: str
+
+
+class EntityResult(BaseModel):
+    index: str
+    title: str
+    type: str
+    description: str
+    matched: str = Field(description="exact: the name is the entity's title; else the closest entity by linking")
+    other_matches: list[str]
+    relationships: list[RelationshipInfo]
+    relationship_count: int
+    sources: list[SourceInfo]
+    source_count: int
+    communities: list[int]
+
+
+class IndexInfo(BaseModel):
+    name: str
+    default: bool
+    path: str
+    entities: int
+    relationships: int
+    text_units: int
+    community_reports: int
+    documents: int
+
+
+class IndexList(BaseModel):
+    indexes: list[IndexInfo]
+
+
+# ---- the server -----------------------------------------------------------------------------------------
+
+
+class GraphrouteTools:
+    """The tools and resources over named Routers (the first is the default index)."""
+
+    def __init__(self, routers: Mapping[str, Router]) -> None:
+        if not routers:
+            raise ValueError("the MCP server needs at least one index")
+        self.routers = dict(routers)
+        self.default = next(iter(self.routers))
+
+    def router(self, index: str | None) -> tuple[str, Router]:
+        name = index or self.default
+        if name not in self.routers:
+            raise ToolError(f"unknown index {name!r} (indexes: {', '.join(self.routers)})")
+        return name, self.routers[name]
+
+    async def ask(self, question: str, index: str | None, mode: Mode, ctx: Context | None, *,
+                  max_cost: float | None = None, max_calls: int | None = None, deadline_s: float | None = None,
+                  history: list[str] | None = None) -> CallToolResult:
+        from engines.errors import EngineError
+        from engines.events import ContextReady, Progress
+        from engines.models.errors import ModelError
+        from router.budget import Budget, BudgetError
+        from router.router import Done, EngineEvent, Escalated, RouteDecided
+
+        name, router = self.router(index)
+        step = 0
+
+        async def progress(message: str) -> None:
+            nonlocal step
+            step += 1
+            if ctx is not None:
+                await ctx.report_progress(step, None, message)
+
+        answer = None
+        try:
+            budget = Budget(max_cost, max_calls, deadline_s)
+            async for event in router.astream(question, history=history, mode=mode, budget=budget, deltas=False):
+                if isinstance(event, RouteDecided):
+                    await progress(f"route: {event.decision.engine}; running {event.engine}")
+                elif isinstance(event, EngineEvent) and isinstance(event.event, Progress):
+                    await progress(f"{event.engine} {event.event.stage}: {event.event.message}")
+                elif isinstance(event, EngineEvent) and isinstance(event.event, ContextReady):
+                    await progress(f"{event.engine} {event.event.stage}: context of {event.event.tokens} tokens")
+                elif isinstance(event, Escalated):
+                    esc = event.escalation
+                    await progress(f"escalating {esc.from_engine} -> {esc.to_engine}: {esc.reason}")
+                elif isinstance(event, Done):
+                    answer = event.answer
+        except (BudgetError, ValueError) as exc:
+            raise ToolError(str(exc)) from None
+        except (EngineError, ModelError) as exc:
+            raise ToolError(f"{exc}{_spent(getattr(exc, 'usage', None))}") from None
+        if answer is None:  # astream always ends with Done or raises
+            raise ToolError("the question ended without an answer")
+        result = ask_result(name, answer)
+        return CallToolResult(content=[TextContent(type="text", text=ask_text(result))],
+                              structured_content=result.model_dump(mode="json"))
+
+    async def route(self, question: str, index: str | None, *, max_cost: float | None = None,
+                    max_calls: int | None = None, deadline_s: float | None = None,
+                    history: list[str] | None = None) -> CallToolResult:
+        from router.budget import Budget, BudgetError
+        from router.router import public_name
+
+        name, router = self.router(index)
+        try:
+            decision, plan = await router.aroute(question, history=history,
+                                                 budget=Budget(max_cost, max_calls, deadline_s))
+        except (BudgetError, ValueError) as exc:
+            raise ToolError(str(exc)) from None
+        steps = [PlanStepInfo(engine=public_name(s.engine), prerank=s.engine == "global_prerank", llm_calls=s.llm_calls,
+                              cost_usd=round(s.cost, 6), seconds_guess=round(s.seconds_guess, 2), fits=s.fits,
+                              why_not=s.why_not or "")
+                 for s in plan.steps]
+        result = RouteResult(index=name, question=question, engine=public_name(plan.chosen),
+                             route=route_info(decision), stepped_down=plan.stepped_down, plan=steps)
+        lines = [f"engine: {result.engine} (route: {decision.engine}, confidence {decision.confidence:.2f})",
+                 *(f"- {r}" for r in decision.reasons)]
+        lines += [f"plan: {s.engine}{' (pre-ranked reports)' if s.prerank else ''}: ~{s.llm_calls} calls, "
+                  f"~${s.cost_usd:.4f}, ~{s.seconds_guess:.1f}s" + ("" if s.fits else f", over budget ({s.why_not})")
+                  for s in steps]
+        return CallToolResult(content=[TextContent(type="text", text="\n".join(lines))],
+                              structured_content=result.model_dump(mode="json"))
+
+    async def entity(self, name: str, index: str | None) -> CallToolResult:
+        index_name, router = self.router(index)
+        if not name.strip():
+            raise ToolError("the entity name is empty")
+        result = await asyncio.to_thread(entity_result, index_name, router, name)
+        return CallToolResult(content=[TextContent(type="text", text=entity_text(result))],
+                              structured_content=result.model_dump(mode="json"))
+
+    def list_indexes(self) -> IndexList:
+        out = []
+        for name, router in self.routers.items():
+            ix = router.index
+            out.append(IndexInfo(name=name, default=name == self.default, path=str(ix.path or ""),
+                                 entities=len(ix.entities), relationships=len(ix.relationships),
+                                 text_units=len(ix.text_units), community_reports=len(ix.community_reports),
+                                 documents=len(ix.documents)))
+        return IndexList(indexes=out)
+
+    def report_list(self, name: str) -> str:
+        index = self.routers[name].index
+        reports = [{"community": r.community, "level": r.level, "title": r.title, "rank": r.rank,
+                    "uri": f"graphroute://{name}/reports/{r.community}"} for r in index.community_reports]
+        return json.dumps({"index": name, "reports": reports}, ensure_ascii=False)
+
+    def report(self, index: str, community: str) -> str:
+        if index not in self.routers:
+            raise ResourceNotFoundError(f"unknown index {index!r} (indexes: {', '.join(self.routers)})")
+        ix = self.routers[index].index
+        try:
+            pos = ix.report_pos[int(community)]
+        except (KeyError, ValueError):
+            raise ResourceNotFoundError(f"index {index!r} has no report for community {community!r}") from None
+        report = ix.community_reports[pos]
+        return report.full_content or f"# {report.title}\n\n{report.summary}"
+
+
+def build_server(routers: Mapping[str, Router], *, close_routers: bool = True) -> MCPServer:
+    """The MCP server over `routers` (name -> Router; the first is the default index). With `close_routers`,
+    the Routers' model clients are closed when the server stops."""
+    tools = GraphrouteTools(routers)
+
+    @asynccontextmanager
+    async def lifespan(_: MCPServer) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            if close_routers:
+                for router in tools.routers.values():
+                    await router.aclose()
+
+    names = ", ".join(tools.routers)
+    server: MCPServer = MCPServer(
+        "graphroute",
+        instructions=(f"Answers questions over GraphRAG knowledge-graph indexes ({names}; default "
+                      f"{tools.default}). `ask` routes each question to local, global, DRIFT or basic search; "
+                      "`route` shows the choice without calling a model; `entity` looks up one entity."),
+        lifespan=lifespan,
+        log_level="WARNING",
+    )
+    read_only = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+
+    @server.tool(description="Answer a question over an index, routed to the engine that answers it best for the "
+                 "least cost (local: specific entities; global: themes across the corpus; DRIFT: broad questions "
+                 "that need detail; basic: text passages). Returns the answer with its route, reasons, citations "
+                 "and cost.", annotations=read_only)
+    async def ask(question: str, index: str | None = None, mode: Mode = "auto", max_cost: float | None = None,
+                  max_calls: int | None = None, deadline_s: float | None = None,
+                  history: list[str] | None = None,
+                  ctx: Context | None = None) -> Annotated[CallToolResult, AskResult]:
+        return await tools.ask(question, index, mode, ctx, max_cost=max_cost, max_calls=max_calls,
+                               deadline_s=deadline_s, history=history)
+
+    @server.tool(description="The engine a question would be routed to, the reasons and the budget plan, "
+                 "without calling a model.", annotations=read_only)
+    async def route(question: str, index: str | None = None, max_cost: float | None = None,
+                    max_calls: int | None = None, deadline_s: float | None = None,
+                    history: list[str] | None = None) -> Annotated[CallToolResult, RouteResult]:
+        return await tools.route(question, index, max_cost=max_cost, max_calls=max_calls, deadline_s=deadline_s,
+                                 history=history)
+
+    @server.tool(description="Local search: answer from the entities the question names, their relationships, "
+                 "claims, reports and source passages.", annotations=read_only)
+    async def search_local(question: str, index: str | None = None,
+                           ctx: Context | None = None) -> Annotated[CallToolResult, AskResult]:
+        return await tools.ask(question, index, "local", ctx)
+
+    @server.tool(description="Global search: map-reduce over the community reports, for questions about themes "
+                 "across the whole corpus.", annotations=read_only)
+    async def search_global(question: str, index: str | None = None,
+                            ctx: Context | None = None) -> Annotated[CallToolResult, AskResult]:
+        return await tools.ask(question, index, "global", ctx)
+
+    @server.tool(description="Basic search: answer from the text passages most similar to the question.",
+                 annotations=read_only)
+    async def search_basic(question: str, index: str | None = None,
+                           ctx: Context | None = None) -> Annotated[CallToolResult, AskResult]:
+        return await tools.ask(question, index, "basic", ctx)
+
+    @server.tool(description="An entity of the knowledge graph by name: its description, relationships and the "
+                 "source passages that mention it.", annotations=read_only)
+    async def entity(name: str, index: str | None = None) -> Annotated[CallToolResult, EntityResult]:
+        return await tools.entity(name, index)
+
+    @server.tool(description="The indexes this server answers over, with their sizes.", annotations=read_only)
+    def list_indexes() -> IndexList:
+        return tools.list_indexes()
+
+    for name in tools.routers:
+        server.add_resource(FunctionResource.from_function(
+            fn=lambda name=name: tools.report_list(name), uri=f"graphroute://{name}/reports",
+            name=f"{name} community reports", mime_type="application/json",
+            description=f"The community reports of index {name}: community, level, title, rank and URI."))
+
+    @server.resource("graphroute://{index}/reports/{community}", name="community report", mime_type="text/markdown",
+                     description="One community report's full text.")
+    def report(index: str, community: str) -> str:
+        return tools.report(index, community)
+
+    return server
+
+
+async def serve_stdio(server: MCPServer) -> None:
+    await server.run_stdio_async()
+
+
+async def serve_http(server: MCPServer, host: str, port: int) -> None:
+    await server.run_streamable_http_async(host=host, port=port)
+
+
+# ---- results as structured content and text ------------------------------------------------------------
+
+
+def route_info(decision: Any) -> RouteInfo:
+    return RouteInfo(engine=str(decision.engine), confidence=round(float(decision.confidence), 4),
+                     probabilities={str(k): round(float(v), 4) for k, v in decision.probabilities.items()},
+                     reasons=[str(r) for r in decision.reasons], method=str(getattr(decision, "method", "model")))
+
+
+def ask_result(index: str, answer: Any) -> AskResult:
+    total = answer.usage.total
+    seen: set[tuple[str, str]] = set()
+    citations = []
+    for c in answer.citations:
+        key = (str(c.kind), str(c.id))
+        if key in seen:
+            continue
+        seen.add(key)
+        citations.append(CitationInfo(kind=key[0], id=key[1], resolved=bool(c.resolved),
+                                      documents=[str(d) for d in (c.document_titles or c.document_ids)]))
+    return AskResult(
+        index=index, question=answer.question, answer=answer.text, engine=answer.engine,
+        route=route_info(answer.route), plan=list(answer.plan), citations=citations,
+        cost=CostInfo(llm_calls=total.llm_calls, prompt_tokens=total.prompt_tokens, output_tokens=total.output_tokens,
+                      embedding_tokens=total.embedding_tokens, cost_usd=round(total.cost, 6),
+                      seconds=round(answer.seconds, 3)),
+        model=answer.model, offline=answer.offline, degraded=list(answer.degraded),
+        escalations=[f"{e.from_engine} -> {e.to_engine}: {e.reason}" for e in answer.escalations],
+        notes=list(answer.notes),
+    )
+
+
+def ask_text(result: AskResult) -> str:
+    route = result.route
+    lines = [result.answer or "(no answer)", "",
+             f"engine: {result.engine} (route: {route.engine}, confidence {route.confidence:.2f}, {route.method})"]
+    lines += [f"- {r}" for r in route.reasons]
+    for what, items in (("escalated", result.escalations), ("degraded", result.degraded)):
+        lines += [f"{what}: {item}" for item in items]
+    if result.citations:
+        cited = ", ".join(f"{c.kind} {c.id}" for c in result.citations[:12])
+        lines.append(f"citations: {cited}" + (f" (+{len(result.citations) - 12} more)" if len(result.citations) > 12
+                                               else ""))
+    cost = result.cost
+    lines.append(f"cost: {cost.llm_calls} model calls, {cost.prompt_tokens} prompt + {cost.output_tokens} output "
+                 f"tokens, ${cost.cost_usd:.4f}, {cost.seconds:.2f}s ({result.model})")
+    return "\n".join(lines)
+
+
+def entity_result(index_name: str, router: Router, name: str) -> EntityResult:
+    from shared_context.linking import link_entities
+
+    index = router.index
+    by_title = index.entity_by_title
+    pos = by_title.get(name, by_title.get(name.upper()))
+    others: list[str] = []
+    if pos is None:
+        link = link_entities(index, name, k=5)
+        if not link.entities:
+            raise ToolError(f"no entity of index {index_name!r} matches {name!r}")
+        pos = link.entities[0].position
+        others = [e.entity.title for e in link.entities[1:]]
+    ent = index.entities[pos]
+    rel_positions = list(index.entity_relationships[pos])
+    relationships = [RelationshipInfo(id=r.short_id, source=r.source, target=r.target, description=r.description,
+                                      weight=float(r.weight))
+                     for r in (index.relationships[p] for p in rel_positions[:MAX_RELATIONSHIPS])]
+    unit_positions = list(index.entity_text_units[pos])
+    sources = []
+    for p in unit_positions[:MAX_SOURCES]:
+        unit = index.text_units[p]
+        doc = index.text_unit_document[p] if p < len(index.text_unit_document) else -1
+        title = index.documents[doc].title if doc >= 0 else ""
+        text = unit.text if len(unit.text) <= EXCERPT_CHARS else unit.text[:EXCERPT_CHARS].rstrip() + " …"
+        sources.append(SourceInfo(id=unit.short_id, document=title, excerpt=text))
+    return EntityResult(
+        index=index_name, title=ent.title, type=ent.type or "", description=ent.description or "",
+        matched="exact" if not others and (name == ent.title or name.upper() == ent.title) else "closest",
+        other_matches=others, relationships=relationships, relationship_count=len(rel_positions),
+        sources=sources, source_count=len(unit_positions), communities=[int(c) for c in index.entity_communities[pos]],
+    )
+
+
+def entity_text(result: EntityResult) -> str:
+    lines = [f"{result.title} ({result.type or 'entity'}; {result.matched} match)", result.description, ""]
+    if result.other_matches:
+        lines.insert(1, f"other close entities: {', '.join(result.other_matches)}")
+    lines.append(f"relationships ({len(result.relationships)} of {result.relationship_count}):")
+    lines += [f"- [{r.id}] {r.source} -> {r.target}: {r.description}" for r in result.relationships]
+    lines.append(f"sources ({len(result.sources)} of {result.source_count}):")
+    lines += [f"- [{s.id}] {s.document}: {s.excerpt[:200]}" for s in result.sources]
+    return "\n".join(lines)
+
+
+def _spent(usage: Any) -> str:
+    total = getattr(usage, "total", None)
+    if total is None or not (total.llm_calls or total.embedding_calls):
+        return ""
+    return f" (spent: {total.llm_calls} model calls, ${total.cost:.4f})"

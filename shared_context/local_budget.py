@@ -1,0 +1,135 @@
+"""The local context's parameters and its budget flow: how `max_context_tokens` is shared between sections.
+
+Budget flow (documented contract): the history table takes at most `conversation_history_prop` of
+`max_context_tokens` first; a few tokens are reserved for the blank lines joining sections; the rest
+(M) is split like GraphRAG (reports = M·community_prop, local = M·(1 − community_prop − text_unit_prop),
+sources = M·text_unit_prop), but what a section leaves unused flows on to the next one:
+reports → local (entities + relationships + claims) → sources. The whole text never exceeds
+`max_context_tokens` and each section never exceeds its (possibly enlarged) budget.
+
+Shares that follow the linking (`weak_link_text_unit_prop`, off when None): the question's linking
+strength s = min(1, entities matched by name / `strong_link_exact_matches`) (`link_strength`). The Sources
+share becomes weak_link_text_unit_prop + s·(text_unit_prop − weak_link_text_unit_prop): when no entity is
+named (s = 0) the entity tables are guesses and Sources get the weak-link share; when the question names
+its entities (s = 1) the entity tables get GraphRAG's share back. The entity tables take what is left.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from shared_context.history import HISTORY_SECTION
+from shared_context.linking import LinkResult
+from shared_context.text_unit_selection import DEFAULT_TEXT_UNIT_STRATEGY, TextUnitStrategy
+from shared_context.tokens import Tokenizer
+
+__all__ = [
+    "SECTION_ORDER",
+    "LocalContextParams",
+    "entity_tables_budget",
+    "link_strength",
+    "reports_budget",
+    "section_room",
+]
+
+SECTION_ORDER = (HISTORY_SECTION, "Reports", "Entities", "Relationships", "Claims", "Sources")
+
+
+class LocalContextParams(BaseModel):
+    """GraphRAG's local-search context parameters (names, and its defaults except `text_unit_prop`),
+    plus strategy and share knobs."""
+
+    # defer_build: validators are built on first use, not when `import router` defines the class (import time)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
+
+    max_context_tokens: int = Field(default=12_000, ge=0)
+    # GraphRAG gives Sources 0.5; 0.7 reached more evidence with the hybrid Sources on the tuning half of
+    # the GraphRAG-Bench dev questions (benchmarks/evidence_recall.py, README) and is the default here.
+    text_unit_prop: float = Field(default=0.7, ge=0.0, le=1.0)
+    # GraphRAG: 0.15; 0.1 leaves the entity tables 20 % so relationships and claims still show.
+    community_prop: float = Field(default=0.1, ge=0.0, le=1.0)
+    top_k_mapped_entities: int = Field(default=10, ge=0)
+    top_k_relationships: int = Field(default=10, ge=0)
+    conversation_history_max_turns: int = Field(default=5, ge=0)
+    conversation_history_user_turns_only: bool = True
+    # graphroute extension: cap on the history table's share of max_context_tokens (GraphRAG has none).
+    conversation_history_prop: float = Field(default=0.25, ge=0.0, le=1.0)
+    include_entity_rank: bool = True
+    rank_description: str = "number of relationships"
+    include_relationship_weight: bool = True
+    relationship_ranking_attribute: Literal["rank", "weight"] = Field(
+        default="rank", description="how relationships are ranked in the local context, as in GraphRAG: 'rank' "
+        "(combined degree, then weight) or 'weight' (weight, then combined degree); out-network relationships "
+        "are ranked by how many selected entities they link first")
+    include_community_rank: bool = False
+    use_community_summary: bool = False
+    min_community_rank: float = 0
+    return_candidate_context: bool = False
+    text_unit_strategy: TextUnitStrategy = DEFAULT_TEXT_UNIT_STRATEGY
+    per_entity_cap: int = Field(default=3, ge=1)
+    min_units_per_entity: int = Field(default=1, ge=0)
+    # hybrid strategy: weight of the question rankings against the entity-linked order, and the RRF
+    # constant (see text_unit_selection.py for the formula)
+    hybrid_question_weight: float = Field(default=1.0, ge=0.0)
+    hybrid_rrf_k: int = Field(default=60, ge=0)
+    # hybrid strategy, excerpt mode (shared_context/passages.py): Sources show the question-relevant
+    # windows (about this many tokens) of many units instead of a few whole units; 0 = whole units.
+    # 200 reached the most evidence among 150/200/300/400 on the tuning half of the GraphRAG-Bench dev
+    # questions (benchmarks/evidence_recall.py, README).
+    excerpt_tokens: int = Field(default=200, ge=0)
+    # weight of the unit-rank prior against a window's own relevance (passages.py formula)
+    excerpt_weight: float = Field(default=1.0, ge=0.0)
+    # Section shares that follow linking strength (module docstring): the Sources share used when no
+    # linked entity matched by name; None keeps text_unit_prop whatever the linking.
+    weak_link_text_unit_prop: float | None = Field(default=0.8, ge=0.0, le=1.0)
+    strong_link_exact_matches: int = Field(default=1, ge=1)
+
+    @model_validator(mode="after")
+    def _props_fit(self) -> LocalContextParams:
+        # the weak-link share is checked only when set: its default yields to a larger community_prop
+        names = ["text_unit_prop"]
+        if "weak_link_text_unit_prop" in self.model_fields_set:
+            names.append("weak_link_text_unit_prop")
+        for name in names:
+            value = getattr(self, name)
+            if value is not None and self.community_prop + value > 1:
+                raise ValueError(
+                    f"community_prop ({self.community_prop}) + {name} ({value}) must not "
+                    "exceed 1: together they are shares of the same context budget"
+                )
+        return self
+
+    def sources_share(self, link_strength: float) -> float:
+        """text_unit_prop after the linking-strength rule (module docstring)."""
+        if self.weak_link_text_unit_prop is None:
+            return self.text_unit_prop
+        s = min(max(link_strength, 0.0), 1.0)
+        weak = min(self.weak_link_text_unit_prop, 1.0 - self.community_prop)
+        return weak + s * (self.text_unit_prop - weak)
+
+
+def link_strength(link: LinkResult, strong_matches: int) -> float:
+    """How firmly the question names its entities: linked entities matched by name (title, alias or
+    forced by include) over `strong_matches`, capped at 1. 0 means the entities were only guessed from
+    words or vectors, so the entity tables are weak evidence and the Sources share grows."""
+    named = sum(1 for e in link.entities if e.exact)
+    return min(named / max(strong_matches, 1), 1.0)
+
+
+def section_room(tokenizer: Tokenizer, total: int) -> int:
+    """M: what is left of `total` (the budget after the history table) once the blank lines joining the
+    sections are reserved."""
+    separators = tokenizer.count("\n\n") * (len(SECTION_ORDER) - 1)
+    return max(total - separators, 0)
+
+
+def reports_budget(room: int, p: LocalContextParams) -> int:
+    """The Reports section's budget: M·community_prop."""
+    return max(int(room * p.community_prop), 0)
+
+
+def entity_tables_budget(room: int, p: LocalContextParams, strength: float, reports_left: int) -> int:
+    """The entity tables' budget: M·(1 − community_prop − Sources share), plus what the reports left."""
+    return max(int(room * (1 - p.community_prop - p.sources_share(strength))), 0) + reports_left

@@ -1,0 +1,212 @@
+"""The local context's rendered rows (the table format of `table_format.py`) and the per-index caches
+behind them: a row depends only on its record and the column options, never on the question, so its
+line and exact token count are kept per index (bounded by `ROW_CACHE_LIMIT`).
+
+Fields are read from the large tables' columns (`field_of`), so showing a row makes no record for it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from shared_context.excerpt_rows import excerpt_row_tokens
+from shared_context.index_cache import per_index_cache
+from shared_context.record_table import field_of
+from shared_context.table_format import render_row
+
+if TYPE_CHECKING:
+    from shared_context.local_budget import LocalContextParams
+
+__all__ = [
+    "CLAIM_HEADER",
+    "ROW_CACHE_LIMIT",
+    "Fields",
+    "cached_row",
+    "claim_line",
+    "claim_record",
+    "entity_cells",
+    "entity_record",
+    "entity_values",
+    "excerpt_line",
+    "fields",
+    "join_spans",
+    "rel_line",
+    "rel_record",
+    "remember",
+    "report_line",
+    "unit_row_overhead",
+]
+
+CLAIM_HEADER = ["id", "entity", "object_id", "status", "start_date", "end_date", "description"]
+
+# Entries per per-index row cache (rendered rows, row fields, per-entity relationship arrays): past it a
+# row is still rendered, just not kept. Without a bound a long-running service on a large index would keep
+# every row any question ever touched; Python strings cost far more than the mapped Arrow columns they
+# come from. Read as `local_rows.ROW_CACHE_LIMIT` at each use (tests lower it).
+ROW_CACHE_LIMIT = 500_000
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+def remember(cache: dict[K, V], key: K, value: V) -> V:
+    """`cache[key] = value` while the cache is under `ROW_CACHE_LIMIT`; `value` either way."""
+    if len(cache) < ROW_CACHE_LIMIT:
+        cache[key] = value
+    return value
+
+
+def cached_row(index: Any, kind: str, pos: int, variant: tuple[Any, ...], cells: Any) -> tuple[str, int]:
+    """Rendered row and its token count (with line end), cached per index: rows only depend on the
+    record and the column options, never on the query."""
+    cache: dict[tuple[Any, ...], tuple[str, int]] = per_index_cache(index, "local.rows", dict)
+    key = (kind, pos, *variant)
+    hit = cache.get(key)
+    if hit is None:
+        line = render_row(cells() if callable(cells) else cells)
+        hit = remember(cache, key, (line, index.tokenizer.count(line + "\n")))
+    return hit
+
+
+FieldReader = Callable[[int], Any]  # row position -> one field's value (`field_of`)
+
+
+@dataclass(frozen=True)
+class Fields:
+    """Readers of the fields a context shows from the large tables' rows (`field_of`), so no record is
+    made for a row: a text unit's record builds its id lists too, at many times the cost of its fields."""
+
+    unit_id: FieldReader
+    unit_text: FieldReader
+    entity_id: FieldReader
+    entity_title: FieldReader
+    entity_description: FieldReader
+    entity_degree: FieldReader
+    rel_id: FieldReader
+    rel_source: FieldReader
+    rel_target: FieldReader
+    rel_description: FieldReader
+    rel_weight: FieldReader
+
+
+def fields(index: Any) -> Fields:
+    def build() -> Fields:
+        units, entities, rels = index.text_units, index.entities, index.relationships
+        return Fields(
+            field_of(units, "short_id"), field_of(units, "text"),
+            *(field_of(entities, name) for name in ("short_id", "title", "description", "degree")),
+            *(field_of(rels, name) for name in ("short_id", "source", "target", "description", "weight")),
+        )
+
+    return per_index_cache(index, "local.fields", build)
+
+
+def unit_row_overhead(index: Any, unit: int) -> int:
+    """Tokens a Sources row costs beyond its text (id cell, separator, line end, 2 for quoting), cached
+    per index: a question asks it for each of its candidate units."""
+    cache: dict[int, int] = per_index_cache(index, "local.unit_row_overhead", dict)
+    n = cache.get(unit)
+    if n is None:
+        n = remember(cache, unit, index.tokenizer.count(f"{fields(index).unit_id(unit)}|\n") + 2)
+    return n
+
+
+def join_spans(text: str, spans: Sequence[tuple[int, int]]) -> str:
+    """The spans of `text` joined by "…", with "…" where the text goes on before or after."""
+    parts = [text[a:b].strip() for a, b in spans]
+    head = "… " if spans[0][0] > 0 else ""
+    tail = " …" if spans[-1][1] < len(text) else ""
+    return head + " … ".join(parts) + tail
+
+
+def excerpt_line(index: Any, unit: int, unit_id: str, text: str, spans: Sequence[tuple[int, int]], shown: str,
+                 block_starts: Sequence[int]) -> tuple[str, int]:
+    """An excerpt row (`shown` = `join_spans(text, spans)`) and its exact count with its line end, from
+    per-index counts of the stretches between its unit's block boundaries (`excerpt_rows`)."""
+    id_cell = render_row([unit_id])
+    line = render_row([unit_id, shown])
+    n = excerpt_row_tokens(index, unit, id_cell, text, spans, block_starts,
+                           line[len(id_cell) + 1 :] != shown, ROW_CACHE_LIMIT)
+    return line, index.tokenizer.count(line + "\n") if n is None else n
+
+
+# ---------------------------------------------------------------------------- entities, relationships, claims
+
+
+def entity_values(index: Any, pos: int) -> tuple[Any, ...]:
+    """(short_id, title, description, degree) of an entity, kept per index as its rendered row is: a
+    later question about it then reads no column (its row cells and record both come from these)."""
+    cache: dict[int, tuple[Any, ...]] = per_index_cache(index, "local.entity_values", dict)
+    values = cache.get(pos)
+    if values is None:
+        f = fields(index)
+        values = remember(cache, pos, (f.entity_id(pos), f.entity_title(pos), f.entity_description(pos),
+                                       f.entity_degree(pos)))
+    return values
+
+
+def entity_cells(index: Any, pos: int, p: LocalContextParams, values: tuple[Any, ...] | None = None) -> list[Any]:
+    short_id, title, description, degree = values if values is not None else entity_values(index, pos)
+    return [short_id, title, description] + ([degree] if p.include_entity_rank else [])
+
+
+def entity_record(index: Any, pos: int, p: LocalContextParams,
+                  values: tuple[Any, ...] | None = None) -> dict[str, Any]:
+    short_id, title, description, degree = values if values is not None else entity_values(index, pos)
+    rec = {"id": short_id, "entity": title, "description": description, "position": pos}
+    if p.include_entity_rank:
+        rec[p.rank_description] = degree
+    return rec
+
+
+def rel_line(index: Any, pos: int, p: LocalContextParams, record: dict[str, Any] | None = None) -> tuple[str, int]:
+    """The relationship's row and count (cached), its cells from `record` when the caller holds it."""
+
+    def cells() -> list[Any]:
+        rec = record if record is not None else rel_record(index, pos, p)
+        weight = [rec["weight"]] if p.include_relationship_weight else []
+        return [rec["id"], rec["source"], rec["target"], rec["description"], *weight]
+
+    return cached_row(index, "rel", pos, (p.include_relationship_weight,), cells)
+
+
+def rel_record(index: Any, pos: int, p: LocalContextParams) -> dict[str, Any]:
+    # the fields are kept per index (as `entity_values`): a later question reads no column
+    cache: dict[int, tuple[Any, ...]] = per_index_cache(index, "local.rel_values", dict)
+    values = cache.get(pos)
+    if values is None:
+        f = fields(index)
+        values = remember(cache, pos, (f.rel_id(pos), f.rel_source(pos), f.rel_target(pos),
+                                       f.rel_description(pos), f.rel_weight(pos)))
+    short_id, source, target, description, weight = values
+    rec: dict[str, Any] = {"id": short_id, "source": source, "target": target, "description": description,
+                           "position": pos}
+    if p.include_relationship_weight:
+        rec["weight"] = weight
+    return rec
+
+
+def claim_line(index: Any, pos: int) -> tuple[str, int]:
+    c = index.claims[pos]
+    return cached_row(
+        index,
+        "claim",
+        pos,
+        (),
+        [c.short_id, c.subject, c.object, c.status, c.start_date, c.end_date, c.description],
+    )
+
+
+def claim_record(index: Any, pos: int) -> dict[str, Any]:
+    c = index.claims[pos]
+    values = [c.short_id, c.subject, c.object, c.status, c.start_date, c.end_date, c.description]
+    return dict(zip(CLAIM_HEADER, values, strict=True)) | {"position": pos}
+
+
+def report_line(index: Any, pos: int, use_summary: bool, p: LocalContextParams) -> tuple[str, int]:
+    r = index.community_reports[pos]
+    content = r.summary if use_summary else r.full_content
+    rank_cells = [r.rank] if p.include_community_rank else []
+    return cached_row(index, "report", pos, (use_summary, p.include_community_rank),
+                      lambda: [r.short_id, r.title, content, *rank_cells])
