@@ -392,11 +392,28 @@ def _cmd_serve(args: argparse.Namespace, console: Console) -> int:
         _serve_workers(specs, config.model_copy(update={"serve": serve_cfg}), keys, access, console,
                        _settings_choice(args), cfg_path)
         return 0
-    routers = {name: _load_router(path, args.config, settings=_settings_choice(args)) for name, path in specs.items()}
-    service = Service(routers, serve_cfg, api_keys=keys)
-    where = f"http://{serve_cfg.host}:{serve_cfg.port}"
-    console.print(f"graphroute serve: {', '.join(routers)} on {where} ({access})")
-    serve(service, serve_cfg.host, serve_cfg.port)
+    from router.service.listeners import ListenError, listen
+
+    try:  # the port first: a busy one is one line, before any index is loaded
+        sock = listen(serve_cfg.host, serve_cfg.port)
+    except ListenError as exc:
+        raise CliError(exc.strerror) from None
+    try:
+        routers = {name: _load_router(path, args.config, settings=_settings_choice(args))
+                   for name, path in specs.items()}
+        service = Service(routers, serve_cfg, api_keys=keys)
+        console.print(f"graphroute serve: warming up {', '.join(routers)} and checking the model endpoints",
+                      highlight=False, soft_wrap=True)
+        service.prepare()
+    except BaseException:
+        sock.close()
+        raise
+    for line in service.endpoint_lines():
+        console.print(f"  {line}", highlight=False, soft_wrap=True)
+    host = f"[{serve_cfg.host}]" if ":" in serve_cfg.host else serve_cfg.host
+    console.print(f"graphroute serve: {', '.join(routers)} on http://{host}:{sock.getsockname()[1]} ({access})",
+                  highlight=False, soft_wrap=True)
+    serve(service, sock)
     return 0
 
 
@@ -426,10 +443,13 @@ def _serve_workers(specs: dict[str, str], config: Any, keys: list[str], access: 
         console.print(f"graphroute serve: {', '.join(specs)} on {pool.url} with {workers} workers "
                       f"(pids {', '.join(map(str, pool.pids.values()))}; {access})", highlight=False, soft_wrap=True)
 
-    console.print(f"graphroute serve: starting {workers} workers (each loads and warms up the indexes)")
+    def bound(pool: Any) -> None:
+        console.print(f"graphroute serve: starting {workers} workers on port {pool.port} (each loads and warms up "
+                      "the indexes and checks the model endpoints)", highlight=False, soft_wrap=True)
+
     try:
         serve_workers(WorkerSpec(specs, config, keys, index_configs=index_configs),
-                      lambda line: console.print(line, highlight=False, soft_wrap=True), serving)
+                      lambda line: console.print(line, highlight=False, soft_wrap=True), serving, bound)
     except WorkerError as exc:
         raise CliError(str(exc)) from None
 
@@ -495,7 +515,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             except ModelConfigError as exc:
                 raise CliError(str(exc)) from exc
     except CliError as exc:
-        err.print(f"[red]error:[/red] {exc}")
+        err.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)  # one line, however narrow
         return 2
     except Exception as exc:  # model and engine failures name their stage and cause; no traceback
         from engines.errors import EngineError
