@@ -1,119 +1,320 @@
-"""Evaluate the router's question classifier: `python -m benchmarks.router_eval [--data-dir ../shared/data]`.
+"""Evaluate the router's question classifier: `python -m benchmarks.router_eval [--parts ...] [--json OUT]`.
 
-Prints, for the classifier trained as `python -m tools.routing.train` trains it (every figure is on questions the
-model scoring them did not see):
+Every figure is on questions the model scoring them did not see, and every part also reports the calibration
+(expected calibration error) and the **confident-error rate**: the share of all questions routed wrongly with
+confidence >= 0.9 (such errors reach neither the model second opinion nor the cost-aware default).
 
-1. **grouped cross-validation by template** (the headline): 5 folds over all labelled questions (the
-   project's ``graphroute`` and ``collections`` sets, GraphRAG-Bench novel + medical, MultiHop-RAG) where every
-   question expanded from one template - and each hand-written or external question on its own - sits in
-   exactly one fold, so no template is in both train and test. `--random-cv` adds the plain stratified split
-   for comparison (it leaks templates across folds and reads higher);
-2. **leave-one-source-out**: train without one source, test on all of it, for each of the four sources;
-3. **the two new-styles sets**, each reported separately, scored with the packaged model and no index, with the
-   low-confidence share on their errors. Both were written by hand in styles the templates do not use and are
-   never trained on (the trainer refuses to read them). `tools/routing/data/new_styles.jsonl` (set 1) was looked at
-   while the router was developed; `tools/routing/data/new_styles_2.jsonl` (set 2) was written before the next round
-   of tuning and its per-question results were not looked at during it (they are only in `--json`);
-4. two **keyword baselines**, no training: the seed-003 design's keyword router (`router.keyword_router`,
-   "seed-003 keyword router") and the usual tutorial rule set ("tutorial keyword rules", below);
-5. latency of the packaged model per question: p50/p95 without an index, and with entity linking and index
-   signals on a synthetic 10,000-entity index (`benchmarks.synthetic_index`, built once in a temp folder).
+Parts (`--parts`, comma-separated; default all):
 
-GraphRAG-Bench and MultiHop-RAG have no ``global`` questions: macro-F1 is taken over the labels present in
-each test set.
+* `cv` - grouped cross-validation (the headline): 5 folds over all labelled questions (the project's own
+  ``graphroute`` and ``collections`` sets, GraphRAG-Bench novel + medical, MultiHop-RAG), every question expanded
+  from one template - and each hand-written or external question on its own - in exactly one fold. Each fold
+  trains the whole model (`tools.routing.train`, wording and confidence stages) on the other folds; no index;
+* `loso` - leave-one-source-out: trained without one source, tested on all of it; once as trained and once
+  with the cue lexicons switched off (cue features and their interactions zeroed in training, and no cue counted
+  in the confidence stage). The lexicons were written with every source in view, so the second is the figure
+  that holds nothing of the held-out source;
+* `new` - the three new-styles sets, packaged model, no index. Set 1 was looked at during development, set 2
+  written before a round of tuning and only its totals looked at, set 3 written last and only its totals
+  looked at (per-question results are in `--json` only);
+* `index` - the with-index evaluation: questions written for the podcast and earnings-call offline indexes
+  (`tools/routing/data/index_eval.jsonl`; the index stage never saw them) routed the way `Router.aroute` routes
+  them (index probe, confidence, cost-aware default below the threshold), next to the same questions without an
+  index; plus the index stage's leave-one-index-out figures from training;
+* `carol` - the 30 labelled Christmas Carol route-bench questions through `Router.aroute`, with and without the
+  index's probe;
+* `baselines` - two keyword routers (no training): the project's original keyword design and the usual tutorial
+  rule set;
+* `latency` - per question, p50/p95: without an index, and with linking and the index probe on a synthetic
+  10,000-entity index (built once in a temp folder).
+
+GraphRAG-Bench and MultiHop-RAG have no ``global`` questions: macro-F1 is taken over the labels present.
+The JSON report records the command, the date, the machine and its load.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import datetime
 import itertools
 import json
+import os
+import platform
 import re
 import statistics
+import sys
 import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from sklearn.metrics import confusion_matrix, f1_score
-from sklearn.model_selection import StratifiedGroupKFold, StratifiedKFold
 
+from benchmarks.common import CAROL_INDEX
 from router.classifier import Classifier
 from router.keyword_router import keyword_route
-from tools.routing import train
-from tools.routing.train import Example
+from tools.routing import examples as data
+from tools.routing import index_fit, train
+from tools.routing.examples import Example
+
+if TYPE_CHECKING:
+    from shared_context.index import Index
 
 LABELS = ("local", "global", "drift")
-SOURCES = ("graphroute", "collections", "graphrag_bench", "multihop")
+CONFIDENT = 0.9
+CAROL_QUERIES = Path(__file__).resolve().parent / "queries" / "christmas_carol.jsonl"
+NEW_STYLE_SETS = {  # report key -> (file, how it was used)
+    "new_styles": (data.NEW_STYLES, "set 1, looked at during development"),
+    "new_styles_2": (data.NEW_STYLES_2, "set 2, written before a round of tuning; only its totals looked at"),
+    "new_styles_3": (data.NEW_STYLES_3, "set 3, written last; only its totals looked at"),
+}
 
 
-def metrics(truth: Sequence[str], predicted: Sequence[str]) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Routed:
+    truth: str
+    engine: str
+    confidence: float
+
+
+def metrics(rows: Sequence[Routed], threshold: float = 0.55) -> dict[str, Any]:
+    """Accuracy, macro-F1 over the labels present, recall per label, confusion, calibration, confident errors."""
+    truth = [r.truth for r in rows]
+    predicted = [r.engine for r in rows]
     present = [label for label in LABELS if label in set(truth)]
     cm = confusion_matrix(truth, predicted, labels=list(LABELS))
-    recall = {label: float(cm[i, i] / cm[i].sum()) for i, label in enumerate(LABELS) if cm[i].sum()}
+    wrong = [r for r in rows if r.engine != r.truth]
     return {
-        "n": len(truth),
-        "accuracy": float(np.mean([t == p for t, p in zip(truth, predicted, strict=True)])),
+        "n": len(rows),
+        "accuracy": float(np.mean([t == p for t, p in zip(truth, predicted, strict=True)])) if rows else 0.0,
         "macro_f1": float(f1_score(truth, predicted, labels=present, average="macro", zero_division=0)),
-        "recall": recall,
+        "recall": {label: float(cm[i, i] / cm[i].sum()) for i, label in enumerate(LABELS) if cm[i].sum()},
         "confusion": cm.tolist(),
+        "ece": expected_calibration_error(rows),
+        "confident_errors": sum(r.confidence >= CONFIDENT for r in wrong) / max(1, len(rows)),
+        "errors_below_threshold": float(np.mean([r.confidence < threshold for r in wrong])) if wrong else 0.0,
+        "reliability": reliability(rows),
     }
 
 
-def expected_calibration_error(truth: Sequence[str], decisions: Sequence[tuple[str, float]], bins: int = 10) -> float:
-    conf = np.array([c for _, c in decisions])
-    correct = np.array([p == t for (p, _), t in zip(decisions, truth, strict=True)], dtype=float)
-    edges = np.linspace(0.0, 1.0, bins + 1)
+def expected_calibration_error(rows: Sequence[Routed], bins: int = 10) -> float:
+    conf = np.array([r.confidence for r in rows])
+    correct = np.array([r.engine == r.truth for r in rows], dtype=float)
     total = 0.0
-    for lo, hi in itertools.pairwise(edges):
+    for lo, hi in itertools.pairwise(np.linspace(0.0, 1.0, bins + 1)):
         mask = (conf > lo) & (conf <= hi)
         if mask.any():
             total += mask.mean() * abs(correct[mask].mean() - conf[mask].mean())
     return float(total)
 
 
-def print_block(title: str, m: dict[str, Any], note: str = "") -> None:
-    recall = "  ".join(f"{k}={v:.3f}" for k, v in m["recall"].items())
-    print(f"\n{title}{'  (' + note + ')' if note else ''}")
-    print(f"  n={m['n']}  accuracy={m['accuracy']:.3f}  macro-F1={m['macro_f1']:.3f}  recall: {recall}")
-    print("  confusion (rows = true, columns = predicted):  " + "  ".join(f"{lab:>6}" for lab in LABELS))
-    for label, row in zip(LABELS, m["confusion"], strict=True):
-        if sum(row):
-            print(f"  {label:>46}:  " + "  ".join(f"{v:>6}" for v in row))
-
-
-def predict_all(payload: dict[str, Any], examples: Sequence[Example]) -> list[tuple[str, float]]:
-    model = Classifier(payload)
-    out: list[tuple[str, float]] = []
-    for e in examples:
-        decision = model.predict(e.question)
-        out.append((decision.engine, decision.confidence))
+def reliability(rows: Sequence[Routed]) -> list[dict[str, float]]:
+    """Per confidence band: how many questions, their mean confidence and how many were routed right."""
+    out = []
+    for lo, hi in ((0.0, 0.55), (0.55, 0.7), (0.7, 0.9), (0.9, 1.01)):
+        band = [r for r in rows if lo <= r.confidence < hi]
+        if band:
+            out.append({"band": f"{lo:.2f}-{min(hi, 1.0):.2f}", "n": len(band),
+                        "mean_confidence": round(float(np.mean([r.confidence for r in band])), 3),
+                        "accuracy": round(float(np.mean([r.engine == r.truth for r in band])), 3)})
     return out
 
 
-def cross_validate(examples: Sequence[Example], folds: int, *, grouped: bool) -> list[tuple[str, float]]:
+def print_block(title: str, m: dict[str, Any]) -> None:
+    recall = "  ".join(f"{k}={v:.3f}" for k, v in m["recall"].items())
+    print(f"\n{title}")
+    print(f"  n={m['n']}  accuracy={m['accuracy']:.3f}  macro-F1={m['macro_f1']:.3f}  recall: {recall}")
+    print(f"  calibration error {m['ece']:.3f}; confident errors (wrong at >= {CONFIDENT}) "
+          f"{m['confident_errors']:.1%} of all; errors below the threshold {m['errors_below_threshold']:.0%}")
+    print("  reliability: " + "; ".join(f"{b['band']}: n={b['n']} conf {b['mean_confidence']:.2f} acc "
+                                         f"{b['accuracy']:.2f}" for b in m["reliability"]))
+
+
+def route_all(model: Classifier, rows: Sequence[Example]) -> list[Routed]:
+    out = []
+    for e in rows:
+        d = model.predict(e.question)
+        out.append(Routed(e.label, d.engine, d.confidence))
+    return out
+
+
+def subsets(rows: Sequence[Routed], keys: Sequence[str]) -> dict[str, dict[str, Any]]:
+    return {k: metrics([r for r, kk in zip(rows, keys, strict=True) if kk == k]) for k in sorted(set(keys))}
+
+
+# ------------------------------------------------------------------------------------------ cv / loso
+
+
+def _fit(train_rows: Sequence[Example], *, cues: bool, inner_folds: int) -> Classifier:
+    wf = train.fit_wording_stage(train_rows, cues=cues, folds=inner_folds)
+    return Classifier(train.assemble(wf, None))
+
+
+def grouped_cv(examples: Sequence[Example], folds: int, inner_folds: int, report: dict[str, Any]) -> None:
+    from sklearn.model_selection import StratifiedGroupKFold
+
+    print(f"\n=== grouped {folds}-fold cross-validation by template (no template in train and test) ===")
+    routed: list[Routed | None] = [None] * len(examples)
     strata = [f"{e.subset}:{e.label}" for e in examples]
-    predictions: list[tuple[str, float]] = [("", 0.0)] * len(examples)
-    if grouped:
-        splits = StratifiedGroupKFold(n_splits=folds, shuffle=True, random_state=0).split(
-            np.zeros(len(examples)), strata, [e.cv_group for e in examples])
-    else:
-        splits = StratifiedKFold(n_splits=folds, shuffle=True, random_state=0).split(np.zeros(len(examples)), strata)
-    for k, (train_idx, test_idx) in enumerate(splits, 1):
+    splits = StratifiedGroupKFold(n_splits=folds, shuffle=True, random_state=1).split(
+        np.zeros(len(examples)), strata, [e.cv_group for e in examples])
+    for k, (tr, te) in enumerate(splits, 1):
         started = time.perf_counter()
-        if grouped:  # the point of grouping: check it holds
-            assert not {examples[i].cv_group for i in train_idx} & {examples[i].cv_group for i in test_idx}
-        payload = train.fit([examples[i] for i in train_idx])
-        for i, pred in zip(test_idx, predict_all(payload, [examples[i] for i in test_idx]), strict=True):
-            predictions[i] = pred
+        assert not {examples[i].cv_group for i in tr} & {examples[i].cv_group for i in te}
+        model = _fit([examples[i] for i in tr], cues=True, inner_folds=inner_folds)
+        for i, r in zip(te, route_all(model, [examples[i] for i in te]), strict=True):
+            routed[i] = r
         print(f"  fold {k}/{folds} done in {time.perf_counter() - started:.0f}s", flush=True)
-    return predictions
+    done = [r for r in routed if r is not None]
+    report["grouped_cv"] = {"all": metrics(done), "by_subset": subsets(done, [e.subset for e in examples])}
+    own = [i for i, e in enumerate(examples) if e.source in ("graphroute", "collections")]
+    report["grouped_cv"]["own_by_lang"] = subsets([done[i] for i in own], [examples[i].lang for i in own])
+    print_block("all sources", report["grouped_cv"]["all"])
+    for name, m in report["grouped_cv"]["by_subset"].items():
+        print_block(name, m)
 
 
-# ------------------------------------------------------------------------------ keyword baselines
+def leave_one_source_out(examples: Sequence[Example], inner_folds: int, report: dict[str, Any],
+                         sources: Sequence[str]) -> None:
+    print("\n=== leave-one-source-out (the test source is entirely held out), with and without cue lexicons ===")
+    report["loso"] = {"with_cues": {}, "without_cues": {}}
+    for source in sources:
+        test_set = [e for e in examples if e.source == source]
+        rest = [e for e in examples if e.source != source]
+        for key, cues in (("with_cues", True), ("without_cues", False)):
+            m = metrics(route_all(_fit(rest, cues=cues, inner_folds=inner_folds), test_set))
+            report["loso"][key][source] = m
+            print_block(f"held out: {source} ({key.replace('_', ' ')})", m)
+
+
+# ------------------------------------------------------------------------------------------ new styles
+
+
+def load_new_styles(path: Path) -> list[Example]:
+    """A held-out set, read here only (the trainer's loaders refuse these files)."""
+    rows = data.read_jsonl(path)
+    return [Example(r["question"], r["label"], path.stem, str(r.get("collection", "")), r.get("lang", "en"))
+            for r in rows]
+
+
+def new_styles(model: Classifier, report: dict[str, Any]) -> None:
+    print("\n=== new-styles sets (hand-written, never trained on), packaged model, no index ===")
+    for key, (path, usage) in NEW_STYLE_SETS.items():
+        if not path.is_file():
+            print(f"\n{path.name}: not written yet")
+            continue
+        rows = load_new_styles(path)
+        routed = route_all(model, rows)
+        report[key] = {"usage": usage, "all": metrics(routed), "by_lang": subsets(routed, [e.lang for e in rows]),
+                       "baselines": {name: metrics([Routed(e.label, rule(e.question), 1.0) for e in rows])
+                                     for name, rule in BASELINES.items()},
+                       "errors": [{"question": e.question, "label": e.label, "predicted": r.engine,
+                                   "confidence": round(r.confidence, 3)}
+                                  for e, r in zip(rows, routed, strict=True) if r.engine != e.label]}
+        print_block(f"{path.name} ({usage})", report[key]["all"])
+        for lang, m in report[key]["by_lang"].items():
+            print_block(f"{path.name}, language {lang}", m)
+
+
+# ------------------------------------------------------------------------------------------ with an index
+
+
+def _router(index: Index) -> Any:
+    from engines.config import GraphrouteConfig
+    from router.router import Router
+
+    return Router(index, config=GraphrouteConfig())
+
+
+def aroute_all(index: Index | None, questions: Sequence[str]) -> list[tuple[str, float, str]]:
+    """(engine, confidence, method) per question, as `Router.aroute` decides it with this index; without an
+    index, the packaged classifier's decision with no probe (the same cost-aware default needs an index)."""
+    if index is None:
+        from router.classifier import classify
+
+        return [(d.engine, d.confidence, d.method) for d in (classify(q) for q in questions)]
+    router = _router(index)
+
+    async def run() -> list[tuple[str, float, str]]:
+        out = []
+        for q in questions:
+            decision, _ = await router.aroute(q)
+            out.append((decision.engine, decision.confidence, decision.method))
+        return out
+
+    try:
+        return asyncio.run(run())
+    finally:
+        router.close()
+
+
+def with_index(indexes: Path, report: dict[str, Any]) -> None:
+    print("\n=== with an index: questions written for the podcast and earnings-call indexes, as Router.aroute "
+          "routes them ===")
+    rows = index_fit.load_eval()
+    paths = index_fit.index_paths(indexes, train.DEFAULT_DATA_DIR)
+    report["with_index"] = {"indexes": {name: str(paths[name]) for name in ("podcast", "earnings") if name in paths}}
+    pooled: dict[str, list[Routed]] = {"with_index": [], "without_index": []}
+    kinds: dict[str, list[str]] = {"with_index": [], "without_index": []}
+    for name in ("podcast", "earnings"):
+        if name not in paths:
+            print(f"  {name}: no index at {indexes / name}")
+            continue
+        from shared_context import load_index
+
+        index = load_index(paths[name])
+        subset = [r for r in rows if r.index == name]
+        for key, ix in (("with_index", index), ("without_index", None)):
+            decided = aroute_all(ix, [r.question for r in subset])
+            routed = [Routed(r.label, e, c) for r, (e, c, _) in zip(subset, decided, strict=True)]
+            pooled[key] += routed
+            kinds[key] += [r.kind for r in subset]
+            m = metrics(routed)
+            m["by_kind"] = subsets(routed, [r.kind for r in subset])
+            report["with_index"][f"{name}_{key}"] = m
+            if key == "with_index":
+                report["with_index"][f"{name}_errors"] = [
+                    {"question": r.question, "label": r.label, "predicted": e, "confidence": round(c, 3), "method": how}
+                    for r, (e, c, how) in zip(subset, decided, strict=True) if e != r.label]
+            print_block(f"{name} index, {key.replace('_', ' ')}", m)
+            one_doc = m["by_kind"].get("one_document")
+            if one_doc:
+                print(f"  single-document local accuracy {one_doc['accuracy']:.3f} (n={one_doc['n']})")
+    for key, routed in pooled.items():
+        m = metrics(routed)
+        m["by_kind"] = subsets(routed, kinds[key])
+        report["with_index"][f"both_{key}"] = m
+        print_block(f"podcast + earnings, {key.replace('_', ' ')}", m)
+    stage = Classifier.load().trained_on.get("index_stage", {})
+    report["with_index"]["index_stage_leave_one_index_out"] = stage
+    if isinstance(stage, dict) and stage:
+        print(f"\n  index stage at training, leave-one-index-out accuracy {stage['leave_one_index_out']['all']:.3f} "
+              f"vs the wording alone {stage['wording_only']['all']:.3f} on {stage['questions']} measured questions")
+
+
+def carol(report: dict[str, Any]) -> None:
+    print("\n=== the 30 labelled Christmas Carol route-bench questions through Router.aroute ===")
+    from shared_context import load_index
+
+    rows = [json.loads(line) for line in CAROL_QUERIES.read_text(encoding="utf-8").splitlines() if line.strip()]
+    index = load_index(CAROL_INDEX)
+    report["carol"] = {}
+    for key, ix in (("with_index", index), ("without_index", None)):
+        decided = aroute_all(ix, [r["question"] for r in rows])
+        right = sum(e == r["label"] for r, (e, _, _) in zip(rows, decided, strict=True))
+        report["carol"][key] = {"right": right, "n": len(rows), "errors": [
+            {"id": r["id"], "label": r["label"], "predicted": e, "confidence": round(c, 3)}
+            for r, (e, c, _) in zip(rows, decided, strict=True) if e != r["label"]]}
+        print(f"  {key.replace('_', ' ')}: {right}/{len(rows)}")
+
+
+# ------------------------------------------------------------------------------------------ baselines
+
 
 _GLOBAL_WORDS = re.compile(r"\b(?:themes?|overall|summari[sz]e|summary|trends?|main|across|in general|whole|"
                            r"all the|most common)\b|主题|总体|整体|概括|总结|趋势|所有", re.IGNORECASE)
@@ -131,15 +332,24 @@ def tutorial_keyword_rule(question: str) -> str:
 
 
 BASELINES: dict[str, Callable[[str], str]] = {
-    "seed-003 keyword router": keyword_route,
+    "original keyword router": keyword_route,
     "tutorial keyword rules": tutorial_keyword_rule,
 }
 
 
-# ---------------------------------------------------------------------------------------- latency
+def baselines(examples: Sequence[Example], report: dict[str, Any]) -> None:
+    print("\n=== keyword baselines (no training; every set is unseen) ===")
+    report["baselines"] = {}
+    for name, rule in BASELINES.items():
+        routed = [Routed(e.label, rule(e.question), 1.0) for e in examples]
+        report["baselines"][name] = {"all": metrics(routed), "by_subset": subsets(routed, [e.subset for e in examples])}
+        print_block(f"{name}, all sources", report["baselines"][name]["all"])
 
 
-def _timed(fn: Callable[[str], Any], questions: Sequence[str]) -> dict[str, float]:
+# ------------------------------------------------------------------------------------------ latency
+
+
+def _timed(fn: Callable[[str], object], questions: Sequence[str]) -> dict[str, float]:
     timings = []
     for q in questions:
         t0 = time.perf_counter()
@@ -148,195 +358,115 @@ def _timed(fn: Callable[[str], Any], questions: Sequence[str]) -> dict[str, floa
     return {"p50_ms": statistics.median(timings) * 1e3, "p95_ms": float(np.percentile(timings, 95)) * 1e3}
 
 
-def latency(questions: Sequence[str], index_entities: int) -> dict[str, Any]:
+def latency(questions: Sequence[str], index_entities: int, runs: int, report: dict[str, Any]) -> None:
+    print("\n=== latency of the packaged model ===")
     started = time.perf_counter()
     model = Classifier.load()
-    result: dict[str, Any] = {"load_ms": (time.perf_counter() - started) * 1e3}
-    result["no_index_first_pass"] = _timed(model.predict, questions)
-    result["no_index_warm"] = _timed(model.predict, questions)
+    result: dict[str, Any] = {"load_ms": (time.perf_counter() - started) * 1e3, "questions": len(questions)}
+    _timed(model.predict, questions)  # first pass: memoised n-grams, lazily compiled patterns
+    result["no_index_p50_ms"] = [_timed(model.predict, questions)["p50_ms"] for _ in range(runs)]
     if index_entities:
         from benchmarks.synthetic_index import write_synthetic_index
         from shared_context import load_index
 
         with tempfile.TemporaryDirectory() as tmp:
-            write_synthetic_index(Path(tmp), index_entities)
-            index = load_index(tmp)
-            model.predict("warm-up question about the index", index)  # builds the per-index tables once
+            os.environ.setdefault("GRAPHROUTE_CACHE_DIR", str(Path(tmp) / "cache"))
+            write_synthetic_index(Path(tmp) / "index", index_entities)
+            index = load_index(Path(tmp) / "index")
+            model.predict("warm-up question about the index", index)  # per-index tables, built once
+            _timed(lambda q: model.predict(q, index), questions)
             result["index_entities"] = len(index.entities)
-            result["with_index_warm"] = _timed(lambda q: model.predict(q, index), questions)
-    return result
+            result["with_index_p50_ms"] = [_timed(lambda q: model.predict(q, index), questions)["p50_ms"]
+                                           for _ in range(runs)]
+    report["latency"] = result
+    print(f"  {len(questions)} questions, {runs} runs; no index p50 {_summary(result['no_index_p50_ms'])}")
+    if "with_index_p50_ms" in result:
+        print(f"  with linking and the index probe ({result['index_entities']}-entity synthetic index) p50 "
+              f"{_summary(result['with_index_p50_ms'])}")
 
 
-# ---------------------------------------------------------------------------------------- reports
+def _summary(values: Sequence[float]) -> str:
+    return f"median {statistics.median(values):.3f} ms (range {min(values):.3f}-{max(values):.3f})"
 
 
-def subset_report(examples: Sequence[Example], preds: Sequence[str], key: Callable[[Example], str]) -> dict[str, Any]:
-    out = {}
-    for group in sorted({key(e) for e in examples}):
-        idx = [i for i, e in enumerate(examples) if key(e) == group]
-        out[group] = metrics([examples[i].label for i in idx], [preds[i] for i in idx])
-    return out
+# ------------------------------------------------------------------------------------------ main
 
 
-NEW_STYLE_SETS = {  # report key -> (file, how it was used)
-    "new_styles": (train.NEW_STYLES, "set 1, looked at during development"),
-    "new_styles_2": (train.NEW_STYLES_2, "set 2, written before tuning, per-question results not looked at"),
-}
-
-
-def load_new_styles(path: Path = train.NEW_STYLES) -> list[Example]:
-    """A held-out set, read here only (the trainer's loaders refuse these files)."""
-    return [Example(r["question"], r["label"], path.stem, str(r.get("collection", "")), r.get("lang", "en"))
-            for r in train.read_jsonl(path)]
-
-
-def new_styles_report(examples: Sequence[Example], threshold: float) -> dict[str, Any]:
-    model = Classifier.load()
-    decisions = [model.predict(e.question) for e in examples]
-    truth = [e.label for e in examples]
-    preds = [d.engine for d in decisions]
-    report: dict[str, Any] = {"all": metrics(truth, preds)}
-    report["all"]["ece"] = expected_calibration_error(truth, [(d.engine, d.confidence) for d in decisions])
-    wrong = [d.confidence for d, t in zip(decisions, truth, strict=True) if d.engine != t]
-    right = [d.confidence for d, t in zip(decisions, truth, strict=True) if d.engine == t]
-    report["errors_below_threshold"] = float(np.mean([c < threshold for c in wrong])) if wrong else 0.0
-    report["correct_below_threshold"] = float(np.mean([c < threshold for c in right])) if right else 0.0
-    report["by_lang"] = subset_report(examples, preds, lambda e: e.lang)
-    report["baselines"] = {name: metrics(truth, [rule(e.question) for e in examples])
-                           for name, rule in BASELINES.items()}
-    report["errors"] = [{"question": e.question, "label": e.label, "predicted": d.engine,
-                         "confidence": round(d.confidence, 3)} for e, d in zip(examples, decisions, strict=True)
-                        if d.engine != e.label]
-    return report
+def summary(report: dict[str, Any]) -> None:
+    print("\n=== summary ===")
+    if "grouped_cv" in report:
+        g = report["grouped_cv"]["all"]
+        print(f"  grouped CV: macro-F1 {g['macro_f1']:.3f}, global recall {g['recall'].get('global', 0):.3f}, "
+              f"confident errors {g['confident_errors']:.1%}, calibration error {g['ece']:.3f}")
+    if "loso" in report:
+        for key, per in report["loso"].items():
+            print(f"  leave-one-source-out macro-F1 ({key.replace('_', ' ')}): " + ", ".join(
+                f"{s} {m['macro_f1']:.3f}" for s, m in per.items()))
+    for key, (path, _) in NEW_STYLE_SETS.items():
+        if key in report:
+            m = report[key]["all"]
+            print(f"  {path.name}: macro-F1 {m['macro_f1']:.3f}, global recall {m['recall'].get('global', 0):.3f}, "
+                  f"confident errors {m['confident_errors']:.1%}")
+    if "with_index" in report and "both_with_index" in report["with_index"]:
+        for key in ("with_index", "without_index"):
+            m = report["with_index"][f"both_{key}"]
+            one = m["by_kind"].get("one_document", {}).get("accuracy", 0.0)
+            print(f"  podcast + earnings {key.replace('_', ' ')}: global recall {m['recall'].get('global', 0):.3f}, "
+                  f"single-document local accuracy {one:.3f}, local recall {m['recall'].get('local', 0):.3f}, "
+                  f"confident errors {m['confident_errors']:.1%}")
+    if "carol" in report:
+        c = report["carol"]
+        print(f"  Christmas Carol: {c['with_index']['right']}/30 with the index, {c['without_index']['right']}/30 "
+              "without")
+    if "latency" in report:
+        lat = report["latency"]
+        print(f"  latency p50: no index {statistics.median(lat['no_index_p50_ms']):.3f} ms" + (
+            f", with a {lat['index_entities']}-entity index {statistics.median(lat['with_index_p50_ms']):.3f} ms"
+            if "with_index_p50_ms" in lat else ""))
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
-    parser.add_argument("--data-dir", type=Path, default=train.DEFAULT_DATA_DIR)
+    parser.add_argument("--data-dir", type=Path, default=data.DEFAULT_DATA_DIR)
+    parser.add_argument("--indexes", type=Path, default=index_fit.DEFAULT_INDEXES,
+                        help="folder holding the podcast/ and earnings/ offline indexes")
     parser.add_argument("--folds", type=int, default=5)
-    parser.add_argument("--random-cv", action="store_true", help="also run the (template-leaking) random split")
-    parser.add_argument("--index-entities", type=int, default=10_000,
-                        help="size of the synthetic index for the latency with linking (0 to skip)")
-    parser.add_argument("--threshold", type=float, default=0.55, help="the router's confidence threshold")
-    parser.add_argument("--parts", default="cv,loso,new,baselines,latency",
-                        help="comma-separated parts to run (cv, loso, new, baselines, latency)")
-    parser.add_argument("--sources", default=",".join(SOURCES), help="sources to hold out in leave-one-source-out")
+    parser.add_argument("--inner-folds", type=int, default=3, help="cross-validation folds inside each training")
+    parser.add_argument("--index-entities", type=int, default=10_000)
+    parser.add_argument("--runs", type=int, default=3, help="latency runs")
+    parser.add_argument("--parts", default="cv,loso,new,index,carol,baselines,latency")
+    parser.add_argument("--sources", default=",".join(data.SOURCES), help="sources to hold out in leave-one-source-out")
     parser.add_argument("--json", type=Path, help="also write every figure to this JSON file")
     args = parser.parse_args(argv)
     parts = set(args.parts.split(","))
     if not (args.data_dir / "graphrag_bench").is_dir():
         parser.error(f"{args.data_dir} has no graphrag_bench/ folder; pass --data-dir")
-    examples = train.load_all(args.data_dir)
+    examples = data.load_all(args.data_dir)
     counts = Counter((e.subset, e.label) for e in examples)
     print(f"labelled questions: {len(examples)}  " + ", ".join(f"{s}/{lab}={n}" for (s, lab), n in sorted(counts.items())))
-    print(f"groups (templates + single questions): {len({e.cv_group for e in examples})}")
-    report: dict[str, Any] = {}
-    truth = [e.label for e in examples]
-
+    report: dict[str, Any] = {"command": " ".join([Path(sys.executable).name, "-m", "benchmarks.router_eval",
+                                                   *(argv if argv is not None else sys.argv[1:])]),
+                              "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+                              "machine": f"{platform.machine()}, {os.cpu_count()} cores, load average "
+                                         f"{os.getloadavg()[0]:.1f} at start"}
     if "cv" in parts:
-        grouped_cv(args, examples, truth, report)
+        grouped_cv(examples, args.folds, args.inner_folds, report)
     if "loso" in parts:
-        leave_one_source_out(examples, report, args.sources.split(","))
+        leave_one_source_out(examples, args.inner_folds, report, args.sources.split(","))
     if "new" in parts:
-        print_new_styles(args.threshold, report)
+        new_styles(Classifier.load(), report)
+    if "index" in parts:
+        with_index(args.indexes, report)
+    if "carol" in parts:
+        carol(report)
     if "baselines" in parts:
-        print_baselines(examples, truth, report)
+        baselines(examples, report)
     if "latency" in parts:
-        print_latency(examples, args.index_entities, report)
-    print_summary(report)
+        latency([e.question for e in examples[::8]], args.index_entities, args.runs, report)
+    summary(report)
     if args.json:
         args.json.write_text(json.dumps(report, indent=1, ensure_ascii=False))
         print(f"  wrote {args.json}")
-
-
-def grouped_cv(args: argparse.Namespace, examples: Sequence[Example], truth: Sequence[str],
-               report: dict[str, Any]) -> None:
-    print(f"\n=== 1. grouped {args.folds}-fold cross-validation by template (no template in train and test) ===")
-    cv = cross_validate(examples, args.folds, grouped=True)
-    cv_labels = [p for p, _ in cv]
-    report["grouped_cv_all"] = metrics(truth, cv_labels)
-    report["grouped_cv_all"]["ece"] = expected_calibration_error(truth, cv)
-    print_block("all sources", report["grouped_cv_all"], f"expected calibration error {report['grouped_cv_all']['ece']:.3f}")
-    report["grouped_cv_by_subset"] = subset_report(examples, cv_labels, lambda e: e.subset)
-    for subset, m in report["grouped_cv_by_subset"].items():
-        print_block(subset, m, "macro-F1 over the labels present")
-    own = [i for i, e in enumerate(examples) if e.source in ("graphroute", "collections")]
-    report["grouped_cv_own_by_lang"] = subset_report([examples[i] for i in own], [cv_labels[i] for i in own],
-                                                     lambda e: e.lang)
-    for lang, m in report["grouped_cv_own_by_lang"].items():
-        print_block(f"own sets (graphroute + collections), language {lang}", m)
-    if args.random_cv:
-        print(f"\n=== 1b. random stratified {args.folds}-fold split (templates leak across folds) ===")
-        rcv = [p for p, _ in cross_validate(examples, args.folds, grouped=False)]
-        report["random_cv_all"] = metrics(truth, rcv)
-        print_block("all sources, random split", report["random_cv_all"])
-
-
-def leave_one_source_out(examples: Sequence[Example], report: dict[str, Any], sources: Sequence[str]) -> None:
-    print("\n=== 2. leave-one-source-out (the test source is entirely held out) ===")
-    report["loso"] = {}
-    for source in sources:
-        test_set = [e for e in examples if e.source == source]
-        payload = train.fit([e for e in examples if e.source != source])
-        m = metrics([e.label for e in test_set], [p for p, _ in predict_all(payload, test_set)])
-        report["loso"][source] = m
-        print_block(f"held out: {source}", m, "macro-F1 over the labels present")
-
-
-def print_new_styles(threshold: float, report: dict[str, Any]) -> None:
-    print("\n=== 3. new-styles sets (hand-written, never trained on), packaged model, no index ===")
-    for key, (path, usage) in NEW_STYLE_SETS.items():
-        ns = new_styles_report(load_new_styles(path), threshold)
-        ns["usage"] = usage
-        report[key] = ns
-        title = f"{path.name} ({usage})"
-        print_block(f"{title}, all", ns["all"], f"expected calibration error {ns['all']['ece']:.3f}")
-        for lang, m in ns["by_lang"].items():
-            print_block(f"{path.name}, language {lang}", m)
-        print(f"  errors with confidence below {threshold}: {ns['errors_below_threshold']:.0%}; "
-              f"correct answers below it: {ns['correct_below_threshold']:.0%}")
-        for name, m in ns["baselines"].items():
-            print_block(f"{path.name}, {name}", m)
-
-
-def print_baselines(examples: Sequence[Example], truth: Sequence[str], report: dict[str, Any]) -> None:
-    print("\n=== 4. keyword baselines (no training; every set is unseen) ===")
-    report["baselines"] = {}
-    for name, rule in BASELINES.items():
-        preds = [rule(e.question) for e in examples]
-        report["baselines"][name] = {"all": metrics(truth, preds),
-                                     "by_subset": subset_report(examples, preds, lambda e: e.subset)}
-        print_block(f"{name}, all sources", report["baselines"][name]["all"])
-        for subset, m in report["baselines"][name]["by_subset"].items():
-            print_block(f"{name}, {subset}", m)
-
-
-def print_latency(examples: Sequence[Example], index_entities: int, report: dict[str, Any]) -> None:
-    print("\n=== 5. latency of the packaged model ===")
-    sample = [e.question for e in examples[::8]]
-    lat = latency(sample, index_entities)
-    report["latency"] = lat
-    print(f"  {len(sample)} questions; model load {lat['load_ms']:.0f} ms; no index: first pass p50 "
-          f"{lat['no_index_first_pass']['p50_ms']:.3f} ms, warm p50 {lat['no_index_warm']['p50_ms']:.3f} ms "
-          f"p95 {lat['no_index_warm']['p95_ms']:.3f} ms")
-    if "with_index_warm" in lat:
-        print(f"  with linking + index signals on a {lat['index_entities']}-entity synthetic index: warm p50 "
-              f"{lat['with_index_warm']['p50_ms']:.3f} ms p95 {lat['with_index_warm']['p95_ms']:.3f} ms")
-
-
-def print_summary(report: dict[str, Any]) -> None:
-    print("\n=== summary against the targets ===")
-    if "grouped_cv_all" in report:
-        g = report["grouped_cv_all"]
-        print(f"  grouped CV (headline): macro-F1 {g['macro_f1']:.3f}, global recall {g['recall'].get('global', 0):.3f}")
-    if "loso" in report:
-        print("  leave-one-source-out macro-F1: " + ", ".join(
-            f"{s} {m['macro_f1']:.3f}" for s, m in report["loso"].items()) + "  (target >= 0.80 each)")
-    for key, (path, usage) in NEW_STYLE_SETS.items():
-        if key in report:
-            ns = report[key]
-            print(f"  {path.name} ({usage}): macro-F1 {ns['all']['macro_f1']:.3f} (target >= 0.85), global recall "
-                  f"{ns['all']['recall'].get('global', 0):.3f} (target >= 0.90)")
 
 
 if __name__ == "__main__":

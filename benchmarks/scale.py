@@ -100,8 +100,9 @@ def measure(path: Path, phase: str, qs: list[str]) -> dict[str, Any]:
     """Child process: load, then time the first local build and (second phase) the rest."""
     out: dict[str, Any] = {"phase": phase}
     started = time.perf_counter()
-    from engines.basic import sources_section, top_text_units
+    from engines.basic import top_text_units
     from shared_context import CommunityContextBuilder, LocalContextBuilder, load_index
+    from shared_context.basic_context import basic_context
 
     out["import_s"] = time.perf_counter() - started
     started, cpu0 = time.perf_counter(), time.process_time()
@@ -133,7 +134,7 @@ def measure(path: Path, phase: str, qs: list[str]) -> dict[str, Any]:
         for q in qs[1:]:
             t0 = time.perf_counter()
             hits, _ = top_text_units(index, q, 10)
-            sources_section(index, hits, 12_000)
+            basic_context(index, hits, 12_000)
             basic.append(time.perf_counter() - t0)
         out["basic_p50_ms"] = _ms(basic, 50)
     out["peak_rss_mb"] = peak_rss_mb()

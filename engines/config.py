@@ -239,32 +239,50 @@ class ServeConfig(_Section):
     server-wide defaults for a request that sets none (else `[router]`'s apply).
     """
 
-    host: str = "127.0.0.1"  # loopback unless the operator says otherwise
-    port: int = Field(default=8000, ge=0, le=65535)
-    api_keys: list[str] = Field(default_factory=list)
-    max_body_bytes: int = Field(default=256_000, ge=1_024)
-    max_question_chars: int = Field(default=16_000, ge=1)
-    max_concurrency: int = Field(default=32, ge=1)
-    max_concurrency_per_key: int = Field(default=8, ge=1)
-    cors_origins: list[str] = Field(default_factory=list)  # CORS is off unless origins are listed
-    max_cost: float | None = Field(default=None, ge=0)
-    max_llm_calls: int | None = Field(default=None, ge=1)
-    deadline_s: float | None = Field(default=None, gt=0)
-    shutdown_grace_s: float = Field(default=30.0, ge=0)
-    # Local-context rows rendered and counted before listening (`Router.warm_up`); each costs its line's
-    # memory, so a large index warms its highest-degree entities' rows only.
-    warm_rows: int = Field(default=50_000, ge=0)
-    # Worker processes sharing the listening socket (`router.service.supervisor`). One process runs every
-    # request's Python under one GIL, so it tops out at one core; raise this to the cores the service may
-    # use. Each worker loads the indexes itself, and the [models] concurrency limits are divided among them.
-    workers: int = Field(default=1, ge=1, le=64)
-    # Threads for the CPU steps a request hands off its event loop (`asyncio.to_thread`: building contexts,
-    # classifying, planning). They hold the GIL for most of their work, so more threads only interleave the
-    # questions (each finishing late, all together, their model calls starting late); one thread takes
-    # them in order of arrival, so the first model calls start while later questions are still built. The
-    # price is head-of-line blocking: a long step (a global batch build on a very large index) holds back
-    # the questions behind it, so a service mixing such questions should raise this.
-    cpu_threads: int = Field(default=1, ge=1, le=64)
+    host: str = Field(default="127.0.0.1", description=(
+        "Address to listen on (`--host`). Loopback unless the operator says otherwise; the command warns when "
+        "it listens beyond loopback without an API key."))
+    port: int = Field(default=8000, ge=0, le=65535, description=(
+        "Port to listen on (`--port`; 0 picks a free one). The port is bound before the address is printed: a "
+        "port in use is one error line and exit code 2."))
+    api_keys: list[str] = Field(default_factory=list, description=(
+        "API keys callers send as `Authorization: Bearer KEY` or `X-API-Key: KEY` (with `--api-key` and "
+        "`$GRAPHROUTE_API_KEYS`). Empty: no key needed, for loopback use."))
+    max_body_bytes: int = Field(default=256_000, ge=1_024, description=(
+        "Largest request body, however it is sent (with a Content-Length or chunked); a larger one gets a "
+        "JSON 413."))
+    max_question_chars: int = Field(default=16_000, ge=1, description="Longest question; a longer one gets a JSON 413.")
+    max_concurrency: int = Field(default=32, ge=1, description=(
+        "Requests in flight over the whole server (over all workers); beyond it a JSON 429 with Retry-After "
+        "that names this setting."))
+    max_concurrency_per_key: int | None = Field(default=None, ge=1, description=(
+        "Requests in flight for one API key; beyond it a JSON 429 with Retry-After that names the limit. "
+        "Default: with one key or none, `max_concurrency` (one client that fans out uses the whole server); "
+        "with several keys, a fair share, `max_concurrency` divided by the number of keys, rounded up."))
+    cors_origins: list[str] = Field(default_factory=list, description=(
+        "Origins allowed to call the API from a browser page (`--cors-origin`). Empty: CORS is off."))
+    max_cost: float | None = Field(default=None, ge=0, description=(
+        "Default budget, in dollars, of a request that sets none (else `[router] max_cost`)."))
+    max_llm_calls: int | None = Field(default=None, ge=1, description=(
+        "Default number of model calls a request may make when it sets no budget (else `[router]`'s)."))
+    deadline_s: float | None = Field(default=None, gt=0, description=(
+        "Default deadline, in seconds, of a request that sets none (else `[router] deadline_s`)."))
+    shutdown_grace_s: float = Field(default=30.0, ge=0, description=(
+        "On SIGINT/SIGTERM, how long in-flight requests may take to finish while new ones get a JSON 503."))
+    warm_rows: int = Field(default=50_000, ge=0, description=(
+        "Local-context rows rendered and counted before listening (the highest-degree entities' first); "
+        "each costs its line's memory."))
+    workers: int = Field(default=1, ge=1, le=64, description=(
+        "Worker processes sharing the port (`--workers`). One process runs every request's Python under one "
+        "GIL, so it tops out at one core; raise this to the cores the service may use. Each worker loads the "
+        "indexes itself, and the `[models]` concurrency limits are divided among them."))
+    # They hold the GIL for most of their work, so more threads only interleave the questions (each finishing
+    # late, all together, their model calls starting late); one thread takes them in order of arrival.
+    cpu_threads: int = Field(default=1, ge=1, le=64, description=(
+        "Threads for the CPU steps of a request (building contexts, classifying, planning). One takes them "
+        "in order of arrival, so the first model calls start while later questions are still built; a "
+        "service that mixes very long steps (a global batch build on a very large index) with short ones "
+        "should raise it, as a long step holds back the questions behind it."))
 
 
 class SearchConfig(SearchParams):

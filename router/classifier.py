@@ -2,36 +2,35 @@
 
 Model
 -----
-A linear support-vector classifier (scikit-learn `LinearSVC`, one-vs-rest) over three feature blocks
-(`router.features`): cue-lexicon and question-form features in English and Chinese (`router.cues`, lexicons in
-`router/data/cues.json`), index-linking signals, and hashed character n-grams. Its one-vs-rest decision values
-are calibrated with per-class sigmoids fitted on cross-validated predictions
-(`CalibratedClassifierCV(method="sigmoid", ensemble=False)`), so `confidence` is a probability. The fitted
-weights are stored as plain arrays in `router/data/router_model.npz` (rebuilt by `python -m tools.routing.train`)
-and applied here with numpy, which keeps a prediction well under a millisecond and the file independent of
-the scikit-learn version.
+Three stages, all plain arrays in `router/data/router_model.npz` (rebuilt by `python -m tools.routing.train`;
+numpy only at prediction, no pickle, independent of the scikit-learn version):
 
-Knowing when it does not know
------------------------------
-A question unlike anything in training (few of its words, names aside, were ever seen, and no cue group fires)
-gets its probabilities pulled towards uniform (`familiarity` in `signals`), so odd questions come out below
-the router's confidence threshold instead of at 0.99; the router then applies its cost-aware default.
+1. **wording**: a linear support-vector classifier (one-vs-rest) over the question's cue/form features and
+   hashed character n-grams (`router.features`); its three decision values are turned into probabilities by a
+   multinomial calibrator fitted on cross-validated decision values (grouped by template, so no wording the
+   calibrator sees was in the fold that produced it);
+2. **index** (only with an index): `router.index_probe` measures where this index's evidence for the question
+   lies (specific vs collection-wide vs common-noun names, named documents, how the best passages spread over
+   documents and top-level communities). A multinomial logistic layer over [log of the wording probabilities,
+   the probe's features] gives the final probabilities; it is fitted on labelled questions measured on real
+   offline indexes, with the wording probabilities of questions the wording model was trained on taken from
+   cross-validation;
+3. **confidence**: the probability that the chosen engine is right, from how sure the model is, whether two
+   independently trained views of the question (cue/form features alone, n-grams alone) agree with it, how
+   familiar the wording is (share of its words seen in training, names aside) and whether a cue fired; a
+   logistic model fitted on held-out predictions. Unfamiliar or contested questions come out unsure, so they
+   fall to the router's model second opinion or its cost-aware default instead of being routed at 0.99.
+   `probabilities` are rescaled so that the chosen engine's is `confidence` (the others keep their ratio).
 
-Index signals
--------------
-The model is trained on every question twice: once with the index block empty (its missing-indicator
-`idx_present` = 0) and once with simulated linking signals (`tools.routing.train.simulate_signals`). With an index,
-the real `shared_context.linking.link_entities` output fills the block. On top of that, `router.index_scope`
-measures how specific the question is *in this index* (specific entities versus speakers found across the
-collection, named documents, how thinly its words spread over the top-level communities) and nudges the
-probabilities with documented weights; those signals are listed in `signals` and `reasons`. If linking fails,
-the decision falls back to the wording and says so in `reasons`.
+With an index, a question that names nothing in it (no entity title, no document) and asks nothing corpus-wide
+is never sent to DRIFT, which would have only its primer to start from: local search is the cheapest engine
+that can say the index does not cover it.
 
-Reasons are built from the features that pushed the chosen class up the most (cue phrases found, question
-form, names, linking), in words a user understands.
+Reasons are built from the wording features that pushed the chosen class up the most and from what the index
+probe found, in words a user understands (`router.route_reasons`, `Probe.reasons`).
 
-This module imports only numpy, scikit-learn's hashing vectoriser and the router's own feature code, so
-`import router.classifier` stays fast; `shared_context` and `engines` are imported lazily when needed.
+This module imports only numpy and the router's own feature code, so `import router.classifier` stays fast;
+`shared_context` and `engines` are imported lazily when needed.
 """
 
 from __future__ import annotations
@@ -41,51 +40,49 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import TYPE_CHECKING, Literal, cast
 
 import numpy as np
 
-from router.cues import REASON_TEMPLATES
 from router.features import (
     DENSE_NAMES,
     FEATURE_NAMES,
     MAX_CHARS,
     N_HASH_FEATURES,
     N_WORD_BUCKETS,
-    IndexSignals,
     QuestionFeatures,
     extract,
-    index_vector,
+    has_content_words,
     ngram_vector,
-    signals_from_link,
     wording_buckets,
 )
-from router.index_scope import CLASSES as SCOPE_CLASSES
-from router.index_scope import SITUATIONS as SCOPE_SITUATIONS
-from router.index_scope import IndexScope
-from router.index_scope import adjust as adjust_for_scope
-from router.index_scope import measure as measure_scope
+from router.index_probe import PROBE_NAMES, Probe, probe, summarise_links
+from router.route_reasons import wording_reasons
 
 if TYPE_CHECKING:
-    from engines.models.base import ChatModel, Completion
+    from engines.models.base import ChatModel, Completion, Message
+    from shared_context.index import Index
+    from shared_context.linking import LinkResult
 
 Engine = Literal["local", "global", "drift"]
 ENGINES: tuple[Engine, ...] = ("local", "global", "drift")
 MODEL_PATH = Path(__file__).resolve().parent / "data" / "router_model.npz"
-MODEL_FORMAT = 2
-_REASON_MIN_CONTRIBUTION = 0.15  # log-odds; weaker features are not worth telling the user about
-# familiarity: share of a question's words (names aside) seen in training. At or above FAMILIAR the
-# calibrated probabilities stand; below it they are mixed with uniform, fully at UNFAMILIAR. A cue group
-# firing counts as familiar wording whatever the n-grams say.
-FAMILIAR = 0.85
-UNFAMILIAR = 0.45
-_ENGINE_WORDS = {"local": "questions about specific entities", "global": "questions about the whole collection",
-                 "drift": "questions that connect several entities"}
+MODEL_FORMAT = 3
+CONFIDENCE_NAMES: tuple[str, ...] = ("logit_best", "margin", "dense_view_agrees", "ngram_view_agrees", "unfamiliar",
+                                     "no_cue", "with_index", "with_index_x_logit")
+# cue groups that ask about the collection as a whole: a question with one of them may go global even when it
+# links to nothing in the index
+CORPUS_WIDE_CUES = frozenset(("scope", "theme", "summary", "trend", "population", "aggregation", "overview"))
+NOT_COVERED = "model+not-covered"  # the method of a decision `_covers_nothing` moved from DRIFT to local
+UNSURE = 0.6  # below this confidence the reasons say why the model is unsure
+FAMILIAR, UNFAMILIAR, UNFAMILIAR_CEILING = 0.85, 0.4, 0.45  # see `familiarity_ceiling`
+
+Linker = Callable[[str], "LinkResult"]
 
 
 @dataclass(frozen=True)
 class RouteDecision:
-    """Which engine to use and why. `confidence` is the calibrated probability of `engine`."""
+    """Which engine to use and why. `confidence` is the estimated probability that `engine` is right."""
 
     engine: Engine
     confidence: float
@@ -100,275 +97,255 @@ class ModelFileError(RuntimeError):
     """The classifier's model file is missing or is not a router model."""
 
 
+ModelArrays = dict[str, "np.ndarray | str | int | float | bool | list[str] | dict[str, object]"]
+
+
+def _softmax(z: np.ndarray) -> np.ndarray:
+    z = z - z.max()
+    e = np.exp(z)
+    out: np.ndarray = e / e.sum()
+    return out
+
+
+@dataclass(frozen=True)
+class Scored:
+    """One question through the stages: what `predict` decides from and what the trainer fits on."""
+
+    feats: QuestionFeatures
+    decision: np.ndarray  # wording model's decision values (class order of the model)
+    text_proba: np.ndarray
+    proba: np.ndarray  # after the index stage (== text_proba without an index)
+    dense_view: int  # argmax of the cue/form view
+    ngram_view: int  # argmax of the n-gram view
+    familiarity: float
+    probe: Probe | None
+    notes: tuple[str, ...] = ()
+
+
 class Classifier:
     """A loaded router model. Thread-safe: prediction only reads the arrays."""
 
-    def __init__(self, payload: dict[str, Any], *, source: str = "<memory>") -> None:
+    def __init__(self, payload: ModelArrays, *, source: str = "<memory>") -> None:
         try:
             if payload.get("format") != MODEL_FORMAT:
-                raise ModelFileError(f"{source}: model format {payload.get('format')!r}, expected {MODEL_FORMAT}")
-            if list(payload["feature_names"]) != list(FEATURE_NAMES) or payload["n_hash_features"] != N_HASH_FEATURES:
+                raise ModelFileError(f"{source}: model format {payload.get('format')!r}, expected {MODEL_FORMAT}; "
+                                     "rebuild it with `python -m tools.routing.train`")
+            if list(cast(list[str], payload["feature_names"])) != list(FEATURE_NAMES) or \
+                    payload["n_hash_features"] != N_HASH_FEATURES:
                 raise ModelFileError(f"{source}: model was trained with other features; rebuild it with "
                                      "`python -m tools.routing.train`")
-            self.classes: list[str] = [str(c) for c in payload["classes"]]
+            if list(cast(list[str], payload["probe_names"])) != list(PROBE_NAMES) or \
+                    list(cast(list[str], payload["confidence_names"])) != list(CONFIDENCE_NAMES):
+                raise ModelFileError(f"{source}: model was trained with other index or confidence features; "
+                                     "rebuild it with `python -m tools.routing.train`")
+            self.classes: list[str] = [str(c) for c in cast(list[str], payload["classes"])]
             if sorted(self.classes) != sorted(ENGINES):
                 raise ModelFileError(f"{source}: model classes {self.classes}, expected {list(ENGINES)}")
-            self._coef_dense = np.asarray(payload["coef_dense"], dtype=np.float64)
-            # stored column-major as (n_hash, n_classes) so one question gathers a few contiguous rows
-            self._coef_hash = np.zeros((N_HASH_FEATURES, len(self.classes)), dtype=np.float64)
-            self._coef_hash[np.asarray(payload["coef_hash_index"])] = np.asarray(payload["coef_hash_value"]).T
-            self._intercept = np.asarray(payload["intercept"], dtype=np.float64)
-            self._calib_a = np.asarray(payload["calib_a"], dtype=np.float64)
-            self._calib_b = np.asarray(payload["calib_b"], dtype=np.float64)
+            arr = {k: np.asarray(v, dtype=np.float64) for k, v in payload.items() if isinstance(v, np.ndarray)}
+            self._coef_dense = arr["coef_dense"]
+            self._intercept = arr["intercept"]
+            self._coef_hash = self._hash_block(payload, "coef_hash")
+            self._calib_w, self._calib_b = arr["calib_w"], arr["calib_b"]
+            self._view_dense, self._view_dense_b = arr["view_dense"], arr["view_dense_b"]
+            self._view_hash, self._view_hash_b = self._hash_block(payload, "view_hash"), arr["view_hash_b"]
+            self._probe_w, self._probe_b = arr["probe_w"], arr["probe_b"]
+            self._conf_w, self._conf_b = arr["confidence_w"], float(arr["confidence_b"].reshape(-1)[0])
             seen = np.unpackbits(np.asarray(payload["seen_words"], dtype=np.uint8))
             if len(seen) < N_WORD_BUCKETS:
                 raise ModelFileError(f"{source}: model was trained with a smaller familiarity table; rebuild it "
                                      "with `python -m tools.routing.train`")
             self._seen_words = seen[:N_WORD_BUCKETS] > 0
+            self.uses_cues = bool(payload.get("uses_cues", True))
+            shapes = {"coef_dense": (3, len(DENSE_NAMES)), "calib_w": (3, 3), "view_dense": (3, len(DENSE_NAMES)),
+                      "probe_w": (3, 3 + len(PROBE_NAMES)), "confidence_w": (len(CONFIDENCE_NAMES),)}
+            for name, shape in shapes.items():
+                if arr[name].shape != shape:
+                    raise ModelFileError(f"{source}: {name} has shape {arr[name].shape}, expected {shape}")
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise ModelFileError(f"{source}: not a router model file ({exc})") from exc
-        self.trained_on: dict[str, Any] = dict(payload.get("trained_on", {}))
-        # fitted index-scope nudges (rows `router.index_scope.SITUATIONS`, columns its CLASSES); None = defaults
-        weights = payload.get("scope_weights")
-        self.scope_weights: np.ndarray | None = None
-        if weights is not None:
-            self.scope_weights = np.asarray(weights, dtype=np.float64)
-            if self.scope_weights.shape != (len(SCOPE_SITUATIONS), len(SCOPE_CLASSES)):
-                raise ModelFileError(f"{source}: scope weights of shape {self.scope_weights.shape}, expected "
-                                     f"{(len(SCOPE_SITUATIONS), len(SCOPE_CLASSES))}")
+        trained_on = payload.get("trained_on", {})
+        self.trained_on: dict[str, object] = dict(trained_on) if isinstance(trained_on, dict) else {}
         self.source = source
+
+    @staticmethod
+    def _hash_block(payload: ModelArrays, name: str) -> np.ndarray:
+        """A (N_HASH_FEATURES, 3) block stored as its non-zero rows, so one question gathers a few rows."""
+        block = np.zeros((N_HASH_FEATURES, 3), dtype=np.float64)
+        block[np.asarray(payload[f"{name}_index"])] = np.asarray(payload[f"{name}_value"]).T
+        return block
 
     @classmethod
     def load(cls, path: str | Path = MODEL_PATH) -> Classifier:
         path = Path(path)
         if not path.is_file():
-            raise ModelFileError(f"router model file not found: {path} (rebuild it with `python -m tools.routing.train`)")
+            raise ModelFileError(f"router model file not found: {path} (rebuild it with "
+                                 "`python -m tools.routing.train`)")
         try:
             with np.load(path, allow_pickle=False) as stored:
-                payload: dict[str, Any] = {k: stored[k] for k in stored.files if k != "meta"}
+                payload: ModelArrays = {k: stored[k] for k in stored.files if k != "meta"}
                 payload.update(json.loads(str(stored["meta"])))
         except (OSError, ValueError, KeyError, EOFError) as exc:  # zip/npz/json errors for a corrupt file
             raise ModelFileError(f"{path}: cannot read router model file ({type(exc).__name__}: {exc})") from exc
         return cls(payload, source=str(path))
 
-    # ------------------------------------------------------------------------------------ scoring
+    # ------------------------------------------------------------------------------------ stages
 
-    def _scores(self, feats: QuestionFeatures, signals: IndexSignals | None) -> tuple[np.ndarray, np.ndarray, float]:
-        """Return (dense feature vector, raw decision values, familiarity) for one question."""
-        dense = np.concatenate([feats.dense, index_vector(signals)]).astype(np.float64)
+    def text_stage(self, feats: QuestionFeatures) -> tuple[np.ndarray, np.ndarray, int, int, float]:
+        """(decision values, calibrated probabilities, dense-view argmax, n-gram-view argmax, familiarity)."""
+        dense = feats.dense.astype(np.float64)
         columns, values = ngram_vector(feats.text)
-        decision = self._coef_dense @ dense + self._intercept
-        if len(columns):
-            decision = decision + values @ self._coef_hash[columns]
+        hashed = values @ self._coef_hash[columns] if len(columns) else np.zeros(3)
+        decision = self._coef_dense @ dense + self._intercept + hashed
+        proba = _softmax(self._calib_w @ decision + self._calib_b)
+        dense_view = int(np.argmax(self._view_dense @ dense + self._view_dense_b))
+        ngram = values @ self._view_hash[columns] if len(columns) else np.zeros(3)
+        ngram_view = int(np.argmax(ngram + self._view_hash_b))
         buckets = wording_buckets(feats.text, feats.names)
         familiarity = float(self._seen_words[buckets].mean()) if buckets else 0.0
-        return dense, decision, familiarity
+        return decision, proba, dense_view, ngram_view, familiarity
 
-    @staticmethod
-    def _temper(proba: np.ndarray, familiarity: float, has_cues: bool) -> np.ndarray:
-        """Pull the probabilities of unfamiliar wording towards uniform (see FAMILIAR / UNFAMILIAR)."""
-        if has_cues or familiarity >= FAMILIAR:
-            return proba
-        trust = max(0.0, (familiarity - UNFAMILIAR) / (FAMILIAR - UNFAMILIAR))
-        return trust * proba + (1.0 - trust) / len(proba)
+    def index_stage(self, text_proba: np.ndarray, found: Probe) -> np.ndarray:
+        inputs = np.concatenate([np.log(np.clip(text_proba, 1e-6, 1.0)), found.vector()])
+        return _softmax(self._probe_w @ inputs + self._probe_b)
 
-    def _calibrate(self, decision: np.ndarray) -> np.ndarray:
-        proba = 1.0 / (1.0 + np.exp(self._calib_a * decision + self._calib_b))
-        total = float(proba.sum())
-        return proba / total if total > 0 else np.full_like(proba, 1.0 / len(proba))
+    def confidence_inputs(self, scored: Scored) -> np.ndarray:
+        return confidence_inputs(scored.proba, scored.dense_view, scored.ngram_view, scored.familiarity,
+                                 bool(scored.feats.cues) and self.uses_cues, scored.probe is not None)
 
-    def predict(self, question: str, index: Any = None, *, history: Sequence[str] = (),
-                linker: Callable[[str], Any] | None = None) -> RouteDecision:
-        """Classify one question; `index` (a `shared_context.Index`) adds entity-linking signals.
+    def confidence(self, scored: Scored) -> float:
+        """The confidence model's probability of being right, never above the ceiling of unfamiliar wording."""
+        z = float(self._conf_w @ self.confidence_inputs(scored)) + self._conf_b
+        ceiling = 1.0 if scored.feats.cues and self.uses_cues else familiarity_ceiling(scored.familiarity)
+        return min(float(1.0 / (1.0 + np.exp(-z))), ceiling)
+
+    def score(self, question: str, index: Index | None = None, *, history: Sequence[str] = (),
+              linker: Linker | None = None) -> Scored:
+        """Everything `predict` decides from, for one question."""
+        if isinstance(history, str):  # a single earlier turn passed bare
+            history = [history]
+        feats = extract(question)
+        if not history and not has_content_words(feats.text):
+            raise ValueError(f"question has no content words ({feats.text[:40]!r}): ask about someone or something")
+        notes: list[str] = []
+        if history and not feats.names and len(feats.text.split()) <= 8 and len(feats.text) <= 40:
+            feats = extract(f"{history[0]} {feats.text}")
+            notes.append("short follow-up: read together with the previous question")
+        decision, text_proba, dense_view, ngram_view, familiarity = self.text_stage(feats)
+        found: Probe | None = None
+        if index is not None:
+            _check_index(index)
+            found, note = _probe(index, feats.text, linker)
+            if note:
+                notes.append(note)
+        proba = self.index_stage(text_proba, found) if found is not None else text_proba
+        return Scored(feats, decision, text_proba, proba, dense_view, ngram_view, familiarity, found, tuple(notes))
+
+    # ------------------------------------------------------------------------------------ decision
+
+    def predict(self, question: str, index: Index | None = None, *, history: Sequence[str] = (),
+                linker: Linker | None = None) -> RouteDecision:
+        """Classify one question; `index` (a `shared_context.Index`) adds what the index says about it.
 
         `history` holds the earlier user turns, newest first (the order `link_entities` uses). It only
         matters for a short follow-up that names nothing ("and why?"), which is read together with the
         newest earlier turn; the router normally rewrites follow-ups into standalone questions first.
         """
-        feats, signals, scope, notes, dense, proba, familiarity = self._before_scope(question, index, history, linker)
-        scope_reasons: list[str] = []
-        if scope is not None:
-            bonus, scope_reasons = adjust_for_scope(scope, self.scope_weights)
-            order = [SCOPE_CLASSES.index(c) for c in self.classes]
-            proba = proba * np.exp(bonus[order])
-            proba = proba / proba.sum()
-        best = int(np.argmax(proba))
+        scored = self.score(question, index, history=history, linker=linker)
+        feats = scored.feats
+        best = int(np.argmax(scored.proba))
+        confidence = self.confidence(scored)
         engine = cast(Engine, self.classes[best])
-        reasons = scope_reasons + self._reasons(best, dense, feats, signals) + notes
-        if familiarity < FAMILIAR and not feats.cues:
-            reasons.append(f"unfamiliar wording (only {familiarity:.0%} of it resembles the training questions); "
-                           "confidence lowered")
+        reasons = scored.probe.reasons() if scored.probe is not None else []
+        reasons += wording_reasons(self._coef_dense, best, feats, engine)
+        reasons += list(scored.notes)
+        if confidence < UNSURE:
+            reasons.append(self._unsure_because(scored, best))
         if feats.truncated:
             reasons.append(f"the question is very long; only its first {MAX_CHARS} characters were used")
-        probabilities: dict[str, float] = {str(c): float(proba[self.classes.index(c)]) for c in ENGINES}
-        found: dict[str, float] = {"familiarity": round(familiarity, 3)}
-        if signals is not None:
-            found.update(signals.as_dict())
-        if scope is not None:
-            found.update(scope.as_dict())
+        proba = _rescaled(scored.proba, best, confidence)
+        method = "model"
+        if scored.probe is not None and engine == "drift" and _covers_nothing(scored.probe, feats):
+            engine, method = "local", NOT_COVERED
+            reasons.insert(0, "links to nothing in this index by name and asks nothing corpus-wide: local search, "
+                              "the cheapest engine that can say the index does not cover it")
+            local, drift = self.classes.index("local"), self.classes.index("drift")
+            proba = proba.copy()
+            proba[local], proba[drift] = proba[local] + proba[drift], 0.0  # DRIFT's share goes to local
+        probabilities: dict[str, float] = {c: float(proba[self.classes.index(c)]) for c in ENGINES}
+        signals: dict[str, float] = {"familiarity": round(scored.familiarity, 3),
+                                     "wording_confidence": round(float(scored.text_proba.max()), 3)}
+        if scored.probe is not None:
+            signals.update(scored.probe.as_dict())
         return RouteDecision(engine=engine, confidence=probabilities[engine], probabilities=probabilities,
-                             reasons=reasons, signals=found, method="model")
+                             reasons=reasons, signals=signals, method=method,
+                             fallbacks=("basic",) if method == NOT_COVERED else ())
 
-    def _before_scope(self, question: str, index: Any, history: Sequence[str],
-                      linker: Callable[[str], Any] | None) -> tuple[QuestionFeatures, IndexSignals | None,
-                                                                    IndexScope | None, list[str], np.ndarray,
-                                                                    np.ndarray, float]:
-        """Everything up to the index-scope nudge: features, linking, scope, the model's probabilities."""
-        if isinstance(history, str):  # a single earlier turn passed bare
-            history = [history]
-        feats = extract(question)
-        notes: list[str] = []
-        if history and not feats.names and len(feats.text.split()) <= 8 and len(feats.text) <= 40:
-            feats = extract(f"{history[0]} {feats.text}")
-            notes.append("short follow-up: read together with the previous question")
-        signals: IndexSignals | None = None
-        scope: IndexScope | None = None
-        if index is not None and not _is_index(index):
-            notes.append(f"entity linking failed ({type(index).__name__} is not an Index); decided from the wording only")
-        elif index is not None:
-            signals, note = _link(index, feats.text, linker)
-            if note:
-                notes.append(note)
-            scope, note = _scope(index, feats.text, signals)
-            if note:
-                notes.append(note)
-        dense, decision, familiarity = self._scores(feats, signals)
-        proba = self._temper(self._calibrate(decision), familiarity, bool(feats.cues))
-        return feats, signals, scope, notes, dense, proba, familiarity
-
-    def scope_inputs(self, question: str, index: Any) -> tuple[np.ndarray, IndexScope | None]:
-        """(the model's probabilities in `router.index_scope.CLASSES` order before the scope nudge, the scope
-        measurement): what `tools.routing.scope_fit` fits the nudges on."""
-        _, _, scope, _, _, proba, _ = self._before_scope(question, index, (), None)
-        return proba[[self.classes.index(c) for c in SCOPE_CLASSES]], scope
-
-    # ------------------------------------------------------------------------------------ reasons
-
-    def _reasons(self, best: int, dense: np.ndarray, feats: QuestionFeatures,
-                 signals: IndexSignals | None) -> list[str]:
-        others = [k for k in range(len(self.classes)) if k != best]
-        margin = self._coef_dense[best] - self._coef_dense[others].mean(axis=0)
-        contribution = margin * dense
-        order = np.argsort(-contribution)
-        reasons: list[str] = []
-        used_groups: set[str] = set()
-        for j in order[:8]:
-            if contribution[j] < _REASON_MIN_CONTRIBUTION or len(reasons) >= 3:
-                break
-            name = FEATURE_NAMES[j]
-            group, text = _describe(name, feats, signals)
-            if text and group not in used_groups:
-                used_groups.add(group)
-                reasons.append(text)
-        if signals is not None and "index" not in used_groups:
-            reasons.append(_index_reason(signals))
-        if not reasons:
-            engine = self.classes[best]
-            reasons.append(f"no explicit cue; the wording is closest to {_ENGINE_WORDS[engine]} seen in training")
-        return reasons
+    def _unsure_because(self, scored: Scored, best: int) -> str:
+        why = []
+        if scored.dense_view != best or scored.ngram_view != best:
+            why.append("the cue/form view and the phrase view of the question disagree")
+        if scored.familiarity < FAMILIAR:
+            why.append(f"unfamiliar wording: only {scored.familiarity:.0%} of it resembles the training questions")
+        if not why:
+            why.append("two engines are close")
+        return "unsure: " + "; ".join(why)
 
 
-def _quote(phrases: Sequence[str], limit: int = 2) -> str:
-    return ", ".join(f"'{p[:40]}'" for p in phrases[:limit])
+def familiarity_ceiling(familiarity: float) -> float:
+    """How sure any decision may be about wording with no cue and this share of words seen in training: no limit
+    from `FAMILIAR` up, `UNFAMILIAR_CEILING` at `UNFAMILIAR` and below. The held-out questions the confidence
+    model is fitted on are all real questions; gibberish and wording far from all of them is not among them, so
+    this floor of doubt is set by design rather than learned."""
+    trust = min(1.0, max(0.0, (familiarity - UNFAMILIAR) / (FAMILIAR - UNFAMILIAR)))
+    return UNFAMILIAR_CEILING + (1.0 - UNFAMILIAR_CEILING) * trust
 
 
-def _names(names: Sequence[str], limit: int = 3) -> str:
-    shown = ", ".join(names[:limit])
-    return shown + (", ..." if len(names) > limit else "")
+def confidence_inputs(proba: np.ndarray, dense_view: int, ngram_view: int, familiarity: float, has_cue: bool,
+                      with_index: bool) -> np.ndarray:
+    """`CONFIDENCE_NAMES` for one decision (also what the trainer fits the confidence model on)."""
+    best = int(np.argmax(proba))
+    p = float(np.clip(proba[best], 1e-6, 1 - 1e-6))
+    second = float(np.sort(proba)[-2])
+    logit = float(np.log(p / (1 - p)))
+    indexed = float(with_index)
+    return np.array([logit, p - second, float(dense_view == best), float(ngram_view == best), 1.0 - familiarity,
+                     float(not has_cue), indexed, indexed * logit])
 
 
-def _describe(name: str, feats: QuestionFeatures, signals: IndexSignals | None) -> tuple[str, str]:
-    """(group, user-facing text) for one active feature; empty text when it is not worth saying."""
-    if name.startswith("cue_"):
-        cue = name[4:]
-        return cue, REASON_TEMPLATES[cue].format(m=_quote(feats.cues.get(cue, [])))
-    if name.startswith("wh_"):
-        return "form", f"is a '{name[3:]}' question"
-    if name == "form_yes_no":
-        return "form", "is a yes/no question"
-    if name == "form_imperative":
-        return "form", f"is an instruction ('{feats.text.split()[0].lower()}')"
-    if name == "names_0":
-        return "names", "contains no name-like words"
-    if name == "names_1":
-        return "names", f"names one entity ({_names(feats.names)})"
-    if name == "names_2plus":
-        return "names", f"names {len(feats.names)} entities ({_names(feats.names)})"
-    if name in ("log_tokens", "commas", "conjunctions", "clauses_long"):
-        words = len(feats.text.split()) if not feats.dense[DENSE_NAMES.index("lang_zh")] else len(feats.text) // 2
-        clauses = feats.dense[DENSE_NAMES.index("commas")] + feats.dense[DENSE_NAMES.index("conjunctions")]
-        if words >= 25 or (name != "log_tokens" and clauses > 0 and words >= 12):
-            return "shape", "is long, with several clauses"
-        return "shape", ""  # length always contributes a little; only worth saying for long questions
-    if name == "dates":
-        return "dates", "mentions dates"
-    if name == "quoted":
-        return "names", "quotes a name or title"
-    if name in _INTERACTION_REASONS:
-        return name, _INTERACTION_REASONS[name]
-    if name.startswith("idx_") and signals is not None:
-        return "index", _index_reason(signals)
-    return name, ""
+def _rescaled(proba: np.ndarray, best: int, confidence: float) -> np.ndarray:
+    """`proba` with `proba[best] == confidence` and the other classes in their old ratio."""
+    rest = float(1.0 - proba[best])
+    out = proba * ((1.0 - confidence) / rest) if rest > 1e-12 else np.full_like(proba, (1.0 - confidence) / 2)
+    out[best] = confidence
+    return out
 
 
-_INTERACTION_REASONS = {
-    "x_population_frequency": "asks what a group of speakers or documents generally does",
-    "x_population_aggregation": "gathers views or kinds from a group of speakers or documents",
-    "x_trend_without_collection": "asks for a most/least fact without pointing at the whole collection",
-    "x_reasoning_with_names": "connects named things by comparison, cause or time",
-    "x_identify_long": "asks for one entity, described at length",
-    "x_unit_without_population": "is about one document or meeting of the series",
-    "x_frequency_without_collection": "asks how something usually or commonly is",
-}
+def _covers_nothing(found: Probe, feats: QuestionFeatures) -> bool:
+    """No entity of the index named by title, no document named, and no corpus-wide cue: DRIFT would have
+    nothing to start from but its whole primer."""
+    return not found.links.positions and not found.documents and not (CORPUS_WIDE_CUES & set(feats.cues))
 
 
-def _index_reason(signals: IndexSignals) -> str:
-    if signals.linked == 0:
-        text = "links to no entity in the index"
-    else:
-        names = f" ({_names(signals.names)})" if signals.names else ""
-        plural = "entity" if signals.linked == 1 else "entities"
-        spans = signals.communities
-        text = f"links to {signals.linked} {plural} in the index{names}"
-        if spans:
-            text += f" across {spans} communit{'y' if spans == 1 else 'ies'}"
-    if signals.unknown:
-        text += f"; {signals.unknown} name(s) that look like entities are not in the index"
-    return text
-
-
-def _scope(index: Any, text: str, signals: IndexSignals | None) -> tuple[IndexScope | None, str]:
-    """Measure how specific the question is in this index; never raises (degrades to no nudge)."""
-    from shared_context.errors import IndexFormatError
-
-    try:
-        return measure_scope(index, text, signals, signals.positions if signals else ()), ""
-    except IndexFormatError as exc:  # a signal, not a requirement: say so and decide without it
-        return None, f"index scope could not be measured ({exc})"
-
-
-def _is_index(index: object) -> bool:
+def _check_index(index: object) -> None:
     from shared_context.index import Index  # imported only when an index is given: classify() stays light
 
-    return isinstance(index, Index)
+    if not isinstance(index, Index):
+        raise TypeError(f"index must be a shared_context Index, not {type(index).__name__}")
 
 
-def _link(index: Any, text: str, linker: Callable[[str], Any] | None = None) -> tuple[IndexSignals | None, str]:
-    """Run entity linking. Something that is not an Index, or index data linking cannot use, degrades to
-    wording-only classification and says so; any other exception is a bug and surfaces."""
+def _probe(index: Index, text: str, linker: Linker | None) -> tuple[Probe | None, str]:
+    """Link and probe; index data linking cannot use degrades to wording-only classification and says so
+    (any other exception is a bug and surfaces)."""
     from shared_context.errors import IndexFormatError
     from shared_context.linking import link_entities
 
     try:
         link = linker(text) if linker is not None else link_entities(index, text)
-    except IndexFormatError as exc:  # linking is an optional signal; report and carry on with the wording
-        return None, f"entity linking failed ({exc}); decided from the wording only"
-    entities = index.entities
-
-    def title_of(pos: int) -> str:
-        return str(entities[pos].title)
-
-    return signals_from_link(link, index.entity_communities, title_of), ""
+        entities = index.entities
+        links = summarise_links(link, lambda pos: str(entities[pos].title))
+        return probe(index, text, links), ""
+    except IndexFormatError as exc:
+        return None, f"the index could not be probed ({exc}); decided from the wording only"
 
 
 # ---------------------------------------------------------------------------------- module level
@@ -387,12 +364,13 @@ def default_classifier() -> Classifier:
     return _default
 
 
-def classify(question: str, index: Any = None, *, history: Sequence[str] = (),
-             linker: Callable[[str], Any] | None = None) -> RouteDecision:
+def classify(question: str, index: Index | None = None, *, history: Sequence[str] = (),
+             linker: Linker | None = None) -> RouteDecision:
     """Route one question to "local", "global" or "drift" with the packaged model.
 
-    Works without an index; with a `shared_context.Index`, entity-linking signals are added. `history`:
-    earlier user turns, newest first. Raises `ValueError("question is empty")` for an empty or whitespace-only question.
+    Works without an index; with a `shared_context.Index`, what the index says about the question is added.
+    `history`: earlier user turns, newest first. Raises `ValueError` for an empty question or one with no
+    content words.
     """
     return default_classifier().predict(question, index, history=history, linker=linker)
 
@@ -425,7 +403,8 @@ async def classify_with_llm(question: str, model: ChatModel, decision: RouteDeci
     from engines.models.structured import complete_json
     from engines.schemas import RouteResponse
 
-    messages: list[Any] = [{"role": "system", "content": ROUTE_SYSTEM_PROMPT}, {"role": "user", "content": question}]
+    messages: list[Message] = [{"role": "system", "content": ROUTE_SYSTEM_PROMPT},
+                               {"role": "user", "content": question}]
     try:
         parsed, completions = await complete_json(model, messages, RouteResponse, task="route")
     except ModelError as exc:
@@ -441,5 +420,5 @@ async def classify_with_llm(question: str, model: ChatModel, decision: RouteDeci
                          method="model+llm"), list(completions)
 
 
-__all__ = ["DENSE_NAMES", "ENGINES", "Classifier", "ModelFileError", "RouteDecision", "classify",
-           "classify_with_llm", "default_classifier"]
+__all__ = ["CONFIDENCE_NAMES", "DENSE_NAMES", "ENGINES", "Classifier", "ModelFileError", "RouteDecision", "Scored",
+           "classify", "classify_with_llm", "default_classifier"]

@@ -47,7 +47,10 @@ def _parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
 
     ask = sub.add_parser("ask", help="answer a question, routed to the best engine")
     ask.add_argument("question")
-    ask.add_argument("--index", required=True, help="GraphRAG output folder")
+    ask.add_argument("--index", help="GraphRAG output folder (with --server: the name of one of the server's indexes)")
+    ask.add_argument("--server", metavar="URL",
+                     help="ask a running 'graphroute serve' at URL (e.g. http://127.0.0.1:8000) instead of loading "
+                          "the index in this process: no start-up per question; the server's configuration applies")
     ask.add_argument("--mode", choices=["auto", "local", "global", "drift", "basic"],
                      help="engine to use (default: [router] default_mode in graphroute.toml, else auto)")
     ask.add_argument("--config", help="graphroute.toml (default: ./graphroute.toml if present)")
@@ -57,9 +60,9 @@ def _parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     ask.add_argument("--deadline", type=float, help="budget: seconds for this question")
     ask.add_argument("--json", action="store_true", help="print the whole answer as JSON")
     ask.add_argument("--stream", action="store_true", help="stream progress and the answer as it is written")
-    ask.add_argument("--length", choices=["short", "medium", "long"], default="medium",
+    ask.add_argument("--length", choices=["short", "medium", "long"],
                      help="answer length: sets every engine's response type and global search's reduce length "
-                          "(default medium)")
+                          "(default medium; with --server, the server's configuration decides)")
     _settings_args(ask)
 
     qs = sub.add_parser("questions", help="suggest next questions, each labelled with its route")
@@ -226,7 +229,11 @@ def _cmd_ask(args: argparse.Namespace, console: Console) -> int:
         budget = Budget(args.max_cost, args.max_calls, args.deadline)
     except BudgetError as exc:
         raise CliError(str(exc)) from exc
-    router = _load_router(args.index, args.config, args.length, _settings_choice(args))
+    if args.server:
+        return _ask_server(args, console)
+    if not args.index:
+        raise CliError("ask needs --index PATH (or --server URL)")
+    router = _load_router(args.index, args.config, args.length or "medium", _settings_choice(args))
     mode = args.mode or router.config.router.default_mode
     history = None
     if args.history:
@@ -272,6 +279,35 @@ def _cmd_ask(args: argparse.Namespace, console: Console) -> int:
         print(json.dumps(answer.to_dict(), indent=2, ensure_ascii=False, default=str))
     else:
         render_answer(console, answer, show_text=not args.stream, mode=mode)
+    return 0
+
+
+def _ask_server(args: argparse.Namespace, console: Console) -> int:
+    from router.cli_server import ServerError, answer_view, ask_server
+
+    if args.stream:
+        raise CliError("--stream is not available with --server (the server's /v1/chat/completions streams)")
+    if args.length or args.config:
+        raise CliError("--length and --config are the server's with --server (its configuration applies)")
+    body: dict[str, Any] = {"question": args.question, "mode": args.mode}
+    if args.index:
+        body["index"] = args.index
+    if args.history:
+        try:
+            body["history"] = json.loads(Path(args.history).read_text())
+        except (OSError, json.JSONDecodeError) as exc:
+            raise CliError(f"cannot read --history {args.history}: {exc}") from exc
+    limits = {"max_cost": args.max_cost, "max_llm_calls": args.max_calls, "deadline_s": args.deadline}
+    if any(v is not None for v in limits.values()):
+        body["budget"] = {k: v for k, v in limits.items() if v is not None}
+    try:
+        data = ask_server(args.server, body, timeout_s=(args.deadline or 600.0) + 30.0)
+    except ServerError as exc:
+        raise CliError(str(exc)) from exc
+    if args.json:
+        print(json.dumps(data, indent=2, ensure_ascii=False, default=str))
+    else:
+        render_answer(console, answer_view(data), mode=args.mode or "auto")
     return 0
 
 
@@ -356,11 +392,28 @@ def _cmd_serve(args: argparse.Namespace, console: Console) -> int:
         _serve_workers(specs, config.model_copy(update={"serve": serve_cfg}), keys, access, console,
                        _settings_choice(args), cfg_path)
         return 0
-    routers = {name: _load_router(path, args.config, settings=_settings_choice(args)) for name, path in specs.items()}
-    service = Service(routers, serve_cfg, api_keys=keys)
-    where = f"http://{serve_cfg.host}:{serve_cfg.port}"
-    console.print(f"graphroute serve: {', '.join(routers)} on {where} ({access})")
-    serve(service, serve_cfg.host, serve_cfg.port)
+    from router.service.listeners import ListenError, listen
+
+    try:  # the port first: a busy one is one line, before any index is loaded
+        sock = listen(serve_cfg.host, serve_cfg.port)
+    except ListenError as exc:
+        raise CliError(exc.strerror) from None
+    try:
+        routers = {name: _load_router(path, args.config, settings=_settings_choice(args))
+                   for name, path in specs.items()}
+        service = Service(routers, serve_cfg, api_keys=keys)
+        console.print(f"graphroute serve: warming up {', '.join(routers)} and checking the model endpoints",
+                      highlight=False, soft_wrap=True)
+        service.prepare()
+    except BaseException:
+        sock.close()
+        raise
+    for line in service.endpoint_lines():
+        console.print(f"  {line}", highlight=False, soft_wrap=True)
+    host = f"[{serve_cfg.host}]" if ":" in serve_cfg.host else serve_cfg.host
+    console.print(f"graphroute serve: {', '.join(routers)} on http://{host}:{sock.getsockname()[1]} ({access})",
+                  highlight=False, soft_wrap=True)
+    serve(service, sock)
     return 0
 
 
@@ -390,10 +443,13 @@ def _serve_workers(specs: dict[str, str], config: Any, keys: list[str], access: 
         console.print(f"graphroute serve: {', '.join(specs)} on {pool.url} with {workers} workers "
                       f"(pids {', '.join(map(str, pool.pids.values()))}; {access})", highlight=False, soft_wrap=True)
 
-    console.print(f"graphroute serve: starting {workers} workers (each loads and warms up the indexes)")
+    def bound(pool: Any) -> None:
+        console.print(f"graphroute serve: starting {workers} workers on port {pool.port} (each loads and warms up "
+                      "the indexes and checks the model endpoints)", highlight=False, soft_wrap=True)
+
     try:
         serve_workers(WorkerSpec(specs, config, keys, index_configs=index_configs),
-                      lambda line: console.print(line, highlight=False, soft_wrap=True), serving)
+                      lambda line: console.print(line, highlight=False, soft_wrap=True), serving, bound)
     except WorkerError as exc:
         raise CliError(str(exc)) from None
 
@@ -459,7 +515,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             except ModelConfigError as exc:
                 raise CliError(str(exc)) from exc
     except CliError as exc:
-        err.print(f"[red]error:[/red] {exc}")
+        err.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)  # one line, however narrow
         return 2
     except Exception as exc:  # model and engine failures name their stage and cause; no traceback
         from engines.errors import EngineError

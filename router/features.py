@@ -1,18 +1,17 @@
-"""Turn a question (and optionally index-linking signals) into the classifier's feature vector.
+"""Turn a question's wording into the classifier's features (what the index says is `router.index_probe`'s).
 
-Three blocks, concatenated:
+Two blocks:
 
 1. **cue and form features** (dense, named): one count-based feature per cue group of `router.cues`, the
    question form (first wh-word, yes/no, imperative), length and clause structure (tokens, commas,
-   conjunctions), and entity-looking spans (capitalised spans, quoted names, CJK bracketed titles and
-   titled names, dates);
-2. **index signals** (dense, named): whether an index was given (a missing-indicator), how many entities the
-   question links to and how strongly, how many communities they span, and how many entity-looking names
-   are *not* in the index. All zeros when no index is given;
-3. **character n-grams** (char_wb 2-4, hashed): language-neutral and small, no vocabulary to store.
+   conjunctions), entity-looking spans (capitalised spans, quoted names, CJK bracketed titles and titled
+   names, dates), and a few interactions of cue groups;
+2. **character n-grams** (char_wb 2-4, hashed): language-neutral and small, no vocabulary to store.
 
-Everything here is pure and fast: the cue block is a dozen compiled regexes, the n-gram block one call to
-`HashingVectorizer.transform`.
+Everything here is pure and fast: the cue block is a dozen compiled regexes, the n-gram block memoised hashes.
+A question with no words at all (only punctuation or symbols) has nothing to route on and is refused with a
+`ValueError` naming the problem; so is one of only one or two function words ("who?", "and why?") unless an
+earlier turn says what it is about (`has_content_words`, checked by the classifier).
 """
 
 from __future__ import annotations
@@ -20,10 +19,9 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import chain
-from typing import Any
 
 import mmh3
 import numpy as np
@@ -44,11 +42,16 @@ _IMPERATIVES = ("describe", "summarize", "summarise", "list", "give", "tell", "e
                 "rewrite", "retell", "narrate", "write", "draft", "compose", "name", "show", "find", "provide",
                 "outline", "identify", "rank", "imagine", "remind")
 _ZH_IMPERATIVES = ("请", "介绍", "列出", "总结", "概括", "比较", "梳理", "把", "以", "帮我", "简单说说", "归纳", "用")
+# question and function words that carry nothing to search for on their own ("who?", "and why?", "what now?")
+_FUNCTION_WORDS = frozenset((*_WH_WORDS, *_YES_NO, "and", "or", "but", "so", "then", "now", "it", "this", "that",
+                             "else", "more", "again", "really", "ok", "okay", "yes", "no", "huh", "please"))
 _CONJUNCTIONS = LazyPattern(r"\b(?:and|or|while|whereas|but|versus)\b|和|与|及|并且|而|以及|还是", re.IGNORECASE)
 _TOKEN = LazyPattern(r"[A-Za-z0-9][A-Za-z0-9'’.\-]*|[\u4e00-\u9fff]")
 _CJK = LazyPattern(r"[\u4e00-\u9fff]")
 _CAP_SPAN = LazyPattern(
-    r"(?:(?:Mr|Mrs|Ms|Dr|St|Prof|Gen|Capt)\.\s)?[A-Z][\w’'\-]*(?:\s+(?:of|the|de|van|von|la|du)?\s*[A-Z][\w’'\-]*)*"
+    # word characters other than CJK: a Latin name run straight into Chinese text ("FY15Q3电话会") ends there
+    r"(?:(?:Mr|Mrs|Ms|Dr|St|Prof|Gen|Capt)\.\s)?[A-Z][^\W\u3400-\u9fff’'\-]*[’'\-]*(?:[^\W\u3400-\u9fff]|[’'\-])*"
+    r"(?:\s+(?:of|the|de|van|von|la|du)?\s*[A-Z](?:[^\W\u3400-\u9fff]|[’'\-])*)*"
 )
 _QUOTED = LazyPattern(r"[\"“「『《]([^\"”」』》]{1,60})[\"”」』》]|(?<!\w)'([^']{2,60})'(?!\w)")
 _ZH_TITLED = LazyPattern(r"[\u4e00-\u9fff]{1,3}(?:医生|教授|老师|律师|法官|先生|女士|主任|博士|校长|市长|部长|总监|经理|主播)")
@@ -78,6 +81,8 @@ INTERACTION_NAMES: tuple[str, ...] = (
     "x_identify_long",  # asks for one entity (who is the.../which company...) in a long, descriptive question
     "x_unit_without_population",  # names one document/meeting and no population of them
     "x_frequency_without_collection",  # usually/often/common with no population, scope, theme or overview cue
+    "x_series_change",  # a change or trend over the documents of a series ("shifted over the quarters")
+    "x_compound_about_one",  # "Who is X and why/what ... he/his ...": several asks about one named entity
 )
 
 DENSE_NAMES: tuple[str, ...] = (
@@ -88,35 +93,14 @@ DENSE_NAMES: tuple[str, ...] = (
     "names_0", "names_1", "names_2plus", "quoted", "dates", "lang_zh", "truncated",
     *INTERACTION_NAMES,
 )
-INDEX_NAMES: tuple[str, ...] = (
-    "idx_present", "idx_linked_0", "idx_linked_1", "idx_linked_2plus", "idx_log_linked", "idx_max_score",
-    "idx_mean_score", "idx_exact_share", "idx_log_communities", "idx_communities_3plus", "idx_unknown",
-)
-FEATURE_NAMES: tuple[str, ...] = DENSE_NAMES + INDEX_NAMES
+FEATURE_NAMES: tuple[str, ...] = DENSE_NAMES
 N_DENSE = len(FEATURE_NAMES)
+# the cue-lexicon features and the interactions built from them (zeroed to measure the model without lexicons)
+CUE_FEATURES: tuple[int, ...] = tuple(i for i, n in enumerate(DENSE_NAMES) if n.startswith(("cue_", "x_")))
 
 _MAX_CACHED_NGRAMS = 400_000
 _bucket_cache: dict[str, int] = {}  # n-gram -> hashed column; dict reads/writes are atomic under the GIL
 _word_cache: dict[str, tuple[int, ...]] = {}  # word -> columns of its n-grams
-
-
-@dataclass(frozen=True)
-class IndexSignals:
-    """What entity linking found for one question (all counts, scores in [0, 1])."""
-
-    linked: int = 0
-    max_score: float = 0.0
-    mean_score: float = 0.0
-    exact: int = 0
-    communities: int = 0
-    unknown: int = 0
-    names: tuple[str, ...] = ()  # titles of the linked entities, best first (for reasons)
-    positions: tuple[int, ...] = ()  # their positions in the index, aligned with `names`
-
-    def as_dict(self) -> dict[str, float]:
-        return {"linked_entities": float(self.linked), "max_link_score": self.max_score,
-                "mean_link_score": self.mean_score, "exact_links": float(self.exact),
-                "communities_spanned": float(self.communities), "unknown_names": float(self.unknown)}
 
 
 @dataclass(frozen=True)
@@ -134,9 +118,19 @@ def normalise(question: str) -> tuple[str, bool]:
     text = " ".join(question.split())
     if not text:
         raise ValueError("question is empty")
+    if not any(ch.isalnum() for ch in text):
+        raise ValueError(f"question has no words to search for ({text[:40]!r} is only punctuation or symbols)")
+
     if len(text) > MAX_CHARS:
         return text[:MAX_CHARS], True
     return text, False
+
+
+def has_content_words(question: str) -> bool:
+    """False for one or two question/function words alone ("who?", "and why?"): nothing to search for unless an
+    earlier turn says what they are about."""
+    words = _TOKEN.findall(question)
+    return not (len(words) <= 2 and all(w.lower() in _FUNCTION_WORDS for w in words))
 
 
 def entity_like_names(text: str) -> tuple[str, ...]:
@@ -191,7 +185,7 @@ def extract(question: str) -> QuestionFeatures:
     values += [1.0 if len(names) == 0 else 0.0, 1.0 if len(names) == 1 else 0.0, 1.0 if len(names) >= 2 else 0.0,
                min(2.0, len(_QUOTED.findall(text))), min(2.0, len(_DATE.findall(text))),
                1.0 if cjk_share > 0.3 else 0.0, 1.0 if truncated else 0.0]
-    values += _interactions(cues, len(names), len(tokens))
+    values += _interactions(cues, len(names), len(tokens), text)
     return QuestionFeatures(text, truncated, cues, names, np.asarray(values, dtype=np.float32))
 
 
@@ -199,7 +193,16 @@ _REASONING = ("comparison", "causal", "relation", "time")
 _COLLECTION = ("population", "scope", "theme", "overview", "summary")
 
 
-def _interactions(cues: dict[str, list[str]], n_names: int, n_tokens: int) -> list[float]:
+# "Who is X and what/why ... his/her ...", "What is X, and why does it ...", "X是谁？他……": the later asks refer back
+# to the one entity the question opens with
+_ABOUT_ONE = LazyPattern(
+    r"^(?i:who|what) (?i:is|was|are|were) (?:the )?[A-Z][\w'’.\-]*(?: [A-Z][\w'’.\-]*){0,3},? and (?i:what|why|how|"
+    r"where|when|which|who|whom)\b.*\b(?:he|she|him|his|her|hers|it|its|they|them|their)\b"
+    r"|^[\u4e00-\u9fff·•・]{1,12}(?:是谁|是什么)[？?，,].*[他她它]"
+)
+
+
+def _interactions(cues: dict[str, list[str]], n_names: int, n_tokens: int, text: str = "") -> list[float]:
     """The `INTERACTION_NAMES` features, 0/1 each, in that order."""
     has = cues.__contains__
     return [float(x) for x in (
@@ -210,19 +213,9 @@ def _interactions(cues: dict[str, list[str]], n_names: int, n_tokens: int) -> li
         has("identify") and n_tokens >= 20,
         has("unit") and not has("population"),
         has("frequency") and not any(has(c) for c in _COLLECTION),
+        has("series") and any(has(c) for c in ("time", "trend", "causal", "comparison")),
+        bool(_ABOUT_ONE.search(text)),
     )]
-
-
-def index_vector(signals: IndexSignals | None) -> np.ndarray:
-    if signals is None:
-        return np.zeros(len(INDEX_NAMES), dtype=np.float32)
-    n = signals.linked
-    return np.asarray([
-        1.0, 1.0 if n == 0 else 0.0, 1.0 if n == 1 else 0.0, 1.0 if n >= 2 else 0.0, math.log1p(n) / 2.0,
-        signals.max_score, signals.mean_score, signals.exact / n if n else 0.0,
-        math.log1p(signals.communities) / 2.0, 1.0 if signals.communities >= 3 else 0.0,
-        min(3.0, float(signals.unknown)) / 3.0,
-    ], dtype=np.float32)
 
 
 _WORD = LazyPattern(r"[a-z][a-z'’\-]*|[\u4e00-\u9fff]+")
@@ -287,61 +280,3 @@ def ngram_vector(text: str) -> tuple[np.ndarray, np.ndarray]:
     columns = np.fromiter(counts.keys(), dtype=np.int64, count=len(counts))
     values = np.fromiter(counts.values(), dtype=np.float64, count=len(counts))
     return columns, values / math.sqrt(float(values @ values))
-
-
-_TITLE_WORD = LazyPattern(r"[^\W_]+")
-_TITLE_FILLER = frozenset(("the", "a", "an", "of", "mr", "mrs", "ms", "miss", "dr", "sir", "lady", "lord", "st", "and"))
-MIN_LINK_SCORE = 0.6  # below this an "exact" match is only a title nested in a longer phrase
-
-
-def _title_words(title: str) -> set[str]:
-    words = {w for w in _TITLE_WORD.findall(title.lower()) if w not in _TITLE_FILLER}
-    return words or {title.lower()}
-
-
-def _same_name_word(a: str, b: str) -> bool:
-    """Same word up to a plural or possessive ending ("fezziwig" / "fezziwigs"); CJK titles by containment."""
-    if a == b:
-        return True
-    if _CJK.search(a + b):
-        return a in b or b in a
-    short, long_ = sorted((a, b), key=len)
-    return len(short) >= 4 and long_.startswith(short) and len(long_) - len(short) <= 2
-
-
-def signals_from_link(link: Any, entity_communities: Sequence[Sequence[int]] | None,
-                      title_of: Callable[[int], str] | None = None) -> IndexSignals:
-    """Summarise a `shared_context.linking.LinkResult` (duck-typed so this module never imports it).
-
-    Counts the *distinct names* the question links to, not the linker's raw list: only title/alias
-    matches count (the linker also returns BM25 matches on descriptions for almost any content word), and
-    an entity whose title shares a word with a better-ranked linked entity ("MRS. CRATCHIT" after
-    "BOB CRATCHIT", "MR. SCROOGE" after "SCROOGE") is the same mention, not another entity. Communities
-    are counted at the shallowest level over the kept entities.
-    """
-    kept: list[tuple[int, float, str]] = []
-    seen_words: set[str] = set()
-    ranked = sorted(getattr(link, "entities", ()), key=lambda e: -float(getattr(e, "score", 0.0)))
-    for e in ranked:
-        score = float(getattr(e, "score", 0.0))
-        if not bool(getattr(e, "exact", False)) or score < MIN_LINK_SCORE:
-            continue
-        pos = int(e.position)
-        title = str(getattr(e, "title", "") or (title_of(pos) if title_of is not None else pos))
-        words = _title_words(title)
-        if any(_same_name_word(w, s) for w in words for s in seen_words):
-            continue
-        seen_words |= words
-        kept.append((pos, score, title))
-    communities: set[int] = set()
-    if entity_communities is not None:
-        for pos, _, _ in kept:
-            if 0 <= pos < len(entity_communities) and len(entity_communities[pos]) > 0:
-                communities.add(int(entity_communities[pos][0]))
-    scores = [score for _, score, _ in kept]
-    return IndexSignals(
-        linked=len(kept), max_score=max(scores, default=0.0),
-        mean_score=sum(scores) / len(scores) if scores else 0.0, exact=len(kept),
-        communities=len(communities), unknown=len(getattr(link, "unknown_names", ()) or ()),
-        names=tuple(title for _, _, title in kept), positions=tuple(pos for pos, _, _ in kept),
-    )

@@ -1,4 +1,4 @@
-"""The seed-003 design's keyword router (`choose_search_method`), kept as a baseline to measure the trained
+"""The project's original keyword router design (`choose_search_method`), kept as a baseline to measure the trained
 classifier against (route-bench `keyword-router`, `benchmarks/router_eval.py`).
 
 The rule, as the design states it, applied in this order:
@@ -60,7 +60,7 @@ def length_units(question: str) -> float:
 
 
 def keyword_route(question: str) -> str:
-    """Route one question with the seed-003 keyword rule: returns "local", "global" or "drift"."""
+    """Route one question with the original keyword rule: returns "local", "global" or "drift"."""
     if not isinstance(question, str):
         raise TypeError(f"question must be a str, not {type(question).__name__}")
     text = " ".join(question.split())

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+import weakref
 from collections.abc import AsyncGenerator, AsyncIterator, Coroutine, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -25,7 +26,8 @@ from engines.plan import QueryPlan
 from engines.usage import Usage
 from router.answer import Answer, Escalation
 from router.budget import LADDER, Budget, BudgetError, Plan, PlanStep, check_fit
-from router.loop_thread import LoopThread
+from router.classifier import NOT_COVERED
+from router.loop_thread import SyncLoop
 from router.rewrite import rewrite_question, user_turns
 
 if TYPE_CHECKING:
@@ -33,6 +35,7 @@ if TYPE_CHECKING:
     from engines.engine import Engine
     from engines.events import AnswerDelta, ContextReady, Event, Progress
     from engines.models.factory import Models
+    from engines.models.probe import EndpointCheck
     from router.classifier import Engine as RoutedEngine
     from router.classifier import RouteDecision
     from shared_context.index import Index
@@ -108,13 +111,12 @@ class Router:
         self.notes: list[str] = _foreign_vector_notes(stored, self.models)
         self._engines: dict[str, Engine] = {}
         self._lock = threading.Lock()
-        self._loop: LoopThread | None = None  # started on the first synchronous call
+        self._sync = SyncLoop()  # the sync API's event loop, started on first use
+        # Closes the sync loop (and so its HTTP clients) when this Router is collected or the interpreter
+        # exits without `close()`; holds no reference to the Router.
+        self._finalizer = weakref.finalize(self, self._sync.close)
         self._closed = False
-        try:
-            self._check_embedding_dim()
-        except BaseException:
-            self.close()  # the probe call opened a client: do not leak it with the half-built Router
-            raise
+        self._vectors = _VectorCheck(self.index, self.models)
 
     # ---- the event loop of the synchronous API, and closing -------------------------------------
 
@@ -124,10 +126,7 @@ class Router:
             if self._closed:
                 coro.close()
                 raise RuntimeError("this Router is closed")
-            if self._loop is None:
-                self._loop = LoopThread()
-            loop = self._loop
-        return loop.run(coro)
+        return self._sync.run(coro)
 
     def close(self) -> None:
         """Close the HTTP clients of the sync loop and stop it. Idempotent; the Router is unusable after."""
@@ -135,14 +134,13 @@ class Router:
             if self._closed:
                 return
             self._closed = True
-            loop, self._loop = self._loop, None
-        if loop is not None:
-            loop.close(self.models.aclose())
+        self._sync.close(self.models.aclose())
+        self._finalizer.detach()
 
     async def aclose(self) -> None:
         """Close the HTTP clients this (the caller's) event loop opened, and the sync loop if one ran."""
         await self.models.aclose()
-        if self._loop is not None:
+        if self._sync.started:
             await asyncio.to_thread(self.close)
         self._closed = True
 
@@ -158,16 +156,15 @@ class Router:
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
 
-    def _check_embedding_dim(self) -> None:
-        """A configured (non-offline) embedder must match the index's stored vectors: IndexFormatError
-        naming the table otherwise. Its size comes from config (`dimensions`) or one probe call."""
-        embedding = self.models.config.embedding
-        if embedding.offline or not self.index.vectors:
-            return
-        embedder = self.models.embedder
-        if not embedder.dim:
-            self.run(embedder.embed(["dimension probe"]))  # the backend learns its size from the reply
-        self.index.check_embedding_dim(embedder.dim, embedder.name)
+    async def acheck_endpoints(self) -> list[EndpointCheck]:
+        """Check every model endpoint once, each within its `probe_timeout_s` (`engines.models.probe`); the
+        embedder's reply also checks its vector size against the index's stored vectors (status "error"
+        naming the table when they differ). `graphroute serve` runs this at start-up."""
+        checks = await self.models.check_endpoints()
+        for i, check in enumerate(checks):
+            if check.role == "embedding":
+                checks[i] = self._vectors.settle(check)
+        return checks
 
     @classmethod
     def from_index(
@@ -293,6 +290,7 @@ class Router:
             mode == "auto"
             and not self.models.offline
             and decision.confidence < self.config.router.llm_classifier_threshold
+            and decision.method != NOT_COVERED  # nothing in the index to reason over: no vote can make it DRIFT
         ):
             decision = await self._llm_second_opinion(standalone, decision, usage, deadline)
         if mode == "auto" and decision.confidence < self.config.router.llm_classifier_threshold:
@@ -475,6 +473,7 @@ class Router:
         degraded: list[str] = []
         standalone, turns, decision = await self._prepare(q, history, mode, usage, deadline, degraded, query_plan,
                                                           classify_forced)
+        await self._vectors.ensure(deadline, degraded)  # a remote embedder's first use: its size, bounded
         if standalone != q:  # a rewritten follow-up is its own question
             query_plan = plan_question(standalone, self.index)
         target = "basic" if mode == "basic" else decision.engine
@@ -618,6 +617,91 @@ def _worth_falling_back(err: BaseException) -> bool:
     if isinstance(err, ModelConfigError):
         return False
     return not (isinstance(err, ModelResponseError) and err.status_code in (401, 403, 404))
+
+
+class _VectorCheck:
+    """Whether a remote embedder's vectors fit the index's stored ones, found out without a network call in
+    the constructor.
+
+    A configured `dimensions` is checked at once. Otherwise the first question (or `graphroute serve`'s
+    start-up check) asks the endpoint for one short embedding, cut at `probe_timeout_s` and the question's
+    deadline. Until that has answered, `embedder.dim` is 0, so no engine asks for a query vector: a
+    question goes on with names and keywords and says so, naming the endpoint, and the check is tried again
+    after `RETRY_S`. Vectors of another size are an `IndexFormatError` naming the table, for every question.
+    """
+
+    RETRY_S = 30.0
+
+    def __init__(self, index: Index, models: Models) -> None:
+        self._index = index
+        self._models = models
+        embedding = models.config.embedding
+        self.done = embedding.offline or not index.vectors
+        self._error: Exception | None = None
+        self._retry_at = 0.0
+        self._note = ""
+        if self.done:
+            return
+        if embedding.dimensions:
+            index.check_embedding_dim(embedding.dimensions, embedding.model)
+            self.done = True
+        else:
+            models.embedder  # noqa: B018 - built now: a missing key is an error here, with no network call
+
+    async def ensure(self, deadline: float | None, notes: list[str]) -> None:
+        if self.done:
+            return
+        if self._error is not None:
+            raise self._error
+        now = time.perf_counter()
+        if now < self._retry_at:
+            notes.append(self._note)
+            return
+        from engines.models.probe import Probed, check_endpoint
+
+        embedder = self._models.embedder
+        if embedder.dim or not isinstance(embedder, Probed):  # its size is known (or it cannot be asked)
+            self._check_size()
+            return
+        bound = self._models.config.embedding.probe_timeout_s
+        if deadline is not None:
+            bound = min(bound, deadline - now)
+        if bound <= 0:
+            notes.append("embeddings: the deadline left no time to check the embedding endpoint; matched by "
+                         "names and keywords, without the index's vectors")
+            return
+        self.settle(await check_endpoint("embedding", embedder, bound))
+        if self._error is not None:
+            raise self._error
+        if not self.done:
+            notes.append(self._note)
+
+    def _check_size(self) -> None:
+        """IndexFormatError (kept for every later question) when the embedder's size differs from the stored
+        vectors'; done when it fits (or is not known: an embedder of the caller's own that reports none)."""
+        embedder = self._models.embedder
+        if embedder.dim:
+            try:
+                self._index.check_embedding_dim(embedder.dim, embedder.name)
+            except ValueError as err:
+                self._error = err
+                raise
+        self.done = True
+
+    def settle(self, check: EndpointCheck) -> EndpointCheck:
+        """Record what the embedding endpoint's check found; the check, marked "error" when the size differs."""
+        if self.done:
+            return check
+        if not check.ok:
+            self._note = (f"embeddings: {check.line()}; matched by names and keywords, without the index's vectors "
+                          f"(checked again after {self.RETRY_S:g} s)")
+            self._retry_at = time.perf_counter() + self.RETRY_S
+            return check
+        try:
+            self._check_size()
+        except ValueError as err:
+            return replace(check, status="error", detail=str(err))
+        return check
 
 
 def _foreign_vector_notes(stored: dict[str, tuple[int, str | None]], models: Models) -> list[str]:

@@ -26,7 +26,8 @@ def test_unusable_index_data_degrades_linking_to_the_wording(carol, monkeypatch:
     monkeypatch.setattr(linking, "link_entities", broken)
     decision = classify(QUESTION, carol)
     assert "linked_entities" not in decision.signals
-    assert any("entity linking failed (entities.parquet: column 'title': no titles)" in r for r in decision.reasons)
+    assert any("the index could not be probed (entities.parquet: column 'title': no titles); decided from the wording "
+               "only" in r for r in decision.reasons)
 
 
 def test_a_bug_in_linking_is_not_swallowed(carol, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -39,5 +40,5 @@ def test_a_bug_in_linking_is_not_swallowed(carol, monkeypatch: pytest.MonkeyPatc
 
 
 def test_not_an_index_is_named() -> None:
-    decision = classify(QUESTION, index=object())
-    assert any("object is not an Index" in r for r in decision.reasons)
+    with pytest.raises(TypeError, match="index must be a shared_context Index, not object"):
+        classify(QUESTION, index=object())  # type: ignore[arg-type]

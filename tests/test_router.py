@@ -168,13 +168,24 @@ def _with_http_embedder(base_url: str) -> object:
 
 
 def test_embedder_dimension_must_match_the_stored_vectors(dulce_path: Path) -> None:
+    from engines.config import GraphrouteConfig
+    from engines.models.config import models_config_from_mapping
     from shared_context import IndexFormatError, load_index
     from testing.model_server import LoopbackServer
 
     with LoopbackServer(embedding_dim=64) as srv:
-        with pytest.raises(IndexFormatError, match=r"dimension 3072 but the configured embedder") as err:
-            Router(load_index(dulce_path), config=_with_http_embedder(srv.base_url))
-        assert "lancedb/" in str(err.value) and "64" in str(err.value)
+        with Router(load_index(dulce_path), config=_with_http_embedder(srv.base_url)) as router:
+            assert srv.requests == []  # no network call in the constructor: the size is learned on first use
+            for _ in range(2):  # the first question asks for it; later ones keep the answer
+                with pytest.raises(IndexFormatError, match=r"dimension 3072 but the configured embedder") as err:
+                    router.ask("Who is Alex Mercer?")
+                assert "lancedb/" in str(err.value) and "64" in str(err.value)
+        assert [r.path for r in srv.requests] == ["/v1/embeddings"]
+        models = models_config_from_mapping({"embedding": {"base_url": srv.base_url, "api_key": "test",
+                                                           "model": "text-embedding-3-large", "dimensions": 64}}, env={})
+        with pytest.raises(IndexFormatError, match=r"dimension 3072 but the configured embedder"):
+            Router(load_index(dulce_path), config=GraphrouteConfig(models=models))  # a configured size: at once
+        assert len(srv.requests) == 1
 
 
 def test_matching_embedder_links_with_the_stored_vectors(dulce_path: Path) -> None:

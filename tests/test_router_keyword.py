@@ -1,4 +1,4 @@
-"""The seed-003 keyword router baseline on written examples, English and Chinese."""
+"""The original keyword router baseline on written examples, English and Chinese."""
 
 from __future__ import annotations
 

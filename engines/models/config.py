@@ -83,6 +83,11 @@ class ModelEndpoint(BaseModel):
     # calls (2.0-2.3 against 3.2-3.7 streamed). "auto": aiohttp when installed (the `openai[aiohttp]` extra),
     # else the SDK's default httpx.
     http_client: HttpClient = "auto"
+    probe_timeout_s: float = Field(default=5.0, gt=0, description=(
+        "Bound, in seconds, on the one short call that checks this endpoint: the embedding model's vector size "
+        "on a first question when `dimensions` is not set (within the question's deadline, if sooner), and "
+        "each endpoint's check when `graphroute serve` starts. An endpoint that does not answer within it "
+        "is reported; questions go on without it where they can."))
 
     @property
     def offline(self) -> bool:
@@ -110,6 +115,7 @@ class EndpointOverride(BaseModel):
     concurrency: int | None = Field(default=None, ge=1, le=4096)
     json_mode: JsonMode | None = None
     http_client: HttpClient | None = None
+    probe_timeout_s: float | None = Field(default=None, gt=0)
 
 
 class ModelPrice(BaseModel):
@@ -272,7 +278,7 @@ _ENV_FIELDS = {
 }
 
 _SHARED_FIELDS = ("provider", "base_url", "api_key", "api_version", "timeout_s", "max_retries",
-                  "total_deadline_s", "concurrency")
+                  "total_deadline_s", "concurrency", "probe_timeout_s")
 
 
 def models_config_from_mapping(

@@ -351,8 +351,13 @@ def embedder_for_index(
                     return embedder
                 except ModelConfigError:
                     continue  # an older or foreign file: fit our own instead
-    texts = index_texts(index)
-    key = _corpus_key(texts, dim, seed)
+    texts: dict[str, tuple[list[int], list[str]]] = {}
+    store = getattr(index, "derived_store", None)
+    if store is not None:  # read from files: the tables' fingerprints name the texts, nothing is hashed
+        key = store.key("offline-embedder", list(_TEXT_TABLES), f"{FORMAT}|{dim}|{seed}")[:24]
+    else:
+        texts = index_texts(index)
+        key = _corpus_key(texts, dim, seed)
     local_state = _index_is_ours_and_writable(index)
     base = Path(cache_dir) if cache_dir is not None else default_cache_dir(os.environ if env is None else env)
     locations = ([local_state / "embedder" / f"{key}.npz"] if local_state else []) + [
@@ -364,31 +369,60 @@ def embedder_for_index(
                 embedder = OfflineEmbedder.load(location)
             except ModelConfigError:
                 continue
-            embedder.vector_cache = location.with_name(location.stem + ".vectors.npz")
+            embedder.vector_cache = location.with_name(location.stem + ".vectors")
             return embedder
-    corpus = [t for _, group in texts.values() for t in group]
+    corpus = [t for _, group in (texts or index_texts(index)).values() for t in group]
     embedder = OfflineEmbedder.fit(corpus, dim=dim, seed=seed)
     for location in locations:
         try:
             embedder.save(location)
         except OSError:
             continue  # a read-only cache just means refitting next time
-        embedder.vector_cache = location.with_name(location.stem + ".vectors.npz")
+        embedder.vector_cache = location.with_name(location.stem + ".vectors")
         break
     return embedder
 
 
-def _cached_vectors(path: Path | None, fingerprint: str, sizes: dict[str, int], dim: int) -> dict[str, np.ndarray]:
-    if path is None or not path.is_file():
+_TEXT_TABLES = {"entity_description": "entities", "community_full_content": "community_reports",
+                "text_unit_text": "text_units"}
+
+
+def _cached_vectors(folder: Path | None, fingerprint: str, sizes: dict[str, int], dim: int) -> dict[str, np.ndarray]:
+    """The vector tables kept for this embedder (`<name>.npy`, rows already as `VectorTable` holds them),
+    memory-mapped: a question reads the rows it compares, not the whole matrices."""
+    if folder is None:
         return {}
     try:
-        with np.load(path, allow_pickle=False) as data:
-            if str(data["fingerprint"]) != fingerprint:
-                return {}
-            out = {name: np.asarray(data[name], dtype=np.float32) for name in sizes if name in data.files}
-    except (OSError, ValueError, KeyError):
-        return {}  # a broken cache is recomputed, never fatal
-    return {n: m for n, m in out.items() if m.shape == (sizes[n], dim)}
+        if (folder / "fingerprint.txt").read_text() != fingerprint:
+            return {}
+    except OSError:
+        return {}
+    out = {}
+    for name, n in sizes.items():
+        try:
+            matrix = np.load(folder / f"{name}.npy", mmap_mode="r", allow_pickle=False)
+        except (OSError, ValueError):
+            continue  # a broken cache is recomputed, never fatal
+        if matrix.shape == (n, dim) and matrix.dtype == np.float32:
+            out[name] = np.asarray(matrix)
+    return out
+
+
+def _save_vectors(folder: Path, fingerprint: str, tables: dict[str, np.ndarray]) -> None:
+    """Add `tables` to the vector cache folder (each file written whole, then renamed into place)."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        marker = folder / "fingerprint.txt"
+        if not marker.exists() or marker.read_text() != fingerprint:
+            for old in folder.glob("*.npy"):
+                old.unlink()
+            marker.write_text(fingerprint)
+        for name, matrix in tables.items():
+            tmp = folder / f".{name}.{os.getpid()}.npy"
+            np.save(tmp, np.ascontiguousarray(matrix), allow_pickle=False)
+            os.replace(tmp, folder / f"{name}.npy")
+    except OSError:
+        pass  # caching is an optimisation only
 
 
 def attach_offline_vectors(index: Any, embedder: Any) -> list[str]:
@@ -397,41 +431,37 @@ def attach_offline_vectors(index: Any, embedder: Any) -> list[str]:
     A table the index already has is kept when it is already in this embedder's space (same model
     name and dim, or the index's own saved embedder with a matching dim); any other table (another
     model, another dim) is replaced, since questions can only be embedded with this embedder.
-    Returns the names attached.
+    Tables embedded before are memory-mapped from the embedder's vector cache; the index's texts are
+    read only for a table computed now. Returns the names attached.
     """
     from shared_context.vectors import VectorTable, derived_vectors, vector_table
 
-    groups = index_texts(index)
     # `embedder` is an OfflineEmbedder or anything with the same transform/dim/name/fingerprint/vector_cache
     # attributes (the optional SentenceEmbedder).
-    cached = _cached_vectors(embedder.vector_cache, embedder.fingerprint,
-                             {n: len(t) for n, (_, t) in groups.items()}, embedder.dim)
+    sizes = {name: len(getattr(index, table)) for name, table in _TEXT_TABLES.items()}
+    cached = _cached_vectors(embedder.vector_cache, embedder.fingerprint, sizes, embedder.dim)
+    source = f"offline-embedder:{embedder.fingerprint[:12]}"
+    groups: dict[str, tuple[list[int], list[str]]] = {}
     attached: list[str] = []
     computed: dict[str, np.ndarray] = {}
-    for name, (positions, texts) in groups.items():
-        if not texts:
+    for name, n in sizes.items():
+        if not n:
             continue
         existing = vector_table(index, name)
-        if existing is not None and existing.dim == embedder.dim and len(existing) == len(texts) and (
+        if existing is not None and existing.dim == embedder.dim and len(existing) == n and (
             existing.model == embedder.name or embedder.from_index_file
         ):
             continue
         matrix = cached.get(name)
-        if matrix is None:
-            matrix = computed[name] = embedder.transform(texts)
-        table = VectorTable.build(
-            name, positions, matrix, source=f"offline-embedder:{embedder.fingerprint[:12]}", model=embedder.name
-        )
+        if matrix is not None:
+            table = VectorTable(name, np.arange(n, dtype=np.int64), matrix, source=source, model=embedder.name)
+        else:
+            groups = groups or index_texts(index)
+            positions, texts = groups[name]
+            table = VectorTable.build(name, positions, embedder.transform(texts), source=source, model=embedder.name)
+            computed[name] = table.matrix
         derived_vectors(index)[name] = table
         attached.append(name)
     if computed and embedder.vector_cache is not None:
-        everything = {**cached, **computed}
-        try:
-            buf = io.BytesIO()
-            np.savez(buf, fingerprint=np.asarray(embedder.fingerprint), **everything)  # type: ignore[arg-type]
-            tmp = embedder.vector_cache.with_name(f"{embedder.vector_cache.name}.{os.getpid()}.tmp")
-            tmp.write_bytes(buf.getvalue())
-            os.replace(tmp, embedder.vector_cache)
-        except OSError:
-            pass  # caching is an optimisation only
+        _save_vectors(embedder.vector_cache, embedder.fingerprint, computed)
     return attached

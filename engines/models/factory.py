@@ -12,13 +12,17 @@ OpenAI model of one (base_url, model) shares one concurrency limiter process-wid
 from __future__ import annotations
 
 import threading
-from typing import Any
+from collections.abc import Coroutine
+from typing import TYPE_CHECKING, Any
 
 from engines.models.base import ChatModel, Embedder, HoldsClients
 from engines.models.cache import ModelCallCache
 from engines.models.config import SENTENCE_EMBEDDING_MODEL, ModelEndpoint, ModelsConfig
 from engines.models.errors import ModelConfigError
 from engines.models.limiter import LimiterRegistry
+
+if TYPE_CHECKING:
+    from engines.models.probe import EndpointCheck
 
 
 def _offline_chat() -> ChatModel:
@@ -167,6 +171,33 @@ class Models:
         for model in list(self._chat.values()):
             if isinstance(model, HoldsClients):
                 await model.aopen()
+
+    async def check_endpoints(self) -> list[EndpointCheck]:
+        """Check each distinct endpoint once (the default chat model, each stage whose endpoint differs, the
+        embedder), concurrently, each within its `probe_timeout_s`; offline models are reported, not called."""
+        import asyncio
+
+        from engines.models.probe import EndpointCheck, Probed, check_endpoint, offline_check
+
+        checks: list[Coroutine[Any, Any, EndpointCheck] | EndpointCheck] = []
+        seen: set[str] = set()
+        for stage in (None, *self.config.stages):
+            endpoint = self.config.endpoint_for(stage)
+            key = endpoint.model_dump_json()
+            if key in seen:
+                continue
+            seen.add(key)
+            role = "chat" if stage is None else f"chat ({stage})"
+            model = self.chat(stage)
+            checks.append(check_endpoint(role, model) if isinstance(model, Probed)
+                          else offline_check(role, model.name))
+        embedding = self.config.embedding
+        embedder = None if embedding.offline else self.embedder
+        checks.append(check_endpoint("embedding", embedder) if isinstance(embedder, Probed)
+                      else offline_check("embedding", embedding.model))
+        pending = [c for c in checks if not isinstance(c, EndpointCheck)]
+        done = iter(await asyncio.gather(*pending))
+        return [c if isinstance(c, EndpointCheck) else next(done) for c in checks]
 
     async def aclose(self) -> None:
         """Close the HTTP clients this event loop opened."""

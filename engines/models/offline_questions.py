@@ -187,13 +187,69 @@ def _subject(text: str) -> str | None:
     return None
 
 
-def _resolve_pronouns(question: str, subject: str) -> str:
+_SUBJECT_PRONOUN = re.compile(r"\b(?:he|she|they)\b", re.IGNORECASE)
+_OBJECT_PRONOUN = re.compile(r"\b(?:him|them)\b|\bher\b(?=\s*(?:[?.!,;]|$|about|to|for|with|from|at|on|of|"
+                             r"that|and|or|if|when|why|how|again)\b|\s*[?.!,;]|\s*$)", re.IGNORECASE)
+
+
+_ZH_JOINERS = re.compile(r"[和与跟及、]|他们|她们|它们|[他她它]")
+
+
+def _zh_names(text: str) -> list[str]:
+    """Chinese text's candidate names in order: what is left between question words, joiners and pronouns."""
+    if not is_cjk_text(text):
+        return []
+    chunks = (c for part in _ZH_QUESTION_BITS.split(text) for c in _ZH_JOINERS.split(part))
+    return [c for c in chunks if len(c) >= 2]
+
+
+def _antecedents(previous: str, later: list[str]) -> list[str]:
+    """Who a follow-up's pronouns may point to: the names of the earlier question (its subject first), then
+    names from the turns after it (an answer), each once."""
+    names = [*quoted_terms(previous), *capitalised_phrases(previous), *_zh_names(previous)]
+    for turn in later:
+        names += capitalised_phrases(turn) + _zh_names(turn)
+    out: list[str] = []
+    for name in names:
+        key = name.casefold()
+        if not any(key in k.casefold() or k.casefold() in key for k in out):
+            out.append(name)
+    return out
+
+
+def _resolve_pronouns(question: str, subject: str, others: list[str] | None = None) -> str:
+    """Replace the pronouns of a follow-up by what they refer to.
+
+    The subject pronoun (he/she/they) and possessives point to `subject`. An object pronoun (him/her/them)
+    in a question whose subject is already that antecedent cannot point to it too ("What does he warn him
+    about?": a pronoun object is never its own clause's subject), so it takes the next antecedent in `others`;
+    with none, it stays as written rather than making the question about the subject twice. Chinese: the
+    first 他/她/它 is the subject, a later one the next antecedent.
+    """
+    others = [o for o in (others or []) if o.casefold() != subject.casefold()]
     if is_cjk_text(question):
-        return _ZH_PRONOUNS.sub(subject, question)
+        seen = [0]
+
+        def zh(match: re.Match[str]) -> str:
+            seen[0] += 1
+            if seen[0] == 1 or match.group(0) in ("这件事", "那件事", "这个", "那个"):
+                return subject
+            return others[0] if others else match.group(0)
+
+        return _ZH_PRONOUNS.sub(zh, question)
+    held: list[str] = []  # object pronouns set aside while the subject's pronouns are replaced
+
+    def hold(match: re.Match[str]) -> str:
+        held.append(others[0] if others else match.group(0))
+        return f"\x00{len(held) - 1}\x00"
+
+    if _SUBJECT_PRONOUN.search(question) or subject.casefold() in question.casefold():
+        question = _OBJECT_PRONOUN.sub(hold, question)
     out = _POSSESSIVE.sub(lambda _m: f"{subject}'s", question)
     out = _PERSONAL.sub(subject, out)
     out = _DEMONSTRATIVE.sub(subject, out)
-    return _THERE.sub(f"in {subject}", out)
+    out = _THERE.sub(f"in {subject}", out)
+    return re.sub(r"\x00(\d+)\x00", lambda m: held[int(m.group(1))], out)
 
 
 def _replace_name(previous: str, target: str, zh: bool) -> str | None:
@@ -227,12 +283,15 @@ def rewrite(tables: ContextTables, question: str) -> RewriteResponse:
             break
     if not subject or previous is None:
         return RewriteResponse(question=question)
+    contents = [t.content for t in turns]  # every message of the conversation, answers included
+    after = contents[contents.index(previous) + 1 :] if previous in contents else []
+    others = _antecedents(previous, [t for t in after if t.strip() != question.strip()])
     zh = is_cjk_text(question)
     if not zh and _MORE_RE.match(question):
         return RewriteResponse(question=f"Tell me more about {subject}.")
     ellipsis = (_ELLIPSIS_ZH if zh else _ELLIPSIS_EN).match(question)
     if not ellipsis:
-        return RewriteResponse(question=_resolve_pronouns(question, subject))
+        return RewriteResponse(question=_resolve_pronouns(question, subject, others))
     target = next(g for g in ellipsis.groups() if g)
     if not zh and _DEMONSTRATIVE_TARGET.match(target):
         return RewriteResponse(question=f"What about {subject}?")  # "that project" is the subject itself

@@ -13,8 +13,8 @@ import contextlib
 import threading
 import time
 import weakref
-from collections.abc import AsyncGenerator, AsyncIterator
-from typing import TYPE_CHECKING, Any, ClassVar
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 import numpy as np
 import openai
@@ -26,6 +26,7 @@ from engines.models.cache import ModelCallCache, completion_key, embedding_key
 from engines.models.config import ModelEndpoint, PriceTable
 from engines.models.errors import ModelConfigError, ModelError, ModelResponseError, ModelTimeoutError
 from engines.models.limiter import DEFAULT_LIMITERS, ConcurrencyLimiter, LimiterRegistry
+from engines.models.request_options import AnswerOptions, answer_options, capped
 from engines.models.retry import RetryPolicy, call_with_retries, classify
 from shared_context.tokens import get_tokenizer
 
@@ -37,6 +38,7 @@ _NO_JSON_MODE: set[tuple[str, str]] = set()
 _NO_STREAM_OPTIONS: set[tuple[str, str]] = set()
 _flags_lock = threading.Lock()
 EMBEDDING_MAX_TOKENS = 8191  # OpenAI's per-input limit; longer inputs are truncated (counted as sent)
+T = TypeVar("T")
 
 
 def _estimate_prompt_tokens(messages: list[Message]) -> int:
@@ -95,6 +97,14 @@ def _delta_texts(chunk: Any) -> list[str]:
         if content and isinstance(content, str):
             out.append(content)
     return out
+
+
+def _with_options(max_tokens: int | None, temperature: float | None,
+                  options: AnswerOptions | None) -> tuple[int | None, float | None]:
+    """(max_tokens, temperature) with a caller's own answer options applied: the smaller cap, their temperature."""
+    if options is None:
+        return max_tokens, temperature
+    return capped(max_tokens, options), temperature if options.temperature is None else options.temperature
 
 
 def _mentions(err: ModelError, *words: str) -> bool:
@@ -167,8 +177,9 @@ def _close_with_loop(client: openai.AsyncOpenAI) -> AsyncGenerator[None, None]:
     return gen
 
 
-def make_client(endpoint: ModelEndpoint, section: str = "chat") -> openai.AsyncOpenAI:
-    """`section` is the config table the endpoint came from ("chat" or "embedding"), for error messages."""
+def _api_key(endpoint: ModelEndpoint, section: str) -> str:
+    """The endpoint's key; ModelConfigError naming the setting when it cannot be served (checked when a model
+    is built, so a wrong configuration is an error before any question, with no network call)."""
     if endpoint.offline:
         raise ModelConfigError(
             "the OpenAI backend was asked to serve an offline endpoint; use engines.models.factory",
@@ -180,6 +191,12 @@ def make_client(endpoint: ModelEndpoint, section: str = "chat") -> openai.AsyncO
             f"models.{section}.api_key: no API key for model {endpoint.model!r} (set OPENAI_API_KEY)",
             key=f"models.{section}.api_key",
         )
+    return key
+
+
+def make_client(endpoint: ModelEndpoint, section: str = "chat") -> openai.AsyncOpenAI:
+    """`section` is the config table the endpoint came from ("chat" or "embedding"), for error messages."""
+    key = _api_key(endpoint, section)
     transport: dict[str, Any] = {}
     if endpoint.http_client != "httpx":
         try:
@@ -210,6 +227,7 @@ class _EndpointUser:
     section: ClassVar[str] = "chat"  # the config table the endpoint comes from (for error messages)
 
     def __init__(self, endpoint: ModelEndpoint, prices: PriceTable | None, limiter_registry: LimiterRegistry | None) -> None:
+        _api_key(endpoint, self.section)
         self.endpoint = endpoint
         self.name = endpoint.model
         self.offline = False
@@ -233,6 +251,12 @@ class _EndpointUser:
         the first call would otherwise pay); it is closed as `aclose` or the loop's shutdown closes it."""
         self._clients.get()
 
+    async def _once(self, attempt: Callable[[float], Awaitable[T]], timeout_s: float) -> T:
+        """One attempt, no retry, cut at `timeout_s` (a probe: it must answer within its short bound);
+        failures are the typed errors every call raises."""
+        policy = RetryPolicy(max_retries=0, total_deadline_s=timeout_s, timeout_s=timeout_s)
+        return await call_with_retries(attempt, policy, base_url=self.base_url, model=self.name)
+
 
 class OpenAIChatModel(_EndpointUser):
     """`ChatModel` on an OpenAI-compatible chat-completions endpoint."""
@@ -249,12 +273,17 @@ class OpenAIChatModel(_EndpointUser):
         self.cache = cache
 
     # ----------------------------------------------------------------- helpers
-    def _params(self, max_tokens: int | None, temperature: float | None) -> dict[str, Any]:
+    def _params(self, max_tokens: int | None, temperature: float | None,
+                options: AnswerOptions | None = None) -> dict[str, Any]:
+        """The request's model and sampling fields; `options` are the caller's for the final answer (`capped`
+        and `with_options` already applied to `max_tokens` and `temperature`)."""
         params: dict[str, Any] = {"model": self.api_model}
         if max_tokens is not None:
             params["max_completion_tokens" if _uses_max_completion_tokens(self.name) else "max_tokens"] = max_tokens
         if temperature is not None:
             params["temperature"] = temperature
+        if options is not None:
+            params.update(options.sampling())
         return params
 
     def _json_mode(self, json_schema: type[BaseModel] | None) -> bool:
@@ -281,11 +310,32 @@ class OpenAIChatModel(_EndpointUser):
         )
 
     def _cache_key(self, messages: list[Message], task: str, schema: type[BaseModel] | None,
-                   max_tokens: int | None, temperature: float | None) -> str | None:
-        if self.cache is None:
-            return None
+                   max_tokens: int | None, temperature: float | None,
+                   options: AnswerOptions | None = None) -> str | None:
+        if self.cache is None or (options is not None and options.sampling()):
+            return None  # a caller's own sampling (top_p, seed, penalties): asked of the model each time
         return completion_key(self.name, messages, task=task, schema_name=schema.__name__ if schema else None,
                               max_tokens=max_tokens, temperature=temperature)
+
+    async def probe(self, timeout_s: float) -> str:
+        """Ask the endpoint for its model list (no tokens spent): '' when it answers and lists this model (or
+        lists none), else a note that it does not list it. Typed model errors when it cannot be reached or
+        refuses the key."""
+
+        async def attempt(timeout: float) -> Any:
+            return await self._clients.get().get("/models", cast_to=object, options={"timeout": timeout})
+
+        try:
+            listing = await self._once(attempt, timeout_s)
+        except ModelResponseError as err:
+            if err.status_code in (404, 405):  # reachable, key accepted or not needed; no model list there
+                return "the endpoint answers; it has no model list to check the model against"
+            raise
+        data = listing.get("data") if isinstance(listing, dict) else None
+        ids = {m.get("id") for m in data if isinstance(m, dict)} if isinstance(data, list) else set()
+        if not ids or self.api_model in ids:
+            return ""
+        return f"the endpoint does not list {self.api_model!r} among its {len(ids)} models"
 
     # ----------------------------------------------------------------- complete
     async def complete(
@@ -298,13 +348,15 @@ class OpenAIChatModel(_EndpointUser):
         temperature: float | None = None,
         context: TaskContext | None = None,  # the messages already render it: sent as they are
     ) -> Completion:
-        key = self._cache_key(messages, task, json_schema, max_tokens, temperature)
+        options = answer_options(task)
+        max_tokens, temperature = _with_options(max_tokens, temperature, options)
+        key = self._cache_key(messages, task, json_schema, max_tokens, temperature, options)
         if key is not None and self.cache is not None and (hit := self.cache.get(key)) is not None:
             return hit
         started = time.monotonic()
         use_json = self._json_mode(json_schema)
         try:
-            response = await self._create(messages, max_tokens, temperature, use_json)
+            response = await self._create(messages, max_tokens, temperature, use_json, options)
         except ModelResponseError as err:
             if not (use_json and self.endpoint.json_mode == "auto" and err.status_code in (400, 422)
                     and _mentions(err, "response_format", "json")):
@@ -313,7 +365,7 @@ class OpenAIChatModel(_EndpointUser):
             with _flags_lock:  # the server does not do JSON mode: remember, and ask plainly
                 _NO_JSON_MODE.add(self.endpoint.limiter_key)
             try:
-                response = await self._create(messages, max_tokens, temperature, False)
+                response = await self._create(messages, max_tokens, temperature, False, options)
             except ModelError as retry_err:
                 retry_err.task = retry_err.task or task
                 raise
@@ -329,8 +381,8 @@ class OpenAIChatModel(_EndpointUser):
         return completion
 
     async def _create(self, messages: list[Message], max_tokens: int | None, temperature: float | None,
-                      use_json: bool) -> Any:
-        body = self._params(max_tokens, temperature)
+                      use_json: bool, options: AnswerOptions | None = None) -> Any:
+        body = self._params(max_tokens, temperature, options)
         body["messages"] = messages
         if use_json:
             body["response_format"] = {"type": "json_object"}
@@ -363,14 +415,16 @@ class OpenAIChatModel(_EndpointUser):
         typed error (the caller already showed part of the answer). The limiter slot is held for the
         whole stream, including backoff before it opens.
         """
-        key = self._cache_key(messages, task, None, max_tokens, temperature)
+        options = answer_options(task)
+        max_tokens, temperature = _with_options(max_tokens, temperature, options)
+        key = self._cache_key(messages, task, None, max_tokens, temperature, options)
         if key is not None and self.cache is not None and (hit := self.cache.get(key)) is not None:
             yield hit.text
             yield hit
             return
         started = time.monotonic()
         deadline = started + self.policy.total_deadline_s
-        params = self._params(max_tokens, temperature)
+        params = self._params(max_tokens, temperature, options)
         with _flags_lock:
             want_usage = self.endpoint.limiter_key not in _NO_STREAM_OPTIONS
         parts: list[str] = []
@@ -444,17 +498,38 @@ class OpenAIEmbedder(_EndpointUser):
         self.dim = endpoint.dimensions or 0  # learned from the first reply when not configured
         self.cache = cache
 
-    async def _embed_batch(self, texts: list[str]) -> tuple[np.ndarray, int | None]:
-        extra: dict[str, Any] = {"dimensions": self.endpoint.dimensions} if self.endpoint.dimensions else {}
+    async def probe(self, timeout_s: float) -> str:
+        """Embed one short text with a single attempt cut at `timeout_s`: the endpoint answers, and the vector
+        size is learned when not configured (`dim`). '' on success; typed model errors otherwise."""
 
         async def attempt(timeout: float) -> Any:
-            client = self._clients.get()
-            try:
-                return await client.embeddings.create(model=self.api_model, input=texts, timeout=timeout, **extra)
-            except ValueError as err:
-                raise ModelResponseError(
-                    f"embedding model {self.name!r} at {self.base_url} sent an unusable body: {err}", retryable=True
-                ) from None
+            return await self._request(["dimension probe"], timeout)
+
+        response = await self._once(attempt, timeout_s)
+        sizes = {len(row.embedding) for row in response.data}
+        if len(sizes) != 1:
+            raise ModelResponseError(f"embedding model {self.name!r} at {self.base_url} returned no usable vector")
+        size = sizes.pop()
+        if self.dim and size != self.dim:
+            raise ModelResponseError(
+                f"embedding model {self.name!r} at {self.base_url} returned vectors of size {size}, "
+                f"expected {self.dim}")
+        self.dim = size
+        return ""
+
+    async def _request(self, texts: list[str], timeout: float) -> Any:
+        extra: dict[str, Any] = {"dimensions": self.endpoint.dimensions} if self.endpoint.dimensions else {}
+        try:
+            return await self._clients.get().embeddings.create(model=self.api_model, input=texts, timeout=timeout,
+                                                                **extra)
+        except ValueError as err:
+            raise ModelResponseError(
+                f"embedding model {self.name!r} at {self.base_url} sent an unusable body: {err}", retryable=True
+            ) from None
+
+    async def _embed_batch(self, texts: list[str]) -> tuple[np.ndarray, int | None]:
+        async def attempt(timeout: float) -> Any:
+            return await self._request(texts, timeout)
 
         response = await call_with_retries(attempt, self.policy, base_url=self.base_url, model=self.name,
                                            limiter=self.limiter)

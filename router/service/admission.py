@@ -8,6 +8,8 @@ a worker killed mid-update cannot wedge the others. Each worker writes only its 
 supervisor clears a dead worker's row (`clear_worker`) and its slots come back.
 
 Callers are numbered: configured key i is caller i; with no keys configured every request is caller 0.
+The per-key limit defaults to what fits the deployment (`per_key_limit`): one caller gets the whole server,
+several share it fairly.
 """
 
 from __future__ import annotations
@@ -35,6 +37,29 @@ class Admission(Protocol):
 def callers_for(api_keys: list[str]) -> int:
     """How many callers the per-key limit counts: one per key, or one (everyone) when no key is configured."""
     return max(1, len(api_keys))
+
+
+def per_key_limit(limit: int, configured: int | None, callers: int) -> int:
+    """The requests one caller may have in flight: `[serve] max_concurrency_per_key` when set; by default the
+    server-wide `limit` with one key or none (a lone client that fans out is not throttled below what the
+    server allows), and a fair share of it, `limit / callers` rounded up, with several keys."""
+    if configured is not None:
+        return configured
+    return max(1, -(-limit // callers))
+
+
+def refusal_message(refused: str, limit: int, configured: int | None, callers: int) -> str:
+    """The 429 message: which limit was hit and the setting that raises it."""
+    if refused == "server":
+        return (f"the server is at its limit of {limit} requests in flight ([serve] max_concurrency); "
+                "retry later")
+    own = per_key_limit(limit, configured, callers)
+    if configured is not None:
+        why = "[serve] max_concurrency_per_key"
+    else:
+        why = (f"a fair share of [serve] max_concurrency = {limit} among {callers} API keys; "
+               "[serve] max_concurrency_per_key sets it")
+    return f"this API key is at its limit of {own} requests in flight ({why}); retry later"
 
 
 class LocalAdmission:

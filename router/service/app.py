@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
@@ -20,19 +21,26 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from engines.config import ServeConfig
+from engines.models.probe import EndpointCheck
+from engines.models.request_options import use_answer_options
 from router.budget import Budget, BudgetError
 from router.router import MODES, Done, EngineEvent, Escalated, RouteDecided, Router
-from router.service.admission import Admission, LocalAdmission, callers_for
-from router.service.guard import Guard, error_body
+from router.service.admission import Admission, LocalAdmission, callers_for, per_key_limit
+from router.service.errors import RequestError, error_body, error_object
+from router.service.guard import AUTHORIZED, LOGGED, REQUEST_ID, Guard
 from router.service.metrics import Metrics
 from router.service.openai_compat import (
+    ChatRequest,
     Completion,
     JSONResponse,
-    RequestError,
+    TokenCap,
     escalation_note,
     graphroute_object,
+    model_ids,
+    model_object,
     parse_model,
-    split_messages,
+    parse_request,
+    route_event,
     sse,
 )
 
@@ -57,10 +65,14 @@ class Service:
         self.config = config or ServeConfig()
         self.api_keys = [k for k in (api_keys if api_keys is not None else self.config.api_keys) if k]
         self.paths = dict(paths or {})
+        self.callers = callers_for(self.api_keys)
         self.admission: Admission = admission or LocalAdmission(
-            self.config.max_concurrency, self.config.max_concurrency_per_key, callers_for(self.api_keys))
+            self.config.max_concurrency,
+            per_key_limit(self.config.max_concurrency, self.config.max_concurrency_per_key, self.callers),
+            self.callers)
         self.metrics = metrics or Metrics()
         self.worker = worker
+        self.endpoint_checks: dict[str, list[EndpointCheck]] = {}  # by index: `check_endpoints`, at start-up
         self.draining = False
         self._active = 0
         self._idle: asyncio.Event | None = None
@@ -81,9 +93,40 @@ class Service:
 
         for router in self.routers.values():
             router.warm_up(rows=self.config.warm_rows)
+        self.check_endpoints()
         gc.collect()
         gc.freeze()
         gc.set_threshold(10_000, *gc.get_threshold()[1:])
+
+    def check_endpoints(self) -> list[str]:
+        """Check every index's model endpoints once, concurrently, each within its `probe_timeout_s`
+        (`Router.acheck_endpoints`), for `/healthz`, `/v1/indexes` and the operator; one line per endpoint
+        (those of several indexes sharing an endpoint are reported once). On a loop of its own, closed after:
+        the serving loop makes its own clients."""
+
+        async def run() -> list[list[EndpointCheck]]:
+            try:
+                return list(await asyncio.gather(*(r.acheck_endpoints() for r in self.routers.values())))
+            finally:
+                for router in self.routers.values():
+                    await router.models.aclose()
+
+        results = asyncio.run(run())
+        self.endpoint_checks = dict(zip(self.routers, results, strict=True))
+        return self.endpoint_lines()
+
+    def endpoint_lines(self) -> list[str]:
+        lines: list[str] = []
+        for name, checks in self.endpoint_checks.items():
+            for check in checks:
+                line = check.line() + ("" if len(self.routers) == 1 else f" [index {name}]")
+                if check.line() not in {x.split(" [index ")[0] for x in lines}:
+                    lines.append(line)
+        return lines
+
+    @property
+    def endpoints_ok(self) -> bool:
+        return all(c.ok for checks in self.endpoint_checks.values() for c in checks)
 
     # ---- drain: new requests get 503, in-flight ones finish -----------------------------------------
     def request_started(self) -> None:
@@ -112,17 +155,18 @@ class Service:
     def router(self, name: str | None) -> tuple[str, Router]:
         key = name or self.default_index
         if key not in self.routers:
-            raise RequestError(f"unknown index {key!r}; known: {', '.join(self.routers)}", 404, "not_found")
+            raise RequestError(f"unknown index {key!r}; known: {', '.join(self.routers)}", 404, "not_found", "index")
         return key, self.routers[key]
 
     def budget(self, raw: Any) -> Budget | None:
         """The request's budget, each missing field taken from the [serve] defaults; None when nothing is set."""
         if raw is not None and not isinstance(raw, dict):
-            raise RequestError("'budget' must be an object {max_cost, max_llm_calls, deadline_s}")
+            raise RequestError("'budget' must be an object {max_cost, max_llm_calls, deadline_s}", param="budget")
         raw = raw or {}
         unknown = set(raw) - {"max_cost", "max_llm_calls", "deadline_s"}
         if unknown:
-            raise RequestError(f"unknown budget field {sorted(unknown)[0]!r} (use max_cost, max_llm_calls, deadline_s)")
+            raise RequestError(f"unknown budget field {sorted(unknown)[0]!r} (use max_cost, max_llm_calls, deadline_s)",
+                               param=f"budget.{sorted(unknown)[0]}")
         cfg = self.config
         values = (raw.get("max_cost", cfg.max_cost), raw.get("max_llm_calls", cfg.max_llm_calls),
                   raw.get("deadline_s", cfg.deadline_s))
@@ -131,14 +175,14 @@ class Service:
         try:
             return Budget(*values)
         except (BudgetError, TypeError, ValueError) as exc:
-            raise RequestError(f"budget: {exc}") from None
+            raise RequestError(f"budget: {exc}", param="budget") from None
 
     def check_question(self, question: Any) -> str:
         if not isinstance(question, str):
-            raise RequestError("'question' must be a string")
+            raise RequestError("'question' must be a string", param="question")
         if len(question) > self.config.max_question_chars:
-            raise RequestError(f"question is {len(question)} characters; the limit is {self.config.max_question_chars}",
-                               413, "request_too_large")
+            raise RequestError(f"question is {len(question)} characters; the limit is {self.config.max_question_chars} "
+                               "([serve] max_question_chars)", 413, "request_too_large", "question")
         return question
 
 
@@ -164,39 +208,52 @@ class CpuExecutor(ThreadPoolExecutor):
         super().shutdown(wait, cancel_futures=cancel_futures)
 
 
-def _error(status: int, message: str, kind: str) -> Response:
-    return Response(error_body(status, message, kind), status_code=status, media_type="application/json")
+def _error(status: int, message: str, code: str | None, param: str | None = None,
+           headers: dict[str, str] | None = None) -> Response:
+    return Response(error_body(status, message, code, param), status_code=status, media_type="application/json",
+                    headers=headers)
 
 
 async def _json(request: Request) -> dict[str, Any]:
     try:
         body = await request.json()
     except ValueError:
-        raise RequestError("the request body must be JSON") from None
+        raise RequestError("the request body must be JSON", code="invalid_json") from None
     if not isinstance(body, dict):
-        raise RequestError("the request body must be a JSON object")
+        raise RequestError("the request body must be a JSON object", code="invalid_json")
     return body
 
 
 def _failure(exc: Exception) -> Response:
-    """Known failures as clean JSON errors; anything else goes up to Guard (500, logged, no trace)."""
+    """Known failures as clean JSON errors; anything else goes up to the app's 500 handler (JSON, logged
+    with the request id, no trace)."""
+    status, body = _failure_body(exc)
+    return JSONResponse({"error": body}, status_code=status)
+
+
+def _failure_body(exc: Exception) -> tuple[int, dict[str, Any]]:
+    """(status, error object) of a known failure; anything else is raised again."""
     from engines.errors import DeadlineExceeded, EngineError
     from engines.models.errors import ModelError
+    from shared_context.errors import IndexFormatError
 
     if isinstance(exc, RequestError):
-        return _error(exc.status, str(exc), exc.kind)
+        return exc.status, error_object(exc.status, str(exc), exc.code, exc.param)
     if isinstance(exc, BudgetError):
-        return _error(422, str(exc), "budget_error")
+        return 422, error_object(422, str(exc), "budget_exceeded", "budget")
+    if isinstance(exc, IndexFormatError):  # the server's index and models do not fit: the operator's to fix
+        log.error("index error: %s", exc)
+        return 500, error_object(500, str(exc), "index_error")
     if isinstance(exc, ValueError):  # the router's input checks (empty question, bad history, mode)
-        return _error(400, str(exc), "invalid_request_error")
+        return 400, error_object(400, str(exc), "invalid_value")
     if isinstance(exc, EngineError | ModelError | RuntimeError):
         log.warning("question failed: %s", exc)
-        status, kind = (504, "deadline_exceeded") if isinstance(exc, DeadlineExceeded) else (502, "upstream_error")
-        body: dict[str, Any] = {"message": str(exc), "type": kind, "code": status}
+        status, code = (504, "deadline_exceeded") if isinstance(exc, DeadlineExceeded) else (502, "upstream_error")
+        body = error_object(status, str(exc) or type(exc).__name__, code)
         usage = getattr(exc, "usage", None)
         if usage is not None and hasattr(usage, "to_dict"):
             body["usage"] = usage.to_dict()  # what the failed question cost is never lost
-        return JSONResponse({"error": body}, status_code=status)
+        return status, body
     raise exc
 
 
@@ -204,7 +261,7 @@ def _history(raw: Any) -> list[Any] | None:
     if raw is None:
         return None
     if not isinstance(raw, list):
-        raise RequestError("'history' must be a list of strings or {role, content} messages")
+        raise RequestError("'history' must be a list of strings or {role, content} messages", param="history")
     return raw
 
 
@@ -212,17 +269,25 @@ def _mode(raw: Any) -> str | None:
     if raw is None:
         return None
     if raw not in MODES:
-        raise RequestError(f"unknown mode {raw!r}; choose one of {', '.join(MODES)}")
+        raise RequestError(f"unknown mode {raw!r}; choose one of {', '.join(MODES)}", param="mode")
     return str(raw)
 
 
 def create_app(service: Service) -> Any:
     """The ASGI app (Guard around Starlette)."""
 
+    def endpoints(request: Request, name: str) -> list[dict[str, Any]]:
+        """An index's endpoint checks; their addresses only for a caller with a key (or when none is needed)."""
+        shown = bool(request.scope.get(AUTHORIZED))
+        return [c.to_dict(with_endpoint=shown) for c in service.endpoint_checks.get(name, [])]
+
     async def healthz(request: Request) -> Response:
         if service.draining:
             return JSONResponse({"status": "draining"}, status_code=503)
-        body: dict[str, Any] = {"status": "ok", "indexes": list(service.routers)}
+        body: dict[str, Any] = {"status": "ok" if service.endpoints_ok else "degraded",
+                                "indexes": list(service.routers)}
+        if service.endpoint_checks:
+            body["endpoints"] = {name: endpoints(request, name) for name in service.routers}
         if service.worker is not None:
             body["worker"] = service.worker
         return JSONResponse(body)
@@ -240,14 +305,22 @@ def create_app(service: Service) -> Any:
             out.append({"name": name, "default": name == service.default_index,
                         "entities": len(ix.entities), "relationships": len(ix.relationships),
                         "text_units": len(ix.text_units), "community_reports": len(ix.community_reports),
-                        "documents": len(ix.documents), "models": r.models.describe()})
+                        "documents": len(ix.documents), "models": r.models.describe(),
+                        "endpoints": endpoints(request, name)})
         return JSONResponse({"indexes": out, "modes": list(MODES)})
 
     async def models(request: Request) -> Response:
-        names = [f"graphroute{'' if m == 'auto' else '-' + m}" for m in MODES]
-        data = [{"id": n + (f"@{ix}" if ix else ""), "object": "model", "created": 0, "owned_by": "graphroute"}
-                for ix in ("", *service.routers) for n in names]
-        return JSONResponse({"object": "list", "data": data})
+        return JSONResponse({"object": "list", "data": [model_object(m) for m in model_ids(list(service.routers))]})
+
+    async def model(request: Request) -> Response:
+        model_id = request.path_params["model_id"]
+        if model_id not in model_ids(list(service.routers)):
+            try:
+                parse_model(model_id, list(service.routers))  # names what is wrong with it
+            except RequestError as exc:
+                return _failure(exc)
+            return _error(404, f"unknown model {model_id!r}", "model_not_found", "model")
+        return JSONResponse(model_object(model_id))
 
     async def record(request: Request) -> Response:
         """A text unit or a document by id (or short id), for citations on the page."""
@@ -261,7 +334,7 @@ def create_app(service: Service) -> Any:
 
             pos = text_unit_position(ix, ident)  # the id maps: no scan of a million text units
             if pos is None:
-                return _error(404, f"no text unit {ident!r} in this index", "not_found")
+                return _error(404, f"no text unit {ident!r} in this index", "not_found", "id")
             unit = ix.text_units[pos]
             doc = ix.document_for_text_unit(unit.id)
             return JSONResponse({"id": unit.id, "short_id": unit.short_id, "text": unit.text,
@@ -269,14 +342,14 @@ def create_app(service: Service) -> Any:
         if kind == "documents":
             found = next((d for d in ix.documents if ident in (d.id, d.short_id)), None)
             if found is None:
-                return _error(404, f"no document {ident!r} in this index", "not_found")
+                return _error(404, f"no document {ident!r} in this index", "not_found", "id")
             text, source = found.text, "document"
             if not text.strip():  # some GraphRAG outputs keep no document text: rebuild it from its chunks
                 units = [ix.text_units[ix.text_unit_pos[u]] for u in found.text_unit_ids if u in ix.text_unit_pos]
                 text, source = "\n\n".join(u.text for u in units), "text_units"
             return JSONResponse({"id": found.id, "short_id": found.short_id, "title": found.title, "text": text,
                                  "text_source": source, "text_unit_ids": list(found.text_unit_ids)})
-        return _error(404, f"no record kind {kind!r} (use text_units or documents)", "not_found")
+        return _error(404, f"no record kind {kind!r} (use text_units or documents)", "not_found", "kind")
 
     async def route(request: Request) -> Response:
         """The routing decision and the plan under the budget, with no model call."""
@@ -306,30 +379,49 @@ def create_app(service: Service) -> Any:
 
     async def chat_completions(request: Request) -> Response:
         try:
-            body = await _json(request)
-            mode, index = parse_model(body.get("model"), list(service.routers))
-            name, router = service.router(index)
-            question, history = split_messages(body.get("messages"))
-            service.check_question(question)
-            budget = service.budget(body.get("budget"))
+            req = parse_request(await _json(request), list(service.routers))
+            name, router = service.router(req.index)
+            service.check_question(req.question)
+            budget = service.budget(req.budget)
         except Exception as exc:
             return _failure(exc)
-        completion = Completion(str(body["model"]))
-        if not body.get("stream"):
+        # The client's sampling and cap go to the call that writes the answer: set for this request's task,
+        # which the streamed response and every task the engines start inherit.
+        use_answer_options(req.options)
+        completion = Completion(req.model)
+        cap = TokenCap(req.max_tokens, router.index.tokenizer)
+        if not req.stream:
             try:
-                answer = await router.aask(question, history=history or None, mode=mode, budget=budget)
+                answer = await router.aask(req.question, history=req.history or None, mode=req.mode, budget=budget)
             except Exception as exc:
                 return _failure(exc)
             service.metrics.observe_answer(name, answer)
-            return JSONResponse(completion.response(name, answer))
+            return JSONResponse(completion.response(name, answer, cap.take(answer.text), cap.finish_reason()))
         # Start the stream before answering, so a bad question is still a plain HTTP error.
-        events = router.astream(question, history=history or None, mode=mode, budget=budget).__aiter__()
+        events = router.astream(req.question, history=req.history or None, mode=req.mode,
+                                budget=budget).__aiter__()
         try:
             first = await events.__anext__()
         except Exception as exc:
             return _failure(exc)
-        return StreamingResponse(_chat_stream(service, name, completion, first, events),
+        return StreamingResponse(_chat_stream(service, name, req, completion, cap, first, events),
                                  media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+
+    async def http_error(request: Request, exc: Exception) -> Response:
+        """Starlette's own errors (no such route, method not allowed) as JSON errors."""
+        assert isinstance(exc, HTTPException)
+        code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code)
+        message = {404: f"no such endpoint: {request.url.path}",
+                   405: f"{request.method} is not allowed on {request.url.path}"}.get(exc.status_code, exc.detail)
+        return _error(exc.status_code, message, code, headers=dict(exc.headers or {}))
+
+    async def server_error(request: Request, exc: Exception) -> Response:
+        """Any unexpected error: a JSON 500 naming the request id; the traceback goes to the log under it."""
+        request_id = request.scope.get(REQUEST_ID, "-")
+        log.error("request %s: unhandled error serving %s", request_id, request.url.path, exc_info=exc)
+        request.scope[LOGGED] = True
+        return _error(500, f"internal error (request id {request_id}; the server log has the details)",
+                      "internal_error")
 
     routes = [
         Route("/", page),
@@ -337,6 +429,7 @@ def create_app(service: Service) -> Any:
         Route("/metrics", metrics),
         Route("/v1/indexes", indexes),
         Route("/v1/models", models),
+        Route("/v1/models/{model_id:path}", model),
         Route("/v1/indexes/{name}/{kind}/{id:path}", record),
         Route("/v1/route", route, methods=["POST"]),
         Route("/v1/ask", ask, methods=["POST"]),
@@ -359,52 +452,61 @@ def create_app(service: Service) -> Any:
         for router in service.routers.values():  # the HTTP clients this loop opened
             await router.aclose()
 
-    app = Starlette(routes=routes, middleware=middleware, lifespan=lifespan)
+    app = Starlette(routes=routes, middleware=middleware, lifespan=lifespan,
+                    exception_handlers={HTTPException: http_error, Exception: server_error})
     return Guard(app, service)
 
 
-async def _chat_stream(service: Service, name: str, completion: Completion, first: Any,
-                       events: AsyncIterator[Any]) -> AsyncIterator[str]:
-    """SSE: a role chunk, answer deltas, a final chunk carrying `graphroute`, the usage chunk, [DONE].
-
-    Non-standard chunks (`graphroute_event`: route decided, escalation) have no choices; OpenAI clients skip them.
-    An escalation after some answer text also carries a content delta, a separator line naming the engines and
-    the reason, so a client that only joins the deltas sees the superseded answer marked as such.
+async def _chat_stream(service: Service, name: str, req: ChatRequest, completion: Completion, cap: TokenCap,
+                       first: Any, events: AsyncIterator[Any]) -> AsyncIterator[str]:
+    """SSE in OpenAI's chunk schema: every chunk has one choice. The first carries the role and, in its
+    `graphroute_event` field, the route and plan; then the answer's deltas (cut at `max_tokens`); an
+    escalation is a chunk with its `graphroute_event` (and, after answer text, a separator line as content,
+    so a client that only joins the deltas sees the superseded answer marked); the last chunk has the
+    finish reason and the `graphroute` object; the usage chunk only when asked for; then [DONE].
     """
     from engines.events import AnswerDelta
 
-    yield completion.chunk({"role": "assistant", "content": ""})
     pending: Any = first
     streamed = False  # answer text already sent since the last escalation
+    role_sent = False
     try:
         while True:
             ev = pending
             if isinstance(ev, RouteDecided):
-                yield sse({"id": completion.id, "object": "chat.completion.chunk", "choices": [],
-                           "graphroute_event": {"type": "route", "route": ev.decision.engine, "engine": ev.engine,
-                                                "reasons": list(ev.decision.reasons), "plan": ev.plan}})
+                event = route_event(ev.decision, ev.engine, ev.plan)
+                delta: dict[str, Any] = {"content": ""}
+                if not role_sent:
+                    delta = {"role": "assistant", "content": ""}
+                    role_sent = True
+                yield completion.chunk(delta, graphroute_event=event)
             elif isinstance(ev, EngineEvent) and isinstance(ev.event, AnswerDelta):
-                streamed = streamed or bool(ev.event.text)
-                yield completion.chunk({"content": ev.event.text})
+                text = cap.take(ev.event.text)
+                if text:
+                    streamed = True
+                    yield completion.chunk({"content": text})
             elif isinstance(ev, Escalated):
                 e = ev.escalation
                 event = {"type": "escalation", "from": e.from_engine, "to": e.to_engine, "reason": e.reason}
-                if streamed:  # a plain OpenAI client concatenates content: say where one answer ends
-                    yield completion.chunk({"content": escalation_note(e)}, graphroute_event=event)
-                else:
-                    yield sse({"id": completion.id, "object": "chat.completion.chunk", "choices": [],
-                               "graphroute_event": event})
+                # a plain OpenAI client concatenates content: say where one answer ends
+                note = cap.take(escalation_note(e)) if streamed else ""
+                yield completion.chunk({"content": note}, graphroute_event=event)
                 streamed = False
             elif isinstance(ev, Done):
                 answer = ev.answer
                 service.metrics.observe_answer(name, answer)
-                yield completion.chunk({}, "stop", graphroute=graphroute_object(name, answer))
-                yield completion.usage_chunk(answer)
+                yield completion.chunk({}, cap.finish_reason(), graphroute=graphroute_object(name, answer))
+                if req.include_usage:
+                    yield completion.usage_chunk(answer)
                 break
             pending = await events.__anext__()
     except Exception as exc:  # mid-stream: an error event (the client raises it), never a trace
-        log.warning("streamed question failed: %s", exc)
-        yield sse({"error": {"message": str(exc) or type(exc).__name__, "type": "upstream_error", "code": 502}})
+        try:
+            body = _failure_body(exc)[1]
+        except Exception:
+            log.exception("streamed question failed")
+            body = error_object(500, "internal error (the server log has the details)", "internal_error")
+        yield sse({"error": body})
     finally:
         close = getattr(events, "aclose", None)
         if close is not None:

@@ -1,18 +1,23 @@
 """The layer in front of every route: drain (503), API keys (401), body size (413), concurrency (429),
-no stack trace in any response, and request metrics.
+no stack trace in any response (a JSON 500 naming a request id the log also has), and request metrics.
 
 A plain ASGI middleware, not Starlette's `BaseHTTPMiddleware`: it wraps streamed responses too, so a
-concurrency slot is held until the last SSE chunk is sent.
+concurrency slot is held until the last SSE chunk is sent. It reads a request's whole body before the app
+sees it, counting bytes as they arrive, so a chunked body (no Content-Length) meets the same size limit and
+the same JSON 413 as a declared one, and a client that stalls mid-body holds no concurrency slot.
 """
 
 from __future__ import annotations
 
 import hmac
-import json
 import logging
+import secrets
 import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
+
+from router.service.admission import refusal_message
+from router.service.errors import error_body
 
 log = logging.getLogger("graphroute.serve")
 
@@ -30,17 +35,18 @@ PUBLIC_PREFIXES = ("/static/",)
 UNLIMITED_PATHS = ("/healthz", "/metrics", "/", "/favicon.ico")
 
 
-class BodyTooLarge(Exception):
-    pass
+AUTHORIZED = "graphroute.authorized"  # scope key: the request carried a valid key (or none is needed)
+REQUEST_ID = "graphroute.request_id"  # scope key: the id a response's `x-request-id` and the log share
+LOGGED = "graphroute.logged"  # scope key: this request's failure is already in the log
 
 
-def error_body(status: int, message: str, kind: str) -> bytes:
-    """OpenAI-style error JSON (the `openai` client reads `error.message`)."""
-    return json.dumps({"error": {"message": message, "type": kind, "code": status}}).encode()
+def new_request_id() -> str:
+    return secrets.token_hex(8)
 
 
-async def send_error(send: Send, status: int, message: str, kind: str, headers: dict[str, str] | None = None) -> None:
-    body = error_body(status, message, kind)
+async def send_error(send: Send, status: int, message: str, code: str | None, headers: dict[str, str] | None = None,
+                     *, param: str | None = None, **extra: Any) -> None:
+    body = error_body(status, message, code, param, **extra)
     raw = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     raw += [(k.lower().encode(), v.encode()) for k, v in (headers or {}).items()]
     await send({"type": "http.response.start", "status": status, "headers": raw})
@@ -90,13 +96,16 @@ class Guard:
         path = scope["path"]
         started = time.perf_counter()
         state = {"status": 500, "started": False}
+        request_id = scope[REQUEST_ID] = new_request_id()
+        extra_headers = [(b"x-request-id", request_id.encode())]
+        if self._worker_header is not None:
+            extra_headers.append(self._worker_header)
 
         async def tracked_send(message: Message) -> None:
             if message["type"] == "http.response.start":
                 state["status"] = message["status"]
                 state["started"] = True
-                if self._worker_header is not None:
-                    message["headers"] = [*message.get("headers", ()), self._worker_header]
+                message["headers"] = [*message.get("headers", ()), *extra_headers]
             await send(message)
 
         try:
@@ -113,54 +122,81 @@ class Guard:
             return
         public = path in PUBLIC_PATHS or path.startswith(PUBLIC_PREFIXES)
         allowed, caller = self._key_of(scope)
+        scope[AUTHORIZED] = allowed
         if not public and not allowed:
             await send_error(send, 401, "missing or wrong API key (send 'Authorization: Bearer <key>')",
                              "invalid_api_key", {"WWW-Authenticate": "Bearer"})
             return
-        headers = dict(scope.get("headers") or [])
         limit = svc.config.max_body_bytes
-        try:
-            declared = int(headers.get(b"content-length", b"0") or 0)
-        except ValueError:
-            declared = 0
-        if declared > limit:
-            await send_error(send, 413, f"request body is {declared} bytes; the limit is {limit}", "request_too_large")
+        body = await _read_body(scope, receive, limit)
+        if body is None:
+            await send_error(send, 413, f"request body is over the limit of {limit} bytes ([serve] max_body_bytes)",
+                             "request_too_large", {"Connection": "close"})
             return
         limited = path not in UNLIMITED_PATHS and not path.startswith(PUBLIC_PREFIXES)
         if limited:
             refused = self.admission.enter(caller)
-            if refused == "server":
-                await send_error(send, 429, f"the server is at its limit of {svc.config.max_concurrency} requests "
-                                 "in flight; retry later", "rate_limit_exceeded", {"Retry-After": "1"})
-                return
-            if refused == "key":
-                await send_error(send, 429, f"this API key is at its limit of {svc.config.max_concurrency_per_key} "
-                                 "requests in flight; retry later", "rate_limit_exceeded", {"Retry-After": "1"})
+            if refused is not None:
+                cfg = svc.config
+                message = refusal_message(refused, cfg.max_concurrency, cfg.max_concurrency_per_key, svc.callers)
+                await send_error(send, 429, message, "rate_limit_exceeded", {"Retry-After": "1"})
                 return
             svc.metrics.in_flight = self.admission.in_flight()
             svc.request_started()
-        received = 0
-
-        async def counted_receive() -> Message:
-            nonlocal received
-            message = await receive()
-            if message["type"] == "http.request":
-                received += len(message.get("body", b""))
-                if received > limit:
-                    raise BodyTooLarge
-            return message
-
         try:
-            await self.app(scope, counted_receive, send)
-        except BodyTooLarge:
+            await self.app(scope, _replay(body, receive), send)
+        except Exception:  # never a stack trace in a response; the log has it, under the request's id
+            request_id = scope[REQUEST_ID]
+            if not scope.get(LOGGED):
+                log.exception("request %s: unhandled error serving %s", request_id, path)
             if not state["started"]:
-                await send_error(send, 413, f"request body is over the limit of {limit} bytes", "request_too_large")
-        except Exception:  # never a stack trace in a response; the log has it
-            log.exception("unhandled error serving %s", path)
-            if not state["started"]:
-                await send_error(send, 500, "internal error (see the server log)", "server_error")
+                await send_error(send, 500, f"internal error (request id {request_id}; the server log has the "
+                                 "details)", "internal_error", request_id=request_id)
         finally:
             if limited:
                 self.admission.leave(caller)
                 svc.metrics.in_flight = self.admission.in_flight()
                 svc.request_finished()
+
+
+_BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+
+
+async def _read_body(scope: Scope, receive: Receive, limit: int) -> list[Message] | None:
+    """The request's body messages, read whole before the app runs; None as soon as it passes `limit` bytes,
+    declared (Content-Length) or counted as it arrives (chunked). A GET's body is not read (no route reads one)."""
+    if scope.get("method") not in _BODY_METHODS:
+        return []
+    for name, value in scope.get("headers") or ():
+        if name == b"content-length":
+            try:
+                if int(value) > limit:
+                    return None
+            except ValueError:
+                pass  # the server refuses a malformed length itself
+    messages: list[Message] = []
+    received = 0
+    while True:
+        message = await receive()
+        messages.append(message)
+        if message["type"] != "http.request":  # the client went away: the app sees it as it would have
+            return messages
+        received += len(message.get("body", b""))
+        if received > limit:
+            return None
+        if not message.get("more_body", False):
+            return messages
+
+
+def _replay(body: list[Message], receive: Receive) -> Receive:
+    """A `receive` that hands the app the body already read, then the connection's own messages (a
+    disconnect, which a streamed response listens for)."""
+    if not body:
+        return receive
+    pending = iter(body)
+
+    async def replayed() -> Message:
+        message = next(pending, None)
+        return message if message is not None else await receive()
+
+    return replayed

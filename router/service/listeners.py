@@ -17,6 +17,7 @@ other workers (uvicorn accepts as they come, so that queue is short).
 
 from __future__ import annotations
 
+import errno
 import socket
 from dataclasses import dataclass
 
@@ -31,16 +32,33 @@ def _family(host: str) -> socket.AddressFamily:
     return socket.AF_INET6 if ":" in host else socket.AF_INET
 
 
+def _why(exc: OSError, host: str, port: int) -> str:
+    """One line an operator can act on."""
+    if exc.errno == errno.EADDRINUSE:
+        return (f"cannot listen on {host}:{port}: the port is already in use (another server listens there); "
+                "stop it or choose another port with --port")
+    if exc.errno == errno.EADDRNOTAVAIL:
+        return f"cannot listen on {host}:{port}: {host} is not an address of this machine (--host)"
+    if exc.errno == errno.EACCES:
+        return f"cannot listen on {host}:{port}: not permitted (ports below 1024 need privileges; --port)"
+    return f"cannot listen on {host}:{port}: {exc.strerror or exc}"
+
+
 def _bind(host: str, port: int, *, reuse_port: bool = False) -> socket.socket:
-    sock = socket.socket(_family(host), socket.SOCK_STREAM)
+    try:
+        sock = socket.socket(_family(host), socket.SOCK_STREAM)
+    except OSError as exc:
+        raise ListenError(exc.errno, _why(exc, host, port)) from None
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         if reuse_port:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
         sock.bind((host, port))
-    except OSError as exc:
+    except (OSError, OverflowError) as exc:
         sock.close()
-        raise ListenError(exc.errno, f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+        if isinstance(exc, OverflowError):
+            raise ListenError(errno.EINVAL, f"cannot listen on {host}:{port}: {exc}") from None
+        raise ListenError(exc.errno, _why(exc, host, port)) from None
     return sock
 
 
@@ -49,8 +67,15 @@ def _listen(sock: socket.socket, host: str, port: int) -> socket.socket:
         sock.listen(BACKLOG)
     except OSError as exc:
         sock.close()
-        raise ListenError(exc.errno, f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+        raise ListenError(exc.errno, _why(exc, host, port)) from None
     return sock
+
+
+def listen(host: str, port: int) -> socket.socket:
+    """A listening socket on `host:port` for a single-process server (ListenError naming the problem): bound
+    and listening before the server says where it serves, so a busy port is an error at once, and a client
+    that connects as soon as the address is printed waits in the queue until the server accepts."""
+    return _listen(_bind(host, port), host, port)
 
 
 @dataclass

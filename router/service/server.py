@@ -26,6 +26,11 @@ class DrainingServer(uvicorn.Server):
     def handle_exit(self, sig: int, frame: Any) -> None:
         self.service.begin_drain()
         super().handle_exit(sig, frame)
+        # uvicorn raises a captured signal again once it has stopped, which ends the command by it (exit 130
+        # and "interrupted" after Ctrl-C); a server that drained as asked has stopped cleanly: exit 0.
+        captured = getattr(self, "_captured_signals", None)
+        if isinstance(captured, list):
+            captured.clear()
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         self.service.begin_drain()
@@ -44,10 +49,14 @@ def uvicorn_config(service: Service, host: str, port: int, log_level: str) -> uv
     )
 
 
-def serve(service: Service, host: str, port: int, log_level: str = "info") -> None:
-    """Warm up (`Service.prepare`), then serve until SIGINT/SIGTERM (blocking)."""
-    service.prepare()
-    DrainingServer(uvicorn_config(service, host, port, log_level), service).run()
+def serve(service: Service, sock: socket.socket, log_level: str = "info") -> None:
+    """Serve on `sock` (bound and listening: `listeners.listen`) until SIGINT/SIGTERM (blocking). The caller
+    has warmed the service up (`Service.prepare`)."""
+    host, port = sock.getsockname()[:2]
+    try:
+        DrainingServer(uvicorn_config(service, host, port, log_level), service).run(sockets=[sock])
+    finally:
+        sock.close()
 
 
 class ServiceThread:

@@ -38,7 +38,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from router.service.admission import SharedAdmission, callers_for, create_admission_file
+from router.service.admission import SharedAdmission, callers_for, create_admission_file, per_key_limit
 from router.service.listeners import Listener, ListenError
 from router.service.worker import WorkerSpec, check_model_shares, worker_main
 
@@ -95,8 +95,9 @@ class WorkerPool:
             self._run_dir = Path(tempfile.mkdtemp(prefix="graphroute-serve-"))  # 0700: this user's only
             callers = callers_for(spec.api_keys)
             create_admission_file(self._run_dir / "admission", spec.workers, callers)
-            self._admission = SharedAdmission(self._run_dir / "admission", 0, spec.workers, callers,
-                                              serve.max_concurrency, serve.max_concurrency_per_key)
+            self._admission = SharedAdmission(
+                self._run_dir / "admission", 0, spec.workers, callers, serve.max_concurrency,
+                per_key_limit(serve.max_concurrency, serve.max_concurrency_per_key, callers))
         except OSError as exc:
             self._sock.close()
             raise WorkerError(f"cannot make the server's run directory: {exc}") from None
@@ -263,10 +264,14 @@ class WorkerPool:
         self.stop()
 
 
-def serve_workers(spec: WorkerSpec, report: Callable[[str], None], on_serving: Callable[[WorkerPool], Any]) -> None:
+def serve_workers(spec: WorkerSpec, report: Callable[[str], None], on_serving: Callable[[WorkerPool], Any],
+                  on_bound: Callable[[WorkerPool], Any] | None = None) -> None:
     """`graphroute serve --workers N`: serve until SIGINT/SIGTERM, then drain (blocking, main thread).
-    A second signal stops without waiting for in-flight requests."""
+    A second signal stops without waiting for in-flight requests. `on_bound` runs once the port is taken
+    (before any worker starts), `on_serving` once every worker serves."""
     pool = WorkerPool(spec, report)
+    if on_bound is not None:
+        on_bound(pool)
 
     def on_signal(sig: int, frame: FrameType | None) -> None:
         pool.request_stop(force=pool.stopping)

@@ -101,7 +101,7 @@ def worker_models(models: ModelsConfig, worker: int, workers: int) -> ModelsConf
 def build_service(spec: WorkerSpec, worker: int, run_dir: Path) -> Service:
     """This worker's Routers and Service, with the counts it shares with the other workers."""
     from router.router import Router
-    from router.service.admission import SharedAdmission, callers_for
+    from router.service.admission import SharedAdmission, callers_for, per_key_limit
     from shared_context import load_index
 
     config = spec.config.model_copy(update={"models": worker_models(spec.config.models, worker, spec.workers)})
@@ -118,8 +118,9 @@ def build_service(spec: WorkerSpec, worker: int, run_dir: Path) -> Service:
         for router in routers.values():
             router.close()
         raise
-    admission = SharedAdmission(run_dir / "admission", worker, spec.workers, callers_for(spec.api_keys),
-                                serve.max_concurrency, serve.max_concurrency_per_key)
+    callers = callers_for(spec.api_keys)
+    admission = SharedAdmission(run_dir / "admission", worker, spec.workers, callers, serve.max_concurrency,
+                                per_key_limit(serve.max_concurrency, serve.max_concurrency_per_key, callers))
     metrics = SharedMetrics(run_dir, worker, spec.workers, admission)
     return Service(routers, serve, api_keys=spec.api_keys, admission=admission, metrics=metrics, worker=worker)
 
@@ -178,6 +179,10 @@ def worker_main(spec: WorkerSpec, worker: int, listener: Listener, conn: Connect
     try:
         service = build_service(spec, worker, Path(run_dir))
         service.prepare()
+        if worker == 0:  # every worker checks its endpoints (its /healthz reports them); one reports them here
+            level = logging.INFO if service.endpoints_ok else logging.WARNING
+            for line in service.endpoint_lines():
+                log.log(level, "model endpoint: %s", line)
         sock = listener.open()
     except Exception as exc:
         log.debug("worker %d failed to start", worker, exc_info=True)

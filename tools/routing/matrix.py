@@ -1,4 +1,4 @@
-"""Design matrices for training: the classifier's features of many questions as one sparse matrix."""
+"""Design matrices for training: the wording features of many questions as one sparse matrix."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from router.features import N_HASH_FEATURES, IndexSignals, QuestionFeatures, index_vector, ngram_vector
+from router.features import CUE_FEATURES, N_HASH_FEATURES, QuestionFeatures, ngram_vector
 
 if TYPE_CHECKING:
     import scipy.sparse as sp
@@ -32,9 +32,17 @@ def hashed_ngrams(texts: Sequence[str]) -> sp.csr_matrix:
     return sp.csr_matrix((values, columns, indptr), shape=(len(texts), N_HASH_FEATURES))
 
 
-def build_matrix(features: Sequence[QuestionFeatures], signals: Sequence[IndexSignals | None]) -> sp.csr_matrix:
-    """Full design matrix: [dense cue/form block | index block | hashed n-grams]."""
+def dense_block(features: Sequence[QuestionFeatures], *, cues: bool = True) -> np.ndarray:
+    """The cue/form features; `cues=False` zeroes the cue-lexicon features and their interactions."""
+    dense = np.vstack([f.dense for f in features]).astype(np.float64)
+    if not cues:
+        dense[:, list(CUE_FEATURES)] = 0.0
+    return dense
+
+
+def build_matrix(features: Sequence[QuestionFeatures], *, cues: bool = True) -> sp.csr_matrix:
+    """Full design matrix: [dense cue/form block | hashed n-grams]."""
     import scipy.sparse as sp
 
-    dense = np.vstack([np.concatenate([f.dense, index_vector(s)]) for f, s in zip(features, signals, strict=True)])
-    return sp.hstack([sp.csr_matrix(dense), hashed_ngrams([f.text for f in features])], format="csr")
+    return sp.hstack([sp.csr_matrix(dense_block(features, cues=cues)), hashed_ngrams([f.text for f in features])],
+                     format="csr")

@@ -1,189 +1,104 @@
-"""Rebuild the router's question classifier: `python -m tools.routing.train [--data-dir ../shared/data] [--out PATH]`.
+"""Rebuild the router's question classifier: `python -m tools.routing.train [--data-dir ../shared/data]
+[--indexes ../indexes] [--out PATH]`.
 
-Training data (see `router.classifier` for the model design):
+The three stages of `router.classifier`, fitted in order on the questions of `tools.routing.examples` and, for
+the index stage, on labelled questions measured on real offline indexes (`tools.routing.index_fit`):
 
-* `tools/routing/data/questions.jsonl` - the project's own labelled set (sources ``graphroute``, the domain templates and
-  hand-written questions, and ``collections``, questions about collections of documents and speakers; see
-  `tools.routing.question_bank`);
-* GraphRAG-Bench novel + medical development questions and the MultiHop-RAG development sample, read from
-  `--data-dir` and mapped to routes by each data set's `router_label_map.json` (labels mapped to ``exclude``
-  are dropped). They are read at train time only; the saved model does not need them.
+1. **wording**: `LinearSVC` (one-vs-rest) over cue/form features and hashed n-grams, plus two views for the
+   confidence stage (logistic regression on the cue/form features alone; `LinearSVC` on the n-grams alone).
+   Cross-validated decision values (folds grouped by template, stratified by subset and label) fit the
+   multinomial calibrator that turns decision values into probabilities;
+2. **index**: multinomial logistic regression over [log wording probabilities, probe features]. A question that
+   is also wording training data enters with its cross-validated wording probabilities, so the index stage
+   learns how much to trust the wording on questions the wording model did not see;
+3. **confidence**: logistic regression of "the decision is right" on `router.classifier.CONFIDENCE_NAMES`,
+   fitted on held-out decisions only: the cross-validated wording decisions (no index) and, with an index, the
+   index stage's leave-one-index-out decisions.
 
-After the text model, the index-scope nudges (`router.index_scope.SITUATIONS`) are fitted for it on questions
-measured against small offline indexes of two corpora of `--data-dir` (`tools.routing.scope_fit`; about a minute;
-`--no-scope-fit` keeps the hand-set defaults).
-
-Every question is used twice: once with the index block empty (no index given) and once with simulated
-index-linking signals, so the model learns both situations. The simulation is seeded per question, and
-scikit-learn's solvers and fold splits are deterministic, so rebuilding gives the same model file.
-
-The two "new styles" evaluation sets (`tools/routing/data/new_styles.jsonl` and `tools/routing/data/new_styles_2.jsonl`) are
-never training data: every loader here refuses to read them, so `benchmarks/router_eval.py` can report them as
-questions the model has never seen.
+Every solver is deterministic and the folds are seeded, so rebuilding gives the same model file. Nothing here
+is imported by the product; the model file holds plain arrays and JSON (no pickle).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import random
-import zlib
-from collections import Counter
-from collections.abc import Sequence
+from collections import Counter, defaultdict
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import sklearn
-from sklearn.calibration import CalibratedClassifierCV
-from sklearn.svm import LinearSVC
 
-from router.features import (
-    FEATURE_NAMES,
-    N_DENSE,
-    N_HASH_FEATURES,
-    N_WORD_BUCKETS,
-    IndexSignals,
-    QuestionFeatures,
-    entity_like_names,
-    extract,
-    wording_buckets,
-)
-from tools.routing.matrix import build_matrix
+from router.classifier import CONFIDENCE_NAMES, MODEL_FORMAT, MODEL_PATH, confidence_inputs
+from router.features import FEATURE_NAMES, N_DENSE, N_HASH_FEATURES, N_WORD_BUCKETS, extract, wording_buckets
+from router.index_probe import PROBE_NAMES
+from tools.routing.examples import CLASSES, DEFAULT_DATA_DIR, Example, load_all
+from tools.routing.index_fit import DEFAULT_INDEXES, Measured, stage_inputs
+from tools.routing.matrix import dense_block, hashed_ngrams
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-DATA = Path(__file__).resolve().parent / "data"
-QUESTIONS = DATA / "questions.jsonl"
-MODEL_PATH = REPO_ROOT / "router" / "data" / "router_model.npz"
-NEW_STYLES = DATA / "new_styles.jsonl"  # evaluation only, never trained on
-NEW_STYLES_2 = DATA / "new_styles_2.jsonl"  # second held-out set, same rule
-HELD_OUT = (NEW_STYLES, NEW_STYLES_2)
-DEFAULT_DATA_DIR = REPO_ROOT.parent / "shared" / "data"
-CLASSES = ("drift", "global", "local")
-MODEL_FORMAT = 2
-C_REGULARISATION = 0.3
+if TYPE_CHECKING:
+    import scipy.sparse as sp
+
+C_WORDING = 0.3
+C_VIEW = 1.0
+C_CALIBRATION = 10.0
+PENALTY_INDEX = 0.01  # L2 on the probe weights of the index stage
+C_CONFIDENCE = 1.0
+FOLDS = 5
+Progress = Callable[[str], None]
+
+
+def _quiet(_: str) -> None:
+    return None
 
 
 @dataclass(frozen=True)
-class Example:
-    question: str
-    label: str
-    source: str  # graphroute | collections | graphrag_bench | multihop
-    subset: str  # finer grouping for reports: graphroute | collections | novel | medical | multihop
-    lang: str
-    entities: tuple[str, ...] = ()
-    domain: str = ""
-    group: str = ""  # template id (questions expanded from one template share it); "" = the question itself
+class Wording:
+    """The wording model and its two views, fitted on one set of questions (class order `CLASSES`)."""
 
-    @property
-    def cv_group(self) -> str:
-        """What grouped cross-validation keeps together: the template, or the question when hand-written."""
-        return self.group or f"{self.source}:{self.question}"
+    coef: np.ndarray  # (3, N_DENSE + N_HASH_FEATURES)
+    intercept: np.ndarray
+    view_dense: np.ndarray
+    view_dense_b: np.ndarray
+    view_hash: np.ndarray  # (3, N_HASH_FEATURES)
+    view_hash_b: np.ndarray
 
-
-# ------------------------------------------------------------------------------------------------ data
-
-
-class HeldOutDataError(ValueError):
-    """Raised when training code is pointed at a held-out new-styles evaluation set."""
+    def decide(self, dense: np.ndarray, hashed: sp.csr_matrix) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(decision values, dense-view argmax, n-gram-view argmax) per row."""
+        decision = dense @ self.coef[:, :N_DENSE].T + hashed @ self.coef[:, N_DENSE:].T + self.intercept
+        dense_view = np.argmax(dense @ self.view_dense.T + self.view_dense_b, axis=1)
+        ngram_view = np.argmax(hashed @ self.view_hash.T + self.view_hash_b, axis=1)
+        return np.asarray(decision), dense_view, ngram_view
 
 
-def refuse_held_out(path: Path) -> None:
-    for held_out in HELD_OUT:
-        if path.resolve() == held_out.resolve() or path.name == held_out.name:
-            raise HeldOutDataError(f"{path} is a held-out new-styles evaluation set; it is never training data")
+def _three(coef: np.ndarray, intercept: np.ndarray, classes: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+    """Coefficients for all of `CLASSES` (a class absent from training gets a hopeless decision value)."""
+    full = np.zeros((len(CLASSES), coef.shape[1]))
+    bias = np.full(len(CLASSES), -20.0)
+    if len(classes) == 2 and coef.shape[0] == 1:  # binary: one row for the second class
+        coef, intercept = np.vstack([-coef[0], coef[0]]), np.array([-intercept[0], intercept[0]])
+    for row, c in enumerate(classes):
+        full[c], bias[c] = coef[row], intercept[row]
+    return full, bias
 
 
-def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    with path.open(encoding="utf-8") as fh:
-        return [json.loads(line) for line in fh if line.strip()]
+def fit_wording(dense: np.ndarray, hashed: sp.csr_matrix, y: np.ndarray, w: np.ndarray) -> Wording:
+    import scipy.sparse as sp
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.svm import LinearSVC
 
-
-def load_own(path: Path = QUESTIONS) -> list[Example]:
-    refuse_held_out(path)
-    rows = []
-    for r in read_jsonl(path):
-        source = str(r.get("source", "graphroute"))
-        rows.append(Example(r["question"], r["label"], source, source, r.get("lang", "en"),
-                            tuple(r.get("entities", ())), r.get("domain", ""), str(r.get("template", ""))))
-    return rows
-
-
-def _label_map(path: Path) -> tuple[str, dict[str, str]]:
-    spec = json.loads(path.read_text(encoding="utf-8"))
-    return spec["field"], dict(spec["map"])
-
-
-def load_graphrag_bench(data_dir: Path) -> list[Example]:
-    import pandas as pd  # only needed at train time
-
-    base = data_dir / "graphrag_bench"
-    field, mapping = _label_map(base / "router_label_map.json")
-    rows = []
-    for subset in ("novel", "medical"):
-        frame = pd.read_parquet(base / "questions" / f"{subset}_questions_dev.parquet", columns=["question", field])
-        for question, qtype in zip(frame["question"], frame[field], strict=True):
-            label = mapping.get(str(qtype), "exclude")
-            if label in CLASSES:
-                rows.append(Example(str(question), label, "graphrag_bench", subset, "en", domain=subset))
-    return rows
-
-
-def load_multihop(data_dir: Path) -> list[Example]:
-    base = data_dir / "multihop_rag_sample500"
-    field, mapping = _label_map(base / "router_label_map.json")
-    rows = []
-    with (base / "multihop_rag_sample500_dev.jsonl").open(encoding="utf-8") as fh:
-        for line in fh:
-            if line.strip():
-                r = json.loads(line)
-                label = mapping.get(str(r[field]), "exclude")
-                if label in CLASSES:
-                    rows.append(Example(str(r["query"]), label, "multihop", "multihop", "en", domain="news"))
-    return rows
-
-
-def load_all(data_dir: Path | None) -> list[Example]:
-    rows = load_own()
-    if data_dir is not None:
-        rows += load_graphrag_bench(data_dir) + load_multihop(data_dir)
-    return rows
-
-
-# ------------------------------------------------------------------------- simulated index signals
-
-
-def simulate_signals(example: Example) -> IndexSignals:
-    """Plausible entity-linking output for a question, as if its corpus had been indexed.
-
-    Mirrors `router.features.signals_from_link`, which counts an entity as linked when its title occurs in
-    the question. Names the question mentions (annotated for the project's set, guessed from capitalised /
-    quoted spans otherwise) are in the index most of the time; the others become unknown names. A common
-    word sometimes is an entity title too (a spurious link). Entities of one question often share a
-    community. Seeded by the question text, so training is deterministic.
-    """
-    rng = random.Random(zlib.crc32(example.question.encode("utf-8")))
-    mentions = list(example.entities) or list(entity_like_names(example.question))
-    scores: list[float] = []
-    unknown = 0
-    for _ in mentions:
-        if rng.random() < 0.85:
-            scores.append(rng.uniform(0.6, 1.0))
-        else:
-            unknown += 1
-    for _ in range(sum(rng.random() < 0.2 for _ in range(2))):  # a common word that is also an entity title
-        scores.append(rng.uniform(0.3, 0.7))
-    communities = 0
-    if scores:
-        pool = rng.randint(1, len(scores))
-        communities = len({rng.randrange(pool) for _ in scores})
-    return IndexSignals(linked=len(scores), max_score=max(scores, default=0.0),
-                        mean_score=sum(scores) / len(scores) if scores else 0.0, exact=len(scores),
-                        communities=communities, unknown=unknown)
-
-
-# ------------------------------------------------------------------------------------------ fitting
+    classes = sorted(set(y.tolist()))
+    full = sp.hstack([sp.csr_matrix(dense), hashed], format="csr")
+    svc = LinearSVC(C=C_WORDING, random_state=0).fit(full, y, sample_weight=w)
+    coef, intercept = _three(svc.coef_, svc.intercept_, classes)
+    view = LogisticRegression(C=C_VIEW, max_iter=2000).fit(dense, y, sample_weight=w)
+    view_dense, view_dense_b = _three(view.coef_, view.intercept_, classes)
+    ngrams = LinearSVC(C=C_WORDING, random_state=0).fit(hashed, y, sample_weight=w)
+    view_hash, view_hash_b = _three(ngrams.coef_, ngrams.intercept_, classes)
+    return Wording(coef, intercept, view_dense, view_dense_b, view_hash, view_hash_b)
 
 
 def sample_weights(examples: Sequence[Example]) -> np.ndarray:
@@ -199,74 +114,342 @@ def sample_weights(examples: Sequence[Example]) -> np.ndarray:
     return w * len(examples)
 
 
-def fit(examples: Sequence[Example], *, with_index_copies: bool = True) -> dict[str, Any]:
-    """Fit the calibrated model and return the payload that `router.classifier.Classifier` loads."""
-    feats: list[QuestionFeatures] = [extract(e.question) for e in examples]
-    signals: list[IndexSignals | None] = [None] * len(examples)
-    labels = [e.label for e in examples]
-    weights = sample_weights(examples)
-    if with_index_copies:
-        feats = feats + feats
-        signals = signals + [simulate_signals(e) for e in examples]
-        labels = labels + labels
-        weights = np.concatenate([weights, weights]) / 2.0
-    matrix = build_matrix(feats, signals)
-    classes = sorted(set(labels))
-    base = LinearSVC(C=C_REGULARISATION, random_state=0)  # liblinear shuffles coordinates: fix the seed
-    model = CalibratedClassifierCV(base, method="sigmoid", cv=3, ensemble=False)
-    model.fit(matrix, np.asarray(labels), sample_weight=weights)
-    seen_words = np.zeros(N_WORD_BUCKETS, dtype=bool)
-    for f in feats[: len(examples)]:
-        seen_words[wording_buckets(f.text, f.names)] = True
-    payload = export(model, classes, Counter(e.subset for e in examples), Counter(labels[: len(examples)]))
-    payload["seen_words"] = np.packbits(seen_words)
+def _softmax_rows(z: np.ndarray) -> np.ndarray:
+    z = z - z.max(axis=1, keepdims=True)
+    e = np.exp(z)
+    out: np.ndarray = e / e.sum(axis=1, keepdims=True)
+    return out
+
+
+def _multinomial(x: np.ndarray, y: np.ndarray, w: np.ndarray, c: float) -> tuple[np.ndarray, np.ndarray]:
+    """Multinomial logistic regression (W, b) in `CLASSES` order."""
+    from sklearn.linear_model import LogisticRegression
+
+    model = LogisticRegression(C=c, max_iter=5000).fit(x, y, sample_weight=w)
+    return _three(model.coef_, model.intercept_, sorted(set(y.tolist())))
+
+
+def _seen(buckets: Sequence[Sequence[int]]) -> np.ndarray:
+    seen = np.zeros(N_WORD_BUCKETS, dtype=bool)
+    for b in buckets:
+        seen[list(b)] = True
+    return seen
+
+
+def _familiarity(buckets: Sequence[int], seen: np.ndarray) -> float:
+    return float(seen[list(buckets)].mean()) if len(buckets) else 0.0
+
+
+@dataclass
+class Held:
+    """Held-out decisions the confidence stage is fitted on (one row per question)."""
+
+    proba: list[np.ndarray]
+    dense_view: list[int]
+    ngram_view: list[int]
+    familiarity: list[float]
+    has_cue: list[bool]
+    with_index: list[bool]
+    label: list[int]
+    weight: list[float]
+
+    @classmethod
+    def empty(cls) -> Held:
+        return cls([], [], [], [], [], [], [], [])
+
+    def add(self, proba: np.ndarray, dense_view: int, ngram_view: int, familiarity: float, has_cue: bool,
+            with_index: bool, label: int, weight: float) -> None:
+        self.proba.append(proba)
+        self.dense_view.append(dense_view)
+        self.ngram_view.append(ngram_view)
+        self.familiarity.append(familiarity)
+        self.has_cue.append(has_cue)
+        self.with_index.append(with_index)
+        self.label.append(label)
+        self.weight.append(weight)
+
+    def extend(self, other: Held) -> None:
+        for mine, theirs in zip(vars(self).values(), vars(other).values(), strict=True):
+            mine.extend(theirs)
+
+    def inputs(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        x = np.vstack([confidence_inputs(p, d, n, f, c, i) for p, d, n, f, c, i in zip(
+            self.proba, self.dense_view, self.ngram_view, self.familiarity, self.has_cue, self.with_index,
+            strict=True)])
+        correct = np.array([int(np.argmax(p)) == y for p, y in zip(self.proba, self.label, strict=True)], dtype=int)
+        return x, correct, np.asarray(self.weight)
+
+
+@dataclass
+class WordingFit:
+    """The wording stage fitted on a set of questions, with its cross-validated view of each of them."""
+
+    examples: Sequence[Example]
+    cues: bool
+    wording: Wording
+    calib_w: np.ndarray
+    calib_b: np.ndarray
+    seen: np.ndarray
+    y: np.ndarray
+    weights: np.ndarray
+    has_cue: list[bool]
+    oof_proba: np.ndarray
+    oof_dense_view: np.ndarray
+    oof_ngram_view: np.ndarray
+    oof_familiarity: np.ndarray
+    source_out: Held | None = None  # decisions on each source by a model trained without it
+
+    def held_out(self) -> Held:
+        """Cross-validated decisions (half the weight) and, when fitted, leave-one-source-out ones (the other
+        half): the confidence stage learns how often the model is right on wording it was not trained on."""
+        held = Held.empty()
+        share = self.weights / self.weights.sum() * (0.5 if self.source_out is not None else 1.0)
+        for i in range(len(self.examples)):
+            held.add(self.oof_proba[i], int(self.oof_dense_view[i]), int(self.oof_ngram_view[i]),
+                     float(self.oof_familiarity[i]), self.has_cue[i], False, int(self.y[i]), float(share[i]))
+        if self.source_out is not None:
+            held.extend(self.source_out)
+        return held
+
+    def unseen(self, question: str) -> tuple[np.ndarray, int, int, float, bool]:
+        """(probabilities, dense view, n-gram view, familiarity, cue fired) of a question from outside the set."""
+        f = extract(question)
+        dec, dv, nv = self.wording.decide(dense_block([f], cues=self.cues), hashed_ngrams([f.text]))
+        proba = _softmax_rows(dec @ self.calib_w.T + self.calib_b)[0]
+        return proba, int(dv[0]), int(nv[0]), _familiarity(wording_buckets(f.text, f.names), self.seen), \
+            bool(f.cues) and self.cues
+
+    def view_of(self, question: str, position: dict[str, int]) -> tuple[np.ndarray, int, int, float, bool]:
+        """Cross-validated for a question of the set, else as the full model sees it."""
+        i = position.get(question)
+        if i is None:
+            return self.unseen(question)
+        return (self.oof_proba[i], int(self.oof_dense_view[i]), int(self.oof_ngram_view[i]),
+                float(self.oof_familiarity[i]), self.has_cue[i])
+
+
+def fit_wording_stage(examples: Sequence[Example], *, cues: bool = True, folds: int = FOLDS,
+                      by_source: bool = True, progress: Progress = _quiet) -> WordingFit:
+    """Cross-validated decisions (folds grouped by template) for the calibrator and the later stages, then the
+    full fit; with `by_source`, also each source's decisions by a model trained on the others."""
+    from sklearn.model_selection import StratifiedGroupKFold
+
+    feats = [extract(e.question) for e in examples]
+    dense = dense_block(feats, cues=cues)
+    hashed = hashed_ngrams([f.text for f in feats])
+    y = np.array([CLASSES.index(e.label) for e in examples])
+    w = sample_weights(examples)
+    buckets = [wording_buckets(f.text, f.names) for f in feats]
+    n = len(examples)
+    oof_decision = np.zeros((n, 3))
+    oof_dense_view = np.zeros(n, dtype=int)
+    oof_ngram_view = np.zeros(n, dtype=int)
+    oof_familiarity = np.zeros(n)
+    strata = [f"{e.subset}:{e.label}" for e in examples]
+    splitter = StratifiedGroupKFold(n_splits=folds, shuffle=True, random_state=0)
+    for k, (tr, te) in enumerate(splitter.split(np.zeros(n), strata, [e.cv_group for e in examples]), 1):
+        model = fit_wording(dense[tr], hashed[tr], y[tr], w[tr])
+        oof_decision[te], oof_dense_view[te], oof_ngram_view[te] = model.decide(dense[te], hashed[te])
+        seen = _seen([buckets[i] for i in tr])
+        oof_familiarity[te] = [_familiarity(buckets[i], seen) for i in te]
+        progress(f"  wording fold {k}/{folds}")
+    calib_w, calib_b = _multinomial(oof_decision, y, w, C_CALIBRATION)
+    oof_proba = _softmax_rows(oof_decision @ calib_w.T + calib_b)
+    wording = fit_wording(dense, hashed, y, w)
+    has_cue = [bool(f.cues) and cues for f in feats]
+    source_out: Held | None = None
+    sources = sorted({e.source for e in examples})
+    if by_source and len(sources) >= 2:
+        source_out = Held.empty()
+        for source in sources:
+            out = np.array([e.source == source for e in examples])
+            tr, te = np.flatnonzero(~out), np.flatnonzero(out)
+            model = fit_wording(dense[tr], hashed[tr], y[tr], w[tr])
+            decision, dense_view, ngram_view = model.decide(dense[te], hashed[te])
+            proba = _softmax_rows(decision @ calib_w.T + calib_b)
+            seen = _seen([buckets[i] for i in tr])
+            share = 0.5 / len(sources) / len(te)  # each held-out source weighs the same
+            for j, i in enumerate(te):
+                source_out.add(proba[j], int(dense_view[j]), int(ngram_view[j]), _familiarity(buckets[i], seen),
+                               has_cue[i], False, int(y[i]), share)
+            progress(f"  wording without {source}")
+    return WordingFit(examples, cues, wording, calib_w, calib_b, _seen(buckets), y, w, has_cue, oof_proba,
+                      oof_dense_view, oof_ngram_view, oof_familiarity, source_out)
+
+
+@dataclass
+class IndexFit:
+    probe_w: np.ndarray
+    probe_b: np.ndarray
+    held: Held  # the index stage's leave-one-index-out decisions
+    report: dict[str, Any]
+
+
+def identity_index_stage() -> tuple[np.ndarray, np.ndarray]:
+    """The index stage that keeps the wording's probabilities (softmax of their logs)."""
+    return np.hstack([np.eye(3), np.zeros((3, len(PROBE_NAMES)))]), np.zeros(3)
+
+
+# The direction each probe feature may move each route (+1 only up, -1 only down, 0 either way), columns in
+# `CLASSES` order (drift, global, local): what the measurement means by design; the data decides how much.
+# Naming a specific entity or a document is never evidence for the whole collection, passages spread over many
+# documents never evidence for one place. An index-wide constant (`groups_measured`) moves nothing.
+PROBE_SIGNS: dict[str, tuple[int, int, int]] = {
+    "linked_none": (-1, 0, 0), "specific_1": (0, -1, 1), "specific_2plus": (1, -1, 0), "collection_wide": (0, 0, 0),
+    "common_nouns": (0, 0, 0), "unknown_names": (0, -1, 0), "documents_1": (-1, -1, 1), "documents_2plus": (1, -1, -1),
+    "groups_measured": (2, 2, 2), "unit_hits_none": (0, 0, 0), "unit_group_spread": (-1, 1, -1),
+    "unit_best_group_share": (0, -1, 0), "unit_community_spread": (0, 1, 0), "unit_peak": (0, 0, 0),
+    "report_spread": (0, 1, 0), "unspecific_spread": (-1, 1, -1),
+}
+MAX_NUDGE = 3.0  # no probe weight may exceed this (log-odds per unit of the feature)
+
+
+def _stage_bounds() -> list[tuple[float | None, float | None]]:
+    bounds: list[tuple[float | None, float | None]] = [(0.0, None)]  # the wording's scale
+    for k in range(len(CLASSES)):
+        for name in PROBE_NAMES:
+            sign = PROBE_SIGNS[name][k]
+            bounds.append((0.0, 0.0) if sign == 2 else (0.0 if sign > 0 else -MAX_NUDGE, 0.0 if sign < 0 else MAX_NUDGE))
+    return bounds
+
+
+def _stage_loss(theta: np.ndarray, logp: np.ndarray, probe: np.ndarray, y: np.ndarray, w: np.ndarray,
+                penalty: float) -> tuple[float, np.ndarray]:
+    """Weighted multinomial log-loss of z = a * log p + probe @ W.T, L2 on W only."""
+    k, m = logp.shape[1], probe.shape[1]
+    a, weights = theta[0], theta[1:].reshape(k, m)
+    z = a * logp + probe @ weights.T
+    z = z - z.max(axis=1, keepdims=True)
+    p = np.exp(z)
+    p /= p.sum(axis=1, keepdims=True)
+    total = w.sum()
+    loss = -float((w * np.log(p[np.arange(len(y)), y] + 1e-12)).sum()) / total + penalty * float((weights**2).sum())
+    g = p.copy()
+    g[np.arange(len(y)), y] -= 1.0
+    g *= (w / total)[:, None]
+    grad_w = g.T @ probe + 2.0 * penalty * weights
+    return loss, np.concatenate([[float((g * logp).sum())], grad_w.ravel()])
+
+
+def fit_offset_stage(x: np.ndarray, y: np.ndarray, w: np.ndarray, penalty: float) -> tuple[np.ndarray, np.ndarray]:
+    """The index stage as (W, b) over [log p | probe]: the log-probabilities keep one shared scale (the wording
+    is trusted as a whole, and its calibration already holds the class priors), the probe features get
+    L2-penalised weights in the directions `PROBE_SIGNS` allows, each within `MAX_NUDGE`."""
+    from scipy.optimize import minimize
+
+    logp, probe = x[:, :3], x[:, 3:]
+    m = probe.shape[1]
+    theta0 = np.concatenate([[1.0], np.zeros(3 * m)])
+    result = minimize(_stage_loss, theta0, args=(logp, probe, y, w, penalty), jac=True, method="L-BFGS-B",
+                      bounds=_stage_bounds())
+    theta = result.x
+    return np.hstack([theta[0] * np.eye(3), theta[1:].reshape(3, m)]), np.zeros(3)
+
+
+def fit_index_stage(wf: WordingFit, measured: Sequence[Measured], *, c: float = PENALTY_INDEX,
+                    progress: Progress = _quiet) -> IndexFit:
+    """Multinomial logistic regression over [log wording probabilities, probe features]; leave-one-index-out
+    decisions for the confidence stage."""
+    position = {e.question: i for i, e in enumerate(wf.examples)}
+    views = [wf.view_of(m.item.question, position) for m in measured]
+    proba = np.vstack([v[0] for v in views])
+    x = stage_inputs(proba, measured)
+    y = np.array([CLASSES.index(m.item.label) for m in measured])
+    w = index_weights(measured)
+    probe_w, probe_b = fit_offset_stage(x, y, w, c)
+    loio = np.zeros((len(measured), 3))
+    for name in sorted({m.item.index for m in measured}):
+        out = np.array([m.item.index == name for m in measured])
+        if len(set(y[~out].tolist())) < 2:
+            loio[out] = proba[out]
+            continue
+        wo, bo = fit_offset_stage(x[~out], y[~out], w[~out], c)
+        loio[out] = _softmax_rows(x[out] @ wo.T + bo)
+    held = Held.empty()
+    share = 0.5 / w.sum()
+    for j, (_, dv, nv, fam, cue) in enumerate(views):
+        held.add(loio[j], dv, nv, fam, cue, True, int(y[j]), float(w[j] * share))
+    report = {"questions": len(measured), "by_index": dict(Counter(m.item.index for m in measured)),
+              "leave_one_index_out": _accuracy_by(measured, y, loio), "wording_only": _accuracy_by(measured, y, proba)}
+    progress(f"  index stage: {report}")
+    return IndexFit(probe_w, probe_b, held, report)
+
+
+def fit_confidence(held: Held) -> tuple[np.ndarray, float]:
+    from sklearn.linear_model import LogisticRegression
+
+    x, correct, w = held.inputs()
+    model = LogisticRegression(C=C_CONFIDENCE, max_iter=5000).fit(x, correct, sample_weight=w / w.mean())
+    return np.asarray(model.coef_[0], dtype=np.float64), float(model.intercept_[0])
+
+
+def fit(examples: Sequence[Example], measured: Sequence[Measured] = (), *, cues: bool = True, folds: int = FOLDS,
+        progress: Progress = _quiet) -> dict[str, Any]:
+    """Fit all three stages; return the payload `router.classifier.Classifier` loads."""
+    wf = fit_wording_stage(examples, cues=cues, folds=folds, progress=progress)
+    return assemble(wf, fit_index_stage(wf, measured, progress=progress) if measured else None)
+
+
+def assemble(wf: WordingFit, index: IndexFit | None) -> dict[str, Any]:
+    held = wf.held_out()
+    probe_w, probe_b = identity_index_stage()
+    if index is not None:
+        probe_w, probe_b = index.probe_w, index.probe_b
+        held.extend(index.held)
+    conf_w, conf_b = fit_confidence(held)
+    payload = export(wf.wording, wf.calib_w, wf.calib_b, probe_w, probe_b, conf_w, conf_b, wf.seen, cues=wf.cues)
+    payload["trained_on"] = {"subsets": dict(sorted(Counter(e.subset for e in wf.examples).items())),
+                             "labels": dict(sorted(Counter(e.label for e in wf.examples).items())),
+                             "index_stage": index.report if index is not None else {}}
     return payload
 
 
-def export(model: CalibratedClassifierCV, classes: list[str], subsets: Counter[str], labels: Counter[str]) -> dict[str, Any]:
-    """Plain arrays only (no pickled estimators), so the file is small and loads under any sklearn.
+def _accuracy_by(measured: Sequence[Measured], y: np.ndarray, proba: np.ndarray) -> dict[str, float]:
+    """Accuracy per (index, source, label) cell and overall."""
+    hit = proba.argmax(1) == y
+    cells: defaultdict[str, list[bool]] = defaultdict(list)
+    for m, h in zip(measured, hit, strict=True):
+        cells[f"{m.item.index}/{m.item.source}/{m.item.label}"].append(bool(h))
+    out = {k: round(float(np.mean(v)), 3) for k, v in sorted(cells.items())}
+    out["all"] = round(float(hit.mean()), 4)
+    return out
 
-    Always writes the three routes. A model trained without one route (only in leave-one-source-out
-    evaluation) gets that route with zero weights and a calibrator that gives it probability ~0; a binary
-    model's single decision value is expanded into two mirrored rows with the same calibrated probabilities.
-    """
-    calibrated = model.calibrated_classifiers_[0]
-    estimator = calibrated.estimator
-    assert list(estimator.classes_) == classes and list(model.classes_) == classes
-    coef = np.asarray(estimator.coef_, dtype=np.float64)
-    intercept = np.asarray(estimator.intercept_, dtype=np.float64)
-    a = np.asarray([c.a_ for c in calibrated.calibrators], dtype=np.float64)
-    b = np.asarray([c.b_ for c in calibrated.calibrators], dtype=np.float64)
-    if len(classes) == 2:  # p1 = expit(-(a d + b)), p0 = 1 - p1 = expit(-(a (-d) - b))
-        coef = np.vstack([-coef[0], coef[0]])
-        intercept = np.array([-intercept[0], intercept[0]])
-        a = np.array([a[0], a[0]])
-        b = np.array([-b[0], b[0]])
-    rows = {c: i for i, c in enumerate(classes)}
-    full_coef = np.zeros((len(CLASSES), coef.shape[1]))
-    full_intercept = np.zeros(len(CLASSES))
-    full_a = np.zeros(len(CLASSES))
-    full_b = np.full(len(CLASSES), 60.0)  # a route never seen in training: expit(-60) ~ 0
-    for k, c in enumerate(CLASSES):
-        if c in rows:
-            i = rows[c]
-            full_coef[k], full_intercept[k], full_a[k], full_b[k] = coef[i], intercept[i], a[i], b[i]
-    hashed = full_coef[:, N_DENSE:].astype(np.float32)
+
+def index_weights(measured: Sequence[Measured]) -> np.ndarray:
+    """Each source of measured rows (own index questions, GraphRAG-Bench, collection questions) weighs the same in
+    total, classes balanced within it."""
+    cells = Counter((m.item.source, m.item.label) for m in measured)
+    labels: defaultdict[str, int] = defaultdict(int)
+    for source, _ in cells:
+        labels[source] += 1
+    sources = len(labels)
+    w = np.array([1.0 / (sources * labels[m.item.source] * cells[(m.item.source, m.item.label)]) for m in measured])
+    return w * len(measured)
+
+
+def _hash_rows(block: np.ndarray, prefix: str) -> dict[str, np.ndarray]:
+    hashed = block.astype(np.float32)
     used = np.flatnonzero(np.abs(hashed).max(axis=0) > 1e-6).astype(np.int32)
-    return {
-        "format": MODEL_FORMAT,
-        "classes": list(CLASSES),
-        "feature_names": list(FEATURE_NAMES),
-        "n_hash_features": N_HASH_FEATURES,
-        "coef_dense": full_coef[:, :N_DENSE].astype(np.float32),
-        "coef_hash_index": used,
-        "coef_hash_value": hashed[:, used],
-        "intercept": full_intercept.astype(np.float32),
-        "calib_a": full_a,
-        "calib_b": full_b,
-        "trained_on": {"subsets": dict(sorted(subsets.items())), "labels": dict(sorted(labels.items()))},
-        "sklearn_version": sklearn.__version__,
+    return {f"{prefix}_index": used, f"{prefix}_value": hashed[:, used]}
+
+
+def export(wording: Wording, calib_w: np.ndarray, calib_b: np.ndarray, probe_w: np.ndarray, probe_b: np.ndarray,
+           conf_w: np.ndarray, conf_b: float, seen: np.ndarray, *, cues: bool = True) -> dict[str, Any]:
+    """Plain arrays and JSON only (no pickled estimators), so the file is small and loads under any sklearn."""
+    payload: dict[str, Any] = {
+        "format": MODEL_FORMAT, "classes": list(CLASSES), "feature_names": list(FEATURE_NAMES),
+        "n_hash_features": N_HASH_FEATURES, "probe_names": list(PROBE_NAMES),
+        "confidence_names": list(CONFIDENCE_NAMES), "uses_cues": cues, "sklearn_version": sklearn.__version__,
+        "coef_dense": wording.coef[:, :N_DENSE].astype(np.float32), "intercept": wording.intercept.astype(np.float32),
+        "calib_w": calib_w, "calib_b": calib_b,
+        "view_dense": wording.view_dense.astype(np.float32), "view_dense_b": wording.view_dense_b,
+        "view_hash_b": wording.view_hash_b, "probe_w": probe_w, "probe_b": probe_b,
+        "confidence_w": np.asarray(conf_w, dtype=np.float64), "confidence_b": np.array([conf_b]),
+        "seen_words": np.packbits(seen),
     }
+    payload.update(_hash_rows(wording.coef[:, N_DENSE:], "coef_hash"))
+    payload.update(_hash_rows(wording.view_hash, "view_hash"))
+    return payload
 
 
 def save(payload: dict[str, Any], path: Path = MODEL_PATH) -> None:
@@ -277,38 +460,42 @@ def save(payload: dict[str, Any], path: Path = MODEL_PATH) -> None:
         np.savez_compressed(fh, meta=np.array(json.dumps(meta, sort_keys=True)), **arrays)  # type: ignore[arg-type]
 
 
+def measured_rows(examples: Sequence[Example], data_dir: Path, indexes: Path, progress: Progress = _quiet
+                  ) -> list[Measured]:
+    """Every labelled question with an index to measure it on (see `tools.routing.index_fit`)."""
+    from tools.routing import index_fit
+
+    paths = index_fit.index_paths(indexes, data_dir)
+    if not paths:
+        return []
+    loaded = index_fit.load_indexes(paths)
+    rows = index_fit.load_questions()
+    rows += [index_fit.IndexQuestion(e.question, e.label, e.subset, "graphrag_bench")
+             for e in examples if e.source == "graphrag_bench"]
+    rows += [index_fit.IndexQuestion(e.question, e.label, index_fit.COLLECTION_INDEX[e.domain], "collections")
+             for e in examples if e.source == "collections" and e.domain in index_fit.COLLECTION_INDEX]
+    return index_fit.measure(rows, loaded, progress)
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="Rebuild the router question classifier.")
     parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR,
                         help="shared data folder with graphrag_bench/ and multihop_rag_sample500/")
+    parser.add_argument("--indexes", type=Path, default=DEFAULT_INDEXES,
+                        help="folder with the offline indexes podcast/, earnings/, novel/, medical/")
     parser.add_argument("--own-only", action="store_true", help="train on the project's question set only")
+    parser.add_argument("--no-index-stage", action="store_true", help="do not fit the index stage")
     parser.add_argument("--out", type=Path, default=MODEL_PATH)
-    parser.add_argument("--no-scope-fit", action="store_true",
-                        help="skip fitting the index-scope nudges on real indexes (the model then uses the defaults)")
     args = parser.parse_args(argv)
     data_dir = None if args.own_only else args.data_dir
     if data_dir is not None and not (data_dir / "graphrag_bench").is_dir():
         parser.error(f"{data_dir} has no graphrag_bench/ folder; pass --data-dir or --own-only")
     examples = load_all(data_dir)
-    payload = fit(examples)
-    if data_dir is not None and not args.no_scope_fit:
-        add_scope_weights(payload, data_dir)
+    measured = [] if args.no_index_stage or data_dir is None else measured_rows(examples, data_dir, args.indexes, print)
+    payload = fit(examples, measured, progress=print)
     save(payload, args.out)
     size = args.out.stat().st_size / 1e6
     print(f"trained on {len(examples)} questions {payload['trained_on']}; wrote {args.out} ({size:.2f} MB)")
-
-
-def add_scope_weights(payload: dict[str, Any], data_dir: Path) -> None:
-    """Fit the index-scope nudges for this text model on real indexes (`tools.routing.scope_fit`) and store them."""
-    from router.classifier import Classifier
-    from tools.routing import scope_fit
-
-    weights, report = scope_fit.fit(scope_fit.measure(Classifier(payload), data_dir))
-    payload["scope_weights"] = weights
-    payload["scope_fit"] = report
-    print(f"index-scope nudges fitted on {report['questions']} questions from {report['templates']} templates, "
-          f"penalty {report['penalty']}; accuracy with them (grouped CV) {report['accuracy']['fitted']:.3f}, "
-          f"hand-set {report['accuracy']['hand_set']:.3f}, none {report['accuracy']['no_nudge']:.3f}")
 
 
 if __name__ == "__main__":
