@@ -340,6 +340,7 @@ def build_report(args: argparse.Namespace, queries: list[Query], engines: list[s
     }
     return {
         "tool": "route-bench",
+        "command": " ".join(["route-bench", *sys.argv[1:]]),
         "created_utc": datetime.now(UTC).isoformat(timespec="seconds"),
         "config": {
             "index": str(args.index), "queries": args.queries, "engines": engines, "model": spec.label,
