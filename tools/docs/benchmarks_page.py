@@ -277,6 +277,7 @@ SECTIONS = (
     Section("evidence", "Evidence", "evidence_recall/evidence_recall.json", evidence),
     Section("start-up", "Start-up", "cli_latency/cli_latency.json", cli_latency),
     Section("scale", "Scale", "scale/scale.json", scale),
+    Section("scale-at-1m-entities", "Scale at 1M entities", "scale_1m/scale.json", scale),
     Section("service-load", "Service load", "serve/serve_load.json", serve_load),
 )
 
