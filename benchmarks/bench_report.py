@@ -197,7 +197,7 @@ def render_markdown(report: dict[str, Any]) -> str:
         if versus_rows(quality):
             parts += ["Routers against always using one engine (same questions):", "",
                       markdown_table(VERSUS_HEADERS, versus_rows(quality)), ""]
-    for key, title in (("router", "Router"), ("keyword_router", "Keyword router (seed-003 baseline)")):
+    for key, title in (("router", "Router"), ("keyword_router", "Keyword router (baseline: the keyword rules of the enterprise GraphRAG guide)")):
         router = report.get(key)
         if not router:
             continue

@@ -141,7 +141,7 @@ def router_section(rows: Sequence[dict[str, Any]], target: str = "router") -> di
         "engine_used_mix": dict(sorted(used.items())),
         "escalations": sum(1 for r in ok if r.get("escalations")),
         "quality": quality,
-        "savings": {b: router_savings(rows, b, target) for b in ("global", "drift")},
+        "savings": {b: router_savings(rows, b, target) for b in ("global", "global-prerank", "drift")},
     }
     if quality and quality["n"]:
         labelled_ids = {r["query_id"] for r in labelled}

@@ -1,4 +1,4 @@
-"""Chunking time against input size: is it linear? (issue 17 item 5, issue 14 item 4)
+"""Chunking time against input size: is it linear?
 
     .venv/bin/python -m benchmarks.chunking_scale [--sizes 10,50,100] [--extract-mb 0] [--index-mb 5,10,20]
 

@@ -28,7 +28,7 @@
    table-of-contents term), or (e) its last word cannot head a noun phrase (a temporal/comparative
    word, or ends in "ly"). The word lists live in `benchmarks/data/junk_rule.txt`.
 
-Targets (issue 14): F1 >= 0.50, junk <= 5 % of the top 100.
+Targets: F1 >= 0.50, junk <= 5 % of the top 100.
 """
 
 from __future__ import annotations

@@ -4,12 +4,12 @@
     .venv/bin/python -m benchmarks.index_build --update-share 0.1 [--books N]
 
 Prints wall time, peak RSS, chunks, entities, relationships, communities and seconds per step.
-Target (issue 6): <= 10 minutes and <= 4 GB on 2 cores. The index is written to a temporary folder
+Target: <= 10 minutes and <= 4 GB on 2 cores. The index is written to a temporary folder
 (deleted afterwards unless --out or --keep is given) and loaded back with `load_index` as a check.
 
 With --update-share F: a full build of all books, then a build of the first (1 - F) of them updated
 with the rest (the last books, in corpus order), each timed (build only, books already in memory).
-Target (issue 14): the update takes <= 25 % of the full build.
+Target: the update takes <= 25 % of the full build.
 """
 
 from __future__ import annotations

@@ -55,9 +55,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="questions: .txt (one per line), .csv, .jsonl or .parquet (columns question, optional id, "
                         "label, answer, evidence, question_type), or builtin:NAME "
                         f"({', '.join(builtin_names())})")
-    p.add_argument("--engines", default="local,global,drift,basic,router",
+    p.add_argument("--engines", default="local,global,global-prerank,drift,basic,router",
                    help="comma-separated subset of local,global,drift,basic,router,keyword-router (default: "
-                        "local,global,drift,basic,router); keyword-router is the seed-003 keyword rule baseline")
+                        "local,global,drift,basic,router); keyword-router is the baseline of the keyword rules of the enterprise GraphRAG guide")
     p.add_argument("--model", default="offline",
                    help="offline (extractive, no network), mock:LATENCY_MS[:TOKENS_PER_S] (loopback OpenAI server "
                         "answering with the offline model after LATENCY_MS), or openai (graphroute.toml / env)")
@@ -340,6 +340,7 @@ def build_report(args: argparse.Namespace, queries: list[Query], engines: list[s
     }
     return {
         "tool": "route-bench",
+        "command": " ".join(["route-bench", *sys.argv[1:]]),
         "created_utc": datetime.now(UTC).isoformat(timespec="seconds"),
         "config": {
             "index": str(args.index), "queries": args.queries, "engines": engines, "model": spec.label,

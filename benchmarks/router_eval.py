@@ -15,7 +15,7 @@ Parts (`--parts`, comma-separated; default all):
   in the confidence stage). The lexicons were written with every source in view, so the second is the figure
   that holds nothing of the held-out source;
 * `new` - the three new-styles sets, packaged model, no index. Set 1 was looked at during development, set 2
-  written before a round of tuning and only its totals looked at, set 3 written last and only its totals
+  written before further tuning and only its totals looked at, set 3 written last and only its totals
   looked at (per-question results are in `--json` only);
 * `index` - the with-index evaluation: questions written for the podcast and earnings-call offline indexes
   (`tools/routing/data/index_eval.jsonl`; the index stage never saw them) routed the way `Router.aroute` routes
@@ -23,7 +23,7 @@ Parts (`--parts`, comma-separated; default all):
   index; plus the index stage's leave-one-index-out figures from training;
 * `carol` - the 30 labelled Christmas Carol route-bench questions through `Router.aroute`, with and without the
   index's probe;
-* `baselines` - two keyword routers (no training): the project's original keyword design and the usual tutorial
+* `baselines` - two keyword routers (no training): the keyword rules of the enterprise GraphRAG guide and the usual tutorial
   rule set;
 * `latency` - per question, p50/p95: without an index, and with linking and the index probe on a synthetic
   10,000-entity index (built once in a temp folder).
@@ -70,7 +70,7 @@ CONFIDENT = 0.9
 CAROL_QUERIES = Path(__file__).resolve().parent / "queries" / "christmas_carol.jsonl"
 NEW_STYLE_SETS = {  # report key -> (file, how it was used)
     "new_styles": (data.NEW_STYLES, "set 1, looked at during development"),
-    "new_styles_2": (data.NEW_STYLES_2, "set 2, written before a round of tuning; only its totals looked at"),
+    "new_styles_2": (data.NEW_STYLES_2, "set 2, written before further tuning; only its totals looked at"),
     "new_styles_3": (data.NEW_STYLES_3, "set 3, written last; only its totals looked at"),
 }
 
@@ -332,7 +332,7 @@ def tutorial_keyword_rule(question: str) -> str:
 
 
 BASELINES: dict[str, Callable[[str], str]] = {
-    "original keyword router": keyword_route,
+    "keyword-router": keyword_route,
     "tutorial keyword rules": tutorial_keyword_rule,
 }
 

@@ -10,7 +10,7 @@ the index's highest-degree entities after the first four (read from the index, a
 four are the warm-up's). It asks them all once ("first sight"), then all again ("repeat"), and prints per
 request for each pass: the service's CPU time, the tokenizer calls and characters tokenised, and the
 local-context rows rendered. `--warm-rows 0` shows what the rows' warm-up saves. The counts are exact and the
-same on any machine; CPU time on a shared VM varies by tens of percent within one run with what else runs.
+same on any machine; CPU time on a shared virtual machine varies by tens of percent within one run with what else runs.
 """
 
 from __future__ import annotations

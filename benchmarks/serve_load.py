@@ -12,7 +12,7 @@ it was httpx, whose pool cost it 2.5-6 ms of CPU per request on the same two cor
 index's highest-degree entities (read from the index, nothing in this file knows a corpus), forced to local
 search (`graphroute-local`). Reports throughput, p50/p95 latency, errors, and the most requests the model
 server ever had in flight, which must not exceed `--model-concurrency` (the service's limiter).
-Targets (issue 12): >= 30 requests/s, p95 <= 1.5 s, 0 errors with 64 clients and a 300 ms model.
+Targets: >= 30 requests/s, p95 <= 1.5 s, 0 errors with 64 clients and a 300 ms model.
 The exit status is 0 only when they are met. `cpu_ms_per_request` is each process's own core time over the
 load divided by the requests: the service's figure is what a question costs it, whatever else runs (with
 `--workers`, the sum over the worker processes and the supervisor).

@@ -7,7 +7,7 @@ task with the offline extractive model (`benchmarks.bench_mock.OfflineResponder`
 JSON, so every engine runs its full pipeline over real HTTP). Questions cycle through the engines (local,
 global, DRIFT, basic, auto) and alternate plain `ask` with streaming (`astream` on the Router's loop).
 Questions are built from the index's own entity titles. Every `--every` questions it prints RSS, open TCP
-connections and open file descriptors of this process. Target (issue 17): from question 100 to the last,
+connections and open file descriptors of this process. Target: from question 100 to the last,
 RSS grows by <= 10 MB and the socket count stays constant.
 """
 

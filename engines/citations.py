@@ -50,7 +50,7 @@ class Citation:
 
     def to_dict(self) -> dict[str, Any]:
         # Fields copied by hand: `dataclasses.asdict` deep-copies recursively, about 0.7 ms for an answer's
-        # citations, paid by every service response (issue 12).
+        # citations, paid by every service response.
         return {"kind": self.kind, "id": self.id, "text_unit_ids": list(self.text_unit_ids),
                 "document_ids": list(self.document_ids), "document_titles": list(self.document_titles),
                 "resolved": self.resolved, "exists": self.exists, "in_context": self.in_context}

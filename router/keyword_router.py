@@ -1,16 +1,16 @@
-"""The project's original keyword router design (`choose_search_method`), kept as a baseline to measure the trained
-classifier against (route-bench `keyword-router`, `benchmarks/router_eval.py`).
+"""The keyword router: the keyword rules of the enterprise GraphRAG guide (`choose_search_method`), kept as a
+baseline to measure the trained classifier against (route-bench `keyword-router`, `benchmarks/router_eval.py`).
 
-The rule, as the design states it, applied in this order:
+The rule, as the guide states it, applied in this order:
 
 1. **global** when a summary/analysis/trend/overview/core/main word appears (总结/分析/趋势/概述/核心/主要);
 2. **drift** when the question is long or joins two things ("and", "between", "compare", 和/与/之间/比较...);
 3. **local** when a who/what/where/which/when word appears (谁/什么/哪里/哪个/何时) in the (now known short)
    question;
-4. **drift** otherwise: the design's fallback for a question no rule claims.
+4. **drift** otherwise: the guide's fallback for a question no rule claims.
 
-Global words win over length because the design lists them as the global trigger whatever else the question
-says; "joins two things" is checked before the wh-words because "what links A and B" is the design's DRIFT
+Global words win over length because the guide lists them as the global trigger whatever else the question
+says; "joins two things" is checked before the wh-words because "what links A and B" is the guide's DRIFT
 case, not a one-entity look-up. The word lists and the length limit are data (`router/data/keyword_router.json`).
 No training, no index: the same text always gets the same route.
 """
@@ -60,7 +60,7 @@ def length_units(question: str) -> float:
 
 
 def keyword_route(question: str) -> str:
-    """Route one question with the original keyword rule: returns "local", "global" or "drift"."""
+    """Route one question with the keyword rules of the enterprise GraphRAG guide: returns "local", "global" or "drift"."""
     if not isinstance(question, str):
         raise TypeError(f"question must be a str, not {type(question).__name__}")
     text = " ".join(question.split())
@@ -76,5 +76,5 @@ def keyword_route(question: str) -> str:
     return "drift"
 
 
-# The design's own name for the rule.
+# The guide's own name for the rule.
 choose_search_method = keyword_route

@@ -123,10 +123,10 @@ def test_route_bench_grades_offline_and_compares_both_routers(gold_file: Path, t
     assert report["keyword_router"]["route_mix"] and report["keyword_router"]["quality"]["n"] == 2
     assert report["summary"]["local"]["latency_p99_s"] >= report["summary"]["local"]["latency_p95_s"]
     row = next(r for r in report["rows"] if r["engine"] == "keyword-router" and r["query_id"] == "a2")
-    assert row["route"] == "global" and row["tried"] == ["global"]  # "main" is a seed-003 global word
+    assert row["route"] == "global" and row["tried"] == ["global"]  # "main" is a global word of the keyword rules
     assert "_judge_input" not in row and "judge" not in row["grade"]
     md = (tmp_path / "out" / "report.md").read_text(encoding="utf-8")
-    assert "## Answer quality" in md and "## Keyword router (seed-003 baseline)" in md and "p99 s" in md
+    assert "## Answer quality" in md and "## Keyword router (baseline: the keyword rules of the enterprise GraphRAG guide)" in md and "p99 s" in md
 
 
 def test_route_bench_judges_through_the_loopback_server(gold_file: Path, tmp_path: Path,

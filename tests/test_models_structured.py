@@ -48,7 +48,7 @@ def test_truncated_array_keeps_complete_elements():
 
 def test_truncated_string_and_object_are_closed():
     assert repair_json_text('{"questions": ["Who is Fred?", "Why') == {"questions": ["Who is Fred?"]}
-    # With no list to cut back to, the cut-off field would be taken as meant ("Who is Sc"): refused (issue 17).
+    # With no list to cut back to, the cut-off field would be taken as meant ("Who is Sc"): refused.
     with pytest.raises(ValueError, match="cut off"):
         repair_json_text('{"intermediate_answer": "Scrooge changes')
     with pytest.raises(ValueError, match="cut off"):

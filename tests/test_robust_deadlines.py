@@ -1,4 +1,4 @@
-"""Deadlines are a contract (issue 17, items 3, 14): every stage stops at the deadline, the rewrite and the
+"""Deadlines are a contract: every stage stops at the deadline, the rewrite and the
 routing second opinion included; the answer is then the best partial result marked degraded, or a
 `DeadlineExceeded` that carries the usage spent. Budget values that mean nothing are refused clearly."""
 

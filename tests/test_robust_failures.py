@@ -1,4 +1,4 @@
-"""Failures keep their usage and fall back (issue 17, items 7, 8, 9, 13): empty answers are never silent,
+"""Failures keep their usage and fall back: empty answers are never silent,
 a failed rewrite is skipped, an engine whose structured output fails falls back to one that needs no
 JSON and says so, and every error raised carries the usage spent. Reasoning blocks never reach answers."""
 

@@ -1,4 +1,4 @@
-"""Bad input is a clear error or a degraded answer, never a traceback (issue 17, items 5, 6, 13): history
+"""Bad input is a clear error or a degraded answer, never a traceback: history
 types and sizes (checked before any linking, linking linear), invisible or invalid Unicode questions,
 infinite weights and ranks, binary text columns."""
 

@@ -1,4 +1,4 @@
-"""Deadlines that cancel questions must not push an endpoint past its concurrency limit (issue 17, item 15):
+"""Deadlines that cancel questions must not push an endpoint past its concurrency limit:
 a request already on the wire keeps its slot until it ends, so the server never sees more than the limit."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Property-based robustness (issue 17, "what to build" 7): whatever the input — arbitrary Unicode questions
+"""Property-based robustness: whatever the input — arbitrary Unicode questions
 and histories, budget and configuration values inside and outside their bounds, a fault at any model stage
 of any engine, a corrupted index — each case ends in an answer, a degraded answer or a documented error
 type, never another exception, and never past its deadline.

@@ -241,7 +241,7 @@ def test_unreadable_index_is_a_clear_error(tmp_path: Path, capsys: pytest.Captur
     assert "cannot load index" in capsys.readouterr().err
 
 
-# ---- issue 16: stratified --limit, label maps, parquet gold files, chart labels -------------------------
+# ---- stratified --limit, label maps, parquet gold files, chart labels -------------------------
 
 
 def _labelled(tmp_path: Path) -> Path:
@@ -323,7 +323,7 @@ def test_redacted_copy_shows_data_paths_relative_in_json_and_markdown(tmp_path: 
 
     data = tmp_path / "shared" / "data"
     (data / "bench").mkdir(parents=True)
-    alias = tmp_path / "alias"  # the same folder by another name (a worktree's ../shared symlink)
+    alias = tmp_path / "alias"  # the same folder by another name (a symlinked data folder)
     alias.symlink_to(tmp_path / "shared")
     run, dest = tmp_path / "run", tmp_path / "results" / "copy"
     run.mkdir()

@@ -62,7 +62,7 @@ async def _post_chat(client: openai.AsyncOpenAI, body: dict[str, Any], timeout: 
 
     This is the SDK's documented way to call an endpoint (`client.post`) rather than `chat.completions.create`,
     which re-walks the parameters against their TypedDicts and builds a pydantic model per response and per
-    streamed chunk: together the largest CPU cost of a local question in the service (issue 12).
+    streamed chunk: together the largest CPU cost of a local question in the service.
     """
     options: openai.RequestOptions = {"timeout": timeout}
     if _HAS_SECURITY_OPTION:  # SDKs that choose auth per operation; older ones always send the key

@@ -8,7 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 
 class _Schema(BaseModel):
-    # Validators are built on first use, not when `import router` defines the classes (issue 15: import time).
+    # Validators are built on first use, not when `import router` defines the classes (import time).
     model_config = ConfigDict(defer_build=True)
 
 

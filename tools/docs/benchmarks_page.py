@@ -1,0 +1,334 @@
+"""Write `docs/benchmarks.md` and the figures table of `README.md` from the committed result files.
+
+    python -m tools.docs.benchmarks_page            # rewrite both
+    python -m tools.docs.benchmarks_page --check    # exit 1 when either is stale
+
+Every figure on the page is read from a file under `benchmarks/results/` that its script wrote; each section
+names the script's command, the date and the machine of that run. A result file that is missing leaves its
+section out rather than showing an old figure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import statistics
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+RESULTS = ROOT / "benchmarks" / "results"
+PAGE = ROOT / "docs" / "benchmarks.md"
+README = ROOT / "README.md"
+README_START, README_END = "<!-- figures:start -->", "<!-- figures:end -->"
+
+Json = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Headline:
+    """One row of the README's figures table: what, the figure, and the section of the page it comes from."""
+
+    what: str
+    figure: str
+    anchor: str
+
+
+@dataclass(frozen=True)
+class Section:
+    anchor: str  # the heading's slug, which the README links to
+    title: str
+    path: str
+    render: Callable[[Json], tuple[list[str], list[Headline]]]
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:.1f} %"
+
+
+def _f(x: float | None, digits: int = 3) -> str:
+    return "-" if x is None else f"{x:.{digits}f}"
+
+
+def _median_range(values: Sequence[float], digits: int = 2, unit: str = "") -> str:
+    if not values:
+        return "-"
+    med = statistics.median(values)
+    if len(values) == 1:
+        return f"{med:.{digits}f}{unit} (1 run)"
+    return f"{med:.{digits}f}{unit} ({min(values):.{digits}f}–{max(values):.{digits}f}, {len(values)} runs)"
+
+
+def _machine(report: Json) -> str:
+    m = report.get("machine")
+    if isinstance(m, str):
+        return m
+    if not isinstance(m, dict):
+        return "not recorded"
+    parts = [str(m[k]) for k in ("processor",) if m.get(k)]
+    if m.get("cpus"):
+        parts.append(f"{m['cpus']} cores")
+    if m.get("memory_gib"):
+        parts.append(f"{m['memory_gib']} GiB")
+    for key in ("load_average_1m_before", "load_avg_1m"):
+        if key in m:
+            parts.append(f"load average {m[key]:.1f} at start")
+    return ", ".join(parts) or "not recorded"
+
+
+def _provenance(report: Json, path: Path) -> list[str]:
+    date = report.get("date") or report.get("created_utc") or "not recorded"
+    command = report.get("command") or "not recorded"
+    load = report.get("load_avg_start")
+    machine = _machine(report) + (f", load average {load[0]:.1f} at start" if load else "")
+    return [f"- Command: `{command}`", f"- Date: {date}", f"- Machine: {machine}",
+            f"- Result file: `{path.relative_to(ROOT)}`", ""]
+
+
+# ---- routing (benchmarks/router_eval.py) ---------------------------------------------------------------
+
+def _eval_row(name: str, held_out: str, m: Json) -> str:
+    recall = m.get("recall", {})
+    return (f"| {name} | {held_out} | {m['n']} | {_f(m['macro_f1'])} | {_f(recall.get('global'))} | "
+            f"{_f(recall.get('local'))} | {_f(recall.get('drift'))} | {_pct(m.get('confident_errors'))} |")
+
+
+def routing(r: Json) -> tuple[list[str], list[Headline]]:
+    lines = [
+        "Every figure is on questions the model scoring them was not trained on. Confident errors: the share of",
+        "all questions routed wrongly with confidence ≥ 0.9 (they reach neither the model's second opinion nor",
+        "the cost-aware default).", "",
+        "| set | what was held out | n | macro-F1 | global recall | local recall | DRIFT recall | confident errors |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    cv = r["grouped_cv"]["all"]
+    lines.append(_eval_row("all labelled sets, 5-fold grouped CV", "each fold (a template's questions stay together)", cv))
+    for cues in ("with_cues", "without_cues"):
+        for source, m in r.get("loso", {}).get(cues, {}).items():
+            label = "cue lexicons kept" if cues == "with_cues" else "no cue lexicons"
+            lines.append(_eval_row(f"{source}, leave one source out ({label})", f"all of {source}", m))
+    heads = [Headline("Routing macro-F1, grouped cross-validation", _f(cv["macro_f1"]), "routing")]
+    for key, label in (("new_styles", "new-styles set 1 (looked at during development)"),
+                       ("new_styles_2", "new-styles set 2 (only totals looked at)"),
+                       ("new_styles_3", "new-styles set 3 (written last, only totals looked at)")):
+        part = r.get(key)
+        if isinstance(part, dict) and "all" in part:
+            lines.append(_eval_row(label, "never trained on", part["all"]))
+            if key == "new_styles_3":
+                heads.append(Headline("Routing macro-F1, held-out new-styles set 3",
+                                      _f(part["all"]["macro_f1"]), "routing"))
+    wi = r.get("with_index", {})
+    for key, label in (("both_with_index", "podcast + earnings-call questions, with the offline indexes"),
+                       ("both_without_index", "the same questions, wording only")):
+        if key in wi:
+            lines.append(_eval_row(label, "never trained on", wi[key]))
+    if "both_with_index" in wi:
+        heads.append(Headline("Global recall with an index (podcast + earnings calls, held out)",
+                              _f(wi["both_with_index"]["recall"].get("global")), "routing"))
+    lines.append("")
+    carol = r.get("carol", {})
+    if carol:
+        w = carol["with_index"]
+        lines += [f"The 30 labelled Christmas Carol questions of route-bench (no question about this book is in "
+                  f"training): {w['right']}/{w['n']} routed as labelled with the index, "
+                  f"{carol['without_index']['right']}/{carol['without_index']['n']} without.", ""]
+    base = r.get("baselines", {})
+    if base:
+        lines += ["Keyword baselines (no training), on every labelled question:", "",
+                  "| rules | n | macro-F1 | global recall | confident errors |", "|---|---|---|---|---|"]
+        for name, m in base.items():
+            m = m.get("all", m)
+            lines.append(f"| {name} | {m['n']} | {_f(m['macro_f1'])} | {_f(m['recall'].get('global'))} | "
+                         f"{_pct(m.get('confident_errors'))} |")
+        lines.append("")
+    lat = r.get("latency")
+    if lat:
+        lines += [f"Routing time per question (p50, median and range over runs): without an index "
+                  f"{_median_range(lat['no_index_p50_ms'], 3, ' ms')}; with a "
+                  f"{lat['index_entities']:,}-entity index {_median_range(lat['with_index_p50_ms'], 3, ' ms')}.", ""]
+    return lines, heads
+
+
+# ---- route-bench (benchmarks/route_bench.py) -----------------------------------------------------------
+
+def route_bench(r: Json) -> tuple[list[str], list[Headline]]:
+    cfg = r["config"]
+    lines = [f"{r['queries']['count']} labelled questions on the Christmas Carol GraphRAG index, model "
+             f"`{r['model']['spec']}` ({r['model']['description']}); costs priced as "
+             f"`{r['pricing'].get('chat_model', 'reported')}`. Latency p50 and p95 are over the questions.", "",
+             "| engine | p50 s | p95 s | model calls (mean) | prompt tokens (mean) | cost per question |",
+             "|---|---|---|---|---|---|"]
+    for engine in cfg["engines"]:
+        s = r["summary"][engine]
+        lines.append(f"| {engine} | {_f(s['latency_p50_s'], 2)} | {_f(s['latency_p95_s'], 2)} | "
+                     f"{s['llm_calls_mean']:.1f} | {s['prompt_tokens_mean']:,.0f} | ${s['cost_mean']:.4f} |")
+    lines.append("")
+    heads: list[Headline] = []
+    for key, name in (("router", "router"), ("keyword_router", "keyword-router")):
+        sec = r.get(key) or {}
+        q = sec.get("quality")
+        if not q:
+            continue
+        lines.append(f"- **{name}**: routes {q['correct']}/{q['n']} as labelled (macro-F1 {_f(q['macro_f1'])}); "
+                     + "; ".join(f"against always {b}: {_pct(s['cost_saving_frac'])} of the cost saved"
+                                 for b, s in sec.get("savings", {}).items() if s))
+        if key == "router":
+            heads.append(Headline("Christmas Carol questions routed as labelled (route-bench)",
+                                  f"{q['correct']}/{q['n']}", "route-bench"))
+            glob = sec.get("savings", {}).get("global")
+            if glob:
+                heads.append(Headline("Cost saved against always-global (route-bench, Christmas Carol)",
+                                      _pct(glob["cost_saving_frac"]), "route-bench"))
+    lines.append("")
+    return lines, heads
+
+
+# ---- start-up (benchmarks/cli_latency.py) --------------------------------------------------------------
+
+def cli_latency(r: Json) -> tuple[list[str], list[Headline]]:
+    lines = ["`graphroute ask` from process start to its last byte, offline model, one question, after the first",
+             "run has filled the derived store.", "",
+             "| index | wall time, median (range) | answers identical across runs |", "|---|---|---|"]
+    heads = []
+    for name, row in r["results"].items():
+        walls = [run["wall_s"] for run in row.get("runs", []) if "wall_s" in run]
+        same = "yes" if len(row.get("answer_digests", [])) == 1 else "no"
+        lines.append(f"| {name} | {_median_range(walls, 2, ' s')} | {same} |")
+        heads.append(Headline(f"`graphroute ask` wall time ({name})", _median_range(walls, 2, " s"), "start-up"))
+    lines.append("")
+    return lines, heads
+
+
+# ---- scale (benchmarks/scale.py) -----------------------------------------------------------------------
+
+def _cell(row: Json, key: str, digits: int) -> str:
+    value, span = row.get(key), row.get(f"{key}_range")
+    if not isinstance(value, int | float):
+        return "-"
+    if isinstance(span, list) and len(span) == 2:
+        return f"{value:.{digits}f} ({span[0]:.{digits}f}–{span[1]:.{digits}f})"
+    return f"{value:.{digits}f}"
+
+
+def scale(r: Json) -> tuple[list[str], list[Headline]]:
+    lines = [f"Synthetic indexes in GraphRAG's layout (with a `lancedb/` folder), median (range) over {r.get('runs', 1)}"
+             " runs. Title shapes: `unique` names, `realistic` names (shared first names and surnames, common "
+             "words), `type-word` (a type word in every title).", "",
+             "| titles | entities | first open (s) | first-open peak RSS (MiB) | second process: import + load + first "
+             "context (s) | local p50 (ms) | basic p50 (ms) | second-open peak RSS (MiB) |",
+             "|---|---|---|---|---|---|---|---|"]
+    heads = []
+    for shape, by_size in r["results"].items():
+        for n, row in sorted(by_size.items(), key=lambda kv: int(kv[0])):
+            first, second = row.get("first", {}), row.get("second", {})
+            if "error" in first or "error" in second:
+                lines.append(f"| {shape} | {int(n):,} | failed: {first.get('error') or second.get('error')} |||||||")
+                continue
+            lines.append(f"| {shape} | {int(n):,} | {_cell(first, 'load_s', 1)} | {_cell(first, 'peak_rss_mb', 0)} | "
+                         f"{_cell(second, 'cold_s', 2)} | {_cell(second, 'local_p50_ms', 1)} | "
+                         f"{_cell(second, 'basic_p50_ms', 1)} | {_cell(second, 'peak_rss_mb', 0)} |")
+            if shape == "type-word":
+                heads.append(Headline(f"Second process: import + load + first context, {int(n):,} entities",
+                                      _cell(second, "cold_s", 2) + " s", "scale"))
+                heads.append(Headline(f"Local context p50, {int(n):,} entities", _cell(second, "local_p50_ms", 1)
+                                      + " ms", "scale"))
+    lines.append("")
+    return lines, heads
+
+
+# ---- service (benchmarks/serve_load.py) ----------------------------------------------------------------
+
+def serve_load(r: Json) -> tuple[list[str], list[Headline]]:
+    keys = {k: r.get(k) for k in ("clients", "requests", "latency_ms", "workers")}
+    lines = [f"`graphroute serve` under {keys['clients']} concurrent clients, {keys['requests']} forced-local chat "
+             f"completions, a loopback model answering after {keys['latency_ms']} ms.", "",
+             "| requests/s | p50 s | p95 s | errors |", "|---|---|---|---|",
+             f"| {_f(r.get('requests_per_s'), 1)} | {_f(r.get('p50_s'), 2)} | {_f(r.get('p95_s'), 2)} | "
+             f"{r.get('errors', '-')} |", ""]
+    return lines, [Headline("Service throughput, 64 clients, 300 ms model", f"{_f(r.get('requests_per_s'), 1)} "
+                            f"requests/s, p95 {_f(r.get('p95_s'), 2)} s", "service-load")]
+
+
+# ---- evidence (benchmarks/evidence_recall.py) -----------------------------------------------------------
+
+def evidence(r: Json) -> tuple[list[str], list[Headline]]:
+    lines = [r.get("about", "Share of the silver evidence spans each context shows, at the same token budget."),
+             "", "| subset | method | budget | evidence spans found |", "|---|---|---|---|"]
+    heads = []
+    for row in r["rows"]:
+        lines.append(f"| {row['subset']} | {row['method']} | {row['budget']:,} | {_f(row['span_hit'])} |")
+        if row.get("headline"):
+            heads.append(Headline(f"Evidence spans found, {row['subset']}, {row['method']}", _f(row["span_hit"]),
+                                  "evidence"))
+    lines.append("")
+    return lines, heads
+
+
+SECTIONS = (
+    Section("routing", "Routing", "router_eval/router_eval.json", routing),
+    Section("route-bench", "route-bench", "route_bench/christmas_carol/report.json", route_bench),
+    Section("evidence", "Evidence", "evidence_recall/evidence_recall.json", evidence),
+    Section("start-up", "Start-up", "cli_latency/cli_latency.json", cli_latency),
+    Section("scale", "Scale", "scale/scale.json", scale),
+    Section("service-load", "Service load", "serve/serve_load.json", serve_load),
+)
+
+INTRO = """# Benchmarks
+
+Every figure here is read from a result file under `benchmarks/results/`, written by the script named in its
+section; this page is generated from those files by `python -m tools.docs.benchmarks_page` (a test fails when it
+is out of date). Rerun a section's command to measure your own machine. Timings are the median and the range
+over runs, never the best run.
+"""
+
+
+def render() -> tuple[str, str]:
+    """The benchmarks page, and the README's figures table."""
+    page = [INTRO]
+    heads: list[Headline] = []
+    for section in SECTIONS:
+        path = RESULTS / section.path
+        if not path.exists():
+            continue
+        report = json.loads(path.read_text(encoding="utf-8"))
+        body, found = section.render(report)
+        page += [f"## {section.title}", "", *_provenance(report, path), *body]
+        heads += found
+    table = ["| what | figure |", "|---|---|"]
+    table += [f"| [{h.what}](docs/benchmarks.md#{h.anchor}) | {h.figure} |" for h in heads]
+    return "\n".join(page).rstrip() + "\n", "\n".join(table)
+
+
+def _readme_with(table: str) -> str:
+    text = README.read_text(encoding="utf-8")
+    pattern = re.compile(re.escape(README_START) + ".*?" + re.escape(README_END), re.S)
+    if not pattern.search(text):
+        raise SystemExit(f"{README} has no {README_START} ... {README_END} block")
+    return pattern.sub(lambda _: f"{README_START}\n{table}\n{README_END}", text)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser.add_argument("--check", action="store_true", help="exit 1 when the page or the README table is stale")
+    args = parser.parse_args(argv)
+    page, table = render()
+    readme = _readme_with(table)
+    if args.check:
+        stale = [str(p) for p, text in ((PAGE, page), (README, readme))
+                 if not p.exists() or p.read_text(encoding="utf-8") != text]
+        if stale:
+            print(f"stale: {', '.join(stale)}: run python -m tools.docs.benchmarks_page", file=sys.stderr)
+            return 1
+        return 0
+    PAGE.write_text(page, encoding="utf-8")
+    README.write_text(readme, encoding="utf-8")
+    print(f"wrote {PAGE} and the figures table of {README}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
