@@ -4,7 +4,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 DEMO_INDEX := .graphroute-cache/demo_index
 
-.PHONY: demo test lint install clean-demo bench
+.PHONY: demo test lint install clean-demo bench screenshot
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || python3 -m venv $(VENV)
@@ -26,6 +26,12 @@ test: $(STAMP)
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
+
+# docs/serve-page.png: the web page after a question and a follow-up on the Christmas Carol index, taken by the
+# browser test in headless Chromium
+screenshot: $(STAMP)
+	SERVE_SCREENSHOT=$(CURDIR)/docs/serve-page.png $(PY) -m pytest -q \
+		tests/test_service_browser.py::test_conversation_citations_timeline_and_graph
 
 clean-demo:
 	rm -rf $(DEMO_INDEX)

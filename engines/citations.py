@@ -197,6 +197,26 @@ def context_ids_of_messages(messages: Iterable[Mapping[str, Any]]) -> list[tuple
     return list(found)
 
 
+def resolve_position(index: Index, kind: str, ident: str) -> int | None:
+    """The position of the record a citation id names in its table (`community_reports` for Reports), or
+    None when the index does not know it."""
+    m = _maps(index)
+    if kind == "Sources":
+        return m.text_units.get(ident)
+    if kind == "Entities":
+        return m.entities.get(ident)
+    if kind == "Relationships":
+        return m.relationships.get(ident)
+    if kind == "Claims":
+        return m.claims.get(ident)
+    if kind == "Reports":
+        try:
+            return index.report_pos.get(int(ident))
+        except ValueError:
+            return None
+    return None
+
+
 def record_text(index: Index, kind: str, ident: str) -> str | None:
     """The main text of the record a citation id names (None when the index does not know it)."""
     m = _maps(index)

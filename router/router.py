@@ -351,14 +351,20 @@ class Router:
 
     def _cost_aware_default(self, question: str, decision: RouteDecision) -> RouteDecision:
         """Below the confidence threshold, decide between the two closest engines by what they cost here:
-        global vs DRIFT -> the one with the lower `estimate()` on this index (cost, then calls); local vs DRIFT
-        -> local first, escalating to DRIFT if local finds nothing. Otherwise the decision stands."""
+        global vs DRIFT -> global when the question links to no entity or document of the index (DRIFT would
+        start from its primer alone), else the one with the lower `estimate()` on this index (cost, then calls);
+        local vs DRIFT -> local first, escalating to DRIFT if local finds nothing. Otherwise the decision stands."""
         p = decision.probabilities
         first, second = sorted(p, key=lambda e: -p[e])[:2]
         if p[first] - p[second] > CLOSE_CALL:
             return decision
         pair = {first, second}
         unsure = f"unsure between {first} ({p[first]:.2f}) and {second} ({p[second]:.2f})"
+        if pair == {"global", "drift"} and _names_nothing(decision):
+            why = (f"{unsure}: chose global, since the question links to no entity or document of this index that "
+                   "DRIFT could start from")
+            return replace(decision, engine="global", reasons=[*decision.reasons, why],
+                           method=f"{decision.method}+cost-default")
         if pair == {"global", "drift"}:
             pair_engines: tuple[RoutedEngine, RoutedEngine] = ("global", "drift")
             est = {e: self.engine(e).estimate(question) for e in pair_engines}
@@ -602,6 +608,12 @@ class Router:
                 yield ev
         finally:
             await stream.aclose()
+
+
+def _names_nothing(decision: RouteDecision) -> bool:
+    """The index probe linked no entity title and no document: DRIFT would start from its primer alone."""
+    found = decision.signals
+    return "linked_entities" in found and not found["linked_entities"] and not found.get("named_documents")
 
 
 async def _within(deadline: float | None, coro: Coroutine[object, object, T]) -> T:

@@ -1,8 +1,10 @@
-"""The web page in a real headless Chromium (Debian's chromium + chromium-driver, driven by Selenium):
-ask, see the streamed answer and its route, open a citation's text unit and then its document.
+"""The web page in a real headless Chromium (Debian's chromium + chromium-driver, driven by Selenium): a
+question and a follow-up that relies on it, the Markdown rendered, citations by name with their preview on
+hover, the stage timeline, a click on a graph node opening the entity, and the API key asked for once.
 
 Skipped, with the reason, when no browser is installed (`apt-get install chromium chromium-driver`;
-`.ci/run` installs them). Set SERVE_SCREENSHOT=path.png to save a screenshot of the answered page.
+`.ci/run` installs them). With SERVE_SCREENSHOT=path.png the conversation test saves a screenshot of the
+answered page there (`make screenshot` writes docs/serve-page.png).
 """
 
 from __future__ import annotations
@@ -28,11 +30,24 @@ pytestmark = pytest.mark.skipif(
 FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync",
          "--disable-dev-shm-usage")
+KEY = "page-test-key"
 
 
 @pytest.fixture(scope="module")
-def page_url(carol_path: Path) -> Iterator[str]:
-    with Router.from_index(carol_path) as router, ServiceThread(Service({"carol": router})) as svc:
+def carol_router(carol_path: Path) -> Iterator[Router]:
+    with Router.from_index(carol_path) as router:
+        yield router
+
+
+@pytest.fixture(scope="module")
+def page_url(carol_router: Router) -> Iterator[str]:
+    with ServiceThread(Service({"carol": carol_router})) as svc:
+        yield svc.url + "/"
+
+
+@pytest.fixture(scope="module")
+def keyed_url(carol_router: Router) -> Iterator[str]:
+    with ServiceThread(Service({"carol": carol_router}, api_keys=[KEY])) as svc:
         yield svc.url + "/"
 
 
@@ -47,7 +62,8 @@ def browser() -> Iterator[Any]:
         options.add_argument(flag)
     profile = tempfile.mkdtemp(prefix="graphroute-chromium-")
     options.add_argument(f"--user-data-dir={profile}")
-    options.add_argument("--window-size=1000,1400")
+    options.add_argument("--window-size=1400,1000")
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     driver = webdriver.Chrome(service=DriverService(executable_path=str(DRIVER)), options=options)
     try:
         yield driver
@@ -56,38 +72,145 @@ def browser() -> Iterator[Any]:
         shutil.rmtree(profile, ignore_errors=True)
 
 
-def test_ask_stream_and_open_a_citation(browser: Any, page_url: str) -> None:
-    from selenium.webdriver.common.by import By
-    from selenium.webdriver.common.keys import Keys
-    from selenium.webdriver.support import expected_conditions as ec
+def _wait(browser: Any, seconds: float = 60) -> Any:
     from selenium.webdriver.support.ui import WebDriverWait
 
-    wait = WebDriverWait(browser, 60)
+    return WebDriverWait(browser, seconds)
+
+
+def _ask(browser: Any, question: str, turn: int) -> Any:
+    """Type the question, send it with Ctrl+Enter, wait until the turn is answered with its citations."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    box = browser.find_element(By.ID, "question")
+    box.send_keys(question)
+    box.send_keys(Keys.CONTROL, Keys.ENTER)
+    selector = f"#conversation li.turn:nth-child({turn})"
+    _wait(browser).until(lambda d: d.find_elements(By.CSS_SELECTOR, f"{selector}.answered .citations li"))
+    return browser.find_element(By.CSS_SELECTOR, selector)
+
+
+def _page_errors(browser: Any) -> list[str]:
+    """Script errors and Content-Security-Policy refusals the page logged."""
+    return [e["message"] for e in browser.get_log("browser")
+            if e["level"] == "SEVERE" and "favicon.ico" not in e["message"]]
+
+
+def test_conversation_citations_timeline_and_graph(browser: Any, page_url: str) -> None:
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.by import By
+
     browser.get(page_url)
-    wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#index option"))
-    question = browser.find_element(By.ID, "question")
-    assert browser.find_element(By.CSS_SELECTOR, "label[for=question]").text == "Question"
-    question.send_keys("Who is Bob Cratchit?")
-    question.send_keys(Keys.CONTROL, Keys.ENTER)  # keyboard only
-    answer = browser.find_element(By.ID, "answer")
-    assert answer.get_attribute("aria-live") == "polite"
-    wait.until(lambda d: d.find_element(By.ID, "details").is_displayed())
+    _wait(browser).until(lambda d: d.find_elements(By.CSS_SELECTOR, "#index option"))
+    assert browser.find_element(By.CSS_SELECTOR, "#index option").text == "carol (1 document, 529 entities)"
+    assert not browser.find_element(By.ID, "key-dialog").is_displayed()  # no key needed, none asked for
+
+    first = _ask(browser, "Who is Bob Cratchit?", 1)
+    answer = first.find_element(By.CSS_SELECTOR, ".answer")
     assert "Cratchit" in answer.text
-    assert "routed to local" in browser.find_element(By.ID, "route").text
-    assert browser.find_elements(By.CSS_SELECTOR, "#reasons li")
-    assert browser.find_element(By.CSS_SELECTOR, "#usage tr.total th").text == "total"
+    assert "**" not in answer.text and "[Data:" not in answer.text  # Markdown rendered, references as buttons
+    assert first.find_elements(By.CSS_SELECTOR, ".answer strong") and first.find_elements(By.CSS_SELECTOR, ".answer li")
+    refs = first.find_elements(By.CSS_SELECTOR, ".answer sup.refs button.ref")
+    assert refs and all(r.text.isdigit() for r in refs)
+    assert "routed to local search" in first.find_element(By.CSS_SELECTOR, ".route").text
+
+    # citations read as names, not ids; the record's text shows on hover
+    chips = first.find_elements(By.CSS_SELECTOR, ".citations button.citation")
+    labels = [c.find_element(By.CSS_SELECTOR, ".label").text for c in chips]
+    assert "BOB CRATCHIT" in labels and "BOB CRATCHIT → EBENEZER SCROOGE" in labels, labels
+    assert not any(label.startswith(("text unit", "Entities", "Relationships")) for label in labels)
+    entity_chip = chips[labels.index("BOB CRATCHIT")]
+    preview = entity_chip.find_element(By.XPATH, "following-sibling::span[@role='tooltip']")
+    assert not preview.is_displayed()
+    ActionChains(browser).move_to_element(entity_chip).perform()
+    _wait(browser, 5).until(lambda d: preview.is_displayed())
+    assert preview.text.startswith("BOB CRATCHIT: Bob Cratchit is the humble")
+
+    # the stage timeline: one row per measured stage with tokens and seconds, then the total
+    rows = first.find_elements(By.CSS_SELECTOR, ".timeline li")
+    stages = [r.find_element(By.CSS_SELECTOR, ".stage").text for r in rows]
+    assert stages[-1] == "total" and "answer" in stages and "build context" in stages, stages
+    answer_row = rows[stages.index("answer")].find_element(By.CSS_SELECTOR, ".figures").text
+    assert "1 call" in answer_row and "tokens" in answer_row and answer_row.endswith(" s"), answer_row
+
+    # a follow-up: the earlier turn goes with it, so "his" is read as Bob Cratchit
+    second = _ask(browser, "What happens to his son?", 2)
+    assert "Bob Cratchit" in second.find_element(By.CSS_SELECTOR, ".rewrite").text
+    assert "Tim" in second.find_element(By.CSS_SELECTOR, ".answer").text
+    assert len(browser.find_elements(By.CSS_SELECTOR, "#conversation li.turn")) == 2
+
+    # the graph shows the latest answer's cited entities and their neighbours; a click on a node opens it
+    graph = browser.find_element(By.ID, "graph")
+    nodes = browser.execute_script(
+        "const cy = arguments[0].graphView;"
+        "return cy.nodes().map(n => ({id: n.id(), title: n.data('title'), cited: n.data('cited'),"
+        " x: n.renderedPosition('x'), y: n.renderedPosition('y')}));", graph)
+    assert any(n["cited"] for n in nodes) and any(not n["cited"] for n in nodes)
+    target = next(n for n in nodes if not n["cited"])  # a neighbour: not listed as a cited chip
+    ActionChains(browser).move_to_element_with_offset(graph, int(target["x"] - graph.size["width"] / 2),
+                                                      int(target["y"] - graph.size["height"] / 2)).click().perform()
+    _wait(browser, 10).until(lambda d: d.find_element(By.ID, "entity").is_displayed())
+    _wait(browser, 10).until(lambda d: d.find_element(By.ID, "entity-title").text == target["title"])
+    assert browser.find_element(By.ID, "entity-description").text.strip()
+    assert browser.find_elements(By.CSS_SELECTOR, "#entity-relationships li")
+    assert browser.find_elements(By.CSS_SELECTOR, "#entity-sources li button")
+
+    # from the entity, a source passage opens with its document
+    browser.find_element(By.CSS_SELECTOR, "#entity-sources li button").click()
+    _wait(browser, 10).until(lambda d: d.find_element(By.ID, "record-title").text.startswith("Passage"))
+    assert browser.find_element(By.ID, "record-text").text.strip()
+    browser.find_element(By.ID, "record-close").click()
+    assert _page_errors(browser) == []
     if os.environ.get("SERVE_SCREENSHOT"):
+        ActionChains(browser).move_to_element(browser.find_element(By.ID, "graph-title")).perform()
+        browser.execute_script("document.querySelector('.explore').scrollTop = 0;"
+                               "document.querySelector('#conversation li.turn:last-child').scrollIntoView();")
         browser.save_screenshot(os.environ["SERVE_SCREENSHOT"])
 
-    browser.find_element(By.CSS_SELECTOR, "#citations button[data-unit]").click()
-    dialog = wait.until(ec.visibility_of_element_located((By.ID, "record")))
-    wait.until(lambda d: d.find_element(By.ID, "record-text").text.strip())
-    assert browser.find_element(By.ID, "record-title").text.startswith("Text unit")
-    dialog.find_element(By.CSS_SELECTOR, "#record-doc button").click()
-    wait.until(lambda d: d.find_element(By.ID, "record-title").text.startswith("Document:"))
-    assert len(browser.find_element(By.ID, "record-text").text) > 100
-    browser.find_element(By.ID, "record-close").click()
-    wait.until(lambda d: not d.find_element(By.ID, "record").is_displayed())
+
+def test_markdown_from_the_model_cannot_run_script(browser: Any, page_url: str) -> None:
+    browser.get(page_url)
+    html = browser.execute_script(
+        "const div = document.createElement('div');"
+        "Markdown.render(div, '**bold** <img src=x onerror=\"window.hit=1\"> <script>window.hit=2</script>'"
+        " + ' [link](javascript:window.hit=3) <a href=\"https://example.org\" style=\"color:red\">ok</a>');"
+        "document.body.append(div); return div.innerHTML;")
+    assert "<strong>bold</strong>" in html
+    for bad in ("<img", "<script", "onerror", "javascript:", "style="):
+        assert bad not in html, html
+    assert browser.execute_script("return window.hit === undefined")
+
+
+def test_the_key_is_asked_for_once_and_kept_for_the_tab(browser: Any, keyed_url: str) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    browser.get(keyed_url)
+    browser.execute_script("sessionStorage.clear()")
+    browser.get(keyed_url)
+    dialog = _wait(browser, 10).until(lambda d: d.find_element(By.ID, "key-dialog") if
+                                      d.find_element(By.ID, "key-dialog").is_displayed() else None)
+    assert "Authorization" not in dialog.text and "Bearer" not in dialog.text
+    field = browser.find_element(By.ID, "api-key")
+    field.send_keys("wrong")
+    browser.find_element(By.ID, "key-save").click()
+    _wait(browser, 10).until(lambda d: "not accepted" in d.find_element(By.ID, "key-error").text)
+    field.send_keys(KEY)
+    browser.find_element(By.ID, "key-save").click()
+    _wait(browser, 10).until(lambda d: d.find_elements(By.CSS_SELECTOR, "#index option"))
+    assert browser.execute_script("return sessionStorage.getItem('graphroute-key')") == KEY
+
+    browser.refresh()  # the same tab: the key is kept, not asked for again
+    _wait(browser, 10).until(lambda d: d.find_elements(By.CSS_SELECTOR, "#index option"))
+    assert not browser.find_element(By.ID, "key-dialog").is_displayed()
+    assert browser.find_element(By.ID, "forget-key").is_displayed()
+    browser.find_element(By.ID, "forget-key").click()
+    _wait(browser, 10).until(lambda d: d.find_element(By.ID, "key-dialog").is_displayed())
+    assert browser.execute_script("return sessionStorage.getItem('graphroute-key')") is None
+    browser.find_element(By.ID, "api-key").send_keys(Keys.ESCAPE)  # no key given: said plainly, no header advice
+    _wait(browser, 10).until(lambda d: "needs an API key" in d.find_element(By.ID, "status").text)
+    assert "Bearer" not in browser.find_element(By.ID, "status").text
 
 
 def test_narrow_screen_has_no_horizontal_scroll(browser: Any, page_url: str) -> None:
@@ -98,4 +221,4 @@ def test_narrow_screen_has_no_horizontal_scroll(browser: Any, page_url: str) -> 
         inner = browser.execute_script("return window.innerWidth")
         assert width <= inner
     finally:
-        browser.set_window_size(1000, 1400)
+        browser.set_window_size(1400, 1000)

@@ -35,3 +35,9 @@ def test_the_wheel_holds_no_test_server_or_training_code(tmp_path: Path, monkeyp
     assert not names & {"model_server.py", "testserver.py", "train.py", "question_bank.py", "scope_fit.py"}
     assert "router/data/router_model.npz" in files  # what the trained classifier needs at run time is shipped
     assert "benchmarks/route_bench.py" in files and "benchmarks/grading.py" in files  # route-bench and --grade
+    # the web page with its vendored libraries and their licences: `graphroute serve` fetches nothing at run time
+    static = "router/service/static/"
+    for name in ("index.html", "app.js", "markdown.js", "graph.js", "style.css", "vendor/README.md",
+                 "vendor/marked/marked.min.js", "vendor/marked/LICENSE.md", "vendor/dompurify/purify.min.js",
+                 "vendor/dompurify/LICENSE", "vendor/cytoscape/cytoscape.min.js", "vendor/cytoscape/LICENSE"):
+        assert static + name in files, name

@@ -27,6 +27,7 @@ from router.budget import Budget, BudgetError
 from router.router import MODES, Done, EngineEvent, Escalated, RouteDecided, Router
 from router.service.admission import Admission, LocalAdmission, callers_for, per_key_limit
 from router.service.errors import RequestError, error_body, error_object
+from router.service.graph_view import cited_graph, entity_record, named_citations, parse_graph_request
 from router.service.guard import AUTHORIZED, LOGGED, REQUEST_ID, Guard
 from router.service.metrics import Metrics
 from router.service.openai_compat import (
@@ -42,6 +43,7 @@ from router.service.openai_compat import (
     parse_request,
     route_event,
     sse,
+    stage_event,
 )
 
 log = logging.getLogger("graphroute.serve")
@@ -323,7 +325,7 @@ def create_app(service: Service) -> Any:
         return JSONResponse(model_object(model_id))
 
     async def record(request: Request) -> Response:
-        """A text unit or a document by id (or short id), for citations on the page."""
+        """A text unit, a document or an entity by id (or short id; an entity also by title), for the page."""
         try:
             _, router = service.router(request.path_params["name"])
         except RequestError as exc:
@@ -349,7 +351,23 @@ def create_app(service: Service) -> Any:
                 text, source = "\n\n".join(u.text for u in units), "text_units"
             return JSONResponse({"id": found.id, "short_id": found.short_id, "title": found.title, "text": text,
                                  "text_source": source, "text_unit_ids": list(found.text_unit_ids)})
-        return _error(404, f"no record kind {kind!r} (use text_units or documents)", "not_found", "kind")
+        if kind == "entities":
+            found_entity = entity_record(ix, ident)
+            if found_entity is None:
+                return _error(404, f"no entity {ident!r} in this index", "not_found", "id")
+            return JSONResponse(found_entity)
+        return _error(404, f"no record kind {kind!r} (use text_units, documents or entities)", "not_found", "kind")
+
+    async def graph(request: Request) -> Response:
+        """An answer's citations by name (with the text of each record) and the graph of the entities and
+        relationships it cited, with their neighbours: what the web page draws beside the answer."""
+        try:
+            _, router = service.router(request.path_params["name"])
+            wanted = parse_graph_request(await _json(request))
+        except Exception as exc:
+            return _failure(exc)
+        ix = router.index
+        return JSONResponse({"citations": named_citations(ix, wanted.citations), **cited_graph(ix, wanted)})
 
     async def route(request: Request) -> Response:
         """The routing decision and the plan under the budget, with no model call."""
@@ -430,6 +448,7 @@ def create_app(service: Service) -> Any:
         Route("/v1/indexes", indexes),
         Route("/v1/models", models),
         Route("/v1/models/{model_id:path}", model),
+        Route("/v1/indexes/{name}/graph", graph, methods=["POST"]),
         Route("/v1/indexes/{name}/{kind}/{id:path}", record),
         Route("/v1/route", route, methods=["POST"]),
         Route("/v1/ask", ask, methods=["POST"]),
@@ -463,9 +482,10 @@ async def _chat_stream(service: Service, name: str, req: ChatRequest, completion
     `graphroute_event` field, the route and plan; then the answer's deltas (cut at `max_tokens`); an
     escalation is a chunk with its `graphroute_event` (and, after answer text, a separator line as content,
     so a client that only joins the deltas sees the superseded answer marked); the last chunk has the
-    finish reason and the `graphroute` object; the usage chunk only when asked for; then [DONE].
+    finish reason and the `graphroute` object; an engine's progress and context size come as `graphroute_event`s
+    of type `stage` (with empty content) as they happen; the usage chunk only when asked for; then [DONE].
     """
-    from engines.events import AnswerDelta
+    from engines.events import AnswerDelta, ContextReady, Progress
 
     pending: Any = first
     streamed = False  # answer text already sent since the last escalation
@@ -485,6 +505,8 @@ async def _chat_stream(service: Service, name: str, req: ChatRequest, completion
                 if text:
                     streamed = True
                     yield completion.chunk({"content": text})
+            elif isinstance(ev, EngineEvent) and isinstance(ev.event, Progress | ContextReady):
+                yield completion.chunk({"content": ""}, graphroute_event=stage_event(ev.engine, ev.event))
             elif isinstance(ev, Escalated):
                 e = ev.escalation
                 event = {"type": "escalation", "from": e.from_engine, "to": e.to_engine, "reason": e.reason}

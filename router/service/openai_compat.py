@@ -228,6 +228,17 @@ def route_event(decision: Any, engine: str, plan: Any) -> dict[str, Any]:
             "plan": plan}
 
 
+def stage_event(engine: str, event: Any) -> dict[str, Any]:
+    """An engine's progress (`Progress`: a stage started or stepped) or context size (`ContextReady`), for a
+    client that shows the stages as they run; the per-stage tokens and seconds come with the answer."""
+    out: dict[str, Any] = {"type": "stage", "engine": engine, "stage": event.stage}
+    if hasattr(event, "tokens"):
+        out["context_tokens"] = event.tokens
+    else:
+        out.update(message=event.message, step=event.step, total=event.total)
+    return out
+
+
 def usage_block(answer: Any) -> dict[str, int]:
     total = answer.usage.total
     return {"prompt_tokens": total.prompt_tokens, "completion_tokens": total.output_tokens,

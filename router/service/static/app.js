@@ -1,16 +1,16 @@
-// graphroute web page: asks through the OpenAI-compatible endpoint (streamed), then shows what only
-// graphroute knows (route and reasons, plan, escalations, citations, usage per stage). No build step.
+// graphroute web page: a conversation over the OpenAI-compatible endpoint (streamed, with the earlier turns
+// sent as history), the answer's Markdown rendered safely, its citations by name with a preview, the stages
+// it went through, and the graph of what it cited. No build step: plain scripts, served from /static.
 "use strict";
 
 const $ = (id) => document.getElementById(id);
-const keyStore = window.sessionStorage;
+const KIND_NAMES = { Entities: "entity", Relationships: "relationship", Sources: "passage", Reports: "report",
+  Claims: "claim" };
+const KEY = "graphroute-key"; // sessionStorage: kept for this tab, gone when it closes
+const HISTORY_TURNS = 8; // earlier question/answer pairs sent with a question
 
-function headers() {
-  const h = { "Content-Type": "application/json" };
-  const key = $("api-key").value.trim();
-  if (key) h["Authorization"] = "Bearer " + key;
-  return h;
-}
+const state = { history: [], index: null, keyWaiters: [] };
+const graph = GraphView.create($("graph"), (id) => openEntity(state.index, id));
 
 function el(tag, text, attrs) {
   const node = document.createElement(tag);
@@ -19,7 +19,56 @@ function el(tag, text, attrs) {
   return node;
 }
 
+function plural(n, word, many) {
+  return `${n.toLocaleString()} ${n === 1 ? word : many || word + "s"}`;
+}
+
+// ---- the API key: asked for once, kept for the tab ---------------------------------------------------
+function headers() {
+  const h = { "Content-Type": "application/json" };
+  const key = sessionStorage.getItem(KEY);
+  if (key) h["Authorization"] = "Bearer " + key;
+  return h;
+}
+
+function askForKey(message) {
+  $("key-error").textContent = message || "";
+  $("api-key").value = "";
+  if (!$("key-dialog").open) $("key-dialog").showModal();
+  $("api-key").focus();
+  return new Promise((resolve) => state.keyWaiters.push(resolve));
+}
+
+$("key-form").addEventListener("submit", () => {
+  const key = $("api-key").value.trim();
+  if (!key) return;
+  sessionStorage.setItem(KEY, key);
+  $("forget-key").hidden = false;
+  state.keyWaiters.splice(0).forEach((resolve) => resolve(true));
+});
+
+// Escape closes the dialog without a key: the request that needed one fails, saying so
+$("key-dialog").addEventListener("cancel", () => state.keyWaiters.splice(0).forEach((resolve) => resolve(false)));
+
+$("forget-key").addEventListener("click", () => {
+  sessionStorage.removeItem(KEY);
+  $("forget-key").hidden = true;
+  loadIndexes();
+});
+
+// fetch with the tab's key; a 401 asks for the key and tries again
+async function api(path, options) {
+  for (;;) {
+    const resp = await fetch(path, { ...(options || {}), headers: headers() });
+    if (resp.status !== 401) return resp;
+    const had = sessionStorage.getItem(KEY);
+    sessionStorage.removeItem(KEY);
+    if (!(await askForKey(had ? "That key was not accepted; check it and enter it again." : ""))) return resp;
+  }
+}
+
 async function errorText(resp) {
+  if (resp.status === 401) return "this server needs an API key (reload the page to enter it)";
   try {
     const body = await resp.json();
     return (body.error && body.error.message) || resp.statusText;
@@ -28,170 +77,291 @@ async function errorText(resp) {
   }
 }
 
+// ---- indexes --------------------------------------------------------------------------------------------
 async function loadIndexes() {
-  const resp = await fetch("/v1/indexes", { headers: headers() });
+  const resp = await api("/v1/indexes");
   if (!resp.ok) {
-    $("status").textContent = "Cannot list indexes: " + (await errorText(resp));
+    $("status").textContent = "Cannot list the indexes: " + (await errorText(resp));
     return;
   }
   const body = await resp.json();
   const select = $("index");
-  select.replaceChildren();
-  for (const ix of body.indexes) {
-    const label = `${ix.name} (${ix.entities} entities, ${ix.documents} documents)`;
-    select.append(el("option", label, { value: ix.name }));
-  }
+  select.replaceChildren(...body.indexes.map((ix) => el("option",
+    `${ix.name} (${plural(ix.documents, "document")}, ${plural(ix.entities, "entity", "entities")})`,
+    { value: ix.name })));
+  state.index = select.value;
 }
 
-function showRoute(g) {
-  $("details").hidden = false;
-  const how = g.route.method === "forced" ? `${g.route.engine} chosen by the caller (no routing)`
-    : `routed to ${g.route.engine} (confidence ${g.route.confidence.toFixed(2)})`;
-  $("route").textContent = `${how}; ` +
-    `answered by ${g.engine} search` + (g.stepped_down_from ? `, stepped down from ${g.stepped_down_from}` : "");
-  const reasons = $("reasons");
-  reasons.replaceChildren(...g.route.reasons.map((r) => el("li", r)));
-  const plan = $("plan");
-  const items = g.plan.map((p) => el("li", p));
-  for (const e of g.escalations) items.push(el("li", `escalated ${e.from_engine} → ${e.to_engine}: ${e.reason}`));
-  for (const d of g.degraded) items.push(el("li", `degraded: ${d}`));
-  if (!items.length) items.push(el("li", "one engine, no escalation"));
-  plan.replaceChildren(...items);
-}
-
-function showCitations(g) {
-  const list = $("citations");
-  const seen = new Set();
-  const items = [];
-  for (const c of g.citations) {
-    const key = c.kind + ":" + c.id;
-    if (seen.has(key)) continue;
-    seen.add(key);
-    const li = el("li");
-    li.append(el("span", `${c.kind} ${c.id}` + (c.resolved ? "" : " (unknown id)") + " — "));
-    c.text_unit_ids.slice(0, 3).forEach((tu, i) => {
-      const b = el("button", `text unit ${i + 1}`, { type: "button", class: "link", "data-unit": tu });
-      b.addEventListener("click", () => openRecord(g.index, "text_units", tu));
-      li.append(b, " ");
-    });
-    c.document_ids.slice(0, 2).forEach((doc, i) => {
-      const title = c.document_titles[i] || doc;
-      const b = el("button", `document: ${title}`, { type: "button", class: "link", "data-doc": doc });
-      b.addEventListener("click", () => openRecord(g.index, "documents", doc));
-      li.append(b, " ");
-    });
-    items.push(li);
-  }
-  if (!items.length) items.push(el("li", "no citations"));
-  list.replaceChildren(...items);
-}
-
-function showUsage(g) {
-  const body = $("usage").querySelector("tbody");
-  const rows = [];
-  const add = (name, s, strong) => {
-    const tr = el("tr", null, strong ? { class: "total" } : {});
-    tr.append(el("th", name, { scope: "row" }));
-    for (const v of [s.llm_calls, s.prompt_tokens, s.output_tokens, s.cost.toFixed(5), s.seconds.toFixed(3)]) {
-      tr.append(el("td", String(v)));
-    }
-    rows.push(tr);
+// ---- one turn of the conversation -------------------------------------------------------------------------
+function newTurn(question) {
+  const li = el("li", null, { class: "turn" });
+  li.append(el("p", question, { class: "question" }));
+  const parts = {
+    li,
+    rewrite: el("p", null, { class: "rewrite help", hidden: "" }),
+    answer: el("div", null, { class: "answer prose", "aria-busy": "true" }),
+    route: el("p", null, { class: "route" }),
+    timeline: el("ol", null, { class: "timeline", "aria-label": "Stages" }),
+    citations: el("ul", null, { class: "citations", "aria-label": "Citations" }),
   };
-  for (const [name, s] of Object.entries(g.usage.stages)) add(name, s, false);
-  add("total", g.usage.total, true);
-  body.replaceChildren(...rows);
+  li.append(parts.rewrite, parts.answer, parts.route, parts.timeline, parts.citations);
+  $("conversation").append(li);
+  $("empty").hidden = true;
+  li.scrollIntoView({ block: "start" });
+  return parts;
+}
+
+function routeLine(g) {
+  const how = g.route.method === "forced" ? `${g.engine} search, as chosen`
+    : `routed to ${g.route.engine} search (confidence ${g.route.confidence.toFixed(2)})`;
+  const stepped = g.stepped_down_from ? `, stepped down from ${g.stepped_down_from}` : "";
+  const escalated = g.escalations.map((e) => `; escalated ${e.from_engine} → ${e.to_engine} (${e.reason})`).join("");
+  return `${how}${stepped}${escalated}. ${g.route.reasons.slice(0, 3).join("; ")}`;
+}
+
+// live: one row per stage event as it arrives; at the end, the measured stages replace them
+function stageLive(timeline, ev, started) {
+  const text = ev.context_tokens !== undefined ? `${ev.context_tokens.toLocaleString()} context tokens`
+    : ev.message + (ev.total ? ` (${ev.step}/${ev.total})` : "");
+  const li = el("li", null, { class: "live" });
+  li.append(el("span", `${ev.engine} · ${ev.stage}`, { class: "stage" }),
+    el("span", `${text} · at ${((performance.now() - started) / 1000).toFixed(1)} s`, { class: "figures" }));
+  timeline.append(li);
+}
+
+function stageTimeline(timeline, usage) {
+  const stages = Object.entries(usage.stages);
+  const longest = Math.max(0.001, ...stages.map(([, s]) => s.seconds));
+  const rows = stages.map(([name, s]) => {
+    const li = el("li");
+    const bar = el("span", null, { class: "bar" });
+    bar.style.width = `${Math.max(2, (100 * s.seconds) / longest)}%`;
+    const tokens = s.llm_calls ? `${plural(s.llm_calls, "call")}, ${s.prompt_tokens.toLocaleString()} in / ` +
+      `${s.output_tokens.toLocaleString()} out tokens` : (s.embedding_calls ? `${plural(s.embedding_tokens, "token")} embedded`
+      : "no model call");
+    li.append(el("span", name.replace(/_/g, " "), { class: "stage" }), el("span", null, { class: "track" }),
+      el("span", `${tokens} · ${s.seconds.toFixed(2)} s`, { class: "figures" }));
+    li.querySelector(".track").append(bar);
+    return li;
+  });
+  const t = usage.total;
+  const total = el("li", null, { class: "total" });
+  total.append(el("span", "total", { class: "stage" }), el("span"),
+    el("span", `${plural(t.llm_calls, "call")}, ${(t.prompt_tokens + t.output_tokens).toLocaleString()} tokens · ` +
+      `${t.seconds.toFixed(2)} s · $${t.cost.toFixed(4)}`, { class: "figures" }));
+  timeline.replaceChildren(...rows, total);
+}
+
+// ---- citations by name, with the record's text on hover or focus -----------------------------------------
+let tips = 0;
+function citationItem(index, c) {
+  const li = el("li");
+  const b = el("button", null, { type: "button", class: "citation" + (c.known ? "" : " unknown"),
+    "data-kind": c.kind, "data-id": c.id });
+  b.append(el("span", KIND_NAMES[c.kind] || c.kind, { class: "kind" }), el("span", c.label, { class: "label" }));
+  b.addEventListener("click", () => openCitation(index, c));
+  li.append(b);
+  if (c.preview) {
+    const id = `tip-${++tips}`;
+    b.setAttribute("aria-describedby", id);
+    li.append(el("span", c.preview, { class: "preview", role: "tooltip", id }));
+  }
+  return li;
+}
+
+function openCitation(index, c) {
+  if (!c.known) return;
+  if (c.kind === "Entities") openEntity(index, c.id);
+  else if (c.kind === "Sources") openRecord(index, "text_units", c.id);
+  else showRecord(c.label, "", c.preview);
+}
+
+async function showCitations(parts, g) {
+  const wanted = g.citations.map((c) => ({ kind: c.kind, id: c.id }));
+  const resp = await api(`/v1/indexes/${encodeURIComponent(g.index)}/graph`,
+    { method: "POST", body: JSON.stringify({ citations: wanted.slice(0, 200), neighbours: 6 }) });
+  if (!resp.ok) {
+    parts.citations.replaceChildren(el("li", "Citations unavailable: " + (await errorText(resp))));
+    return;
+  }
+  const body = await resp.json();
+  const named = new Map(body.citations.map((c) => [c.kind + ":" + c.id, c]));
+  const order = body.citations.filter((c) => c.known);
+  parts.citations.replaceChildren(...(order.length ? order.map((c) => citationItem(g.index, c))
+    : [el("li", "No citations.", { class: "help" })]));
+  Markdown.linkReferences(parts.answer, (kind, id) => {
+    const c = named.get(kind + ":" + id);
+    const n = c ? order.indexOf(c) + 1 : 0;
+    const ref = el("button", n ? String(n) : "?", { type: "button", class: "ref",
+      title: c ? c.label : `${kind} ${id} is not in this index` });
+    if (c) ref.addEventListener("click", () => openCitation(g.index, c));
+    return ref;
+  });
+  showGraph(g.index, body);
+}
+
+// ---- the graph and the entity panel ------------------------------------------------------------------------
+function showGraph(index, body) {
+  state.index = index;
+  graph.show(body);
+  const list = $("graph-entities");
+  list.replaceChildren(...body.nodes.filter((n) => n.cited).map((n) => {
+    const li = el("li");
+    const b = el("button", n.title, { type: "button", class: "chip", "data-entity": n.id });
+    b.addEventListener("click", () => openEntity(index, n.id));
+    li.append(b);
+    return li;
+  }));
+  $("graph-caption").textContent = body.nodes.length
+    ? `${plural(body.nodes.filter((n) => n.cited).length, "cited entity", "cited entities")}, ` +
+      `${plural(body.nodes.length, "entity", "entities")} and ${plural(body.edges.length, "relationship")} ` +
+      "in all. Click an entity to open it."
+    : "This answer cited no entity or relationship.";
+}
+
+async function openEntity(index, id) {
+  const resp = await api(`/v1/indexes/${encodeURIComponent(index)}/entities/${encodeURIComponent(id)}`);
+  const panel = $("entity");
+  panel.hidden = false;
+  if (!resp.ok) {
+    $("entity-title").textContent = "Not available";
+    $("entity-meta").textContent = await errorText(resp);
+    $("entity-description").replaceChildren();
+    $("entity-relationships").replaceChildren();
+    $("entity-sources").replaceChildren();
+    return;
+  }
+  const e = await resp.json();
+  graph.select(e.short_id);
+  $("entity-title").textContent = e.title;
+  $("entity-meta").textContent = [e.type || "entity", plural(e.relationship_count, "relationship"),
+    plural(e.source_count, "source passage")].join(" · ");
+  Markdown.render($("entity-description"), e.description || "(no description in the index)");
+  $("entity-relationships").replaceChildren(...e.relationships.map((r) => {
+    const li = el("li");
+    const other = el("button", r.other, { type: "button", class: "link" });
+    other.addEventListener("click", () => openEntity(index, r.other));
+    li.append(other, el("span", " — " + r.description));
+    return li;
+  }));
+  $("entity-sources").replaceChildren(...e.sources.map((s) => {
+    const li = el("li");
+    const b = el("button", s.document ? `${s.document.title}, passage ${s.short_id}` : `passage ${s.short_id}`,
+      { type: "button", class: "link" });
+    b.addEventListener("click", () => openRecord(index, "text_units", s.id));
+    li.append(b, el("span", " " + s.preview, { class: "help" }));
+    return li;
+  }));
+}
+
+function showRecord(title, doc, text) {
+  $("record-title").textContent = title;
+  $("record-doc").replaceChildren(doc);
+  $("record-text").textContent = text;
+  if (!$("record").open) $("record").showModal();
+  $("record-close").focus();
 }
 
 async function openRecord(index, kind, id) {
-  const resp = await fetch(`/v1/indexes/${encodeURIComponent(index)}/${kind}/${encodeURIComponent(id)}`,
-    { headers: headers() });
-  const dialog = $("record");
+  const resp = await api(`/v1/indexes/${encodeURIComponent(index)}/${kind}/${encodeURIComponent(id)}`);
   if (!resp.ok) {
-    $("record-title").textContent = "Not available";
-    $("record-doc").textContent = await errorText(resp);
-    $("record-text").textContent = "";
-  } else {
-    const r = await resp.json();
-    if (kind === "text_units") {
-      $("record-title").textContent = `Text unit ${r.short_id}`;
-      $("record-doc").replaceChildren();
-      if (r.document) {
-        const b = el("button", `Open document: ${r.document.title}`, { type: "button", class: "link" });
-        b.addEventListener("click", () => openRecord(index, "documents", r.document.id));
-        $("record-doc").append(b);
-      }
-    } else {
-      $("record-title").textContent = `Document: ${r.title}`;
-      $("record-doc").textContent = `${r.text_unit_ids.length} text units`;
-    }
-    $("record-text").textContent = r.text;
+    showRecord("Not available", await errorText(resp), "");
+    return;
   }
-  if (!dialog.open) dialog.showModal();
-  $("record-close").focus();
+  const r = await resp.json();
+  if (kind === "text_units") {
+    const open = r.document ? el("button", `Open the document: ${r.document.title}`, { type: "button", class: "link" }) : "";
+    if (open) open.addEventListener("click", () => openRecord(index, "documents", r.document.id));
+    showRecord(`Passage ${r.short_id}`, open, r.text);
+  } else {
+    showRecord(`Document: ${r.title}`, plural(r.text_unit_ids.length, "passage"), r.text);
+  }
+}
+
+// ---- asking ------------------------------------------------------------------------------------------------
+function events(buffer, handle) {
+  let cut;
+  while ((cut = buffer.indexOf("\n\n")) >= 0) {
+    const line = buffer.slice(0, cut).trim();
+    buffer = buffer.slice(cut + 2);
+    if (line.startsWith("data: ") && line !== "data: [DONE]") handle(JSON.parse(line.slice(6)));
+  }
+  return buffer;
 }
 
 async function ask(event) {
   event.preventDefault();
   const question = $("question").value.trim();
   if (!question) return;
-  const answer = $("answer");
-  answer.textContent = "";
-  answer.setAttribute("aria-busy", "true");
-  $("details").hidden = true;
-  $("status").textContent = "Routing…";
+  const index = $("index").value;
+  const parts = newTurn(question);
+  const started = performance.now();
+  $("question").value = "";
   $("ask").disabled = true;
-  const model = $("mode").value + "@" + $("index").value;
+  $("status").textContent = "Routing…";
+  const messages = [...state.history.slice(-2 * HISTORY_TURNS), { role: "user", content: question }];
+  let text = "";
+  let done = null;
+  let drawn = 0; // when the answer was last rendered: at most every 80 ms while it streams, then once at the end
+  const draw = () => { drawn = performance.now(); Markdown.render(parts.answer, text); };
   try {
-    const resp = await fetch("/v1/chat/completions", {
-      method: "POST", headers: headers(),
-      body: JSON.stringify({ model, stream: true, messages: [{ role: "user", content: question }] }),
-    });
+    const resp = await api("/v1/chat/completions", { method: "POST",
+      body: JSON.stringify({ model: `${$("mode").value}@${index}`, stream: true, messages }) });
     if (!resp.ok) {
-      $("status").textContent = "Error: " + (await errorText(resp));
+      parts.answer.textContent = "Error: " + (await errorText(resp));
+      parts.li.classList.add("failed");
       return;
     }
     const reader = resp.body.getReader();
     const decoder = new TextDecoder();
     let buffer = "";
     for (;;) {
-      const { value, done } = await reader.read();
-      if (done) break;
-      buffer += decoder.decode(value, { stream: true });
-      let cut;
-      while ((cut = buffer.indexOf("\n\n")) >= 0) {
-        const line = buffer.slice(0, cut).trim();
-        buffer = buffer.slice(cut + 2);
-        if (!line.startsWith("data: ")) continue;
-        const data = line.slice(6);
-        if (data === "[DONE]") continue;
-        const chunk = JSON.parse(data);
+      const { value, done: end } = await reader.read();
+      if (end) break;
+      buffer = events(buffer + decoder.decode(value, { stream: true }), (chunk) => {
         if (chunk.error) {
-          $("status").textContent = "Error: " + chunk.error.message;
-          continue;
+          parts.answer.textContent = "Error: " + chunk.error.message;
+          parts.li.classList.add("failed");
+          return;
         }
         const ev = chunk.graphroute_event;
         if (ev && ev.type === "route") $("status").textContent = `Routed to ${ev.route}; running ${ev.engine} search…`;
+        if (ev && ev.type === "stage") stageLive(parts.timeline, ev, started);
         if (ev && ev.type === "escalation") {
-          $("status").textContent = `${ev.from} found nothing (${ev.reason}); escalating to ${ev.to}…`;
-          answer.textContent = "";
-          continue; // its content delta is the separator for plain clients; this page shows the status line
+          $("status").textContent = `${ev.from} search found nothing (${ev.reason}); trying ${ev.to} search…`;
+          text = "";
+          draw();
+          return; // its content is the separator for plain clients; this page starts the answer again
         }
         const choice = chunk.choices && chunk.choices[0];
-        if (choice && choice.delta && choice.delta.content) answer.textContent += choice.delta.content;
-        if (chunk.graphroute) {
-          const g = chunk.graphroute;
-          $("status").textContent = `Answered by ${g.engine} search in ${g.seconds.toFixed(2)} s, cost $${g.cost.toFixed(5)}.`;
-          showRoute(g);
-          showCitations(g);
-          showUsage(g);
+        if (choice && choice.delta && choice.delta.content) {
+          text += choice.delta.content;
+          if (performance.now() - drawn > 80) draw();
         }
+        if (chunk.graphroute) done = chunk.graphroute;
+      });
+    }
+    draw();
+    if (done) {
+      const g = done;
+      $("status").textContent = `Answered by ${g.engine} search in ${g.seconds.toFixed(2)} s.`;
+      if (g.standalone_question && g.standalone_question !== question) {
+        parts.rewrite.textContent = `Read as: ${g.standalone_question}`;
+        parts.rewrite.hidden = false;
       }
+      parts.route.textContent = routeLine(g);
+      parts.li.scrollIntoView({ block: "start" });
+      stageTimeline(parts.timeline, g.usage);
+      state.history.push({ role: "user", content: question }, { role: "assistant", content: text });
+      await showCitations(parts, g);
     }
   } catch (e) {
     $("status").textContent = "Error: " + e.message;
   } finally {
-    answer.setAttribute("aria-busy", "false");
+    parts.answer.setAttribute("aria-busy", "false");
+    parts.li.classList.add("answered");
     $("ask").disabled = false;
+    $("question").focus();
   }
 }
 
@@ -199,10 +369,14 @@ $("ask-form").addEventListener("submit", ask);
 $("question").addEventListener("keydown", (e) => {
   if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) $("ask-form").requestSubmit();
 });
-$("record-close").addEventListener("click", () => $("record").close());
-$("api-key").value = keyStore.getItem("graphroute-key") || "";
-$("api-key").addEventListener("change", () => {
-  keyStore.setItem("graphroute-key", $("api-key").value);
-  loadIndexes();
+$("new-conversation").addEventListener("click", () => {
+  state.history = [];
+  $("conversation").replaceChildren();
+  $("empty").hidden = false;
+  $("status").textContent = "New conversation: earlier questions are no longer sent.";
+  $("question").focus();
 });
+$("index").addEventListener("change", () => $("new-conversation").click());
+$("record-close").addEventListener("click", () => $("record").close());
+$("forget-key").hidden = !sessionStorage.getItem(KEY);
 loadIndexes();
