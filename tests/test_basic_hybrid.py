@@ -81,7 +81,7 @@ async def test_basic_search_defaults_to_hybrid(index: Index) -> None:
 
 def test_mode_is_validated() -> None:
     assert BasicSearchConfig().mode == "hybrid"
-    with pytest.raises(ConfigError, match="basic.mode"):
+    with pytest.raises(ConfigError, match=r"basic\.mode"):
         config_from_mapping({"basic": {"mode": "semantic"}}, env={})
     with pytest.raises(ValueError, match="unknown basic search mode"):
         question_basic_context(load_index(CAROL), "x y", 100, mode="dense")  # type: ignore[arg-type]
