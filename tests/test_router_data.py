@@ -16,7 +16,7 @@ REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / "tools" / "routing" / "data"
 BENCH = Path(__file__).resolve().parents[2] / "shared" / "data" / "graphrag_bench" / "questions"
 OWN_SETS = ("questions.jsonl", "handwritten.jsonl", "new_styles.jsonl", "new_styles_2.jsonl", "index_dev.jsonl",
-            "index_eval.jsonl")
+            "index_eval.jsonl", "index_eval_2.jsonl", "new_styles_3.jsonl")
 SIMILAR = 0.45  # TF-IDF cosine (word 1-2 grams, English stopwords out) at which two questions are one reworded
 MIN_SHARED = 3  # ... when they also share this many content words
 SIMILAR_WITH_NAME = 0.25  # or, sharing a rare name, the cosine of the rest of their words at which they are one
