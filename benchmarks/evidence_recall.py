@@ -13,8 +13,12 @@ For each question and budget, every method builds one context of at most that ma
 - `drift-followups`: DRIFT-like follow-up contexts built with DRIFT's own local-context settings
   (`DriftSearchConfig().local_context()`), one per follow-up question made from each of the top 3
   linked entity names ("<name>: <question>"), each with a third of the budget;
-- `basic`: basic search's Sources table (`engines.basic`): the nearest text units by vector, best first,
-  each added while it fits, over the whole budget (no entity tables to pay for);
+- `basic`: basic search's Sources table as configured by default (`[basic] mode = "hybrid"`: BM25 and vector
+  rankings fused, shown as question-relevant excerpts over the whole budget; no entity tables to pay for);
+- `basic-vector`: GraphRAG's basic search (`mode = "vector"`): the nearest text units by vector, whole, best
+  first, each added while it fits (50 candidates, so the budget decides);
+- `bm25`: plain BM25 over the same text units (`bm25s`, English stopwords), the best units filled into one
+  Sources table of the same budget, whole, best first: what a user would write instead of a graph;
 - `basic-excerpts` (when `excerpt_tokens` > 0, the default): the same nearest units given the excerpt opportunity
   the hybrid Sources have (`shared_context.passages`, same window size and weight) - a fairness check:
   how much of the gain is excerpting rather than the hybrid candidates.
@@ -42,6 +46,7 @@ import numpy as np
 import pandas as pd
 
 if TYPE_CHECKING:
+    from shared_context.basic_context import BasicContext
     from shared_context.local_context import LocalContext
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "graphrag_bench"
@@ -122,7 +127,7 @@ def parse_sets(items: list[str]) -> dict[str, Any]:
     return out
 
 
-def context_ranges(ctx: LocalContext, units: dict[int, tuple[str, int, int]]) -> list[tuple[str, int, int]]:
+def context_ranges(ctx: LocalContext | BasicContext, units: dict[int, tuple[str, int, int]]) -> list[tuple[str, int, int]]:
     """Book character ranges of the text units shown: whole units, and the exact excerpt of a unit shown
     trimmed to its question-like part; a unit cut without recorded offsets counts for nothing."""
     sources = ctx.tables.sources
@@ -162,12 +167,28 @@ def basic_excerpts(index: Any, hits: list[tuple[int, float]], question: str, bud
     return builder.finish().text, ranges
 
 
+class PlainBM25:
+    """`bm25s` over the index's text units, English stopwords: the baseline a user would pick instead."""
+
+    def __init__(self, texts: list[str]) -> None:
+        import bm25s
+
+        self._bm25s = bm25s
+        self.retriever = bm25s.BM25()
+        self.retriever.index(bm25s.tokenize(texts, stopwords="en", show_progress=False), show_progress=False)
+        self.n = len(texts)
+
+    def top(self, question: str, k: int) -> list[tuple[int, float]]:
+        tokens = self._bm25s.tokenize([question], stopwords="en", show_progress=False)
+        docs, scores = self.retriever.retrieve(tokens, k=min(k, self.n), show_progress=False)
+        return [(int(d), float(s)) for d, s in zip(docs[0], scores[0], strict=True) if s > 0]
+
+
 def run_subset(subset: str, index_dir: Path, args: argparse.Namespace, overrides: dict[str, Any]) -> list[dict[str, Any]]:
-    from engines.basic import top_text_units
-    from engines.config import DriftSearchConfig
+    from engines.config import BasicSearchConfig, DriftSearchConfig
     from engines.models.embedding_offline import OfflineEmbedder
     from shared_context import LocalContextBuilder, load_index
-    from shared_context.basic_context import basic_context
+    from shared_context.basic_context import basic_context, question_basic_context, top_text_units
     from shared_context.text_unit_selection import STRATEGIES
 
     t0 = time.perf_counter()
@@ -190,6 +211,8 @@ def run_subset(subset: str, index_dir: Path, args: argparse.Namespace, overrides
     print(f"{subset}: {len(index.text_units)} text units, {len(index.entities)} entities; {len(questions)} questions; "
           f"budgets {args.budgets}; setup {time.perf_counter() - t0:.1f} s", flush=True)
 
+    plain_bm25 = PlainBM25([u.text for u in index.text_units])
+    basic_cfg = BasicSearchConfig()
     builder = LocalContextBuilder(index, overrides)
     # DRIFT keeps its own shares, budget, entity counts and strategy; other --set keys reach it too
     drift_base = DriftSearchConfig().local_context()
@@ -221,9 +244,15 @@ def run_subset(subset: str, index_dir: Path, args: argparse.Namespace, overrides
                     texts.append(sub.text)
                     ranges.extend(context_ranges(sub, units))
                 contexts["drift-followups"] = ("\n\n".join(texts), ranges)
-            basic = basic_context(index, hits, budget)
-            shown = [] if basic.tables.sources is None else [r.position for r in basic.tables.sources.rows]
-            contexts["basic"] = (basic.text, [units[p] for p in shown if p in units])
+            vector_only = basic_context(index, hits, budget)
+            shown = [] if vector_only.tables.sources is None else [r.position for r in vector_only.tables.sources.rows]
+            contexts["basic-vector"] = (vector_only.text, [units[p] for p in shown if p in units])
+            basic = question_basic_context(index, question, budget, query_vector=qvec,
+                                           excerpt_tokens=basic_cfg.excerpt_tokens, rrf_k=basic_cfg.rrf_k)
+            contexts["basic"] = (basic.text, context_ranges(basic, units))
+            bm25 = basic_context(index, plain_bm25.top(question, 100), budget)
+            shown = [] if bm25.tables.sources is None else [r.position for r in bm25.tables.sources.rows]
+            contexts["bm25"] = (bm25.text, [units[p] for p in shown if p in units])
             if builder.params.excerpt_tokens > 0:
                 contexts["basic-excerpts"] = basic_excerpts(
                     index, hits, question, budget, units, builder.params.excerpt_tokens,
@@ -279,6 +308,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--count-tokens", action="store_true", help="also report mean context tokens")
     ap.add_argument("--set", dest="sets", action="append", default=[], help="local-context parameter key=value")
     ap.add_argument("--csv", type=Path, help="write the per-question rows here")
+    ap.add_argument("--json", type=Path, help="write the means per subset, method and budget here (with the "
+                    "command, date and machine)")
     ap.add_argument("--report", type=Path, nargs="+", help="only print the tables of earlier --csv files")
     args = ap.parse_args(argv)
     if args.report:
@@ -297,7 +328,34 @@ def main(argv: list[str] | None = None) -> int:
     if args.csv:
         df.to_csv(args.csv, index=False)
     report(df)
+    if args.json:
+        write_json(df, args.json)
     return 0
+
+
+# The rows the benchmarks page leads with: the default local context, basic search and plain BM25 at GraphRAG's
+# default budget.
+HEADLINE_METHODS = ("local-hybrid", "basic", "bm25")
+HEADLINE_BUDGET = 12_000
+
+
+def write_json(df: pd.DataFrame, path: Path) -> None:
+    import json
+
+    from benchmarks.common import run_facts
+
+    out = []
+    for (subset, method, budget), part in df.groupby(["subset", "method", "budget"], sort=True):
+        out.append({"subset": subset, "method": method, "budget": int(budget), "questions": len(part),
+                    "span_hit": round(float(part["span_hit"].mean()), 4),
+                    "recall": round(float(part["recall"].mean()), 4),
+                    "headline": bool(method in HEADLINE_METHODS and budget == HEADLINE_BUDGET)})
+    about = ("Share of the silver evidence spans of GraphRAG-Bench development questions that each context shows "
+             "(a span counts when 80 % of its characters are shown), at equal token budgets, on offline indexes "
+             "built by `graphroute index` from the novel and medical corpora. Development questions: the "
+             "retrieval parameters were chosen on them.")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({**run_facts(), "about": about, "rows": out}, indent=1) + "\n")
 
 
 if __name__ == "__main__":

@@ -1,9 +1,11 @@
-"""Basic search: the k text units most similar to the question, best first, under the token budget."""
+"""Basic search: the text units that best match the question (`[basic] mode`), under the token budget."""
 
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+import numpy as np
 
 from engines import prompts
 from engines.base import BaseEngine
@@ -15,23 +17,10 @@ from engines.models.base import Message
 from engines.models.task_context import TaskContext
 from engines.result import SearchResult
 from engines.run import QueryRun
-from shared_context.basic_context import basic_context
-from shared_context.vectors import vector_search
+from shared_context.basic_context import BasicContext, question_basic_context, top_text_units
 
 if TYPE_CHECKING:
     from engines.plan import QueryPlan
-    from shared_context.index import Index
-
-
-def top_text_units(index: Index, question: str, k: int, query_vector: Any = None) -> tuple[list[tuple[int, float]], str]:
-    """(text unit position, similarity) best first, and the method used ("vector" or "lexical")."""
-    search = vector_search(index, "text_unit_text") if query_vector is not None else None
-    if search is not None:
-        return search.search(query_vector, k), "vector"
-    from shared_context.linking import lexical_top
-
-    positions, scores = lexical_top(index, "text_units", question, k)
-    return [(int(p), float(s)) for p, s in zip(positions.tolist(), scores.tolist(), strict=True)], "lexical"
 
 
 class BasicSearch(BaseEngine):
@@ -41,8 +30,13 @@ class BasicSearch(BaseEngine):
     section_type = BasicSearchConfig
 
     def estimate(self, question: str, plan: QueryPlan | None = None) -> CostEstimate:
-        hits, _ = top_text_units(self.index, question, self.config.k)
-        return estimate_basic(self, question, basic_context(self.index, hits, self.config.max_context_tokens).tokens)
+        return estimate_basic(self, question, self.context(question).tokens)
+
+    def context(self, question: str, query_vector: np.ndarray | None = None) -> BasicContext:
+        c = self.config
+        return question_basic_context(self.index, question, c.max_context_tokens, mode=c.mode,
+                                      query_vector=query_vector, k=c.k, excerpt_tokens=c.excerpt_tokens,
+                                      rrf_k=c.rrf_k)
 
     async def _run(self, run: QueryRun, question: str, history: list[Message]) -> SearchResult:
         link_text = run.link_text
@@ -52,10 +46,12 @@ class BasicSearch(BaseEngine):
                 vectors = await run.embed("entity_link", [link_text])
             qv = None if vectors is None else vectors[0]
         with run.timed("build_context"):
-            hits, method = await asyncio.to_thread(top_text_units, self.index, link_text, self.config.k, qv)
-            ctx = await asyncio.to_thread(basic_context, self.index, hits, self.config.max_context_tokens)
+            ctx = await asyncio.to_thread(self.context, link_text, qv)
         await run.emit(ContextReady("build_context", ctx.tokens))
-        run.details.update(retrieval=method, hits=len(hits), skipped_over_budget=ctx.skipped)
+        shown = 0 if ctx.tables.sources is None else len(ctx.tables.sources.rows)
+        run.details.update(retrieval=ctx.method, hits=shown, skipped_over_budget=ctx.skipped)
+        if ctx.notes:
+            run.details["retrieval_notes"] = ctx.notes
         system = prompts.template(self.config.prompt, "basic").fill(
             response_type=self.config.response_type, context_data=ctx.text)
         messages: list[Message] = [{"role": "system", "content": system}, {"role": "user", "content": question}]
@@ -66,8 +62,7 @@ class BasicSearch(BaseEngine):
                 context=TaskContext(question, ctx.tables, response_type=self.config.response_type),
             )
         # Nearest vectors always exist, so "found nothing" means no text unit shares a word with the question.
-        lexical_hit = (method == "lexical" and bool(hits)) or bool(
-            (await asyncio.to_thread(top_text_units, self.index, link_text, 1))[0])
+        lexical_hit = bool((await asyncio.to_thread(top_text_units, self.index, link_text, 1))[0])
         return run.finish(
             self.index,
             response=completion.text,

@@ -185,7 +185,17 @@ class DriftSearchConfig(_Section):
 
 
 class BasicSearchConfig(_Section):
-    k: int = Field(default=10, ge=1)
+    """Basic search: one Sources table of the text units that best match the question
+    (`shared_context.basic_context`)."""
+
+    mode: Literal["hybrid", "vector", "lexical"] = Field(default="hybrid", description=(
+        "how units are ranked: 'hybrid' fuses BM25 and vector rankings by reciprocal rank and shows "
+        "question-relevant excerpts until the budget is full; 'lexical' uses BM25 alone; 'vector' is GraphRAG's "
+        "basic search (the k nearest units, whole)"))
+    k: int = Field(default=10, ge=1, description="units in the context in 'vector' mode (GraphRAG's k)")
+    excerpt_tokens: int = Field(default=200, ge=0, description=(
+        "'hybrid' and 'lexical' modes: tokens per excerpt window; 0 shows whole units in the fused order"))
+    rrf_k: int = Field(default=60, ge=0, description="the reciprocal-rank fusion constant of 'hybrid' mode")
     max_context_tokens: int = Field(default=12_000, ge=100)
     response_type: str = Field(default="multiple paragraphs", min_length=1)
     max_answer_tokens: int | None = Field(default=None, ge=1)

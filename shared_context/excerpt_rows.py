@@ -1,6 +1,6 @@
 """Exact token counts of the Sources table's excerpt rows, without encoding each row whole.
 
-An excerpt row (`local_context._excerpt_sources`) is `id|… part … part …`, CSV-quoted when a part holds
+An excerpt row (`local_sources.excerpt_sources`) is `id|… part … part …`, CSV-quoted when a part holds
 `"`, `|` or a line end; each part is a span of whole blocks of one unit's text (`passage_blocks`), stripped.
 tiktoken cuts text into pieces with a regex and encodes each piece alone, and two kinds of place always
 start a piece, whatever comes before or after them:

@@ -79,7 +79,7 @@ def sources_section(
         rrf_k=p.hybrid_rrf_k,
     )
     if hybrid and p.excerpt_tokens > 0 and budget > 0:
-        return _excerpt_sources(index, builder, candidates, link.query_text, p)
+        return excerpt_sources(index, builder, candidates, link.query_text, p)
     rejected: list[SourceRecord] = []
     for cand in candidates:
         unit_id, text = f.unit_id(cand.unit), f.unit_text(cand.unit)
@@ -117,7 +117,7 @@ def sources_section(
     return section
 
 
-def _excerpt_sources(
+def excerpt_sources(
     index: Any,
     builder: SectionBuilder[SourceRecord],
     candidates: Sequence[UnitCandidate],

@@ -184,6 +184,7 @@ def test_markdown_from_the_model_cannot_run_script(browser: Any, page_url: str) 
 
 def test_the_key_is_asked_for_once_and_kept_for_the_tab(browser: Any, keyed_url: str) -> None:
     from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
 
     browser.get(keyed_url)
     browser.execute_script("sessionStorage.clear()")
@@ -207,6 +208,9 @@ def test_the_key_is_asked_for_once_and_kept_for_the_tab(browser: Any, keyed_url:
     browser.find_element(By.ID, "forget-key").click()
     _wait(browser, 10).until(lambda d: d.find_element(By.ID, "key-dialog").is_displayed())
     assert browser.execute_script("return sessionStorage.getItem('graphroute-key')") is None
+    browser.find_element(By.ID, "api-key").send_keys(Keys.ESCAPE)  # no key given: said plainly, no header advice
+    _wait(browser, 10).until(lambda d: "needs an API key" in d.find_element(By.ID, "status").text)
+    assert "Bearer" not in browser.find_element(By.ID, "status").text
 
 
 def test_narrow_screen_has_no_horizontal_scroll(browser: Any, page_url: str) -> None:

@@ -85,6 +85,18 @@ def test_graph_of_passages_only_shows_their_entities(http: httpx.Client, router:
     assert titles == expected and body["edges"] == []
 
 
+def test_graph_of_reports_only_shows_their_communities_best_connected_members(http: httpx.Client,
+                                                                              router: Router) -> None:
+    ix = router.index
+    report = max(ix.community_reports, key=lambda r: r.size)
+    members = ix.communities[ix.community_pos[report.community]].entity_ids
+    body = http.post("/v1/indexes/carol/graph", json={"citations": [{"kind": "Reports", "id": str(report.community)}],
+                                                       "neighbours": 0}).json()
+    assert body["citations"][0]["label"] == report.title
+    degrees = sorted((ix.entities[ix.entity_pos[e]].degree for e in members), reverse=True)
+    assert [n["degree"] for n in body["nodes"]] == degrees[:8] and not any(n["cited"] for n in body["nodes"])
+
+
 def test_unknown_ids_are_named_not_dropped(http: httpx.Client) -> None:
     body = http.post("/v1/indexes/carol/graph", json={"citations": [{"kind": "Entities", "id": "999999"},
                                                                     {"kind": "Reports", "id": "x"}]}).json()

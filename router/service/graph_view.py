@@ -147,8 +147,9 @@ class _Graph:
 
 def cited_graph(index: Index, request: GraphRequest) -> dict[str, Any]:
     """The cited entities and relationships (marked `cited`), then each cited entity's strongest
-    neighbours. An answer citing no entity (global search cites reports, basic search passages) gets the
-    entities of the passages it cited, so every answer has a graph to show."""
+    neighbours. An answer citing no entity gets the entities of the passages it cited (basic search) or the
+    best-connected members of the communities whose reports it cited (global search), so every answer has a
+    graph to show."""
     graph = _Graph(index)
     cited_entities: list[int] = []
     for kind, ident in request.citations:
@@ -162,14 +163,28 @@ def cited_graph(index: Index, request: GraphRequest) -> dict[str, Any]:
             cited_entities.extend(int(e) for e in ends)
     if not graph.nodes:
         for kind, ident in request.citations:
-            if kind == "Sources":
-                pos = resolve_position(index, kind, ident)
-                for e in index.text_unit_entities[pos][:8] if pos is not None else []:
-                    if graph.node(int(e), False):
-                        cited_entities.append(int(e))
+            for e in _entities_behind(index, kind, ident):
+                if graph.node(e, False):
+                    cited_entities.append(e)
     for pos in dict.fromkeys(cited_entities):
         graph.neighbours(pos, request.neighbours)
     return graph.to_dict()
+
+
+def _entities_behind(index: Index, kind: str, ident: str, k: int = 8) -> list[int]:
+    """The entities a passage mentions, or a report's community's best-connected members (k at most)."""
+    pos = resolve_position(index, kind, ident)
+    if pos is None:
+        return []
+    if kind == "Sources":
+        return [int(e) for e in index.text_unit_entities[pos][:k]]
+    if kind == "Reports":
+        cpos = index.community_pos.get(index.community_reports[pos].community)
+        if cpos is None:
+            return []
+        members = [index.entity_pos[e] for e in index.communities[cpos].entity_ids if e in index.entity_pos]
+        return sorted(members, key=lambda e: -index.entities[e].degree)[:k]
+    return []
 
 
 def entity_record(index: Index, ident: str) -> dict[str, Any] | None:

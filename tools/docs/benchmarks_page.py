@@ -243,14 +243,17 @@ def scale(r: Json) -> tuple[list[str], list[Headline]]:
 # ---- service (benchmarks/serve_load.py) ----------------------------------------------------------------
 
 def serve_load(r: Json) -> tuple[list[str], list[Headline]]:
-    keys = {k: r.get(k) for k in ("clients", "requests", "latency_ms", "workers")}
-    lines = [f"`graphroute serve` under {keys['clients']} concurrent clients, {keys['requests']} forced-local chat "
-             f"completions, a loopback model answering after {keys['latency_ms']} ms.", "",
-             "| requests/s | p50 s | p95 s | errors |", "|---|---|---|---|",
-             f"| {_f(r.get('requests_per_s'), 1)} | {_f(r.get('p50_s'), 2)} | {_f(r.get('p95_s'), 2)} | "
-             f"{r.get('errors', '-')} |", ""]
-    return lines, [Headline("Service throughput, 64 clients, 300 ms model", f"{_f(r.get('requests_per_s'), 1)} "
-                            f"requests/s, p95 {_f(r.get('p95_s'), 2)} s", "service-load")]
+    runs = r.get("runs", [r])
+    lines = [f"`graphroute serve` under {r['clients']} concurrent clients, {r['requests']} forced-local chat "
+             f"completions per run, a loopback model answering after {r['latency_ms']:g} ms (at most "
+             f"{r['model_concurrency']} calls in flight), service workers: {r['service_workers']}. Median (range) "
+             f"over {len(runs)} runs.", "",
+             "| requests/s | p50 s | p95 s | errors |", "|---|---|---|---|"]
+    cells = [_median_range([run[k] for run in runs], d) for k, d in
+             (("throughput_rps", 1), ("p50_s", 2), ("p95_s", 2), ("errors", 0))]
+    lines += ["| " + " | ".join(cells) + " |", ""]
+    return lines, [Headline(f"Service, {r['clients']} clients, {r['latency_ms']:g} ms model: requests/s",
+                            cells[0], "service-load")]
 
 
 # ---- evidence (benchmarks/evidence_recall.py) -----------------------------------------------------------
@@ -274,6 +277,7 @@ SECTIONS = (
     Section("evidence", "Evidence", "evidence_recall/evidence_recall.json", evidence),
     Section("start-up", "Start-up", "cli_latency/cli_latency.json", cli_latency),
     Section("scale", "Scale", "scale/scale.json", scale),
+    Section("scale-at-1m-entities", "Scale at 1M entities", "scale_1m/scale.json", scale),
     Section("service-load", "Service load", "serve/serve_load.json", serve_load),
 )
 

@@ -29,7 +29,9 @@ graphroute reads one typed configuration, `graphroute.toml` (the path given with
 `$GRAPHROUTE_CONFIG`, or `./graphroute.toml`), then a GraphRAG project's `settings.yaml` for what the file
 leaves unset (see [Use your GraphRAG project](../guides/graphrag-project.md)), then the defaults below.
 `graphroute config --show` prints every value in effect and where it came from. A misspelled key or a value of
-the wrong type is an error that names the key.
+the wrong type is an error that names the key. Keys that carry GraphRAG's names (`text_unit_prop`,
+`community_prop`, `top_k_relationships`, `include_entity_rank`, `dynamic_community_selection`, ...) mean what
+they mean in GraphRAG's query configuration; the defaults that differ are noted.
 
 This page is generated from the configuration's models by `python -m tools.docs.config_reference`;
 a test fails when it is out of date.

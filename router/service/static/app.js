@@ -44,9 +44,11 @@ $("key-form").addEventListener("submit", () => {
   if (!key) return;
   sessionStorage.setItem(KEY, key);
   $("forget-key").hidden = false;
-  const waiters = state.keyWaiters.splice(0);
-  waiters.forEach((resolve) => resolve());
+  state.keyWaiters.splice(0).forEach((resolve) => resolve(true));
 });
+
+// Escape closes the dialog without a key: the request that needed one fails, saying so
+$("key-dialog").addEventListener("cancel", () => state.keyWaiters.splice(0).forEach((resolve) => resolve(false)));
 
 $("forget-key").addEventListener("click", () => {
   sessionStorage.removeItem(KEY);
@@ -61,11 +63,12 @@ async function api(path, options) {
     if (resp.status !== 401) return resp;
     const had = sessionStorage.getItem(KEY);
     sessionStorage.removeItem(KEY);
-    await askForKey(had ? "That key was not accepted; check it and enter it again." : "");
+    if (!(await askForKey(had ? "That key was not accepted; check it and enter it again." : ""))) return resp;
   }
 }
 
 async function errorText(resp) {
+  if (resp.status === 401) return "this server needs an API key (reload the page to enter it)";
   try {
     const body = await resp.json();
     return (body.error && body.error.message) || resp.statusText;

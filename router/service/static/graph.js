@@ -5,7 +5,7 @@
 const GraphView = (() => {
   const STYLE = [
     { selector: "node", style: {
-      "label": "data(title)", "font-size": 11, "color": "#1f2933", "text-valign": "bottom", "text-margin-y": 4,
+      "label": "data(title)", "font-size": 13, "color": "#1f2933", "text-valign": "bottom", "text-margin-y": 4,
       "text-wrap": "ellipsis", "text-max-width": 120, "background-color": "#ffffff", "border-width": 2,
       "border-color": "#5b6b7b", "width": "mapData(degree, 0, 80, 16, 34)", "height": "mapData(degree, 0, 80, 16, 34)",
       "text-background-color": "#fbfcfd", "text-background-opacity": 0.85, "text-background-padding": 2,
