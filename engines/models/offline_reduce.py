@@ -95,7 +95,7 @@ def compose_reduce(context: TaskContext, tokenizer: Tokenizer, max_tokens: int |
     opens_own: list[bool] = []  # the block's opening line survived (was not merged into an earlier block's)
     seen: list[tuple[list[str], dict[str, list[str]]]] = []
     for block in blocks:
-        sentences = []
+        sentences: list[tuple[str, dict[str, list[str]]]] = []
         first = True
         for sentence, refs in cited_units(block.text):
             sentence_terms = terms(sentence, keep_stopwords=True)
