@@ -122,14 +122,22 @@ def routing(r: Json) -> tuple[list[str], list[Headline]]:
                 heads.append(Headline("Routing macro-F1, held-out new-styles set 3",
                                       _f(part["all"]["macro_f1"]), "routing"))
     wi = r.get("with_index", {})
-    for key, label in (("both_with_index", "podcast + earnings-call questions, with the offline indexes"),
-                       ("both_without_index", "the same questions, wording only")):
-        if key in wi:
-            lines.append(_eval_row(label, "never trained on", wi[key]))
-    if "both_with_index" in wi:
-        heads.append(Headline("Global recall with an index (podcast + earnings calls, held out)",
-                              _f(wi["both_with_index"]["recall"].get("global")), "routing"))
+    single: list[str] = []
+    for set_key, set_label in (("index_eval", "podcast + earnings-call questions (per-question results seen)"),
+                               ("index_eval_2", "podcast + earnings-call questions written last (totals only)")):
+        part = wi.get(set_key, {})
+        for key, label in (("both_with_index", "with the offline indexes"), ("both_without_index", "wording only")):
+            if key in part:
+                lines.append(_eval_row(f"{set_label}, {label}", "never trained on", part[key]))
+                one_doc = part[key].get("by_kind", {}).get("one_document", {})
+                if one_doc:
+                    single.append(f"{_f(one_doc['accuracy'])} {label} ({set_key}, n={one_doc['n']})")
+        if "both_with_index" in part and set_key == "index_eval_2":
+            heads.append(Headline("Global recall with an index (podcast + earnings calls, written last)",
+                                  _f(part["both_with_index"]["recall"].get("global")), "routing"))
     lines.append("")
+    if single:
+        lines += ["Questions about one episode or call, routed to local search: " + "; ".join(single) + ".", ""]
     carol = r.get("carol", {})
     if carol:
         w = carol["with_index"]
