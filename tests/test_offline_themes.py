@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from engines.models.offline_reduce import MAX_THEMES, compose_reduce
+from engines.models.offline_reduce import DEFAULT_MAX_POINTS, compose_reduce
 from engines.models.task_context import Finding, TaskContext
 from shared_context.tokens import get_tokenizer
 
@@ -36,8 +36,11 @@ def test_a_specific_question_keeps_the_findings_in_full() -> None:
     assert "Millers hoarded flour" in text and "Tax collectors seized carts" in text
 
 
-def test_themes_are_capped() -> None:
+def test_themes_follow_the_answer_length() -> None:
     findings = tuple(_finding(n, f"Theme{n} word{n}", f"Distinct subject{n} matter{n} here{n}", "More.")
                      for n in range(1, 20))
-    text = compose_reduce(TaskContext("What are the main themes?", findings=findings), get_tokenizer(), None)
-    assert sum(1 for line in text.splitlines() if line.startswith("- ")) == MAX_THEMES
+    def themes(response_type: str) -> int:
+        context = TaskContext("What are the main themes?", findings=findings, response_type=response_type)
+        return sum(1 for line in compose_reduce(context, get_tokenizer(), None).splitlines() if line.startswith("- "))
+
+    assert themes("multiple paragraphs") == DEFAULT_MAX_POINTS and themes("at most 3 bullet points") == 3

@@ -52,8 +52,9 @@ GRACE = 2.5  # see test_robust_deadlines: uninterruptible CPU work on a loaded m
 
 
 @pytest.fixture(scope="module")
-def offline_router() -> Router:
-    return Router(carol())
+def offline_router() -> Iterator[Router]:
+    with Router(carol()) as router:
+        yield router
 
 
 # ---------------------------------------------------------------------------- questions and histories
@@ -186,13 +187,14 @@ def server() -> Iterator[LoopbackServer]:
 
 
 @pytest.fixture(scope="module")
-def matrix_router(server: LoopbackServer) -> Router:
+def matrix_router(server: LoopbackServer) -> Iterator[Router]:
     """One router for every case (a router is built once in real use too: cases time questions, not set-up)."""
     router = loopback_router(server, warm=(), timeout_s=1.5, llm_classifier_threshold=1.0)
     router.config.drift.k_followups, router.config.drift.n_depth = 2, 1  # keep DRIFT to a handful of calls
     for name in ("local", "basic", "global", "drift"):  # built before any case is timed
         router.engine(name)
-    return router
+    yield router
+    router.close()
 
 
 def _run_case(server: LoopbackServer, router: Router, engine: str, stage: str, fault: str) -> None:

@@ -14,7 +14,22 @@ SEAMS = ("router/router.py", "router/classifier.py", "engines/base.py", "engines
 QUERY_PACKAGES = ("shared_context", "engines", "router")
 # Functions of the three query packages whose signatures use `Any` (JSON payloads, `**kwargs`, and older code
 # still to be typed). The count may go down, never up: lower it when a change types more of them.
-MAX_ANY_FUNCTIONS = 272
+MAX_ANY_FUNCTIONS = 257
+
+
+def _mentions_any(annotation: ast.expr) -> bool:
+    """`Any` as a name in the annotation (`typing.Any` too; a string annotation is parsed), not a longer name
+    that contains the word."""
+    for node in ast.walk(annotation):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            try:
+                if _mentions_any(ast.parse(node.value, mode="eval").body):
+                    return True
+            except SyntaxError:
+                continue
+        if (isinstance(node, ast.Name) and node.id == "Any") or (isinstance(node, ast.Attribute) and node.attr == "Any"):
+            return True
+    return False
 
 
 def any_functions(path: Path) -> list[str]:
@@ -28,7 +43,7 @@ def any_functions(path: Path) -> list[str]:
         annotations = [a.annotation for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)]
         annotations += [args.vararg.annotation if args.vararg else None,
                         args.kwarg.annotation if args.kwarg else None, node.returns]
-        if any(a is not None and "Any" in ast.unparse(a) for a in annotations):
+        if any(a is not None and _mentions_any(a) for a in annotations):
             found.append(f"{path.relative_to(ROOT)}:{node.lineno}:{node.name}")
     return found
 
@@ -47,3 +62,9 @@ def test_mypy_strict_on_the_product_packages() -> None:
         [sys.executable, "-m", "mypy", "--strict", "-p", "shared_context", "-p", "engines", "-p", "router",
          "-p", "indexer"], cwd=ROOT, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stdout[-4000:]
+
+
+def test_the_count_sees_any_by_name_only() -> None:
+    fn = ast.parse("def f(a: 'list[Any]', b: AnySection, c: typing.Any) -> int: ...").body[0]
+    assert isinstance(fn, ast.FunctionDef)
+    assert [_mentions_any(a.annotation) for a in fn.args.args if a.annotation] == [True, False, True]

@@ -22,10 +22,9 @@ from shared_context.tokens import Tokenizer
 # A response type that states no size ("multiple paragraphs", GraphRAG's default) gets this many findings:
 # an answer a reader takes in at once, not the 40-60 bullets every analyst block would give.
 DEFAULT_MAX_POINTS = 12
-# A corpus-wide question ("what are the main themes?") gets a short list of distinct themes: one line per
-# analyst block (a report's title and opening summary), chosen by maximal marginal relevance so that near-same
-# themes from neighbouring communities do not crowd out different ones.
-MAX_THEMES = 8
+# A corpus-wide question ("what are the main themes?") gets a list of distinct themes, as many as the response
+# type allows: one line per analyst block (a report's title and opening summary), chosen by maximal marginal
+# relevance so that near-same themes from neighbouring communities do not crowd out different ones.
 THEME_DIVERSITY = 0.5  # weight of a theme's overlap with those already chosen, against its importance
 _AT_MOST_RE = re.compile(r"\bat most (\d+)\b|最多\s*(\d+)", re.IGNORECASE)
 
@@ -114,7 +113,7 @@ def compose_reduce(context: TaskContext, tokenizer: Tokenizer, max_tokens: int |
         return no_answer_text(question)
     if question_terms(question)[1]:
         themes = [group for group, own in zip(kept, opens_own, strict=True) if own]
-        kept = distinct_themes(themes or kept, min(MAX_THEMES, max_points(context.response_type)))
+        kept = distinct_themes(themes or kept, max_points(context.response_type))
     label = REDUCE_LABEL_ZH if is_cjk_text(question) else REDUCE_LABEL_EN
     limits = [t for t in (max_tokens, word_limit_tokens(context.word_limit)) if t is not None]
     budget = min(limits) if limits else 2000

@@ -279,10 +279,32 @@ def evidence(r: Json) -> tuple[list[str], list[Headline]]:
     return lines, heads
 
 
+# ---- boilerplate (benchmarks/boilerplate_quality.py) ----------------------------------------------------
+
+def boilerplate(r: Json) -> tuple[list[str], list[Headline]]:
+    lines = ["Licence and edition boilerplate found at documents' ends, against hand-labelled spans "
+             "(`benchmarks/data/boilerplate_gold.json`).", "",
+             "| documents | character precision | character recall | unit precision | unit recall |",
+             "|---|---|---|---|---|"]
+    sets = [(f"novels, {name}", m) for name, m in r["novels"].items() if isinstance(m, dict) and "characters" in m]
+    sets += [(f"Christmas Carol, {name.replace('_', ' ')}", m) for name, m in r["christmas_carol"].items()
+             if isinstance(m, dict) and "characters" in m]
+    for name, m in sets:
+        c, u = m["characters"], m["units"]
+        lines.append(f"| {name} | {_f(c['precision'])} | {_f(c['recall'])} | {_f(u['precision'])} | {_f(u['recall'])} |")
+    clean = r.get("without_boilerplate", {})
+    if clean:
+        lines += ["", "Documents without any boilerplate: " + "; ".join(
+            f"{name}: {m['units_marked']} of {m['units']} units marked" for name, m in clean.items()) + "."]
+    lines.append("")
+    return lines, []
+
+
 SECTIONS = (
     Section("routing", "Routing", "router_eval/router_eval.json", routing),
     Section("route-bench", "route-bench", "route_bench/christmas_carol/report.json", route_bench),
     Section("evidence", "Evidence", "evidence_recall/evidence_recall.json", evidence),
+    Section("boilerplate", "Boilerplate", "boilerplate/boilerplate_quality.json", boilerplate),
     Section("start-up", "Start-up", "cli_latency/cli_latency.json", cli_latency),
     Section("scale", "Scale", "scale/scale.json", scale),
     Section("scale-at-1m-entities", "Scale at 1M entities", "scale_1m/scale.json", scale),
