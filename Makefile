@@ -4,7 +4,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 DEMO_INDEX := .graphroute-cache/demo_index
 
-.PHONY: demo test lint install clean-demo bench screenshot
+.PHONY: demo test test-long lint install clean-demo bench screenshot
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || python3 -m venv $(VENV)
@@ -22,6 +22,10 @@ test: $(STAMP)
 	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || \
 		echo "NOTE: no chromium/chromedriver: the browser test (tests/test_service_browser.py) is SKIPPED (apt-get install chromium chromium-driver)"
 	$(PY) -m pytest
+
+# the whole stage x fault and corrupted-index matrices and many more property examples (not part of `make test`)
+test-long: $(STAMP)
+	GRAPHROUTE_HYPOTHESIS_PROFILE=long $(PY) -m pytest tests/test_robust_properties.py
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

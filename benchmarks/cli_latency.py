@@ -32,7 +32,8 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.scale import INDEX_DIR, ensure_index, machine
+from benchmarks.common import machine
+from benchmarks.scale import INDEX_DIR, ensure_index
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 CAROL = DATA / "christmas_carol_graphrag_index"

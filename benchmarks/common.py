@@ -20,19 +20,24 @@ def _main_module() -> str:
     return spec.name if spec is not None else Path(sys.argv[0]).stem
 
 
-def run_facts() -> dict[str, Any]:
-    """What a result file records about its run: the command, the date (UTC) and the machine."""
+def machine() -> dict[str, Any]:
+    """The platform, Python, cores and memory of this machine, as result files record them."""
     mem_kib = 0
     try:
         with open("/proc/meminfo") as fh:
             mem_kib = int(next(line for line in fh if line.startswith("MemTotal")).split()[1])
     except (OSError, StopIteration, ValueError):
         pass
+    return {"platform": platform.platform(), "python": platform.python_version(), "cpus": os.cpu_count(),
+            "memory_gib": round(mem_kib / 2**20, 1), "processor": platform.processor() or platform.machine()}
+
+
+def run_facts() -> dict[str, Any]:
+    """What a result file records about its run: the command, the date (UTC) and the machine."""
     return {
         "command": " ".join(["python", "-m", _main_module(), *sys.argv[1:]]),
         "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-        "machine": {"processor": platform.processor() or platform.machine(), "cpus": os.cpu_count(),
-                    "memory_gib": round(mem_kib / 2**20, 1), "python": platform.python_version()},
+        "machine": machine(),
         "load_avg_start": list(os.getloadavg()),
     }
 

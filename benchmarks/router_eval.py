@@ -15,12 +15,13 @@ Parts (`--parts`, comma-separated; default all):
   in the confidence stage). The lexicons were written with every source in view, so the second is the figure
   that holds nothing of the held-out source;
 * `new` - the three new-styles sets, packaged model, no index. Set 1 was looked at during development, set 2
-  written before further tuning and only its totals looked at, set 3 written last and only its totals
-  looked at (per-question results are in `--json` only);
+  written before further tuning and only its totals looked at (its per-question results are in `--json`), set 3
+  written last: only its totals are reported;
 * `index` - the with-index evaluation: questions written for the podcast and earnings-call offline indexes
-  (`tools/routing/data/index_eval.jsonl`; the index stage never saw them) routed the way `Router.aroute` routes
-  them (index probe, confidence, cost-aware default below the threshold), next to the same questions without an
-  index; plus the index stage's leave-one-index-out figures from training;
+  (`tools/routing/data/index_eval.jsonl`, whose per-question results were looked at, and `index_eval_2.jsonl`,
+  written last, of which only totals are reported; the index stage saw neither) routed the way `Router.aroute`
+  routes them (index probe, confidence, cost-aware default below the threshold), next to the same questions
+  without an index; plus the index stage's leave-one-index-out figures from training;
 * `carol` - the 30 labelled Christmas Carol route-bench questions through `Router.aroute`, with and without the
   index's probe;
 * `baselines` - two keyword routers (no training): the keyword rules of the enterprise GraphRAG guide and the usual tutorial
@@ -73,6 +74,7 @@ NEW_STYLE_SETS = {  # report key -> (file, how it was used)
     "new_styles_2": (data.NEW_STYLES_2, "set 2, written before further tuning; only its totals looked at"),
     "new_styles_3": (data.NEW_STYLES_3, "set 3, written last; only its totals looked at"),
 }
+PER_QUESTION_SHOWN = ("new_styles", "new_styles_2")  # the sets whose misrouted questions the report lists
 
 
 @dataclass(frozen=True)
@@ -215,7 +217,8 @@ def new_styles(model: Classifier, report: dict[str, Any]) -> None:
                                      for name, rule in BASELINES.items()},
                        "errors": [{"question": e.question, "label": e.label, "predicted": r.engine,
                                    "confidence": round(r.confidence, 3)}
-                                  for e, r in zip(rows, routed, strict=True) if r.engine != e.label]}
+                                  for e, r in zip(rows, routed, strict=True) if r.engine != e.label]
+                       if key in PER_QUESTION_SHOWN else "not reported: only this set's totals are looked at"}
         print_block(f"{path.name} ({usage})", report[key]["all"])
         for lang, m in report[key]["by_lang"].items():
             print_block(f"{path.name}, language {lang}", m)
@@ -253,43 +256,53 @@ def aroute_all(index: Index | None, questions: Sequence[str]) -> list[tuple[str,
         router.close()
 
 
+INDEX_SETS = {
+    "index_eval": "written before the index probe was built; its per-question results were looked at",
+    "index_eval_2": "written last, never looked at per question: only its totals are reported",
+}
+
+
 def with_index(indexes: Path, report: dict[str, Any]) -> None:
     print("\n=== with an index: questions written for the podcast and earnings-call indexes, as Router.aroute "
           "routes them ===")
-    rows = index_fit.load_eval()
     paths = index_fit.index_paths(indexes, train.DEFAULT_DATA_DIR)
     report["with_index"] = {"indexes": {name: str(paths[name]) for name in ("podcast", "earnings") if name in paths}}
-    pooled: dict[str, list[Routed]] = {"with_index": [], "without_index": []}
-    kinds: dict[str, list[str]] = {"with_index": [], "without_index": []}
-    for name in ("podcast", "earnings"):
-        if name not in paths:
-            print(f"  {name}: no index at {indexes / name}")
-            continue
-        from shared_context import load_index
+    from shared_context import load_index
 
-        index = load_index(paths[name])
-        subset = [r for r in rows if r.index == name]
-        for key, ix in (("with_index", index), ("without_index", None)):
-            decided = aroute_all(ix, [r.question for r in subset])
-            routed = [Routed(r.label, e, c) for r, (e, c, _) in zip(subset, decided, strict=True)]
-            pooled[key] += routed
-            kinds[key] += [r.kind for r in subset]
+    loaded = {name: load_index(paths[name]) for name in ("podcast", "earnings") if name in paths}
+    for name in ("podcast", "earnings"):
+        if name not in loaded:
+            print(f"  {name}: no index at {indexes / name}")
+    for set_name, usage in INDEX_SETS.items():
+        rows = index_fit.load_eval(set_name)
+        out: dict[str, Any] = {"usage": usage}
+        report["with_index"][set_name] = out
+        pooled: dict[str, list[Routed]] = {"with_index": [], "without_index": []}
+        kinds: dict[str, list[str]] = {"with_index": [], "without_index": []}
+        for name, index in loaded.items():
+            subset = [r for r in rows if r.index == name]
+            for key, ix in (("with_index", index), ("without_index", None)):
+                decided = aroute_all(ix, [r.question for r in subset])
+                routed = [Routed(r.label, e, c) for r, (e, c, _) in zip(subset, decided, strict=True)]
+                pooled[key] += routed
+                kinds[key] += [r.kind for r in subset]
+                m = metrics(routed)
+                m["by_kind"] = subsets(routed, [r.kind for r in subset])
+                out[f"{name}_{key}"] = m
+                if key == "with_index" and set_name == "index_eval":
+                    out[f"{name}_errors"] = [
+                        {"question": r.question, "label": r.label, "predicted": e, "confidence": round(c, 3),
+                         "method": how}
+                        for r, (e, c, how) in zip(subset, decided, strict=True) if e != r.label]
+                print_block(f"{set_name}, {name} index, {key.replace('_', ' ')}", m)
+                one_doc = m["by_kind"].get("one_document")
+                if one_doc:
+                    print(f"  single-document local accuracy {one_doc['accuracy']:.3f} (n={one_doc['n']})")
+        for key, routed in pooled.items():
             m = metrics(routed)
-            m["by_kind"] = subsets(routed, [r.kind for r in subset])
-            report["with_index"][f"{name}_{key}"] = m
-            if key == "with_index":
-                report["with_index"][f"{name}_errors"] = [
-                    {"question": r.question, "label": r.label, "predicted": e, "confidence": round(c, 3), "method": how}
-                    for r, (e, c, how) in zip(subset, decided, strict=True) if e != r.label]
-            print_block(f"{name} index, {key.replace('_', ' ')}", m)
-            one_doc = m["by_kind"].get("one_document")
-            if one_doc:
-                print(f"  single-document local accuracy {one_doc['accuracy']:.3f} (n={one_doc['n']})")
-    for key, routed in pooled.items():
-        m = metrics(routed)
-        m["by_kind"] = subsets(routed, kinds[key])
-        report["with_index"][f"both_{key}"] = m
-        print_block(f"podcast + earnings, {key.replace('_', ' ')}", m)
+            m["by_kind"] = subsets(routed, kinds[key])
+            out[f"both_{key}"] = m
+            print_block(f"{set_name}, podcast + earnings, {key.replace('_', ' ')}", m)
     stage = Classifier.load().trained_on.get("index_stage", {})
     report["with_index"]["index_stage_leave_one_index_out"] = stage
     if isinstance(stage, dict) and stage:
@@ -407,13 +420,16 @@ def summary(report: dict[str, Any]) -> None:
             m = report[key]["all"]
             print(f"  {path.name}: macro-F1 {m['macro_f1']:.3f}, global recall {m['recall'].get('global', 0):.3f}, "
                   f"confident errors {m['confident_errors']:.1%}")
-    if "with_index" in report and "both_with_index" in report["with_index"]:
+    for set_name in INDEX_SETS:
+        found = report.get("with_index", {}).get(set_name, {})
         for key in ("with_index", "without_index"):
-            m = report["with_index"][f"both_{key}"]
+            if f"both_{key}" not in found:
+                continue
+            m = found[f"both_{key}"]
             one = m["by_kind"].get("one_document", {}).get("accuracy", 0.0)
-            print(f"  podcast + earnings {key.replace('_', ' ')}: global recall {m['recall'].get('global', 0):.3f}, "
-                  f"single-document local accuracy {one:.3f}, local recall {m['recall'].get('local', 0):.3f}, "
-                  f"confident errors {m['confident_errors']:.1%}")
+            print(f"  {set_name} (podcast + earnings) {key.replace('_', ' ')}: global recall "
+                  f"{m['recall'].get('global', 0):.3f}, single-document local accuracy {one:.3f}, local recall "
+                  f"{m['recall'].get('local', 0):.3f}, confident errors {m['confident_errors']:.1%}")
     if "carol" in report:
         c = report["carol"]
         print(f"  Christmas Carol: {c['with_index']['right']}/30 with the index, {c['without_index']['right']}/30 "

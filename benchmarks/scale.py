@@ -37,7 +37,6 @@ import argparse
 import datetime
 import json
 import os
-import platform
 import resource
 import subprocess
 import sys
@@ -47,6 +46,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from benchmarks.common import machine
 
 INDEX_DIR = Path("/tmp/scale-idx")
 OUT_DIR = Path(__file__).resolve().parent / "results" / "scale"
@@ -301,17 +302,6 @@ def write_chart(results: Results, png: Path) -> None:
     fig.tight_layout()
     fig.savefig(png, dpi=110)
     plt.close(fig)
-
-
-def machine() -> dict[str, Any]:
-    mem_kib = 0
-    try:
-        with open("/proc/meminfo") as fh:
-            mem_kib = int(next(line for line in fh if line.startswith("MemTotal")).split()[1])
-    except (OSError, StopIteration, ValueError):
-        pass
-    return {"platform": platform.platform(), "python": platform.python_version(), "cpus": os.cpu_count(),
-            "memory_gib": round(mem_kib / 2**20, 1), "processor": platform.processor() or platform.machine()}
 
 
 def main(argv: list[str] | None = None) -> None:

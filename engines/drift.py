@@ -22,7 +22,7 @@ import asyncio
 import hashlib
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -46,6 +46,7 @@ from shared_context.report_fold import reports_fold
 from shared_context.vectors import vector_table
 
 if TYPE_CHECKING:
+    from engines.models.base import Completion
     from engines.plan import QueryPlan
     from shared_context.index import Index
     from shared_context.local_context import LocalContextBuilder
@@ -70,7 +71,7 @@ class Node:
     status: str = "pending"  # pending | answered | failed
     context_tokens: int = 0
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         excerpt = (self.answer or "")[:300]
         return {"id": self.id, "query": self.query, "depth": self.depth, "parent": self.parent,
                 "priority": self.priority, "score": self.score, "status": self.status, "answer_excerpt": excerpt,
@@ -317,7 +318,7 @@ class DriftSearch(BaseEngine):
         if all(isinstance(r, BaseException) for r in results):
             run.details.setdefault("failed_rounds", []).append(depth)
 
-    async def _reduce(self, run: QueryRun, question: str, points: list[Point]) -> Any:
+    async def _reduce(self, run: QueryRun, question: str, points: list[Point]) -> Completion:
         """Global search's batched reduce: findings beyond one `reduce_max_tokens` batch are reduced in
         batches and merged again, so none is dropped (details["reduce"] counts calls and levels)."""
         # analysts numbered best first, as the reduce prompt reads them

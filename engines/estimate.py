@@ -17,7 +17,9 @@ from engines.latency import LATENCY, latency_key
 if TYPE_CHECKING:
     from engines.plan import QueryPlan
     from engines.prompt_template import PromptTemplate
+    from shared_context.community_context import CommunityContextBuilder
     from shared_context.index import Index
+    from shared_context.local_context import LocalContextBuilder
 
 
 class EstimatedEngine(Protocol):
@@ -27,6 +29,24 @@ class EstimatedEngine(Protocol):
     index: Index
     models: Any  # engines.model_set.ModelSet
     config: Any  # the engine's own config section
+
+
+class LocalEstimated(EstimatedEngine, Protocol):
+    """Local search as its estimate reads it: its name (the plan's key) and its context builder."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def builder(self) -> LocalContextBuilder: ...
+
+
+class GlobalEstimated(EstimatedEngine, Protocol):
+    """Global search as its estimate reads it: the builder of its map batches."""
+
+    @property
+    def builder(self) -> CommunityContextBuilder: ...
+
 
 # Typical output sizes (tokens) per task, from the prompts' length instructions.
 OUTPUT_GUESS = {
@@ -99,7 +119,7 @@ def _template_tokens(engine: EstimatedEngine, configured: PromptTemplate | None,
     return int(engine.index.tokenizer.count(prompts.template(configured, stage).literal_text))
 
 
-def estimate_local(engine: Any, question: str, plan: QueryPlan | None = None) -> CostEstimate:
+def estimate_local(engine: LocalEstimated, question: str, plan: QueryPlan | None = None) -> CostEstimate:
     """Builds the context the engine would (no history, no query vector); kept in `plan` for the answer."""
     t = _Tally(engine, question)
     ctx = plan.context_for(engine.name, question) if plan is not None else None
@@ -120,7 +140,7 @@ def estimate_basic(engine: EstimatedEngine, question: str, section_tokens: int) 
     return t.result()
 
 
-def estimate_global(engine: Any, question: str) -> CostEstimate:
+def estimate_global(engine: GlobalEstimated, question: str) -> CostEstimate:
     t = _Tally(engine, question)
     cfg = engine.config
     if not engine.index.community_reports:

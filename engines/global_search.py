@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from shared_context.report_batches import ReportBatch
 
 
-def community_params(cfg: GlobalSearchConfig, total_report_tokens: int = 0) -> dict[str, Any]:
+def community_params(cfg: GlobalSearchConfig, total_report_tokens: int = 0) -> dict[str, object]:
     """CommunityContextParams fields; a map-call cap becomes a token budget the builder can honour.
 
     Pre-ranking with no explicit budget reads the most relevant `prerank_share` of all report tokens

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+import numpy as np
 
 from engines import prompts
 from engines.base import BaseEngine, ConfigLike, make_params
@@ -29,7 +31,7 @@ def local_builder(index: Index, settings: LocalContextSettings) -> LocalContextB
     return LocalContextBuilder(index, make_params(LocalContextParams, settings.builder_fields()))
 
 
-def context_records(ctx: LocalContext) -> dict[str, list[dict[str, Any]]]:
+def context_records(ctx: LocalContext) -> dict[str, list[dict[str, object]]]:
     """The context's records as JSON-ready fields, per section (`SearchResult.context_records`)."""
     return {name: list(records) for name, records in ctx.tables.to_dict().items()}
 
@@ -39,7 +41,9 @@ def wants_link_vector(run: QueryRun, index: Index) -> bool:
     return vector_for(index, "entity_description", run.models) or vector_for(index, "text_unit_text", run.models)
 
 
-async def link_vector(run: QueryRun, index: Index, text: str, stage: str = "entity_link", *, timed: bool = True) -> Any:
+async def link_vector(
+    run: QueryRun, index: Index, text: str, stage: str = "entity_link", *, timed: bool = True
+) -> np.ndarray | None:
     """The query vector for entity linking and the hybrid Sources' unit search, when the index has entity
     or text-unit vectors for this embedder (one embedding serves both).
 
@@ -73,12 +77,12 @@ class LocalSearch(BaseEngine):
         """No model call; with a `plan`, the context built here is kept for the answer."""
         return estimate_local(self, question, plan)
 
-    def _context(self, run: QueryRun, link_text: str, history: list[Message], qv: Any) -> Any:
+    def _context(self, run: QueryRun, link_text: str, history: list[Message], qv: np.ndarray | None) -> LocalContext:
         """The local context, reusing what the plan already computed when it is exactly this context."""
         plan = run.plan
         if plan is None or history or link_text != plan.link_text:
             return self.builder.build(link_text, history or None, query_vector=qv)
-        kept = plan.context_for(self.name, link_text) if qv is None else None
+        kept: LocalContext | None = plan.context_for(self.name, link_text) if qv is None else None
         if kept is not None:
             run.details["context_reused"] = True
             return kept
@@ -90,7 +94,7 @@ class LocalSearch(BaseEngine):
         link = plan.link(self.index, params.top_k_mapped_entities, qv)  # on the classifier's lexical pass
         return self.builder.build(link_text, None, query_vector=qv, link=link)
 
-    def _embed_and_build(self, run: QueryRun, link_text: str, history: list[Message]) -> Any:
+    def _embed_and_build(self, run: QueryRun, link_text: str, history: list[Message]) -> LocalContext:
         """The question's vector (a `LocalEmbedder`'s, computed here) and the context, in one thread hop."""
         qv = None
         if wants_link_vector(run, self.index):

@@ -7,12 +7,19 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.markdown import Markdown
 from rich.panel import Panel
 from rich.table import Table
+
+if TYPE_CHECKING:  # imported where used at run time: `graphroute --help` stays fast
+    from engines.config import GraphrouteConfig
+    from engines.config_layers import ResolvedConfig
+    from engines.models.usage import StageUsage
+    from router.router import Router
+    from router.service.supervisor import WorkerPool
 
 
 class CliError(Exception):
@@ -108,7 +115,7 @@ def _parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
 
 
 def _load_router(index: str, config_path: str | None, length: str | None = None,
-                 settings: str | bool | None = None) -> Any:
+                 settings: str | bool | None = None) -> Router:
     from engines.answer_length import apply_length
     from engines.config_layers import resolve_config
     from router.router import Router
@@ -133,7 +140,7 @@ def _load_router(index: str, config_path: str | None, length: str | None = None,
 _NOTED: set[str] = set()
 
 
-def _note_settings(resolved: Any) -> None:
+def _note_settings(resolved: ResolvedConfig) -> None:
     """Say once per process which of the project's settings graphroute does not use."""
     note = resolved.settings_note()
     if note and note not in _NOTED:
@@ -154,7 +161,7 @@ def _usage_table(usage: Any) -> Table:
     return t
 
 
-def _embeddings(stage: Any) -> str:
+def _embeddings(stage: StageUsage) -> str:
     """Embedding tokens of a stage (what embeddings are billed on; "–" when it embedded nothing)."""
     calls = int(getattr(stage, "embedding_calls", 0))
     return str(int(getattr(stage, "embedding_tokens", 0))) if calls else "–"
@@ -417,14 +424,14 @@ def _cmd_serve(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
-def _serve_workers(specs: dict[str, str], config: Any, keys: list[str], access: str, console: Console,
+def _serve_workers(specs: dict[str, str], config: GraphrouteConfig, keys: list[str], access: str, console: Console,
                    settings: str | bool | None = None, config_path: str | None = None) -> None:
     """`serve --workers N`: the supervisor binds and watches; each worker loads the indexes itself."""
     from engines.config_layers import resolve_config
     from router.service.supervisor import WorkerError, serve_workers
     from router.service.worker import WorkerSpec
 
-    index_configs: dict[str, Any] = {}
+    index_configs: dict[str, GraphrouteConfig] = {}
     for name, path in specs.items():
         if "://" not in path and not Path(path).exists():
             raise CliError(f"index folder not found: {path}")
@@ -439,11 +446,11 @@ def _serve_workers(specs: dict[str, str], config: Any, keys: list[str], access: 
             index_configs[name] = resolved.config
     workers = config.serve.workers
 
-    def serving(pool: Any) -> None:
+    def serving(pool: WorkerPool) -> None:
         console.print(f"graphroute serve: {', '.join(specs)} on {pool.url} with {workers} workers "
                       f"(pids {', '.join(map(str, pool.pids.values()))}; {access})", highlight=False, soft_wrap=True)
 
-    def bound(pool: Any) -> None:
+    def bound(pool: WorkerPool) -> None:
         console.print(f"graphroute serve: starting {workers} workers on port {pool.port} (each loads and warms up "
                       "the indexes and checks the model endpoints)", highlight=False, soft_wrap=True)
 

@@ -509,8 +509,9 @@ class Router:
                     elif deltas or not isinstance(ev, AnswerDelta):
                         yield EngineEvent(current, ev)
             except (EngineError, ModelError) as err:
-                if getattr(err, "usage", None) is not None:
-                    usage.merge(err.usage)
+                spent = getattr(err, "usage", None)  # a ModelError carries it once attached
+                if spent is not None:
+                    usage.merge(spent)
                 failure = err
                 degraded.append(f"{public_name(current)} search failed: {err}")
             if result is not None:

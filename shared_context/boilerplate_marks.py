@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, overload
+from typing import TYPE_CHECKING, Any, overload
 
 import numpy as np
 
@@ -30,6 +30,9 @@ from shared_context.adjacency import Adjacency
 from shared_context.boilerplate import MARKED_SHARE, part_spans
 from shared_context.index_cache import per_index_cache
 from shared_context.record_table import field_of
+
+if TYPE_CHECKING:
+    from shared_context.index import Index
 
 __all__ = [
     "FLOOR_WEIGHT", "BoilerplateShares", "BoilerplateWeights", "boilerplate_shares", "boilerplate_weights", "shown_rank",
@@ -70,7 +73,7 @@ class BoilerplateWeights:
         return ranked[:k]
 
 
-def boilerplate_shares(index: Any) -> BoilerplateShares:
+def boilerplate_shares(index: Index) -> BoilerplateShares:
     """The index's shares (see the module docstring), computed once per index content."""
 
     def build() -> BoilerplateShares:
@@ -88,7 +91,7 @@ def boilerplate_shares(index: Any) -> BoilerplateShares:
     return shares
 
 
-def boilerplate_weights(index: Any) -> BoilerplateWeights | None:
+def boilerplate_weights(index: Index) -> BoilerplateWeights | None:
     """Multipliers for the index's rankings, or None when nothing is down-ranked."""
     from shared_context.search_backend import search_params
 
@@ -105,13 +108,13 @@ def boilerplate_weights(index: Any) -> BoilerplateWeights | None:
     return weights
 
 
-def shown_rank(index: Any, pos: int) -> float | None:
+def shown_rank(index: Index, pos: int) -> float | None:
     """A community report's rank as global search shows and orders it: its own rank times its boilerplate
     weight (unchanged when nothing is down-ranked; None when the report has no rank)."""
     rank = index.community_reports[pos].rank
     weights = boilerplate_weights(index)
     if rank is None or weights is None:
-        return rank  # type: ignore[no-any-return]
+        return rank
     return round(float(rank) * float(weights.reports[pos]), 2)
 
 
@@ -119,13 +122,13 @@ def _weights(shares: np.ndarray) -> np.ndarray:
     return 1.0 - (1.0 - FLOOR_WEIGHT) * np.clip(np.asarray(shares, dtype=np.float64), 0.0, 1.0)
 
 
-def _compute(index: Any) -> BoilerplateShares:
+def _compute(index: Index) -> BoilerplateShares:
     units, inside = _unit_shares(index)
     entities = _entity_shares(index, units, inside)
     return BoilerplateShares(units, entities, _report_shares(index, entities))
 
 
-def _unit_shares(index: Any) -> tuple[np.ndarray, dict[int, list[tuple[int, int]]]]:
+def _unit_shares(index: Index) -> tuple[np.ndarray, dict[int, list[tuple[int, int]]]]:
     """Each unit's share, and the boilerplate spans of units that are only partly boilerplate (scanned
     indexes only: those units' entities are told apart by where their names occur)."""
     n = len(index.text_units)
@@ -171,7 +174,7 @@ class _Texts(Sequence[str]):
         return str(self._text(self._positions[i]) or "")
 
 
-def _stored_column(index: Any, n: int) -> np.ndarray | None:
+def _stored_column(index: Index, n: int) -> np.ndarray | None:
     """The `boilerplate` column an index built by `graphroute index` carries, when it has one row per unit."""
     path = getattr(index, "path", None)
     source = getattr(index, "source_files", {}).get("text_units", "")
@@ -190,7 +193,7 @@ def _stored_column(index: Any, n: int) -> np.ndarray | None:
     return values
 
 
-def _entity_shares(index: Any, units: np.ndarray, partly: dict[int, list[tuple[int, int]]]) -> np.ndarray:
+def _entity_shares(index: Index, units: np.ndarray, partly: dict[int, list[tuple[int, int]]]) -> np.ndarray:
     """Per entity, the smallest boilerplate share among the text units that support it (0 with none). In a
     unit only partly boilerplate, an entity whose name occurs outside the boilerplate counts that unit as
     clean, one named only inside it as boilerplate; an index built by `graphroute index` extracted nothing
@@ -234,7 +237,7 @@ def _named_inside(title: str, text: str, spans: list[tuple[int, int]], share: fl
     return 1.0 if seen else share
 
 
-def _report_shares(index: Any, entities: np.ndarray) -> np.ndarray:
+def _report_shares(index: Index, entities: np.ndarray) -> np.ndarray:
     """Per report, the mean share of its community's entities."""
     n_reports = len(index.community_reports)
     out = np.zeros(n_reports, dtype=np.float32)

@@ -22,9 +22,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING
 
 from shared_context.tables import per_index_cache
+
+if TYPE_CHECKING:
+    from shared_context.index import Index
 
 __all__ = ["excerpt_row_tokens", "warm_unit_chunks"]
 
@@ -45,7 +48,7 @@ def _piece_start(text: str, cut: int) -> int | None:
 
 
 def excerpt_row_tokens(
-    index: Any,
+    index: Index,
     unit: int,
     id_cell: str,
     text: str,
@@ -103,7 +106,7 @@ def excerpt_row_tokens(
     return total
 
 
-def warm_unit_chunks(index: Any, unit: int, id_cell: str, text: str, starts: Sequence[int], ends: Sequence[int],
+def warm_unit_chunks(index: Index, unit: int, id_cell: str, text: str, starts: Sequence[int], ends: Sequence[int],
                      quoted: bool, limit: int) -> None:
     """Count ahead (into the per-index cache) the chunks of every excerpt row of one unit whose text cell is
     `quoted`: each run of consecutive blocks counted as a one-part row. A part's chunks depend only on its

@@ -25,7 +25,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import FrozenInstanceError, dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
@@ -56,6 +56,9 @@ from shared_context.text import (
     tokens,
 )
 from shared_context.vectors import VectorTable, vector_search, vector_table
+
+if TYPE_CHECKING:
+    from shared_context.index import Index
 
 __all__ = [
     "LinkResult",
@@ -148,7 +151,7 @@ def _build_phrases(entities: Sequence[Entity]) -> tuple[dict[str, dict[str, list
     return {"exact": exact, "alias": alias}, longest
 
 
-def _build_entity_index(index: Any) -> _EntityLinkIndex:
+def _build_entity_index(index: Index) -> _EntityLinkIndex:
     entities: Sequence[Entity] = index.entities
 
     def titles() -> Sequence[str]:
@@ -169,11 +172,11 @@ def _build_entity_index(index: Any) -> _EntityLinkIndex:
     )
 
 
-def _entity_index(index: Any) -> _EntityLinkIndex:
+def _entity_index(index: Index) -> _EntityLinkIndex:
     return per_index_cache(index, "linking.entities", lambda: _build_entity_index(index))
 
 
-def _texts(index: Any, table: Table) -> Sequence[str]:
+def _texts(index: Index, table: Table) -> Sequence[str]:
     """The text BM25 indexes for each record of `table` (entities: their descriptions; titles apart);
     read in place from a `RecordTable`'s column (`texts_of`), never all held as Python strings."""
     if table == "entities":
@@ -185,14 +188,14 @@ def _texts(index: Any, table: Table) -> Sequence[str]:
     raise ValueError(f"unknown table {table!r}; expected 'entities', 'reports' or 'text_units'")
 
 
-def _persisted(index: Any, rows: int) -> bool:
+def _persisted(index: Index, rows: int) -> bool:
     """Whether a lexical table of `rows` rows is kept in the search cache: always for an index read from
     files (a later process maps it instead of importing SciPy to build it again: most of a small index's
     first question from the command line), from `persist_min_rows` rows for one built in memory."""
     return getattr(index, "derived_store", None) is not None or rows >= search_params(index).persist_min_rows
 
 
-def _stored_index(index: Any, field: str, texts: Callable[[], Sequence[str]]) -> BM25:
+def _stored_index(index: Index, field: str, texts: Callable[[], Sequence[str]]) -> BM25:
     """The in-memory BM25 of one field, read from the search cache when this index content was seen
     before (see `_persisted`), else built (and stored)."""
     items = texts()
@@ -202,7 +205,7 @@ def _stored_index(index: Any, field: str, texts: Callable[[], Sequence[str]]) ->
     return stored_bm25(folder, lambda: lexical_index(items), content_check(items))
 
 
-def _table_index(index: Any, table: Table) -> BM25:
+def _table_index(index: Index, table: Table) -> BM25:
     if table == "entities":  # descriptions only; lexical_scores adds the boosted titles
         return per_index_cache(
             index,
@@ -214,7 +217,7 @@ def _table_index(index: Any, table: Table) -> BM25:
     )
 
 
-def _lance_index(index: Any, table: Table) -> LanceLexical:
+def _lance_index(index: Index, table: Table) -> LanceLexical:
     def build() -> LanceLexical:
         texts = _texts(index, table)
         folder = field_folder(index, f"fts.{table}", lambda: texts)
@@ -229,7 +232,7 @@ def _lance_index(index: Any, table: Table) -> LanceLexical:
     return per_index_cache(index, f"linking.fts.{table}", build)
 
 
-def lexical_search(index: Any, table: Table) -> LexicalSearch:
+def lexical_search(index: Index, table: Table) -> LexicalSearch:
     """The search serving `table`'s BM25 (entities: descriptions): in memory below
     `SearchParams.lexical_on_disk_min_rows` rows, else Lance full-text search."""
     rows = {"entities": index.entities, "reports": index.community_reports, "text_units": index.text_units}
@@ -240,7 +243,7 @@ def lexical_search(index: Any, table: Table) -> LexicalSearch:
     return _table_index(index, table)
 
 
-def lexical_top(index: Any, table: Table, query: str, k: int) -> Hits:
+def lexical_top(index: Index, table: Table, query: str, k: int) -> Hits:
     """(positions, raw BM25 scores) of the `k` best records of `table` with a positive score, best
     first, ties by position; the same ranking as `lexical_scores` (entities: 2 x title + description)."""
     terms = lexical_terms(query)
@@ -250,7 +253,7 @@ def lexical_top(index: Any, table: Table, query: str, k: int) -> Hits:
     return lexical_search(index, table).top_k(terms, k)
 
 
-def lexical_scores(index: Any, table: Table, query: str) -> np.ndarray:
+def lexical_scores(index: Index, table: Table, query: str) -> np.ndarray:
     """Raw BM25 score of every record of `table` (aligned with the index's list) for `query`.
 
     For entities it is `2 * BM25(title) + BM25(description)`.
@@ -469,7 +472,7 @@ def _is_known(ent: _EntityLinkIndex, span: str) -> bool:
 
 
 def _resolve_names(
-    index: Any, ent: _EntityLinkIndex, names: Sequence[str], notes: list[str], what: str
+    index: Index, ent: _EntityLinkIndex, names: Sequence[str], notes: list[str], what: str
 ) -> list[int]:
     out: list[int] = []
     for name in names:
@@ -485,7 +488,7 @@ def _resolve_names(
 
 
 def _semantic(
-    index: Any, query_vector: np.ndarray | None, notes: list[str], depth: int
+    index: Index, query_vector: np.ndarray | None, notes: list[str], depth: int
 ) -> tuple[np.ndarray | None, float]:
     """max(cos, 0) per entity, and the most an entity left at 0 may have (0 when all were computed: in
     memory; with ANN, only the best `depth` are)."""
@@ -586,7 +589,7 @@ def _at(universe: np.ndarray, signal: Sparse) -> np.ndarray:
     return out
 
 
-def _semantic_at(index: Any, query_vector: np.ndarray, positions: np.ndarray) -> np.ndarray:
+def _semantic_at(index: Index, query_vector: np.ndarray, positions: np.ndarray) -> np.ndarray:
     """Exact max(cos, 0) of the entities at `positions` (0 for entities without a vector)."""
     table = vector_table(index, "entity_description")
     assert table is not None
@@ -632,7 +635,7 @@ class LexicalPass:
     unknown_names: list[str]
 
 
-def lexical_pass(index: Any, text: str) -> LexicalPass:
+def lexical_pass(index: Index, text: str) -> LexicalPass:
     """The vector-independent half of `link_entities` for `text` (the query and history already joined)."""
     ent = _entity_index(index)
     exact = _exact_strengths(ent, exact_tokens(text))
@@ -643,7 +646,7 @@ def lexical_pass(index: Any, text: str) -> LexicalPass:
 
 
 def link_entities(
-    index: Any,
+    index: Index,
     query: str,
     *,
     history_turns: Sequence[str] = (),

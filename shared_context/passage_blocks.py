@@ -29,7 +29,7 @@ from collections import Counter
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -40,6 +40,9 @@ from shared_context.tables import per_index_cache
 from shared_context.text import WordIds, lexical_term_ids, lexical_terms
 from shared_context.token_counts import TokenAnchors, count_strings
 from shared_context.tokens import Tokenizer
+
+if TYPE_CHECKING:
+    from shared_context.index import Index
 
 __all__ = ["Block", "BlockTable", "block_table", "unit_blocks_of"]
 
@@ -272,7 +275,7 @@ def build_block_table(records: Sequence[Any], unit_tokens: np.ndarray, block_tok
     )
 
 
-def block_table(index: Any, block_tokens: int) -> BlockTable:
+def block_table(index: Index, block_tokens: int) -> BlockTable:
     """The index's blocks of about `block_tokens` tokens: cached per index, and for an index loaded from
     files kept in its derived store (mapped by the next process instead of recomputed)."""
 

@@ -28,13 +28,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from shared_context.bm25 import BM25
 from shared_context.linking import lexical_terms
 from shared_context.passage_blocks import Block, BlockTable, block_table
+
+if TYPE_CHECKING:
+    from shared_context.index import Index
 
 __all__ = ["Block", "Excerpt", "excerpt_blocks", "select_excerpts", "unit_blocks"]
 
@@ -50,13 +53,13 @@ class Excerpt:
     whole: bool  # every block shown: the unit verbatim
 
 
-def excerpt_blocks(index: Any, excerpt_tokens: int) -> BlockTable:
+def excerpt_blocks(index: Index, excerpt_tokens: int) -> BlockTable:
     """The block table excerpts of `excerpt_tokens` are cut from: blocks of half that size, so a window of
     two adjacent blocks fits."""
     return block_table(index, max(excerpt_tokens // 2, 1))
 
 
-def unit_blocks(index: Any, unit: int, block_tokens: int) -> list[Block]:
+def unit_blocks(index: Index, unit: int, block_tokens: int) -> list[Block]:
     """The blocks of one text unit (see the module docstring)."""
     return block_table(index, block_tokens).blocks(unit)
 
@@ -72,7 +75,7 @@ def _spans(starts: list[int], ends: list[int], chosen: set[int]) -> list[tuple[i
 
 
 def select_excerpts(
-    index: Any,
+    index: Index,
     units: Sequence[int],
     query: str,
     budget: int,

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from shared_context.index_cache import per_index_cache
 from shared_context.local_rows import remember
 from shared_context.record_table import array_of
+
+if TYPE_CHECKING:
+    from shared_context.index import Index
 
 __all__ = ["select_relationships"]
 
@@ -21,7 +24,7 @@ class _RelArrays:
     weight: np.ndarray
 
 
-def _rel_arrays(index: Any) -> _RelArrays:
+def _rel_arrays(index: Index) -> _RelArrays:
     def build() -> _RelArrays:
         rels = index.relationships
         return _RelArrays(array_of(rels, "combined_degree"), array_of(rels, "weight"))
@@ -29,7 +32,7 @@ def _rel_arrays(index: Any) -> _RelArrays:
     return per_index_cache(index, "local.rel_arrays", build)
 
 
-def _entity_rel_array(index: Any, entity: int) -> np.ndarray:
+def _entity_rel_array(index: Index, entity: int) -> np.ndarray:
     cache: dict[int, np.ndarray] = per_index_cache(index, "local.entity_rels", dict)
     arr = cache.get(entity)
     if arr is None:
@@ -38,7 +41,7 @@ def _entity_rel_array(index: Any, entity: int) -> np.ndarray:
 
 
 def select_relationships(
-    index: Any, entities: Sequence[int], top_k: int, ranking: str = "rank"
+    index: Index, entities: Sequence[int], top_k: int, ranking: str = "rank"
 ) -> tuple[list[int], list[int]]:
     """(in-network, out-network) relationship positions for the entity set, GraphRAG's ranking with its
     `relationship_ranking_attribute` (`ranking`): "rank" orders by combined degree, then weight; "weight" by

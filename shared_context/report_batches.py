@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING
 
 from shared_context.boilerplate_marks import shown_rank
 from shared_context.community_params import CommunityContextParams
@@ -20,6 +20,9 @@ from shared_context.context_tables import ContextTables
 from shared_context.index_cache import per_index_cache
 from shared_context.table_format import format_value, render_row, section_title
 from shared_context.tables import Column, Section, SectionBuilder, columns
+
+if TYPE_CHECKING:
+    from shared_context.index import Index
 
 __all__ = ["ReportBatch", "ReportRow", "batch_columns", "pack_batches", "report_row"]
 
@@ -55,7 +58,7 @@ class ReportRow:
     content: str
 
 
-def report_row(index: Any, pos: int, p: CommunityContextParams) -> ReportRow:
+def report_row(index: Index, pos: int, p: CommunityContextParams) -> ReportRow:
     cache: dict[tuple[int, bool, bool, float | None], ReportRow] = per_index_cache(index, "community.rows", dict)
     rank = shown_rank(index, pos)
     key = (pos, p.use_community_summary, p.include_community_rank, rank)
@@ -84,7 +87,7 @@ def batch_columns(p: CommunityContextParams) -> tuple[Column, ...]:
     )
 
 
-def _record(index: Any, pos: int, content: str, weight: float | None, truncated: bool = False) -> ReportRecord:
+def _record(index: Index, pos: int, content: str, weight: float | None, truncated: bool = False) -> ReportRecord:
     """The report as the batch shows it: its rank down-weighted by its boilerplate share (`shown_rank`)."""
     r = index.community_reports[pos]
     return ReportRecord(r.short_id, r.title, content, shown_rank(index, pos), r.level, weight=weight,
@@ -98,7 +101,7 @@ def _line(row: ReportRow, weight: float | None) -> str:
 
 
 def pack_batches(
-    index: Any,
+    index: Index,
     ordered: list[int],
     weights: dict[int, float],
     p: CommunityContextParams,
@@ -148,7 +151,7 @@ class _Packed:
     record: ReportRecord
 
 
-def _truncated(index: Any, record: ReportRecord, cols: tuple[Column, ...], budget: int) -> _Packed | None:
+def _truncated(index: Index, record: ReportRecord, cols: tuple[Column, ...], budget: int) -> _Packed | None:
     """The row with its content cut so that it fits a batch on its own (None if nothing fits)."""
     builder: SectionBuilder[ReportRecord] = SectionBuilder("Reports", cols, index.tokenizer, budget)
     if not builder.add_truncated(record, "content"):
@@ -157,7 +160,7 @@ def _truncated(index: Any, record: ReportRecord, cols: tuple[Column, ...], budge
 
 
 def _render(
-    index: Any,
+    index: Index,
     groups: list[list[_Packed]],
     weights: dict[int, float],
     cols: tuple[Column, ...],

@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from shared_context.adjacency import Adjacency
 from shared_context.index_cache import per_index_cache
 
+if TYPE_CHECKING:
+    from shared_context.index import Index
+
 __all__ = ["occurrence_counts"]
 
 
-def occurrence_counts(index: Any) -> np.ndarray:
+def occurrence_counts(index: Index) -> np.ndarray:
     """|⋃ text units of the entities in community c| for every report (GraphRAG's occurrence count)."""
 
     def build() -> np.ndarray:

@@ -8,12 +8,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
 from shared_context.index_cache import per_index_cache
 from shared_context.record_table import text_lengths_at, text_lengths_of
+
+if TYPE_CHECKING:
+    from shared_context.index import Index
 
 __all__ = ["RelationshipEstimates", "RowEstimates", "may_fit", "row_estimates"]
 
@@ -40,12 +43,12 @@ class RelationshipEstimates:
     array read three text columns of every relationship (5M at 1M entities, most of a first question)
     for the few thousand rows a question weighs."""
 
-    def __init__(self, index: Any) -> None:
+    def __init__(self, index: Index) -> None:
         self._index = index
         self._known = np.zeros(len(index.relationships), dtype=np.int64)  # 0: not yet computed (all >= 8)
 
     @staticmethod
-    def of(index: Any, rows: np.ndarray | None = None) -> np.ndarray:
+    def of(index: Index, rows: np.ndarray | None = None) -> np.ndarray:
         """The estimates of `rows` (every row when None): token count + 8 + a third of the source, target
         and id lengths."""
         rels, names = index.relationships, ("source", "target", "short_id")
@@ -65,7 +68,7 @@ class RelationshipEstimates:
         return self._known[at]
 
 
-def row_estimates(index: Any) -> RowEstimates:
+def row_estimates(index: Index) -> RowEstimates:
     def build() -> RowEstimates:
         claims, reports = index.claims, index.community_reports
         return RowEstimates(

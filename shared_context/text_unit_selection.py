@@ -30,13 +30,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
 from shared_context.adjacency import Adjacency
 from shared_context.boilerplate_marks import boilerplate_weights
 from shared_context.tables import per_index_cache
+
+if TYPE_CHECKING:
+    from shared_context.index import Index
 
 __all__ = [
     "NO_ENTITY",
@@ -68,7 +71,7 @@ class UnitCandidate:
 NO_ENTITY = -1  # `entity` / `entity_rank` of a unit that is a candidate only through the question
 
 
-def entity_units(index: Any, entity: int) -> list[tuple[int, int]]:
+def entity_units(index: Index, entity: int) -> list[tuple[int, int]]:
     """(unit position, relationship count) of one entity, best first. Cached per index."""
     cache: dict[int, list[tuple[int, int]]] = per_index_cache(index, "text_units.by_entity", dict)
     hit = cache.get(entity)
@@ -82,7 +85,7 @@ def entity_units(index: Any, entity: int) -> list[tuple[int, int]]:
     return result
 
 
-def _relationship_counts(index: Any, entity: int, units: np.ndarray) -> np.ndarray:
+def _relationship_counts(index: Index, entity: int, units: np.ndarray) -> np.ndarray:
     """How many of each unit's relationships have `entity` at one end: for CSR adjacency, one gather of
     every unit's relationship list instead of numpy calls per unit."""
     endpoints = index.relationship_endpoints
@@ -139,7 +142,7 @@ def _rounds(
 
 
 def select_text_units(
-    index: Any,
+    index: Index,
     entities: Sequence[int],
     *,
     strategy: str = "graphrag",
@@ -163,7 +166,7 @@ def select_text_units(
                                             min_units_per_entity, lexical, vector, question_weight, rrf_k))
 
 
-def _boilerplate_last(index: Any, candidates: list[UnitCandidate]) -> list[UnitCandidate]:
+def _boilerplate_last(index: Index, candidates: list[UnitCandidate]) -> list[UnitCandidate]:
     """Licence and front/back matter down-ranked (`boilerplate_marks`): a fused score is multiplied by the
     unit's weight; candidates without one keep their order among units of equal weight."""
     weights = boilerplate_weights(index)
@@ -176,7 +179,7 @@ def _boilerplate_last(index: Any, candidates: list[UnitCandidate]) -> list[UnitC
 
 
 def _select(
-    index: Any,
+    index: Index,
     entities: Sequence[int],
     strategy: str,
     scores: Sequence[float] | None,
@@ -253,7 +256,7 @@ def _weighted(
 
 
 def _by_coverage(
-    index: Any, linked: list[UnitCandidate], entities: Sequence[int], scores: Sequence[float] | None
+    index: Index, linked: list[UnitCandidate], entities: Sequence[int], scores: Sequence[float] | None
 ) -> list[UnitCandidate]:
     """Linked units ordered by the summed link scores of the selected entities each one mentions."""
     weight = dict(zip(entities, scores if scores is not None else [1.0] * len(entities), strict=True))

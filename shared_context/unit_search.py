@@ -17,13 +17,16 @@ import itertools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from shared_context.linking import lexical_top
 from shared_context.text import lexical_terms, word_terms
 from shared_context.vectors import VectorTable, vector_search, vector_table
+
+if TYPE_CHECKING:
+    from shared_context.index import Index
 
 __all__ = ["QuestionUnits", "best_window", "question_units", "top_positions"]
 
@@ -54,7 +57,7 @@ def top_positions(scores: np.ndarray, depth: int, *, positive_only: bool) -> lis
 
 
 def question_units(
-    index: Any, query: str, query_vector: np.ndarray | None = None, depth: int = DEFAULT_DEPTH
+    index: Index, query: str, query_vector: np.ndarray | None = None, depth: int = DEFAULT_DEPTH
 ) -> QuestionUnits:
     """The lexical and (when usable) vector rankings of the index's text units for `query`."""
     notes: list[str] = []

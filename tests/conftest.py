@@ -82,3 +82,13 @@ def carol(carol_path: Path) -> Index:
 @pytest.fixture(scope="session")
 def medical_kg_path() -> Path:
     return _require(DATA_DIR / "graphrag_bench_medical_lightrag_kg")
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Print the matrices' seed even under `-q`, so a failing sample can be repeated."""
+    from matrix_sample import LONG, SEED
+
+    whole = "whole (long profile)" if LONG else f"a sample, seed {SEED} (GRAPHROUTE_MATRIX_SEED={SEED} repeats it)"
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.write_line(f"fault and corruption matrices: {whole}")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 import shutil
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,14 +17,14 @@ import pytest
 from robust_support import CAROL, carol
 
 from engines.inputs import MAX_HISTORY_MESSAGES, MAX_TURN_TOKENS, limit_history, normalise_history
+from router import Router
 from shared_context import IndexFormatError, load_index
 
 
 @pytest.fixture(scope="module")
-def router() -> Any:
-    from router import Router
-
-    return Router(carol())
+def router() -> Iterator[Router]:
+    with Router(carol()) as r:
+        yield r
 
 
 @pytest.mark.parametrize("history,match", [

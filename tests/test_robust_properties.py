@@ -4,7 +4,8 @@ of any engine, a corrupted index — each case ends in an answer, a degraded ans
 type, never another exception, and never past its deadline.
 
 Bounded in `make test` (a few examples per property, derandomised so CI is repeatable); set
-GRAPHROUTE_HYPOTHESIS_PROFILE=long for the full stage x fault and corruption matrices and many more examples.
+GRAPHROUTE_HYPOTHESIS_PROFILE=long for the full stage x fault and corruption matrices and many more examples;
+a normal run takes a seeded sample of each matrix (`matrix_sample.py`; the seed is in pytest's header).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import pyarrow.parquet as pq
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from matrix_sample import sample
 from robust_support import CAROL, carol, loopback_router, responder
 
 from engines.errors import EngineError
@@ -50,8 +52,9 @@ GRACE = 2.5  # see test_robust_deadlines: uninterruptible CPU work on a loaded m
 
 
 @pytest.fixture(scope="module")
-def offline_router() -> Router:
-    return Router(carol())
+def offline_router() -> Iterator[Router]:
+    with Router(carol()) as router:
+        yield router
 
 
 # ---------------------------------------------------------------------------- questions and histories
@@ -184,13 +187,14 @@ def server() -> Iterator[LoopbackServer]:
 
 
 @pytest.fixture(scope="module")
-def matrix_router(server: LoopbackServer) -> Router:
+def matrix_router(server: LoopbackServer) -> Iterator[Router]:
     """One router for every case (a router is built once in real use too: cases time questions, not set-up)."""
     router = loopback_router(server, warm=(), timeout_s=1.5, llm_classifier_threshold=1.0)
     router.config.drift.k_followups, router.config.drift.n_depth = 2, 1  # keep DRIFT to a handful of calls
     for name in ("local", "basic", "global", "drift"):  # built before any case is timed
         router.engine(name)
-    return router
+    yield router
+    router.close()
 
 
 def _run_case(server: LoopbackServer, router: Router, engine: str, stage: str, fault: str) -> None:
@@ -219,16 +223,8 @@ def _run_case(server: LoopbackServer, router: Router, engine: str, stage: str, f
         assert outcome.degraded, "an empty answer must say why"
 
 
-@pytest.mark.parametrize("case", MATRIX if LONG else [])
-def test_stage_fault_matrix_in_full(server: LoopbackServer, matrix_router: Router,
-                                    case: tuple[str, str, str]) -> None:
-    _run_case(server, matrix_router, *case)
-
-
-@given(case=st.sampled_from(MATRIX))
-@settings(max_examples=6 if not LONG else 1)  # the long profile runs the full matrix above instead
-def test_stage_fault_matrix_sampled(server: LoopbackServer, matrix_router: Router,
-                                    case: tuple[str, str, str]) -> None:
+@pytest.mark.parametrize("case", sample(MATRIX, 6, "stage-fault"), ids="-".join)
+def test_stage_fault_matrix(server: LoopbackServer, matrix_router: Router, case: tuple[str, str, str]) -> None:
     _run_case(server, matrix_router, *case)
 
 
@@ -294,12 +290,6 @@ def _corrupt_case(scratch: Path, file: str, column: str, kind: str) -> None:
         assert isinstance(outcome.text, str)
 
 
-@pytest.mark.parametrize("case", INDEX_MATRIX if LONG else [])
-def test_corrupted_index_matrix_in_full(scratch: Path, case: tuple[str, str, str]) -> None:
-    _corrupt_case(scratch, *case)
-
-
-@given(case=st.sampled_from(INDEX_MATRIX))
-@settings(max_examples=3 if not LONG else 1)
-def test_corrupted_index_sampled(scratch: Path, case: tuple[str, str, str]) -> None:
+@pytest.mark.parametrize("case", sample(INDEX_MATRIX, 3, "corrupted-index"), ids="-".join)
+def test_corrupted_index_matrix(scratch: Path, case: tuple[str, str, str]) -> None:
     _corrupt_case(scratch, *case)

@@ -4,6 +4,7 @@ multi-turn rewriting, concurrency."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -13,8 +14,9 @@ from router.router import Done, EngineEvent, RouteDecided
 
 
 @pytest.fixture(scope="module")
-def router(carol_path: Path) -> Router:
-    return Router.from_index(carol_path)
+def router(carol_path: Path) -> Iterator[Router]:
+    with Router.from_index(carol_path) as r:
+        yield r
 
 
 def test_ask_routes_and_reports_usage(router: Router) -> None:

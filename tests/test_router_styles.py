@@ -14,11 +14,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from router.classifier import Classifier, RouteDecision, classify
+from router.classifier import NOT_COVERED_CEILING, Classifier, RouteDecision, classify
 from router.index_probe import PROBE_NAMES
 from router.router import Router
 from tools.routing import train
-from tools.routing.examples import CLASSES, NEW_STYLES, NEW_STYLES_2, HeldOutDataError, load_own
+from tools.routing.examples import CLASSES, NEW_STYLES, NEW_STYLES_2, NEW_STYLES_3, HeldOutDataError, load_own
 
 CORPUS = Path(__file__).resolve().parents[2] / "shared" / "data" / "msft_graphrag_benchmarks" / "corpus"
 THRESHOLD = 0.55  # the router's default confidence threshold (`[router] llm_classifier_threshold`)
@@ -146,6 +146,7 @@ def test_a_question_the_index_does_not_cover_never_goes_to_drift(question: str, 
     assert d.signals["linked_entities"] == 0 and d.signals["named_documents"] == 0
     assert d.engine == "local" and d.method == "model+not-covered"
     assert any("links to nothing in this index" in r for r in d.reasons)
+    assert d.confidence <= NOT_COVERED_CEILING  # a rule overriding the model claims no certainty
 
 
 def test_generic_nouns_of_an_offline_graph_do_not_count_as_specific(podcast_index: Any) -> None:
@@ -243,6 +244,10 @@ MISSED_KINDS = [
     ("这些年来高管们对云业务收入的预期有什么变化？", "global"),
     ("How did Office 365 contribute to growth, according to Satya Nadella's remarks in the FY15 Q1 call?", "local"),
     ("按照萨提亚·纳德拉在FY15 Q1电话会上的说法，Office 365是怎样带动增长的？", "local"),
+    # a span of years over the series is the whole series; two named calls are a comparison between them
+    ("How did the way executives talk about phones change between 2013 and 2022?", "global"),
+    ("从2013年到2022年，高管们谈论手机的方式有什么变化？", "global"),
+    ("How did the talk about phones change between FY14 Q4 and FY15 Q1?", "drift"),
 ]
 
 
@@ -256,6 +261,19 @@ def test_the_trainer_refuses_the_new_styles_set() -> None:
     assert NEW_STYLES.is_file()
     with pytest.raises(HeldOutDataError, match="never training data"):
         load_own(NEW_STYLES)
+
+
+def test_the_trainers_refuse_the_sets_written_last() -> None:
+    from tools.routing.index_fit import INDEX_EVAL_2, EvaluationDataError, load_questions
+
+    assert NEW_STYLES_3.is_file() and INDEX_EVAL_2.is_file()
+    with pytest.raises(HeldOutDataError, match="never training data"):
+        load_own(NEW_STYLES_3)
+    with pytest.raises(EvaluationDataError, match="evaluation questions"):
+        load_questions(INDEX_EVAL_2)
+    rows = [json.loads(line) for line in INDEX_EVAL_2.read_text(encoding="utf-8").splitlines() if line.strip()]
+    assert {r["kind"] for r in rows} == {"global", "one_document", "one_entity", "drift"}
+    assert {r["lang"] for r in rows} == {"en", "zh"}
 
 
 def test_the_trainer_refuses_the_second_new_styles_set() -> None:

@@ -19,7 +19,7 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -28,6 +28,9 @@ from engines.models.config import OFFLINE_EMBEDDING_MODEL
 from engines.models.errors import ModelConfigError
 from shared_context.record_table import values_of
 from shared_context.tokens import get_tokenizer
+
+if TYPE_CHECKING:
+    from shared_context.index import Index
 
 FORMAT = "graphroute-offline-embedder/1"
 MAX_DIM = 256
@@ -284,7 +287,7 @@ INDEX_STATE_DIR = "graphroute"
 INDEXER_FILES = ("embedder.npz",)  # what the graphroute indexer saves; never a pickle or joblib file
 
 
-def index_texts(index: Any) -> dict[str, tuple[list[int], list[str]]]:
+def index_texts(index: Index) -> dict[str, tuple[list[int], list[str]]]:
     """The texts GraphRAG embeds, per vector table name: (record positions, texts)."""
     return {
         "entity_description": (
@@ -314,7 +317,7 @@ def _corpus_key(texts: dict[str, tuple[list[int], list[str]]], dim: int, seed: i
     return digest.hexdigest()[:24]
 
 
-def _index_is_ours_and_writable(index: Any) -> Path | None:
+def _index_is_ours_and_writable(index: Index) -> Path | None:
     path = getattr(index, "path", None)
     if path is None:
         return None
@@ -325,7 +328,7 @@ def _index_is_ours_and_writable(index: Any) -> Path | None:
 
 
 def embedder_for_index(
-    index: Any,
+    index: Index,
     cache_dir: str | Path | None = None,
     *,
     dim: int = MAX_DIM,
@@ -425,7 +428,7 @@ def _save_vectors(folder: Path, fingerprint: str, tables: dict[str, np.ndarray])
         pass  # caching is an optimisation only
 
 
-def attach_offline_vectors(index: Any, embedder: Any) -> list[str]:
+def attach_offline_vectors(index: Index, embedder: Any) -> list[str]:
     """Embed the index's texts and attach `entity_description`, `community_full_content`, `text_unit_text`.
 
     A table the index already has is kept when it is already in this embedder's space (same model

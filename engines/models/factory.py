@@ -22,6 +22,9 @@ from engines.models.errors import ModelConfigError
 from engines.models.limiter import LimiterRegistry
 
 if TYPE_CHECKING:
+    from shared_context.index import Index
+
+if TYPE_CHECKING:
     from engines.models.probe import EndpointCheck
 
 
@@ -50,7 +53,7 @@ def build_chat_model(
 
 def build_embedder(
     config: ModelsConfig,
-    index: Any = None,
+    index: Index | None = None,
     *,
     limiter_registry: LimiterRegistry | None = None,
     cache: ModelCallCache | None = None,
@@ -90,7 +93,7 @@ class Models:
         self,
         config: ModelsConfig,
         *,
-        index: Any = None,
+        index: Index | None = None,
         embedder: Embedder | None = None,
         limiter_registry: LimiterRegistry | None = None,
         cache_dir: str | None = None,
@@ -106,7 +109,7 @@ class Models:
         self._lock = threading.Lock()
 
     @classmethod
-    def from_config(cls, config: ModelsConfig, *, index: Any = None, **kwargs: Any) -> Models:
+    def from_config(cls, config: ModelsConfig, *, index: Index | None = None, **kwargs: Any) -> Models:
         return cls(config, index=index, **kwargs)
 
     @property

@@ -11,6 +11,7 @@ from engines.models.offline_text import (
     is_cjk_text,
     is_informative,
     jaccard,
+    question_terms,
     split_sentences,
     terms,
     trim_sentence,
@@ -21,6 +22,10 @@ from shared_context.tokens import Tokenizer
 # A response type that states no size ("multiple paragraphs", GraphRAG's default) gets this many findings:
 # an answer a reader takes in at once, not the 40-60 bullets every analyst block would give.
 DEFAULT_MAX_POINTS = 12
+# A corpus-wide question ("what are the main themes?") gets a list of distinct themes, as many as the response
+# type allows: one line per analyst block (a report's title and opening summary), chosen by maximal marginal
+# relevance so that near-same themes from neighbouring communities do not crowd out different ones.
+THEME_DIVERSITY = 0.5  # weight of a theme's overlap with those already chosen, against its importance
 _AT_MOST_RE = re.compile(r"\bat most (\d+)\b|最多\s*(\d+)", re.IGNORECASE)
 
 REDUCE_LABEL_EN = "**Answer (offline extractive model; key findings merged from the supplied data):**"
@@ -86,21 +91,29 @@ def compose_reduce(context: TaskContext, tokenizer: Tokenizer, max_tokens: int |
     question = context.question
     blocks = sorted((b for b in context.findings if b.text.strip()), key=lambda b: (-b.score, b.number))
     kept: list[list[tuple[str, dict[str, list[str]]]]] = []
+    opens_own: list[bool] = []  # the block's opening line survived (was not merged into an earlier block's)
     seen: list[tuple[list[str], dict[str, list[str]]]] = []
     for block in blocks:
-        sentences = []
+        sentences: list[tuple[str, dict[str, list[str]]]] = []
+        first = True
         for sentence, refs in cited_units(block.text):
             sentence_terms = terms(sentence, keep_stopwords=True)
             twin = next((r for t, r in seen if jaccard(t, sentence_terms) >= 0.7), None)
             if twin is not None:
                 merge_refs(twin, refs)
+                first = False if not sentences else first
                 continue
             seen.append((sentence_terms, refs))
+            if not sentences:
+                opens_own.append(first)
             sentences.append((sentence, refs))
         if sentences:
             kept.append(sentences)
     if not kept:
         return no_answer_text(question)
+    if question_terms(question)[1]:
+        themes = [group for group, own in zip(kept, opens_own, strict=True) if own]
+        kept = distinct_themes(themes or kept, max_points(context.response_type))
     label = REDUCE_LABEL_ZH if is_cjk_text(question) else REDUCE_LABEL_EN
     limits = [t for t in (max_tokens, word_limit_tokens(context.word_limit)) if t is not None]
     budget = min(limits) if limits else 2000
@@ -136,3 +149,24 @@ def compose_reduce(context: TaskContext, tokenizer: Tokenizer, max_tokens: int |
         if cut != -1 and "]" not in text[cut:]:
             text = text[:cut].rstrip()
     return text
+
+
+def distinct_themes(
+    blocks: list[list[tuple[str, dict[str, list[str]]]]], limit: int
+) -> list[list[tuple[str, dict[str, list[str]]]]]:
+    """The opening line of up to `limit` blocks (most important first), picked by maximal marginal relevance:
+    importance by the block's place in the order, redundancy by word overlap with the themes already picked."""
+    firsts = [group[0] for group in blocks]
+    words = [terms(sentence) for sentence, _ in firsts]
+    chosen: list[int] = []
+    left = list(range(len(firsts)))
+    while left and len(chosen) < limit:
+        def value(i: int) -> float:
+            importance = 1.0 - i / len(firsts)
+            overlap = max((jaccard(words[i], words[j]) for j in chosen), default=0.0)
+            return (1 - THEME_DIVERSITY) * importance - THEME_DIVERSITY * overlap
+
+        best = max(left, key=lambda i: (value(i), -i))
+        chosen.append(best)
+        left.remove(best)
+    return [[firsts[i]] for i in sorted(chosen)]

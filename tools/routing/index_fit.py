@@ -7,8 +7,8 @@ Rows come from three places, each question probed on the index of its own corpus
 * GraphRAG-Bench development questions (novel, medical) on the offline indexes of their corpora;
 * the project's collection questions about podcasts and earnings calls, on those two indexes.
 
-`data/index_eval.jsonl` holds the evaluation questions about the podcast and earnings-call indexes; it is never
-read here (`load_questions` refuses it). Index folders are found under `--indexes` (default `../indexes` beside
+`data/index_eval.jsonl` and `data/index_eval_2.jsonl` hold the evaluation questions about the podcast and
+earnings-call indexes; they are never read here (`load_questions` refuses them). Index folders are found under `--indexes` (default `../indexes` beside
 the repository: `podcast`, `earnings`, `novel`, `medical`, as built by `graphroute index`), Operation Dulce in the
 shared data folder.
 """
@@ -31,6 +31,8 @@ if TYPE_CHECKING:
 DATA = Path(__file__).resolve().parent / "data"
 INDEX_DEV = DATA / "index_dev.jsonl"
 INDEX_EVAL = DATA / "index_eval.jsonl"  # evaluation only
+INDEX_EVAL_2 = DATA / "index_eval_2.jsonl"  # evaluation only, written last: only its totals are reported
+EVALUATION_SETS = {"index_eval": INDEX_EVAL, "index_eval_2": INDEX_EVAL_2}
 DEFAULT_INDEXES = Path(__file__).resolve().parents[3] / "indexes"
 COLLECTION_INDEX = {"podcasts": "podcast", "earnings_calls": "earnings"}  # collection kind -> index it is measured on
 
@@ -40,7 +42,7 @@ class IndexQuestion:
     question: str
     label: str
     index: str  # podcast | earnings | novel | medical | dulce
-    source: str  # index_dev | graphrag_bench | collections | index_eval
+    source: str  # index_dev | graphrag_bench | collections | index_eval | index_eval_2
     kind: str = ""  # global | one_document | one_entity | drift ("" when not annotated)
     lang: str = "en"
 
@@ -60,7 +62,8 @@ class EvaluationDataError(ValueError):
 
 
 def load_questions(path: Path = INDEX_DEV, source: str = "index_dev") -> list[IndexQuestion]:
-    if path.resolve() == INDEX_EVAL.resolve() and source != "index_eval":
+    held_out = {p.resolve(): name for name, p in EVALUATION_SETS.items()}
+    if path.resolve() in held_out and source != held_out[path.resolve()]:
         raise EvaluationDataError(f"{path} holds evaluation questions; the index stage is never fitted on them")
     with path.open(encoding="utf-8") as fh:
         rows = [json.loads(line) for line in fh if line.strip()]
@@ -68,9 +71,9 @@ def load_questions(path: Path = INDEX_DEV, source: str = "index_dev") -> list[In
             for r in rows]
 
 
-def load_eval() -> list[IndexQuestion]:
-    """The with-index evaluation questions (for `benchmarks.router_eval` only)."""
-    return load_questions(INDEX_EVAL, "index_eval")
+def load_eval(name: str = "index_eval") -> list[IndexQuestion]:
+    """One set of with-index evaluation questions (`EVALUATION_SETS`; for `benchmarks.router_eval` only)."""
+    return load_questions(EVALUATION_SETS[name], name)
 
 
 def index_paths(indexes: Path, data_dir: Path) -> dict[str, Path]:

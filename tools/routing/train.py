@@ -45,7 +45,7 @@ if TYPE_CHECKING:
 C_WORDING = 0.3
 C_VIEW = 1.0
 C_CALIBRATION = 10.0
-PENALTY_INDEX = 0.01  # L2 on the probe weights of the index stage
+PENALTY_INDEX = 0.003  # L2 on the probe weights of the index stage
 C_CONFIDENCE = 1.0
 FOLDS = 5
 Progress = Callable[[str], None]
