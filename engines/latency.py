@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 import threading
 from collections import deque
-from typing import Any
 
 
 class LatencyTracker:
@@ -49,5 +48,5 @@ class LatencyTracker:
 LATENCY = LatencyTracker()
 
 
-def latency_key(model: Any) -> str:
+def latency_key(model: object) -> str:
     return f"{getattr(model, 'base_url', '') or ''}|{getattr(model, 'name', '')}"

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import numpy as np
 
     from shared_context.index import Index
     from shared_context.linking import LexicalPass, LinkResult
+    from shared_context.local_context import LocalContext
 
 
 @dataclass
@@ -28,7 +29,7 @@ class QueryPlan:
     link_text: str  # the question as used for linking (cut to the linking limit)
     note: str | None = None  # why the linking text differs from the question, if it does
     links: dict[int, LinkResult] = field(default_factory=dict)  # k -> lexical linking of link_text
-    contexts: dict[str, tuple[str, Any]] = field(default_factory=dict)  # engine -> (text, context built for it)
+    contexts: dict[str, tuple[str, LocalContext]] = field(default_factory=dict)  # engine -> (text, context built for it)
     analysed: LexicalPass | None = None  # the vector-independent half of linking link_text
 
     def lexical(self, index: Index) -> LexicalPass:
@@ -59,10 +60,10 @@ class QueryPlan:
 
         return link
 
-    def keep_context(self, engine: str, text: str, context: Any) -> None:
+    def keep_context(self, engine: str, text: str, context: LocalContext) -> None:
         self.contexts[engine] = (text, context)
 
-    def context_for(self, engine: str, text: str) -> Any | None:
+    def context_for(self, engine: str, text: str) -> LocalContext | None:
         """The context an estimate built for `engine` from the same `text`, else None."""
         kept = self.contexts.get(engine)
         return kept[1] if kept is not None and kept[0] == text else None

@@ -24,7 +24,8 @@ numpy only at prediction, no pickle, independent of the scikit-learn version):
 
 With an index, a question that names nothing in it (no entity title, no document) and asks nothing corpus-wide
 is never sent to DRIFT, which would have only its primer to start from: local search is the cheapest engine
-that can say the index does not cover it.
+that can say the index does not cover it. Such a move overrides the model, so its confidence is capped at
+`NOT_COVERED_CEILING`.
 
 Reasons are built from the wording features that pushed the chosen class up the most and from what the index
 probe found, in words a user understands (`router.route_reasons`, `Probe.reasons`).
@@ -74,6 +75,9 @@ CONFIDENCE_NAMES: tuple[str, ...] = ("logit_best", "margin", "dense_view_agrees"
 # links to nothing in the index
 CORPUS_WIDE_CUES = frozenset(("scope", "theme", "summary", "trend", "population", "aggregation", "overview"))
 NOT_COVERED = "model+not-covered"  # the method of a decision `_covers_nothing` moved from DRIFT to local
+# how sure such a move may claim to be: it overrides the model, whose own view was DRIFT, by a rule (set by design
+# like `UNFAMILIAR_CEILING`; just above the default second-opinion threshold, so a close call stays visible)
+NOT_COVERED_CEILING = 0.6
 UNSURE = 0.6  # below this confidence the reasons say why the model is unsure
 FAMILIAR, UNFAMILIAR, UNFAMILIAR_CEILING = 0.85, 0.4, 0.45  # see `familiarity_ceiling`
 
@@ -271,6 +275,10 @@ class Classifier:
             local, drift = self.classes.index("local"), self.classes.index("drift")
             proba = proba.copy()
             proba[local], proba[drift] = proba[local] + proba[drift], 0.0  # DRIFT's share goes to local
+            if proba[local] > NOT_COVERED_CEILING:  # overriding the model is no evidence of being right
+                proba = _rescaled(proba, local, NOT_COVERED_CEILING)
+                reasons.append(f"unsure: the wording pointed to DRIFT; local search is the cautious choice here, "
+                               f"so its confidence is at most {NOT_COVERED_CEILING:.2f}")
         probabilities: dict[str, float] = {c: float(proba[self.classes.index(c)]) for c in ENGINES}
         signals: dict[str, float] = {"familiarity": round(scored.familiarity, 3),
                                      "wording_confidence": round(float(scored.text_proba.max()), 3)}

@@ -11,11 +11,11 @@ __all__ = ["per_index_cache"]
 
 T = TypeVar("T")
 
-_caches: weakref.WeakKeyDictionary[Any, dict[str, Any]] = weakref.WeakKeyDictionary()
+_caches: weakref.WeakKeyDictionary[object, dict[str, Any]] = weakref.WeakKeyDictionary()
 _cache_lock = threading.Lock()
 
 
-def per_index_cache(index: Any, name: str, build: Callable[[], T]) -> T:
+def per_index_cache(index: object, name: str, build: Callable[[], T]) -> T:
     """Return `build()` computed once per index (kept beside it, never stored on it).
 
     The Index is read-only, so derived query structures (BM25 matrices, row token counts) live in a

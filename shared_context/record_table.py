@@ -14,10 +14,13 @@ from __future__ import annotations
 import bisect
 import dataclasses
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, Generic, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 import numpy as np
 import pyarrow as pa
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
 
 __all__ = [
     "RecordTable",
@@ -329,14 +332,14 @@ def values_of(records: Sequence[Any], name: str) -> list[Any]:
     return [getattr(r, name) for r in records]
 
 
-def array_of(records: Sequence[Any], name: str, dtype: Any = np.float64) -> np.ndarray:
+def array_of(records: Sequence[object], name: str, dtype: npt.DTypeLike = np.float64) -> np.ndarray:
     """A numeric field of every record as a numpy array (straight from Arrow for a `RecordTable`)."""
     if isinstance(records, RecordTable):
         return np.asarray(numeric_view(records.arrow_column(name)), dtype=dtype)
     return np.fromiter((getattr(r, name) for r in records), dtype=dtype, count=len(records))
 
 
-def text_lengths_of(records: Sequence[Any], name: str) -> np.ndarray:
+def text_lengths_of(records: Sequence[object], name: str) -> np.ndarray:
     """`len()` of a text field of every record (characters), as int64."""
     if isinstance(records, RecordTable):
         import pyarrow.compute as pc  # imported on first use: ~50 ms at import time
@@ -345,7 +348,7 @@ def text_lengths_of(records: Sequence[Any], name: str) -> np.ndarray:
     return np.fromiter((len(getattr(r, name)) for r in records), dtype=np.int64, count=len(records))
 
 
-def text_lengths_at(records: Sequence[Any], name: str, rows: np.ndarray) -> np.ndarray:
+def text_lengths_at(records: Sequence[object], name: str, rows: np.ndarray) -> np.ndarray:
     """`text_lengths_of(records, name)[rows]` without reading the other rows (gathered in Arrow)."""
     if isinstance(records, RecordTable):
         import pyarrow.compute as pc  # imported on first use: ~50 ms at import time

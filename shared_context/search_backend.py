@@ -85,16 +85,16 @@ class SearchParams(BaseModel):
     )
 
 
-def configure_search(index: Any, params: SearchParams) -> None:
+def configure_search(index: object, params: SearchParams) -> None:
     """Use `params` for this index's searches (the Router applies the `[search]` config section)."""
     _params_slot(index)["params"] = params
 
 
-def search_params(index: Any) -> SearchParams:
+def search_params(index: object) -> SearchParams:
     return _params_slot(index).get("params") or SearchParams()
 
 
-def _params_slot(index: Any) -> dict[str, SearchParams]:
+def _params_slot(index: object) -> dict[str, SearchParams]:
     from shared_context.tables import per_index_cache
 
     slot: dict[str, SearchParams] = per_index_cache(index, "search.params", dict)

@@ -17,7 +17,6 @@ import hashlib
 import os
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -35,7 +34,7 @@ def search_cache_root() -> Path:
     return root / "search"
 
 
-def _files_identity(index: Any) -> str | None:
+def _files_identity(index: object) -> str | None:
     root = getattr(index, "path", None)
     files: dict[str, str] = getattr(index, "source_files", {}) or {}
     if root is None or not files:
@@ -50,7 +49,7 @@ def _files_identity(index: Any) -> str | None:
     return "|".join(parts)
 
 
-def field_key(index: Any, field: str, texts: Callable[[], Iterable[str | bytes]]) -> str:
+def field_key(index: object, field: str, texts: Callable[[], Iterable[str | bytes]]) -> str:
     """Key of `field`'s search structures for this index content (`texts`, the indexed texts or vector
     bytes, is called only for an index that has no files)."""
     h = hashlib.sha256(f"{SEARCH_FORMAT}|{field}|".encode())
@@ -65,7 +64,7 @@ def field_key(index: Any, field: str, texts: Callable[[], Iterable[str | bytes]]
     return h.hexdigest()[:32]
 
 
-def field_folder(index: Any, field: str, texts: Callable[[], Iterable[str | bytes]]) -> Path:
+def field_folder(index: object, field: str, texts: Callable[[], Iterable[str | bytes]]) -> Path:
     """The folder holding `field`'s stored search structures (not created here)."""
     return search_cache_root() / f"{field}-{field_key(index, field, texts)}"
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Sequence
-from typing import Any
+from typing import cast
 
 import numpy as np
 
@@ -19,11 +19,11 @@ __all__ = ["format_value", "join_sections", "render_row", "render_table", "secti
 _NEEDS_QUOTES = re.compile(r'[|"\n\r]')
 
 
-def format_value(value: Any) -> str:
+def format_value(value: object) -> str:
     """Cell text: None -> "", floats without noise (1.0 -> "1.0", 0.123456 -> "0.1235")."""
     kind = value.__class__
     if kind is str:  # most cells: ids, titles, descriptions, texts
-        return value  # type: ignore[no-any-return]
+        return cast(str, value)
     if kind is int:  # not bool (a subclass, `str(True)` either way)
         return str(value)
     if value is None:
@@ -47,7 +47,7 @@ def _quote(cell: str) -> str:
     return cell
 
 
-def render_row(cells: Sequence[Any]) -> str:
+def render_row(cells: Sequence[object]) -> str:
     """One CSV line (without the line terminator)."""
     return "|".join(_quote(format_value(c)) for c in cells)
 
@@ -56,7 +56,7 @@ def section_title(name: str) -> str:
     return f"-----{name}-----"
 
 
-def render_table(name: str, header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+def render_table(name: str, header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
     """A whole section; "" when there are no rows."""
     if not rows:
         return ""

@@ -12,9 +12,12 @@ import re
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:  # imported where used: loading the module stays cheap
+    import pyarrow as pa
 
 __all__ = [
     "CJK",
@@ -30,6 +33,7 @@ __all__ = [
     "split_sentences",
     "stem",
     "tokens",
+    "word_list",
     "word_terms",
 ]
 
@@ -91,12 +95,13 @@ POSSESSIVE_RE = LazyPattern(r"['’]s\b|(?<=s)['’](?=\s|$)", re.IGNORECASE)
 _DATA = Path(__file__).resolve().parent / "data"
 
 
-def _word_list(name: str) -> frozenset[str]:
+def word_list(name: str) -> frozenset[str]:
+    """The words of a list in `shared_context/data/` (whitespace-separated, "#" lines are comments)."""
     lines = (_DATA / name).read_text(encoding="utf-8").splitlines()
     return frozenset(w for line in lines if not line.lstrip().startswith("#") for w in line.split())
 
 
-STOPWORDS = _word_list("stopwords.txt")
+STOPWORDS = word_list("stopwords.txt")
 
 
 def tokens(text: str) -> list[str]:
@@ -106,7 +111,7 @@ def tokens(text: str) -> list[str]:
 
 # ---------------------------------------------------------------------------- stemming
 
-_IRREGULAR = dict(pair.split(":", 1) for pair in _word_list("irregular_forms.txt"))
+_IRREGULAR = dict(pair.split(":", 1) for pair in word_list("irregular_forms.txt"))
 
 
 def plural_stem(word: str) -> str:
@@ -215,7 +220,7 @@ def _ascii_tables() -> tuple[bytes, bytes]:
 _ASCII_WORD, _ASCII_LOWER = _ascii_tables()
 
 
-def _offsets(arr: Any) -> np.ndarray:
+def _offsets(arr: pa.Array) -> np.ndarray:
     """An Arrow (large) string array's value offsets as int64 positions in its data buffer."""
     import pyarrow as pa
 
@@ -234,7 +239,7 @@ class WordIds:
         self._parts: list[Any] = []  # Arrow arrays of the words met, in order
         self._known: Any = None  # their concatenation, made when a lookup needs it
 
-    def of(self, distinct: Any) -> np.ndarray:
+    def of(self, distinct: pa.Array) -> np.ndarray:
         """Ids of the words of `distinct` (an Arrow string array without repeats)."""
         import pyarrow as pa
         import pyarrow.compute as pc
@@ -262,14 +267,14 @@ class WordIds:
         return out
 
 
-def _bools(arr: Any) -> np.ndarray:
+def _bools(arr: pa.Array) -> np.ndarray:
     """An Arrow boolean array (no nulls) as numpy bools, without pyarrow's `to_numpy`."""
     bits = np.unpackbits(np.frombuffer(arr.buffers()[1], dtype=np.uint8), bitorder="little")
     out: np.ndarray = bits[arr.offset : arr.offset + len(arr)].astype(bool)
     return out
 
 
-def _ascii_term_ids(arr: Any, words: WordIds) -> TermIds:
+def _ascii_term_ids(arr: pa.Array, words: WordIds) -> TermIds:
     """`lexical_term_ids` of ASCII-only texts, on their bytes: an ASCII text has no CJK and lower-cases
     byte for byte, and Python's `[^\\W_]` is `[A-Za-z0-9]` there, so its words are the maximal runs of
     those bytes within the text. Arrow hashes the words; only new distinct words meet Python."""
@@ -331,7 +336,7 @@ def _python_term_ids(texts: list[str], vocab: dict[str, int]) -> TermIds:
     return np.bincount(np.repeat(text_of, lengths), minlength=n).astype(np.int64), flat[at]
 
 
-def _string_chunks(texts: Any) -> Iterator[Any]:
+def _string_chunks(texts: Any) -> Iterator[pa.Array]:
     """Arrow string arrays of consecutive runs of `texts` (an Arrow array or chunked array, an object
     with an `.arrow` chunked array, or a sequence of str / None), of at most `_TEXT_CHUNK_BYTES` of text
     (a longer text is a chunk of its own) and `_TEXT_CHUNK_ROWS` rows."""
@@ -399,7 +404,7 @@ _BOUNDARY_RE = LazyPattern(r"[.!?。！？；][\"'”’)\]」』）]*(?:\s*\x00
 _NEXT_SENTENCE_RE = LazyPattern(r"\s+[\"'“‘(\[]?[A-Z0-9" + CJK + r"]")
 _MARKDOWN_BLOCK_RE = LazyPattern(r"\n(?=\s*(?:#{1,6}\s|[-*•]\s|\d+[.)]\s))")
 _CJK_NEWLINE_RE = LazyPattern(f"(?<=[{CJK}])\\s*\\n\\s*(?=[{CJK}])")
-_ABBREVIATIONS = _word_list("abbreviations.txt")
+_ABBREVIATIONS = word_list("abbreviations.txt")
 
 
 def _ends_with_abbreviation(fragment: str) -> bool:

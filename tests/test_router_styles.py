@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from router.classifier import Classifier, RouteDecision, classify
+from router.classifier import NOT_COVERED_CEILING, Classifier, RouteDecision, classify
 from router.index_probe import PROBE_NAMES
 from router.router import Router
 from tools.routing import train
@@ -146,6 +146,7 @@ def test_a_question_the_index_does_not_cover_never_goes_to_drift(question: str, 
     assert d.signals["linked_entities"] == 0 and d.signals["named_documents"] == 0
     assert d.engine == "local" and d.method == "model+not-covered"
     assert any("links to nothing in this index" in r for r in d.reasons)
+    assert d.confidence <= NOT_COVERED_CEILING  # a rule overriding the model claims no certainty
 
 
 def test_generic_nouns_of_an_offline_graph_do_not_count_as_specific(podcast_index: Any) -> None:
