@@ -85,6 +85,8 @@ MIN_REDUCE_TOKENS = 128
 
 
 class LocalSearchConfig(LocalContextSettings):
+    # the answer's length and form, as GraphRAG's response_type (e.g. "multiple paragraphs", "a single
+    # sentence")
     response_type: str = Field(default="multiple paragraphs", min_length=1)
     max_answer_tokens: int | None = Field(default=None, ge=1)
     temperature: float | None = Field(default=0.0, ge=0, le=2)
@@ -99,20 +101,29 @@ class GlobalSearchConfig(_Section):
     map_max_length: int = Field(default=1000, ge=10, description="words per map answer (in the prompt)")
     reduce_max_length: int = Field(default=2000, ge=10, description="words of the final answer (in the prompt)")
     concurrency: int = Field(default=25, ge=1, le=1024)
+    # the answer's length and form, as GraphRAG's response_type (e.g. "multiple paragraphs", "a single
+    # sentence")
     response_type: str = Field(default="multiple paragraphs", min_length=1)
+    # let global search's answer add knowledge from outside the index, as GraphRAG's setting
     allow_general_knowledge: bool = False
     community_level: int | None = Field(default=None, ge=0)
+    # rate community reports with the model and map only the relevant ones, level by level, as GraphRAG's
+    # dynamic selection
     dynamic_community_selection: bool = False
     dynamic_threshold: int = Field(default=1, ge=0, le=5)
+    # dynamic selection: keep a parent community whose children were also selected
     dynamic_keep_parent: bool = False
     dynamic_max_level: int = Field(default=2, ge=0)
     dynamic_num_repeats: int = Field(default=1, ge=1, le=10)
+    # pre-rank the reports by the question (no model call) and map only the most relevant share
     prerank: bool = False
     # With prerank and no explicit budget: read the most relevant share of all report tokens (>= one batch).
     prerank_share: float | None = Field(default=0.1, gt=0, le=1)
     max_map_calls: int | None = Field(default=None, ge=1)
     max_context_tokens_total: int | None = Field(default=None, ge=100)
+    # shuffle the reports before they are cut into map batches, as GraphRAG does
     shuffle_data: bool = True
+    # the seed of the report shuffle
     random_state: int = 86
     max_reduce_levels: int = Field(default=6, ge=1, description="safety bound on recursive reduce depth")
     # Map points scored below this are dropped before the reduce (counted in details). 0 keeps
@@ -156,7 +167,10 @@ class DriftSearchConfig(_Section):
     # relationships (bug 8); keep 30 % for them.
     local_search: LocalContextSettings = Field(default_factory=lambda: LocalContextSettings(**_DRIFT_LOCAL))
     reduce_max_tokens: int = Field(default=12_000, ge=MIN_REDUCE_TOKENS, description="tokens of intermediate answers in the reduce")
+    # the answer's length and form, as GraphRAG's response_type (e.g. "multiple paragraphs", "a single
+    # sentence")
     response_type: str = Field(default="multiple paragraphs", min_length=1)
+    # the seed of DRIFT's template choice, so runs repeat
     seed: int = 0
     temperature: float | None = Field(default=0.0, ge=0, le=2)
     hyde_prompt: HydePrompt = Field(
@@ -197,6 +211,8 @@ class BasicSearchConfig(_Section):
         "'hybrid' and 'lexical' modes: tokens per excerpt window; 0 shows whole units in the fused order"))
     rrf_k: int = Field(default=60, ge=0, description="the reciprocal-rank fusion constant of 'hybrid' mode")
     max_context_tokens: int = Field(default=12_000, ge=100)
+    # the answer's length and form, as GraphRAG's response_type (e.g. "multiple paragraphs", "a single
+    # sentence")
     response_type: str = Field(default="multiple paragraphs", min_length=1)
     max_answer_tokens: int | None = Field(default=None, ge=1)
     temperature: float | None = Field(default=0.0, ge=0, le=2)
@@ -230,12 +246,15 @@ class QuestionGenConfig(_Section):
 
 
 class RouterConfig(_Section):
+    # the engine used when none is asked for: auto (the router decides) or a fixed engine
     default_mode: Literal["auto", "local", "global", "drift", "basic"] = "auto"
     max_cost: float | None = Field(default=None, ge=0)
     max_llm_calls: int | None = Field(default=None, ge=1)
     deadline_s: float | None = Field(default=None, gt=0)
     llm_classifier_threshold: float = Field(default=0.55, ge=0, le=1)
+    # when an engine finds nothing, try the next engine (global -> local -> basic)
     escalate_on_empty: bool = True
+    # rewrite a follow-up question into a standalone one, using the conversation
     rewrite_followups: bool = True
     rewrite_prompt: RewritePrompt = Field(
         default=None, description="the prompt that rewrites a follow-up into a standalone question (slot "

@@ -65,20 +65,30 @@ class LocalContextParams(BaseModel):
     top_k_mapped_entities: int = Field(default=10, ge=0)
     top_k_relationships: int = Field(default=10, ge=0)
     conversation_history_max_turns: int = Field(default=5, ge=0)
+    # the history table shows the user's turns only
     conversation_history_user_turns_only: bool = True
     # graphroute extension: cap on the history table's share of max_context_tokens (GraphRAG has none).
     conversation_history_prop: float = Field(default=0.25, ge=0.0, le=1.0)
+    # show each entity's rank (its number of relationships)
     include_entity_rank: bool = True
+    # the column name the Entities table gives an entity's rank
     rank_description: str = "number of relationships"
+    # show each relationship's weight
     include_relationship_weight: bool = True
     relationship_ranking_attribute: Literal["rank", "weight"] = Field(
         default="rank", description="how relationships are ranked in the local context, as in GraphRAG: 'rank' "
         "(combined degree, then weight) or 'weight' (weight, then combined degree); out-network relationships "
         "are ranked by how many selected entities they link first")
+    # show each community report's rank
     include_community_rank: bool = False
+    # show a community report's summary instead of its full content
     use_community_summary: bool = False
+    # leave out community reports ranked below this
     min_community_rank: float = 0
+    # also return the candidate records that did not fit (for inspection)
     return_candidate_context: bool = False
+    # how Sources are chosen: hybrid (entity links fused with the question's BM25 and vector rankings, shown
+    # as excerpts) or GraphRAG's own order and variants
     text_unit_strategy: TextUnitStrategy = DEFAULT_TEXT_UNIT_STRATEGY
     per_entity_cap: int = Field(default=3, ge=1)
     min_units_per_entity: int = Field(default=1, ge=0)

@@ -65,9 +65,13 @@ class ModelEndpoint(BaseModel):
     # defer_build: validators are built on first use, not when `import router` defines the class (import time)
     model_config = ConfigDict(extra="forbid", validate_assignment=True, defer_build=True)
 
+    # openai (or any OpenAI-compatible server), azure, or offline (the extractive model / embedder)
     provider: Provider = "offline"
+    # the model name the endpoint serves
     model: str = Field(default=OFFLINE_CHAT_MODEL, min_length=1)
+    # the endpoint's URL (OPENAI_BASE_URL); unset: the provider's default
     base_url: str | None = None
+    # the endpoint's key (else OPENAI_API_KEY from the environment)
     api_key: SecretStr | None = None
     api_version: str | None = None  # azure only
     azure_deployment: str | None = None  # azure only
@@ -75,6 +79,7 @@ class ModelEndpoint(BaseModel):
     max_retries: int = Field(default=5, ge=0, le=50)
     total_deadline_s: float = Field(default=180.0, gt=0)
     concurrency: int = Field(default=16, ge=1, le=4096)
+    # ask for JSON output on structured steps: auto (when the endpoint supports it), on or off
     json_mode: JsonMode = "auto"
     dimensions: int | None = Field(default=None, gt=0)  # embeddings: requested/known vector size
     batch_size: int = Field(default=16, ge=1, le=2048)  # embeddings: texts per request
@@ -103,17 +108,25 @@ class EndpointOverride(BaseModel):
 
     model_config = ConfigDict(extra="forbid", defer_build=True)
 
+    # openai (or any OpenAI-compatible server), azure, or offline (the extractive model / embedder)
     provider: Provider | None = None
+    # the model name the endpoint serves
     model: str | None = Field(default=None, min_length=1)
+    # the endpoint's URL (OPENAI_BASE_URL); unset: the provider's default
     base_url: str | None = None
+    # the endpoint's key (else OPENAI_API_KEY from the environment)
     api_key: SecretStr | None = None
+    # Azure OpenAI's API version
     api_version: str | None = None
+    # the Azure OpenAI deployment name
     azure_deployment: str | None = None
     timeout_s: float | None = Field(default=None, gt=0)
     max_retries: int | None = Field(default=None, ge=0, le=50)
     total_deadline_s: float | None = Field(default=None, gt=0)
     concurrency: int | None = Field(default=None, ge=1, le=4096)
+    # ask for JSON output on structured steps: auto (when the endpoint supports it), on or off
     json_mode: JsonMode | None = None
+    # the SDK's HTTP transport: auto (aiohttp when installed), httpx or aiohttp
     http_client: HttpClient | None = None
     probe_timeout_s: float | None = Field(default=None, gt=0)
 
@@ -154,6 +167,7 @@ class PriceTable(BaseModel):
     model_config = ConfigDict(extra="forbid", defer_build=True)
 
     prices: dict[str, ModelPrice] = Field(default_factory=default_prices)
+    # models known to have no price entry (their cost counts as $0, reported once)
     unknown_models: set[str] = Field(default_factory=set, exclude=True)
 
     def lookup(self, model: str) -> ModelPrice | None:
@@ -191,6 +205,7 @@ def default_cache_dir(env: Mapping[str, str]) -> Path:
 class CacheConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", defer_build=True)
 
+    # keep model answers in an on-disk cache, keyed by the whole request
     enabled: bool = False
     path: Path | None = None  # sqlite file; default <cache dir>/model_calls.sqlite
 
