@@ -190,13 +190,12 @@ class Router:
                 self._engines[name] = self._make_engine(name)
             return self._engines[name]
 
-    def warm_up(self, rows: int = 0) -> None:
+    def warm_up(self) -> None:
         """Build now what the first questions would otherwise build while their callers wait: every engine
         (with the embedder, whose offline fit can take seconds), the chat models (the SDK's import is about
-        a second of CPU), the tables linking, classification and the local context read on first use, and
-        up to `rows` rendered local-context rows (`shared_context.local_warmup.warm_local_rows`: a question about an entity
-        no earlier question touched otherwise renders and counts its rows itself, about a quarter of its
-        CPU). Synchronous and CPU-bound: call it before serving."""
+        a second of CPU), and the tables linking, classification and the local context read on first use
+        (`graphroute serve` also renders rows ahead: `router.service.warmup`). Synchronous and CPU-bound: call
+        it before serving."""
         from engines.inputs import plan_question
         from router.classifier import classify
 
@@ -213,11 +212,6 @@ class Router:
         builder = self.engine("local").builder
         if builder is not None:
             builder.build(plan.link_text)
-        from shared_context.local_context import LocalContextBuilder
-        from shared_context.local_warmup import warm_local_rows
-
-        if rows > 0 and isinstance(builder, LocalContextBuilder):  # a custom builder has no row cache
-            warm_local_rows(builder, rows)
 
     def _make_engine(self, name: str, max_map_calls: int | None = None) -> Engine:
         """The engine `name`; `max_map_calls` caps the map calls of global search with pre-ranking."""

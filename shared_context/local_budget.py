@@ -12,6 +12,12 @@ strength s = min(1, entities matched by name / `strong_link_exact_matches`) (`li
 share becomes weak_link_text_unit_prop + s·(text_unit_prop − weak_link_text_unit_prop): when no entity is
 named (s = 0) the entity tables are guesses and Sources get the weak-link share; when the question names
 its entities (s = 1) the entity tables get GraphRAG's share back. The entity tables take what is left.
+
+Shares that follow what the question asks (`fact_text_unit_prop`, off when None; `question_need`): a question
+that names at least two entities and asks how they relate (a word of `data/relation_cues.txt`) needs the
+graph's rows, so it keeps the share above; any other question asks for facts the source text states, and its
+Sources share is at least `fact_text_unit_prop` (never more than 1 − community_prop). The default was measured
+on GraphRAG-Bench development questions (`benchmarks/evidence_recall.py`).
 """
 
 from __future__ import annotations
@@ -22,17 +28,23 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from shared_context.history import HISTORY_SECTION
 from shared_context.linking import LinkResult
+from shared_context.text import TOKEN_RE, word_list
 from shared_context.text_unit_selection import DEFAULT_TEXT_UNIT_STRATEGY, TextUnitStrategy
 from shared_context.tokens import Tokenizer
 
 __all__ = [
     "SECTION_ORDER",
     "LocalContextParams",
+    "QuestionNeed",
     "entity_tables_budget",
     "link_strength",
+    "question_need",
     "reports_budget",
     "section_room",
 ]
+
+QuestionNeed = Literal["fact", "relation"]
+_RELATION_CUES = word_list("relation_cues.txt")
 
 SECTION_ORDER = (HISTORY_SECTION, "Reports", "Entities", "Relationships", "Claims", "Sources")
 
@@ -85,6 +97,11 @@ class LocalContextParams(BaseModel):
     # linked entity matched by name; None keeps text_unit_prop whatever the linking.
     weak_link_text_unit_prop: float | None = Field(default=0.8, ge=0.0, le=1.0)
     strong_link_exact_matches: int = Field(default=1, ge=1)
+    # Section shares that follow what the question asks (module docstring): the least Sources share of a
+    # fact question (one not asking how named entities relate); None keeps the shares above for every question.
+    # 0.85 reached the most evidence among 0.7/0.85/0.9 on the tuning half of the GraphRAG-Bench novel dev
+    # questions (benchmarks/evidence_recall.py) while the entity tables keep a few rows; capped at 1 - community_prop.
+    fact_text_unit_prop: float | None = Field(default=0.85, ge=0.0, le=1.0)
 
     @model_validator(mode="after")
     def _props_fit(self) -> LocalContextParams:
@@ -101,13 +118,16 @@ class LocalContextParams(BaseModel):
                 )
         return self
 
-    def sources_share(self, link_strength: float) -> float:
-        """text_unit_prop after the linking-strength rule (module docstring)."""
-        if self.weak_link_text_unit_prop is None:
-            return self.text_unit_prop
-        s = min(max(link_strength, 0.0), 1.0)
-        weak = min(self.weak_link_text_unit_prop, 1.0 - self.community_prop)
-        return weak + s * (self.text_unit_prop - weak)
+    def sources_share(self, link_strength: float, need: QuestionNeed = "relation") -> float:
+        """text_unit_prop after the linking-strength and question-need rules (module docstring)."""
+        share = self.text_unit_prop
+        if self.weak_link_text_unit_prop is not None:
+            s = min(max(link_strength, 0.0), 1.0)
+            weak = min(self.weak_link_text_unit_prop, 1.0 - self.community_prop)
+            share = weak + s * (self.text_unit_prop - weak)
+        if need == "fact" and self.fact_text_unit_prop is not None:
+            share = max(share, min(self.fact_text_unit_prop, 1.0 - self.community_prop))
+        return share
 
 
 def link_strength(link: LinkResult, strong_matches: int) -> float:
@@ -116,6 +136,14 @@ def link_strength(link: LinkResult, strong_matches: int) -> float:
     words or vectors, so the entity tables are weak evidence and the Sources share grows."""
     named = sum(1 for e in link.entities if e.exact)
     return min(named / max(strong_matches, 1), 1.0)
+
+
+def question_need(link: LinkResult) -> QuestionNeed:
+    """"relation" when the question names at least two linked entities and uses a relation word
+    (`data/relation_cues.txt`), else "fact" (module docstring)."""
+    named = sum(1 for e in link.entities if e.exact)
+    words = {w.lower() for w in TOKEN_RE.findall(link.query_text)}
+    return "relation" if named >= 2 and not words.isdisjoint(_RELATION_CUES) else "fact"
 
 
 def section_room(tokenizer: Tokenizer, total: int) -> int:
@@ -130,6 +158,8 @@ def reports_budget(room: int, p: LocalContextParams) -> int:
     return max(int(room * p.community_prop), 0)
 
 
-def entity_tables_budget(room: int, p: LocalContextParams, strength: float, reports_left: int) -> int:
+def entity_tables_budget(
+    room: int, p: LocalContextParams, strength: float, reports_left: int, need: QuestionNeed = "relation"
+) -> int:
     """The entity tables' budget: M·(1 − community_prop − Sources share), plus what the reports left."""
-    return max(int(room * (1 - p.community_prop - p.sources_share(strength))), 0) + reports_left
+    return max(int(room * (1 - p.community_prop - p.sources_share(strength, need))), 0) + reports_left

@@ -29,8 +29,10 @@ from shared_context.history import HISTORY_SECTION, build_history_section, recen
 from shared_context.linking import LinkedEntity, LinkResult, link_entities
 from shared_context.local_budget import (
     LocalContextParams,
+    QuestionNeed,
     entity_tables_budget,
     link_strength,
+    question_need,
     reports_budget,
     section_room,
 )
@@ -57,6 +59,7 @@ class LocalContext:
     params: LocalContextParams
     budgets: dict[str, int] = field(default_factory=dict)
     link_strength: float = 0.0  # see `link_strength`; drives the Sources share when it is adaptive
+    need: QuestionNeed = "relation"  # see `local_budget.question_need`; a fact question gets more Sources
     notes: list[str] = field(default_factory=list)  # what the Sources search could not use
 
     @cached_property
@@ -144,9 +147,10 @@ class LocalContextBuilder:
         m = section_room(tok, total)
 
         strength = link_strength(link, p.strong_link_exact_matches)
+        need = question_need(link)
         budgets["Reports"] = reports_budget(m, p)
         tables.reports = reports_section(index, link.entities, budgets["Reports"], p)
-        local_budget = entity_tables_budget(m, p, strength, budgets["Reports"] - tables.reports.tokens)
+        local_budget = entity_tables_budget(m, p, strength, budgets["Reports"] - tables.reports.tokens, need)
         tables.entities, tables.relationships, tables.claims = entity_tables(index, link.entities, local_budget, p)
         used_local = tables.entities.tokens + tables.relationships.tokens + tables.claims.tokens
         budgets["Entities"] = local_budget  # entities, relationships and claims share this budget
@@ -168,5 +172,6 @@ class LocalContextBuilder:
             params=p,
             budgets=budgets,
             link_strength=strength,
+            need=need,
             notes=notes,
         )

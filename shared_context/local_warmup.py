@@ -1,5 +1,5 @@
 """Rows rendered ahead of the questions: `graphroute serve` warms the local context's row caches before it
-listens (`Router.warm_up`), so the first question about an entity costs what a repeated one does."""
+listens (`router.service.warmup`), so the first question about an entity costs what a repeated one does."""
 
 from __future__ import annotations
 

@@ -33,6 +33,7 @@ __all__ = [
     "split_sentences",
     "stem",
     "tokens",
+    "word_list",
     "word_terms",
 ]
 
@@ -94,12 +95,13 @@ POSSESSIVE_RE = LazyPattern(r"['’]s\b|(?<=s)['’](?=\s|$)", re.IGNORECASE)
 _DATA = Path(__file__).resolve().parent / "data"
 
 
-def _word_list(name: str) -> frozenset[str]:
+def word_list(name: str) -> frozenset[str]:
+    """The words of a list in `shared_context/data/` (whitespace-separated, "#" lines are comments)."""
     lines = (_DATA / name).read_text(encoding="utf-8").splitlines()
     return frozenset(w for line in lines if not line.lstrip().startswith("#") for w in line.split())
 
 
-STOPWORDS = _word_list("stopwords.txt")
+STOPWORDS = word_list("stopwords.txt")
 
 
 def tokens(text: str) -> list[str]:
@@ -109,7 +111,7 @@ def tokens(text: str) -> list[str]:
 
 # ---------------------------------------------------------------------------- stemming
 
-_IRREGULAR = dict(pair.split(":", 1) for pair in _word_list("irregular_forms.txt"))
+_IRREGULAR = dict(pair.split(":", 1) for pair in word_list("irregular_forms.txt"))
 
 
 def plural_stem(word: str) -> str:
@@ -402,7 +404,7 @@ _BOUNDARY_RE = LazyPattern(r"[.!?。！？；][\"'”’)\]」』）]*(?:\s*\x00
 _NEXT_SENTENCE_RE = LazyPattern(r"\s+[\"'“‘(\[]?[A-Z0-9" + CJK + r"]")
 _MARKDOWN_BLOCK_RE = LazyPattern(r"\n(?=\s*(?:#{1,6}\s|[-*•]\s|\d+[.)]\s))")
 _CJK_NEWLINE_RE = LazyPattern(f"(?<=[{CJK}])\\s*\\n\\s*(?=[{CJK}])")
-_ABBREVIATIONS = _word_list("abbreviations.txt")
+_ABBREVIATIONS = word_list("abbreviations.txt")
 
 
 def _ends_with_abbreviation(fragment: str) -> bool:

@@ -116,7 +116,8 @@ def test_default_layout_on_dulce_matches_graphrag_headers() -> None:
 
 def test_unused_budget_flows_to_sources() -> None:
     index = _load("christmas_carol_graphrag_index")
-    ctx = LocalContextBuilder(index).build("Bob Cratchit")
+    # the shares of every question kind (a fact question's larger Sources share off)
+    ctx = LocalContextBuilder(index).build("Bob Cratchit", fact_text_unit_prop=None)
     m = 12_000 - 5 * index.tokenizer.count("\n\n")
     reports = ctx.section("Reports")
     assert reports is not None and reports.budget == int(m * 0.1)
@@ -196,7 +197,7 @@ def test_deterministic_and_no_state_leak() -> None:
 def test_candidate_context_marks_records_not_in_context() -> None:
     index = _load("christmas_carol_graphrag_index")
     # GraphRAG's shares, so that every section has rows both shown and left out at this budget
-    params = {"max_context_tokens": 8000, "text_unit_prop": 0.5, "community_prop": 0.15}
+    params = {"max_context_tokens": 8000, "text_unit_prop": 0.5, "community_prop": 0.15, "fact_text_unit_prop": None}
     ctx = LocalContextBuilder(index, params).build("Scrooge", return_candidate_context=True)
     for name in ("Entities", "Relationships", "Sources", "Reports"):
         section = ctx.section(name)

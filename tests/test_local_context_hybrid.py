@@ -133,7 +133,7 @@ def test_fusion_formula_and_ties() -> None:
 def test_weak_linking_moves_budget_to_sources() -> None:
     index = _index()
     params = {"text_unit_strategy": "hybrid", "max_context_tokens": 2000, "text_unit_prop": 0.4,
-              "weak_link_text_unit_prop": 0.8}
+              "weak_link_text_unit_prop": 0.8, "fact_text_unit_prop": None}
     named = LocalContextBuilder(index).build("ALPHA and BETA", **params)
     assert named.link_strength == 1.0
     unnamed = LocalContextBuilder(index).build("a person at the lighthouse", **params)
@@ -148,6 +148,29 @@ def test_weak_linking_moves_budget_to_sources() -> None:
     # left at its default, the weak-link share yields to a larger community_prop instead of failing
     roomy = LocalContextBuilder(index, {"community_prop": 0.3, "text_unit_prop": 0.5})
     assert roomy.params.sources_share(0.0) == pytest.approx(0.7)
+
+
+def test_fact_question_gets_more_sources_and_relation_question_keeps_graph_rows() -> None:
+    index = _index()
+    params = {"text_unit_strategy": "hybrid", "text_unit_prop": 0.4, "fact_text_unit_prop": 0.85}
+    builder = LocalContextBuilder(index)
+    for budget in (600, 2000, 8000):
+        relation = builder.build("What is the relationship between ALPHA and BETA?", max_context_tokens=budget,
+                                 **params)
+        fact = builder.build("Where did ALPHA and BETA meet?", max_context_tokens=budget, **params)
+        assert (relation.need, fact.need) == ("relation", "fact")
+        assert fact.budgets["Entities"] < relation.budgets["Entities"]
+        assert fact.budgets["Sources"] >= relation.budgets["Sources"]  # what the tables leave flows on
+        for ctx in (relation, fact):  # the adaptive split never exceeds the budget
+            assert ctx.tokens <= budget
+            assert ctx.tokens == index.tokenizer.count(ctx.text)
+    # a relation word without two named entities is still a fact question
+    assert builder.build("Who is related to the lighthouse keeper?", **params).need == "fact"
+    # the rule off: both questions get the same split
+    off = params | {"fact_text_unit_prop": None}
+    a = builder.build("What is the relationship between ALPHA and BETA?", max_context_tokens=2000, **off)
+    b = builder.build("Where did ALPHA and BETA meet?", max_context_tokens=2000, **off)
+    assert a.budgets["Entities"] == b.budgets["Entities"]
 
 
 def test_hybrid_and_share_rule_settable_in_graphroute_toml(tmp_path: Path) -> None:

@@ -45,6 +45,7 @@ from router.service.openai_compat import (
     sse,
     stage_event,
 )
+from router.service.warmup import warm_for_service
 
 log = logging.getLogger("graphroute.serve")
 T = TypeVar("T")
@@ -94,7 +95,7 @@ class Service:
         import gc
 
         for router in self.routers.values():
-            router.warm_up(rows=self.config.warm_rows)
+            warm_for_service(router, self.config.warm_rows)
         self.check_endpoints()
         gc.collect()
         gc.freeze()

@@ -112,6 +112,11 @@ def routing(r: Json) -> tuple[list[str], list[Headline]]:
             label = "cue lexicons kept" if cues == "with_cues" else "no cue lexicons"
             lines.append(_eval_row(f"{source}, leave one source out ({label})", f"all of {source}", m))
     heads = [Headline("Routing macro-F1, grouped cross-validation", _f(cv["macro_f1"]), "routing")]
+    loso = r.get("loso", {}).get("with_cues", {})
+    if loso:
+        worst = min(loso, key=lambda s: loso[s]["macro_f1"])
+        heads.append(Headline("Routing macro-F1 with a whole source of questions held out (lowest source)",
+                              f"{_f(loso[worst]['macro_f1'])} ({worst})", "routing"))
     for key, label in (("new_styles", "new-styles set 1 (looked at during development)"),
                        ("new_styles_2", "new-styles set 2 (only totals looked at)"),
                        ("new_styles_3", "new-styles set 3 (written last, only totals looked at)")):
@@ -269,13 +274,16 @@ def serve_load(r: Json) -> tuple[list[str], list[Headline]]:
 def evidence(r: Json) -> tuple[list[str], list[Headline]]:
     lines = [r.get("about", "Share of the silver evidence spans each context shows, at the same token budget."),
              "", "| subset | method | budget | evidence spans found |", "|---|---|---|---|"]
-    heads = []
+    headline: dict[tuple[str, int], dict[str, float]] = {}
     for row in r["rows"]:
         lines.append(f"| {row['subset']} | {row['method']} | {row['budget']:,} | {_f(row['span_hit'])} |")
         if row.get("headline"):
-            heads.append(Headline(f"Evidence spans found, {row['subset']}, {row['method']}", _f(row["span_hit"]),
-                                  "evidence"))
+            headline.setdefault((row["subset"], row["budget"]), {})[row["method"]] = row["span_hit"]
     lines.append("")
+    names = {"local-hybrid": "local", "basic": "basic", "bm25": "plain BM25"}
+    heads = [Headline(f"Evidence spans in a {budget:,}-token context, {subset} questions",
+                      " / ".join(f"{names.get(m, m)} {_f(v)}" for m, v in sorted(found.items(), key=lambda kv: kv[0] != "local-hybrid")),
+                      "evidence") for (subset, budget), found in sorted(headline.items())]
     return lines, heads
 
 
