@@ -340,7 +340,7 @@ def build_report(args: argparse.Namespace, queries: list[Query], engines: list[s
     }
     return {
         "tool": "route-bench",
-        "command": " ".join(["route-bench", *sys.argv[1:]]),
+        "command": " ".join([_invocation(), *sys.argv[1:]]),
         "created_utc": datetime.now(UTC).isoformat(timespec="seconds"),
         "config": {
             "index": str(args.index), "queries": args.queries, "engines": engines, "model": spec.label,
@@ -376,6 +376,11 @@ def build_report(args: argparse.Namespace, queries: list[Query], engines: list[s
         "wall_seconds": wall_s,
         "rows": rows,
     }
+
+
+def _invocation() -> str:
+    """How this run was started: the installed `route-bench` script or `python -m benchmarks.route_bench`."""
+    return "route-bench" if Path(sys.argv[0]).name == "route-bench" else "python -m benchmarks.route_bench"
 
 
 def _count(values: Any) -> dict[str, int]:
