@@ -16,8 +16,9 @@ its entities (s = 1) the entity tables get GraphRAG's share back. The entity tab
 Shares that follow what the question asks (`fact_text_unit_prop`, off when None; `question_need`): a question
 that names at least two entities and asks how they relate (a word of `data/relation_cues.txt`) needs the
 graph's rows, so it keeps the share above; any other question asks for facts the source text states, and its
-Sources share is at least `fact_text_unit_prop` (never more than 1 − community_prop). The default was measured
-on GraphRAG-Bench development questions (`benchmarks/evidence_recall.py`).
+Sources share is at least `fact_text_unit_prop` (never more than 1 − community_prop). Off by default: measured on
+GraphRAG-Bench development questions (`benchmarks/evidence_recall.py`), 0.85 finds about 0.01 more evidence but
+leaves the entity tables almost empty.
 """
 
 from __future__ import annotations
@@ -109,9 +110,11 @@ class LocalContextParams(BaseModel):
     strong_link_exact_matches: int = Field(default=1, ge=1)
     # Section shares that follow what the question asks (module docstring): the least Sources share of a
     # fact question (one not asking how named entities relate); None keeps the shares above for every question.
-    # 0.85 reached the most evidence among 0.7/0.85/0.9 on the tuning half of the GraphRAG-Bench novel dev
-    # questions (benchmarks/evidence_recall.py) while the entity tables keep a few rows; capped at 1 - community_prop.
-    fact_text_unit_prop: float | None = Field(default=0.85, ge=0.0, le=1.0)
+    # Off by default. 0.85 reached the most evidence among 0.7/0.85/0.9 on the tuning half of the GraphRAG-Bench
+    # novel dev questions (benchmarks/evidence_recall.py, about +0.01), but it leaves a fact question's entity
+    # tables about 5 % of the budget, so the Relationships a model reads are usually gone; capped at
+    # 1 - community_prop when set.
+    fact_text_unit_prop: float | None = Field(default=None, ge=0.0, le=1.0)
 
     @model_validator(mode="after")
     def _props_fit(self) -> LocalContextParams:
