@@ -319,6 +319,8 @@ SECTIONS = (
     Section("start-up", "Start-up", "cli_latency/cli_latency.json", cli_latency),
     Section("scale", "Scale", "scale/scale.json", scale),
     Section("scale-at-1m-entities", "Scale at 1M entities", "scale_1m/scale.json", scale),
+    Section("scale-at-1m-entities-unique-titles", "Scale at 1M entities, unique titles", "scale_1m_unique/scale.json",
+            scale),
     Section("service-load", "Service load", "serve/serve_load.json", serve_load),
 )
 
