@@ -1,7 +1,7 @@
 """`route-bench`: latency and cost of every engine and of the router, on your index and your questions.
 
     route-bench --index PATH --queries FILE|builtin:NAME
-                [--engines local,global,drift,basic,router,keyword-router]
+                [--engines local,global,global-prerank,drift,basic,router,keyword-router]
                 [--model offline|mock:LATENCY_MS[:TOKENS_PER_S]|openai] [--repeat N] [--concurrency C]
                 [--out DIR] [--seed S] [--config graphroute.toml] [--price-as MODEL] [--limit N] [--no-progress]
                 [--grade [--no-judge]] [--label-map FILE]
@@ -56,8 +56,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "label, answer, evidence, question_type), or builtin:NAME "
                         f"({', '.join(builtin_names())})")
     p.add_argument("--engines", default="local,global,global-prerank,drift,basic,router",
-                   help="comma-separated subset of local,global,drift,basic,router,keyword-router (default: "
-                        "local,global,drift,basic,router); keyword-router is the baseline of the keyword rules of the enterprise GraphRAG guide")
+                   help="comma-separated subset of local,global,global-prerank,drift,basic,router,keyword-router "
+                        "(default: all but keyword-router); global-prerank is global search with [global_search] "
+                        "prerank = true; keyword-router is the baseline of the keyword rules of the enterprise "
+                        "GraphRAG guide")
     p.add_argument("--model", default="offline",
                    help="offline (extractive, no network), mock:LATENCY_MS[:TOKENS_PER_S] (loopback OpenAI server "
                         "answering with the offline model after LATENCY_MS), or openai (graphroute.toml / env)")

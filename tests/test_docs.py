@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 from tools.docs import benchmarks_page, config_reference
@@ -30,6 +31,24 @@ def test_configuration_reference_lists_every_section_and_key() -> None:
 
 def test_benchmarks_page_and_readme_figures_are_current() -> None:
     assert benchmarks_page.main(["--check"]) == 0, "run python -m tools.docs.benchmarks_page"
+
+
+def test_a_result_file_the_page_cannot_read_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "serve").mkdir()
+    (tmp_path / "serve" / "serve_load.json").write_text('{"date": "2026-01-01", "runs": []}', encoding="utf-8")
+    monkeypatch.setattr(benchmarks_page, "RESULTS", tmp_path)
+    with pytest.raises(SystemExit, match=r"serve_load\.json: the 'Service load' section cannot read it \(KeyError"):
+        benchmarks_page.render()
+    (tmp_path / "serve" / "serve_load.json").write_text("{not json", encoding="utf-8")
+    with pytest.raises(SystemExit, match=r"serve_load\.json: not a readable result file"):
+        benchmarks_page.render()
+
+
+def test_a_missing_result_file_leaves_its_section_out(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(benchmarks_page, "RESULTS", tmp_path)
+    page, table = benchmarks_page.render()
+    assert "## " not in page
+    assert table.splitlines()[2:] == []
 
 
 def test_every_readme_figure_comes_from_the_benchmarks_page() -> None:
@@ -85,7 +104,7 @@ def test_the_site_builds_strictly(tmp_path: Path) -> None:
 NARRATIVE = re.compile(
     r"\b(?:session|sessions)\s+\d+|\b(?:this|last|earlier|previous|next)\s+session\b|\bseed-0\d\d\b"
     r"|\bissue\s+#?\d+|\bwork period|\bthe lead(?:'s)?\b(?!\s+(?:author|investigator|line|sentence|item|word))"
-    r"|\bhelpers?\s+(?:ran|took|run|measured)|\bquiet_session|\bmeasurement-history\b|\bVMs?\b",
+    r"|\bhelpers?\s+(?:ran|took|run|measured)|\bworktrees?\b|\bquiet_session|\bmeasurement-history\b|\bVMs?\b",
     re.IGNORECASE,
 )
 

@@ -111,3 +111,18 @@ def test_the_with_index_set_written_last_rewords_no_training_question() -> None:
     # the check does catch a held-out question reworded from a training one
     reworded = "Are there discussions of layoffs or restructuring in any of the calls?"
     assert [a for a, _, _ in near_duplicates([reworded], training)] == [reworded]
+
+
+def test_no_training_question_is_about_the_route_bench_book() -> None:
+    """route-bench's Christmas Carol questions are reported as questions the router was not trained on: a
+    training question may share a generic wording with one of them, never one of the book's names."""
+    carol = [json.loads(line)["question"]
+             for line in (REPO / "benchmarks" / "queries" / "christmas_carol.jsonl").read_text(encoding="utf-8").splitlines()
+             if line.strip()]
+    own = _own()
+    assert set(carol).isdisjoint(own)
+    named = [(o, c) for o, c, _ in near_duplicates(own, carol) if _CAPITALISED.search(c)]
+    assert named == [], named
+    book = ("Scrooge", "Marley", "Cratchit", "Fezziwig")  # the book's own names, as its questions use them
+    assert all(any(name in q for q in carol) for name in book)
+    assert [q for q in own if any(name in q for name in book)] == []

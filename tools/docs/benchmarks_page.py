@@ -80,13 +80,17 @@ def _machine(report: Json) -> str:
     return ", ".join(parts) or "not recorded"
 
 
+def _shown(path: Path) -> str:
+    return path.relative_to(ROOT).as_posix() if path.is_relative_to(ROOT) else str(path)
+
+
 def _provenance(report: Json, path: Path) -> list[str]:
     date = report.get("date") or report.get("created_utc") or "not recorded"
     command = report.get("command") or "not recorded"
     load = report.get("load_avg_start")
     machine = _machine(report) + (f", load average {load[0]:.1f} at start" if load else "")
     return [f"- Command: `{command}`", f"- Date: {date}", f"- Machine: {machine}",
-            f"- Result file: `{path.relative_to(ROOT)}`", ""]
+            f"- Result file: `{_shown(path)}`", ""]
 
 
 # ---- routing (benchmarks/router_eval.py) ---------------------------------------------------------------
@@ -146,8 +150,9 @@ def routing(r: Json) -> tuple[list[str], list[Headline]]:
     carol = r.get("carol", {})
     if carol:
         w = carol["with_index"]
-        lines += [f"The 30 labelled Christmas Carol questions of route-bench (no question about this book is in "
-                  f"training): {w['right']}/{w['n']} routed as labelled with the index, "
+        lines += [f"The {w['n']} labelled Christmas Carol questions of route-bench (no training question is about "
+                  f"this book, though generic wordings such as a story's main themes are; their per-question results "
+                  f"were seen during development): {w['right']}/{w['n']} routed as labelled with the index, "
                   f"{carol['without_index']['right']}/{carol['without_index']['n']} without.", ""]
     base = r.get("baselines", {})
     if base:
@@ -170,7 +175,8 @@ def routing(r: Json) -> tuple[list[str], list[Headline]]:
 
 def route_bench(r: Json) -> tuple[list[str], list[Headline]]:
     cfg = r["config"]
-    lines = [f"{r['queries']['count']} labelled questions on the Christmas Carol GraphRAG index, model "
+    lines = [f"{r['queries']['count']} labelled questions on the Christmas Carol GraphRAG index (no question of the "
+             f"router's training is about this book), model "
              f"`{r['model']['spec']}` ({r['model']['description']}); costs priced as "
              f"`{r['pricing'].get('chat_model', 'reported')}`. Latency p50 and p95 are over the questions.", "",
              "| engine | p50 s | p95 s | model calls (mean) | prompt tokens (mean) | cost per question |",
@@ -190,7 +196,8 @@ def route_bench(r: Json) -> tuple[list[str], list[Headline]]:
                      + "; ".join(f"against always {b}: {_pct(s['cost_saving_frac'])} of the cost saved"
                                  for b, s in sec.get("savings", {}).items() if s))
         if key == "router":
-            heads.append(Headline("Christmas Carol questions routed as labelled (route-bench)",
+            heads.append(Headline("Christmas Carol questions routed as labelled (route-bench; none about this book "
+                                  "in training, results seen during development)",
                                   f"{q['correct']}/{q['n']}", "route-bench"))
             savings = sec.get("savings", {})
             if savings.get("global") and savings.get("global-prerank"):
@@ -333,6 +340,22 @@ over runs, never the best run.
 """
 
 
+def _render_section(section: Section, path: Path) -> tuple[list[str], list[Headline]]:
+    """A section's lines (provenance, then figures) and headlines; a result file that cannot be read, or that lacks a field the section
+    needs (written by another version of its script), stops the generator with a message naming the file."""
+    try:
+        report = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(report, dict):
+            raise TypeError("the file holds no JSON object")
+        body, found = section.render(report)
+        return [*_provenance(report, path), *body], found
+    except (OSError, ValueError) as exc:
+        raise SystemExit(f"{_shown(path)}: not a readable result file ({exc})") from None
+    except (KeyError, TypeError, IndexError, AttributeError) as exc:
+        raise SystemExit(f"{_shown(path)}: the {section.title!r} section cannot read it "
+                         f"({type(exc).__name__}: {exc}); rerun the command named in the file") from None
+
+
 def render() -> tuple[str, str]:
     """The benchmarks page, and the README's figures table."""
     page = [INTRO]
@@ -341,9 +364,8 @@ def render() -> tuple[str, str]:
         path = RESULTS / section.path
         if not path.exists():
             continue
-        report = json.loads(path.read_text(encoding="utf-8"))
-        body, found = section.render(report)
-        page += [f"## {section.title}", "", *_provenance(report, path), *body]
+        body, found = _render_section(section, path)
+        page += [f"## {section.title}", "", *body]
         heads += [Headline(h.what, h.figure, section.anchor) for h in found]  # link to this section
     table = ["| what | figure |", "|---|---|"]
     table += [f"| [{h.what}](docs/benchmarks.md#{h.anchor}) | {h.figure} |" for h in heads]
