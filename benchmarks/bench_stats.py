@@ -41,6 +41,9 @@ def summarize_engine(rows: Iterable[dict[str, Any]]) -> dict[str, Any]:
         "degraded": sum(1 for r in ok if r["degraded"]),
         "empty": sum(1 for r in ok if r.get("empty")),
         "latency_p50_s": percentile(lat, 50),
+        # each repeat's p50 over the questions, so a report of several repeats shows the spread between runs
+        "latency_p50_by_repeat_s": [percentile([r["seconds"] for r in ok if r["repeat"] == k], 50)
+                                    for k in sorted({r["repeat"] for r in ok})],
         "latency_p95_s": percentile(lat, 95),
         "latency_p99_s": percentile(lat, 99),
         "latency_mean_s": sum(lat) / n_ok if n_ok else None,

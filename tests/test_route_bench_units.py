@@ -12,7 +12,7 @@ from benchmarks import route_bench
 from benchmarks.bench_mock import TASK_SCHEMAS, detect_task, parse_model_spec
 from benchmarks.bench_queries import BenchInputError, load_queries
 from benchmarks.bench_runner import check_router_rows, check_row
-from benchmarks.bench_stats import percentile, router_savings, routing_quality
+from benchmarks.bench_stats import percentile, router_savings, routing_quality, summarize_engine
 from engines import prompts
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -98,6 +98,15 @@ def test_router_savings_against_a_baseline() -> None:
     assert s["cost_saving_frac"] == pytest.approx(0.75)
     assert s["time_saving_frac"] == pytest.approx(0.5)
     assert router_savings(rows, "drift") is None
+
+
+def test_each_repeat_keeps_its_own_latency_median() -> None:
+    fields = {"degraded": False, "prompt_tokens": 0, "output_tokens": 0, "cached_calls": 0}
+    rows = [dict(_row("local", q, 0.0, s, 1, **fields), repeat=k)
+            for k, times in enumerate(([1.0, 2.0, 3.0], [4.0, 5.0, 6.0])) for q, s in zip("abc", times, strict=True)]
+    summary = summarize_engine(rows)
+    assert summary["latency_p50_by_repeat_s"] == [2.0, 5.0]
+    assert summary["latency_p50_s"] == pytest.approx(3.5)
 
 
 # ---- consistency ----------------------------------------------------------------------------------
