@@ -16,9 +16,9 @@ its entities (s = 1) the entity tables get GraphRAG's share back. The entity tab
 Shares that follow what the question asks (`fact_text_unit_prop`, off when None; `question_need`): a question
 that names at least two entities and asks how they relate (a word of `data/relation_cues.txt`) needs the
 graph's rows, so it keeps the share above; any other question asks for facts the source text states, and its
-Sources share is at least `fact_text_unit_prop` (never more than 1 − community_prop). Off by default: measured on
-GraphRAG-Bench development questions (`benchmarks/evidence_recall.py`), 0.85 finds about 0.01 more evidence but
-leaves the entity tables almost empty.
+Sources share is at least `fact_text_unit_prop`, but never so much that the entity tables keep less than
+`min_graph_prop` (the floor is capped at 1 − community_prop − min_graph_prop): every context keeps some entity
+and relationship rows, which answers, citations and the graph view rely on.
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ __all__ = [
     "LocalContextParams",
     "QuestionNeed",
     "entity_tables_budget",
+    "fact_floor_applies",
     "link_strength",
     "question_need",
     "reports_budget",
@@ -108,13 +109,14 @@ class LocalContextParams(BaseModel):
     # linked entity matched by name; None keeps text_unit_prop whatever the linking.
     weak_link_text_unit_prop: float | None = Field(default=0.8, ge=0.0, le=1.0)
     strong_link_exact_matches: int = Field(default=1, ge=1)
-    # Section shares that follow what the question asks (module docstring): the least Sources share of a
-    # fact question (one not asking how named entities relate); None keeps the shares above for every question.
-    # Off by default. 0.85 reached the most evidence among 0.7/0.85/0.9 on the tuning half of the GraphRAG-Bench
-    # novel dev questions (benchmarks/evidence_recall.py, about +0.01), but it leaves a fact question's entity
-    # tables about 5 % of the budget, so the Relationships a model reads are usually gone; capped at
-    # 1 - community_prop when set.
-    fact_text_unit_prop: float | None = Field(default=None, ge=0.0, le=1.0)
+    # Section shares that follow what the question asks (module docstring): the least Sources share of a fact
+    # question (one not asking how named entities relate); None keeps the shares above for every question.
+    # 0.8 reached more evidence than the fixed split on the tuning half of the GraphRAG-Bench novel and medical
+    # dev questions (benchmarks/evidence_recall.py --half tune, README); 0.85 found slightly more but left the
+    # entity tables too little for relationship rows.
+    fact_text_unit_prop: float | None = Field(default=0.8, ge=0.0, le=1.0)
+    # the least share the entity tables (entities, relationships, claims) keep when the fact floor applies
+    min_graph_prop: float = Field(default=0.1, ge=0.0, le=1.0)
 
     @model_validator(mode="after")
     def _props_fit(self) -> LocalContextParams:
@@ -139,8 +141,14 @@ class LocalContextParams(BaseModel):
             weak = min(self.weak_link_text_unit_prop, 1.0 - self.community_prop)
             share = weak + s * (self.text_unit_prop - weak)
         if need == "fact" and self.fact_text_unit_prop is not None:
-            share = max(share, min(self.fact_text_unit_prop, 1.0 - self.community_prop))
+            cap = max(1.0 - self.community_prop - self.min_graph_prop, 0.0)
+            share = max(share, min(self.fact_text_unit_prop, cap))
         return share
+
+
+def fact_floor_applies(p: LocalContextParams, strength: float, need: QuestionNeed) -> bool:
+    """Whether the fact floor raised the Sources share above the linking rule's (module docstring)."""
+    return need == "fact" and p.sources_share(strength, need) > p.sources_share(strength, "relation")
 
 
 def link_strength(link: LinkResult, strong_matches: int) -> float:

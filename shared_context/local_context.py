@@ -31,6 +31,7 @@ from shared_context.local_budget import (
     LocalContextParams,
     QuestionNeed,
     entity_tables_budget,
+    fact_floor_applies,
     link_strength,
     question_need,
     reports_budget,
@@ -44,6 +45,10 @@ from shared_context.tables import joined_tokens
 
 if TYPE_CHECKING:
     from shared_context.index import Index
+
+# The Entities table's most share of the entity tables when the fact floor applies (the rest is for relationships
+# and claims): about half keeps the first few entities and their strongest relationships.
+_FACT_ENTITY_SHARE = 0.6
 
 __all__ = ["LocalContext", "LocalContextBuilder", "LocalContextParams", "link_strength", "select_relationships"]
 
@@ -151,7 +156,11 @@ class LocalContextBuilder:
         budgets["Reports"] = reports_budget(m, p)
         tables.reports = reports_section(index, link.entities, budgets["Reports"], p)
         local_budget = entity_tables_budget(m, p, strength, budgets["Reports"] - tables.reports.tokens, need)
-        tables.entities, tables.relationships, tables.claims = entity_tables(index, link.entities, local_budget, p)
+        # when the fact floor shrank the entity tables, the Entities table takes at most part of them, so the
+        # context keeps relationship rows (answers, citations and the graph view rely on them)
+        share = _FACT_ENTITY_SHARE if fact_floor_applies(p, strength, need) else 1.0
+        tables.entities, tables.relationships, tables.claims = entity_tables(
+            index, link.entities, local_budget, p, share)
         used_local = tables.entities.tokens + tables.relationships.tokens + tables.claims.tokens
         budgets["Entities"] = local_budget  # entities, relationships and claims share this budget
         budgets["Sources"] = max(m - tables.reports.tokens - used_local, 0)

@@ -33,11 +33,14 @@ __all__ = ["entity_tables"]
 
 
 def entity_tables(
-    index: Any, linked: Sequence[LinkedEntity], budget: int, p: LocalContextParams
+    index: Any, linked: Sequence[LinkedEntity], budget: int, p: LocalContextParams, entity_share: float = 1.0
 ) -> tuple[Section[EntityRecord], Section[RelationshipRecord], Section[ClaimRecord]]:
-    """(Entities, Relationships, Claims) sharing `budget`."""
+    """(Entities, Relationships, Claims) sharing `budget`. `entity_share` < 1 caps the Entities table at that
+    share of `budget`, so a small budget (a fact question's, `local_budget.py`) still leaves room for the
+    relationships and claims of the first entities."""
     tok = index.tokenizer
-    ents: SectionBuilder[EntityRecord] = SectionBuilder("Entities", entity_columns(p), tok, budget)
+    ents: SectionBuilder[EntityRecord] = SectionBuilder("Entities", entity_columns(p), tok,
+                                                        int(budget * entity_share))
     for e in linked:
         values = entity_values(index, e.position)
         line, n = cached_row(

@@ -181,3 +181,21 @@ def test_hybrid_and_share_rule_settable_in_graphroute_toml(tmp_path: Path) -> No
     assert cfg.local.text_unit_strategy == "hybrid" and cfg.local.hybrid_question_weight == 0.5
     assert cfg.local.weak_link_text_unit_prop == 0.75
     assert cfg.drift.local_context().text_unit_strategy == "hybrid"
+
+
+def test_fact_floor_keeps_graph_rows_and_the_budget() -> None:
+    index = _index()
+    builder = LocalContextBuilder(index)  # defaults: the fact floor is on, capped by min_graph_prop
+    p = builder.params
+    for budget in (2000, 8000, 12000):
+        fact = builder.build("Where did ALPHA and BETA meet?", max_context_tokens=budget)
+        assert fact.need == "fact"
+        assert fact.tokens <= budget and fact.tokens == index.tokenizer.count(fact.text)
+        # the entity tables keep at least min_graph_prop of the room, and show relationship rows
+        assert fact.budgets["Entities"] >= int(budget * p.min_graph_prop) - 20
+        assert fact.section("Entities") is not None and fact.section("Relationships") is not None
+    # no graph minimum: the floor may take everything but the reports' share
+    bare = builder.build("Where did ALPHA and BETA meet?", max_context_tokens=8000, min_graph_prop=0.0,
+                         fact_text_unit_prop=0.9)
+    assert bare.params.sources_share(bare.link_strength, "fact") == pytest.approx(0.9)
+    assert builder.params.sources_share(1.0, "fact") == pytest.approx(0.8)
