@@ -112,11 +112,14 @@ class LocalContextParams(BaseModel):
     # Section shares that follow what the question asks (module docstring): the least Sources share of a fact
     # question (one not asking how named entities relate); None keeps the shares above for every question.
     # 0.8 reached more evidence than the fixed split on the tuning half of the GraphRAG-Bench novel and medical
-    # dev questions (benchmarks/evidence_recall.py --half tune, README); 0.85 found slightly more but left the
-    # entity tables too little for relationship rows.
+    # dev questions (benchmarks/evidence_recall.py --half tune, docs/benchmarks.md); 0.85 found slightly more but
+    # left the entity tables too little for relationship rows. 0 (or None) turns the floor off.
     fact_text_unit_prop: float | None = Field(default=0.8, ge=0.0, le=1.0)
     # the least share the entity tables (entities, relationships, claims) keep when the fact floor applies
     min_graph_prop: float = Field(default=0.1, ge=0.0, le=1.0)
+    # the Entities table's most share of the entity tables when the fact floor applies; the rest keeps the
+    # first entities' relationships and claims
+    fact_entity_share: float = Field(default=0.6, gt=0.0, le=1.0)
 
     @model_validator(mode="after")
     def _props_fit(self) -> LocalContextParams:

@@ -46,10 +46,6 @@ from shared_context.tables import joined_tokens
 if TYPE_CHECKING:
     from shared_context.index import Index
 
-# The Entities table's most share of the entity tables when the fact floor applies (the rest is for relationships
-# and claims): about half keeps the first few entities and their strongest relationships.
-_FACT_ENTITY_SHARE = 0.6
-
 __all__ = ["LocalContext", "LocalContextBuilder", "LocalContextParams", "link_strength", "select_relationships"]
 
 
@@ -156,9 +152,9 @@ class LocalContextBuilder:
         budgets["Reports"] = reports_budget(m, p)
         tables.reports = reports_section(index, link.entities, budgets["Reports"], p)
         local_budget = entity_tables_budget(m, p, strength, budgets["Reports"] - tables.reports.tokens, need)
-        # when the fact floor shrank the entity tables, the Entities table takes at most part of them, so the
-        # context keeps relationship rows (answers, citations and the graph view rely on them)
-        share = _FACT_ENTITY_SHARE if fact_floor_applies(p, strength, need) else 1.0
+        # when the fact floor shrank the entity tables, the Entities table takes at most fact_entity_share of
+        # them, so the context keeps relationship rows (answers, citations and the graph view rely on them)
+        share = p.fact_entity_share if fact_floor_applies(p, strength, need) else 1.0
         tables.entities, tables.relationships, tables.claims = entity_tables(
             index, link.entities, local_budget, p, share)
         used_local = tables.entities.tokens + tables.relationships.tokens + tables.claims.tokens

@@ -199,3 +199,17 @@ def test_fact_floor_keeps_graph_rows_and_the_budget() -> None:
                          fact_text_unit_prop=0.9)
     assert bare.params.sources_share(bare.link_strength, "fact") == pytest.approx(0.9)
     assert builder.params.sources_share(1.0, "fact") == pytest.approx(0.8)
+
+
+def test_fact_floor_off_at_zero_and_entity_share_settable() -> None:
+    index = _index()
+    builder = LocalContextBuilder(index)
+    question = "Where did ALPHA and BETA meet?"
+    off_zero = builder.build(question, max_context_tokens=8000, fact_text_unit_prop=0.0)
+    off_none = builder.build(question, max_context_tokens=8000, fact_text_unit_prop=None)
+    assert off_zero.text == off_none.text and off_zero.budgets == off_none.budgets
+    on = builder.build(question, max_context_tokens=8000)
+    assert on.budgets["Entities"] < off_none.budgets["Entities"]  # the floor took room from the entity tables
+    small = builder.build(question, max_context_tokens=8000, fact_entity_share=0.2)
+    entities = small.section("Entities")
+    assert entities is not None and entities.tokens <= int(small.budgets["Entities"] * 0.2)
