@@ -17,11 +17,10 @@ from pydantic import BaseModel
 
 from engines.errors import EngineError, attach_usage
 from engines.events import Event, Final
-from engines.inputs import HistoryLike, limit_history, normalise_history, plan_question
 from engines.model_set import ModelLike, ModelSet
 from engines.models.base import Embedder, Message
 from engines.models.errors import ModelError
-from engines.plan import QueryPlan
+from engines.plan import HistoryLike, QueryPlan, limit_history, normalise_history, plan_question
 from engines.result import SearchResult
 from engines.run import QueryRun
 

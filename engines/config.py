@@ -22,7 +22,7 @@ from engines.models.config import (
     read_toml,
 )
 from engines.models.errors import ModelConfigError
-from engines.prompt_template import (
+from engines.prompts import (
     PROMPT_HELP,
     BasicPrompt,
     DriftReducePrompt,

@@ -148,9 +148,9 @@ def _leaves(table: Mapping[str, Any], prefix: str = "") -> Iterator[str]:
 
 def _environment_sources(env: Mapping[str, str]) -> dict[str, str]:
     """The model settings the environment gives, with the variable that gives each."""
+    from engines.models.base import STAGES
     from engines.models.config import ENV_VARS
     from engines.models.env_settings import EnvSettings
-    from engines.models.usage import STAGES
 
     chat = EnvSettings.read(env).chat_table()
     by_field = {

@@ -21,8 +21,7 @@ from typing import TYPE_CHECKING, Protocol, TypeVar
 if TYPE_CHECKING:
     from engines.estimate import CostEstimate
     from engines.events import Event
-    from engines.inputs import HistoryLike
-    from engines.plan import QueryPlan
+    from engines.plan import HistoryLike, QueryPlan
     from engines.result import SearchResult
     from shared_context.index import Index
 

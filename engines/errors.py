@@ -6,14 +6,14 @@ import contextlib
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from engines.models.usage import Usage
+    from engines.models.base import Usage
 
 
 class EngineError(RuntimeError):
     """Nothing usable came out of a stage (e.g. every map batch failed).
 
     Partial failures never raise: they are recorded as `Degradation`s on the result. `usage` is the
-    `engines.models.usage.Usage` spent before the failure (filled in by the engine or the router), so the
+    `engines.models.base.Usage` spent before the failure (filled in by the engine or the router), so the
     caller's accounting never loses calls that did happen.
     """
 

@@ -16,7 +16,7 @@ from engines.latency import LATENCY, latency_key
 
 if TYPE_CHECKING:
     from engines.plan import QueryPlan
-    from engines.prompt_template import PromptTemplate
+    from engines.prompts import PromptTemplate
     from shared_context.community_context import CommunityContextBuilder
     from shared_context.index import Index
     from shared_context.local_context import LocalContextBuilder

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from engines.config import ConfigError
-from engines.prompt_template import PromptError, PromptTemplate
+from engines.prompts import PromptError, PromptTemplate
 
 SETTINGS_FILES = ("settings.yaml", "settings.yml", "settings.json")
 
@@ -75,7 +75,7 @@ SECTION_KEYS: dict[str, tuple[str, dict[str, str]]] = {
         "max_context_tokens": "max_context_tokens",
     }),
 }
-# (section, key) of each prompt file -> the stage whose slots it must have (engines/prompt_template.py)
+# (section, key) of each prompt file -> the stage whose slots it must have (engines/prompts.py)
 _PROMPT_STAGES = {
     ("local_search", "prompt"): "local",
     ("global_search", "map_prompt"): "global_map",

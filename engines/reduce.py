@@ -19,7 +19,7 @@ from engines.models.task_context import Finding, TaskContext
 from engines.run import QueryRun, gather_bounded, reraise_bugs
 
 if TYPE_CHECKING:
-    from engines.prompt_template import PromptTemplate
+    from engines.prompts import PromptTemplate
     from shared_context.tokens import Tokenizer
 
 # Tokens of the "\n\n" separator between analyst blocks (an upper bound; BPE may merge it).

@@ -23,7 +23,13 @@ from engines.errors import DeadlineExceeded, EngineError
 from engines.events import AnswerDelta, Event, Progress
 from engines.latency import LATENCY, latency_key
 from engines.model_set import ModelSet
-from engines.models.base import ChatModel, Completion, EmbeddingResult, Message, is_local_embedder
+from engines.models.base import (
+    ChatModel,
+    Completion,
+    EmbeddingResult,
+    Message,
+    is_local_embedder,
+)
 from engines.models.errors import ModelError, StructuredOutputError
 from engines.models.structured import leading_reasoning_done, strip_reasoning
 from engines.models.task_context import TaskContext

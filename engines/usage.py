@@ -1,6 +1,6 @@
-"""Re-export: usage accounting lives in `engines.models.usage` (the model layer and the indexer record
-usage too, and they must not import the engines)."""
+"""Re-export: usage accounting lives in the model layer (`engines.models.base`): the model layer and the
+indexer record usage too, and they must not import the engines."""
 
-from engines.models.usage import STAGES, StageUsage, Usage
+from engines.models.base import STAGES, StageUsage, Usage
 
 __all__ = ["STAGES", "StageUsage", "Usage"]

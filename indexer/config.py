@@ -7,8 +7,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
+from engines.models.base import Usage
 from engines.models.config import format_validation_error
-from engines.models.usage import Usage
 
 # Which offline extractor ran (recorded in the manifest as "offline:<this>"): rules with WordNet noun classes
 # (indexer/data/noun_classes.txt), as no NER model with verifiable provenance installs from PyPI. Bumped

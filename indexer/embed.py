@@ -19,8 +19,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from engines.models.base import Embedder
-from engines.models.usage import Usage
+from engines.models.base import Embedder, Usage
 from indexer.config import IndexerError
 from indexer.state import EMBEDDER
 

@@ -18,10 +18,9 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from engines.models.base import ChatModel, Message
+from engines.models.base import ChatModel, Message, Usage
 from engines.models.errors import ModelError, StructuredOutputError
 from engines.models.structured import complete_json
-from engines.models.usage import Usage
 from indexer import prompts
 from indexer.communities import CommunityRow
 from indexer.config import IndexerConfig

@@ -17,7 +17,7 @@ from rich.table import Table
 if TYPE_CHECKING:  # imported where used at run time: `graphroute --help` stays fast
     from engines.config import GraphrouteConfig
     from engines.config_layers import ResolvedConfig
-    from engines.models.usage import StageUsage
+    from engines.models.base import StageUsage
     from router.router import Router
     from router.service.supervisor import WorkerPool
 

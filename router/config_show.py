@@ -18,7 +18,7 @@ HIDDEN = "(set)"
 
 def flatten(value: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
     """(dotted key, printable value) of every leaf setting; a prompt shows its source, a secret is hidden."""
-    from engines.prompt_template import PromptTemplate
+    from engines.prompts import PromptTemplate
 
     if isinstance(value, PromptTemplate):
         yield prefix, value.source

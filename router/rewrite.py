@@ -17,7 +17,7 @@ from shared_context.history import HISTORY_COLUMNS, HISTORY_SECTION
 from shared_context.tables import Section
 
 if TYPE_CHECKING:
-    from engines.prompt_template import PromptTemplate
+    from engines.prompts import PromptTemplate
 
 # Words that make a question depend on earlier turns (English and Chinese).
 _DEPENDENT = re.compile(

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, TypeVar, cast
 from engines.errors import DeadlineExceeded, EngineError
 from engines.models.base import Message
 from engines.models.errors import ModelConfigError, ModelError, ModelResponseError, StructuredOutputError
-from engines.plan import QueryPlan
+from engines.plan import QueryPlan, limit_history, normalise_history, plan_question
 from engines.usage import Usage
 from router.answer import Answer, Escalation
 from router.budget import LADDER, Budget, BudgetError, Plan, PlanStep, check_fit
@@ -196,7 +196,6 @@ class Router:
         a second of CPU), and the tables linking, classification and the local context read on first use
         (`graphroute serve` also renders rows ahead: `router.service.warmup`). Synchronous and CPU-bound: call
         it before serving."""
-        from engines.inputs import plan_question
         from router.classifier import classify
 
         for name in ENGINES:
@@ -265,7 +264,6 @@ class Router:
 
         if mode not in MODES:
             raise ValueError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
-        from engines.inputs import limit_history, normalise_history
 
         notes = degraded if degraded is not None else []
         turns, history_note = limit_history(normalise_history(history), self.index.tokenizer)
@@ -379,7 +377,6 @@ class Router:
         """The decision and plan `aask` starts from, with no model call: the question and history get the same
         checks and limits, but a follow-up is not rewritten and no model second opinion is asked; below the
         confidence threshold the same cost-aware default applies."""
-        from engines.inputs import limit_history, normalise_history, plan_question
         from router.classifier import classify
 
         query_plan = plan_question(question, self.index)
@@ -455,7 +452,6 @@ class Router:
         still asks the classifier, so the route also carries its own opinion (the CLI shows it).
         """
         from engines.events import AnswerDelta, Final
-        from engines.inputs import plan_question
 
         started = time.perf_counter()
         query_plan = plan_question(question, self.index)  # the engines' own limits, checked once, before any call

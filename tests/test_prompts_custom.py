@@ -10,7 +10,7 @@ import pytest
 
 from engines import prompts
 from engines.config import ConfigError, config_from_mapping
-from engines.prompt_template import STAGES, PromptError, PromptTemplate
+from engines.prompts import STAGES, PromptError, PromptTemplate
 
 VALUES = {
     "context_data": "-----Sources-----\nid|text\n1|Scrooge is a miser {response_type} {x.__class__}",

@@ -10,8 +10,8 @@ import pytest
 import shared_context.linking as linking
 import shared_context.local_context as local_context
 from engines import LocalSearch
-from engines.inputs import plan_question
 from engines.models.offline import OfflineChatModel
+from engines.plan import plan_question
 from router.classifier import classify
 from shared_context import load_index
 

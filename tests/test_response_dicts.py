@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 
 from engines.citations import Citation
-from engines.models.usage import StageUsage, Usage
+from engines.models.base import StageUsage, Usage
 
 
 def test_citation_to_dict_is_asdict_with_copied_lists() -> None:

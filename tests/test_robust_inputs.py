@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 from robust_support import CAROL, carol
 
-from engines.inputs import MAX_HISTORY_MESSAGES, MAX_TURN_TOKENS, limit_history, normalise_history
+from engines.plan import MAX_HISTORY_MESSAGES, MAX_TURN_TOKENS, limit_history, normalise_history
 from router import Router
 from shared_context import IndexFormatError, load_index
 

@@ -8,7 +8,14 @@ the product (`testing.model_server`).
 
 from __future__ import annotations
 
-from engines.models.base import ChatModel, Completion, Embedder, EmbeddingResult, HoldsClients, Message
+from engines.models.base import (
+    ChatModel,
+    Completion,
+    Embedder,
+    EmbeddingResult,
+    HoldsClients,
+    Message,
+)
 from engines.models.cache import ModelCallCache
 from engines.models.config import (
     ModelEndpoint,

@@ -22,8 +22,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
+from engines.models.base import STAGES
 from engines.models.errors import ModelConfigError
-from engines.models.usage import STAGES
 
 Provider = Literal["openai", "azure", "offline"]
 JsonMode = Literal["auto", "on", "off"]

@@ -17,11 +17,11 @@ import math
 import re
 import types
 import typing
-from typing import Any, TypeVar, Union, get_args, get_origin
+from typing import TypeVar, Union, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 
-from engines.models.base import ChatModel, Completion, Message
+from engines.models.base import JSON, ChatModel, Completion, Message
 from engines.models.errors import ModelError, StructuredOutputError
 from engines.models.task_context import TaskContext
 
@@ -82,7 +82,7 @@ def leading_reasoning_done(text: str) -> tuple[str, bool]:
     return text, True
 
 
-def _without_last_element(value: Any) -> Any | None:
+def _without_last_element(value: JSON) -> JSON | None:
     """`value` without the last element of the first list on its trailing path (the element a truncated
     reply was writing; a half-written object inside it goes as a whole), or None when there is no list."""
     if isinstance(value, list):
@@ -94,7 +94,7 @@ def _without_last_element(value: Any) -> Any | None:
     return None
 
 
-def _trailing_list_empty(value: Any) -> bool:
+def _trailing_list_empty(value: JSON) -> bool:
     """True when the list `_without_last_element` cut (the first one on the trailing path) is now empty."""
     if isinstance(value, list):
         return not value
@@ -103,7 +103,7 @@ def _trailing_list_empty(value: Any) -> bool:
     return False
 
 
-def repair_candidates(text: str) -> list[Any]:
+def repair_candidates(text: str) -> list[JSON]:
     """JSON values recoverable from a model reply, best first (may be empty): the `json-repair` reading,
     preceded for a truncated reply by the same without its half-written last list element. A truncated
     reply with no list to cut back to is a `ValueError`: its last field is cut mid-value."""
@@ -130,7 +130,7 @@ def repair_candidates(text: str) -> list[Any]:
     return [cut, value]
 
 
-def repair_json_text(text: str) -> Any:
+def repair_json_text(text: str) -> JSON:
     """The best JSON value recoverable from a model reply; `ValueError` when there is none."""
     candidates = repair_candidates(text)
     if not candidates:
@@ -142,7 +142,7 @@ def repair_json_text(text: str) -> Any:
 # ---------------------------------------------------------------------------- coercion and validation
 
 
-def _is_int_annotation(annotation: Any) -> bool:
+def _is_int_annotation(annotation: object) -> bool:
     if annotation is int:
         return True
     origin = get_origin(annotation)
@@ -151,7 +151,7 @@ def _is_int_annotation(annotation: Any) -> bool:
     return False
 
 
-def _model_of(annotation: Any) -> type[BaseModel] | None:
+def _model_of(annotation: object) -> type[BaseModel] | None:
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         return annotation
     for arg in get_args(annotation):
@@ -161,24 +161,24 @@ def _model_of(annotation: Any) -> type[BaseModel] | None:
     return None
 
 
-def _coerce(value: Any, schema: type[BaseModel]) -> Any:
+def _coerce(value: JSON, schema: type[BaseModel]) -> JSON:
     """Normalise numbers for int fields ("85" → 85, 4.0 → 4, 4.6 → 5) and recurse into nested models."""
     if not isinstance(value, dict):
         return value
     out = dict(value)
-    for name, field in schema.model_fields.items():
-        key = name if name in out else (field.alias if field.alias in out else None)
+    for name, info in schema.model_fields.items():
+        key = name if name in out else (info.alias if info.alias in out else None)
         if key is None:
             continue
         item = out[key]
-        if _is_int_annotation(field.annotation):
+        if _is_int_annotation(info.annotation):
             if isinstance(item, str) and _NUMBER.match(item):
                 item = float(item.strip().rstrip("%").strip())
             if isinstance(item, float) and math.isfinite(item):
                 item = math.floor(item + 0.5)  # half-up, so 4.5 → 5 (models write scores like 4.5)
             out[key] = item
             continue
-        nested = _model_of(field.annotation)
+        nested = _model_of(info.annotation)
         if nested is not None:
             if isinstance(item, list):
                 out[key] = [_coerce(x, nested) for x in item]
@@ -187,14 +187,14 @@ def _coerce(value: Any, schema: type[BaseModel]) -> Any:
     return out
 
 
-def _has_none_of_the_fields(value: Any, schema: type[BaseModel]) -> bool:
+def _has_none_of_the_fields(value: JSON, schema: type[BaseModel]) -> bool:
     if not isinstance(value, dict) or not schema.model_fields:
         return False
     names = {n for n, f in schema.model_fields.items()} | {f.alias for f in schema.model_fields.values() if f.alias}
     return not names & set(value)
 
 
-def _wrap_bare_list(value: Any, schema: type[BaseModel]) -> Any:
+def _wrap_bare_list(value: JSON, schema: type[BaseModel]) -> JSON:
     """A bare list where the schema is an object with exactly one list field: wrap it in that field."""
     if not isinstance(value, list):
         return value
