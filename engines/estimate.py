@@ -15,6 +15,7 @@ from engines import prompts
 from engines.latency import LATENCY, latency_key
 
 if TYPE_CHECKING:
+    from engines.models.base import JSONObject
     from engines.plan import QueryPlan
     from engines.prompts import PromptTemplate
     from shared_context.community_context import CommunityContextBuilder
@@ -70,7 +71,7 @@ class CostEstimate:
     seconds_guess: float
     latency_known: bool = True  # False: seconds_guess uses default latencies, no call was observed yet
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         return asdict(self)
 
 

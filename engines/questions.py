@@ -34,6 +34,7 @@ from engines.usage import Usage
 from shared_context.boilerplate_marks import boilerplate_weights
 
 if TYPE_CHECKING:
+    from engines.models.base import JSONObject
     from shared_context.index import Index
 
 _BULLET = re.compile(r"^\s*(?:[-*•]+|\d+[.)]|Q\d*[:.])\s*")
@@ -65,7 +66,7 @@ class QuestionResult:
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)  # e.g. why questions carry no engine label
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         return {"questions": [asdict(q) for q in self.questions], "usage": self.usage.to_dict(),
                 "context_text": self.context_text, "model": self.model, "offline": self.offline,
                 "seconds": self.seconds, "notes": list(self.notes)}
@@ -152,7 +153,7 @@ class QuestionGenerator:
         question = user_turns[-1]["content"].strip() if user_turns else ""
         earlier = messages[: messages.index(user_turns[-1])] if user_turns else []
 
-        async def ignore(_: Any) -> None:
+        async def ignore(_: object) -> None:
             return None
 
         wide = corpus_wide_count(count, bool(user_turns))

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engines.citations import Citation
+from engines.models.base import JSON, JSONObject
 from engines.usage import Usage
 
 
@@ -17,7 +18,7 @@ class Degradation:
     stage: str
     reason: str
 
-    def to_dict(self) -> dict[str, str]:
+    def to_dict(self) -> JSONObject:
         return {"stage": self.stage, "reason": self.reason}
 
 
@@ -45,7 +46,7 @@ class SearchResult:
     def unresolved_citations(self) -> list[Citation]:
         return [c for c in self.citations if not c.resolved]
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         return {
             "engine": self.engine,
             "question": self.question,
@@ -66,7 +67,7 @@ class SearchResult:
         }
 
 
-def _jsonable(value: Any) -> Any:
+def _jsonable(value: object) -> JSON:
     """Plain JSON types only (numpy scalars, tuples, sets and dataclasses are converted)."""
     if isinstance(value, dict):
         return {str(k): _jsonable(v) for k, v in value.items()}

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from engines.usage import Usage
 
 if TYPE_CHECKING:
+    from engines.citations import Citation
+    from engines.models.base import JSONObject
     from engines.result import SearchResult
     from router.classifier import RouteDecision
 
@@ -38,7 +40,7 @@ class Answer:
     notes: list[str] = field(default_factory=list)  # facts about how the answer was made (not failures)
 
     @property
-    def citations(self) -> list[Any]:
+    def citations(self) -> list[Citation]:
         return list(self.result.citations) if self.result is not None else []
 
     @property
@@ -49,7 +51,7 @@ class Answer:
     def text_unit_ids(self) -> list[str]:
         return list(self.result.text_unit_ids) if self.result is not None else []
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         route = self.route
         return {
             "question": self.question,
@@ -71,8 +73,8 @@ class Answer:
             "model": self.model,
             "offline": self.offline,
             "seconds": self.seconds,
-            "citations": [c.to_dict() if hasattr(c, "to_dict") else c.__dict__ for c in self.citations],
-            "document_ids": self.document_ids,
-            "text_unit_ids": self.text_unit_ids,
+            "citations": [c.to_dict() for c in self.citations],
+            "document_ids": [*self.document_ids],
+            "text_unit_ids": [*self.text_unit_ids],
             "usage": self.usage.to_dict(),
         }

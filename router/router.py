@@ -14,7 +14,7 @@ import asyncio
 import threading
 import time
 import weakref
-from collections.abc import AsyncGenerator, AsyncIterator, Coroutine, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Coroutine
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar, cast
@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, TypeVar, cast
 from engines.errors import DeadlineExceeded, EngineError
 from engines.models.base import Message
 from engines.models.errors import ModelConfigError, ModelError, ModelResponseError, StructuredOutputError
-from engines.plan import QueryPlan, limit_history, normalise_history, plan_question
+from engines.plan import HistoryLike, QueryPlan, limit_history, normalise_history, plan_question
 from engines.usage import Usage
 from router.answer import Answer, Escalation
 from router.budget import LADDER, Budget, BudgetError, Plan, PlanStep, check_fit
@@ -252,7 +252,7 @@ class Router:
     async def _prepare(
         self,
         question: str,
-        history: Sequence[Message | str] | None,
+        history: HistoryLike,
         mode: str,
         usage: Usage,
         deadline: float | None = None,
@@ -372,7 +372,7 @@ class Router:
         return decision
 
     async def aroute(
-        self, question: str, history: Sequence[Message | str] | None = None, budget: Budget | None = None
+        self, question: str, history: HistoryLike = None, budget: Budget | None = None
     ) -> tuple[RouteDecision, Plan]:
         """The decision and plan `aask` starts from, with no model call: the question and history get the same
         checks and limits, but a follow-up is not rewritten and no model second opinion is asked; below the
@@ -414,7 +414,7 @@ class Router:
     async def aask(
         self,
         question: str,
-        history: Sequence[Message | str] | None = None,
+        history: HistoryLike = None,
         mode: str | None = None,
         budget: Budget | None = None,
     ) -> Answer:
@@ -428,7 +428,7 @@ class Router:
     def ask(
         self,
         question: str,
-        history: Sequence[Message | str] | None = None,
+        history: HistoryLike = None,
         mode: str | None = None,
         budget: Budget | None = None,
     ) -> Answer:
@@ -438,7 +438,7 @@ class Router:
     async def astream(
         self,
         question: str,
-        history: Sequence[Message | str] | None = None,
+        history: HistoryLike = None,
         mode: str | None = None,
         budget: Budget | None = None,
         *,

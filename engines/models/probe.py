@@ -11,10 +11,13 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
 
 from engines.models.config import ModelEndpoint
 from engines.models.errors import ModelError, ModelTimeoutError, ModelUnavailableError
+
+if TYPE_CHECKING:
+    from engines.models.base import JSONObject
 
 Status = Literal["ok", "offline", "unreachable", "error"]
 
@@ -52,9 +55,9 @@ class EndpointCheck:
         timing = f" ({self.seconds:.2f} s)" if self.status != "offline" else ""
         return f"{self.role} {self.model}{where}: {self.status}{timing}{detail}"
 
-    def to_dict(self, *, with_endpoint: bool = True) -> dict[str, Any]:
+    def to_dict(self, *, with_endpoint: bool = True) -> JSONObject:
         """JSON for `/healthz`; the endpoint address only for callers allowed to see the configuration."""
-        out: dict[str, Any] = {"role": self.role, "model": self.model, "status": self.status,
+        out: JSONObject = {"role": self.role, "model": self.model, "status": self.status,
                                "detail": self.detail, "seconds": round(self.seconds, 3)}
         if with_endpoint:
             out["endpoint"] = self.endpoint

@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import ClassVar, ParamSpec, TypeVar
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -21,10 +21,11 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from engines.config import ServeConfig
+from engines.models.base import JSON, JSONObject
 from engines.models.probe import EndpointCheck
 from engines.models.request_options import use_answer_options
 from router.budget import Budget, BudgetError
-from router.router import MODES, Done, EngineEvent, Escalated, RouteDecided, Router
+from router.router import MODES, Done, EngineEvent, Escalated, RouteDecided, Router, RouterEvent
 from router.service.admission import Admission, LocalAdmission, callers_for, per_key_limit
 from router.service.errors import RequestError, error_body, error_object
 from router.service.graph_view import cited_graph, entity_record, named_citations, parse_graph_request
@@ -49,6 +50,7 @@ from router.service.warmup import warm_for_service
 
 log = logging.getLogger("graphroute.serve")
 T = TypeVar("T")
+P = ParamSpec("P")
 STATIC = Path(__file__).resolve().parent / "static"
 
 
@@ -155,13 +157,15 @@ class Service:
             return False
 
     # ---- helpers for the routes -------------------------------------------------------------------
-    def router(self, name: str | None) -> tuple[str, Router]:
+    def router(self, name: JSON) -> tuple[str, Router]:
+        if name is not None and not isinstance(name, str):
+            raise RequestError("'index' must be an index name", param="index")
         key = name or self.default_index
         if key not in self.routers:
             raise RequestError(f"unknown index {key!r}; known: {', '.join(self.routers)}", 404, "not_found", "index")
         return key, self.routers[key]
 
-    def budget(self, raw: Any) -> Budget | None:
+    def budget(self, raw: JSON) -> Budget | None:
         """The request's budget, each missing field taken from the [serve] defaults; None when nothing is set."""
         if raw is not None and not isinstance(raw, dict):
             raise RequestError("'budget' must be an object {max_cost, max_llm_calls, deadline_s}", param="budget")
@@ -171,16 +175,17 @@ class Service:
             raise RequestError(f"unknown budget field {sorted(unknown)[0]!r} (use max_cost, max_llm_calls, deadline_s)",
                                param=f"budget.{sorted(unknown)[0]}")
         cfg = self.config
-        values = (raw.get("max_cost", cfg.max_cost), raw.get("max_llm_calls", cfg.max_llm_calls),
-                  raw.get("deadline_s", cfg.deadline_s))
-        if all(v is None for v in values):
+        max_cost = _budget_number(raw, "max_cost", cfg.max_cost)
+        max_llm_calls = _budget_whole(raw, "max_llm_calls", cfg.max_llm_calls)
+        deadline_s = _budget_number(raw, "deadline_s", cfg.deadline_s)
+        if max_cost is None and max_llm_calls is None and deadline_s is None:
             return None
         try:
-            return Budget(*values)
+            return Budget(max_cost, max_llm_calls, deadline_s)
         except (BudgetError, TypeError, ValueError) as exc:
             raise RequestError(f"budget: {exc}", param="budget") from None
 
-    def check_question(self, question: Any) -> str:
+    def check_question(self, question: JSON) -> str:
         if not isinstance(question, str):
             raise RequestError("'question' must be a string", param="question")
         if len(question) > self.config.max_question_chars:
@@ -195,13 +200,13 @@ class CpuExecutor(ThreadPoolExecutor):
     executor (`loop.getaddrinfo`/`getnameinfo`, e.g. resolving a model host on a new connection; uvloop
     resolves on its own threads) go to threads of their own, never queued behind questions being built."""
 
-    _LOOKUPS = (socket.getaddrinfo, socket.getnameinfo)
+    _LOOKUPS: ClassVar[frozenset[object]] = frozenset({socket.getaddrinfo, socket.getnameinfo})
 
     def __init__(self, threads: int) -> None:
         super().__init__(threads, thread_name_prefix="graphroute-cpu")
         self._lookups = ThreadPoolExecutor(4, thread_name_prefix="graphroute-lookup")
 
-    def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
+    def submit(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> Future[T]:
         if fn in self._LOOKUPS:
             return self._lookups.submit(fn, *args, **kwargs)
         return super().submit(fn, *args, **kwargs)
@@ -211,13 +216,31 @@ class CpuExecutor(ThreadPoolExecutor):
         super().shutdown(wait, cancel_futures=cancel_futures)
 
 
+def _budget_number(raw: JSONObject, name: str, default: float | None) -> float | None:
+    """A budget field as a number (the [serve] default when absent), or a RequestError naming it."""
+    value = raw.get(name, default)
+    if value is None or (isinstance(value, int | float) and not isinstance(value, bool)):
+        return value
+    raise RequestError(f"budget: budget {name} must be a number or None, got {value!r} ({type(value).__name__})",
+                       param="budget")
+
+
+def _budget_whole(raw: JSONObject, name: str, default: int | None) -> int | None:
+    """A budget field as a whole number (the [serve] default when absent), or a RequestError naming it."""
+    value = raw.get(name, default)
+    if value is None or (isinstance(value, int) and not isinstance(value, bool)):
+        return value
+    raise RequestError(f"budget: budget {name} must be a whole number or None, got {value!r} "
+                       f"({type(value).__name__})", param="budget")
+
+
 def _error(status: int, message: str, code: str | None, param: str | None = None,
            headers: dict[str, str] | None = None) -> Response:
     return Response(error_body(status, message, code, param), status_code=status, media_type="application/json",
                     headers=headers)
 
 
-async def _json(request: Request) -> dict[str, Any]:
+async def _json(request: Request) -> JSONObject:
     try:
         body = await request.json()
     except ValueError:
@@ -234,7 +257,7 @@ def _failure(exc: Exception) -> Response:
     return JSONResponse({"error": body}, status_code=status)
 
 
-def _failure_body(exc: Exception) -> tuple[int, dict[str, Any]]:
+def _failure_body(exc: Exception) -> tuple[int, JSONObject]:
     """(status, error object) of a known failure; anything else is raised again."""
     from engines.errors import DeadlineExceeded, EngineError
     from engines.models.errors import ModelError
@@ -260,15 +283,22 @@ def _failure_body(exc: Exception) -> tuple[int, dict[str, Any]]:
     raise exc
 
 
-def _history(raw: Any) -> list[Any] | None:
+def _history(raw: JSON) -> list[str | JSONObject] | None:
+    """The request's history, each item a string or an object (the router checks their roles and texts)."""
     if raw is None:
         return None
     if not isinstance(raw, list):
         raise RequestError("'history' must be a list of strings or {role, content} messages", param="history")
-    return raw
+    items: list[str | JSONObject] = []
+    for i, item in enumerate(raw):
+        if not isinstance(item, str | dict):
+            raise RequestError(f"history item {i} must be a string or a {{'role', 'content'}} message",
+                               param="history")
+        items.append(item)
+    return items
 
 
-def _mode(raw: Any) -> str | None:
+def _mode(raw: JSON) -> str | None:
     if raw is None:
         return None
     if raw not in MODES:
@@ -276,10 +306,10 @@ def _mode(raw: Any) -> str | None:
     return str(raw)
 
 
-def create_app(service: Service) -> Any:
+def create_app(service: Service) -> Guard:
     """The ASGI app (Guard around Starlette)."""
 
-    def endpoints(request: Request, name: str) -> list[dict[str, Any]]:
+    def endpoints(request: Request, name: str) -> list[JSON]:
         """An index's endpoint checks; their addresses only for a caller with a key (or when none is needed)."""
         shown = bool(request.scope.get(AUTHORIZED))
         return [c.to_dict(with_endpoint=shown) for c in service.endpoint_checks.get(name, [])]
@@ -287,7 +317,7 @@ def create_app(service: Service) -> Any:
     async def healthz(request: Request) -> Response:
         if service.draining:
             return JSONResponse({"status": "draining"}, status_code=503)
-        body: dict[str, Any] = {"status": "ok" if service.endpoints_ok else "degraded",
+        body: JSONObject = {"status": "ok" if service.endpoints_ok else "degraded",
                                 "indexes": list(service.routers)}
         if service.endpoint_checks:
             body["endpoints"] = {name: endpoints(request, name) for name in service.routers}
@@ -478,7 +508,7 @@ def create_app(service: Service) -> Any:
 
 
 async def _chat_stream(service: Service, name: str, req: ChatRequest, completion: Completion, cap: TokenCap,
-                       first: Any, events: AsyncIterator[Any]) -> AsyncIterator[str]:
+                       first: RouterEvent, events: AsyncIterator[RouterEvent]) -> AsyncIterator[str]:
     """SSE in OpenAI's chunk schema: every chunk has one choice. The first carries the role and, in its
     `graphroute_event` field, the route and plan; then the answer's deltas (cut at `max_tokens`); an
     escalation is a chunk with its `graphroute_event` (and, after answer text, a separator line as content,
@@ -488,7 +518,7 @@ async def _chat_stream(service: Service, name: str, req: ChatRequest, completion
     """
     from engines.events import AnswerDelta, ContextReady, Progress
 
-    pending: Any = first
+    pending = first
     streamed = False  # answer text already sent since the last escalation
     role_sent = False
     try:
@@ -496,7 +526,7 @@ async def _chat_stream(service: Service, name: str, req: ChatRequest, completion
             ev = pending
             if isinstance(ev, RouteDecided):
                 event = route_event(ev.decision, ev.engine, ev.plan)
-                delta: dict[str, Any] = {"content": ""}
+                delta: JSONObject = {"content": ""}
                 if not role_sent:
                     delta = {"role": "assistant", "content": ""}
                     role_sent = True

@@ -9,9 +9,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 import orjson
+
+if TYPE_CHECKING:
+    from engines.models.base import JSON, JSONObject
 
 # OpenAI's `type` values by status; any other 4xx is an invalid request, any other 5xx a server error.
 _TYPES = {401: "authentication_error", 403: "permission_error", 429: "rate_limit_error"}
@@ -22,12 +25,12 @@ def error_type(status: int) -> str:
 
 
 def error_object(status: int, message: str, code: str | None = None, param: str | None = None,
-                 **extra: Any) -> dict[str, Any]:
+                 **extra: JSON) -> JSONObject:
     """The `error` object (without its envelope)."""
     return {"message": message, "type": error_type(status), "param": param, "code": code, **extra}
 
 
-def error_body(status: int, message: str, code: str | None = None, param: str | None = None, **extra: Any) -> bytes:
+def error_body(status: int, message: str, code: str | None = None, param: str | None = None, **extra: JSON) -> bytes:
     """A whole error response body."""
     return orjson.dumps({"error": error_object(status, message, code, param, **extra)}, default=str)
 

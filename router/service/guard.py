@@ -14,10 +14,17 @@ import logging
 import secrets
 import time
 from collections.abc import Awaitable, Callable, MutableMapping
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
 
 from router.service.admission import refusal_message
 from router.service.errors import error_body
+
+if TYPE_CHECKING:
+    from engines.config import ServeConfig
+    from engines.models.base import JSON
+    from router.service.admission import Admission
+    from router.service.metrics import Metrics
 
 log = logging.getLogger("graphroute.serve")
 
@@ -45,7 +52,7 @@ def new_request_id() -> str:
 
 
 async def send_error(send: Send, status: int, message: str, code: str | None, headers: dict[str, str] | None = None,
-                     *, param: str | None = None, **extra: Any) -> None:
+                     *, param: str | None = None, **extra: JSON) -> None:
     body = error_body(status, message, code, param, **extra)
     raw = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     raw += [(k.lower().encode(), v.encode()) for k, v in (headers or {}).items()]
@@ -74,8 +81,32 @@ SECURITY_HEADERS = [
 ]
 
 
+class GuardedService(Protocol):
+    """What the guard reads and updates of the service it stands in front of (`app.Service`)."""
+
+    api_keys: list[str]
+    admission: Admission
+    metrics: Metrics
+    worker: int | None
+    config: ServeConfig
+    callers: int
+    draining: bool
+
+    def request_started(self) -> None: ...
+
+    def request_finished(self) -> None: ...
+
+
+@dataclass
+class _ResponseState:
+    """What the app has sent so far: the status (500 until it starts a response) and whether it started."""
+
+    status: int = 500
+    started: bool = False
+
+
 class Guard:
-    def __init__(self, app: ASGIApp, service: Any) -> None:
+    def __init__(self, app: ASGIApp, service: GuardedService) -> None:
         self.app = app
         self.service = service
         self._keys = [k.encode() for k in service.api_keys]
@@ -106,7 +137,7 @@ class Guard:
             return
         path = scope["path"]
         started = time.perf_counter()
-        state = {"status": 500, "started": False}
+        state = _ResponseState()
         request_id = scope[REQUEST_ID] = new_request_id()
         extra_headers = [(b"x-request-id", request_id.encode()), *SECURITY_HEADERS]
         if self._worker_header is not None:
@@ -114,18 +145,18 @@ class Guard:
 
         async def tracked_send(message: Message) -> None:
             if message["type"] == "http.response.start":
-                state["status"] = message["status"]
-                state["started"] = True
+                state.status = int(message["status"])
+                state.started = True
                 message["headers"] = [*message.get("headers", ()), *extra_headers]
             await send(message)
 
         try:
             await self._guarded(scope, receive, tracked_send, path, state)
         finally:
-            self.service.metrics.observe_request(scope.get("method", ""), path_template(path), int(state["status"]),
+            self.service.metrics.observe_request(scope.get("method", ""), path_template(path), state.status,
                                                  time.perf_counter() - started)
 
-    async def _guarded(self, scope: Scope, receive: Receive, send: Send, path: str, state: dict[str, Any]) -> None:
+    async def _guarded(self, scope: Scope, receive: Receive, send: Send, path: str, state: _ResponseState) -> None:
         svc = self.service
         if svc.draining and path != "/healthz":
             await send_error(send, 503, "the server is shutting down; retry on another instance", "unavailable",
@@ -160,7 +191,7 @@ class Guard:
             request_id = scope[REQUEST_ID]
             if not scope.get(LOGGED):
                 log.exception("request %s: unhandled error serving %s", request_id, path)
-            if not state["started"]:
+            if not state.started:
                 await send_error(send, 500, f"internal error (request id {request_id}; the server log has the "
                                  "details)", "internal_error", request_id=request_id)
         finally:

@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import threading
 from collections import defaultdict
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from router.answer import Answer
 
 BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 # The counters keyed by (index, engine used, route).
@@ -44,7 +47,7 @@ class Metrics:
             counts[-1] += 1
             self.latency_sum[path] += seconds
 
-    def observe_answer(self, index: str, answer: Any) -> None:
+    def observe_answer(self, index: str, answer: Answer) -> None:
         key = (index, str(answer.engine), str(answer.route.engine))
         total = answer.usage.total
         with self._lock:

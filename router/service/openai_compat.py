@@ -25,15 +25,21 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 import orjson
 import starlette.responses
 
-from engines.models.base import Message
+from engines.events import ContextReady, Progress
+from engines.models.base import JSON, JSONObject, Message
 from engines.models.request_options import AnswerOptions
 from router.router import MODES
 from router.service.errors import RequestError
+
+if TYPE_CHECKING:
+    from router.answer import Answer, Escalation
+    from router.classifier import RouteDecision
+    from shared_context.tokens import Tokenizer
 
 MODEL_PREFIX = "graphroute"
 MODEL_CREATED = 0  # `created` of the model objects: they are routes, not trained artefacts
@@ -45,11 +51,11 @@ def model_ids(indexes: list[str]) -> list[str]:
     return [n + (f"@{ix}" if ix else "") for ix in ("", *indexes) for n in names]
 
 
-def model_object(model_id: str) -> dict[str, Any]:
+def model_object(model_id: str) -> JSONObject:
     return {"id": model_id, "object": "model", "created": MODEL_CREATED, "owned_by": "graphroute"}
 
 
-def parse_model(model: Any, indexes: list[str]) -> tuple[str, str | None]:
+def parse_model(model: JSON, indexes: list[str]) -> tuple[str, str | None]:
     """(mode, index name or None for the default) from `graphroute[-MODE][@INDEX]`."""
     if not isinstance(model, str) or not model:
         raise RequestError("'model' is required: graphroute, or graphroute-local|global|drift|basic, optionally "
@@ -68,7 +74,7 @@ def parse_model(model: Any, indexes: list[str]) -> tuple[str, str | None]:
     return mode, index or None
 
 
-def split_messages(messages: Any) -> tuple[str, list[Message]]:
+def split_messages(messages: JSON) -> tuple[str, list[Message]]:
     """(question, history) from chat messages; content may be a string or a list of text parts."""
     if not isinstance(messages, list) or not messages:
         raise RequestError("'messages' must be a non-empty list of {role, content}", param="messages")
@@ -82,11 +88,16 @@ def split_messages(messages: Any) -> tuple[str, list[Message]]:
             if any(isinstance(p, dict) and p.get("type") not in ("text", None) for p in content):
                 raise RequestError(f"messages[{i}].content: only text parts are supported",
                                    param=f"messages[{i}].content", code="unsupported_value")
-            content = "".join(p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text")
+            texts = [p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text"]
+            if not all(isinstance(t, str) for t in texts):
+                raise RequestError(f"messages[{i}].content: a text part's text must be a string",
+                                   param=f"messages[{i}].content")
+            content = "".join(t for t in texts if isinstance(t, str))
         if not isinstance(content, str):
             raise RequestError(f"messages[{i}].content must be text", param=f"messages[{i}].content")
-        if m["role"] in ("user", "assistant"):
-            turns.append({"role": m["role"], "content": content})
+        role = m["role"]
+        if role == "user" or role == "assistant":
+            turns.append({"role": role, "content": content})
     if not turns or turns[-1]["role"] != "user":
         raise RequestError("the last message must be the user's question", param="messages")
     return turns[-1]["content"], turns[:-1]
@@ -94,16 +105,16 @@ def split_messages(messages: Any) -> tuple[str, list[Message]]:
 
 # ---- request fields -------------------------------------------------------------------------------------
 
-def _number(low: float, high: float) -> Callable[[Any], bool]:
+def _number(low: float, high: float) -> Callable[[JSON], bool]:
     return lambda v: isinstance(v, int | float) and not isinstance(v, bool) and low <= v <= high
 
 
-def _whole(low: int) -> Callable[[Any], bool]:
+def _whole(low: int) -> Callable[[JSON], bool]:
     return lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= low
 
 
 # Honoured fields: the check a given (non-null) value must pass, and what it must be.
-_HONOURED: dict[str, tuple[Callable[[Any], bool], str]] = {
+_HONOURED: dict[str, tuple[Callable[[JSON], bool], str]] = {
     "max_tokens": (_whole(1), "a whole number >= 1"),
     "max_completion_tokens": (_whole(1), "a whole number >= 1"),
     "temperature": (_number(0, 2), "a number from 0 to 2"),
@@ -120,7 +131,7 @@ _HONOURED: dict[str, tuple[Callable[[Any], bool], str]] = {
 _BOOKKEEPING = frozenset({"user", "metadata", "service_tier", "prompt_cache_key", "safety_identifier"})
 # Fields graphroute cannot honour: accepted only with the value that asks for nothing (null, or the default
 # shown); any other value is refused, naming the field and why.
-_ONLY_DEFAULT: dict[str, tuple[tuple[Any, ...], str]] = {
+_ONLY_DEFAULT: dict[str, tuple[tuple[JSON, ...], str]] = {
     "n": ((1,), "graphroute writes one answer per request; n must be 1"),
     "logprobs": ((False,), "log probabilities are not available: an answer is built from several model calls"),
     "top_logprobs": ((0,), "log probabilities are not available: an answer is built from several model calls"),
@@ -154,7 +165,7 @@ class ChatRequest:
     history: list[Message]
     stream: bool = False
     include_usage: bool = False
-    budget: Any = None
+    budget: JSON = None
     options: AnswerOptions = field(default_factory=AnswerOptions)
 
     @property
@@ -162,7 +173,7 @@ class ChatRequest:
         return self.options.max_tokens
 
 
-def check_fields(body: dict[str, Any]) -> None:
+def check_fields(body: JSONObject) -> None:
     """RequestError naming the first field that is unknown, malformed, or asks for what graphroute cannot do."""
     for name, value in body.items():
         if name in _OWN or name in _BOOKKEEPING or value is None:
@@ -180,26 +191,40 @@ def check_fields(body: dict[str, Any]) -> None:
             raise RequestError(f"unknown parameter '{name}'", param=name, code="unknown_parameter")
 
 
-def parse_request(body: dict[str, Any], indexes: list[str]) -> ChatRequest:
+def _checked_int(body: JSONObject, name: str) -> int | None:
+    """A field `check_fields` has passed as a whole number (bool excluded), or None when unset."""
+    value = body.get(name)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _checked_float(body: JSONObject, name: str) -> float | None:
+    """A field `check_fields` has passed as a number, or None when unset."""
+    value = body.get(name)
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def parse_request(body: JSONObject, indexes: list[str]) -> ChatRequest:
     """The checked request: every field honoured or refused (RequestError naming it)."""
     check_fields(body)
     mode, index = parse_model(body.get("model"), indexes)
     question, history = split_messages(body.get("messages"))
-    caps = [v for v in (body.get("max_tokens"), body.get("max_completion_tokens")) if v is not None]
+    caps = [v for v in (_checked_int(body, "max_tokens"), _checked_int(body, "max_completion_tokens"))
+            if v is not None]
     options = AnswerOptions(
-        max_tokens=min(caps) if caps else None, temperature=body.get("temperature"), top_p=body.get("top_p"),
-        seed=body.get("seed"), presence_penalty=body.get("presence_penalty"),
-        frequency_penalty=body.get("frequency_penalty"),
+        max_tokens=min(caps) if caps else None, temperature=_checked_float(body, "temperature"),
+        top_p=_checked_float(body, "top_p"), seed=_checked_int(body, "seed"),
+        presence_penalty=_checked_float(body, "presence_penalty"),
+        frequency_penalty=_checked_float(body, "frequency_penalty"),
     )
-    stream_options = body.get("stream_options") or {}
+    stream_options = body.get("stream_options")
+    include_usage = isinstance(stream_options, dict) and bool(stream_options.get("include_usage"))
     return ChatRequest(str(body["model"]), mode, index, question, history, stream=bool(body.get("stream")),
-                       include_usage=bool(stream_options.get("include_usage")), budget=body.get("budget"),
-                       options=options)
+                       include_usage=include_usage, budget=body.get("budget"), options=options)
 
 
 # ---- responses ------------------------------------------------------------------------------------------
 
-def graphroute_object(index: str, answer: Any) -> dict[str, Any]:
+def graphroute_object(index: str, answer: Answer) -> JSONObject:
     """What only graphroute knows: route and reasons, the engine used, plan, escalations, citations, usage, cost."""
     d = answer.to_dict()
     return {
@@ -223,29 +248,29 @@ def graphroute_object(index: str, answer: Any) -> dict[str, Any]:
     }
 
 
-def route_event(decision: Any, engine: str, plan: Any) -> dict[str, Any]:
-    return {"type": "route", "route": decision.engine, "engine": engine, "reasons": list(decision.reasons),
-            "plan": plan}
+def route_event(decision: RouteDecision, engine: str, plan: list[str]) -> JSONObject:
+    return {"type": "route", "route": decision.engine, "engine": engine, "reasons": [*decision.reasons],
+            "plan": [*plan]}
 
 
-def stage_event(engine: str, event: Any) -> dict[str, Any]:
+def stage_event(engine: str, event: Progress | ContextReady) -> JSONObject:
     """An engine's progress (`Progress`: a stage started or stepped) or context size (`ContextReady`), for a
     client that shows the stages as they run; the per-stage tokens and seconds come with the answer."""
-    out: dict[str, Any] = {"type": "stage", "engine": engine, "stage": event.stage}
-    if hasattr(event, "tokens"):
+    out: JSONObject = {"type": "stage", "engine": engine, "stage": event.stage}
+    if isinstance(event, ContextReady):
         out["context_tokens"] = event.tokens
     else:
         out.update(message=event.message, step=event.step, total=event.total)
     return out
 
 
-def usage_block(answer: Any) -> dict[str, int]:
+def usage_block(answer: Answer) -> JSONObject:
     total = answer.usage.total
     return {"prompt_tokens": total.prompt_tokens, "completion_tokens": total.output_tokens,
             "total_tokens": total.prompt_tokens + total.output_tokens}
 
 
-def escalation_note(escalation: Any) -> str:
+def escalation_note(escalation: Escalation) -> str:
     """The content delta that separates a superseded streamed answer from the next engine's answer."""
     e = escalation
     return (f"\n\n---\n[graphroute: the {e.from_engine} search answer above is superseded ({e.reason}); "
@@ -259,7 +284,7 @@ class TokenCap:
     joining can merge tokens but never split one); only once the sum passes the limit is the whole text
     counted, and cut where the limit falls."""
 
-    def __init__(self, limit: int | None, tokenizer: Any) -> None:
+    def __init__(self, limit: int | None, tokenizer: Tokenizer) -> None:
         self.limit = limit
         self._tok = tokenizer
         self._text = ""
@@ -299,7 +324,7 @@ class Completion:
         self.created = int(time.time())
         self.model = model
 
-    def response(self, index: str, answer: Any, text: str, finish: str) -> dict[str, Any]:
+    def response(self, index: str, answer: Answer, text: str, finish: str) -> JSONObject:
         return {
             "id": self.id, "object": "chat.completion", "created": self.created, "model": self.model,
             "choices": [{"index": 0, "message": {"role": "assistant", "content": text, "refusal": None},
@@ -308,12 +333,12 @@ class Completion:
             "graphroute": graphroute_object(index, answer),
         }
 
-    def chunk(self, delta: dict[str, Any], finish: str | None = None, **extra: Any) -> str:
-        body = {"id": self.id, "object": "chat.completion.chunk", "created": self.created, "model": self.model,
+    def chunk(self, delta: JSONObject, finish: str | None = None, **extra: JSON) -> str:
+        body: JSONObject = {"id": self.id, "object": "chat.completion.chunk", "created": self.created, "model": self.model,
                 "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}], **extra}
         return sse(body)
 
-    def usage_chunk(self, answer: Any) -> str:
+    def usage_chunk(self, answer: Answer) -> str:
         """OpenAI's last chunk when `stream_options.include_usage` is set: no choices, the request's usage."""
         return sse({"id": self.id, "object": "chat.completion.chunk", "created": self.created, "model": self.model,
                     "choices": [], "usage": usage_block(answer)})
@@ -322,7 +347,7 @@ class Completion:
 _ORJSON_OPTIONS = orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY
 
 
-def dumps(obj: Any) -> bytes:
+def dumps(obj: object) -> bytes:
     """A response body as JSON: orjson, about a tenth of the standard encoder's CPU on a chat completion's
     answer, citations and usage (paid by every request). Unknown types become strings, as in `sse`."""
     return orjson.dumps(obj, default=str, option=_ORJSON_OPTIONS)
@@ -331,9 +356,9 @@ def dumps(obj: Any) -> bytes:
 class JSONResponse(starlette.responses.JSONResponse):
     """Starlette's JSON response, encoded by `dumps`."""
 
-    def render(self, content: Any) -> bytes:
+    def render(self, content: object) -> bytes:
         return dumps(content)
 
 
-def sse(obj: Any) -> str:
+def sse(obj: object) -> str:
     return f"data: {dumps(obj).decode()}\n\n"

@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import socket
 import threading
-from typing import Any
+from typing import TYPE_CHECKING
 
 import uvicorn
 
 from router.service.app import Service, create_app
+
+if TYPE_CHECKING:
+    from types import FrameType
 
 
 class DrainingServer(uvicorn.Server):
@@ -23,7 +26,7 @@ class DrainingServer(uvicorn.Server):
         super().__init__(config)
         self.service = service
 
-    def handle_exit(self, sig: int, frame: Any) -> None:
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         self.service.begin_drain()
         super().handle_exit(sig, frame)
         # uvicorn raises a captured signal again once it has stopped, which ends the command by it (exit 130

@@ -16,11 +16,14 @@ import logging
 import os
 import threading
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import orjson
 
 from router.service.metrics import Metrics
+
+if TYPE_CHECKING:
+    from router.answer import Answer
 
 log = logging.getLogger("graphroute.serve")
 PUBLISH_DELAY_S = 0.05
@@ -57,7 +60,7 @@ class SharedMetrics(Metrics):
         super().observe_request(method, path, status, seconds)
         self._changed()
 
-    def observe_answer(self, index: str, answer: Any) -> None:
+    def observe_answer(self, index: str, answer: Answer) -> None:
         super().observe_answer(index, answer)
         self._changed()
 

@@ -36,7 +36,6 @@ from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
 from pathlib import Path
 from types import FrameType
-from typing import Any
 
 from router.service.admission import SharedAdmission, callers_for, create_admission_file, per_key_limit
 from router.service.listeners import Listener, ListenError
@@ -264,8 +263,8 @@ class WorkerPool:
         self.stop()
 
 
-def serve_workers(spec: WorkerSpec, report: Callable[[str], None], on_serving: Callable[[WorkerPool], Any],
-                  on_bound: Callable[[WorkerPool], Any] | None = None) -> None:
+def serve_workers(spec: WorkerSpec, report: Callable[[str], None], on_serving: Callable[[WorkerPool], object],
+                  on_bound: Callable[[WorkerPool], object] | None = None) -> None:
     """`graphroute serve --workers N`: serve until SIGINT/SIGTERM, then drain (blocking, main thread).
     A second signal stops without waiting for in-flight requests. `on_bound` runs once the port is taken
     (before any worker starts), `on_serving` once every worker serves."""
