@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from engines import prompts
 from engines.errors import EngineError
@@ -23,6 +23,7 @@ from engines.schemas import RateResponse
 
 if TYPE_CHECKING:
     from engines.config import GlobalSearchConfig
+    from engines.models.base import JSONObject
     from shared_context.context_tables import ContextTables
     from shared_context.index import Index
 
@@ -90,7 +91,7 @@ async def select_communities(run: QueryRun, index: Index, question: str, cfg: Gl
             votes.append(parsed.rating)
         return vote(votes)
 
-    async def rate_all(batch: list[int], lvl: int) -> list[Any]:
+    async def rate_all(batch: list[int], lvl: int) -> list[int | BaseException]:
         n = len(batch)
         done = 0
 
@@ -131,6 +132,6 @@ async def select_communities(run: QueryRun, index: Index, question: str, cfg: Gl
     return sel
 
 
-def selection_details(sel: Selection) -> dict[str, Any]:
-    return {"selected": sel.communities, "rated": sel.rated, "failed": sel.failed,
+def selection_details(sel: Selection) -> JSONObject:
+    return {"selected": [*sel.communities], "rated": sel.rated, "failed": sel.failed,
             "ratings": {str(k): v for k, v in sel.ratings.items()}}

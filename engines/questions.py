@@ -60,7 +60,7 @@ class QuestionResult:
     questions: list[GeneratedQuestion]
     usage: Usage = field(default_factory=Usage)
     context_text: str = ""
-    context_records: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    context_records: dict[str, list[dict[str, object]]] = field(default_factory=dict)
     model: str = ""
     offline: bool = False
     seconds: float = 0.0

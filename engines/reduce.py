@@ -10,7 +10,7 @@ until one batch remains. Every non-zero point therefore reaches a reduce call.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict
 
 from engines import prompts
 from engines.errors import EngineError
@@ -25,6 +25,19 @@ if TYPE_CHECKING:
 # Tokens of the "\n\n" separator between analyst blocks (an upper bound; BPE may merge it).
 _SEPARATOR_TOKENS = 2
 
+
+
+class ReduceInfo(TypedDict, total=False):
+    """How a reduce went (`SearchResult.details["reduce"]`): points in, levels and calls, what was cut."""
+
+    points_in: int
+    levels: int
+    calls: int
+    batches_per_level: list[int]
+    points_truncated: int
+    points_lost: int
+    points_reduced: int
+    partials_truncated: int
 
 @dataclass(frozen=True)
 class Point:
@@ -112,7 +125,7 @@ async def batched_reduce(
     run: QueryRun, question: str, points: list[Point], tokenizer: Tokenizer, settings: ReduceSettings
 ) -> Completion:
     """Reduce `points` (any number) to one answer; the last call streams its deltas."""
-    info: dict[str, Any] = {"points_in": len(points), "levels": 0, "calls": 0, "batches_per_level": [],
+    info: ReduceInfo = {"points_in": len(points), "levels": 0, "calls": 0, "batches_per_level": [],
                             "points_truncated": 0, "points_lost": 0}
     run.details["reduce"] = info
     budget = settings.data_max_tokens
@@ -149,7 +162,7 @@ async def _reduce_level(
     tokenizer: Tokenizer,
     settings: ReduceSettings,
     level: int,
-    info: dict[str, Any],
+    info: ReduceInfo,
 ) -> list[Point]:
     """Reduce each batch to a partial answer; partial answers keep the best score of their batch."""
     # Cap each partial so that at least two always fit one budget: the next level has fewer items.

@@ -28,7 +28,7 @@ class SearchResult:
     question: str
     response: str
     context_text: str = ""
-    context_records: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    context_records: dict[str, list[dict[str, object]]] = field(default_factory=dict)
     citations: list[Citation] = field(default_factory=list)
     # (kind, id) of every context row any model call was given, in order: what citations may cite.
     context_ids: list[tuple[str, str]] = field(default_factory=list)

@@ -315,7 +315,7 @@ class QueryRun:
         *,
         response: str,
         context_text: str = "",
-        context_records: dict[str, list[dict[str, Any]]] | None = None,
+        context_records: dict[str, list[dict[str, object]]] | None = None,
         empty: bool = False,
         cite_text: str | None = None,
     ) -> SearchResult:
@@ -371,7 +371,7 @@ async def gather_bounded(limit: int, fn: Callable[[T], Awaitable[R]], items: Seq
     return list(await asyncio.gather(*(one(it) for it in items), return_exceptions=True))
 
 
-def reraise_bugs(results: Sequence[Any]) -> None:
+def reraise_bugs(results: Sequence[object]) -> None:
     """Model/engine failures degrade; anything else (a programming error) must surface."""
     for r in results:
         if isinstance(r, BaseException) and not isinstance(r, ModelError | EngineError):

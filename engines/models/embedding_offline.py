@@ -19,7 +19,7 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -30,6 +30,8 @@ from shared_context.record_table import values_of
 from shared_context.tokens import get_tokenizer
 
 if TYPE_CHECKING:
+    from scipy.sparse import csr_matrix
+
     from shared_context.index import Index
 
 FORMAT = "graphroute-offline-embedder/1"
@@ -49,7 +51,7 @@ _VECTORIZER_ARGS: dict[str, Any] = {
 }
 
 
-def _top_components(tfidf: Any, k: int) -> np.ndarray:
+def _top_components(tfidf: csr_matrix, k: int) -> np.ndarray:
     """The top-`k` right singular vectors of the (docs x features) matrix, exactly and deterministically.
 
     With few documents (≤ MAX_FIT_TEXTS) the n x n Gram matrix X·Xᵀ is small, so an exact symmetric
@@ -428,7 +430,29 @@ def _save_vectors(folder: Path, fingerprint: str, tables: dict[str, np.ndarray])
         pass  # caching is an optimisation only
 
 
-def attach_offline_vectors(index: Index, embedder: Any) -> list[str]:
+class VectorSpace(Protocol):
+    """An embedder whose vectors `attach_offline_vectors` can compute and cache for an index: the offline
+    embedder, or anything with the same attributes (the optional `SentenceEmbedder`)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def dim(self) -> int: ...
+
+    @property
+    def fingerprint(self) -> str: ...  # of the model and settings: cached vectors are reused only under it
+
+    @property
+    def vector_cache(self) -> Path | None: ...
+
+    @property
+    def from_index_file(self) -> bool: ...
+
+    def transform(self, texts: list[str]) -> np.ndarray: ...
+
+
+def attach_offline_vectors(index: Index, embedder: VectorSpace) -> list[str]:
     """Embed the index's texts and attach `entity_description`, `community_full_content`, `text_unit_text`.
 
     A table the index already has is kept when it is already in this embedder's space (same model
@@ -439,8 +463,6 @@ def attach_offline_vectors(index: Index, embedder: Any) -> list[str]:
     """
     from shared_context.vectors import VectorTable, derived_vectors, vector_table
 
-    # `embedder` is an OfflineEmbedder or anything with the same transform/dim/name/fingerprint/vector_cache
-    # attributes (the optional SentenceEmbedder).
     sizes = {name: len(getattr(index, table)) for name, table in _TEXT_TABLES.items()}
     cached = _cached_vectors(embedder.vector_cache, embedder.fingerprint, sizes, embedder.dim)
     source = f"offline-embedder:{embedder.fingerprint[:12]}"

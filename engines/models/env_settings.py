@@ -7,12 +7,15 @@ Its own module so that importing the model layer does not load pydantic-settings
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING
 
 from pydantic import AliasChoices, Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, EnvSettingsSource, SettingsConfigDict
 
 from engines.models.errors import ModelConfigError
+
+if TYPE_CHECKING:
+    from pydantic.fields import FieldInfo
 
 
 class EnvSettings(BaseSettings):
@@ -65,12 +68,12 @@ class EnvSettings(BaseSettings):
             kind = str(reason) if reason is not None else "a number" if e["type"].startswith("float") else "valid"
             raise ModelConfigError(f"environment: {var}: must be {kind} (got {env.get(var)!r})", key=var) from None
 
-    def chat_table(self) -> dict[str, Any]:
+    def chat_table(self) -> dict[str, object]:
         """These settings shaped like the toml `[models.chat]` table. With provider "azure", Azure's own
         key (AZURE_OPENAI_API_KEY) wins over the OpenAI one and AZURE_OPENAI_ENDPOINT is the base URL
         unless GRAPHROUTE_BASE_URL / OPENAI_BASE_URL name one."""
         azure = self.provider == "azure"
-        table: dict[str, Any] = {
+        table: dict[str, object] = {
             "provider": self.provider,
             "api_key": (self.azure_api_key if azure else None) or self.api_key,
             "base_url": self.base_url or (self.azure_endpoint if azure else None),
@@ -96,7 +99,7 @@ class _MappingEnvSource(EnvSettingsSource):
         return {k: v for k, v in self._mapping.items() if v is not None and v.strip() != ""}
 
 
-def _aliases(field: Any) -> list[str]:
+def _aliases(field: FieldInfo) -> list[str]:
     alias = field.validation_alias
     if isinstance(alias, AliasChoices):
         return [str(c) for c in alias.choices]

@@ -109,8 +109,9 @@ class Models:
         self._lock = threading.Lock()
 
     @classmethod
-    def from_config(cls, config: ModelsConfig, *, index: Index | None = None, **kwargs: Any) -> Models:
-        return cls(config, index=index, **kwargs)
+    def from_config(cls, config: ModelsConfig, *, index: Index | None = None, embedder: Embedder | None = None,
+                    limiter_registry: LimiterRegistry | None = None, cache_dir: str | None = None) -> Models:
+        return cls(config, index=index, embedder=embedder, limiter_registry=limiter_registry, cache_dir=cache_dir)
 
     @property
     def offline(self) -> bool:

@@ -14,7 +14,7 @@ import json
 import re
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
-from typing import Any, Literal, get_args, get_origin
+from typing import TYPE_CHECKING, Any, Literal, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 
@@ -34,6 +34,9 @@ from engines.models.schemas import (
 )
 from engines.models.task_context import TaskContext
 from shared_context.tokens import get_tokenizer
+
+if TYPE_CHECKING:
+    from engines.models.base import JSON
 
 MODEL_NAME = "offline-extractive"
 _ANSWER_TASKS = frozenset({"answer", "local_answer", "basic_answer"})
@@ -212,11 +215,12 @@ def _same_schema(a: type[BaseModel], b: type[BaseModel]) -> bool:
     return a is b or (a.__name__ == b.__name__ and set(a.model_fields) == set(b.model_fields))
 
 
-def _placeholder(annotation: Any, text: str, metadata: Sequence[Any]) -> Any:
+def _placeholder(annotation: object, text: str, metadata: Sequence[object]) -> JSON:
     """An honest minimal value of a field's type: the answer text for strings, lower bounds for numbers."""
     origin = get_origin(annotation)
     if origin is Literal:
-        return get_args(annotation)[0]
+        first: JSON = get_args(annotation)[0]  # a Literal's values are str, int, bool or None
+        return first
     if origin in (list, set, tuple, frozenset):
         return []
     if origin is dict:
@@ -229,13 +233,9 @@ def _placeholder(annotation: Any, text: str, metadata: Sequence[Any]) -> Any:
     if annotation is bool:
         return False
     if annotation in (int, float):
-        low = next((getattr(m, "ge", None) for m in metadata if getattr(m, "ge", None) is not None), None)
-        low = (
-            low
-            if low is not None
-            else next((getattr(m, "gt", None) for m in metadata if getattr(m, "gt", None) is not None), 0)
-        )
-        return annotation(low)
+        bounds = [getattr(m, "ge", None) for m in metadata] + [getattr(m, "gt", None) for m in metadata]
+        low = next((b for b in bounds if isinstance(b, int | float)), 0)
+        return float(low) if annotation is float else int(low)
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         return _fill_schema(annotation, text).model_dump()
     return None
@@ -243,7 +243,7 @@ def _placeholder(annotation: Any, text: str, metadata: Sequence[Any]) -> Any:
 
 def _fill_schema(schema: type[BaseModel], text: str) -> BaseModel:
     """A minimal valid object of an unknown schema whose string fields carry the extractive answer."""
-    values = {
+    values: dict[str, Any] = {  # Any: model_construct takes its fields as keyword arguments
         name: _placeholder(info.annotation, text, info.metadata)
         for name, info in schema.model_fields.items()
         if info.is_required()

@@ -14,7 +14,7 @@ import threading
 import time
 import weakref
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeAlias, TypeVar
 
 import numpy as np
 import openai
@@ -31,6 +31,8 @@ from engines.models.retry import RetryPolicy, call_with_retries, classify
 from shared_context.tokens import get_tokenizer
 
 if TYPE_CHECKING:
+    from openai.types import CreateEmbeddingResponse
+
     from engines.models.task_context import TaskContext
 
 # Endpoints (base_url, model) that answered "response_format not supported": we stop asking.
@@ -39,6 +41,8 @@ _NO_STREAM_OPTIONS: set[tuple[str, str]] = set()
 _flags_lock = threading.Lock()
 EMBEDDING_MAX_TOKENS = 8191  # OpenAI's per-input limit; longer inputs are truncated (counted as sent)
 T = TypeVar("T")
+# A chat-completions request body: model, messages and sampling fields, serialised by orjson.
+ChatBody: TypeAlias = dict[str, object]
 
 
 def _estimate_prompt_tokens(messages: list[Message]) -> int:
@@ -56,29 +60,39 @@ _CHAT_PATH = "/chat/completions"
 _HAS_SECURITY_OPTION = "security" in getattr(openai.RequestOptions, "__annotations__", {})
 
 
-async def _post_chat(client: openai.AsyncOpenAI, body: dict[str, Any], timeout: float, *, stream: bool = False) -> Any:
-    """POST /chat/completions through the SDK's own request path (auth, Azure deployment URL, typed errors,
-    SSE decoding), returning plain parsed JSON: a dict, or an `AsyncStream` of dicts.
-
-    This is the SDK's documented way to call an endpoint (`client.post`) rather than `chat.completions.create`,
-    which re-walks the parameters against their TypedDicts and builds a pydantic model per response and per
-    streamed chunk: together the largest CPU cost of a local question in the service.
-    """
+def _chat_request(client: openai.AsyncOpenAI, body: ChatBody,
+                  timeout: float) -> tuple[openai.RequestOptions, ChatBody | None, bytes | None]:
+    """The SDK request options and the body of a POST /chat/completions: as a mapping, or as JSON bytes."""
     options: openai.RequestOptions = {"timeout": timeout}
     if _HAS_SECURITY_OPTION:  # SDKs that choose auth per operation; older ones always send the key
         options["security"] = {"bearer_auth": True}
     # The body serialised by orjson (~20x faster than the SDK's encoder on a 40 kB prompt); Azure's client reads
     # the model from the JSON body to pick the deployment URL, so it gets the body as a mapping.
-    payload: dict[str, Any] = (
-        {"body": body} if isinstance(client, openai.AsyncAzureOpenAI) else {"content": orjson.dumps(body)}
-    )
-    if stream:
-        return await client.post(_CHAT_PATH, cast_to=object, options=options, stream=True,
-                                 stream_cls=openai.AsyncStream[object], **payload)
-    return await client.post(_CHAT_PATH, cast_to=object, options=options, **payload)
+    if isinstance(client, openai.AsyncAzureOpenAI):
+        return options, body, None
+    return options, None, orjson.dumps(body)
 
 
-def _message_text(response: Any) -> str | None:
+async def _post_chat(client: openai.AsyncOpenAI, body: ChatBody, timeout: float) -> object:
+    """POST /chat/completions through the SDK's own request path (auth, Azure deployment URL, typed errors),
+    returning the plain parsed JSON body (a dict from a conforming endpoint).
+
+    This is the SDK's documented way to call an endpoint (`client.post`) rather than `chat.completions.create`,
+    which re-walks the parameters against their TypedDicts and builds a pydantic model per response and per
+    streamed chunk: together the largest CPU cost of a local question in the service.
+    """
+    options, mapping, content = _chat_request(client, body, timeout)
+    return await client.post(_CHAT_PATH, cast_to=object, options=options, body=mapping, content=content)
+
+
+async def _open_chat_stream(client: openai.AsyncOpenAI, body: ChatBody, timeout: float) -> openai.AsyncStream[object]:
+    """The same POST with `stream` set: the SDK decodes the SSE events into plain dicts."""
+    options, mapping, content = _chat_request(client, body, timeout)
+    return await client.post(_CHAT_PATH, cast_to=object, options=options, body=mapping, content=content,
+                             stream=True, stream_cls=openai.AsyncStream[object])
+
+
+def _message_text(response: object) -> str | None:
     """The first choice's content of a chat completion body; None when the body has no choices."""
     choices = response.get("choices") if isinstance(response, dict) else None
     if not choices or not isinstance(choices, list) or not isinstance(choices[0], dict):
@@ -88,7 +102,7 @@ def _message_text(response: Any) -> str | None:
     return content if isinstance(content, str) else ""
 
 
-def _delta_texts(chunk: Any) -> list[str]:
+def _delta_texts(chunk: object) -> list[str]:
     """The content deltas of one streamed chunk (a dict), in choice order."""
     out = []
     for choice in (chunk.get("choices") if isinstance(chunk, dict) else None) or []:
@@ -274,10 +288,10 @@ class OpenAIChatModel(_EndpointUser):
 
     # ----------------------------------------------------------------- helpers
     def _params(self, max_tokens: int | None, temperature: float | None,
-                options: AnswerOptions | None = None) -> dict[str, Any]:
+                options: AnswerOptions | None = None) -> ChatBody:
         """The request's model and sampling fields; `options` are the caller's for the final answer (`capped`
         and `with_options` already applied to `max_tokens` and `temperature`)."""
-        params: dict[str, Any] = {"model": self.api_model}
+        params: ChatBody = {"model": self.api_model}
         if max_tokens is not None:
             params["max_completion_tokens" if _uses_max_completion_tokens(self.name) else "max_tokens"] = max_tokens
         if temperature is not None:
@@ -294,7 +308,7 @@ class OpenAIChatModel(_EndpointUser):
         with _flags_lock:
             return self.endpoint.limiter_key not in _NO_JSON_MODE
 
-    def _finish(self, messages: list[Message], text: str, usage: Any, started: float) -> Completion:
+    def _finish(self, messages: list[Message], text: str, usage: object, started: float) -> Completion:
         if isinstance(usage, dict) and isinstance(usage.get("prompt_tokens"), int):
             prompt, output, estimated = usage["prompt_tokens"], int(usage.get("completion_tokens") or 0), False
         else:
@@ -322,7 +336,7 @@ class OpenAIChatModel(_EndpointUser):
         lists none), else a note that it does not list it. Typed model errors when it cannot be reached or
         refuses the key."""
 
-        async def attempt(timeout: float) -> Any:
+        async def attempt(timeout: float) -> object:
             return await self._clients.get().get("/models", cast_to=object, options={"timeout": timeout})
 
         try:
@@ -375,19 +389,20 @@ class OpenAIChatModel(_EndpointUser):
         text = _message_text(response)
         if text is None:
             raise ModelResponseError(f"model {self.name!r} at {self.base_url} returned no choices", task=task)
-        completion = self._finish(messages, text, response.get("usage"), started)
+        completion = self._finish(messages, text, response.get("usage") if isinstance(response, dict) else None,
+                                  started)
         if key is not None and self.cache is not None and text:
             self.cache.put(key, completion)
         return completion
 
     async def _create(self, messages: list[Message], max_tokens: int | None, temperature: float | None,
-                      use_json: bool, options: AnswerOptions | None = None) -> Any:
+                      use_json: bool, options: AnswerOptions | None = None) -> object:
         body = self._params(max_tokens, temperature, options)
         body["messages"] = messages
         if use_json:
             body["response_format"] = {"type": "json_object"}
 
-        async def attempt(timeout: float) -> Any:
+        async def attempt(timeout: float) -> object:
             client = self._clients.get()
             try:
                 return await _post_chat(client, body, timeout)
@@ -428,13 +443,13 @@ class OpenAIChatModel(_EndpointUser):
         with _flags_lock:
             want_usage = self.endpoint.limiter_key not in _NO_STREAM_OPTIONS
         parts: list[str] = []
-        usage: Any = None
+        usage: object = None
         async with self.limiter.slot():
-            async def open_stream(timeout: float) -> Any:
-                body: dict[str, Any] = dict(params, messages=messages, stream=True)
+            async def open_stream(timeout: float) -> openai.AsyncStream[object]:
+                body: ChatBody = dict(params, messages=messages, stream=True)
                 if want_usage:
                     body["stream_options"] = {"include_usage": True}
-                return await _post_chat(self._clients.get(), body, timeout, stream=True)
+                return await _open_chat_stream(self._clients.get(), body, timeout)
 
             try:
                 stream = await call_with_retries(open_stream, self.policy, base_url=self.base_url, model=self.name)
@@ -472,9 +487,7 @@ class OpenAIChatModel(_EndpointUser):
                 failure.error.task = task
                 raise failure.error from None
             finally:
-                close = getattr(stream, "close", None)
-                if close is not None:
-                    await close()
+                await stream.close()
         completion = self._finish(messages, "".join(parts), usage, started)
         if key is not None and self.cache is not None and completion.text:
             self.cache.put(key, completion)
@@ -502,7 +515,7 @@ class OpenAIEmbedder(_EndpointUser):
         """Embed one short text with a single attempt cut at `timeout_s`: the endpoint answers, and the vector
         size is learned when not configured (`dim`). '' on success; typed model errors otherwise."""
 
-        async def attempt(timeout: float) -> Any:
+        async def attempt(timeout: float) -> CreateEmbeddingResponse:
             return await self._request(["dimension probe"], timeout)
 
         response = await self._once(attempt, timeout_s)
@@ -517,7 +530,7 @@ class OpenAIEmbedder(_EndpointUser):
         self.dim = size
         return ""
 
-    async def _request(self, texts: list[str], timeout: float) -> Any:
+    async def _request(self, texts: list[str], timeout: float) -> CreateEmbeddingResponse:
         extra: dict[str, Any] = {"dimensions": self.endpoint.dimensions} if self.endpoint.dimensions else {}
         try:
             return await self._clients.get().embeddings.create(model=self.api_model, input=texts, timeout=timeout,
@@ -528,7 +541,7 @@ class OpenAIEmbedder(_EndpointUser):
             ) from None
 
     async def _embed_batch(self, texts: list[str]) -> tuple[np.ndarray, int | None]:
-        async def attempt(timeout: float) -> Any:
+        async def attempt(timeout: float) -> CreateEmbeddingResponse:
             return await self._request(texts, timeout)
 
         response = await call_with_retries(attempt, self.policy, base_url=self.base_url, model=self.name,

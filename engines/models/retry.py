@@ -167,7 +167,7 @@ def classify(exc: BaseException, *, base_url: str, model: str, timeout_s: float)
 
 
 # Requests whose caller gave up while they were on the wire; kept referenced until they end.
-_ABANDONED: set[asyncio.Future[Any]] = set()
+_ABANDONED: set[asyncio.Future[Any]] = set()  # any result type: only kept alive, never read
 
 
 async def _attempt_in_slot(limiter: ConcurrencyLimiter, attempt: Callable[[float], Awaitable[T]], timeout: float) -> T:
@@ -217,7 +217,7 @@ async def _held(slot: _Slot, attempt: Callable[[float], Awaitable[T]], timeout: 
         slot.release()
 
 
-def _forget(request: asyncio.Future[Any]) -> None:
+def _forget(request: asyncio.Future[T]) -> None:
     _ABANDONED.discard(request)
     if not request.cancelled():
         request.exception()  # retrieved, so an abandoned failure is not reported as "never retrieved"
