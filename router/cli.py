@@ -14,6 +14,12 @@ from rich.markdown import Markdown
 from rich.panel import Panel
 from rich.table import Table
 
+if TYPE_CHECKING:
+    from engines.citations import Citation
+    from engines.models.base import JSONObject, Usage
+    from router.answer import Answer
+    from router.classifier import RouteDecision
+
 if TYPE_CHECKING:  # imported where used at run time: `graphroute --help` stays fast
     from engines.config import GraphrouteConfig
     from engines.config_layers import ResolvedConfig
@@ -148,7 +154,7 @@ def _note_settings(resolved: ResolvedConfig) -> None:
         Console(stderr=True).print(f"note: {note}", style="dim", highlight=False, soft_wrap=True)
 
 
-def _usage_table(usage: Any) -> Table:
+def _usage_table(usage: Usage) -> Table:
     t = Table(title="usage", show_lines=False)
     for col in ("stage", "calls", "prompt tok", "output tok", "cached", "embed tok", "cost $", "seconds"):
         t.add_column(col, justify="right" if col != "stage" else "left")
@@ -167,7 +173,7 @@ def _embeddings(stage: StageUsage) -> str:
     return str(int(getattr(stage, "embedding_tokens", 0))) if calls else "–"
 
 
-def _citation_table(citations: Sequence[Any], max_rows: int = 12, max_docs: int = 3) -> Table:
+def _citation_table(citations: Sequence[Citation], max_rows: int = 12, max_docs: int = 3) -> Table:
     """One row per cited record (deduplicated), with the documents it resolves to."""
     ct = Table(title="citations")
     for col in ("source", "id", "documents"):
@@ -175,21 +181,21 @@ def _citation_table(citations: Sequence[Any], max_rows: int = 12, max_docs: int 
     seen: set[tuple[str, str]] = set()
     rows = 0
     for c in citations:
-        key = (str(getattr(c, "kind", "")), str(getattr(c, "id", "")))
+        key = (c.kind, c.id)
         if key in seen:
             continue
         seen.add(key)
         if rows == max_rows:
-            ct.add_row("…", "", f"{len({(str(getattr(x, 'kind', '')), str(getattr(x, 'id', ''))) for x in citations}) - rows} more")
+            ct.add_row("…", "", f"{len({(x.kind, x.id) for x in citations}) - rows} more")
             break
-        docs = list(getattr(c, "document_titles", []) or getattr(c, "document_ids", []))
+        docs = list(c.document_titles or c.document_ids)
         shown = ", ".join(docs[:max_docs]) + (f" (+{len(docs) - max_docs} more)" if len(docs) > max_docs else "")
         ct.add_row(key[0], key[1], shown or "—")
         rows += 1
     return ct
 
 
-def route_lines(route: Any, mode: str | None) -> list[str]:
+def route_lines(route: RouteDecision, mode: str | None) -> list[str]:
     """How the engine was chosen. A forced mode names the forced engine, then the classifier's own opinion
     (its most probable engine and probabilities) on a separate line, never the forced one as its pick."""
     ranked = sorted(route.probabilities.items(), key=lambda kv: -kv[1])
@@ -205,7 +211,7 @@ def route_lines(route: Any, mode: str | None) -> list[str]:
     return lines + reasons
 
 
-def render_answer(console: Console, answer: Any, *, show_text: bool = True, mode: str | None = None) -> None:
+def render_answer(console: Console, answer: Answer, *, show_text: bool = True, mode: str | None = None) -> None:
     route = answer.route
     if show_text:
         console.print(Panel(Markdown(answer.text or "(empty)"), title=f"answer — {answer.engine} search"))
@@ -249,7 +255,7 @@ def _cmd_ask(args: argparse.Namespace, console: Console) -> int:
         except (OSError, json.JSONDecodeError) as exc:
             raise CliError(f"cannot read --history {args.history}: {exc}") from exc
 
-    async def run() -> Any:
+    async def run() -> Answer | None:
         answer = None
         streaming_text = False
         async for ev in router.astream(args.question, history=history, mode=args.mode, budget=budget,
@@ -282,6 +288,8 @@ def _cmd_ask(args: argparse.Namespace, console: Console) -> int:
             answer = router.run(run())
     except (ValueError, BudgetError) as exc:
         raise CliError(str(exc)) from exc
+    if answer is None:  # the stream always ends with the answer; a clear error if it ever does not
+        raise CliError("the question ended without an answer")
     if args.json:
         print(json.dumps(answer.to_dict(), indent=2, ensure_ascii=False, default=str))
     else:
@@ -296,7 +304,7 @@ def _ask_server(args: argparse.Namespace, console: Console) -> int:
         raise CliError("--stream is not available with --server (the server's /v1/chat/completions streams)")
     if args.length or args.config:
         raise CliError("--length and --config are the server's with --server (its configuration applies)")
-    body: dict[str, Any] = {"question": args.question, "mode": args.mode}
+    body: JSONObject = {"question": args.question, "mode": args.mode}
     if args.index:
         body["index"] = args.index
     if args.history:
@@ -483,9 +491,9 @@ def _cmd_mcp(args: argparse.Namespace) -> int:
     return 0
 
 
-def _spent(usage: Any) -> str:
+def _spent(usage: Usage | None) -> str:
     """' (spent: 3 model calls, 1,234 prompt tokens, $0.0012)' for an error line, '' when nothing was spent."""
-    total = getattr(usage, "total", None)
+    total = usage.total if usage is not None else None
     if total is None or not (total.llm_calls or total.embedding_calls):
         return ""
     return (f" (spent: {total.llm_calls} model calls, {total.prompt_tokens:,} prompt tokens, "

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Coroutine
-from typing import Any, TypeVar
+from typing import TypeVar
 
 T = TypeVar("T")
 
@@ -48,7 +48,7 @@ class LoopThread:
     def closed(self) -> bool:
         return self._closed
 
-    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+    def run(self, coro: Coroutine[object, None, T]) -> T:
         """Run `coro` on the loop from any other thread (a running loop in the caller's thread is fine)."""
         if self._closed:
             coro.close()
@@ -63,7 +63,7 @@ class LoopThread:
             future.cancel()
             raise
 
-    def close(self, final: Coroutine[Any, Any, Any] | None = None) -> None:
+    def close(self, final: Coroutine[object, None, object] | None = None) -> None:
         """Run `final` (e.g. closing HTTP clients), cancel what is left, close the loop's async generators
         (the HTTP clients' closers among them), stop the loop and join the thread.
 
@@ -85,11 +85,11 @@ class LoopThread:
         self._thread.join()
         self._loop.close()
 
-    def _start_shutdown(self, final: Coroutine[Any, Any, Any] | None) -> None:
+    def _start_shutdown(self, final: Coroutine[object, None, object] | None) -> None:
         task = self._loop.create_task(self._shutdown(final))
         task.add_done_callback(lambda _: self._loop.stop())
 
-    async def _shutdown(self, final: Coroutine[Any, Any, Any] | None) -> None:
+    async def _shutdown(self, final: Coroutine[object, None, object] | None) -> None:
         if final is not None:
             await final
         tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
@@ -112,7 +112,7 @@ class SyncLoop:
     def started(self) -> bool:
         return self._thread is not None
 
-    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+    def run(self, coro: Coroutine[object, None, T]) -> T:
         with self._lock:
             if self._closed:
                 coro.close()
@@ -122,7 +122,7 @@ class SyncLoop:
             thread = self._thread
         return thread.run(coro)
 
-    def close(self, final: Coroutine[Any, Any, Any] | None = None) -> None:
+    def close(self, final: Coroutine[object, None, object] | None = None) -> None:
         """Run `final` on the loop (when it ever started), then stop it. Idempotent."""
         with self._lock:
             self._closed = True

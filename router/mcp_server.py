@@ -24,7 +24,7 @@ import asyncio
 import json
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
@@ -33,6 +33,11 @@ from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field
 
 from router.router import Router
+
+if TYPE_CHECKING:
+    from engines.models.base import Usage
+    from router.answer import Answer
+    from router.classifier import RouteDecision
 
 Mode = Literal["auto", "local", "global", "drift", "basic"]
 MAX_RELATIONSHIPS = 25
@@ -364,13 +369,13 @@ async def serve_http(server: MCPServer, host: str, port: int) -> None:
 # ---- results as structured content and text ------------------------------------------------------------
 
 
-def route_info(decision: Any) -> RouteInfo:
+def route_info(decision: RouteDecision) -> RouteInfo:
     return RouteInfo(engine=str(decision.engine), confidence=round(float(decision.confidence), 4),
                      probabilities={str(k): round(float(v), 4) for k, v in decision.probabilities.items()},
                      reasons=[str(r) for r in decision.reasons], method=str(getattr(decision, "method", "model")))
 
 
-def ask_result(index: str, answer: Any) -> AskResult:
+def ask_result(index: str, answer: Answer) -> AskResult:
     total = answer.usage.total
     seen: set[tuple[str, str]] = set()
     citations = []
@@ -455,8 +460,8 @@ def entity_text(result: EntityResult) -> str:
     return "\n".join(lines)
 
 
-def _spent(usage: Any) -> str:
-    total = getattr(usage, "total", None)
+def _spent(usage: Usage | None) -> str:
+    total = usage.total if usage is not None else None
     if total is None or not (total.llm_calls or total.embedding_calls):
         return ""
     return f" (spent: {total.llm_calls} model calls, ${total.cost:.4f})"
