@@ -61,11 +61,11 @@ class LocalContextSettings(LocalContextParams):
     max_context_tokens: int = Field(default=12_000, ge=100, description="an empty budget builds no context")
     top_k_mapped_entities: int = Field(default=10, ge=1, description="0 would link no entity at all")
 
-    def builder_fields(self) -> dict[str, Any]:
+    def builder_fields(self) -> dict[str, object]:
         return {name: getattr(self, name) for name in LocalContextParams.model_fields}
 
 
-def _nested_local_context(data: Any, prefix: str, defaults: dict[str, Any]) -> Any:
+def _nested_local_context(data: object, prefix: str, defaults: Mapping[str, object]) -> object:
     """Fold flat `<prefix>X` keys (the older spelling, e.g. `local_search_max_context_tokens`) into the
     nested `local_search` table, over the section's own defaults."""
     if not isinstance(data, Mapping):
@@ -75,7 +75,7 @@ def _nested_local_context(data: Any, prefix: str, defaults: dict[str, Any]) -> A
     if not isinstance(nested, Mapping):
         return data  # validation names the key
     flat = {k[len(prefix):]: out.pop(k) for k in list(out) if prefix and k.startswith(prefix)}
-    out["local_search"] = defaults | flat | dict(nested)
+    out["local_search"] = dict(defaults) | flat | dict(nested)
     return out
 
 
@@ -143,8 +143,8 @@ class GlobalSearchConfig(_Section):
         "{context_data}): " + PROMPT_HELP)
 
 
-_DRIFT_LOCAL: dict[str, Any] = {"text_unit_prop": 0.6, "community_prop": 0.1}
-_QUESTIONS_LOCAL: dict[str, Any] = {"max_context_tokens": 8_000}
+_DRIFT_LOCAL: dict[str, object] = {"text_unit_prop": 0.6, "community_prop": 0.1}
+_QUESTIONS_LOCAL: dict[str, object] = {"max_context_tokens": 8_000}
 
 
 class DriftSearchConfig(_Section):
@@ -165,7 +165,7 @@ class DriftSearchConfig(_Section):
     concurrency: int = Field(default=8, ge=1, le=1024)
     # The follow-ups' local context ([drift.local_search]). GraphRAG's 0.9 / 0.1 leaves 0 for entities and
     # relationships (bug 8); keep 30 % for them.
-    local_search: LocalContextSettings = Field(default_factory=lambda: LocalContextSettings(**_DRIFT_LOCAL))
+    local_search: LocalContextSettings = Field(default_factory=lambda: LocalContextSettings.model_validate(_DRIFT_LOCAL))
     reduce_max_tokens: int = Field(default=12_000, ge=MIN_REDUCE_TOKENS, description="tokens of intermediate answers in the reduce")
     # the answer's length and form, as GraphRAG's response_type (e.g. "multiple paragraphs", "a single
     # sentence")
@@ -187,7 +187,7 @@ class DriftSearchConfig(_Section):
 
     @model_validator(mode="before")
     @classmethod
-    def _flat_local_search_keys(cls, data: Any) -> Any:
+    def _flat_local_search_keys(cls, data: object) -> object:
         return _nested_local_context(data, "local_search_", _DRIFT_LOCAL)
 
     @property
@@ -224,7 +224,7 @@ class QuestionGenConfig(_Section):
     n: int = Field(default=5, ge=1, le=50)
     # the local context the questions are drawn from ([questions.local_search]; flat keys such as
     # `max_context_tokens` are read into it too)
-    local_search: LocalContextSettings = Field(default_factory=lambda: LocalContextSettings(**_QUESTIONS_LOCAL))
+    local_search: LocalContextSettings = Field(default_factory=lambda: LocalContextSettings.model_validate(_QUESTIONS_LOCAL))
     temperature: float | None = Field(default=0.0, ge=0, le=2)
     prompt: QuestionsPrompt = Field(
         default=None, description="the question generation prompt (slots {context_data}, {question_count}): "
@@ -232,7 +232,7 @@ class QuestionGenConfig(_Section):
 
     @model_validator(mode="before")
     @classmethod
-    def _flat_local_search_keys(cls, data: Any) -> Any:
+    def _flat_local_search_keys(cls, data: object) -> object:
         if isinstance(data, Mapping):
             moved = {k: data[k] for k in data if k in LocalContextParams.model_fields}
             data = {k: v for k, v in data.items() if k not in moved}
@@ -337,7 +337,7 @@ _SECTIONS = ("local", "global_search", "drift", "basic", "questions", "router", 
 
 
 def config_from_mapping(
-    data: Mapping[str, Any] | None,
+    data: Mapping[str, object] | None,
     env: Mapping[str, str] | None = None,
     *,
     source: str = "graphroute.toml",

@@ -15,7 +15,6 @@ import warnings
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from engines.config import GraphrouteConfig, config_from_mapping
 from engines.graphrag_settings import ProjectSettings, find_settings, read_settings
@@ -62,7 +61,7 @@ def resolve_config(
     the project's settings beside the index folder `index` (when given)."""
     env = os.environ if env is None else env
     toml = Path(config_path) if config_path is not None else find_config_file(env)
-    toml_data: dict[str, Any] = read_toml(toml) if toml is not None else {}
+    toml_data: dict[str, object] = read_toml(toml) if toml is not None else {}
     settings_file: Path | None = None
     if isinstance(settings, str | Path):
         settings_file = Path(settings)
@@ -102,26 +101,28 @@ def load_project_config(
 # ---- merging -----------------------------------------------------------------------------------------------
 
 
-def _merge(low: Mapping[str, Any], high: Mapping[str, Any]) -> dict[str, Any]:
+def _merge(low: Mapping[str, object], high: Mapping[str, object]) -> dict[str, object]:
     """`high` over `low`, table by table."""
     out = dict(low)
     for key, value in high.items():
-        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping) and not _is_prompt(value):
-            out[key] = _merge(out[key], value)
+        below = out.get(key)
+        if isinstance(value, Mapping) and isinstance(below, Mapping) and not _is_prompt(value):
+            out[key] = _merge(below, value)
         else:
             out[key] = value
     return out
 
 
-def _is_prompt(value: Mapping[str, Any]) -> bool:
+def _is_prompt(value: Mapping[str, object]) -> bool:
     return set(value) in ({"file"}, {"text"})
 
 
-def _names_endpoint(table: Any) -> bool:
+def _names_endpoint(table: object) -> bool:
     return isinstance(table, Mapping) and ("provider" in table or "base_url" in table)
 
 
-def _without_replaced_endpoints(layer: dict[str, Any], toml: Mapping[str, Any], env: Mapping[str, str]) -> dict[str, Any]:
+def _without_replaced_endpoints(layer: dict[str, object], toml: Mapping[str, object],
+                                env: Mapping[str, str]) -> dict[str, object]:
     models = layer.get("models")
     if not isinstance(models, Mapping):
         return layer
@@ -137,7 +138,7 @@ def _without_replaced_endpoints(layer: dict[str, Any], toml: Mapping[str, Any], 
     return {**layer, "models": kept} if kept else {k: v for k, v in layer.items() if k != "models"}
 
 
-def _leaves(table: Mapping[str, Any], prefix: str = "") -> Iterator[str]:
+def _leaves(table: Mapping[str, object], prefix: str = "") -> Iterator[str]:
     for key, value in table.items():
         dotted = f"{prefix}{key}"
         if isinstance(value, Mapping) and value and not _is_prompt(value):

@@ -34,7 +34,7 @@ class Budget:
         return self.max_cost is None and self.max_llm_calls is None and self.deadline_s is None
 
 
-def _check_number(name: str, value: Any, *, minimum: float, inclusive: bool, integer: bool = False) -> None:
+def _check_number(name: str, value: object, *, minimum: float, inclusive: bool, integer: bool = False) -> None:
     if value is None:
         return
     kind = "a whole number" if integer else "a number"

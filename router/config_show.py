@@ -8,15 +8,18 @@ import argparse
 import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, SecretStr
 from rich.console import Console
 
+if TYPE_CHECKING:
+    from engines.config_layers import ResolvedConfig
+
 HIDDEN = "(set)"
 
 
-def flatten(value: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
+def flatten(value: object, prefix: str = "") -> Iterator[tuple[str, object]]:
     """(dotted key, printable value) of every leaf setting; a prompt shows its source, a secret is hidden."""
     from engines.prompts import PromptTemplate
 
@@ -43,13 +46,13 @@ def flatten(value: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
         yield prefix, value
 
 
-def effective(resolved: Any) -> list[tuple[str, Any, str]]:
+def effective(resolved: ResolvedConfig) -> list[tuple[str, object, str]]:
     """(key, value, source) rows. The list prices stay one row unless a price was configured."""
     from engines.config import GraphrouteConfig
     from engines.config_layers import DEFAULT
 
     defaults = dict(flatten(GraphrouteConfig()))
-    rows: list[tuple[str, Any, str]] = []
+    rows: list[tuple[str, object, str]] = []
     prices_set = any(k.startswith("models.prices") for k in resolved.sources)
     for key, value in flatten(resolved.config):
         if key.startswith("models.prices.") and not prices_set:

@@ -18,12 +18,15 @@ import tomllib
 import warnings
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
 from engines.models.base import STAGES
 from engines.models.errors import ModelConfigError
+
+if TYPE_CHECKING:
+    from pydantic_core import ErrorDetails
 
 Provider = Literal["openai", "azure", "offline"]
 JsonMode = Literal["auto", "on", "off"]
@@ -242,7 +245,7 @@ class ModelsConfig(BaseModel):
 # loading
 
 
-def format_validation_error(err: ValidationError | list[Any], source: str, prefix: str) -> str:
+def format_validation_error(err: ValidationError | list[ErrorDetails], source: str, prefix: str) -> str:
     """`source: dotted.key: what is wrong (got value)` for each error, joined by "; "."""
     lines: list[str] = []
     for e in err.errors() if isinstance(err, ValidationError) else err:
@@ -271,11 +274,11 @@ def format_validation_error(err: ValidationError | list[Any], source: str, prefi
     return "; ".join(lines)
 
 
-def _num(value: Any) -> str:
+def _num(value: object) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
 
 
-def _env_overrides(env: Mapping[str, str]) -> dict[str, Any]:
+def _env_overrides(env: Mapping[str, str]) -> dict[str, object]:
     """Settings from the environment, shaped like the toml `[models.chat]` table."""
     from engines.models.env_settings import EnvSettings
 
@@ -297,7 +300,7 @@ _SHARED_FIELDS = ("provider", "base_url", "api_key", "api_version", "timeout_s",
 
 
 def models_config_from_mapping(
-    data: Mapping[str, Any] | None,
+    data: Mapping[str, object] | None,
     env: Mapping[str, str] | None = None,
     *,
     source: str = "graphroute.toml",
@@ -422,7 +425,7 @@ def models_config_from_mapping(
     return config
 
 
-def _valid_price(value: Any) -> bool:
+def _valid_price(value: object) -> bool:
     try:
         ModelPrice.model_validate(value)
         return True
@@ -438,7 +441,7 @@ def find_config_file(env: Mapping[str, str]) -> Path | None:
     return candidate if candidate.is_file() else None
 
 
-def read_toml(path: Path) -> dict[str, Any]:
+def read_toml(path: Path) -> dict[str, object]:
     try:
         with path.open("rb") as fh:
             return tomllib.load(fh)

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
 
 from engines.citations import KINDS, record_text, resolve_position
+from engines.models.base import JSON, JSONObject
 from router.service.errors import RequestError
 from shared_context.index import Index
 
@@ -29,7 +29,7 @@ class GraphRequest:
     neighbours: int
 
 
-def parse_graph_request(body: dict[str, Any]) -> GraphRequest:
+def parse_graph_request(body: JSONObject) -> GraphRequest:
     unknown = set(body) - {"citations", "neighbours"}
     if unknown:
         name = sorted(unknown)[0]
@@ -81,8 +81,8 @@ def citation_label(index: Index, kind: str, ident: str) -> str | None:
     return f"passage {ident} of {where}"
 
 
-def named_citations(index: Index, pairs: Iterable[tuple[str, str]]) -> list[dict[str, Any]]:
-    out = []
+def named_citations(index: Index, pairs: Iterable[tuple[str, str]]) -> list[JSON]:
+    out: list[JSON] = []
     for kind, ident in pairs:
         label = citation_label(index, kind, ident)
         text = record_text(index, kind, ident) if label is not None else None
@@ -129,13 +129,13 @@ class _Graph:
         for rel in self.index.entity_relationships[pos][:k]:
             self.edge(int(rel), False)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         ix = self.index
-        nodes = []
+        nodes: list[JSON] = []
         for pos, cited in self.nodes.items():
             e = ix.entities[pos]
             nodes.append({"id": e.short_id, "title": e.title, "type": e.type, "degree": e.degree, "cited": cited})
-        edges = []
+        edges: list[JSON] = []
         for pos, cited in self.edges.items():
             r = ix.relationships[pos]
             ends = ix.relationship_endpoints[pos]
@@ -145,7 +145,7 @@ class _Graph:
         return {"nodes": nodes, "edges": edges}
 
 
-def cited_graph(index: Index, request: GraphRequest) -> dict[str, Any]:
+def cited_graph(index: Index, request: GraphRequest) -> JSONObject:
     """The cited entities and relationships (marked `cited`), then each cited entity's strongest
     neighbours. An answer citing no entity gets the entities of the passages it cited (basic search) or the
     best-connected members of the communities whose reports it cited (global search), so every answer has a
@@ -187,7 +187,7 @@ def _entities_behind(index: Index, kind: str, ident: str, k: int = 8) -> list[in
     return []
 
 
-def entity_record(index: Index, ident: str) -> dict[str, Any] | None:
+def entity_record(index: Index, ident: str) -> JSONObject | None:
     """One entity by id, short id or exact title: its description, strongest relationships and sources."""
     pos = index.entity_pos.get(ident)
     if pos is None:
@@ -197,13 +197,13 @@ def entity_record(index: Index, ident: str) -> dict[str, Any] | None:
     if pos is None:
         return None
     e = index.entities[pos]
-    relationships = []
+    relationships: list[JSON] = []
     for rpos in index.entity_relationships[pos][:ENTITY_RELATIONSHIPS]:
         r = index.relationships[int(rpos)]
         other = r.target if r.source == e.title else r.source
         relationships.append({"id": r.short_id, "other": other, "source": r.source, "target": r.target,
                               "description": r.description, "weight": r.weight})
-    sources = []
+    sources: list[JSON] = []
     for uid in e.text_unit_ids[:ENTITY_SOURCES]:
         upos = index.text_unit_pos.get(uid)
         if upos is None:

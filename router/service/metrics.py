@@ -8,14 +8,25 @@ from __future__ import annotations
 
 import threading
 from collections import defaultdict
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from engines.models.base import JSON, JSONObject
     from router.answer import Answer
 
 BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 # The counters keyed by (index, engine used, route).
 _ANSWER_TABLES = ("questions", "calls", "prompt_tokens", "output_tokens", "cost")
+
+
+def _rows(snap: JSONObject, key: str, width: int) -> list[list[JSON]]:
+    """A snapshot table's rows of `width` values (a malformed row, from a damaged file, is skipped)."""
+    value = snap.get(key)
+    return [r for r in value if isinstance(r, list) and len(r) == width] if isinstance(value, list) else []
+
+
+def _number(value: JSON) -> float:
+    return float(value) if isinstance(value, int | float) else 0.0
 
 
 def _labels(**labels: str) -> str:
@@ -58,7 +69,7 @@ class Metrics:
             self.cost[key] += total.cost
 
     # ---- snapshots: how a worker of a multi-worker server publishes its counts (`shared_metrics`) ----------
-    def snapshot(self) -> dict[str, Any]:
+    def snapshot(self) -> JSONObject:
         """Every counter as plain JSON values (tuple keys become lists)."""
         with self._lock:
             return {
@@ -68,21 +79,22 @@ class Metrics:
                 **{name: [[*k, v] for k, v in getattr(self, name).items()] for name in _ANSWER_TABLES},
             }
 
-    def absorb(self, snap: dict[str, Any]) -> None:
+    def absorb(self, snap: JSONObject) -> None:
         """Add a snapshot's counts to these (totals over workers; a restarted worker resuming its own)."""
+        latency_counts, latency_sum = snap.get("latency_counts"), snap.get("latency_sum")
         with self._lock:
-            for method, path, status, n in snap.get("requests", ()):
-                self.requests[(method, path, int(status))] += n
-            for path, counts in snap.get("latency_counts", {}).items():
+            for method, path, status, n in _rows(snap, "requests", 4):
+                self.requests[(str(method), str(path), int(_number(status)))] += int(_number(n))
+            for path, counts in (latency_counts.items() if isinstance(latency_counts, dict) else ()):
                 mine = self.latency_counts.setdefault(path, [0] * (len(BUCKETS) + 1))
-                for i, n in enumerate(counts[:len(mine)]):
-                    mine[i] += n
-            for path, seconds in snap.get("latency_sum", {}).items():
-                self.latency_sum[path] += seconds
+                for i, n in enumerate(counts[:len(mine)] if isinstance(counts, list) else ()):
+                    mine[i] += int(_number(n))
+            for path, seconds in (latency_sum.items() if isinstance(latency_sum, dict) else ()):
+                self.latency_sum[path] += _number(seconds)
             for name in _ANSWER_TABLES:
                 table = getattr(self, name)
-                for index, engine, route, value in snap.get(name, ()):
-                    table[(index, engine, route)] += value
+                for index, engine, route, value in _rows(snap, name, 4):
+                    table[(str(index), str(engine), str(route))] += value if isinstance(value, int | float) else 0
 
     def render(self) -> str:
         out: list[str] = []

@@ -16,13 +16,14 @@ import logging
 import os
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import orjson
 
 from router.service.metrics import Metrics
 
 if TYPE_CHECKING:
+    from engines.models.base import JSONObject
     from router.answer import Answer
 
 log = logging.getLogger("graphroute.serve")
@@ -33,7 +34,7 @@ class InFlight(Protocol):
     def in_flight(self) -> int: ...
 
 
-def _read_snapshot(path: Path) -> dict[str, Any] | None:
+def _read_snapshot(path: Path) -> JSONObject | None:
     try:
         snap = json.loads(path.read_text())
     except FileNotFoundError:
