@@ -24,7 +24,6 @@ import string
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from engines.config import ConfigError
 from engines.prompts import PromptError, PromptTemplate
@@ -110,7 +109,7 @@ class ProjectSettings:
     """What a GraphRAG project's settings give graphroute."""
 
     path: Path
-    layer: dict[str, Any]  # graphroute.toml-shaped: {"models": {...}, "local": {...}, ...}
+    layer: dict[str, object]  # graphroute.toml-shaped: {"models": {...}, "local": {...}, ...}
     unused: list[str] = field(default_factory=list)  # "local_search.foo", "models.default_chat_model.bar"
     notes: list[str] = field(default_factory=list)  # how a setting was read, when it is not one to one
     index_time: list[str] = field(default_factory=list)  # index-time sections present (not read)
@@ -151,7 +150,7 @@ def read_settings(path: str | Path, env: Mapping[str, str]) -> ProjectSettings:
 # ---- reading the file -------------------------------------------------------------------------------------
 
 
-def _load(file: Path) -> dict[str, Any]:
+def _load(file: Path) -> dict[str, object]:
     try:
         text = file.read_text(encoding="utf-8-sig")
     except FileNotFoundError:
@@ -194,7 +193,7 @@ class _Values:
     def error(self, key: str, message: str) -> ConfigError:
         return ConfigError(f"{self.file.name}: {key}: {message}", key=key)
 
-    def resolve(self, key: str, value: Any) -> Any:
+    def resolve(self, key: str, value: object) -> object:
         if not isinstance(value, str) or "$" not in value:
             return value
         try:
@@ -208,14 +207,14 @@ class _Values:
 # ---- search sections --------------------------------------------------------------------------------------
 
 
-def _read_sections(data: Mapping[str, Any], values: _Values, settings: ProjectSettings) -> None:
+def _read_sections(data: Mapping[str, object], values: _Values, settings: ProjectSettings) -> None:
     for section, (ours, keys) in SECTION_KEYS.items():
         raw = data.get(section)
         if raw is None:
             continue
         if not isinstance(raw, Mapping):
             raise values.error(section, "must be a mapping")
-        target = settings.layer.setdefault(ours, {})
+        target = _table(settings.layer, ours)
         for key, value in raw.items():
             dotted = f"{section}.{key}"
             if key in _MODEL_ID_KEYS:
@@ -240,10 +239,17 @@ def _read_sections(data: Mapping[str, Any], values: _Values, settings: ProjectSe
             _set(target, keys[key], value)
 
 
-def _set(table: dict[str, Any], dotted: str, value: Any) -> None:
+def _table(parent: dict[str, object], key: str) -> dict[str, object]:
+    """The table `parent[key]`, made empty when absent (the layer holds only tables made here)."""
+    table = parent.setdefault(key, {})
+    assert isinstance(table, dict), f"{key} is a setting, not a table"
+    return table
+
+
+def _set(table: dict[str, object], dotted: str, value: object) -> None:
     *parents, last = dotted.split(".")
     for part in parents:
-        table = table.setdefault(part, {})
+        table = _table(table, part)
     table[last] = value
 
 
@@ -254,10 +260,10 @@ def _set(table: dict[str, Any], dotted: str, value: Any) -> None:
 class _ModelRef:
     id: str
     key: str  # the dotted key of its entry, e.g. "models.default_chat_model"
-    entry: Mapping[str, Any]
+    entry: Mapping[str, object]
 
 
-def _model_tables(data: Mapping[str, Any], values: _Values) -> tuple[dict[str, _ModelRef], dict[str, _ModelRef]]:
+def _model_tables(data: Mapping[str, object], values: _Values) -> tuple[dict[str, _ModelRef], dict[str, _ModelRef]]:
     """(chat models, embedding models) by id: GraphRAG 3.x's completion_models / embedding_models, and 2.x's
     models (where either kind may be looked up)."""
     chat: dict[str, _ModelRef] = {}
@@ -277,7 +283,7 @@ def _model_tables(data: Mapping[str, Any], values: _Values) -> tuple[dict[str, _
     return chat, embedding
 
 
-def _section_model(data: Mapping[str, Any], section: str, kind: str, table: dict[str, _ModelRef],
+def _section_model(data: Mapping[str, object], section: str, kind: str, table: dict[str, _ModelRef],
                    values: _Values) -> _ModelRef | None:
     raw = data.get(section)
     raw = raw if isinstance(raw, Mapping) else {}
@@ -300,18 +306,18 @@ def _section_model(data: Mapping[str, Any], section: str, kind: str, table: dict
     return next((table[d] for d in defaults if d in table), None)
 
 
-def _read_models(data: Mapping[str, Any], values: _Values, settings: ProjectSettings) -> None:
+def _read_models(data: Mapping[str, object], values: _Values, settings: ProjectSettings) -> None:
     chat_models, embedding_models = _model_tables(data, values)
     chat = {s: _section_model(data, s, "chat", chat_models, values) for s in SECTION_KEYS}
     embed = {s: _section_model(data, s, "embedding", embedding_models, values)
              for s in ("local_search", "drift_search", "basic_search")}
-    models: dict[str, Any] = {}
+    models: dict[str, object] = {}
     used: dict[str, _ModelRef] = {}
     main = chat["local_search"] or next((r for r in chat.values() if r is not None), None)
     if main is not None:
         models["chat"] = _endpoint(main, values, settings, "chat")
         used[main.key] = main
-    stages: dict[str, Any] = {}
+    stages: dict[str, dict[str, object]] = {}
     for section, stage_names in (("global_search", ("map", "rate", "reduce")), ("drift_search", ("primer", "followups",
                                                                                                   "reduce"))):
         ref = chat[section]
@@ -346,7 +352,7 @@ def _read_models(data: Mapping[str, Any], values: _Values, settings: ProjectSett
         key = f"{ref.key}.temperature"
         temperature = _number(values, key, values.resolve(key, ref.entry["temperature"]), float)
         for engine in engines:
-            settings.layer.setdefault(engine, {}).setdefault("temperature", temperature)
+            _table(settings.layer, engine).setdefault("temperature", temperature)
     for ref in used.values():
         for key, value in ref.entry.items():
             if key not in _MODEL_KEYS and value is not None:
@@ -374,11 +380,11 @@ def _provider(ref: _ModelRef, values: _Values) -> str:
                        "APIs (give api_base of an OpenAI-compatible server, or configure [models] in graphroute.toml)")
 
 
-def _endpoint(ref: _ModelRef, values: _Values, settings: ProjectSettings, kind: str) -> dict[str, Any]:
+def _endpoint(ref: _ModelRef, values: _Values, settings: ProjectSettings, kind: str) -> dict[str, object]:
     """A model entry as a graphroute `[models.chat]`/`[models.embedding]` table."""
     entry = ref.entry
 
-    def get(key: str) -> Any:
+    def get(key: str) -> object:
         return values.resolve(f"{ref.key}.{key}", entry.get(key))
 
     auth = get("auth_type") or get("auth_method")
@@ -387,7 +393,7 @@ def _endpoint(ref: _ModelRef, values: _Values, settings: ProjectSettings, kind: 
                            "azure_managed_identity is not supported; give an api_key")
     if not get("model"):
         raise values.error(f"{ref.key}.model", "the model name is missing")
-    table: dict[str, Any] = {"provider": _provider(ref, values), "model": str(get("model"))}
+    table: dict[str, object] = {"provider": _provider(ref, values), "model": str(get("model"))}
     optional = {"base_url": get("api_base"), "api_key": get("api_key"), "api_version": get("api_version"),
                 "azure_deployment": get("deployment_name") or get("azure_deployment_name")}
     table.update({k: str(v) for k, v in optional.items() if v not in (None, "")})
@@ -408,7 +414,7 @@ def _endpoint(ref: _ModelRef, values: _Values, settings: ProjectSettings, kind: 
     return table
 
 
-def _number(values: _Values, key: str, value: Any, kind: type[int] | type[float]) -> Any:
+def _number(values: _Values, key: str, value: object, kind: type[int] | type[float]) -> int | float:
     if isinstance(value, bool) or not isinstance(value, int | float | str):
         raise values.error(key, f"must be a number (got {value!r})")
     try:
