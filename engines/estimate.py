@@ -15,6 +15,7 @@ from engines import prompts
 from engines.latency import LATENCY, latency_key
 
 if TYPE_CHECKING:
+    from engines.model_set import ModelSet
     from engines.models.base import JSONObject
     from engines.plan import QueryPlan
     from engines.prompts import PromptTemplate
@@ -28,7 +29,7 @@ class EstimatedEngine(Protocol):
     these functions from their `estimate` method)."""
 
     index: Index
-    models: Any  # engines.model_set.ModelSet
+    models: ModelSet
     config: Any  # the engine's own config section
 
 

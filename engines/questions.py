@@ -17,7 +17,7 @@ import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Protocol
 
 from engines import prompts
 from engines.base import ConfigLike
@@ -45,7 +45,17 @@ CORPUS_WIDE_ZH = "在整个语料中，关于{title}的总体情况是什么？"
 CORPUS_WIDE_FALLBACK = "What are the main themes across the whole corpus?"
 _MAX_TITLE_WORDS = 12  # a longer title reads as a sentence, not a topic
 
-Labeller = Callable[[str], Any]  # question -> decision with .engine and .confidence (the router's classifier)
+class RouteLabel(Protocol):
+    """What a labeller says of a question: the engine it would take and how sure it is."""
+
+    @property
+    def engine(self) -> str: ...
+
+    @property
+    def confidence(self) -> float: ...
+
+
+Labeller = Callable[[str], RouteLabel]  # question -> its label (the router passes its classifier)
 
 
 @dataclass(frozen=True)

@@ -5,14 +5,17 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from numbers import Integral, Real
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from engines.models.base import Usage
 
 
 class BudgetError(ValueError):
     """The budget cannot be met by any engine (the message says which limit and by how much), or a
     budget value is invalid. `usage` is what the question spent before the refusal (e.g. a rewrite)."""
 
-    usage: Any = None
+    usage: Usage | None = None
 
 
 @dataclass(frozen=True)

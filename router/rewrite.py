@@ -6,7 +6,7 @@ import csv
 import io
 import re
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from engines import prompts
 from engines.models.base import ChatModel, Completion, Message
@@ -74,7 +74,6 @@ async def rewrite_question(
         {"role": "system", "content": prompts.template(prompt, "rewrite").fill(history=render_history(history))},
         {"role": "user", "content": question},
     ]
-    parsed: Any
     parsed, completions = await complete_json(model, messages, RewriteResponse, task="rewrite", max_tokens=200,
                                               context=history_context(question, history))
     standalone = str(parsed.question).strip() or question

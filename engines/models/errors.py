@@ -6,10 +6,10 @@ where it helps, which endpoint/model/config key is involved. SDK tracebacks neve
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from engines.models.base import Completion
+    from engines.models.base import Completion, Usage
 
 
 class ModelError(RuntimeError):
@@ -21,7 +21,7 @@ class ModelError(RuntimeError):
         self.stage = stage
         self.task = task
         # The engines.usage.Usage spent before the failure, set by the engine or router that raises it on.
-        self.usage: Any = None
+        self.usage: Usage | None = None
 
     def __str__(self) -> str:
         where = [f"{k}={v}" for k, v in (("stage", self.stage), ("task", self.task)) if v]
