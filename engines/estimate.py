@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from engines import prompts
 from engines.latency import LATENCY, latency_key
 
 if TYPE_CHECKING:
+    from engines.config import BasicSearchConfig, DriftSearchConfig, GlobalSearchConfig, LocalSearchConfig
     from engines.model_set import ModelSet
     from engines.models.base import JSONObject
     from engines.plan import QueryPlan
@@ -30,11 +31,13 @@ class EstimatedEngine(Protocol):
 
     index: Index
     models: ModelSet
-    config: Any  # the engine's own config section
 
 
 class LocalEstimated(EstimatedEngine, Protocol):
-    """Local search as its estimate reads it: its name (the plan's key) and its context builder."""
+    """Local search as its estimate reads it: its name (the plan's key), settings and context builder."""
+
+    @property
+    def config(self) -> LocalSearchConfig: ...
 
     @property
     def name(self) -> str: ...
@@ -43,8 +46,21 @@ class LocalEstimated(EstimatedEngine, Protocol):
     def builder(self) -> LocalContextBuilder: ...
 
 
+class BasicEstimated(EstimatedEngine, Protocol):
+    @property
+    def config(self) -> BasicSearchConfig: ...
+
+
+class DriftEstimated(EstimatedEngine, Protocol):
+    @property
+    def config(self) -> DriftSearchConfig: ...
+
+
 class GlobalEstimated(EstimatedEngine, Protocol):
-    """Global search as its estimate reads it: the builder of its map batches."""
+    """Global search as its estimate reads it: its settings and the builder of its map batches."""
+
+    @property
+    def config(self) -> GlobalSearchConfig: ...
 
     @property
     def builder(self) -> CommunityContextBuilder: ...
@@ -135,7 +151,7 @@ def estimate_local(engine: LocalEstimated, question: str, plan: QueryPlan | None
     return t.result()
 
 
-def estimate_basic(engine: EstimatedEngine, question: str, section_tokens: int) -> CostEstimate:
+def estimate_basic(engine: BasicEstimated, question: str, section_tokens: int) -> CostEstimate:
     """`section_tokens`: size of the Sources section the engine would send (it builds it, not this module)."""
     t = _Tally(engine, question)
     t.calls_of("answer", "basic_answer", section_tokens + _template_tokens(engine, engine.config.prompt, "basic"))
@@ -175,7 +191,7 @@ def estimate_global(engine: GlobalEstimated, question: str) -> CostEstimate:
     return t.result()
 
 
-def estimate_drift(engine: EstimatedEngine, question: str) -> CostEstimate:
+def estimate_drift(engine: DriftEstimated, question: str) -> CostEstimate:
     """Upper bound: every fold and every follow-up slot is used."""
     t = _Tally(engine, question)
     cfg = engine.config
