@@ -15,7 +15,7 @@ import re
 import weakref
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from shared_context.record_table import values_of
 
@@ -81,7 +81,7 @@ class _ShortIdMaps:
     claims: dict[str, int]
 
 
-_MAPS: weakref.WeakKeyDictionary[Any, _ShortIdMaps] = weakref.WeakKeyDictionary()
+_MAPS: weakref.WeakKeyDictionary[Index, _ShortIdMaps] = weakref.WeakKeyDictionary()
 
 
 def _positions_by(ids: list[str]) -> dict[str, int]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from engines import prompts
 from engines.base import BaseEngine, ConfigLike, make_params
@@ -27,6 +27,7 @@ from engines.run import QueryRun, gather_bounded, reraise_bugs
 from engines.schemas import MapResponse
 
 if TYPE_CHECKING:
+    from engines.models.base import JSONObject
     from engines.plan import QueryPlan
     from shared_context.community_context import CommunityContext, CommunityContextBuilder
     from shared_context.index import Index
@@ -193,12 +194,14 @@ class GlobalSearch(BaseEngine):
             raise EngineError(f"all {n} map batches failed; first error: {failures[0][1]}", stage="map", engine=run.engine)
         points: list[Point] = []
         below_min = 0
-        responses: list[dict[str, Any]] = []
+        points_total = 0
+        responses: list[JSONObject] = []
         for i, r in enumerate(results):
             if isinstance(r, BaseException):
                 responses.append({"batch": i + 1, "error": str(r)})
                 continue
             responses.append({"batch": i + 1, "points": [p.model_dump() for p in r.points]})
+            points_total += len(r.points)
             for p in r.points:
                 if not p.description.strip() or p.score <= 0:  # GraphRAG's rule: score 0 means "no answer"
                     continue
@@ -207,7 +210,7 @@ class GlobalSearch(BaseEngine):
                     continue
                 points.append(Point(float(p.score), p.description, i + 1, (len(points),)))
         run.details["map_responses"] = responses
-        run.details["points_total"] = sum(len(r.get("points", [])) for r in responses)
+        run.details["points_total"] = points_total
         run.details["min_score"] = self.config.min_score
         run.details["points_below_min_score"] = below_min
         run.details["points_kept"] = len(points)

@@ -22,6 +22,7 @@ from engines.models.errors import ModelConfigError
 from engines.models.limiter import LimiterRegistry
 
 if TYPE_CHECKING:
+    from engines.models.embedding_offline import OfflineEmbedder
     from shared_context.index import Index
 
 if TYPE_CHECKING:
@@ -67,7 +68,7 @@ def build_embedder(
         return OpenAIEmbedder(endpoint, config.prices, limiter_registry=limiter_registry, cache=cache)
     from engines.models.embedding_offline import attach_offline_vectors, embedder_for_index
 
-    embedder: Any
+    embedder: SentenceEmbedder | OfflineEmbedder
     if endpoint.model == SENTENCE_EMBEDDING_MODEL:
         from engines.models.embedding_sentence import SentenceEmbedder
 
