@@ -24,7 +24,7 @@ import pytest
 from engines import prompts
 from engines.models.base import Completion, Message
 from engines.models.offline import OfflineChatModel, split_deltas
-from engines.models.offline_names import capitalised_phrases
+from engines.models.offline_text import capitalised_phrases
 from engines.models.structured import complete_json
 from engines.models.task_context import TaskContext
 from engines.schemas import FollowupResponse, QuestionList

@@ -17,7 +17,7 @@ from pydantic import BaseModel, Field
 
 from engines.models.base import Message
 from engines.models.offline import OfflineChatModel
-from engines.models.offline_names import capitalised_phrases
+from engines.models.offline_text import capitalised_phrases
 from engines.models.task_context import Finding, TaskContext
 from engines.schemas import (
     FollowupResponse,

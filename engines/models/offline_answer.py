@@ -11,17 +11,22 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from engines.models.offline_cite import format_citation, merge_refs, strip_citations
-from engines.models.offline_names import answerable, capitalised_phrases, display_name, mentions
 from engines.models.offline_text import (
     BM25,
+    answerable,
+    capitalised_phrases,
     clean_sentence,
     coverage,
+    display_name,
+    format_citation,
     is_cjk_text,
     is_informative,
     jaccard,
+    mentions,
+    merge_refs,
     question_terms,
     split_sentences,
+    strip_citations,
     terms,
     trim_sentence,
 )

@@ -5,8 +5,7 @@ from __future__ import annotations
 import re
 
 from engines.models.offline_answer import question_entities
-from engines.models.offline_names import capitalised_phrases, display_name, quoted_terms
-from engines.models.offline_text import CJK_RE, is_cjk_text
+from engines.models.offline_text import CJK_RE, capitalised_phrases, display_name, is_cjk_text, quoted_terms
 from engines.models.schemas import QuestionList, RewriteResponse, RouteResponse
 from shared_context.context_tables import ContextTables
 

@@ -5,12 +5,14 @@ from __future__ import annotations
 import re
 
 from engines.models.offline_answer import cite, no_answer_text
-from engines.models.offline_cite import CITATION_RE, merge_refs, parse_citation
 from engines.models.offline_text import (
+    CITATION_RE,
     clean_sentence,
     is_cjk_text,
     is_informative,
     jaccard,
+    merge_refs,
+    parse_citation,
     question_terms,
     split_sentences,
     terms,

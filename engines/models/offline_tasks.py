@@ -19,18 +19,21 @@ from engines.models.offline_answer import (
     rank_candidates,
     select_sentences,
 )
-from engines.models.offline_cite import strip_citations
-from engines.models.offline_names import answerable, capitalised_phrases, display_name, mentions
 from engines.models.offline_text import (
     BM25,
     STOPWORDS,
+    answerable,
+    capitalised_phrases,
     clean_sentence,
     coverage,
+    display_name,
     is_cjk_text,
     is_informative,
     jaccard,
+    mentions,
     question_terms,
     split_sentences,
+    strip_citations,
     terms,
     trim_sentence,
     wordset,

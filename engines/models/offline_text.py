@@ -1,4 +1,6 @@
-"""Text tools of the offline extractive model: index terms, question terms, sentence cleaning and coverage.
+"""Text tools of the offline extractive model: index terms, question terms, sentence cleaning and coverage;
+proper names in text and questions (phrases, display forms, mentions); and the `[Data: Sources (1, 2);
+Entities (3, +more)]` citations it writes and reads.
 
 Tokenising, stopwords, stemming and sentence splitting live in `shared_context.text`, BM25 in `shared_context.bm25` (one home for
 every text consumer); they are re-exported here for the offline modules.
@@ -19,16 +21,29 @@ from shared_context.text import CJK_RE, STOPWORDS, split_sentences, stem, tokens
 __all__ = [
     "BM25",
     "BROAD_WORDS",
+    "CITATION_RE",
     "CJK_RE",
+    "DATASET_ORDER",
+    "MORE",
     "STOPWORDS",
+    "answerable",
+    "capitalised_phrases",
     "clean_sentence",
     "coverage",
+    "display_name",
+    "format_citation",
     "is_cjk_text",
     "is_informative",
     "jaccard",
+    "mentions",
+    "merge_refs",
+    "name_terms",
+    "parse_citation",
     "question_terms",
+    "quoted_terms",
     "split_sentences",
     "stem",
+    "strip_citations",
     "terms",
     "trim_sentence",
     "wordset",
@@ -152,3 +167,162 @@ def coverage(query: Sequence[str], found: Iterable[str]) -> float:
         return 0.0
     have = set(found)
     return sum(1 for t in query if t in have) / len(query)
+
+
+# ---------------------------------------------------------------------------- names
+
+_CAP_STOP = wordset(
+    """The A An This That These Those He She It They We I You His Her Its Their Our My Your In On At By For
+    From With Without Of To And But Or Nor So As If When While Where What Who Whom Whose Which Why How
+    Is Are Was Were Be Been Do Does Did Can Could Will Would Shall Should May Might Must Has Have Had Not No
+    Yes Tell Please Also However Although Because Then There Here After Before During Since Until Upon Through
+    Thus Hence Finally Overall Each Every All Some Many Most Both Either Neither One Two Three Let Mr Mrs
+    Ms Dr St Report Reports Data Entities Relationships Sources Claims Summary Community Findings Answer
+    Related Other About Based Offline According Key Role Impact Influence"""
+)
+_CONNECTORS = frozenset({"of", "the", "to", "de", "la", "von", "van", "der"})
+_WORD_RE = re.compile(r"[A-Za-z][A-Za-z'’\-]*|[^\sA-Za-z]")
+_TITLES = frozenset({"Mr", "Mrs", "Ms", "Dr", "St", "Sir", "Lady", "Lord", "Miss", "Saint"})
+
+
+def _finish_name(tokens: list[str]) -> str | None:
+    while tokens and tokens[-1].lower() in _CONNECTORS:
+        tokens.pop()
+    # A leading title ("Mr Fezziwig") is part of the name; other capitalised stopwords are not.
+    while tokens and tokens[0] in _CAP_STOP and not (tokens[0] in _TITLES and len(tokens) > 1):
+        tokens.pop(0)
+    while tokens and tokens[0].lower() in _CONNECTORS:
+        tokens.pop(0)
+    if not tokens:
+        return None
+    name = re.sub(r"['’]s$", "", " ".join(tokens)).strip(" -'’")
+    if len(name) < 3 or name.upper() in {"I", "II", "III"}:
+        return None
+    return name
+
+
+def capitalised_phrases(text: str) -> list[str]:
+    """Proper-name-like phrases in order of appearance: 'Bob Cratchit', 'Ghost of Christmas Past', 'SCROOGE'."""
+    names: list[str] = []
+    current: list[str] = []
+    for match in _WORD_RE.finditer(text):
+        tok = match.group(0)
+        starts_upper = tok[0].isupper()
+        if starts_upper and (tok not in _CAP_STOP or tok in _TITLES):
+            current.append(tok.rstrip("."))
+            continue
+        if current and tok.lower() in _CONNECTORS:
+            current.append(tok)
+            continue
+        if current and tok == "." and current[-1] in _TITLES:
+            continue  # "Mr. Fezziwig": the period after a title does not end the name
+        if current:
+            name = _finish_name(current)
+            if name:
+                names.append(name)
+            current = []
+    if current:
+        name = _finish_name(current)
+        if name:
+            names.append(name)
+    return names
+
+
+def quoted_terms(text: str) -> list[str]:
+    return [m.strip() for m in re.findall(r"[\"“「『]([^\"”」』]{2,60})[\"”」』]", text) if m.strip()]
+
+
+def display_name(title: str) -> str:
+    """'GHOST OF CHRISTMAS PAST' -> 'Ghost of Christmas Past'; mixed-case and CJK titles are kept."""
+    if not title.isupper() or CJK_RE.search(title):
+        return title
+    small = {"of", "the", "and", "in", "on", "at", "to", "a", "an", "for"}
+
+    def word(match: re.Match[str]) -> str:
+        low = match.group(0).lower()
+        return low if match.start() and low in small else low[:1].upper() + low[1:]
+
+    return re.sub(r"[A-Za-z][A-Za-z'’]*", word, title)
+
+
+def mentions(text_folded: str, name: str) -> bool:
+    """Whole-word, case-insensitive mention test (substring for CJK names)."""
+    key = name.casefold().strip()
+    if not key:
+        return False
+    if CJK_RE.search(key):
+        return key in text_folded
+    return re.search(r"(?<![^\W_])" + re.escape(key) + r"(?![^\W_])", text_folded) is not None
+
+
+def name_terms(question: str) -> list[str]:
+    """Index terms of the question's proper names ("Marley", "Bob Cratchit")."""
+    return [t for name in capitalised_phrases(question) for t in terms(name)]
+
+
+def answerable(question: str, found: Iterable[str]) -> bool:
+    """Whether text with terms `found` can speak to the question at all.
+
+    Half of the question's content terms must be present, or one of its proper names: a stray
+    shared word ("point" in "What is the boiling point of liquid nitrogen?") is not enough.
+    """
+    query, broad = question_terms(question)
+    have = set(found)
+    if broad:
+        return True
+    if coverage(query, have) >= 0.5:
+        return True
+    return any(t in have for t in name_terms(question))
+
+
+# ---------------------------------------------------------------------------- citations
+
+CITATION_RE = re.compile(r"\[Data:\s*([^\]]*)\]")
+# References a text carries from indexing time (report findings cite the index's own ids); they
+# point at records that may not be in this context, so quoted sentences must not repeat them.
+_EMBEDDED_REF_RE = re.compile(
+    r"\s*\[(?:Data|Records|Sources?|Entities|Relationships|Reports|Claims)\b[^\]]*\]", re.IGNORECASE
+)
+_REF_RE = re.compile(r"([A-Za-z][A-Za-z ]*?)\s*\(([^)]*)\)")
+DATASET_ORDER = ("Sources", "Entities", "Relationships", "Reports", "Claims")
+MORE = "+more"
+
+
+def strip_citations(text: str) -> str:
+    return _EMBEDDED_REF_RE.sub("", text)
+
+
+def parse_citation(body: str) -> dict[str, list[str]]:
+    """Dataset -> ids (in order, '+more' kept as a marker) from the inside of one `[Data: ...]`."""
+    refs: dict[str, list[str]] = {}
+    for match in _REF_RE.finditer(body):
+        dataset = match.group(1).strip()
+        ids = [i.strip() for i in match.group(2).split(",") if i.strip()]
+        bucket = refs.setdefault(dataset, [])
+        for i in ids:
+            if i not in bucket:
+                bucket.append(i)
+    return refs
+
+
+def merge_refs(into: dict[str, list[str]], other: dict[str, list[str]]) -> None:
+    for dataset, ids in other.items():
+        bucket = into.setdefault(dataset, [])
+        for i in ids:
+            if i not in bucket:
+                bucket.append(i)
+
+
+def format_citation(refs: dict[str, list[str]], max_ids: int = 5) -> str:
+    """Render refs in the canonical dataset order, at most `max_ids` ids each, then '+more'."""
+    ordered = [d for d in DATASET_ORDER if refs.get(d)] + [
+        d for d in refs if d not in DATASET_ORDER and refs[d]
+    ]
+    parts = []
+    for dataset in ordered:
+        ids = [i for i in refs[dataset] if i != MORE]
+        more = len(ids) > max_ids or MORE in refs[dataset]
+        shown = ids[:max_ids] + ([MORE] if more else [])
+        if shown:
+            parts.append(f"{dataset} ({', '.join(shown)})")
+    return f"[Data: {'; '.join(parts)}]" if parts else ""
