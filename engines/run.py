@@ -29,9 +29,10 @@ from engines.models.base import (
     EmbeddingResult,
     Message,
     is_local_embedder,
+    leading_reasoning_done,
+    strip_reasoning,
 )
 from engines.models.errors import ModelError, StructuredOutputError
-from engines.models.structured import leading_reasoning_done, strip_reasoning
 from engines.models.task_context import TaskContext
 from engines.plan import QueryPlan
 from engines.result import Degradation, SearchResult

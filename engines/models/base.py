@@ -1,10 +1,11 @@
 """The contract of a model call: the chat and embedding protocols, what a call returns (`Completion`,
-`EmbeddingResult`), and the usage it is accounted as per stage (`Usage`: every number a user pays for,
-recorded where it happens; the model layer and the indexer record usage too, so it lives here rather than in
-the engines)."""
+`EmbeddingResult`; a reply's visible text without the reasoning blocks some models write first), and the usage
+it is accounted as per stage (`Usage`: every number a user pays for, recorded where it happens; the model layer
+and the indexer record usage too, so it lives here rather than in the engines)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import (
@@ -219,3 +220,44 @@ class Usage:
 
     def to_dict(self) -> JSONObject:
         return {"stages": {k: v.to_dict() for k, v in self.stages.items()}, "total": self.total.to_dict()}
+
+
+# ---------------------------------------------------------------------------- a reply's visible text
+
+# Reasoning blocks some models write before their answer (`<think>...</think>`): never part of the answer.
+_THINK_BLOCK = re.compile(r"<(think|thinking|reasoning)>.*?</\1>", re.S | re.I)
+THINK_OPEN = re.compile(r"<(think|thinking|reasoning)>", re.I)
+_THINK_CLOSE = re.compile(r"</(think|thinking|reasoning)>", re.I)
+
+
+def drop_closed_reasoning(text: str) -> str:
+    """Remove closed `<think>` blocks; a lone closing tag ends reasoning whose opening tag was dropped."""
+    text = _THINK_BLOCK.sub("", text)
+    close = list(_THINK_CLOSE.finditer(text))
+    return text[close[-1].end() :] if close else text
+
+
+def strip_reasoning(text: str) -> str:
+    """Prose without reasoning blocks: closed blocks go, a lone closing tag ends the reasoning before it,
+    and an unclosed opening tag starts reasoning that runs to the end (the model never answered)."""
+    text = drop_closed_reasoning(text)
+    opened = THINK_OPEN.search(text)
+    if opened:
+        text = text[: opened.start()]
+    return text.strip()
+
+
+def leading_reasoning_done(text: str) -> tuple[str, bool]:
+    """For a streamed answer: (visible text, True) once `text` is known not to open with a reasoning block
+    or its block is closed; ("", False) while it may still be reasoning (or a tag is half received)."""
+    body = text.lstrip()
+    if not body:
+        return "", False
+    opened = THINK_OPEN.match(body)
+    if opened:
+        close = re.compile(rf"</{opened.group(1)}>", re.I).search(body, opened.end())
+        return (body[close.end() :].lstrip(), True) if close else ("", False)
+    lowered = body.lower()
+    if any(tag.startswith(lowered) for tag in ("<think>", "<thinking>", "<reasoning>")):
+        return "", False  # "<th" may become "<think>"
+    return text, True

@@ -21,65 +21,29 @@ from typing import TypeVar, Union, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 
-from engines.models.base import JSON, ChatModel, Completion, Message
+from engines.models.base import JSON, THINK_OPEN, ChatModel, Completion, Message, drop_closed_reasoning
 from engines.models.errors import ModelError, StructuredOutputError
 from engines.models.task_context import TaskContext
 
-__all__ = ["complete_json", "leading_reasoning_done", "parse_structured", "repair_json_text", "strip_reasoning"]
+__all__ = ["complete_json", "parse_structured", "repair_json_text"]
 
 M = TypeVar("M", bound=BaseModel)
 _NUMBER = re.compile(r"^\s*[-+]?\d+(\.\d+)?\s*%?\s*$")
-_THINK_BLOCK = re.compile(r"<(think|thinking|reasoning)>.*?</\1>", re.S | re.I)
-_THINK_OPEN = re.compile(r"<(think|thinking|reasoning)>", re.I)
-_THINK_CLOSE = re.compile(r"</(think|thinking|reasoning)>", re.I)
 
 
 # ---------------------------------------------------------------------------- repair
 
 
-def _drop_closed_reasoning(text: str) -> str:
-    """Remove closed `<think>` blocks; a lone closing tag ends reasoning whose opening tag was dropped."""
-    text = _THINK_BLOCK.sub("", text)
-    close = list(_THINK_CLOSE.finditer(text))
-    return text[close[-1].end() :] if close else text
-
-
 def _strip_thinking(text: str) -> str:
     """Drop reasoning blocks; after an unclosed `<think>` only the last JSON object counts (the reasoning
     may quote drafts), and a lone `</think>` (the server dropped the opening tag) ends the reasoning."""
-    text = _drop_closed_reasoning(text)
-    opened = _THINK_OPEN.search(text)
+    text = drop_closed_reasoning(text)
+    opened = THINK_OPEN.search(text)
     if opened:
         rest = text[opened.end() :]
         last = rest.rfind("{")
         return rest[last:] if last >= 0 else rest
     return text
-
-
-def strip_reasoning(text: str) -> str:
-    """Prose without reasoning blocks: closed blocks go, a lone closing tag ends the reasoning before it,
-    and an unclosed opening tag starts reasoning that runs to the end (the model never answered)."""
-    text = _drop_closed_reasoning(text)
-    opened = _THINK_OPEN.search(text)
-    if opened:
-        text = text[: opened.start()]
-    return text.strip()
-
-
-def leading_reasoning_done(text: str) -> tuple[str, bool]:
-    """For a streamed answer: (visible text, True) once `text` is known not to open with a reasoning block
-    or its block is closed; ("", False) while it may still be reasoning (or a tag is half received)."""
-    body = text.lstrip()
-    if not body:
-        return "", False
-    opened = _THINK_OPEN.match(body)
-    if opened:
-        close = re.compile(rf"</{opened.group(1)}>", re.I).search(body, opened.end())
-        return (body[close.end() :].lstrip(), True) if close else ("", False)
-    lowered = body.lower()
-    if any(tag.startswith(lowered) for tag in ("<think>", "<thinking>", "<reasoning>")):
-        return "", False  # "<th" may become "<think>"
-    return text, True
 
 
 def _without_last_element(value: JSON) -> JSON | None:
