@@ -120,6 +120,9 @@ class LocalContextParams(BaseModel):
     # the Entities table's most share of the entity tables when the fact floor applies; the rest keeps the
     # first entities' relationships and claims
     fact_entity_share: float = Field(default=0.6, gt=0.0, le=1.0)
+    # the Reports share of a fact question; the room it frees goes to Sources (the entity tables keep their
+    # share). None keeps community_prop for every question.
+    fact_community_prop: float | None = Field(default=None, ge=0.0, le=1.0)
 
     @model_validator(mode="after")
     def _props_fit(self) -> LocalContextParams:
@@ -177,9 +180,13 @@ def section_room(tokenizer: Tokenizer, total: int) -> int:
     return max(total - separators, 0)
 
 
-def reports_budget(room: int, p: LocalContextParams) -> int:
-    """The Reports section's budget: M·community_prop."""
-    return max(int(room * p.community_prop), 0)
+def reports_budget(room: int, p: LocalContextParams, need: QuestionNeed = "relation") -> int:
+    """The Reports section's budget: M·community_prop, or M·min(community_prop, fact_community_prop) for a
+    fact question (what that frees flows on to Sources)."""
+    prop = p.community_prop
+    if need == "fact" and p.fact_community_prop is not None:
+        prop = min(prop, p.fact_community_prop)
+    return max(int(room * prop), 0)
 
 
 def entity_tables_budget(
