@@ -23,10 +23,10 @@ from typing import TYPE_CHECKING, Any
 
 from engines import prompts
 from engines.citations import Citation, record_text
+from engines.models.base import Usage
 from engines.models.errors import ModelError, StructuredOutputError
 from engines.models.offline_text import clean_sentence, is_informative, split_sentences, terms
 from engines.schemas import AnswerVerdict, ContextVerdict, FaithfulnessVerdict
-from engines.usage import Usage
 from shared_context.tables import join_sections, render_table
 
 if TYPE_CHECKING:

@@ -24,13 +24,12 @@ from engines.base import ConfigLike
 from engines.config import GraphrouteConfig, QuestionGenConfig
 from engines.local import context_records, link_vector, local_builder
 from engines.model_set import ModelLike, ModelSet
-from engines.models.base import Embedder, Message
+from engines.models.base import Embedder, Message, Usage
 from engines.models.offline_text import is_cjk_text
 from engines.models.task_context import TaskContext
 from engines.plan import normalise_history
 from engines.run import QueryRun
 from engines.schemas import QuestionList
-from engines.usage import Usage
 from shared_context.boilerplate_marks import boilerplate_weights
 
 if TYPE_CHECKING:

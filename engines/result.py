@@ -7,8 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engines.citations import Citation
-from engines.models.base import JSON, JSONObject
-from engines.usage import Usage
+from engines.models.base import JSON, JSONObject, Usage
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,7 @@ from engines.models.base import (
     Completion,
     EmbeddingResult,
     Message,
+    Usage,
     is_local_embedder,
     leading_reasoning_done,
     strip_reasoning,
@@ -36,7 +37,6 @@ from engines.models.errors import ModelError, StructuredOutputError
 from engines.models.task_context import TaskContext
 from engines.plan import QueryPlan
 from engines.result import Degradation, SearchResult
-from engines.usage import Usage
 
 if TYPE_CHECKING:
     from shared_context.index import Index

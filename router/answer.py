@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from engines.usage import Usage
+from engines.models.base import Usage
 
 if TYPE_CHECKING:
     from engines.citations import Citation

@@ -20,10 +20,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar, cast
 
 from engines.errors import DeadlineExceeded, EngineError
-from engines.models.base import Message
+from engines.models.base import Message, Usage
 from engines.models.errors import ModelConfigError, ModelError, ModelResponseError, StructuredOutputError
 from engines.plan import HistoryLike, QueryPlan, limit_history, normalise_history, plan_question
-from engines.usage import Usage
 from router.answer import Answer, Escalation
 from router.budget import LADDER, Budget, BudgetError, Plan, PlanStep, check_fit
 from router.classifier import NOT_COVERED

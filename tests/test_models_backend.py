@@ -9,13 +9,12 @@ import time
 
 import pytest
 
-from engines.models.base import Completion
+from engines.models.base import Completion, Usage
 from engines.models.cache import ModelCallCache
 from engines.models.config import ModelEndpoint, PriceTable
 from engines.models.errors import ModelResponseError, ModelTimeoutError, ModelUnavailableError, RateLimitError
 from engines.models.limiter import LimiterRegistry
 from engines.models.openai_backend import OpenAIChatModel, OpenAIEmbedder
-from engines.usage import Usage
 from testing.model_server import Fault, LoopbackServer, Reply, hash_vector, prompt_token_count
 
 MESSAGES = [{"role": "system", "content": "You are terse."}, {"role": "user", "content": "Who is Scrooge?"}]

@@ -20,7 +20,7 @@ class ModelError(RuntimeError):
         self.message = message
         self.stage = stage
         self.task = task
-        # The engines.usage.Usage spent before the failure, set by the engine or router that raises it on.
+        # The Usage spent before the failure, set by the engine or router that raises it on.
         self.usage: Usage | None = None
 
     def __str__(self) -> str:
