@@ -18,7 +18,9 @@ that names at least two entities and asks how they relate (a word of `data/relat
 graph's rows, so it keeps the share above; any other question asks for facts the source text states, and its
 Sources share is at least `fact_text_unit_prop`, but never so much that the entity tables keep less than
 `min_graph_prop` (the floor is capped at 1 − community_prop − min_graph_prop): every context keeps some entity
-and relationship rows, which answers, citations and the graph view rely on.
+and relationship rows, which answers, citations and the graph view rely on. A fact question's Reports budget is
+M·min(community_prop, `fact_community_prop`) when that is set; the entity tables' budget is still reckoned
+from community_prop, so the room the smaller Reports share frees flows to Sources.
 """
 
 from __future__ import annotations
@@ -120,6 +122,12 @@ class LocalContextParams(BaseModel):
     # the Entities table's most share of the entity tables when the fact floor applies; the rest keeps the
     # first entities' relationships and claims
     fact_entity_share: float = Field(default=0.6, gt=0.0, le=1.0)
+    # the Reports share of a fact question; the room it frees goes to Sources (the entity tables keep their
+    # share). None (the default) keeps community_prop for every question, so every context shows its
+    # community reports. 0 (no reports for a fact question) reached more evidence than 0.03 and than
+    # community_prop on the tuning half of the GraphRAG-Bench novel and medical dev questions
+    # (benchmarks/evidence_recall.py --half tune --set fact_community_prop=0); a relation question keeps them.
+    fact_community_prop: float | None = Field(default=None, ge=0.0, le=1.0)
 
     @model_validator(mode="after")
     def _props_fit(self) -> LocalContextParams:
@@ -177,9 +185,13 @@ def section_room(tokenizer: Tokenizer, total: int) -> int:
     return max(total - separators, 0)
 
 
-def reports_budget(room: int, p: LocalContextParams) -> int:
-    """The Reports section's budget: M·community_prop."""
-    return max(int(room * p.community_prop), 0)
+def reports_budget(room: int, p: LocalContextParams, need: QuestionNeed = "relation") -> int:
+    """The Reports section's budget: M·community_prop, or M·min(community_prop, fact_community_prop) for a
+    fact question (what that frees flows on to Sources)."""
+    prop = p.community_prop
+    if need == "fact" and p.fact_community_prop is not None:
+        prop = min(prop, p.fact_community_prop)
+    return max(int(room * prop), 0)
 
 
 def entity_tables_budget(

@@ -149,8 +149,9 @@ class LocalContextBuilder:
 
         strength = link_strength(link, p.strong_link_exact_matches)
         need = question_need(link)
-        budgets["Reports"] = reports_budget(m, p)
+        budgets["Reports"] = reports_budget(m, p, need)
         tables.reports = reports_section(index, link.entities, budgets["Reports"], p)
+        # what a fact question's smaller Reports share frees is not added here: it goes to Sources
         local_budget = entity_tables_budget(m, p, strength, budgets["Reports"] - tables.reports.tokens, need)
         # when the fact floor shrank the entity tables, the Entities table takes at most fact_entity_share of
         # them, so the context keeps relationship rows (answers, citations and the graph view rely on them)

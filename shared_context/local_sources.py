@@ -15,7 +15,7 @@ shares the most question terms (`unit_search.best_window`), marked the same way 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -24,7 +24,7 @@ from shared_context.context_records import SourceRecord
 from shared_context.linking import LinkResult
 from shared_context.local_budget import LocalContextParams
 from shared_context.local_rows import cached_row, excerpt_line, fields, join_spans, unit_row_overhead
-from shared_context.passages import excerpt_blocks, select_excerpts
+from shared_context.passages import Excerpt, excerpt_blocks, select_excerpts
 from shared_context.row_estimates import may_fit, row_estimates
 from shared_context.tables import Section, SectionBuilder, columns
 from shared_context.text_unit_selection import NO_ENTITY, UnitCandidate, select_text_units
@@ -127,7 +127,6 @@ def excerpt_sources(
     """Sources as question-relevant excerpts of the candidates (`passages.py`): whole units where all
     their blocks were chosen, else the chosen spans joined by "…", marked `truncated` with `excerpts`
     (character offsets in the unit's text)."""
-    f = fields(index)
     cands = {c.unit: c for c in candidates[:_EXCERPT_CANDIDATES]}
     # a little headroom: block counts are exact, the quoting of a joined row is estimated
     room = builder.remaining - max(builder.remaining // 50, 4)
@@ -148,6 +147,34 @@ def excerpt_sources(
         return [int(c) for c in blocks.start[lo:hi]]
 
     shown_units: set[int] = set()
+    _add_excerpts(index, builder, excerpts, cands, starts, shown_units)
+    # the headroom and short estimates leave room unused: a second pass offers it to the candidates not shown
+    left = builder.remaining - max(builder.remaining // 50, 4)
+    rest = [u for u in cands if u not in shown_units]
+    if left >= p.excerpt_tokens // 4 and rest:
+        more = select_excerpts(index, rest, query, left, excerpt_tokens=p.excerpt_tokens, weight=p.excerpt_weight,
+                               rrf_k=p.hybrid_rrf_k, row_overhead=lambda u: unit_row_overhead(index, u))
+        _add_excerpts(index, builder, more, cands, starts, shown_units)
+    if not len(builder) and candidates:  # not even one block fits: GraphRAG's trimmed first unit
+        first = candidates[0]
+        builder.add_truncated(_candidate_record(index, first), "text")
+    section = builder.finish()
+    if p.return_candidate_context:
+        in_context = {r.position for r in section.rows}
+        section.candidates.extend(_candidate_record(index, c) for c in candidates if c.unit not in in_context)
+    return section
+
+
+def _add_excerpts(
+    index: Any,
+    builder: SectionBuilder[SourceRecord],
+    excerpts: Sequence[Excerpt],
+    cands: dict[int, UnitCandidate],
+    starts: Callable[[int], list[int]],
+    shown_units: set[int],
+) -> None:
+    """Add each excerpt's row (whole unit or joined spans); a row longer than estimated loses its last spans."""
+    f = fields(index)
     for ex in excerpts:
         unit_id, text, cand = f.unit_id(ex.unit), f.unit_text(ex.unit), cands[ex.unit]
         entity = f.entity_title(cand.entity) if cand.entity != NO_ENTITY else ""
@@ -165,14 +192,6 @@ def excerpt_sources(
                 shown_units.add(ex.unit)
                 break
             spans.pop()  # the estimate was short: drop the row's last span and retry
-    if not len(builder) and candidates:  # not even one block fits: GraphRAG's trimmed first unit
-        first = candidates[0]
-        builder.add_truncated(_candidate_record(index, first), "text")
-    section = builder.finish()
-    if p.return_candidate_context:
-        in_context = {r.position for r in section.rows}
-        section.candidates.extend(_candidate_record(index, c) for c in candidates if c.unit not in in_context)
-    return section
 
 
 def _candidate_record(index: Any, cand: UnitCandidate) -> SourceRecord:

@@ -403,3 +403,41 @@ def test_row_caches_stop_growing_at_their_limit_and_contexts_stay_the_same(monke
     for name in ("local.rows", "local.entity_values", "local.rel_values", "local.entity_rels",
                  "local.unit_row_overhead"):
         assert len(per_index_cache(bounded, name, dict)) <= 40, name
+
+
+@pytest.mark.parametrize("budget", [8000, 12000])
+def test_excerpt_sources_fill_their_budget_on_a_real_index(budget: int) -> None:
+    index = _load("christmas_carol_graphrag_index")
+    builder = LocalContextBuilder(index)
+    for query in QUERIES["christmas_carol_graphrag_index"][:3]:
+        ctx = builder.build(query, max_context_tokens=budget)
+        sources = ctx.section("Sources")
+        assert sources is not None
+        assert ctx.tokens == index.tokenizer.count(ctx.text) <= budget
+        # the room the first excerpt pass leaves (headroom, short estimates) goes to more excerpts
+        assert sources.tokens >= 0.98 * ctx.budgets["Sources"]
+
+
+def test_fact_question_reports_share_goes_to_sources() -> None:
+    index = _load("christmas_carol_graphrag_index")
+    builder = LocalContextBuilder(index)
+    query = "Tell me about Marley's ghost"
+    base = builder.build(query, max_context_tokens=8000)
+    small = builder.build(query, max_context_tokens=8000, fact_community_prop=0.02)
+    assert base.need == small.need == "fact"
+    assert small.budgets["Reports"] < base.budgets["Reports"]
+    reports = small.section("Reports")
+    assert reports is None or reports.tokens <= small.budgets["Reports"]
+    freed = base.budgets["Reports"] - small.budgets["Reports"]
+    # the entity tables keep their share (they lose at most what the larger Reports share left unused)
+    base_reports = base.section("Reports")
+    unused = base.budgets["Reports"] - (base_reports.tokens if base_reports else 0)
+    assert small.budgets["Entities"] >= base.budgets["Entities"] - unused
+    assert small.budgets["Sources"] >= base.budgets["Sources"] + freed - unused
+    assert small.tokens == index.tokenizer.count(small.text) <= 8000
+    # a relation question keeps community_prop
+    relation = "What is the relationship between Scrooge and Marley?"
+    rel_base = builder.build(relation, max_context_tokens=8000)
+    rel_small = builder.build(relation, max_context_tokens=8000, fact_community_prop=0.02)
+    if rel_base.need == "relation":
+        assert rel_small.budgets == rel_base.budgets
