@@ -34,7 +34,7 @@ from pathlib import Path
 
 from shared_context.text import LazyPattern
 
-__all__ = ["MARKED_SHARE", "boilerplate_spans", "part_shares", "part_spans", "span_shares"]
+__all__ = ["MARKED_SHARE", "boilerplate_spans", "is_boilerplate_sentence", "part_shares", "part_spans", "span_shares"]
 
 GAP_CHARS = 2500  # prose in a row that ends a region
 BRIDGE_CHARS = 300  # prose between two pieces of matter that is taken with them
@@ -331,6 +331,18 @@ def boilerplate_spans(text: str) -> list[tuple[int, int]]:
     floor = front[-1][1] if front else 0
     back = _back(text, lex, floor).spans
     return _merged(front + back)
+
+
+def is_boilerplate_sentence(sentence: str) -> bool:
+    """One sentence that is licence, disclaimer or edition matter by the lexicon alone: at least one point,
+    and dense (one point per `SEED_WORDS_PER_POINT` words). For lines taken out of context (an answer's
+    findings), where the document-end scan of `boilerplate_spans` cannot apply."""
+    lex = _lexicon()
+    words = _WORD.compiled.findall(sentence)
+    points = _points(sentence, lex)
+    if words and len(words) <= _HEADING_WORDS and _heading(words, lex):
+        points += 2.0
+    return points >= 1.0 and points * SEED_WORDS_PER_POINT >= len(words)
 
 
 def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:

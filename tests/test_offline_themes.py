@@ -44,3 +44,28 @@ def test_themes_follow_the_answer_length() -> None:
         return sum(1 for line in compose_reduce(context, get_tokenizer(), None).splitlines() if line.startswith("- "))
 
     assert themes("multiple paragraphs") == DEFAULT_MAX_POINTS and themes("at most 3 bullet points") == 3
+
+
+def test_a_themes_answer_leaves_out_licence_lines_and_the_index_describing_itself() -> None:
+    findings = (
+        _finding(1, "Edition matter", "Copyright and licence terms govern the redistribution of this file",
+                 "The licence is included."),
+        _finding(2, "Mill workers", "This level-1 community of 25 entities (20 person, 5 geo) centres on MILL",
+                 "The mill workers strike over wages and hours."),
+        _finding(3, "Seafaring", "Fishermen risk the winter storms to feed their families", "Boats are lost."),
+    )
+    text = compose_reduce(TaskContext("What are the main themes?", findings=findings), get_tokenizer(), None)
+    lines = [line for line in text.splitlines() if line.startswith("- ")]
+    assert lines and not any("licence" in line.lower() or "copyright" in line.lower() for line in lines)
+    assert "community of" not in text and "strike over wages" in text and "Fishermen risk" in text
+    assert len({line.split("[")[0] for line in lines}) == len(lines)  # distinct themes
+
+
+def test_themes_named_beside_a_scope_still_get_a_theme_list() -> None:
+    findings = (
+        _finding(1, "Harbour trade", "The harbour guilds control the grain and salt trade", "Ships dock weekly."),
+        _finding(2, "Border conflict", "Raids along the northern border shape alliances", "Forts are rebuilt."),
+    )
+    context = TaskContext("What are the main themes of the whole book?", findings=findings)
+    text = compose_reduce(context, get_tokenizer(), None)
+    assert "Ships dock weekly" not in text and "Raids along the northern border" in text

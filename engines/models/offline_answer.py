@@ -29,6 +29,7 @@ from engines.models.offline_text import (
     strip_citations,
     terms,
     trim_sentence,
+    wordset,
 )
 from shared_context.context_records import (
     ClaimRecord,
@@ -45,6 +46,14 @@ ANSWER_DATASETS = ("Entities", "Relationships", "Claims", "Sources", "Reports")
 LABEL_EN = "**Answer (offline extractive model; sentences quoted from the supplied data):**"
 LABEL_ZH = "**回答（离线抽取式模型，句子摘自所提供的数据）：**"
 _END_PUNCT = ".!?。！？"
+# Words that relate two names without saying anything about them: "A is a member of B", "A is connected
+# to B". A sentence made only of its subjects' names and these words is a tautology.
+_GENERIC_RELATION_WORDS = wordset(
+    """member members part parts related relation relationship relationships connected connection linked
+    link associated association involved belongs belong includes include included"""
+)
+# A Markdown heading mark inside a sentence: a heading run into the text around it ("... # Title, part 2 ...").
+_INLINE_HEADING_RE = re.compile(r"(?:^|\s)#{1,6}\s+\S")
 
 
 @dataclass
@@ -120,6 +129,17 @@ def _prefix(table_name: str, subjects: tuple[str, ...], sentence: str) -> str:
     return f"{display_name(subjects[0])}: {sentence}"
 
 
+def is_tautology(sentence: str, subjects: tuple[str, ...]) -> bool:
+    """The sentence only restates its subjects' names joined by a generic relation ("Belle's daughter is a
+    member of Belle's family"): every content word is a word of a subject's name or a generic relation word."""
+    if not subjects:
+        return False
+    named = {t for s in subjects for t in terms(s)} | {t for s in subjects for t in terms(display_name(s))}
+    generic = {t for w in _GENERIC_RELATION_WORDS for t in terms(w)}
+    words = terms(sentence)
+    return bool(words) and all(t in named or t in generic for t in words)
+
+
 def gather_candidates(tables: ContextTables, datasets: tuple[str, ...] = ANSWER_DATASETS) -> list[Candidate]:
     """Every informative sentence of the supplied tables, with the row id it must cite."""
     out: list[Candidate] = []
@@ -133,7 +153,9 @@ def gather_candidates(tables: ContextTables, datasets: tuple[str, ...] = ANSWER_
                 if raw.lstrip().startswith("#"):
                     continue  # report titles are not evidence
                 sentence = clean_sentence(raw)
-                if not is_informative(sentence):
+                if not is_informative(sentence) or _INLINE_HEADING_RE.search(sentence):
+                    continue  # a heading run into the text is markup, not a sentence a reader can use
+                if is_tautology(sentence, subjects):
                     continue
                 text = trim_sentence(_prefix(name, subjects, sentence))
                 out.append(Candidate(text, terms(text), {name: [row_id]}, name, len(out), position, subjects))
@@ -234,6 +256,26 @@ def select_sentences(ranked: list[Candidate], max_sentences: int) -> list[Candid
     return chosen
 
 
+def lead_with_description(
+    chosen: list[Candidate], cands: list[Candidate], entities: list[str], max_sentences: int
+) -> list[Candidate]:
+    """Put the asked entity's own description (its opening sentence) first, so the answer says who or what
+    it is before the facts; taken from the context when ranking left it out. A question about several
+    entities is about what joins them, so its best fact stays first."""
+    if len(entities) != 1 or not chosen:
+        return chosen
+    asked = entities[0].casefold()
+
+    def describes(c: Candidate) -> bool:
+        return c.dataset == "Entities" and c.position == 0 and any(s.casefold() == asked for s in c.subjects)
+
+    lead = next((c for c in chosen if describes(c)), None) or next((c for c in cands if describes(c)), None)
+    if lead is None:
+        return chosen
+    rest = [c for c in chosen if c is not lead and c.text != lead.text]
+    return [lead, *rest][:max_sentences]
+
+
 def _group_key(c: Candidate, entities: list[str], zh: bool) -> str:
     if len(entities) >= 2:
         if not c.mentioned:
@@ -325,6 +367,7 @@ def compose_answer(
     if not answerable(question, pool_terms) and not question_entities(tables, question, tables_only=True):
         return no_answer_text(question, missing_text), []
     chosen = select_sentences(rank_candidates(cands, question, entities), max_sentences)
+    chosen = lead_with_description(chosen, cands, entities, max_sentences)
     if not chosen:
         return no_answer_text(question, missing_text), []
     response_type = response_type or "multiple paragraphs"

@@ -15,10 +15,13 @@ from engines.models.offline_text import (
     parse_citation,
     question_terms,
     split_sentences,
+    stem,
     terms,
     trim_sentence,
+    wordset,
 )
 from engines.models.task_context import TaskContext
+from shared_context.boilerplate import is_boilerplate_sentence
 from shared_context.tokens import Tokenizer
 
 # A response type that states no size ("multiple paragraphs", GraphRAG's default) gets this many findings:
@@ -28,6 +31,11 @@ DEFAULT_MAX_POINTS = 12
 # type allows: one line per analyst block (a report's title and opening summary), chosen by maximal marginal
 # relevance so that near-same themes from neighbouring communities do not crowd out different ones.
 THEME_DIVERSITY = 0.5  # weight of a theme's overlap with those already chosen, against its importance
+# Words that ask for themes even beside a named scope ("the main themes of the whole book").
+_THEME_WORDS = wordset("theme themes topic topics motif motifs trend trends")
+# A sentence about the index's own structure (a generated report's "This level-1 community of 25 entities
+# ... centres on X"), not about the documents: no reader asked for it.
+_META_RE = re.compile(r"\blevel-\d+ community\b|\bcommunity of \d+ entit(?:y|ies)\b", re.IGNORECASE)
 _AT_MOST_RE = re.compile(r"\bat most (\d+)\b|最多\s*(\d+)", re.IGNORECASE)
 
 REDUCE_LABEL_EN = "**Answer (offline extractive model; key findings merged from the supplied data):**"
@@ -58,7 +66,7 @@ def cited_units(text: str) -> list[tuple[str, dict[str, list[str]]]]:
             merge_refs(refs, refs_list[int(k)])
         sentence = re.sub(r"\s*\x00\d+\x00", "", raw)
         sentence = _LABEL_RE.sub("", clean_sentence(re.sub(r"\s+([.,;:!?。])", r"\1", sentence)))
-        if is_informative(sentence):
+        if is_informative(sentence) and not is_meta_or_boilerplate(sentence):
             units.append((trim_sentence(sentence, 80), refs))
     for i, (sentence, refs) in enumerate(units):
         if not refs:
@@ -68,6 +76,17 @@ def cited_units(text: str) -> list[tuple[str, dict[str, list[str]]]]:
             if inherited:
                 units[i] = (sentence, {d: list(v) for d, v in inherited.items()})
     return units
+
+
+def is_meta_or_boilerplate(sentence: str) -> bool:
+    """A line no reader wants in an answer: the index describing itself, or licence and disclaimer matter."""
+    return _META_RE.search(sentence) is not None or is_boilerplate_sentence(sentence)
+
+
+def asks_for_themes(question: str) -> bool:
+    """A corpus-wide question, or one that names themes or topics outright."""
+    theme_stems = {stem(w) for w in _THEME_WORDS}
+    return question_terms(question)[1] or any(t in theme_stems for t in terms(question))
 
 
 def max_points(response_type: str) -> int:
@@ -113,7 +132,7 @@ def compose_reduce(context: TaskContext, tokenizer: Tokenizer, max_tokens: int |
             kept.append(sentences)
     if not kept:
         return no_answer_text(question)
-    if question_terms(question)[1]:
+    if asks_for_themes(question):
         themes = [group for group, own in zip(kept, opens_own, strict=True) if own]
         kept = distinct_themes(themes or kept, max_points(context.response_type))
     label = REDUCE_LABEL_ZH if is_cjk_text(question) else REDUCE_LABEL_EN

@@ -1,0 +1,63 @@
+"""The offline model's local answer reads well: the asked entity's description first, no sentence that only
+restates two names with a generic relation, no Markdown heading run into a sentence, no sentence twice."""
+
+from __future__ import annotations
+
+from engines.models.base import Message
+from engines.models.offline import OfflineChatModel
+from engines.models.task_context import TaskContext
+from shared_context.context_records import EntityRecord, RelationshipRecord, SourceRecord
+from shared_context.context_tables import ContextTables
+from shared_context.tables import Column, Section, columns
+
+QUESTION = "Who is Ada Quill?"
+
+
+def _context() -> TaskContext:
+    entities = Section(
+        "Entities",
+        (Column("id", "id"), Column("entity", "title"), Column("description", "description")),
+        [
+            EntityRecord("e1", "ADA QUILL'S BROTHER", "Ada Quill's brother mends nets for Ada Quill in the harbour."),
+            EntityRecord("e7", "ADA QUILL", "Ada Quill is the lighthouse keeper of Gullrock."),
+        ],
+    )
+    relationships = Section(
+        "Relationships",
+        columns("id", "source", "target", "description"),
+        [
+            RelationshipRecord("r1", "ADA QUILL'S BROTHER", "ADA QUILL'S FAMILY",
+                               "Ada Quill's brother is a member of Ada Quill's family."),
+            RelationshipRecord("r2", "ADA QUILL", "GULLROCK",
+                               "Ada Quill rescued the crew of the Petrel off Gullrock in 1911 # Gullrock, part 2 "
+                               "Ada Quill was given a medal."),
+            RelationshipRecord("r3", "ADA QUILL", "PETREL", "Ada Quill rescued the crew of the Petrel in a storm."),
+        ],
+    )
+    sources = Section("Sources", columns("id", "text"),
+                      [SourceRecord("s12", "Every night Ada Quill climbed the ninety steps to light the lamp.")])
+    return TaskContext(QUESTION, ContextTables(entities=entities, relationships=relationships, sources=sources))
+
+
+async def _answer() -> str:
+    messages: list[Message] = [{"role": "user", "content": QUESTION}]
+    return (await OfflineChatModel().complete(messages, task="local_answer", context=_context())).text
+
+
+async def test_the_answer_opens_with_the_asked_entitys_description() -> None:
+    text = await _answer()
+    body = text.split("**", 2)[-1].strip()
+    assert body.startswith("Ada Quill is the lighthouse keeper of Gullrock")
+
+
+async def test_a_sentence_that_only_restates_two_names_is_left_out() -> None:
+    text = await _answer()
+    assert "member of Ada Quill's family" not in text
+    assert "rescued the crew of the Petrel" in text  # a relationship that says something stays
+
+
+async def test_no_heading_fragment_and_no_sentence_twice() -> None:
+    text = await _answer()
+    assert "#" not in text and "part 2" not in text
+    sentences = [s.split("[Data:")[0].strip() for s in text.replace("\n", " ").split(". ") if s.strip()]
+    assert len(sentences) == len(set(sentences))
