@@ -35,7 +35,9 @@ def _context() -> TaskContext:
         ],
     )
     sources = Section("Sources", columns("id", "text"),
-                      [SourceRecord("s12", "Every night Ada Quill climbed the ninety steps to light the lamp.")])
+                      [SourceRecord("s12", "Every night Ada Quill climbed the ninety steps to light the lamp."),
+                       SourceRecord("s1", "Ada Quill lights the lamp for the last time 54"),
+                       SourceRecord("s2", "Ada Quill: copyright and licence terms of this edition apply.")])
     return TaskContext(QUESTION, ContextTables(entities=entities, relationships=relationships, sources=sources))
 
 
@@ -61,3 +63,9 @@ async def test_no_heading_fragment_and_no_sentence_twice() -> None:
     assert "#" not in text and "part 2" not in text
     sentences = [s.split("[Data:")[0].strip() for s in text.replace("\n", " ").split(". ") if s.strip()]
     assert len(sentences) == len(set(sentences))
+
+
+async def test_contents_entries_and_licence_lines_are_not_quoted() -> None:
+    text = await _answer()
+    assert "for the last time 54" not in text and "licence" not in text
+    assert "ninety steps" in text or "lighthouse keeper" in text

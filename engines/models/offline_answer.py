@@ -31,6 +31,7 @@ from engines.models.offline_text import (
     trim_sentence,
     wordset,
 )
+from shared_context.boilerplate import is_boilerplate_sentence
 from shared_context.context_records import (
     ClaimRecord,
     ContextRecord,
@@ -53,6 +54,8 @@ _GENERIC_RELATION_WORDS = wordset(
     link associated association involved belongs belong includes include included"""
 )
 # A Markdown heading mark inside a sentence: a heading run into the text around it ("... # Title, part 2 ...").
+# A contents-list entry: words then a bare page number, no closing punctuation ("... dance with Mrs. X 54").
+_CONTENTS_ENTRY_RE = re.compile(r"[^\W\d_]\s+\d{1,4}$")
 _INLINE_HEADING_RE = re.compile(r"(?:^|\s)#{1,6}\s+\S")
 
 
@@ -155,8 +158,10 @@ def gather_candidates(tables: ContextTables, datasets: tuple[str, ...] = ANSWER_
                 sentence = clean_sentence(raw)
                 if not is_informative(sentence) or _INLINE_HEADING_RE.search(sentence):
                     continue  # a heading run into the text is markup, not a sentence a reader can use
-                if is_tautology(sentence, subjects):
+                if is_tautology(sentence, subjects) or is_boilerplate_sentence(sentence):
                     continue
+                if name == "Sources" and _CONTENTS_ENTRY_RE.search(sentence):
+                    continue  # a contents or index line, not a sentence of the text
                 text = trim_sentence(_prefix(name, subjects, sentence))
                 out.append(Candidate(text, terms(text), {name: [row_id]}, name, len(out), position, subjects))
     return out
