@@ -69,3 +69,13 @@ def test_themes_named_beside_a_scope_still_get_a_theme_list() -> None:
     context = TaskContext("What are the main themes of the whole book?", findings=findings)
     text = compose_reduce(context, get_tokenizer(), None)
     assert "Ships dock weekly" not in text and "Raids along the northern border" in text
+
+
+def test_a_forward_looking_statements_disclaimer_is_not_a_finding() -> None:
+    findings = (
+        _finding(1, "Call opening", "These statements are based on current expectations and assumptions that are "
+                 "subject to risks and uncertainties", "Actual results could materially differ, see our Form 10-K."),
+        _finding(2, "Cloud growth", "Cloud revenue grew faster than the rest of the business", "Margins improved."),
+    )
+    text = compose_reduce(TaskContext("What risks does management discuss?", findings=findings), get_tokenizer(), None)
+    assert "uncertainties" not in text and "Form 10-K" not in text and "Cloud revenue grew" in text

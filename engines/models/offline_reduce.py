@@ -80,7 +80,8 @@ def cited_units(text: str) -> list[tuple[str, dict[str, list[str]]]]:
 
 def is_meta_or_boilerplate(sentence: str) -> bool:
     """A line no reader wants in an answer: the index describing itself, or licence and disclaimer matter."""
-    return _META_RE.search(sentence) is not None or is_boilerplate_sentence(sentence)
+    body = sentence.split(": ", 1)[-1]  # an analyst line may open with its report's title ("Title: ...")
+    return _META_RE.search(sentence) is not None or is_boilerplate_sentence(sentence) or is_boilerplate_sentence(body)
 
 
 def asks_for_themes(question: str) -> bool:
