@@ -274,11 +274,11 @@ def lead_with_description(
     def describes(c: Candidate) -> bool:
         return c.dataset == "Entities" and c.position == 0 and any(s.casefold() == asked for s in c.subjects)
 
-    lead = next((c for c in chosen if describes(c)), None) or next((c for c in cands if describes(c)), None)
-    if lead is None:
+    opening = next((c for c in chosen if describes(c)), None) or next((c for c in cands if describes(c)), None)
+    if opening is None:
         return chosen
-    rest = [c for c in chosen if c is not lead and c.text != lead.text]
-    return [lead, *rest][:max_sentences]
+    rest = [c for c in chosen if c is not opening and c.text != opening.text]
+    return [opening, *rest][:max_sentences]
 
 
 def _group_key(c: Candidate, entities: list[str], zh: bool) -> str:
@@ -302,10 +302,10 @@ def _group_key(c: Candidate, entities: list[str], zh: bool) -> str:
 def render_answer(chosen: list[Candidate], entities: list[str], question: str, response_type: str) -> str:
     zh = is_cjk_text(question)
     label = LABEL_ZH if zh else LABEL_EN
-    lead, rest = chosen[0], chosen[1:]
+    opening, rest = chosen[0], chosen[1:]
     if "paragraph" in response_type.lower() and "multiple" not in response_type.lower():
         return " ".join([label, *(cite(c.text, c.refs) for c in chosen)])
-    lines = [f"{label} {cite(lead.text, lead.refs)}"]
+    lines = [f"{label} {cite(opening.text, opening.refs)}"]
     groups: dict[str, list[Candidate]] = {}
     for c in rest:
         groups.setdefault(_group_key(c, entities, zh), []).append(c)
