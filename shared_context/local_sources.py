@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -29,6 +29,9 @@ from shared_context.row_estimates import may_fit, row_estimates
 from shared_context.tables import Section, SectionBuilder, columns
 from shared_context.text_unit_selection import NO_ENTITY, UnitCandidate, select_text_units
 from shared_context.unit_search import QuestionUnits, best_window, question_units
+
+if TYPE_CHECKING:
+    from shared_context.index import Index
 
 __all__ = ["SOURCE_COLUMNS", "sources_section"]
 
@@ -44,7 +47,7 @@ _EXCERPT_CANDIDATES = 60
 
 
 def sources_section(
-    index: Any,
+    index: Index,
     link: LinkResult,
     budget: int,
     p: LocalContextParams,
@@ -120,7 +123,7 @@ def sources_section(
 
 
 def excerpt_sources(
-    index: Any,
+    index: Index,
     builder: SectionBuilder[SourceRecord],
     candidates: Sequence[UnitCandidate],
     query: str,
@@ -168,7 +171,7 @@ def excerpt_sources(
 
 
 def _add_excerpts(
-    index: Any,
+    index: Index,
     builder: SectionBuilder[SourceRecord],
     excerpts: Sequence[Excerpt],
     cands: dict[int, UnitCandidate],
@@ -196,14 +199,14 @@ def _add_excerpts(
             spans.pop()  # the estimate was short: drop the row's last span and retry
 
 
-def _candidate_record(index: Any, cand: UnitCandidate) -> SourceRecord:
+def _candidate_record(index: Index, cand: UnitCandidate) -> SourceRecord:
     """A candidate unit's record, whole (the entity it was picked for is not shown in excerpt mode)."""
     f = fields(index)
     return SourceRecord(f.unit_id(cand.unit), f.unit_text(cand.unit), "", tuple(cand.reasons), cand.score,
                         position=cand.unit)
 
 
-def _add_excerpt(index: Any, builder: SectionBuilder[SourceRecord], record: SourceRecord, query: str) -> bool:
+def _add_excerpt(index: Index, builder: SectionBuilder[SourceRecord], record: SourceRecord, query: str) -> bool:
     """Add the part of a unit the question is about, cut to the room left, marked `truncated` with
     its `excerpt` character offsets in the unit's text."""
     pos = record.position
