@@ -14,7 +14,9 @@ numpy only at prediction, no pickle, independent of the scikit-learn version):
    documents and top-level communities). A multinomial logistic layer over [log of the wording probabilities,
    the probe's features] gives the final probabilities; it is fitted on labelled questions measured on real
    offline indexes, with the wording probabilities of questions the wording model was trained on taken from
-   cross-validation;
+   cross-validation. The index overrides the wording's engine only when the wording alone is unsure or the probe's
+   evidence is strong (`Classifier._gate`): weak index evidence never flips a confident wording decision, it only
+   caps that decision's confidence;
 3. **confidence**: the probability that the chosen engine is right, from how sure the model is, whether two
    independently trained views of the question (cue/form features alone, n-grams alone) agree with it, how
    familiar the wording is (share of its words seen in training, names aside) and whether a cue fired; a
@@ -79,6 +81,10 @@ NOT_COVERED = "model+not-covered"  # the method of a decision `_covers_nothing` 
 # like `UNFAMILIAR_CEILING`; just above the default second-opinion threshold, so a close call stays visible)
 NOT_COVERED_CEILING = 0.6
 UNSURE = 0.6  # below this confidence the reasons say why the model is unsure
+# the index overrides the wording's engine only when the wording alone is less sure than TEXT_SURE or the probe
+# moves the log-odds between the two engines by at least STRONG_INDEX_EVIDENCE (`Classifier._gate`); a wording
+# decision kept against the index is at most CONTESTED_CEILING sure (set by design: contested is not certain)
+TEXT_SURE, STRONG_INDEX_EVIDENCE, CONTESTED_CEILING = 0.8, 2.0, 0.85
 FAMILIAR, UNFAMILIAR, UNFAMILIAR_CEILING = 0.85, 0.4, 0.45  # see `familiarity_ceiling`
 
 Linker = Callable[[str], "LinkResult"]
@@ -258,8 +264,13 @@ class Classifier:
         feats = scored.feats
         best = int(np.argmax(scored.proba))
         confidence = self.confidence(scored)
+        gate: list[str] = []
+        if scored.probe is not None:
+            text_confidence = self.confidence(replace(scored, proba=scored.text_proba, probe=None))
+            scored, best, confidence, gate = self._gate(scored, best, confidence, text_confidence)
         engine = cast(Engine, self.classes[best])
         reasons = scored.probe.reasons() if scored.probe is not None else []
+        reasons += gate
         reasons += wording_reasons(self._coef_dense, best, feats, engine)
         reasons += list(scored.notes)
         if confidence < UNSURE:
@@ -287,6 +298,37 @@ class Classifier:
         return RouteDecision(engine=engine, confidence=probabilities[engine], probabilities=probabilities,
                              reasons=reasons, signals=signals, method=method,
                              fallbacks=("basic",) if method == NOT_COVERED else ())
+
+    def index_evidence(self, found: Probe) -> np.ndarray:
+        """What the probe alone adds to each class's log-odds in the index stage (class order of the model)."""
+        out: np.ndarray = self._probe_w[:, 3:] @ found.vector() + self._probe_b
+        return out
+
+    def _gate(self, scored: Scored, best: int, confidence: float, text_confidence: float
+              ) -> tuple[Scored, int, float, list[str]]:
+        """The index overrides the wording only on strong evidence or when the wording is unsure.
+
+        When the index stage picks another engine than the wording alone, the switch stands if the wording's own
+        confidence (`text_confidence`, as without an index) is below `TEXT_SURE`, or if the probe moves the
+        log-odds between the two engines by at least `STRONG_INDEX_EVIDENCE`. Otherwise the wording's engine is kept, and since the index
+        disagreed, its confidence is at most `CONTESTED_CEILING`. A probe that agrees with the wording is never
+        weighed here.
+        """
+        wording = int(np.argmax(scored.text_proba))
+        if wording == best or scored.probe is None:
+            return scored, best, confidence, []
+        shift = self.index_evidence(scored.probe)
+        strength = float(shift[best] - shift[wording])
+        moved, kept = self.classes[best], self.classes[wording]
+        if text_confidence < TEXT_SURE or strength >= STRONG_INDEX_EVIDENCE:
+            why = "the wording was unsure" if text_confidence < TEXT_SURE else "the index evidence is strong"
+            return scored, best, confidence, [
+                f"the index moved the decision from {kept} (the wording, {text_confidence:.2f}) to {moved}: {why} "
+                f"(index evidence {strength:+.1f} log-odds)"]
+        kept_conf = min(text_confidence, CONTESTED_CEILING)
+        return replace(scored, proba=scored.text_proba), wording, kept_conf, [
+            f"the index leaned to {moved} (evidence {strength:+.1f} log-odds), too weakly to override the wording's "
+            f"{kept} ({text_confidence:.2f}); kept {kept}, at most {CONTESTED_CEILING:.2f} sure"]
 
     def _unsure_because(self, scored: Scored, best: int) -> str:
         why = []

@@ -296,3 +296,52 @@ async def test_llm_second_opinion_failure_keeps_the_decision_and_the_usage() -> 
 def test_probabilities_are_calibrated_numbers_not_hard_votes() -> None:
     probs = np.array([list(classify(q).probabilities.values()) for qs in CLEAR.values() for q in qs])
     assert ((probs > 0.0) & (probs < 1.0)).all()
+
+
+def _with_probe_weight(feature: str, engine: str, value: float) -> Classifier:
+    """The packaged model with an index stage that keeps the wording's probabilities and adds `value` to
+    `engine`'s log-odds per unit of the probe feature `feature` (nothing else)."""
+    from router.index_probe import PROBE_NAMES
+
+    with np.load(MODEL_PATH, allow_pickle=False) as stored:
+        payload = {k: stored[k] for k in stored.files if k != "meta"}
+        payload.update(json.loads(str(stored["meta"])))
+    classes = [str(c) for c in payload["classes"]]
+    weights = np.hstack([np.eye(3), np.zeros((3, len(PROBE_NAMES)))])
+    weights[classes.index(engine), 3 + PROBE_NAMES.index(feature)] = value
+    payload["probe_w"], payload["probe_b"] = weights, np.zeros(3)
+    return Classifier(payload)
+
+
+def test_weak_index_evidence_never_flips_a_confident_wording_decision() -> None:
+    from router.classifier import CONTESTED_CEILING, STRONG_INDEX_EVIDENCE, TEXT_SURE
+
+    index = _small_index()
+    plain = Classifier.load()
+    drift, local = plain.classes.index("drift"), plain.classes.index("local")
+
+    def margin(q: str) -> float:
+        text = plain.score(q).text_proba
+        return float(np.log(text[drift] / text[local]))
+
+    # questions naming two specific things of this index; the test needs one the wording routes to DRIFT with
+    # confidence, by a margin a nudge can overturn without being strong evidence
+    candidates = ["Compare Hester Vane and Magistrate Corwin.",
+                  "What is the relationship between Hester Vane and Magistrate Corwin?",
+                  "What happened between Hester Vane and Magistrate Corwin?"]
+    question = next(q for q in candidates if plain.predict(q).engine == "drift" and
+                    plain.predict(q).confidence >= TEXT_SURE and margin(q) + 0.3 < STRONG_INDEX_EVIDENCE)
+
+    weak = _with_probe_weight("specific_2plus", "local", margin(question) + 0.3)
+    assert int(np.argmax(weak.score(question, index).proba)) == local  # the index stage alone would flip it
+    kept = weak.predict(question, index)
+    assert kept.engine == "drift" and kept.confidence <= CONTESTED_CEILING
+    assert any("too weakly to override the wording's drift" in r for r in kept.reasons), kept.reasons
+
+    strong = _with_probe_weight("specific_2plus", "local", max(STRONG_INDEX_EVIDENCE, margin(question)) + 1.0)
+    moved = strong.predict(question, index)
+    assert moved.engine == "local"
+    assert any("the index moved the decision from drift" in r and "strong" in r for r in moved.reasons), moved.reasons
+    # an index that agrees with the wording changes nothing here
+    agrees = _with_probe_weight("specific_2plus", "drift", 1.0).predict(question, index)
+    assert agrees.engine == "drift" and not any("the index moved" in r or "too weakly" in r for r in agrees.reasons)
