@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from engines.models.offline_reduce import DEFAULT_MAX_POINTS, compose_reduce
 from engines.models.task_context import Finding, TaskContext
+from shared_context.index import Index
 from shared_context.tokens import get_tokenizer
 
 
@@ -79,3 +80,70 @@ def test_a_forward_looking_statements_disclaimer_is_not_a_finding() -> None:
     )
     text = compose_reduce(TaskContext("What risks does management discuss?", findings=findings), get_tokenizer(), None)
     assert "uncertainties" not in text and "Form 10-K" not in text and "Cloud revenue grew" in text
+
+
+def test_a_theme_line_is_the_sentence_that_names_a_theme_under_its_report_title() -> None:
+    findings = (
+        _finding(1, "The miller's family", "This community centers on the miller and his three sons",
+                 "Their quarrels carry the book's themes of greed and forgiveness"),
+        _finding(2, "The river town", "This community centers on the town by the river",
+                 "The flood brings out the theme of shared hardship"),
+        _finding(3, "The old church", "This community centers on the church and its bell",
+                 "The bell rings the motif of time running out"),
+        _finding(4, "The printer", "This community centers on the printer of this edition", "It was printed in 1890."),
+    )
+    text = compose_reduce(TaskContext("What are the main themes of the whole book?", findings=findings),
+                          get_tokenizer(), None)
+    lines = [line for line in text.splitlines() if line.startswith("- ")]
+    assert lines == [
+        "- The miller's family: Their quarrels carry the book's themes of greed and forgiveness [Data: Reports (1)].",
+        "- The river town: The flood brings out the theme of shared hardship [Data: Reports (2)].",
+        "- The old church: The bell rings the motif of time running out [Data: Reports (3)].",
+    ]  # with enough blocks naming a theme, a block that names none (the printer) is not a theme
+
+
+def test_a_question_or_a_quoted_speaker_does_not_name_a_theme() -> None:
+    findings = (
+        _finding(1, "Analysts", "Analysts ask about cloud margins", "Is there an industry theme behind the deals?"),
+        _finding(2, "Guidance", "Revenue guidance rises for the cloud segment",
+                 "JANE DOE said: my theme today is growth."),
+    )
+    text = compose_reduce(TaskContext("What are the main themes?", findings=findings), get_tokenizer(), None)
+    assert "industry theme" not in text and "my theme today" not in text
+    assert "Analysts ask about cloud margins" in text and "Revenue guidance rises" in text
+
+
+def test_a_report_title_survives_when_its_opening_sentence_is_dropped() -> None:
+    findings = (Finding(1, 80, "AZURE, TEAMS and COPILOT and related entities: This level-1 community of 12 "
+                               "entities (9 concept, 3 organization) centres on AZURE [Data: Reports (7)]. "
+                               "Azure revenue grew with demand for AI services [Data: Reports (7)]."),)
+    text = compose_reduce(TaskContext("What are the main themes?", findings=findings), get_tokenizer(), None)
+    assert "- AZURE, TEAMS and COPILOT and related entities: Azure revenue grew with demand for AI services" in text
+    assert "community of" not in text
+
+
+def test_the_collection_named_by_its_kind_of_document_is_a_corpus_wide_question() -> None:
+    from engines.models.offline_text import question_terms
+
+    for question in ("What are the main themes of the whole book?", "What is discussed across these calls?",
+                     "What are the recurring topics of the episodes?"):
+        assert question_terms(question)[1], question
+    assert not question_terms("What does the book say about the miller?")[1]
+
+
+def test_the_carol_themes_answer_names_themes_and_no_edition_matter(carol: Index) -> None:
+    import asyncio
+    import re
+
+    from engines import GlobalSearch
+    from engines.models.offline import OfflineChatModel
+    from shared_context.boilerplate_marks import boilerplate_shares
+
+    result = asyncio.run(GlobalSearch(carol, OfflineChatModel()).search("What are the main themes of the whole book?"))
+    lines = [line for line in result.response.splitlines() if line.startswith("- ")]
+    assert len(lines) >= 5
+    assert all(re.search(r"\b(?:theme|themes|motif|motifs)\b", line) for line in lines), lines
+    shares = boilerplate_shares(carol)
+    position = {str(report.community): pos for pos, report in enumerate(carol.community_reports)}
+    cited = [n for line in lines for n in re.findall(r"\d+", line.rsplit("[Data: Reports (", 1)[1])]
+    assert cited and all(float(shares.reports[position[n]]) < 0.1 for n in cited)  # no publisher or licence report

@@ -29,7 +29,7 @@ from engines.models.offline_text import (
     strip_citations,
     terms,
     trim_sentence,
-    wordset,
+    word_list,
 )
 from shared_context.boilerplate import is_boilerplate_sentence
 from shared_context.context_records import (
@@ -49,10 +49,7 @@ LABEL_ZH = "**回答（离线抽取式模型，句子摘自所提供的数据）
 _END_PUNCT = ".!?。！？"
 # Words that relate two names without saying anything about them: "A is a member of B", "A is connected
 # to B". A sentence made only of its subjects' names and these words is a tautology.
-_GENERIC_RELATION_WORDS = wordset(
-    """member members part parts related relation relationship relationships connected connection linked
-    link associated association involved belongs belong includes include included"""
-)
+_GENERIC_RELATION_WORDS = word_list("GENERIC_RELATION")
 # A Markdown heading mark inside a sentence: a heading run into the text around it ("... # Title, part 2 ...").
 # A contents-list entry: words then a bare page number, no closing punctuation ("... dance with Mrs. X 54").
 _CONTENTS_ENTRY_RE = re.compile(r"[^\W\d_]\s+\d{1,4}$")

@@ -18,7 +18,7 @@ from engines.models.offline_text import (
     stem,
     terms,
     trim_sentence,
-    wordset,
+    word_list,
 )
 from engines.models.task_context import TaskContext
 from shared_context.boilerplate import is_boilerplate_sentence
@@ -28,14 +28,20 @@ from shared_context.tokens import Tokenizer
 # an answer a reader takes in at once, not the 40-60 bullets every analyst block would give.
 DEFAULT_MAX_POINTS = 12
 # A corpus-wide question ("what are the main themes?") gets a list of distinct themes, as many as the response
-# type allows: one line per analyst block (a report's title and opening summary), chosen by maximal marginal
+# type allows: one line per analyst block (a report's title and the block's sentence that names a theme, else
+# its opening summary; only blocks that name a theme when enough do), chosen by maximal marginal
 # relevance so that near-same themes from neighbouring communities do not crowd out different ones.
 THEME_DIVERSITY = 0.5  # weight of a theme's overlap with those already chosen, against its importance
 # Words that ask for themes even beside a named scope ("the main themes of the whole book").
-_THEME_WORDS = wordset("theme themes topic topics motif motifs trend trends")
+_THEME_WORDS = word_list("THEME")
+# Words with which a sentence names a theme; a question or a quoted speaker's line does not name one.
+_THEME_NAMING_WORDS = word_list("THEME_NAMING")
+_ASKS_OR_QUOTES_RE = re.compile(r"\?[.\s]*$|^\s*[^\W\d_][\w .'’-]{0,60}\bsaid:")
 # A sentence about the index's own structure (a generated report's "This level-1 community of 25 entities
 # ... centres on X"), not about the documents: no reader asked for it.
 _META_RE = re.compile(r"\blevel-\d+ community\b|\bcommunity of \d+ entit(?:y|ies)\b", re.IGNORECASE)
+# A list of themes is drawn only from blocks with a sentence that names a theme when at least this many have one.
+MIN_NAMED_THEMES = 3
 _AT_MOST_RE = re.compile(r"\bat most (\d+)\b|最多\s*(\d+)", re.IGNORECASE)
 
 REDUCE_LABEL_EN = "**Answer (offline extractive model; key findings merged from the supplied data):**"
@@ -58,7 +64,8 @@ def cited_units(text: str) -> list[tuple[str, dict[str, list[str]]]]:
         return f" \x00{len(refs_list) - 1}\x00"
 
     units: list[tuple[str, dict[str, list[str]]]] = []
-    for raw in split_sentences(CITATION_RE.sub(protect, _LABEL_RE.sub("", text.strip()))):
+    title = ""  # a block's "Title: ..." opening whose sentence was dropped: it heads the first kept one
+    for number, raw in enumerate(split_sentences(CITATION_RE.sub(protect, _LABEL_RE.sub("", text.strip())))):
         if raw.lstrip().startswith("#") or _BOLD_LINE_RE.fullmatch(raw):
             continue  # headings ("## ...", "**From the source text**") are structure, not findings
         refs: dict[str, list[str]] = {}
@@ -67,7 +74,10 @@ def cited_units(text: str) -> list[tuple[str, dict[str, list[str]]]]:
         sentence = re.sub(r"\s*\x00\d+\x00", "", raw)
         sentence = _LABEL_RE.sub("", clean_sentence(re.sub(r"\s+([.,;:!?。])", r"\1", sentence)))
         if is_informative(sentence) and not is_meta_or_boilerplate(sentence):
-            units.append((trim_sentence(sentence, 80), refs))
+            headed = title and not units and ": " not in sentence
+            units.append((trim_sentence(f"{title}: {sentence}" if headed else sentence, 80), refs))
+        elif number == 0 and ": " in sentence and not units:
+            title = sentence.partition(": ")[0]
     for i, (sentence, refs) in enumerate(units):
         if not refs:
             later = next((r for _, r in units[i + 1 :] if r), None)
@@ -134,8 +144,9 @@ def compose_reduce(context: TaskContext, tokenizer: Tokenizer, max_tokens: int |
     if not kept:
         return no_answer_text(question)
     if asks_for_themes(question):
-        themes = [group for group, own in zip(kept, opens_own, strict=True) if own]
-        kept = distinct_themes(themes or kept, max_points(context.response_type))
+        themes = [group for group, own in zip(kept, opens_own, strict=True) if own] or kept
+        named = [group for group in themes if names_a_theme(group)]
+        kept = distinct_themes(named if len(named) >= MIN_NAMED_THEMES else themes, max_points(context.response_type))
     label = REDUCE_LABEL_ZH if is_cjk_text(question) else REDUCE_LABEL_EN
     limits = [t for t in (max_tokens, word_limit_tokens(context.word_limit)) if t is not None]
     budget = min(limits) if limits else 2000
@@ -176,9 +187,10 @@ def compose_reduce(context: TaskContext, tokenizer: Tokenizer, max_tokens: int |
 def distinct_themes(
     blocks: list[list[tuple[str, dict[str, list[str]]]]], limit: int
 ) -> list[list[tuple[str, dict[str, list[str]]]]]:
-    """The opening line of up to `limit` blocks (most important first), picked by maximal marginal relevance:
-    importance by the block's place in the order, redundancy by word overlap with the themes already picked."""
-    firsts = [group[0] for group in blocks]
+    """The theme line (`theme_line`) of up to `limit` blocks (most important first), picked by maximal marginal
+    relevance: importance by the block's place in the order, redundancy by word overlap with the themes already
+    picked."""
+    firsts = [theme_line(group) for group in blocks]
     words = [terms(sentence) for sentence, _ in firsts]
     chosen: list[int] = []
     left = list(range(len(firsts)))
@@ -192,3 +204,28 @@ def distinct_themes(
         chosen.append(best)
         left.remove(best)
     return [[firsts[i]] for i in sorted(chosen)]
+
+
+def theme_line(group: list[tuple[str, dict[str, list[str]]]]) -> tuple[str, dict[str, list[str]]]:
+    """The block's line for a list of themes: its first sentence that names a theme ("themes of redemption
+    and generosity"), else its opening line; under the report title the block opens with ("Title: ..."), so
+    the reader still sees where it comes from."""
+    pick = _theme_sentence(group)
+    if pick is None or pick == 0:
+        return group[0]
+    title = group[0][0].partition(": ")[0] if ": " in group[0][0] else ""
+    body = group[pick][0]
+    return (f"{title}: {body}" if title else body), group[pick][1]
+
+
+def names_a_theme(group: list[tuple[str, dict[str, list[str]]]]) -> bool:
+    return _theme_sentence(group) is not None
+
+
+def _theme_sentence(group: list[tuple[str, dict[str, list[str]]]]) -> int | None:
+    """The place of the block's first sentence that names a theme, if any (the report title is not read)."""
+    first = group[0][0]
+    bodies = [first.partition(": ")[2] if ": " in first else first, *(sentence for sentence, _ in group[1:])]
+    naming = {stem(w) for w in _THEME_NAMING_WORDS}
+    return next((i for i, body in enumerate(bodies)
+                 if not _ASKS_OR_QUOTES_RE.search(body) and any(t in naming for t in terms(body))), None)

@@ -21,6 +21,7 @@ from engines.models.offline_answer import (
 )
 from engines.models.offline_text import (
     BM25,
+    COLLECTION_WORDS,
     STOPWORDS,
     answerable,
     capitalised_phrases,
@@ -33,10 +34,11 @@ from engines.models.offline_text import (
     mentions,
     question_terms,
     split_sentences,
+    stem,
     strip_citations,
     terms,
     trim_sentence,
-    wordset,
+    word_list,
 )
 from engines.models.schemas import FollowupResponse, MapPoint, MapResponse, PrimerResponse, RateResponse
 from engines.models.task_context import TaskContext
@@ -44,10 +46,7 @@ from shared_context.context_records import ReportRecord
 from shared_context.context_tables import ContextTables
 from shared_context.tokens import Tokenizer
 
-_QUESTION_WORDS = wordset(
-    "what who whom whose which when where why how is are was were do does did can could should would will "
-    "tell please describe explain list give show"
-)
+_QUESTION_WORDS = word_list("QUESTION")
 
 
 def topic_phrase(question: str) -> str:
@@ -119,7 +118,10 @@ def global_map(tables: ContextTables, question: str) -> MapResponse:
     analysed = [_report_sentences(r) for r in rows]
     per_report = [[s for s, _ in a] for a in analysed]
     sentence_terms = [list(t) for a in analysed for _, t in a]
-    bm25_scores = BM25.query_scores(sentence_terms, query)
+    # a corpus-wide question's extra sentence is looked for by what it asks ("themes"), not by the name of
+    # the collection ("these calls", "the book"), which every report's sentences share
+    collection = {stem(w) for w in COLLECTION_WORDS}
+    bm25_scores = BM25.query_scores(sentence_terms, [t for t in query if not (broad and t in collection)] or query)
     offsets = [sum(len(s) for s in per_report[:i]) for i in range(len(per_report))]
     batch_terms = [t for r in rows for t in terms(r.title)]
     batch_terms += [t for doc in sentence_terms for t in doc]

@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
+from pathlib import Path
 
 from shared_context.bm25 import BM25
 from shared_context.text import CJK_RE, STOPWORDS, split_sentences, stem, tokens
@@ -23,6 +24,7 @@ __all__ = [
     "BROAD_WORDS",
     "CITATION_RE",
     "CJK_RE",
+    "COLLECTION_WORDS",
     "DATASET_ORDER",
     "MORE",
     "STOPWORDS",
@@ -46,27 +48,39 @@ __all__ = [
     "strip_citations",
     "terms",
     "trim_sentence",
-    "wordset",
+    "word_list",
 ]
 
 
-def wordset(words: str) -> frozenset[str]:
-    return frozenset(words.split())
+WORDS_PATH = Path(__file__).resolve().parent / "data" / "offline_words.txt"
 
 
-# Words that make a question corpus-wide rather than about a topic ("What are the main themes?").
-BROAD_WORDS = wordset(
-    """main key major overall theme themes topic topics summary summarize summarise overview general
-    important importance whole entire dataset data corpus story document documents trend trends idea
-    ideas across throughout top common central primary recurring collection files"""
-)
+@lru_cache(maxsize=1)
+def word_lists() -> dict[str, tuple[str, ...]]:
+    """The offline model's word lists (`data/offline_words.txt`), by section name, in file order."""
+    lists: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    for number, raw in enumerate(WORDS_PATH.read_text(encoding="utf-8").splitlines(), 1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.startswith("[") and line.endswith("]"):
+            current = lists.setdefault(line[1:-1], [])
+        elif current is None:
+            raise ValueError(f"{WORDS_PATH}:{number}: words before the first [SECTION] header")
+        else:
+            current.extend(line.split())
+    return {name: tuple(dict.fromkeys(words)) for name, words in lists.items()}
 
-# Chinese words that make a question corpus-wide; removed before the question's bigrams are taken, so
-# "这些文件的主要主题是什么？" leaves no topic bigram and is read as a question about the whole collection.
-_CJK_BROAD_WORDS = (
-    "主要", "主题", "总体", "整体", "所有", "全部", "趋势", "概括", "总结", "概述", "文件", "文档",
-    "资料", "数据", "常见", "重要", "核心", "共同", "反复", "这些", "哪些", "整个", "总的来说",
-)
+
+def word_list(name: str) -> frozenset[str]:
+    return frozenset(word_lists()[name])
+
+
+# Words that make a question corpus-wide rather than about a topic ("What are the main themes of the book?").
+COLLECTION_WORDS = word_list("COLLECTION")
+BROAD_WORDS = word_list("BROAD") | COLLECTION_WORDS
+_CJK_BROAD_WORDS = word_lists()["CJK_BROAD"]  # in file order: removed from the question one after another
 
 # Function characters of Chinese questions; a bigram made only of these carries no topic.
 _CJK_FUNCTION_CHARS = (
@@ -171,15 +185,7 @@ def coverage(query: Sequence[str], found: Iterable[str]) -> float:
 
 # ---------------------------------------------------------------------------- names
 
-_CAP_STOP = wordset(
-    """The A An This That These Those He She It They We I You His Her Its Their Our My Your In On At By For
-    From With Without Of To And But Or Nor So As If When While Where What Who Whom Whose Which Why How
-    Is Are Was Were Be Been Do Does Did Can Could Will Would Shall Should May Might Must Has Have Had Not No
-    Yes Tell Please Also However Although Because Then There Here After Before During Since Until Upon Through
-    Thus Hence Finally Overall Each Every All Some Many Most Both Either Neither One Two Three Let Mr Mrs
-    Ms Dr St Report Reports Data Entities Relationships Sources Claims Summary Community Findings Answer
-    Related Other About Based Offline According Key Role Impact Influence"""
-)
+_CAP_STOP = word_list("CAPITALISED_STOP")
 _CONNECTORS = frozenset({"of", "the", "to", "de", "la", "von", "van", "der"})
 _WORD_RE = re.compile(r"[A-Za-z][A-Za-z'’\-]*|[^\sA-Za-z]")
 _TITLES = frozenset({"Mr", "Mrs", "Ms", "Dr", "St", "Sir", "Lady", "Lord", "Miss", "Saint"})
