@@ -356,8 +356,9 @@ class OfflineExtractor:
         if len(words) == 1:
             w = words[0]
             nxt_word = toks[j] if j < len(toks) else ""
-            if w.lower().endswith(_DEMONYM_ENDINGS) and nxt_word[:1].islower() and nxt_word.isalpha():
-                return  # an adjective ("English literature", "German scholars"), not a named thing
+            if (w.lower().endswith(_DEMONYM_ENDINGS) and nxt_word[:1].islower() and nxt_word.isalpha()
+                    and lx.noun_class(nxt_word) is not None and nxt_word.lower() not in lx.PERSON_VERBS):
+                return  # an adjective ("English literature", "German scholars"), not a named thing ("Dean laughed")
             if w.lower().endswith("ly"):
                 return
             lw = w.lower()
@@ -367,24 +368,60 @@ class OfflineExtractor:
                 return
             if w.isupper() and len(w) >= 2 and not w.isdigit():
                 if len(w) <= 6:
-                    found.append((w, ACRONYM, {"ORGANIZATION": 1.0}, initial))
+                    # an acronym may name anything ("AI", "Q4", "IBM", a name set in capitals): a weak
+                    # default, and the context cues decide
+                    found.append((w, ACRONYM, self._context_votes(toks, i, j, {"CONCEPT": 0.2}), initial))
                 return
             if initial and (w.lower().endswith("ly") or w.lower().endswith("ing")):
                 return
         votes = _span_type_cues(words)
         if person_cue:
             votes["PERSON"] = votes.get("PERSON", 0.0) + person_cue
-        prev = toks[i - 1].lower() if i > 0 else ""
-        nxt = toks[j].lower() if j < len(toks) else ""
-        if prev in lx.PERSON_VERBS or nxt in lx.PERSON_VERBS:
-            votes["PERSON"] = votes.get("PERSON", 0.0) + 1.5
-        if prev in lx.GEO_PREPOSITIONS:
-            votes["GEO"] = votes.get("GEO", 0.0) + 0.5
+        votes = self._context_votes(toks, i, j, votes)
         title = " ".join(words)
         if i > 0 and _YEAR.match(toks[i - 1]) and words[-1].lower() in lx.EVENT_WORDS:
             title = f"{toks[i - 1]} {title}"
             votes["EVENT"] = votes.get("EVENT", 0.0) + 2.0
         found.append((title, NAME, votes, initial))
+
+    @staticmethod
+    def _context_votes(toks: list[str], i: int, j: int, votes: dict[str, float]) -> dict[str, float]:
+        """Type cues around the name `toks[i:j]`, added to `votes`: a verb of speech or thought ("said
+        Scrooge", "Amy said"), a personal pronoun soon after ("SALOME. [To herself.]") or a person noun it
+        owns ("the Dean's daughters") for a person; a
+        place preposition before ("in Kentucky", "down to the Mississippi": a determiner may come between)
+        or a place noun after ("the Mississippi river") for a place, unless the name holds a digit ("in Q4");
+        an organisation's verb ("Acme announced", "joined Acme"), an officer after it ("Acme CEO") or
+        what it owns ("Acme's customers") for an organisation; a person noun used as a name ("the Dean")."""
+        prev = toks[i - 1].lower() if i > 0 else ""
+        before_det = toks[i - 2].lower() if prev in lx.DETERMINERS and i > 1 else prev
+        nxt = toks[j].lower() if j < len(toks) else ""  # after a possessive too: "Acme's customers"
+        possessive = j > i and toks[j - 1][-2:].lower() in ("'s", "’s")
+
+        def add(type_: str, w: float) -> None:
+            votes[type_] = votes.get(type_, 0.0) + w
+
+        if (prev in lx.PERSON_VERBS and prev not in lx.ORG_OBJECT_VERBS) or nxt in lx.PERSON_VERBS:
+            add("PERSON", 1.5)
+        if any(t.lower() in lx.PERSON_PRONOUNS for t in toks[j : j + 4]):
+            add("PERSON", 0.5)
+        name = toks[i + 1 : j] if toks[i].lower() == "the" else toks[i:j]  # "THE DEAN." set in capitals
+        if len(name) == 1 and (prev == "the" or len(name) < j - i) and lx.noun_class(name[0]) == "person":
+            add("PERSON", 1.0)  # a person noun used as a name: "the Dean", "the Colonel"
+        placeable = not any(ch.isdigit() for t in toks[i:j] for ch in t)  # "in Q4" is a time
+        if placeable and before_det in lx.GEO_PREPOSITIONS:
+            add("GEO", 0.5)
+        elif placeable and before_det in lx.WEAK_GEO_PREPOSITIONS:
+            add("GEO", 0.15)
+        if nxt in lx.GEO_FOLLOWERS:
+            add("GEO", 1.0)
+        if nxt in lx.ORG_FOLLOWERS or nxt in lx.ORG_VERBS or prev in lx.ORG_OBJECT_VERBS:
+            add("ORGANIZATION", 1.0)
+        elif possessive and nxt in lx.ORG_POSSESSIONS:
+            add("ORGANIZATION", 1.0)  # "Acme's customers"
+        elif possessive and lx.noun_class(nxt) == "person":
+            add("PERSON", 1.0)  # "the Dean's daughters", "Scrooge's nephew"
+        return votes
 
     # ---- Chinese -----------------------------------------------------------------------------------
     def _chinese(self, sentence: str) -> list[tuple[str, str, dict[str, float], bool]]:

@@ -118,6 +118,7 @@ class _Agg:
     votes: dict[str, float] = field(default_factory=lambda: defaultdict(float))
     chunks: array[int] = field(default_factory=lambda: array("I"))
     sentences: list[tuple[float, int, int, str]] = field(default_factory=list)  # a heap: (score, -chunk, -seq, text)
+    guessed: float = 0.0  # PERSON votes that only a name's shape gave (`MAYBE_PERSON`), no cue in the text
 
     def add_sentence(self, score: float, ci: int, seq: int, text: str) -> None:
         item = (score, -ci, -seq, text)
@@ -149,11 +150,40 @@ def _capitalised_name(key: str, a: _Stat | _Agg, lowercase: dict[str, int]) -> b
     return a.non_initial and (a.kind != NAME or lowercase.get(key.lower(), 0) < a.count)
 
 
+def _common_word(key: str, st: _Stat, lowercase: dict[str, int]) -> bool:
+    """An ordinary word, not an entity: a lone noun or a phrase made only of generic nouns (`lexicon_en.txt`
+    [GENERIC_NOUNS]: "WIFE", "PEOPLE", "BUSINESS UNITS"); a one-word name or acronym the text writes in
+    lower case at least as often ("Father" opening sentences beside "my father"; "KEY" and "LOOKING" set in
+    capitals), when it is a generic noun or a verb form; an acronym of 3+ letters written in lower case
+    more often than in capitals ("IDEA" in a heading, "idea" in the text). Speakers are never common words."""
+    if st.kind == SPEAKER:
+        return False
+    words = key.split(" ")
+    if st.kind in FREQUENT_ONLY_KINDS:
+        return all(lx.generic_noun(w) for w in words)
+    if len(words) != 1:
+        return False
+    lower = lowercase.get(key.lower(), 0)
+    if lower and key.endswith(("ING", "ED")):
+        return True  # a verb form set in capitals ("LOOKING" opening a stage direction)
+    if lower and lx.generic_noun(key) and lower >= st.count // 2:
+        return True
+    return st.kind == ACRONYM and lower > st.count
+
+
 def _settle_person(key: str, a: _Agg, lowercase: dict[str, int]) -> None:
     maybe = a.votes.pop(MAYBE_PERSON, 0.0)
     if maybe:
         common = any(lowercase.get(w, 0) >= 2 for w in key.lower().split())
         a.votes["CONCEPT" if common else "PERSON"] += maybe
+        if not common:
+            a.guessed += maybe
+
+
+def _evidenced_person(a: _Agg) -> bool:
+    """PERSON by its votes, with some of them from a cue in the text (a title, a verb of speech, a speaker
+    turn), not only from the shape of a capitalised two- or three-word name."""
+    return _best_type(a.votes) == "PERSON" and a.votes.get("PERSON", 0.0) > a.guessed
 
 
 _OPENING_DROP = lx.STOPWORDS | lx.CONNECTORS | lx.FILLERS
@@ -288,7 +318,7 @@ def _merge_offline(
     keep: set[str] = set()
     phrases: list[str] = []
     for key, st in stats.items():
-        if key in renames:
+        if key in renames or _common_word(key, st, lowercase):
             continue
         if st.kind in FREQUENT_ONLY_KINDS:
             if st.kind == NOUN:
@@ -330,8 +360,8 @@ def _merge_offline(
     for key, a in aggs.items():
         _settle_person(key, a, lowercase)
 
-    alias = _person_aliases(keep, aggs)
-    for src, dst in alias.items():
+    alias = _person_aliases(keep, aggs, lowercase)
+    for src, dst in sorted(alias.items(), key=lambda kv: aggs[kv[0]].first_seen):
         a, b = aggs[src], aggs[dst]
         b.count += a.count
         for t, w in a.votes.items():
@@ -344,6 +374,7 @@ def _merge_offline(
                 heapq.heapreplace(b.sentences, item)
         b.first_seen = min(a.first_seen, b.first_seen)
         keep.discard(src)
+    _name_part_votes(keep, aggs, lowercase)
 
     def canon(k: str) -> str | None:
         k = renames.get(k, k)
@@ -454,25 +485,138 @@ def _describe(ranked: list[tuple[float, int, str]], n: int) -> str:
     return " ".join(text for _s, _ci, text in sorted(best, key=lambda x: x[1]))
 
 
-def _person_aliases(keep: set[str], aggs: dict[str, _Agg]) -> dict[str, str]:
-    """Map a one-word name ("OSEI") to the only multi-word person it can mean ("AMARA OSEI")."""
-    by_part: dict[str, list[str]] = defaultdict(list)
-    for key in keep:
-        a = aggs[key]
-        if a.kind in (NAME, SPEAKER) and a.words in (2, 3) and _best_type(a.votes) == "PERSON":
-            parts = key.split(" ")
-            by_part[parts[0]].append(key)
-            if parts[-1] != parts[0]:
-                by_part[parts[-1]].append(key)
+_TITLES = lx.PERSON_TITLES | lx.HONORIFICS
+# a short name merges into the full name it co-occurs with most when the other full names it is part of
+# co-occur with it in at most this share of that name's chunks ("KEVIN" beside "KEVIN SCOTT" in hundreds of
+# passages and a guest "KEVIN ROOSE" in a few); otherwise it is ambiguous and stays as it is
+ALIAS_DOMINANCE = 0.25
+
+
+def _name_core(key: str) -> tuple[str, bool]:
+    """A name without its leading person titles, and whether a connector followed them: "LORD OF SANDWICH"
+    -> ("SANDWICH", True), "COUSIN CÆSAR" -> ("CÆSAR", False), "KEVIN SCOTT" -> itself."""
+    words = key.split(" ")
+    i = 0
+    while i < len(words) - 1 and words[i].lower() in _TITLES:
+        i += 1
+    of_form = False
+    while 0 < i < len(words) - 1 and words[i].lower() in lx.CONNECTORS:
+        i += 1
+        of_form = True
+    return " ".join(words[i:]), of_form
+
+
+def _co_chunks(a: _Agg, b: _Agg) -> int:
+    small, large = (a.chunks, b.chunks) if len(a.chunks) <= len(b.chunks) else (b.chunks, a.chunks)
+    other = set(large)
+    return sum(1 for c in small if c in other)
+
+
+def _name_parts(core: str, lowercase: Mapping[str, int]) -> list[str]:
+    """The first and last word of a name that may be a person's full name, each only when the name's other
+    words are no ordinary words: two or three words, no connector ("TAKING THE DEAN"), and none of the other
+    words written in lower case in the text ("PLAYFUL SALOME" gives no "SALOME"; "STEVE SHARP" gives
+    "SHARP", though "sharp" is a common word, but no "STEVE")."""
+    words = core.split(" ")
+    if len(words) not in (2, 3) or any(w.lower() in lx.CONNECTORS for w in words):
+        return []
+    common = [lowercase.get(w.lower(), 0) > 0 for w in words]
+    ends = {0, len(words) - 1}
+    return [words[e] for e in sorted(ends) if not any(c for i, c in enumerate(common) if i != e)]
+
+
+def _person_aliases(keep: set[str], aggs: dict[str, _Agg], lowercase: Mapping[str, int]) -> dict[str, str]:
+    """Names of one person merged into one entity, when one name contains the other and they co-occur (share a
+    chunk). Two steps:
+
+    1. A title and the name it is given to: "MAJOR TARVER" and "TARVER", "COUSIN CÆSAR" and "CÆSAR", "LORD
+       SANDWICH" and "LORD OF SANDWICH" (a title "of" a name groups only with other titled forms: "DUKE OF
+       YORK" is not "YORK"). Each such form merges into the group's most frequent titled form ("LORD
+       SANDWICH", else "LORD OF SANDWICH"), when they co-occur.
+    2. A one-word name (or its group) and the two- or three-word PERSON name it is the first or last word of:
+       "AMY" into "AMY HOOD", "CÆSAR" into "CÆSAR SIMON". Only full names the short one co-occurs with count;
+       a full name that merely extends another ("AMY HOOD TUESDAY") is not a second owner; with several
+       owners the short name merges only when one dominates (`ALIAS_DOMINANCE`), else it stays apart.
+
+    Returns key -> the entity it merges into (no chains)."""
+    names = [k for k in keep if aggs[k].kind in (NAME, SPEAKER, ACRONYM)]
     alias: dict[str, str] = {}
+    # step 1: titled forms grouped with their core
+    groups: dict[str, list[tuple[str, bool]]] = defaultdict(list)
+    for key in names:
+        core, of_form = _name_core(key)
+        if core != key:
+            groups[core].append((key, of_form))
+    for core, titled in groups.items():
+        rank = {k: 0 if of else 1 for k, of in titled}  # the name goes by its title: "LORD SANDWICH"
+        if core in keep and aggs[core].kind in (NAME, SPEAKER, ACRONYM) and not all(of for _k, of in titled):
+            rank[core] = -1
+        if len(rank) < 2:
+            continue
+        members = list(rank)
+        head = max(members, key=lambda k: (rank[k], aggs[k].count, -aggs[k].first_seen[0], -aggs[k].first_seen[1]))
+        for k in members:
+            if k != head and _co_chunks(aggs[k], aggs[head]) > 0:
+                alias[k] = head
+    # step 2: one-word cores into full person names
+    owners: dict[str, list[str]] = defaultdict(list)
+    for key in names:
+        if key in alias or _best_type(aggs[key].votes) != "PERSON":
+            continue
+        for part in _name_parts(_name_core(key)[0], lowercase):
+            owners[part].append(key)
+    for key in names:
+        if key in alias:
+            continue
+        core, _of = _name_core(key)
+        if " " in core or not owners.get(core):
+            continue
+        if _best_type(aggs[key].votes) not in ("PERSON", "CONCEPT"):
+            continue
+        # a person by its cues: the short name ("Amy said" typed it PERSON) or the full name ("Major Tarver",
+        # a speaker); "CHRISTMAS" and a "CHRISTMAS EVE" typed PERSON by its shape alone stay apart
+        short_cue = _best_type(aggs[key].votes) == "PERSON"
+        shared = {o: _co_chunks(aggs[key], aggs[o]) for o in owners[core]
+                  if o != key and (short_cue or _evidenced_person(aggs[o]))}
+        shared = {o: n for o, n in shared.items() if n > 0}
+        # a full name extending another owner ("AMY HOOD TUESDAY" of "AMY HOOD") is the same person
+        shared = {o: n for o, n in shared.items() if not any(p != o and o.startswith(p + " ") for p in shared)}
+        if not shared:
+            continue
+        best = max(shared, key=lambda o: (shared[o], aggs[o].count))
+        if sum(n for o, n in shared.items() if o != best) <= ALIAS_DOMINANCE * shared[best]:
+            alias[key] = best
+    # no chains: "MAJOR TARVER" -> "TARVER" -> "GERALD TARVER"
+    for key in list(alias):
+        seen = {key}
+        dst = alias[key]
+        while dst in alias and dst not in seen:
+            seen.add(dst)
+            dst = alias[dst]
+        alias[key] = dst
+    return {k: v for k, v in alias.items() if k != v}
+
+
+def _name_part_votes(keep: set[str], aggs: dict[str, _Agg], lowercase: Mapping[str, int]) -> None:
+    """A one-word name that is the first or last word of full names that are mostly persons by a cue is most
+    likely a person too (a surname or first name used alone, "TARVER" of "MAJOR TARVER"; not "AZURE" of many
+    "AZURE ..." products): a PERSON vote beside its own cues."""
+    people: dict[str, int] = defaultdict(int)
+    others: dict[str, int] = defaultdict(int)
     for key in keep:
         a = aggs[key]
-        if a.kind != NAME or a.words != 1:
+        if a.kind in (NAME, SPEAKER):
+            for w in _name_parts(_name_core(key)[0], lowercase):
+                if _evidenced_person(a):
+                    people[w] += 1
+                else:
+                    others[w] += 1
+    for key in keep:
+        a = aggs[key]
+        if a.kind not in (NAME, ACRONYM) or " " in key:
             continue
-        owners = by_part.get(key, [])
-        if len(owners) == 1 and _best_type(a.votes) in ("PERSON", "CONCEPT"):
-            alias[key] = owners[0]
-    return alias
+        if people.get(key, 0) > others.get(key, 0):
+            a.votes["PERSON"] += 0.3 * a.count
 
 
 def finalise_graph(

@@ -56,6 +56,14 @@ GEO_HEADS = _set(_EN, "GEO_HEADS")
 EVENT_WORDS = _set(_EN, "EVENT_WORDS")
 PERSON_VERBS = _set(_EN, "PERSON_VERBS")
 GEO_PREPOSITIONS = _set(_EN, "GEO_PREPOSITIONS")
+WEAK_GEO_PREPOSITIONS = _set(_EN, "WEAK_GEO_PREPOSITIONS")
+GEO_FOLLOWERS = _set(_EN, "GEO_FOLLOWERS")
+PERSON_PRONOUNS = _set(_EN, "PERSON_PRONOUNS")
+ORG_FOLLOWERS = _set(_EN, "ORG_FOLLOWERS")
+ORG_POSSESSIONS = _set(_EN, "ORG_POSSESSIONS")
+ORG_VERBS = _set(_EN, "ORG_VERBS")
+ORG_OBJECT_VERBS = _set(_EN, "ORG_OBJECT_VERBS")
+_GENERIC_NOUNS = _set(_EN, "GENERIC_NOUNS")
 PHRASE_STOP = STOPWORDS | _set(_EN, "PHRASE_STOP")
 NON_PERSON_WORDS = _set(_EN, "NON_PERSON_WORDS")
 NUMBER_WORDS = _set(_EN, "NUMBER_WORDS")
@@ -111,3 +119,13 @@ def listed_noun(word: str) -> bool:
 
 def abstract_noun(word: str) -> bool:
     return noun_class(word) in ABSTRACT_NOUN_CLASSES
+
+
+def generic_noun(word: str) -> bool:
+    """A kinship, generic person or role noun, or a generic group or thing ("wife", "guests", "team", "door"),
+    plurals folded: no entity on its own (`lexicon_en.txt` [GENERIC_NOUNS])."""
+    w = word.lower()
+    if w in _GENERIC_NOUNS:
+        return True
+    return any(w.endswith(suffix) and len(w) >= len(suffix) and w[: -len(suffix)] + repl in _GENERIC_NOUNS
+               for suffix, repl in (*_PLURALS, ("ves", "fe"), ("ren", "")))
