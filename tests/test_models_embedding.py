@@ -173,6 +173,22 @@ def test_embedder_for_index_fits_caches_and_attaches(dulce, tmp_path):
         assert dulce.entities[best].title == title
 
 
+def test_indexes_in_one_cache_get_their_own_embedders(dulce, tmp_path):
+    """The cache key of an index read from files names its tables' fingerprints: another index's fit in the
+    same cache is never reused (it once was, so a question's vectors came from another corpus)."""
+    path = DATA / "christmas_carol_graphrag_index"
+    if not path.exists():
+        pytest.skip("shared data not present")
+    from shared_context import load_index
+
+    carol = load_index(path)
+    first, second = embedder_for_index(dulce, cache_dir=tmp_path), embedder_for_index(carol, cache_dir=tmp_path)
+    assert first.fingerprint != second.fingerprint
+    assert len(list((tmp_path / "embedders").glob("*/embedder.npz"))) == 2
+    again = embedder_for_index(load_index(path), cache_dir=tmp_path)  # a second load finds its own fit
+    assert again.fingerprint == second.fingerprint
+
+
 def test_factory_builds_offline_embedder_for_an_index(dulce, tmp_path):
     config = load_models_config(env={})
     models = Models(config, index=dulce, cache_dir=str(tmp_path))

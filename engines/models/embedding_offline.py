@@ -359,7 +359,7 @@ def embedder_for_index(
     texts: dict[str, tuple[list[int], list[str]]] = {}
     store = getattr(index, "derived_store", None)
     if store is not None:  # read from files: the tables' fingerprints name the texts, nothing is hashed
-        key = store.key("offline-embedder", list(_TEXT_TABLES), f"{FORMAT}|{dim}|{seed}")[:24]
+        key = store.key("offline-embedder", list(_TEXT_TABLES.values()), f"{FORMAT}|{dim}|{seed}")[:24]
     else:
         texts = index_texts(index)
         key = _corpus_key(texts, dim, seed)
