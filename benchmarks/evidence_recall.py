@@ -148,11 +148,10 @@ def basic_excerpts(index: Any, hits: list[tuple[int, float]], question: str, bud
                    rrf_k: int) -> tuple[str, list[tuple[str, int, int]]]:
     """Basic search's nearest units given the same excerpt opportunity as the hybrid Sources (fairness
     check): `passages.select_excerpts` over the vector ranking, in one Sources table of `budget` tokens."""
-    from shared_context.context_records import SourceRecord
     from shared_context.local_rows import join_spans
     from shared_context.local_sources import SOURCE_COLUMNS
     from shared_context.passages import select_excerpts
-    from shared_context.tables import SectionBuilder
+    from shared_context.tables import SectionBuilder, SourceRecord
 
     builder: SectionBuilder[SourceRecord] = SectionBuilder("Sources", SOURCE_COLUMNS, index.tokenizer, budget)
     room = builder.remaining - max(builder.remaining // 50, 4)

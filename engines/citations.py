@@ -21,8 +21,8 @@ from shared_context.record_table import values_of
 
 if TYPE_CHECKING:
     from engines.models.base import JSONObject
-    from shared_context.context_tables import ContextTables
     from shared_context.index import Index
+    from shared_context.tables import ContextTables
 
 KINDS = ("Sources", "Entities", "Relationships", "Claims", "Reports")
 _KIND_ALIASES = {k.lower(): k for k in KINDS} | {

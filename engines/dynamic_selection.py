@@ -24,8 +24,8 @@ from engines.schemas import RateResponse
 if TYPE_CHECKING:
     from engines.config import GlobalSearchConfig
     from engines.models.base import JSONObject
-    from shared_context.context_tables import ContextTables
     from shared_context.index import Index
+    from shared_context.tables import ContextTables
 
 
 @dataclass

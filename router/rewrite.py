@@ -11,10 +11,8 @@ from typing import TYPE_CHECKING
 from engines import prompts
 from engines.models.base import ChatModel, Completion, Message
 from engines.models.task_context import TaskContext
-from shared_context.context_records import HistoryRecord
-from shared_context.context_tables import ContextTables
 from shared_context.history import HISTORY_COLUMNS, HISTORY_SECTION
-from shared_context.tables import Section
+from shared_context.tables import ContextTables, HistoryRecord, Section
 
 if TYPE_CHECKING:
     from engines.prompts import PromptTemplate

@@ -21,11 +21,9 @@ from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
-from shared_context.context_records import SourceRecord
-from shared_context.context_tables import ContextTables
 from shared_context.local_budget import LocalContextParams
 from shared_context.local_sources import SOURCE_COLUMNS, excerpt_sources
-from shared_context.tables import SectionBuilder
+from shared_context.tables import ContextTables, SectionBuilder, SourceRecord
 from shared_context.text_unit_selection import fuse_rankings
 from shared_context.unit_search import question_units
 from shared_context.vectors import vector_search

@@ -12,8 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from shared_context.context_records import HistoryRecord
-from shared_context.tables import Column, Section, SectionBuilder, render_row
+from shared_context.tables import Column, HistoryRecord, Section, SectionBuilder, render_row
 from shared_context.tokens import Tokenizer
 
 __all__ = ["HISTORY_COLUMNS", "HISTORY_SECTION", "QATurn", "build_history_section", "qa_turns", "recent_user_turns"]

@@ -24,7 +24,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from shared_context.context_tables import AnySection, ContextTables
 from shared_context.history import HISTORY_SECTION, build_history_section, recent_user_turns
 from shared_context.linking import LinkedEntity, LinkResult, link_entities
 from shared_context.local_budget import (
@@ -41,7 +40,7 @@ from shared_context.local_entity_tables import entity_tables
 from shared_context.local_reports import reports_section
 from shared_context.local_sources import sources_section
 from shared_context.relationship_selection import select_relationships
-from shared_context.tables import joined_tokens
+from shared_context.tables import AnySection, ContextTables, joined_tokens
 
 if TYPE_CHECKING:
     from shared_context.index import Index

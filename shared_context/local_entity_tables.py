@@ -8,7 +8,6 @@ from typing import Any
 
 import numpy as np
 
-from shared_context.context_records import ClaimRecord, EntityRecord, RelationshipRecord
 from shared_context.linking import LinkedEntity
 from shared_context.local_budget import LocalContextParams
 from shared_context.local_rows import (
@@ -26,8 +25,14 @@ from shared_context.local_rows import (
 )
 from shared_context.relationship_selection import select_relationships
 from shared_context.row_estimates import may_fit, row_estimates
-from shared_context.table_format import render_row
-from shared_context.tables import Section, SectionBuilder
+from shared_context.tables import (
+    ClaimRecord,
+    EntityRecord,
+    RelationshipRecord,
+    Section,
+    SectionBuilder,
+    render_row,
+)
 
 __all__ = ["entity_tables"]
 

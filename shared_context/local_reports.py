@@ -5,12 +5,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from shared_context.context_records import ReportRecord
 from shared_context.linking import LinkedEntity
 from shared_context.local_budget import LocalContextParams
 from shared_context.local_rows import report_line
 from shared_context.row_estimates import may_fit, row_estimates
-from shared_context.tables import Column, Section, SectionBuilder, columns
+from shared_context.tables import Column, ReportRecord, Section, SectionBuilder, columns
 
 __all__ = ["report_columns", "reports_section"]
 

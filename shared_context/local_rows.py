@@ -1,4 +1,4 @@
-"""The local context's rendered rows (the table format of `table_format.py`) and the per-index caches
+"""The local context's rendered rows (the table format of `tables.py`) and the per-index caches
 behind them: a row depends only on its record and the column options, never on the question, so its
 line and exact token count are kept per index (bounded by `ROW_CACHE_LIMIT`).
 
@@ -11,12 +11,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from shared_context.context_records import ClaimRecord, EntityRecord, RelationshipRecord
 from shared_context.excerpt_rows import excerpt_row_tokens
 from shared_context.index_cache import per_index_cache
 from shared_context.record_table import field_of
-from shared_context.table_format import render_row
-from shared_context.tables import Column, columns
+from shared_context.tables import ClaimRecord, Column, EntityRecord, RelationshipRecord, columns, render_row
 
 if TYPE_CHECKING:
     from shared_context.local_budget import LocalContextParams

@@ -20,13 +20,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from shared_context.context_records import SourceRecord
 from shared_context.linking import LinkResult
 from shared_context.local_budget import LocalContextParams
 from shared_context.local_rows import cached_row, excerpt_line, fields, join_spans, unit_row_overhead
 from shared_context.passages import Excerpt, excerpt_blocks, select_excerpts
 from shared_context.row_estimates import may_fit, row_estimates
-from shared_context.tables import Section, SectionBuilder, columns
+from shared_context.tables import Section, SectionBuilder, SourceRecord, columns
 from shared_context.text_unit_selection import NO_ENTITY, UnitCandidate, select_text_units
 from shared_context.unit_search import QuestionUnits, best_window, question_units
 

@@ -20,7 +20,7 @@ from shared_context.local_rows import (
     unit_row_overhead,
 )
 from shared_context.passages import excerpt_blocks
-from shared_context.table_format import render_row
+from shared_context.tables import render_row
 
 if TYPE_CHECKING:
     from shared_context.local_context import LocalContextBuilder

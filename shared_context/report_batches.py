@@ -15,11 +15,19 @@ from typing import TYPE_CHECKING
 
 from shared_context.boilerplate_marks import shown_rank
 from shared_context.community_params import CommunityContextParams
-from shared_context.context_records import HistoryRecord, ReportRecord
-from shared_context.context_tables import ContextTables
 from shared_context.index_cache import per_index_cache
-from shared_context.table_format import format_value, render_row, section_title
-from shared_context.tables import Column, Section, SectionBuilder, columns
+from shared_context.tables import (
+    Column,
+    ContextTables,
+    HistoryRecord,
+    ReportRecord,
+    Section,
+    SectionBuilder,
+    columns,
+    format_value,
+    render_row,
+    section_title,
+)
 
 if TYPE_CHECKING:
     from shared_context.index import Index

@@ -6,9 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from shared_context.context_records import ReportRecord
-from shared_context.context_tables import ContextTables
-from shared_context.tables import Section, columns
+from shared_context.tables import ContextTables, ReportRecord, Section, columns
 
 if TYPE_CHECKING:
     from shared_context.index import Index

@@ -1,44 +1,217 @@
-"""Token-budgeted context sections: `SectionBuilder` adds typed records as rendered rows under a budget,
-`Section` is the result (the records shown, the candidates not shown, the exact token count).
+"""The context tables of a prompt: typed records, the table format, token-budgeted sections and `ContextTables`.
 
-A section's `Column`s say how a record becomes a row: each column has the label the header shows and the
-record field its cell reads. Rendering a section from its records (`Section.text`) gives the text the
-builder counted; the builder hands its rendered lines on so that rendering a built section renders nothing
-again (`tests/test_context_render.py` checks both give the same text).
+Records (`HistoryRecord`, `ReportRecord`, `EntityRecord`, `RelationshipRecord`, `ClaimRecord`, `SourceRecord`):
+one class per table, each with the citation id its row starts with. A record holds what the model is shown (a
+cut report or an excerpt of a unit is the shown text, with `truncated` and the `excerpts` offsets saying so) and
+where it comes from (`position`: its row in the index's table, -1 when it was not read from an index); the
+records know nothing of the text format.
 
-Budgets are counted on the *rendered* rows, i.e. after CSV quoting (GraphRAG counts the unquoted row and
-then writes quoted text, so its sections overshoot — bug 18). `SectionBuilder.finish` re-counts the final
-text with the tokenizer and drops rows from the end until it fits, so a section never exceeds its budget.
-The table format itself is `table_format.py`; exact counts of joined rows and sections `section_tokens.py`;
-the per-index side caches `index_cache.py` (all three re-exported here for existing callers).
+The table format (ARCHITECTURE.md, "Context table format"): a section is `-----{Name}-----` followed by a
+`|`-delimited CSV table (QUOTE_MINIMAL, `\\n` line ends, header first). Sections carry no trailing newline so
+that joining them with `"\\n\\n"` leaves exactly one blank line between them. A section with no rows is the
+empty string (never a bare header or `[]`).
+
+Sections: `SectionBuilder` adds typed records as rendered rows under a budget, `Section` is the result (the
+records shown, the candidates not shown, the exact token count). A section's `Column`s say how a record becomes
+a row: each column has the label the header shows and the record field its cell reads. Rendering a section from
+its records (`Section.text`) gives the text the builder counted; the builder hands its rendered lines on so that
+rendering a built section renders nothing again (`tests/test_context_render.py` checks both give the same
+text). Budgets are counted on the *rendered* rows, i.e. after CSV quoting (GraphRAG counts the unquoted row and
+then writes quoted text, so its sections overshoot — bug 18). `SectionBuilder.finish` re-counts the final text
+with the tokenizer and drops rows from the end until it fits, so a section never exceeds its budget. Exact
+counts of joined rows and sections are `tokens.joined_tokens` and its helpers; the per-index side caches
+`index_cache.py` (both re-exported here for existing callers).
+
+`ContextTables`: the typed data of one prompt, one optional section per table, in the order the prompt shows
+them, and its rendering (the sections joined by one blank line, empty ones left out). Every builder's context
+carries one: a local context's six tables, a global map batch's history and reports, a DRIFT primer fold's
+reports, basic search's sources. The model gets it beside the rendered messages, so an offline model reads the
+records instead of parsing the prompt.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
+import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Generic, TypeVar
+from dataclasses import asdict, dataclass, field
+from typing import Generic, TypeVar, cast
 
-from shared_context.context_records import ContextRecord
+import numpy as np
+
 from shared_context.index_cache import per_index_cache
-from shared_context.section_tokens import head_tokens, joined_tokens, line_end_tokens
-from shared_context.table_format import format_value, join_sections, render_row, render_table, section_title
-from shared_context.tokens import Tokenizer
+from shared_context.tokens import Tokenizer, head_tokens, joined_tokens, line_end_tokens
 
 __all__ = [
+    "AnySection",
+    "ClaimRecord",
     "Column",
+    "ContextRecord",
+    "ContextTables",
+    "EntityRecord",
+    "HistoryRecord",
+    "RelationshipRecord",
+    "ReportRecord",
     "Section",
     "SectionBuilder",
+    "SourceRecord",
     "columns",
     "format_value",
     "join_sections",
     "joined_tokens",
     "per_index_cache",
+    "record_dict",
     "render_row",
     "render_table",
     "section_title",
 ]
+
+
+# Records
+
+@dataclass(frozen=True, slots=True)
+class HistoryRecord:
+    """One message of the conversation so far (`id` "turn-N" names its question-answer turn)."""
+
+    id: str
+    role: str  # "user" | "assistant"
+    content: str
+    turn: int  # 1-based question-answer turn
+
+
+@dataclass(frozen=True, slots=True)
+class ReportRecord:
+    """A community report; `id` is its community number as text."""
+
+    id: str
+    title: str
+    content: str  # the full text, or the summary, or the cut text shown (`truncated`)
+    rank: float | None = None
+    level: int | None = None
+    matches: int = 0  # local context: how many linked entities the community holds
+    weight: float | None = None  # global search: GraphRAG's occurrence weight, normalised per call
+    truncated: bool = False
+    position: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class EntityRecord:
+    id: str
+    title: str
+    description: str
+    rank: int | float | None = None  # GraphRAG's entity rank: the number of relationships (degree)
+    type: str = ""  # not a column of the table; what the index says the entity is
+    position: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class RelationshipRecord:
+    id: str
+    source: str  # entity titles, as GraphRAG names the ends
+    target: str
+    description: str
+    weight: float | None = None
+    position: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimRecord:
+    id: str
+    subject: str
+    object: str
+    status: str
+    start_date: str
+    end_date: str
+    description: str
+    type: str = ""  # not a column of the table: the claim's category
+    position: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class SourceRecord:
+    """A text unit shown as Sources: whole, or the `excerpts` (character offsets in the unit's text) joined
+    by "…" when `truncated`."""
+
+    id: str
+    text: str  # what is shown
+    entity: str = ""  # the linked entity it was picked for ("" when picked for the question's words)
+    reasons: tuple[str, ...] = ()  # "entity", "lexical", "vector": why the hybrid Sources picked it
+    score: float | None = None  # the fused rank score of the hybrid Sources
+    similarity: float | None = None  # basic search: similarity to the question
+    truncated: bool = False
+    excerpts: tuple[tuple[int, int], ...] = ()
+    position: int = -1
+
+
+ContextRecord = HistoryRecord | ReportRecord | EntityRecord | RelationshipRecord | ClaimRecord | SourceRecord
+
+
+def record_dict(record: ContextRecord, in_context: bool) -> dict[str, object]:
+    """The record as JSON-ready fields (what `SearchResult.context_records` carries), with `in_context`."""
+    out: dict[str, object] = asdict(record)
+    if isinstance(record, SourceRecord):
+        out["reasons"] = list(record.reasons)
+        out["excerpts"] = [list(span) for span in record.excerpts]
+    out["in_context"] = in_context
+    return out
+
+
+# The table format
+
+_NEEDS_QUOTES = re.compile(r'[|"\n\r]')
+
+
+def format_value(value: object) -> str:
+    """Cell text: None -> "", floats without noise (1.0 -> "1.0", 0.123456 -> "0.1235")."""
+    kind = value.__class__
+    if kind is str:  # most cells: ids, titles, descriptions, texts
+        return cast(str, value)
+    if kind is int:  # not bool (a subclass, `str(True)` either way)
+        return str(value)
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return str(value)
+    if isinstance(value, float | np.floating):
+        if not math.isfinite(value):  # NaN or inf: no meaningful figure (and int(inf) would raise)
+            return ""
+        value = float(value)
+        rounded = round(value, 4)
+        return str(int(rounded)) + ".0" if rounded == int(rounded) else str(rounded)
+    return str(value)
+
+
+def _quote(cell: str) -> str:
+    # csv.QUOTE_MINIMAL with delimiter "|" and quotechar '"' (checked in the tests); a lone "\r" is
+    # quoted too, because Python's csv reader rejects it unquoted.
+    if _NEEDS_QUOTES.search(cell):
+        return '"' + cell.replace('"', '""') + '"'
+    return cell
+
+
+def render_row(cells: Sequence[object]) -> str:
+    """One CSV line (without the line terminator)."""
+    return "|".join(_quote(format_value(c)) for c in cells)
+
+
+def section_title(name: str) -> str:
+    return f"-----{name}-----"
+
+
+def render_table(name: str, header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    """A whole section; "" when there are no rows."""
+    if not rows:
+        return ""
+    lines = [section_title(name), render_row(header), *(render_row(r) for r in rows)]
+    return "\n".join(lines)
+
+
+def join_sections(texts: Sequence[str]) -> str:
+    return "\n\n".join(t for t in texts if t)
+
+
+# Token-budgeted sections
 
 R = TypeVar("R", bound=ContextRecord)
 
@@ -206,3 +379,54 @@ class SectionBuilder(Generic[R]):
 def _replaced(record: R, changes: dict[str, object]) -> R:
     """`record` with some fields changed, named at run time (a record whose text is cut)."""
     return dataclasses.replace(record, **changes)  # type: ignore[arg-type]
+
+
+# The tables of one prompt
+
+AnySection = (
+    Section[HistoryRecord]
+    | Section[ReportRecord]
+    | Section[EntityRecord]
+    | Section[RelationshipRecord]
+    | Section[ClaimRecord]
+    | Section[SourceRecord]
+)
+
+
+@dataclass
+class ContextTables:
+    """The context tables of one prompt (None: the prompt has no such table)."""
+
+    history: Section[HistoryRecord] | None = None
+    reports: Section[ReportRecord] | None = None
+    entities: Section[EntityRecord] | None = None
+    relationships: Section[RelationshipRecord] | None = None
+    claims: Section[ClaimRecord] | None = None
+    sources: Section[SourceRecord] | None = None
+
+    def sections(self) -> list[AnySection]:
+        """The sections present, in prompt order."""
+        found: list[AnySection | None] = [
+            self.history, self.reports, self.entities, self.relationships, self.claims, self.sources,
+        ]
+        return [s for s in found if s is not None]
+
+    def section(self, name: str) -> AnySection | None:
+        return next((s for s in self.sections() if s.name == name), None)
+
+    def render(self) -> str:
+        """The prompt's data text: every section with rows, joined by one blank line."""
+        return join_sections([s.text for s in self.sections()])
+
+    def shown_ids(self) -> list[tuple[str, str]]:
+        """(section name, id) of every row shown, in prompt order."""
+        return [(s.name, r.id) for s in self.sections() for r in s.rows]
+
+    def to_dict(self) -> dict[str, list[dict[str, object]]]:
+        """Each section's records as JSON-ready fields: rows shown first (`in_context` true), then candidates."""
+        out: dict[str, list[dict[str, object]]] = {}
+        for s in self.sections():
+            records = [record_dict(r, True) for r in s.rows] + [record_dict(r, False) for r in s.candidates]
+            if records:
+                out[s.name] = records
+        return out

@@ -10,11 +10,17 @@ import pytest
 
 from engines.citations import context_id_list, tables_context_ids
 from shared_context.community_context import CommunityContextBuilder
-from shared_context.context_records import EntityRecord, ReportRecord, SourceRecord
-from shared_context.context_tables import ContextTables
 from shared_context.index import Index
 from shared_context.local_context import LocalContextBuilder
-from shared_context.tables import Column, Section, columns
+from shared_context.tables import (
+    Column,
+    ContextTables,
+    EntityRecord,
+    ReportRecord,
+    Section,
+    SourceRecord,
+    columns,
+)
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 HISTORY = [{"role": "user", "content": 'Who is "the | one"?\nSecond line'}, {"role": "assistant", "content": "x"}]

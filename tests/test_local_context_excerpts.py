@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from shared_context.context_records import SourceRecord
 from shared_context.index import Index
 from shared_context.index_build import index_from_records
 from shared_context.local_context import LocalContext, LocalContextBuilder
 from shared_context.passages import select_excerpts, unit_blocks
 from shared_context.records import Entity, TextUnit
+from shared_context.tables import SourceRecord
 
 FILLER = "The market town kept its weekly fair and the farmers sold their grain there. "
 

@@ -7,9 +7,15 @@ import io
 
 import pytest
 
-from shared_context.context_records import ReportRecord, SourceRecord
 from shared_context.history import build_history_section, qa_turns, recent_user_turns
-from shared_context.tables import SectionBuilder, columns, render_row, render_table
+from shared_context.tables import (
+    ReportRecord,
+    SectionBuilder,
+    SourceRecord,
+    columns,
+    render_row,
+    render_table,
+)
 from shared_context.tokens import get_tokenizer
 
 TOK = get_tokenizer()

@@ -6,9 +6,15 @@ from __future__ import annotations
 from engines.models.base import Message
 from engines.models.offline import OfflineChatModel
 from engines.models.task_context import TaskContext
-from shared_context.context_records import EntityRecord, RelationshipRecord, SourceRecord
-from shared_context.context_tables import ContextTables
-from shared_context.tables import Column, Section, columns
+from shared_context.tables import (
+    Column,
+    ContextTables,
+    EntityRecord,
+    RelationshipRecord,
+    Section,
+    SourceRecord,
+    columns,
+)
 
 QUESTION = "Who is Ada Quill?"
 

@@ -28,10 +28,16 @@ from engines.models.offline_text import capitalised_phrases
 from engines.models.structured import complete_json
 from engines.models.task_context import TaskContext
 from engines.schemas import FollowupResponse, QuestionList
-from shared_context.context_records import EntityRecord, RelationshipRecord, SourceRecord
-from shared_context.context_tables import ContextTables
 from shared_context.local_context import LocalContext, LocalContextBuilder
-from shared_context.tables import Column, Section, columns
+from shared_context.tables import (
+    Column,
+    ContextTables,
+    EntityRecord,
+    RelationshipRecord,
+    Section,
+    SourceRecord,
+    columns,
+)
 from shared_context.tokens import get_tokenizer
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"

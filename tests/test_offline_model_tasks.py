@@ -29,11 +29,18 @@ from engines.schemas import (
     RouteResponse,
 )
 from router.rewrite import history_context
-from shared_context.context_records import EntityRecord, HistoryRecord, ReportRecord, SourceRecord
-from shared_context.context_tables import ContextTables
 from shared_context.history import HISTORY_COLUMNS, HISTORY_SECTION
 from shared_context.index import Index
-from shared_context.tables import Column, Section, columns
+from shared_context.tables import (
+    Column,
+    ContextTables,
+    EntityRecord,
+    HistoryRecord,
+    ReportRecord,
+    Section,
+    SourceRecord,
+    columns,
+)
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 CAROL = DATA / "christmas_carol_graphrag_index"

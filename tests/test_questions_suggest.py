@@ -16,9 +16,15 @@ from engines import QuestionGenerator
 from engines.models.offline_questions import generate_questions, is_fragment
 from engines.questions import NO_LABELLER_NOTE, corpus_wide_count, corpus_wide_questions
 from router.cli import main
-from shared_context.context_records import EntityRecord, RelationshipRecord, SourceRecord
-from shared_context.context_tables import ContextTables
-from shared_context.tables import Column, Section, columns
+from shared_context.tables import (
+    Column,
+    ContextTables,
+    EntityRecord,
+    RelationshipRecord,
+    Section,
+    SourceRecord,
+    columns,
+)
 
 _ENTITY_COLUMNS = (Column("id", "id"), Column("entity", "title"), Column("description", "description"))
 TABLES = ContextTables(

@@ -6,8 +6,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shared_context.context_records import ClaimRecord
-from shared_context.tables import Column, SectionBuilder, join_sections, joined_tokens, render_row
+from shared_context.tables import (
+    ClaimRecord,
+    Column,
+    SectionBuilder,
+    join_sections,
+    joined_tokens,
+    render_row,
+)
 from shared_context.tokens import get_tokenizer
 
 ENCODINGS = ["o200k_base", "cl100k_base"]

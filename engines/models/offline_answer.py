@@ -1,7 +1,7 @@
 """Extractive answers: rank the context's sentences against the question and cite every one.
 
 Used by the answer tasks (local, basic) and the DRIFT follow-up; `offline_reduce` merges answers. The
-sentences come from the typed records of the context tables (`shared_context.context_records`), each cited
+sentences come from the typed records of the context tables (`shared_context.tables`), each cited
 with its record's id.
 """
 
@@ -32,15 +32,15 @@ from engines.models.offline_text import (
     word_list,
 )
 from shared_context.boilerplate import is_boilerplate_sentence
-from shared_context.context_records import (
+from shared_context.tables import (
     ClaimRecord,
     ContextRecord,
+    ContextTables,
     EntityRecord,
     RelationshipRecord,
     ReportRecord,
     SourceRecord,
 )
-from shared_context.context_tables import ContextTables
 from shared_context.tokens import Tokenizer
 
 ANSWER_DATASETS = ("Entities", "Relationships", "Claims", "Sources", "Reports")

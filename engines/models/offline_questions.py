@@ -7,7 +7,7 @@ import re
 from engines.models.offline_answer import question_entities
 from engines.models.offline_text import CJK_RE, capitalised_phrases, display_name, is_cjk_text, quoted_terms
 from engines.models.schemas import QuestionList, RewriteResponse, RouteResponse
-from shared_context.context_tables import ContextTables
+from shared_context.tables import ContextTables
 
 # ---------------------------------------------------------------------------------------------
 # Candidate questions

@@ -42,8 +42,7 @@ from engines.models.offline_text import (
 )
 from engines.models.schemas import FollowupResponse, MapPoint, MapResponse, PrimerResponse, RateResponse
 from engines.models.task_context import TaskContext
-from shared_context.context_records import ReportRecord
-from shared_context.context_tables import ContextTables
+from shared_context.tables import ContextTables, ReportRecord
 from shared_context.tokens import Tokenizer
 
 _QUESTION_WORDS = word_list("QUESTION")

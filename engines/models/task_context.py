@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from shared_context.context_tables import ContextTables
+from shared_context.tables import ContextTables
 
 __all__ = ["Finding", "TaskContext"]
 
