@@ -116,6 +116,7 @@ async def model_reports(
     entity_by_id = {e.id: e for e in graph.entities}
     rel_by_id = {r.id: r for r in graph.relationships}
     hrid_by_title = {e.title: e.human_readable_id for e in graph.entities}
+    units_total = len({u for e in graph.entities for u in e.text_unit_ids})
     sem = asyncio.Semaphore(config.model_concurrency)
 
     async def one(c: CommunityRow) -> ReportRow:
@@ -160,7 +161,8 @@ async def model_reports(
                     usage.add_completion("reports", comp)
             if warnings is not None:
                 warnings.append(f"report for community {c.community} fell back to the offline report: {exc}")
-            return offline_report(c, ranks[c.community], entity_by_id=entity_by_id, rel_by_id=rel_by_id, hrid_by_title=hrid_by_title)
+            return offline_report(c, ranks[c.community], entity_by_id=entity_by_id, rel_by_id=rel_by_id,
+                                  hrid_by_title=hrid_by_title, units_total=units_total)
         finally:
             if on_done is not None:
                 on_done()

@@ -5,6 +5,9 @@
 sha512 hex of it. Offline reports are extractive: the title names the top entities, the summary and
 findings quote the strongest relationships and the entities' source sentences, and findings cite
 their records with GraphRAG's `[Data: Entities (..); Relationships (..)]` so answers can cite them.
+The summary also names the community's themes: its concept and event entities with the most weight on the
+community's own relationships, leaving out those that occur in most of the corpus's text units (a word
+every part of the corpus uses says nothing about one community).
 """
 
 from __future__ import annotations
@@ -20,6 +23,9 @@ from shared_context.text import split_sentences
 
 MAX_FINDINGS = 6
 MAX_CITED = 5
+MAX_THEMES = 3
+THEME_TYPES = frozenset({"CONCEPT", "EVENT"})
+GENERIC_UNIT_SHARE = 0.25  # a concept in more than this share of all text units is not one community's theme
 
 
 @dataclass
@@ -108,6 +114,7 @@ def offline_report(
     entity_by_id: dict[str, EntityRow],
     rel_by_id: dict[str, RelationshipRow],
     hrid_by_title: dict[str, int],
+    units_total: int = 0,
 ) -> ReportRow:
     members = sorted((entity_by_id[i] for i in community.entity_ids), key=lambda e: (-e.degree, -e.frequency, e.human_readable_id))
     rels = sorted((rel_by_id[i] for i in community.relationship_ids), key=lambda r: (-r.weight, -r.combined_degree, r.human_readable_id))
@@ -124,6 +131,9 @@ def offline_report(
     ]
     if lead.description:
         summary_parts.append(_first_sentence(lead.description))
+    themes = community_themes(members, rels, units_total)
+    if themes:
+        summary_parts.append(f"Its main theme{'s are' if len(themes) > 1 else ' is'} {_join_names(themes)}.")
     if rels:
         strongest = ", ".join(f"{r.source} and {r.target} ({r.weight:g})" for r in rels[:3])
         summary_parts.append(f"Its strongest ties are between {strongest}.")
@@ -176,13 +186,29 @@ def offline_report(
     )
 
 
+def community_themes(members: list[EntityRow], rels: list[RelationshipRow], units_total: int) -> list[str]:
+    """Up to `MAX_THEMES` concept or event titles, by their weight on the community's own relationships; none
+    that occurs in more than `GENERIC_UNIT_SHARE` of the text units (when there are enough units to tell)."""
+    weight: dict[str, float] = {}
+    for r in rels:
+        for end in (r.source, r.target):
+            weight[end] = weight.get(end, 0.0) + r.weight
+    limit = GENERIC_UNIT_SHARE * units_total if units_total >= 20 else math.inf
+    ranked = sorted((e for e in members if e.type in THEME_TYPES and weight.get(e.title, 0.0) > 0
+                     and e.frequency <= limit),
+                    key=lambda e: (-weight[e.title], -e.frequency, e.human_readable_id))
+    return [e.title for e in ranked[:MAX_THEMES]]
+
+
 def offline_reports(communities: list[CommunityRow], graph: Graph) -> list[ReportRow]:
     ranks = community_ranks(communities, graph)
     entity_by_id = {e.id: e for e in graph.entities}
     rel_by_id = {r.id: r for r in graph.relationships}
     hrid_by_title = {e.title: e.human_readable_id for e in graph.entities}
+    units_total = len({u for e in graph.entities for u in e.text_unit_ids})
     reports = [
-        offline_report(c, ranks[c.community], entity_by_id=entity_by_id, rel_by_id=rel_by_id, hrid_by_title=hrid_by_title)
+        offline_report(c, ranks[c.community], entity_by_id=entity_by_id, rel_by_id=rel_by_id,
+                       hrid_by_title=hrid_by_title, units_total=units_total)
         for c in communities
     ]
     return dedupe_report_ids(reports)

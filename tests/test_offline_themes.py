@@ -147,3 +147,17 @@ def test_the_carol_themes_answer_names_themes_and_no_edition_matter(carol: Index
     position = {str(report.community): pos for pos, report in enumerate(carol.community_reports)}
     cited = [n for line in lines for n in re.findall(r"\d+", line.rsplit("[Data: Reports (", 1)[1])]
     assert cited and all(float(shares.reports[position[n]]) < 0.1 for n in cited)  # no publisher or licence report
+
+
+def test_a_final_reduce_keeps_several_themes_of_each_partial_answer() -> None:
+    from engines.models.offline_reduce import REDUCE_LABEL_EN
+
+    partials = (
+        Finding(1, 90, f"{REDUCE_LABEL_EN}\n\n- Harbour: the themes of trade and debt [Data: Reports (1)].\n"
+                       "- Temple: the theme of faith in hard years [Data: Reports (2)]."),
+        Finding(2, 80, f"{REDUCE_LABEL_EN}\n\n- Border: the theme of loyalty between rival lords [Data: Reports (3)].\n"
+                       "- Mill: the theme of labour and wages [Data: Reports (4)]."),
+    )
+    text = compose_reduce(TaskContext("What are the main themes?", findings=partials), get_tokenizer(), None)
+    lines = [line for line in text.splitlines() if line.startswith("- ")]
+    assert [line.split(":")[0] for line in lines] == ["- Harbour", "- Temple", "- Border", "- Mill"]

@@ -20,7 +20,7 @@ from engines.models.offline_text import (
     trim_sentence,
     word_list,
 )
-from engines.models.task_context import TaskContext
+from engines.models.task_context import Finding, TaskContext
 from shared_context.boilerplate import is_boilerplate_sentence
 from shared_context.tokens import Tokenizer
 
@@ -88,6 +88,15 @@ def cited_units(text: str) -> list[tuple[str, dict[str, list[str]]]]:
     return units
 
 
+def _theme_blocks(block: Finding) -> list[Finding]:
+    """A partial answer of an earlier reduce level is already a list of themes: each of its lines is a block
+    of its own (with the partial's score), so the final list can keep more than one of them."""
+    if not _LABEL_RE.match(block.text):
+        return [block]
+    lines = [line[2:] for line in block.text.splitlines() if line.startswith("- ")]
+    return [Finding(block.number, block.score, line) for line in lines] or [block]
+
+
 def is_meta_or_boilerplate(sentence: str) -> bool:
     """A line no reader wants in an answer: the index describing itself, or licence and disclaimer matter."""
     body = sentence.split(": ", 1)[-1]  # an analyst line may open with its report's title ("Title: ...")
@@ -122,6 +131,8 @@ def compose_reduce(context: TaskContext, tokenizer: Tokenizer, max_tokens: int |
     """
     question = context.question
     blocks = sorted((b for b in context.findings if b.text.strip()), key=lambda b: (-b.score, b.number))
+    if asks_for_themes(question):  # partial answers come best first, and so do their lines
+        blocks = [line for b in blocks for line in _theme_blocks(b)]
     kept: list[list[tuple[str, dict[str, list[str]]]]] = []
     opens_own: list[bool] = []  # the block's opening line survived (was not merged into an earlier block's)
     seen: list[tuple[list[str], dict[str, list[str]]]] = []
