@@ -11,6 +11,7 @@ from shared_context.tables import (
     ContextTables,
     EntityRecord,
     RelationshipRecord,
+    ReportRecord,
     Section,
     SourceRecord,
     columns,
@@ -43,8 +44,14 @@ def _context() -> TaskContext:
     sources = Section("Sources", columns("id", "text"),
                       [SourceRecord("s12", "Every night Ada Quill climbed the ninety steps to light the lamp."),
                        SourceRecord("s1", "Ada Quill lights the lamp for the last time 54"),
-                       SourceRecord("s2", "Ada Quill: copyright and licence terms of this edition apply.")])
-    return TaskContext(QUESTION, ContextTables(entities=entities, relationships=relationships, sources=sources))
+                       SourceRecord("s2", "Ada Quill: copyright and licence terms of this edition apply."),
+                       SourceRecord("s3", "TOM REED: Right. … ADA QUILL: Absolutely")])
+    reports = Section("Reports", columns("id", "title", "content"),
+                      [ReportRecord("4", "ADA QUILL and GULLROCK",
+                                    "Its strongest ties are between ADA QUILL and GULLROCK (6), ADA QUILL and PETREL "
+                                    "(4). They are mentioned together with weight 6 in 5 text units.")])
+    tables = ContextTables(reports=reports, entities=entities, relationships=relationships, sources=sources)
+    return TaskContext(QUESTION, tables)
 
 
 async def _answer() -> str:
@@ -75,3 +82,9 @@ async def test_contents_entries_and_licence_lines_are_not_quoted() -> None:
     text = await _answer()
     assert "for the last time 54" not in text and "licence" not in text
     assert "ninety steps" in text or "lighthouse keeper" in text
+
+
+async def test_the_index_describing_itself_and_bare_speaker_turns_are_not_quoted() -> None:
+    text = await _answer()
+    assert "strongest ties" not in text and "mentioned together with weight" not in text
+    assert "Absolutely" not in text  # two speaker labels around two words

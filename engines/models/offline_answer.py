@@ -20,6 +20,7 @@ from engines.models.offline_text import (
     display_name,
     format_citation,
     is_cjk_text,
+    is_index_meta,
     is_informative,
     jaccard,
     mentions,
@@ -155,7 +156,7 @@ def gather_candidates(tables: ContextTables, datasets: tuple[str, ...] = ANSWER_
                 sentence = clean_sentence(raw)
                 if not is_informative(sentence) or _INLINE_HEADING_RE.search(sentence):
                     continue  # a heading run into the text is markup, not a sentence a reader can use
-                if is_tautology(sentence, subjects) or is_boilerplate_sentence(sentence):
+                if is_tautology(sentence, subjects) or is_boilerplate_sentence(sentence) or is_index_meta(sentence):
                     continue
                 if name == "Sources" and _CONTENTS_ENTRY_RE.search(sentence):
                     continue  # a contents or index line, not a sentence of the text

@@ -9,6 +9,7 @@ from engines.models.offline_text import (
     CITATION_RE,
     clean_sentence,
     is_cjk_text,
+    is_index_meta,
     is_informative,
     jaccard,
     merge_refs,
@@ -37,9 +38,6 @@ _THEME_WORDS = word_list("THEME")
 # Words with which a sentence names a theme; a question or a quoted speaker's line does not name one.
 _THEME_NAMING_WORDS = word_list("THEME_NAMING")
 _ASKS_OR_QUOTES_RE = re.compile(r"\?[.\s]*$|^\s*[^\W\d_][\w .'’-]{0,60}\bsaid:")
-# A sentence about the index's own structure (a generated report's "This level-1 community of 25 entities
-# ... centres on X"), not about the documents: no reader asked for it.
-_META_RE = re.compile(r"\blevel-\d+ community\b|\bcommunity of \d+ entit(?:y|ies)\b", re.IGNORECASE)
 # A list of themes is drawn only from blocks with a sentence that names a theme when at least this many have one.
 MIN_NAMED_THEMES = 3
 _AT_MOST_RE = re.compile(r"\bat most (\d+)\b|最多\s*(\d+)", re.IGNORECASE)
@@ -100,7 +98,7 @@ def _theme_blocks(block: Finding) -> list[Finding]:
 def is_meta_or_boilerplate(sentence: str) -> bool:
     """A line no reader wants in an answer: the index describing itself, or licence and disclaimer matter."""
     body = sentence.split(": ", 1)[-1]  # an analyst line may open with its report's title ("Title: ...")
-    return _META_RE.search(sentence) is not None or is_boilerplate_sentence(sentence) or is_boilerplate_sentence(body)
+    return is_index_meta(sentence) or is_boilerplate_sentence(sentence) or is_boilerplate_sentence(body)
 
 
 def asks_for_themes(question: str) -> bool:

@@ -35,6 +35,7 @@ __all__ = [
     "display_name",
     "format_citation",
     "is_cjk_text",
+    "is_index_meta",
     "is_informative",
     "jaccard",
     "mentions",
@@ -140,11 +141,29 @@ def question_terms(question: str) -> tuple[list[str], bool]:
     return all_terms, True
 
 
+# A sentence about the index's own structure, not about the documents: an offline report's "This level-1
+# community of 25 entities ... centres on X", "Its strongest ties are between A and B (6)", "They are
+# mentioned together with weight 4 in 3 text units", "Rank 7 of 10 reflects ...". No reader asked for it.
+_INDEX_META_RE = re.compile(
+    r"\blevel-\d+ community\b|\bcommunity of \d+ entit(?:y|ies)\b|\bstrongest ties are between\b"
+    r"|\bmentioned together with weight\b|\bis mentioned in \d+ text units?\b|^rank [\d.]+ of 10 reflects\b",
+    re.IGNORECASE,
+)
+
+
+def is_index_meta(sentence: str) -> bool:
+    return _INDEX_META_RE.search(sentence) is not None
+
+
 def clean_sentence(sentence: str) -> str:
     """Drop markdown decoration (heading marks, bullets, emphasis) from one sentence."""
     s = re.sub(r"^\s*(?:#{1,6}\s+|[-*•]\s+|\d+[.)]\s+)", "", sentence)
     s = re.sub(r"\*\*|__", "", s)
     return s.strip()
+
+
+# A transcript's speaker label: a name in capitals and a colon ("DAPHNE KOLLER: ...").
+_SPEAKER_LABEL_RE = re.compile(r"(?:^|(?<=[\s…]))[A-Z][A-Z.'’ -]{1,40}[A-Z]:(?=\s)")
 
 
 def is_informative(sentence: str) -> bool:
@@ -154,7 +173,8 @@ def is_informative(sentence: str) -> bool:
         return False
     if CJK_RE.search(sentence):
         return len(CJK_RE.findall(sentence)) >= 5
-    return len(re.findall(r"[^\W_]+", sentence)) >= 3
+    spoken = _SPEAKER_LABEL_RE.sub(" ", sentence)  # "KEVIN SCOTT: Right. … ANA: Yes" says two words
+    return len(re.findall(r"[^\W_]+", spoken)) >= 3
 
 
 def trim_sentence(sentence: str, max_words: int = 55) -> str:
