@@ -52,6 +52,19 @@ ESCALATION: dict[str, tuple[str, ...]] = {
     "basic": (),
 }
 # Where to go when an engine fails (e.g. a small model that cannot write JSON): engines needing no JSON.
+# What the index probe must find for a corpus-wide escalation to be worth its calls: with no entity linked, no
+# document named and no passage sharing a content word with the question, global search and DRIFT have
+# nothing to start from either, so a question that found nothing stops at basic search.
+_EVIDENCE_SIGNALS = ("linked_entities", "named_documents", "unit_hits")
+
+
+def _escalation_chain(engine: str, decision: RouteDecision) -> tuple[str, ...]:
+    chain = ESCALATION.get(engine, ())
+    if engine != "global" and all(decision.signals.get(k, 1.0) == 0.0 for k in _EVIDENCE_SIGNALS):
+        return tuple(e for e in chain if e == "basic")
+    return chain
+
+
 FALLBACK: dict[str, tuple[str, ...]] = {
     "drift": ("local", "basic"),
     "global": ("local", "basic"),
@@ -514,7 +527,7 @@ class Router:
                 if isinstance(failure, EngineError) and failure.stage:
                     reason = f"failed at stage {failure.stage}; falling back to an engine that needs no JSON"
             elif (result.empty if result is not None else False) and self.config.router.escalate_on_empty:
-                options = (*decision.fallbacks, *ESCALATION.get(current, ()))  # a cost-aware default's own first
+                options = (*decision.fallbacks, *_escalation_chain(current, decision))  # a default's own first
                 reason = str(result.details.get("empty_reason") or "found nothing") if result is not None else ""
             else:
                 break

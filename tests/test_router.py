@@ -105,6 +105,15 @@ def test_escalates_when_engine_finds_nothing(router: Router) -> None:
     assert answer.escalations[0].reason
 
 
+def test_a_question_the_index_has_no_word_of_stops_at_basic_search(router: Router) -> None:
+    # Nothing linked, no document named, no passage sharing a word: global search and DRIFT would map every
+    # report for nothing, so the only escalation is the one-call basic search.
+    answer = router.ask("Qwxzy plimbok frandle?")
+    assert answer.route.signals["unit_hits"] == 0 and answer.route.signals["linked_entities"] == 0
+    assert [(e.from_engine, e.to_engine) for e in answer.escalations] == [(answer.route.engine, "basic")]
+    assert answer.engine == "basic" and answer.usage.total.llm_calls == 2
+
+
 def test_follow_up_is_rewritten_before_routing(router: Router) -> None:
     answer = router.ask("And what about his nephew?", history=["Who is Ebenezer Scrooge?"])
     assert answer.standalone_question != answer.question
