@@ -19,8 +19,12 @@ numpy only at prediction, no pickle, independent of the scikit-learn version):
    caps that decision's confidence;
 3. **confidence**: the probability that the chosen engine is right, from how sure the model is, whether two
    independently trained views of the question (cue/form features alone, n-grams alone) agree with it, how
-   familiar the wording is (share of its words seen in training, names aside) and whether a cue fired; a
-   logistic model fitted on held-out predictions. Unfamiliar or contested questions come out unsure, so they
+   familiar the wording is (share of its words seen in training, names aside, and the idf-weighted similarity
+   of the whole question to its nearest training question, `router.neighbours`) and whether a cue fired; a
+   logistic model fitted on held-out predictions, capped by how often held-out decisions about questions as far
+   from their training questions were right (`Classifier.distance_ceiling`: questions in a style no training
+   source has are never routed at 0.99 on the strength of the cues alone). Unfamiliar or contested questions
+   come out unsure, so they
    fall to the router's model second opinion or its cost-aware default instead of being routed at 0.99.
    `probabilities` are rescaled so that the chosen engine's is `confidence` (the others keep their ratio).
 
@@ -60,6 +64,8 @@ from router.features import (
     wording_buckets,
 )
 from router.index_probe import PROBE_NAMES, Probe, probe, summarise_links
+from router.neighbours import FIELDS as NEIGHBOUR_FIELDS
+from router.neighbours import Neighbours
 from router.route_reasons import wording_reasons
 
 if TYPE_CHECKING:
@@ -70,9 +76,9 @@ if TYPE_CHECKING:
 Engine = Literal["local", "global", "drift"]
 ENGINES: tuple[Engine, ...] = ("local", "global", "drift")
 MODEL_PATH = Path(__file__).resolve().parent / "data" / "router_model.npz"
-MODEL_FORMAT = 3
+MODEL_FORMAT = 4
 CONFIDENCE_NAMES: tuple[str, ...] = ("logit_best", "margin", "dense_view_agrees", "ngram_view_agrees", "unfamiliar",
-                                     "no_cue", "with_index", "with_index_x_logit")
+                                     "no_cue", "with_index", "with_index_x_logit", "far_from_training")
 # cue groups that ask about the collection as a whole: a question with one of them may go global even when it
 # links to nothing in the index
 CORPUS_WIDE_CUES = frozenset(("scope", "theme", "summary", "trend", "population", "aggregation", "overview"))
@@ -130,6 +136,7 @@ class Scored:
     familiarity: float
     probe: Probe | None
     notes: tuple[str, ...] = ()
+    nearest: float = 1.0  # idf-weighted cosine to the closest training question (`router.neighbours`)
 
 
 class Classifier:
@@ -165,6 +172,12 @@ class Classifier:
                 raise ModelFileError(f"{source}: model was trained with a smaller familiarity table; rebuild it "
                                      "with `python -m tools.routing.train`")
             self._seen_words = seen[:N_WORD_BUCKETS] > 0
+            self._neighbours = Neighbours.from_arrays(
+                {f"nn_{k}": np.asarray(payload[f"nn_{k}"]) for k in NEIGHBOUR_FIELDS})
+            self._near_edges = np.asarray(payload["nearest_edges"], dtype=np.float64)
+            self._near_ceiling = np.asarray(payload["nearest_ceiling"], dtype=np.float64)
+            if len(self._near_ceiling) != len(self._near_edges) + 1:
+                raise ModelFileError(f"{source}: nearest_ceiling needs one value more than nearest_edges")
             self.uses_cues = bool(payload.get("uses_cues", True))
             shapes = {"coef_dense": (3, len(DENSE_NAMES)), "calib_w": (3, 3), "view_dense": (3, len(DENSE_NAMES)),
                       "probe_w": (3, 3 + len(PROBE_NAMES)), "confidence_w": (len(CONFIDENCE_NAMES),)}
@@ -200,8 +213,9 @@ class Classifier:
 
     # ------------------------------------------------------------------------------------ stages
 
-    def text_stage(self, feats: QuestionFeatures) -> tuple[np.ndarray, np.ndarray, int, int, float]:
-        """(decision values, calibrated probabilities, dense-view argmax, n-gram-view argmax, familiarity)."""
+    def text_stage(self, feats: QuestionFeatures) -> tuple[np.ndarray, np.ndarray, int, int, float, float]:
+        """(decision values, calibrated probabilities, dense-view argmax, n-gram-view argmax, familiarity,
+        similarity to the nearest training question)."""
         dense = feats.dense.astype(np.float64)
         columns, values = ngram_vector(feats.text)
         hashed = values @ self._coef_hash[columns] if len(columns) else np.zeros(3)
@@ -212,7 +226,7 @@ class Classifier:
         ngram_view = int(np.argmax(ngram + self._view_hash_b))
         buckets = wording_buckets(feats.text, feats.names)
         familiarity = float(self._seen_words[buckets].mean()) if buckets else 0.0
-        return decision, proba, dense_view, ngram_view, familiarity
+        return decision, proba, dense_view, ngram_view, familiarity, self._neighbours.nearest(buckets)
 
     def index_stage(self, text_proba: np.ndarray, found: Probe) -> np.ndarray:
         inputs = np.concatenate([np.log(np.clip(text_proba, 1e-6, 1.0)), found.vector()])
@@ -220,13 +234,19 @@ class Classifier:
 
     def confidence_inputs(self, scored: Scored) -> np.ndarray:
         return confidence_inputs(scored.proba, scored.dense_view, scored.ngram_view, scored.familiarity,
-                                 bool(scored.feats.cues) and self.uses_cues, scored.probe is not None)
+                                 bool(scored.feats.cues) and self.uses_cues, scored.probe is not None, scored.nearest)
 
     def confidence(self, scored: Scored) -> float:
-        """The confidence model's probability of being right, never above the ceiling of unfamiliar wording."""
+        """The confidence model's probability of being right, never above the ceiling of unfamiliar wording nor
+        above how often held-out decisions this far from their training questions were right."""
         z = float(self._conf_w @ self.confidence_inputs(scored)) + self._conf_b
         ceiling = 1.0 if scored.feats.cues and self.uses_cues else familiarity_ceiling(scored.familiarity)
-        return min(float(1.0 / (1.0 + np.exp(-z))), ceiling)
+        return min(float(1.0 / (1.0 + np.exp(-z))), ceiling, self.distance_ceiling(scored.nearest))
+
+    def distance_ceiling(self, nearest: float) -> float:
+        """The held-out accuracy of decisions about questions whose nearest training question is this similar
+        (fitted by the trainer per band of similarity, never lower for a closer band)."""
+        return float(self._near_ceiling[int(np.searchsorted(self._near_edges, nearest, side="right"))])
 
     def score(self, question: str, index: Index | None = None, *, history: Sequence[str] = (),
               linker: Linker | None = None) -> Scored:
@@ -240,7 +260,7 @@ class Classifier:
         if history and not feats.names and len(feats.text.split()) <= 8 and len(feats.text) <= 40:
             feats = extract(f"{history[0]} {feats.text}")
             notes.append("short follow-up: read together with the previous question")
-        decision, text_proba, dense_view, ngram_view, familiarity = self.text_stage(feats)
+        decision, text_proba, dense_view, ngram_view, familiarity, nearest = self.text_stage(feats)
         found: Probe | None = None
         if index is not None:
             _check_index(index)
@@ -248,7 +268,8 @@ class Classifier:
             if note:
                 notes.append(note)
         proba = self.index_stage(text_proba, found) if found is not None else text_proba
-        return Scored(feats, decision, text_proba, proba, dense_view, ngram_view, familiarity, found, tuple(notes))
+        return Scored(feats, decision, text_proba, proba, dense_view, ngram_view, familiarity, found, tuple(notes),
+                      nearest)
 
     # ------------------------------------------------------------------------------------ decision
 
@@ -292,6 +313,7 @@ class Classifier:
                                f"so its confidence is at most {NOT_COVERED_CEILING:.2f}")
         probabilities: dict[str, float] = {c: float(proba[self.classes.index(c)]) for c in ENGINES}
         signals: dict[str, float] = {"familiarity": round(scored.familiarity, 3),
+                                     "nearest_training_question": round(scored.nearest, 3),
                                      "wording_confidence": round(float(scored.text_proba.max()), 3)}
         if scored.probe is not None:
             signals.update(scored.probe.as_dict())
@@ -351,7 +373,7 @@ def familiarity_ceiling(familiarity: float) -> float:
 
 
 def confidence_inputs(proba: np.ndarray, dense_view: int, ngram_view: int, familiarity: float, has_cue: bool,
-                      with_index: bool) -> np.ndarray:
+                      with_index: bool, nearest: float) -> np.ndarray:
     """`CONFIDENCE_NAMES` for one decision (also what the trainer fits the confidence model on)."""
     best = int(np.argmax(proba))
     p = float(np.clip(proba[best], 1e-6, 1 - 1e-6))
@@ -359,7 +381,7 @@ def confidence_inputs(proba: np.ndarray, dense_view: int, ngram_view: int, famil
     logit = float(np.log(p / (1 - p)))
     indexed = float(with_index)
     return np.array([logit, p - second, float(dense_view == best), float(ngram_view == best), 1.0 - familiarity,
-                     float(not has_cue), indexed, indexed * logit])
+                     float(not has_cue), indexed, indexed * logit, 1.0 - nearest])
 
 
 def _rescaled(proba: np.ndarray, best: int, confidence: float) -> np.ndarray:

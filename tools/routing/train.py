@@ -12,8 +12,11 @@ the index stage, on labelled questions measured on real offline indexes (`tools.
    is also wording training data enters with its cross-validated wording probabilities, so the index stage
    learns how much to trust the wording on questions the wording model did not see;
 3. **confidence**: logistic regression of "the decision is right" on `router.classifier.CONFIDENCE_NAMES`,
-   fitted on held-out decisions only: the cross-validated wording decisions (no index) and, with an index, the
-   index stage's leave-one-index-out decisions.
+   fitted on held-out decisions only: the cross-validated and leave-one-source-out wording decisions (no index)
+   and, with an index, the index stage's leave-one-index-out decisions. Each held-out question's similarity to
+   its nearest question in the fold it was held out of (`router.neighbours`) is one input, and the same held-out
+   decisions give the distance ceiling: per band of similarity, the share of them that were right
+   (`distance_ceiling`).
 
 Every solver is deterministic and the folds are seeded, so rebuilding gives the same model file. Nothing here
 is imported by the product; the model file holds plain arrays and JSON (no pickle).
@@ -35,6 +38,7 @@ import sklearn
 from router.classifier import CONFIDENCE_NAMES, MODEL_FORMAT, MODEL_PATH, confidence_inputs
 from router.features import FEATURE_NAMES, N_DENSE, N_HASH_FEATURES, N_WORD_BUCKETS, extract, wording_buckets
 from router.index_probe import PROBE_NAMES
+from router.neighbours import Neighbours
 from tools.routing.examples import CLASSES, DEFAULT_DATA_DIR, Example, load_all
 from tools.routing.index_fit import DEFAULT_INDEXES, Measured, stage_inputs
 from tools.routing.matrix import dense_block, hashed_ngrams
@@ -152,13 +156,14 @@ class Held:
     with_index: list[bool]
     label: list[int]
     weight: list[float]
+    nearest: list[float]
 
     @classmethod
     def empty(cls) -> Held:
-        return cls([], [], [], [], [], [], [], [])
+        return cls([], [], [], [], [], [], [], [], [])
 
     def add(self, proba: np.ndarray, dense_view: int, ngram_view: int, familiarity: float, has_cue: bool,
-            with_index: bool, label: int, weight: float) -> None:
+            with_index: bool, label: int, weight: float, nearest: float) -> None:
         self.proba.append(proba)
         self.dense_view.append(dense_view)
         self.ngram_view.append(ngram_view)
@@ -167,15 +172,16 @@ class Held:
         self.with_index.append(with_index)
         self.label.append(label)
         self.weight.append(weight)
+        self.nearest.append(nearest)
 
     def extend(self, other: Held) -> None:
         for mine, theirs in zip(vars(self).values(), vars(other).values(), strict=True):
             mine.extend(theirs)
 
     def inputs(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        x = np.vstack([confidence_inputs(p, d, n, f, c, i) for p, d, n, f, c, i in zip(
+        x = np.vstack([confidence_inputs(p, d, n, f, c, i, s) for p, d, n, f, c, i, s in zip(
             self.proba, self.dense_view, self.ngram_view, self.familiarity, self.has_cue, self.with_index,
-            strict=True)])
+            self.nearest, strict=True)])
         correct = np.array([int(np.argmax(p)) == y for p, y in zip(self.proba, self.label, strict=True)], dtype=int)
         return x, correct, np.asarray(self.weight)
 
@@ -197,6 +203,8 @@ class WordingFit:
     oof_dense_view: np.ndarray
     oof_ngram_view: np.ndarray
     oof_familiarity: np.ndarray
+    oof_nearest: np.ndarray
+    neighbours: Neighbours
     source_out: Held | None = None  # decisions on each source by a model trained without it
 
     def held_out(self) -> Held:
@@ -206,26 +214,29 @@ class WordingFit:
         share = self.weights / self.weights.sum() * (0.5 if self.source_out is not None else 1.0)
         for i in range(len(self.examples)):
             held.add(self.oof_proba[i], int(self.oof_dense_view[i]), int(self.oof_ngram_view[i]),
-                     float(self.oof_familiarity[i]), self.has_cue[i], False, int(self.y[i]), float(share[i]))
+                     float(self.oof_familiarity[i]), self.has_cue[i], False, int(self.y[i]), float(share[i]),
+                     float(self.oof_nearest[i]))
         if self.source_out is not None:
             held.extend(self.source_out)
         return held
 
-    def unseen(self, question: str) -> tuple[np.ndarray, int, int, float, bool]:
-        """(probabilities, dense view, n-gram view, familiarity, cue fired) of a question from outside the set."""
+    def unseen(self, question: str) -> tuple[np.ndarray, int, int, float, bool, float]:
+        """(probabilities, dense view, n-gram view, familiarity, cue fired, nearest) of a question from outside
+        the set."""
         f = extract(question)
         dec, dv, nv = self.wording.decide(dense_block([f], cues=self.cues), hashed_ngrams([f.text]))
         proba = _softmax_rows(dec @ self.calib_w.T + self.calib_b)[0]
-        return proba, int(dv[0]), int(nv[0]), _familiarity(wording_buckets(f.text, f.names), self.seen), \
-            bool(f.cues) and self.cues
+        buckets = wording_buckets(f.text, f.names)
+        return proba, int(dv[0]), int(nv[0]), _familiarity(buckets, self.seen), bool(f.cues) and self.cues, \
+            self.neighbours.nearest(buckets)
 
-    def view_of(self, question: str, position: dict[str, int]) -> tuple[np.ndarray, int, int, float, bool]:
+    def view_of(self, question: str, position: dict[str, int]) -> tuple[np.ndarray, int, int, float, bool, float]:
         """Cross-validated for a question of the set, else as the full model sees it."""
         i = position.get(question)
         if i is None:
             return self.unseen(question)
         return (self.oof_proba[i], int(self.oof_dense_view[i]), int(self.oof_ngram_view[i]),
-                float(self.oof_familiarity[i]), self.has_cue[i])
+                float(self.oof_familiarity[i]), self.has_cue[i], float(self.oof_nearest[i]))
 
 
 def fit_wording_stage(examples: Sequence[Example], *, cues: bool = True, folds: int = FOLDS,
@@ -245,6 +256,7 @@ def fit_wording_stage(examples: Sequence[Example], *, cues: bool = True, folds: 
     oof_dense_view = np.zeros(n, dtype=int)
     oof_ngram_view = np.zeros(n, dtype=int)
     oof_familiarity = np.zeros(n)
+    oof_nearest = np.zeros(n)
     strata = [f"{e.subset}:{e.label}" for e in examples]
     splitter = StratifiedGroupKFold(n_splits=folds, shuffle=True, random_state=0)
     for k, (tr, te) in enumerate(splitter.split(np.zeros(n), strata, [e.cv_group for e in examples]), 1):
@@ -252,6 +264,8 @@ def fit_wording_stage(examples: Sequence[Example], *, cues: bool = True, folds: 
         oof_decision[te], oof_dense_view[te], oof_ngram_view[te] = model.decide(dense[te], hashed[te])
         seen = _seen([buckets[i] for i in tr])
         oof_familiarity[te] = [_familiarity(buckets[i], seen) for i in te]
+        table = Neighbours.build([buckets[i] for i in tr])
+        oof_nearest[te] = [table.nearest(buckets[i]) for i in te]
         progress(f"  wording fold {k}/{folds}")
     calib_w, calib_b = _multinomial(oof_decision, y, w, C_CALIBRATION)
     oof_proba = _softmax_rows(oof_decision @ calib_w.T + calib_b)
@@ -268,13 +282,15 @@ def fit_wording_stage(examples: Sequence[Example], *, cues: bool = True, folds: 
             decision, dense_view, ngram_view = model.decide(dense[te], hashed[te])
             proba = _softmax_rows(decision @ calib_w.T + calib_b)
             seen = _seen([buckets[i] for i in tr])
+            table = Neighbours.build([buckets[i] for i in tr])
             share = 0.5 / len(sources) / len(te)  # each held-out source weighs the same
             for j, i in enumerate(te):
                 source_out.add(proba[j], int(dense_view[j]), int(ngram_view[j]), _familiarity(buckets[i], seen),
-                               has_cue[i], False, int(y[i]), share)
+                               has_cue[i], False, int(y[i]), share, table.nearest(buckets[i]))
             progress(f"  wording without {source}")
     return WordingFit(examples, cues, wording, calib_w, calib_b, _seen(buckets), y, w, has_cue, oof_proba,
-                      oof_dense_view, oof_ngram_view, oof_familiarity, source_out)
+                      oof_dense_view, oof_ngram_view, oof_familiarity, oof_nearest, Neighbours.build(buckets),
+                      source_out)
 
 
 @dataclass
@@ -367,12 +383,40 @@ def fit_index_stage(wf: WordingFit, measured: Sequence[Measured], *, c: float = 
         loio[out] = _softmax_rows(x[out] @ wo.T + bo)
     held = Held.empty()
     share = 0.5 / w.sum()
-    for j, (_, dv, nv, fam, cue) in enumerate(views):
-        held.add(loio[j], dv, nv, fam, cue, True, int(y[j]), float(w[j] * share))
+    for j, (_, dv, nv, fam, cue, near) in enumerate(views):
+        held.add(loio[j], dv, nv, fam, cue, True, int(y[j]), float(w[j] * share), near)
     report = {"questions": len(measured), "by_index": dict(Counter(m.item.index for m in measured)),
               "leave_one_index_out": _accuracy_by(measured, y, loio), "wording_only": _accuracy_by(measured, y, proba)}
     progress(f"  index stage: {report}")
     return IndexFit(probe_w, probe_b, held, report)
+
+
+# bands of similarity to the nearest training question (`router.neighbours`) over which the distance ceiling is
+# measured: below 0.3 is a question in a style none of the training questions has (the median held-out question
+# of a source the model never saw sits near 0.2-0.25; cross-validated ones near 0.4)
+NEAREST_EDGES = (0.15, 0.2, 0.25, 0.3, 0.35, 0.45)
+MIN_BAND_WEIGHT = 0.01  # a band with less of the held-out weight borrows the ceiling of the next closer band
+
+
+def distance_ceiling(held: Held) -> np.ndarray:
+    """Per band of `NEAREST_EDGES`: the weighted share of held-out decisions (cross-validated and leave-one-source-
+    out, without an index) that were right, made non-decreasing with similarity (a closer band is never capped
+    lower) and 1.0 from the closest band that reaches it."""
+    near = np.asarray(held.nearest)
+    correct = np.array([int(np.argmax(p)) == y for p, y in zip(held.proba, held.label, strict=True)], dtype=float)
+    w = np.asarray(held.weight) * ~np.asarray(held.with_index, dtype=bool)
+    band = np.searchsorted(np.asarray(NEAREST_EDGES), near, side="right")
+    total = w.sum() or 1.0
+    out = np.ones(len(NEAREST_EDGES) + 1)
+    for b in range(len(out)):
+        mass = w[band == b].sum()
+        out[b] = float((w[band == b] * correct[band == b]).sum() / mass) if mass / total >= MIN_BAND_WEIGHT else np.nan
+    for b in range(len(out) - 1, -1, -1):  # empty bands borrow from the closer side; the closest defaults to 1
+        if np.isnan(out[b]):
+            out[b] = out[b + 1] if b + 1 < len(out) else 1.0
+    out = np.maximum.accumulate(out)  # never lower for a closer band
+    out[-1] = 1.0
+    return out
 
 
 def fit_confidence(held: Held) -> tuple[np.ndarray, float]:
@@ -398,6 +442,9 @@ def assemble(wf: WordingFit, index: IndexFit | None) -> dict[str, Any]:
         held.extend(index.held)
     conf_w, conf_b = fit_confidence(held)
     payload = export(wf.wording, wf.calib_w, wf.calib_b, probe_w, probe_b, conf_w, conf_b, wf.seen, cues=wf.cues)
+    payload.update(wf.neighbours.arrays())
+    payload["nearest_edges"] = np.asarray(NEAREST_EDGES, dtype=np.float64)
+    payload["nearest_ceiling"] = distance_ceiling(held)
     payload["trained_on"] = {"subsets": dict(sorted(Counter(e.subset for e in wf.examples).items())),
                              "labels": dict(sorted(Counter(e.label for e in wf.examples).items())),
                              "index_stage": index.report if index is not None else {}}
