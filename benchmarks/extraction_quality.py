@@ -1,6 +1,7 @@
 """Offline entity extraction measured against an LLM-built graph, and junk among the top entities.
 
     .venv/bin/python -m benchmarks.extraction_quality [--calls N] [--top 100] [--no-medical] [--show N]
+    .venv/bin/python -m benchmarks.extraction_quality --top20 [CORPUS ...] [--out FILE] [--compare FILE]
 
 1. Entity F1 against LLM-built graphs: each graph's text units are indexed offline, one document per
    text unit, and our entity titles are compared with the graph's LLM-extracted entities.
@@ -33,8 +34,8 @@
    20 entities of highest degree (ties by frequency) are matched against a list of the entities a reader
    would name for that corpus, written by reading the texts (`benchmarks/data/reader_entities.json`: one
    entry per entity, "|" between the names it goes by). An entity matches an entry when its `fold`ed title
-   equals one of the entry's folded names; a second entity matching an entry already matched is a
-   duplicate (an alias left unmerged) and is not credited. The figure is the share of the 20 credited.
+   equals one of the entry's folded names; an entity matching only entries already credited to entities
+   ranked above it is a duplicate (an alias left unmerged) and is not credited. The figure is the share of the 20 credited.
    Corpora: the Christmas Carol book (the GraphRAG index's input document), three books of the GraphRAG-Bench
    novel corpus each indexed alone (Dandy Dick, Pen Pictures, Pepys's diary), the earnings-call transcripts
    and the Behind the Tech podcast transcripts. Written to `benchmarks/results/extraction_quality/top20.json`.
@@ -224,23 +225,26 @@ def calls_junk(data: Path, tmp: Path, limit: int | None, top: int, show: bool) -
     return share
 
 
-def reader_index(entries: Iterable[str]) -> dict[str, int]:
-    """Folded name -> the number of the reader entry it belongs to."""
-    index: dict[str, int] = {}
+def reader_index(entries: Iterable[str]) -> dict[str, list[int]]:
+    """Folded name -> the numbers of the reader entries it belongs to ("CRATCHIT" names Bob and Mrs Cratchit)."""
+    index: dict[str, list[int]] = {}
     for i, entry in enumerate(entries):
         for name in entry.split("|"):
-            index.setdefault(fold(name), i)
+            ids = index.setdefault(fold(name), [])
+            if i not in ids:
+                ids.append(i)
     return index
 
 
 def judge_top(titles: Iterable[str], entries: list[str]) -> list[tuple[str, str]]:
-    """(title, the reader entry it is credited to, or "" when it matches none or one already credited)."""
+    """(title, the reader entry it is credited to, or "" when it matches none, or only entries already
+    credited to a higher-ranked title: a duplicate)."""
     index = reader_index(entries)
     credited: set[int] = set()
     judged: list[tuple[str, str]] = []
     for title in titles:
-        i = index.get(fold(title))
-        if i is None or i in credited:
+        i = next((i for i in index.get(fold(title), []) if i not in credited), None)
+        if i is None:
             judged.append((title, ""))
             continue
         credited.add(i)
@@ -313,12 +317,22 @@ def main(argv: list[str] | None = None) -> int:
                     help="run only the top-20 reader check, on these corpora (none named: all)")
     ap.add_argument("--out", type=Path, default=None,
                     help="with --top20: the result file (default: benchmarks/results/extraction_quality/top20.json)")
+    ap.add_argument("--compare", type=Path, default=None,
+                    help="with --top20: an earlier top-20 result file whose shares are recorded beside these")
     args = ap.parse_args(argv)
     if args.top20 is not None:
         from benchmarks.common import run_facts
+        from indexer.config import EXTRACTOR_VERSION
 
         keys = args.top20 or list(TOP20_CORPORA)
-        report = {**run_facts(), "top": 20, "corpora": top20_check(args.data, keys)}
+        report: dict[str, object] = {**run_facts(), "extractor": f"offline:{EXTRACTOR_VERSION}", "top": 20,
+                                     "corpora": top20_check(args.data, keys)}
+        if args.compare is not None:
+            earlier = json.loads(args.compare.read_text(encoding="utf-8"))
+            report["compared_with"] = {
+                "file": args.compare.name, "extractor": earlier.get("extractor", ""), "date": earlier.get("date", ""),
+                "shares": {k: v["share"] for k, v in earlier["corpora"].items()},
+            }
         out = args.out or RESULTS / "top20.json"
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")

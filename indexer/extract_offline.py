@@ -35,6 +35,7 @@ _TOKEN = re.compile(r"[A-Za-z\u00C0-\u024F][A-Za-z\u00C0-\u024F0-9'’]*(?:-[A-Z
 _CJK = re.compile(r"[\u4e00-\u9fff]")
 _ROMAN = re.compile(lx.ROMAN_NUMERAL)
 _YEAR = re.compile(r"^(1[5-9]|20)\d\d$")
+_PERIOD = re.compile(r"^(?:Q[1-4]|H[12]|[FC]Y\d{2}(?:\d{2})?|[FC]Y)$")  # a quarter, half or fiscal year: a time
 _WS = re.compile(r"\s+")
 _ZH_NAME_FLAGS = frozenset({"nr", "nrfg", "nrt", "ns"})
 _ZH_RUN_FLAGS = frozenset({"n", "nz", "ns", "nt", "nr", "l", "j", "vn", "nrt", "nrfg", "eng"})
@@ -48,6 +49,8 @@ _LOWER_WORD = re.compile(r"\b[a-z][a-z\-]{2,}\b")
 _EDGE_DROP = lx.STOPWORDS | lx.CONNECTORS | lx.FILLERS
 _MD_PREFIX = re.compile(r"^\s*(#+|[*\-]|\d+\.)\s+")
 MAX_SENTENCE_CHARS = 500
+LIST_NAMES = 6  # a sentence with more names than this is a list: names link to their LIST_WINDOW neighbours
+LIST_WINDOW = 2
 
 
 @dataclass(slots=True)
@@ -308,8 +311,11 @@ class OfflineExtractor:
                 initial = False if words else initial
             while words and _edge_word(words[-1], soft):
                 words.pop()
-            if initial and len(words) > 1 and words[0].lower().endswith("ing"):
-                words.pop(0)  # heading verbs: "Building the Kestrel Point Wind Farm"
+            caps_after = len(words) > 1 and len(words[1]) > 2 and words[1].isupper() and not words[0].isupper()
+            if (initial or caps_after) and len(words) > 1 and words[0].lower().endswith("ing"):
+                # heading verbs ("Building the Kestrel Point Wind Farm") and a verb before a name set in
+                # capitals, as stage directions write it ("Pulling TARVER after her")
+                words.pop(0)
                 while words and words[0].lower() in _EDGE_DROP:
                     words.pop(0)
             if "of" in words and words.index("of") >= 2:
@@ -364,7 +370,7 @@ class OfflineExtractor:
             lw = w.lower()
             if lw in lx.STOPWORDS or lw in lx.NUMBER_WORDS or lw in lx.PERSON_TITLES or lw in lx.SPEAKER_ROLES or lw in lx.FILLERS or len(w) < 2:
                 return
-            if _ROMAN.match(w.upper()) and w.isupper():
+            if (_ROMAN.match(w.upper()) or _PERIOD.match(w)) and w.isupper():
                 return
             if w.isupper() and len(w) >= 2 and not w.isdigit():
                 if len(w) <= 6:
@@ -392,7 +398,8 @@ class OfflineExtractor:
         place preposition before ("in Kentucky", "down to the Mississippi": a determiner may come between)
         or a place noun after ("the Mississippi river") for a place, unless the name holds a digit ("in Q4");
         an organisation's verb ("Acme announced", "joined Acme"), an officer after it ("Acme CEO") or
-        what it owns ("Acme's customers") for an organisation; a person noun used as a name ("the Dean")."""
+        what it owns ("Acme's customers") for an organisation; a person noun used as a name ("the Dean"); a
+        name WordNet lists as a place (`noun_classes.txt`: "london" is a location)."""
         prev = toks[i - 1].lower() if i > 0 else ""
         before_det = toks[i - 2].lower() if prev in lx.DETERMINERS and i > 1 else prev
         nxt = toks[j].lower() if j < len(toks) else ""  # after a possessive too: "Acme's customers"
@@ -408,6 +415,8 @@ class OfflineExtractor:
         name = toks[i + 1 : j] if toks[i].lower() == "the" else toks[i:j]  # "THE DEAN." set in capitals
         if len(name) == 1 and (prev == "the" or len(name) < j - i) and lx.noun_class(name[0]) == "person":
             add("PERSON", 1.0)  # a person noun used as a name: "the Dean", "the Colonel"
+        if len(name) == 1 and lx.noun_class(name[0]) == "location":
+            add("GEO", 0.3)  # WordNet knows the name as a place ("London", "Kentucky"): any person cue outweighs it
         placeable = not any(ch.isdigit() for t in toks[i:j] for ch in t)  # "in Q4" is a time
         if placeable and before_det in lx.GEO_PREPOSITIONS:
             add("GEO", 0.5)
@@ -554,11 +563,17 @@ class OfflineExtractor:
                 sents[-1] = (own, short)
                 sents.sort(key=lambda s: -s[0])
         linked = order[: self.max_entities_per_sentence]
+        # a sentence naming many names is a list ("Cains and Abels, Pharaoh's daughters, Queens of Sheba, ..."):
+        # each name is linked to its neighbours in the list, not to every other name
+        name_at = {k: n for n, k in enumerate(k for k in linked if mentions[k].kind in _NAMED_KINDS)}
+        listing = len(name_at) > LIST_NAMES
         for a_i in range(len(linked)):
             for b_i in range(a_i + 1, len(linked)):
                 a, b = linked[a_i], linked[b_i]
                 if NOUN in (mentions[a].kind, mentions[b].kind) and _NAMED_KINDS.isdisjoint((mentions[a].kind, mentions[b].kind)):
                     continue  # a lone noun links to names only: noun-noun pairs would swamp the graph
+                if listing and a in name_at and b in name_at and abs(name_at[a] - name_at[b]) > LIST_WINDOW:
+                    continue
                 pair_key = (a, b) if a < b else (b, a)
                 p = pairs.get(pair_key)
                 if p is None:

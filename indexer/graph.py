@@ -197,12 +197,14 @@ def _opening_word_renames(stats: dict[str, _Stat], lowercase: dict[str, int]) ->
     nothing is left."""
     renames: dict[str, str] = {}
     for key, st in stats.items():
-        if st.kind != NAME or st.words < 2 or st.non_initial:
+        if st.kind != NAME or st.words < 2:
             continue
         words = key.split(" ")
         first = re.sub(r"'S$", "", words[0]).lower()
         if first in lx.PERSON_TITLES or lowercase.get(first, 0) < 1:
             continue
+        if st.non_initial and not first.endswith("ing"):
+            continue  # (a verb form opening a stage direction or a heading, "Pulling Blore", counts anywhere)
         rest = words[1:]
         while rest and rest[0].lower() in _OPENING_DROP:
             rest.pop(0)
@@ -507,9 +509,8 @@ def _name_core(key: str) -> tuple[str, bool]:
 
 
 def _co_chunks(a: _Agg, b: _Agg) -> int:
-    small, large = (a.chunks, b.chunks) if len(a.chunks) <= len(b.chunks) else (b.chunks, a.chunks)
-    other = set(large)
-    return sum(1 for c in small if c in other)
+    """In how many chunks both occur."""
+    return len(set(a.chunks) & set(b.chunks))
 
 
 def _name_parts(core: str, lowercase: Mapping[str, int]) -> list[str]:
@@ -531,10 +532,10 @@ def _person_aliases(keep: set[str], aggs: dict[str, _Agg], lowercase: Mapping[st
 
     1. A title and the name it is given to: "MAJOR TARVER" and "TARVER", "COUSIN CÆSAR" and "CÆSAR", "LORD
        SANDWICH" and "LORD OF SANDWICH" (a title "of" a name groups only with other titled forms: "DUKE OF
-       YORK" is not "YORK"). Each such form merges into the group's most frequent titled form ("LORD
-       SANDWICH", else "LORD OF SANDWICH"), when they co-occur.
+       YORK" is not "YORK"). Each such form merges into the group's most frequent form when they co-occur.
     2. A one-word name (or its group) and the two- or three-word PERSON name it is the first or last word of:
-       "AMY" into "AMY HOOD", "CÆSAR" into "CÆSAR SIMON". Only full names the short one co-occurs with count;
+       "AMY" into "AMY HOOD", "CÆSAR" into "CÆSAR SIMON". Only full names seen somewhere other than opening a
+       sentence ("Whereat Scrooge" is none) and that the short one co-occurs with count;
        a full name that merely extends another ("AMY HOOD TUESDAY") is not a second owner; with several
        owners the short name merges only when one dominates (`ALIAS_DOMINANCE`), else it stays apart.
 
@@ -548,20 +549,21 @@ def _person_aliases(keep: set[str], aggs: dict[str, _Agg], lowercase: Mapping[st
         if core != key:
             groups[core].append((key, of_form))
     for core, titled in groups.items():
-        rank = {k: 0 if of else 1 for k, of in titled}  # the name goes by its title: "LORD SANDWICH"
+        rank = {k: 0 if of else 1 for k, of in titled}  # ties: "LORD SANDWICH" before "LORD OF SANDWICH"
         if core in keep and aggs[core].kind in (NAME, SPEAKER, ACRONYM) and not all(of for _k, of in titled):
             rank[core] = -1
         if len(rank) < 2:
             continue
         members = list(rank)
-        head = max(members, key=lambda k: (rank[k], aggs[k].count, -aggs[k].first_seen[0], -aggs[k].first_seen[1]))
+        head = max(members, key=lambda k: (aggs[k].count, rank[k], -aggs[k].first_seen[0], -aggs[k].first_seen[1]))
         for k in members:
             if k != head and _co_chunks(aggs[k], aggs[head]) > 0:
                 alias[k] = head
     # step 2: one-word cores into full person names
     owners: dict[str, list[str]] = defaultdict(list)
     for key in names:
-        if key in alias or _best_type(aggs[key].votes) != "PERSON":
+        # a full name is seen somewhere other than opening a sentence ("Whereat Scrooge" is no name)
+        if key in alias or _best_type(aggs[key].votes) != "PERSON" or not aggs[key].non_initial:
             continue
         for part in _name_parts(_name_core(key)[0], lowercase):
             owners[part].append(key)
@@ -571,12 +573,18 @@ def _person_aliases(keep: set[str], aggs: dict[str, _Agg], lowercase: Mapping[st
         core, _of = _name_core(key)
         if " " in core or not owners.get(core):
             continue
-        if _best_type(aggs[key].votes) not in ("PERSON", "CONCEPT"):
+        # the short name with the titled forms step 1 merged into it ("TARVER" with "MAJOR TARVER")
+        group = _Agg(kind=NAME, first_seen=aggs[key].first_seen)
+        for member in (key, *(k for k, v in alias.items() if v == key)):
+            for t, w in aggs[member].votes.items():
+                group.votes[t] += w
+            group.chunks.extend(aggs[member].chunks)
+        if _best_type(group.votes) not in ("PERSON", "CONCEPT"):
             continue
         # a person by its cues: the short name ("Amy said" typed it PERSON) or the full name ("Major Tarver",
         # a speaker); "CHRISTMAS" and a "CHRISTMAS EVE" typed PERSON by its shape alone stay apart
-        short_cue = _best_type(aggs[key].votes) == "PERSON"
-        shared = {o: _co_chunks(aggs[key], aggs[o]) for o in owners[core]
+        short_cue = _best_type(group.votes) == "PERSON"
+        shared = {o: _co_chunks(group, aggs[o]) for o in owners[core]
                   if o != key and (short_cue or _evidenced_person(aggs[o]))}
         shared = {o: n for o, n in shared.items() if n > 0}
         # a full name extending another owner ("AMY HOOD TUESDAY" of "AMY HOOD") is the same person
@@ -605,7 +613,7 @@ def _name_part_votes(keep: set[str], aggs: dict[str, _Agg], lowercase: Mapping[s
     others: dict[str, int] = defaultdict(int)
     for key in keep:
         a = aggs[key]
-        if a.kind in (NAME, SPEAKER):
+        if a.kind in (NAME, SPEAKER) and a.non_initial:
             for w in _name_parts(_name_core(key)[0], lowercase):
                 if _evidenced_person(a):
                     people[w] += 1

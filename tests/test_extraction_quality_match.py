@@ -28,3 +28,13 @@ def test_alias_credit_only_for_a_short_name_of_exactly_one_full_person_name() ->
     people = ["JACOB MARLEY", "TINY TIM", "TIM CRATCHIT", "ADA"]
     missed = {"MARLEY", "JACOB", "TIM", "CRATCHIT FAMILY", "ADA"}
     assert alias_credits(people, missed) == {"MARLEY", "JACOB"}  # TIM has two owners; ADA is no full name
+
+
+def test_top20_judge_credits_each_reader_entry_once_and_a_shared_name_to_the_next_free_entry() -> None:
+    from benchmarks.extraction_quality import judge_top
+
+    entries = ["EBENEZER SCROOGE|SCROOGE", "BOB CRATCHIT|CRATCHIT", "MRS CRATCHIT", "LONDON"]
+    judged = judge_top(["SCROOGE", "EBENEZER SCROOGE", "BOB CRATCHIT", "CRATCHIT", "Cratchits", "MAN"], entries)
+    assert judged == [("SCROOGE", "EBENEZER SCROOGE"), ("EBENEZER SCROOGE", ""),  # an unmerged alias: a miss
+                      ("BOB CRATCHIT", "BOB CRATCHIT"), ("CRATCHIT", "MRS CRATCHIT"),  # "MRS" folds away
+                      ("Cratchits", ""), ("MAN", "")]

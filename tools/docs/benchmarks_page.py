@@ -321,11 +321,42 @@ def boilerplate(r: Json) -> tuple[list[str], list[Headline]]:
     return lines, []
 
 
+# ---- offline graph top 20 (benchmarks/extraction_quality.py --top20) ----------------------------------------
+
+def graph_top20(r: Json) -> tuple[list[str], list[Headline]]:
+    earlier = r.get("compared_with") or {}
+    shares = earlier.get("shares", {})
+    lines = ["The share of the offline graph's 20 entities of highest degree that a reader would list for the corpus "
+             "(hand-written lists, `benchmarks/data/reader_entities.json`; an unmerged alias of an entity already "
+             f"credited counts as a miss). Extractor `{r['extractor']}`"
+             + (f"; beside it `{earlier['extractor']}` ({earlier['file']})." if earlier else ".")
+             + " The extractor's rules were changed while reading these top-20 lists: a development figure, not a "
+             "held-out one.", ""]
+    head = "| corpus | entities | reader share of the top 20 |" + (" earlier |" if earlier else "")
+    lines += [head, "|---|---|---|" + ("---|" if earlier else "")]
+    for key, m in r["corpora"].items():
+        row = f"| {m['label']} | {m['entities']} | {_pct(m['share'])} |"
+        if earlier:
+            row += f" {_pct(shares.get(key))} |"
+        lines.append(row)
+    lines += ["", "Top 20 (x: not on the reader's list, or a duplicate):", ""]
+    for m in r["corpora"].values():
+        lines.append(f"- {m['label']}: " + ", ".join(
+            f"{e['title']} [{e['type']}]" + ("" if e["reader_entry"] else " (x)") for e in m["top"]))
+    lines.append("")
+    values = [m["share"] for m in r["corpora"].values()]
+    figure = (f"{_pct(statistics.median(values))} ({_pct(min(values))}–{_pct(max(values))}, {len(values)} corpora)"
+              if values else "-")
+    return lines, [Headline("Offline graph: reader share of the top 20 entities by degree, median over corpora",
+                            figure, "")]
+
+
 SECTIONS = (
     Section("routing", "Routing", "router_eval/router_eval.json", routing),
     Section("route-bench", "route-bench", "route_bench/christmas_carol/report.json", route_bench),
     Section("evidence", "Evidence", "evidence_recall/evidence_recall.json", evidence),
     Section("boilerplate", "Boilerplate", "boilerplate/boilerplate_quality.json", boilerplate),
+    Section("offline-graph-top-20", "Offline graph, top 20", "extraction_quality/top20.json", graph_top20),
     Section("start-up", "Start-up", "cli_latency/cli_latency.json", cli_latency),
     Section("scale", "Scale", "scale/scale.json", scale),
     Section("scale-at-1m-entities", "Scale at 1M entities", "scale_1m/scale.json", scale),
