@@ -393,9 +393,11 @@ def _rescaled(proba: np.ndarray, best: int, confidence: float) -> np.ndarray:
 
 
 def _covers_nothing(found: Probe, feats: QuestionFeatures) -> bool:
-    """No entity of the index named by title, no document named, and no corpus-wide cue: DRIFT would have
-    nothing to start from but its whole primer."""
-    return not found.links.positions and not found.documents and not (CORPUS_WIDE_CUES & set(feats.cues))
+    """No entity of the index named by title (a common noun of the text is no name: "River Tane" linking
+    RIVER), no document named, and no corpus-wide cue: DRIFT would have nothing to start from but its whole
+    primer."""
+    named = found.specific or found.collection_wide
+    return not named and not found.documents and not (CORPUS_WIDE_CUES & set(feats.cues))
 
 
 def _check_index(index: object) -> None:

@@ -6,7 +6,9 @@ router probes the index (all cheap per question once `router.index_profile` has 
 * **linked names, by how specific they are here**: entities the question names by title
   (`summarise_links`), split into *specific* ones, *collection-wide* ones (found in at least `UBIQUITOUS_SHARE`
   of the document groups: the host, the company) and *common nouns* (titles written in lower case in the text:
-  GUESTS, TRENDS, BUSINESS UNITS). Only specific ones narrow a question to one place;
+  GUESTS, TRENDS, BUSINESS UNITS; or a title that is only a word of a longer name the index does not know and
+  that its own text units write in lower case: "River Tane" linking RIVER). Only specific ones narrow a
+  question to one place;
 * **named documents** (`router.doc_names`): "episode 29", "the FY20 Q3 call";
 * **where the best passages are**: the question's `UNIT_DEPTH` best text units by BM25, their score mass over
   document groups (effective number of groups as a share, the best group's share) and over top-level
@@ -30,7 +32,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from router.index_profile import IndexProfile, profile
+from router.index_profile import IndexProfile, case_counts, profile
 
 if TYPE_CHECKING:
     from shared_context.index import Index
@@ -47,6 +49,7 @@ PROBE_NAMES: tuple[str, ...] = (
 )
 
 _TITLE_WORD = re.compile(r"[^\W_]+")
+_CASE_UNITS = 8  # text units of a linked entity read for how its title's words are written
 _TITLE_FILLER = frozenset(("the", "a", "an", "of", "mr", "mrs", "ms", "miss", "dr", "sir", "lady", "lord", "st", "and"))
 _CJK = re.compile(r"[\u3400-\u9fff]")
 
@@ -59,6 +62,7 @@ class LinkSummary:
     titles: tuple[str, ...] = ()
     scores: tuple[float, ...] = ()
     unknown: int = 0  # name-like spans of the question that are in no title
+    unknown_spans: tuple[str, ...] = ()  # those spans ("River Tane")
 
     def as_dict(self) -> dict[str, float]:
         return {"linked_entities": float(len(self.positions)), "max_link_score": max(self.scores, default=0.0),
@@ -99,7 +103,7 @@ def summarise_links(link: LinkResult, title_of: Callable[[int], str]) -> LinkSum
         seen |= words
         kept.append((e.position, float(e.score), title))
     return LinkSummary(tuple(p for p, _, _ in kept), tuple(t for _, _, t in kept), tuple(s for _, s, _ in kept),
-                       len(link.unknown_names))
+                       len(link.unknown_names), tuple(link.unknown_names))
 
 
 @dataclass(frozen=True)
@@ -210,7 +214,7 @@ def probe(index: Index, text: str, links: LinkSummary) -> Probe:
     wide: list[str] = []
     common: list[str] = []
     for pos, title in zip(links.positions, links.titles, strict=True):
-        if 0 <= pos < len(prof.entity_generic) and prof.entity_generic[pos]:
+        if (0 <= pos < len(prof.entity_generic) and prof.entity_generic[pos]) or _common_word_of_another_name(index, pos, title, links.unknown_spans):
             common.append(title)
         elif prof.measures_spread and 0 <= pos < len(prof.entity_share) and prof.entity_share[pos] >= UBIQUITOUS_SHARE:
             wide.append(title)
@@ -222,6 +226,21 @@ def probe(index: Index, text: str, links: LinkSummary) -> Probe:
     touched, spread = _report_spread(np.asarray(lexical_scores(index, "reports", text), dtype=np.float64), prof)
     return Probe(links, tuple(specific), tuple(wide), tuple(common), documents, prof.groups, prof.measures_spread,
                  *units, prof.top_level, touched, spread)
+
+
+def _common_word_of_another_name(index: Index, pos: int, title: str, unknown_spans: Sequence[str]) -> bool:
+    """The linked title is a word of a longer name the index does not know ("River Tane" linking RIVER), and its
+    own text units write that word only in lower case: the question names something else, not this entity.
+    ("Uncle Scrooge" keeps SCROOGE: the text writes Scrooge capitalised.)"""
+    words = _title_words(title)
+    if not any(words < _title_words(span) for span in unknown_spans):
+        return False
+    from shared_context.record_table import field_of
+
+    text = field_of(index.text_units, "text")
+    units = index.entity_text_units[pos][:_CASE_UNITS] if 0 <= pos < len(index.entity_text_units) else []
+    lower, capital = case_counts([str(text(int(u)) or "") for u in units])
+    return all(lower[w] > 0 and capital[w] == 0 for w in words)
 
 
 def _unit_measures(prof: IndexProfile, positions: np.ndarray, scores: np.ndarray

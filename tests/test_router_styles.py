@@ -149,6 +149,17 @@ def test_a_question_the_index_does_not_cover_never_goes_to_drift(question: str, 
     assert d.confidence <= NOT_COVERED_CEILING  # a rule overriding the model claims no certainty
 
 
+def test_a_common_noun_inside_a_name_the_index_does_not_know_names_nothing(carol: Any) -> None:
+    # "River Tane" links the Carol index's RIVER (the text writes "river" in lower case): no name of this index
+    question = "How did the 2021 River Tane flood affect the TT-2 tidal turbine and its partnership with Haixing Marine?"
+    d = classify(question, carol)
+    assert d.signals["linked_entities"] >= 1 and d.signals["specific_entities"] == 0
+    assert d.signals["common_noun_entities"] >= 1
+    assert d.engine == "local" and d.method == "model+not-covered"
+    # a kin word before a name the text writes capitalised keeps the name specific
+    assert classify("What did Uncle Scrooge eat on Christmas Eve?", carol).signals["specific_entities"] >= 1
+
+
 def test_generic_nouns_of_an_offline_graph_do_not_count_as_specific(podcast_index: Any) -> None:
     from router.index_probe import probe, summarise_links
     from router.index_profile import profile
