@@ -149,3 +149,12 @@ def test_a_sentence_listing_many_names_links_each_to_its_neighbours_only() -> No
     short = OfflineExtractor().extract(f"{names[0]} met {names[1]} and {names[2]} at noon.")
     linked = {frozenset(p) for p in short.pairs}
     assert {frozenset((keys[0], keys[1])), frozenset((keys[1], keys[2])), frozenset((keys[0], keys[2]))} <= linked
+
+
+def test_a_play_speaker_in_capitals_and_a_workplace_are_typed_by_their_cues() -> None:
+    ex = OfflineExtractor()
+    m = ex.extract("SALOME. I will not go. THE DEAN. Then stay. SALOME. [Aside.] Never!").mentions
+    assert max(m["SALOME"].type_votes, key=lambda t: m["SALOME"].type_votes[t]) == "PERSON"
+    assert "CHAPTER" not in ex.extract("CHAPTER IV. The storm broke.").mentions
+    m = ex.extract("She worked at Nortwind for years before the move.").mentions
+    assert max(m["NORTWIND"].type_votes, key=lambda t: m["NORTWIND"].type_votes[t]) == "ORGANIZATION"
