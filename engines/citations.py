@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from shared_context.record_table import values_of
+from shared_context.records import values_of
 
 if TYPE_CHECKING:
     from engines.models.base import JSONObject
@@ -94,9 +94,9 @@ def _maps(index: Index) -> _ShortIdMaps:
     maps = _MAPS.get(index)
     if maps is None:
         maps = _ShortIdMaps(
-            text_units=_positions_by(values_of(index.text_units, "short_id")),
-            entities=_positions_by(values_of(index.entities, "short_id")),
-            relationships=_positions_by(values_of(index.relationships, "short_id")),
+            text_units=_positions_by(values_of(index.text_units, "short_id", str)),
+            entities=_positions_by(values_of(index.entities, "short_id", str)),
+            relationships=_positions_by(values_of(index.relationships, "short_id", str)),
             claims={c.short_id: i for i, c in enumerate(index.claims)},
         )
         _MAPS[index] = maps

@@ -196,7 +196,7 @@ def generic_flags(titles: Sequence[str], lower: Counter[str], capital: Counter[s
 
 
 def _generic_titles(index: Index) -> np.ndarray:
-    from shared_context.record_table import values_of
+    from shared_context.records import values_of
 
     lower, capital = case_counts(_sample_texts(index))
     return generic_flags([str(t) for t in values_of(index.entities, "title")], lower, capital)

@@ -15,7 +15,7 @@ from typing import Any, overload
 
 import numpy as np
 
-from shared_context.record_table import row_position
+from shared_context.records import row_position
 
 __all__ = ["Adjacency", "group"]
 

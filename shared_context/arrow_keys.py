@@ -15,7 +15,7 @@ from collections.abc import Iterator
 import numpy as np
 import pyarrow as pa
 
-from shared_context.record_table import numeric_view
+from shared_context.records import numeric_view
 
 __all__ = ["count_distinct", "index_in"]
 

@@ -29,7 +29,7 @@ import numpy as np
 from shared_context.adjacency import Adjacency
 from shared_context.boilerplate import MARKED_SHARE, part_spans
 from shared_context.index_cache import per_index_cache
-from shared_context.record_table import field_of
+from shared_context.records import field_of
 
 if TYPE_CHECKING:
     from shared_context.index import Index

@@ -36,7 +36,6 @@ from shared_context.derived_store import DerivedStore
 from shared_context.errors import IndexFormatError
 from shared_context.index_links import ID_MAPS
 from shared_context.index_tokens import lazy_token_counts
-from shared_context.record_table import values_of
 from shared_context.records import (
     Claim,
     Community,
@@ -45,6 +44,7 @@ from shared_context.records import (
     Entity,
     Relationship,
     TextUnit,
+    values_of,
 )
 from shared_context.token_counts import TokenAnchors
 from shared_context.tokens import Tokenizer
@@ -129,7 +129,7 @@ class Index:
         if made is not None:
             return made
         records, field_name = ID_MAPS[name][:2]
-        values = values_of(getattr(self, records), field_name)
+        values = values_of(getattr(self, records), field_name, str)
         return dict(zip(values, range(len(values)), strict=True))
 
     @cached_property

@@ -36,8 +36,18 @@ from shared_context.index_links import (
 )
 from shared_context.index_tokens import TokenCountLoad
 from shared_context.record_list import RecordList
-from shared_context.record_table import RecordTable, release_arrow_memory, values_of
-from shared_context.records import Claim, Community, CommunityReport, Document, Entity, Relationship, TextUnit
+from shared_context.records import (
+    Claim,
+    Community,
+    CommunityReport,
+    Document,
+    Entity,
+    RecordTable,
+    Relationship,
+    TextUnit,
+    release_arrow_memory,
+    values_of,
+)
 from shared_context.tokens import Tokenizer, get_tokenizer
 from shared_context.vectors import VectorTable
 
@@ -185,7 +195,7 @@ def _entity_pos(t: LoadTables) -> dict[str, int]:
     """Entity id -> position (hierarchy repair needs it; the Index keeps the map made here)."""
     found = t.id_maps.get("entity_pos")
     if found is None:
-        values = values_of(t.entities, "id")
+        values = values_of(t.entities, "id", str)
         found = t.id_maps["entity_pos"] = dict(zip(values, range(len(values)), strict=True))
     return found
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from shared_context.adjacency import Adjacency
 from shared_context.index_links import LoadTables
-from shared_context.record_table import values_of
+from shared_context.records import values_of
 
 __all__ = ["Levels", "derive_hierarchy", "levels_of"]
 
@@ -79,12 +79,12 @@ def levels_of(t: LoadTables, community_pos: dict[int, int]) -> Levels:
     """Communities and reports per level; a report with no links of its own takes its community's."""
     # read column-wise: a RecordList then makes only the records a step changes
     communities_by_level: dict[int, list[int]] = {}
-    levels = values_of(t.communities, "level")
-    for level, number in sorted(zip(levels, values_of(t.communities, "community"), strict=True)):
+    levels = values_of(t.communities, "level", int)
+    for level, number in sorted(zip(levels, values_of(t.communities, "community", int), strict=True)):
         communities_by_level.setdefault(level, []).append(number)
 
     reports = t.community_reports
-    numbers = values_of(reports, "community")
+    numbers = values_of(reports, "community", int)
     unknown = [n for n in numbers if n not in community_pos]
     if t.communities and unknown:
         t.notes.add(
@@ -92,7 +92,7 @@ def levels_of(t: LoadTables, community_pos: dict[int, int]) -> Levels:
             f"in {t.notes.file('communities')} (e.g. {unknown[0]})"
         )
     reports_by_level: dict[int, list[int]] = {}
-    columns = (values_of(reports, "parent"), values_of(reports, "children"), values_of(reports, "level"))
+    columns = (values_of(reports, "parent", int), values_of(reports, "children", list), values_of(reports, "level", int))
     for pos, (number, parent, children, level) in enumerate(zip(numbers, *columns, strict=True)):
         c_pos = community_pos.get(number)
         if c_pos is not None and parent == -1 and not children:

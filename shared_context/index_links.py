@@ -19,8 +19,20 @@ import pyarrow as pa
 from shared_context import arrow_keys
 from shared_context.adjacency import Adjacency, group
 from shared_context.errors import IndexFormatError
-from shared_context.record_table import RecordTable, array_of, numeric_view, string_array, values_of
-from shared_context.records import Claim, Community, CommunityReport, Document, Entity, Relationship, TextUnit
+from shared_context.records import (
+    Claim,
+    Community,
+    CommunityReport,
+    Document,
+    Entity,
+    RecordTable,
+    Relationship,
+    TextUnit,
+    array_of,
+    numeric_view,
+    string_array,
+    values_of,
+)
 
 __all__ = [
     "ID_MAPS",
@@ -312,12 +324,12 @@ def text_unit_documents(t: LoadTables, document_pos: dict[str, int]) -> list[int
     for d_pos, doc in enumerate(t.documents):
         for tu_id in doc.text_unit_ids:
             doc_of.setdefault(tu_id, d_pos)
-    unit_docs = values_of(t.text_units, "document_id")
+    unit_docs = values_of(t.text_units, "document_id", str)
     named = positions(unit_docs, document_pos).tolist()
     result: list[int] = []
     filled: list[str] = []
     unknown = 0
-    unit_ids = values_of(t.text_units, "id") if doc_of else None
+    unit_ids = values_of(t.text_units, "id", str) if doc_of else None
     for j, (doc_id, pos) in enumerate(zip(unit_docs, named, strict=True)):
         if not doc_id:
             pos = -1

@@ -34,8 +34,7 @@ from shared_context.boilerplate_marks import boilerplate_weights
 from shared_context.lexical_store import StoredPhrases, stored_bm25, stored_phrases
 from shared_context.pruned_lexical import Pruned, pruned_top
 from shared_context.pruned_lexical import scores_at as pruned_scores_at
-from shared_context.record_table import array_of, texts_of, values_of
-from shared_context.records import Entity
+from shared_context.records import Entity, array_of, texts_of, values_of
 from shared_context.search_backend import (
     Hits,
     LanceLexical,
@@ -120,7 +119,7 @@ class _EntityLinkIndex:
         """Upper-cased title -> first position; only include/exclude names need it, so built on demand."""
         if self._title_upper is None:
             table: dict[str, int] = {}
-            for pos, title in enumerate(values_of(self.entities, "title")):
+            for pos, title in enumerate(values_of(self.entities, "title", str)):
                 table.setdefault(title.strip().upper(), pos)
             self._title_upper = table
         return self._title_upper
@@ -139,7 +138,7 @@ def _build_phrases(entities: Sequence[Entity]) -> tuple[dict[str, dict[str, list
     exact: dict[str, list[int]] = {}
     alias: dict[str, list[int]] = {}
     longest = 1
-    for pos, title in enumerate(values_of(entities, "title")):
+    for pos, title in enumerate(values_of(entities, "title", str)):
         key = tuple(exact_tokens(title))
         if not key or all(t in STOPWORDS for t in key):
             continue

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from shared_context.excerpt_rows import excerpt_row_tokens
 from shared_context.index_cache import per_index_cache
-from shared_context.record_table import field_of
+from shared_context.records import field_of
 from shared_context.tables import ClaimRecord, Column, EntityRecord, RelationshipRecord, columns, render_row
 
 if TYPE_CHECKING:

@@ -35,7 +35,7 @@ import numpy as np
 
 from shared_context.bm25 import TermLookup
 from shared_context.lexical_store import SortedVocab
-from shared_context.record_table import RecordTable
+from shared_context.records import RecordTable
 from shared_context.tables import per_index_cache
 from shared_context.text import WordIds, lexical_term_ids, lexical_terms
 from shared_context.token_counts import TokenAnchors, count_strings

@@ -14,18 +14,19 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence, Sized
 from itertools import chain
-from typing import Any, TypeVar
+from typing import TypeGuard, TypeVar, cast
 
 import numpy as np
 import pyarrow as pa
 
-from shared_context.record_table import RecordTable, numpy_array, string_array
+from shared_context.records import RecordTable, numpy_array, string_array
 
 __all__ = ["RecordList", "to_arrow"]
 
 T = TypeVar("T")
+V = TypeVar("V")
 
 # dataclass field annotation -> Arrow type; any other field is stored as JSON text (findings, metadata)
 _TYPES = {
@@ -74,7 +75,7 @@ class RecordList(RecordTable[T]):
                     record = made[i] = self.cls(*values)
                 yield record
 
-    def column(self, name: str) -> list[Any]:
+    def column(self, name: str) -> list[object]:
         """One field of every row; once any record was made, read through the records (they may have
         been changed, e.g. by the load-time repairs), else straight from the column."""
         if self._made:
@@ -90,11 +91,11 @@ class RecordList(RecordTable[T]):
             # a record was changed since it was read: the column is rebuilt from the records
             kind, values = self.table.schema.field(name).type, self.column(name)
             # string_array: pa.array(list) imports pandas on first use (0.5-4 s of a first question)
-            built = string_array(values) if kind == pa.string() else pa.array(values, kind)
+            built = string_array(cast("list[str | None]", values)) if kind == pa.string() else pa.array(values, kind)
             return pa.chunked_array([built])
         return super().arrow_column(name)  # the stored column: no record made for the other rows
 
-    def with_column(self, name: str, values: Sequence[Any] | pa.Array) -> None:
+    def with_column(self, name: str, values: Sequence[object] | pa.Array | pa.ChunkedArray) -> None:
         """Set one field of every record (made for the purpose): the records are what is read."""
         items = values.to_pylist() if isinstance(values, pa.Array | pa.ChunkedArray) else values
         for i, value in enumerate(items):
@@ -104,22 +105,22 @@ class RecordList(RecordTable[T]):
         return f"RecordList({self.cls.__name__}, rows={len(self)})"
 
 
-def _decoded(get: Callable[[int], Any]) -> Callable[[int], Any]:
-    return lambda i: json.loads(get(i))
+def _decoded(get: Callable[[int], object]) -> Callable[[int], object]:
+    return lambda i: cast(object, json.loads(cast(str, get(i))))  # a JSON field's column holds text
 
 
-def _offsets(lists: list[Any]) -> pa.Array:
+def _offsets(lists: Sequence[Sized]) -> pa.Array:
     ends = np.zeros(len(lists) + 1, dtype=np.int32)
     np.cumsum([len(v) for v in lists], out=ends[1:])
     return numpy_array(ends)
 
 
-def _only(values: list[Any], kind: type) -> bool:
+def _only(values: Sequence[object], kind: type[V]) -> TypeGuard[Sequence[V]]:
     """Every value exactly of type `kind` (no subclass, no None); `map(type)` runs in C."""
     return not values or set(map(type, values)) == {kind}
 
 
-def _array(values: list[Any], kind: pa.DataType) -> tuple[pa.Array, bool]:
+def _array(values: list[object], kind: pa.DataType) -> tuple[pa.Array, bool]:
     """`pa.array(values, kind)`, and whether it is exact by construction: built from buffers for the
     plain cases (every value exactly of the field's Python type, no None, no NaN), which also keeps
     `pa.array(list)` from importing pandas (0.8 s of a first load). Anything else: pa.array, not exact."""
@@ -139,7 +140,7 @@ def _array(values: list[Any], kind: pa.DataType) -> tuple[pa.Array, bool]:
     return pa.array(values, kind), False
 
 
-def _same(back: list[Any], values: list[Any]) -> bool:
+def _same(back: list[object], values: list[object]) -> bool:
     # repr tells apart what == does not (1 vs 1.0, a tuple vs a list); NaN != NaN fails == and is refused
     return back == values and repr(back) == repr(values)
 

@@ -10,7 +10,7 @@ import numpy as np
 
 from shared_context.index_cache import per_index_cache
 from shared_context.local_rows import remember
-from shared_context.record_table import array_of
+from shared_context.records import array_of
 
 if TYPE_CHECKING:
     from shared_context.index import Index

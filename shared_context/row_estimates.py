@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from shared_context.index_cache import per_index_cache
-from shared_context.record_table import text_lengths_at, text_lengths_of
+from shared_context.records import text_lengths_at, text_lengths_of
 
 if TYPE_CHECKING:
     from shared_context.index import Index

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from shared_context.record_table import TextColumn
+from shared_context.records import TextColumn
 
 __all__ = ["content_check", "field_folder", "field_key", "search_cache_root"]
 

@@ -355,7 +355,7 @@ def _string_chunks(texts: Any) -> Iterator[pa.Array]:
                 yield chunk.slice(lo, hi - lo)
                 lo = hi
         return
-    from shared_context.record_table import string_array
+    from shared_context.records import string_array
 
     for lo in range(0, len(texts), _TEXT_CHUNK_ROWS // 16):
         yield string_array([t or "" for t in texts[lo : lo + _TEXT_CHUNK_ROWS // 16]])

@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from shared_context.record_table import RecordTable, TextColumn
+from shared_context.records import RecordTable, TextColumn
 from shared_context.tokens import Tokenizer, get_encoding
 
 __all__ = ["TokenAnchors", "TokenCounts", "count_strings", "count_texts"]

@@ -162,7 +162,7 @@ def test_linked_entity_reads_its_record_only_when_asked(carol_path: Path) -> Non
 
     from shared_context import LocalContextBuilder, load_index
     from shared_context.linking import LinkedEntity
-    from shared_context.record_table import RecordTable
+    from shared_context.records import RecordTable
 
     index = load_index(carol_path)  # its own copy: no other test has made records of it
     assert isinstance(index.entities, RecordTable)

@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from shared_context.record_table import numeric_view, numpy_array, string_array
+from shared_context.records import numeric_view, numpy_array, string_array
 
 REPO = Path(__file__).resolve().parents[1]
 

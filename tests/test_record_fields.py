@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
-from shared_context.record_table import RecordTable, field_of
+from shared_context.records import RecordTable, field_of
 
 
 @dataclass

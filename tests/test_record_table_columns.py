@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pytest
 
-from shared_context.record_table import RecordTable, TextColumn, texts_of
+from shared_context.records import RecordTable, TextColumn, texts_of
 from shared_context.search_store import content_check
 
 TEXTS = ["", "plain", "naïve café", "林黛玉", "x" * 5000, "last"]

@@ -13,7 +13,7 @@ from benchmarks.synthetic_index import write_synthetic_index
 from shared_context import load_index, row_estimates
 from shared_context.index import Index
 from shared_context.index_build import index_from_records
-from shared_context.record_table import text_lengths_of
+from shared_context.records import text_lengths_of
 
 
 def _whole_table(index: Index) -> np.ndarray:

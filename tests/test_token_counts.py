@@ -11,8 +11,7 @@ import pyarrow as pa
 import pytest
 
 from shared_context import token_counts
-from shared_context.record_table import RecordTable
-from shared_context.records import TextUnit
+from shared_context.records import RecordTable, TextUnit
 from shared_context.tokens import get_tokenizer
 
 

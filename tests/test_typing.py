@@ -14,7 +14,7 @@ SEAMS = ("router/router.py", "router/classifier.py", "engines/base.py", "engines
 QUERY_PACKAGES = ("shared_context", "engines", "router")
 # Functions of the three query packages whose signatures use `Any` (all in shared_context: Arrow columns, JSON
 # payloads and older code still to be typed). The count may go down, never up: lower it when a change types more.
-MAX_ANY_FUNCTIONS = 100
+MAX_ANY_FUNCTIONS = 79
 
 
 def _mentions_any(annotation: ast.expr) -> bool:

@@ -26,7 +26,7 @@ import numpy as np
 from engines.models.base import EmbeddingResult
 from engines.models.config import OFFLINE_EMBEDDING_MODEL
 from engines.models.errors import ModelConfigError
-from shared_context.record_table import values_of
+from shared_context.records import values_of
 from shared_context.tokens import get_tokenizer
 
 if TYPE_CHECKING:
@@ -297,7 +297,7 @@ def index_texts(index: Index) -> dict[str, tuple[list[int], list[str]]]:
             [
                 f"{title}:{description or ''}"
                 for title, description in zip(
-                    values_of(index.entities, "title"), values_of(index.entities, "description"), strict=True
+                    values_of(index.entities, "title", str), values_of(index.entities, "description", str), strict=True
                 )
             ],
         ),
@@ -305,7 +305,7 @@ def index_texts(index: Index) -> dict[str, tuple[list[int], list[str]]]:
             list(range(len(index.community_reports))),
             [r.full_content or "" for r in index.community_reports],
         ),
-        "text_unit_text": (list(range(len(index.text_units))), [text or "" for text in values_of(index.text_units, "text")]),
+        "text_unit_text": (list(range(len(index.text_units))), [text or "" for text in values_of(index.text_units, "text", str)]),
     }
 
 

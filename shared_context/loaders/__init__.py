@@ -40,8 +40,7 @@ from shared_context.loaders.vector_files import (
     read_inline_entity_vectors,
     read_lancedb,
 )
-from shared_context.record_table import release_arrow_memory, values_of
-from shared_context.records import Claim, Community, CommunityReport
+from shared_context.records import Claim, Community, CommunityReport, release_arrow_memory, values_of
 from shared_context.tokens import get_tokenizer
 from shared_context.vectors import VectorTable
 
@@ -117,7 +116,7 @@ def _load(path: str | Path, *, embedding_dim: int | None, tokenizer: str) -> Ind
     entities = large.tables["entities"]
 
     def communities_built() -> list[Community]:
-        title_to_id = dict(zip(entities.column("title"), entities.column("id"), strict=True)) if node_members else {}
+        title_to_id = dict(zip(values_of(entities, "title", str), values_of(entities, "id", str), strict=True)) if node_members else {}
         table = read_small_table(files, store, "communities", skip=_UNUSED["communities"])
         return build_communities(table, node_members, title_to_id)
 
@@ -204,7 +203,7 @@ def _read_vectors(
     def report_maps() -> dict[str, dict[str, int]]:
         if not reports:
             reports["number"] = {str(c): i for i, c in enumerate(values_of(index.community_reports, "community"))}
-            reports["id"] = {rid: i for i, rid in enumerate(values_of(index.community_reports, "id"))}
+            reports["id"] = {rid: i for i, rid in enumerate(values_of(index.community_reports, "id", str))}
         return reports
 
     def entity_lookup(vid: str) -> int:

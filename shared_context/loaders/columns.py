@@ -19,7 +19,7 @@ import numpy as np
 import pyarrow as pa
 
 from shared_context.errors import IndexFormatError
-from shared_context.record_table import TextColumn, numeric_view
+from shared_context.records import TextColumn, numeric_view
 
 _QUOTED = re.compile(r"'((?:[^'\\]|\\.)*)'|\"((?:[^\"\\]|\\.)*)\"")
 

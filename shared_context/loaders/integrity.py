@@ -22,7 +22,7 @@ import pyarrow as pa
 
 from shared_context import arrow_keys
 from shared_context.errors import IndexFormatError
-from shared_context.record_table import string_array, values_of
+from shared_context.records import string_array, values_of
 
 MANIFEST = Path("graphroute") / "manifest.json"
 

@@ -21,8 +21,15 @@ import pyarrow as pa
 from shared_context.derived_store import DerivedStore
 from shared_context.loaders.columns import TableData
 from shared_context.loaders.integrity import repair_short_id_values
-from shared_context.record_table import RecordTable, numpy_array, release_arrow_memory, string_array
-from shared_context.records import Entity, Relationship, TextUnit
+from shared_context.records import (
+    Entity,
+    RecordTable,
+    Relationship,
+    TextUnit,
+    numpy_array,
+    release_arrow_memory,
+    string_array,
+)
 
 __all__ = ["LargeTables", "build", "load", "save"]
 

@@ -23,7 +23,6 @@ import numpy as np
 import pyarrow as pa
 
 from shared_context.loaders.columns import TableData
-from shared_context.record_table import numpy_array
 from shared_context.records import (
     Claim,
     Community,
@@ -32,6 +31,7 @@ from shared_context.records import (
     Entity,
     Relationship,
     TextUnit,
+    numpy_array,
 )
 
 R = TypeVar("R")

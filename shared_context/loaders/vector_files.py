@@ -24,7 +24,7 @@ import pyarrow as pa
 
 from shared_context.derived_store import DerivedStore, table_fingerprint
 from shared_context.errors import IndexFormatError
-from shared_context.record_table import numeric_view
+from shared_context.records import numeric_view
 from shared_context.vectors import VECTOR_TARGETS, VectorTable
 
 IdLookup = Callable[[str], int]
