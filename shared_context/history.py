@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from shared_context.tables import Column, HistoryRecord, Section, SectionBuilder, render_row
 from shared_context.tokens import Tokenizer
@@ -29,7 +28,7 @@ class QATurn:
     answers: list[str] = field(default_factory=list)
 
 
-def _validate(history: Sequence[Mapping[str, Any]] | None) -> list[tuple[str, str]]:
+def _validate(history: Sequence[Mapping[str, object]] | None) -> list[tuple[str, str]]:
     if history is None:
         return []
     if isinstance(history, (str, bytes)) or not isinstance(history, Sequence):
@@ -39,7 +38,7 @@ def _validate(history: Sequence[Mapping[str, Any]] | None) -> list[tuple[str, st
         if not isinstance(msg, Mapping) or "role" not in msg or "content" not in msg:
             raise ValueError(f"conversation history message {i} must be a mapping with 'role' and 'content'")
         role, content = msg["role"], msg["content"]
-        if role not in _ROLES:
+        if not isinstance(role, str) or role not in _ROLES:
             raise ValueError(f"conversation history message {i} has role {role!r}; expected one of {_ROLES}")
         if not isinstance(content, str):
             raise ValueError(f"conversation history message {i} content must be a string")
@@ -47,7 +46,7 @@ def _validate(history: Sequence[Mapping[str, Any]] | None) -> list[tuple[str, st
     return out
 
 
-def qa_turns(history: Sequence[Mapping[str, Any]] | None) -> list[QATurn]:
+def qa_turns(history: Sequence[Mapping[str, object]] | None) -> list[QATurn]:
     """Group messages into QA turns, oldest first: a user message opens a turn, the assistant messages
     after it are its answers; leading assistant messages and system messages are dropped (as GraphRAG)."""
     turns: list[QATurn] = []
@@ -59,7 +58,7 @@ def qa_turns(history: Sequence[Mapping[str, Any]] | None) -> list[QATurn]:
     return turns
 
 
-def recent_user_turns(history: Sequence[Mapping[str, Any]] | None, max_turns: int) -> list[str]:
+def recent_user_turns(history: Sequence[Mapping[str, object]] | None, max_turns: int) -> list[str]:
     """The newest `max_turns` user questions, newest first (what GraphRAG appends to the query)."""
     if max_turns <= 0:
         return []
@@ -67,7 +66,7 @@ def recent_user_turns(history: Sequence[Mapping[str, Any]] | None, max_turns: in
 
 
 def build_history_section(
-    history: Sequence[Mapping[str, Any]] | None,
+    history: Sequence[Mapping[str, object]] | None,
     tokenizer: Tokenizer,
     *,
     budget: int,

@@ -25,7 +25,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import FrozenInstanceError, dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
@@ -57,6 +57,8 @@ from shared_context.text import (
 from shared_context.vectors import VectorTable, vector_search, vector_table
 
 if TYPE_CHECKING:
+    from lancedb.db import DBConnection
+
     from shared_context.index import Index
 
 __all__ = [
@@ -222,7 +224,7 @@ def _lance_index(index: Index, table: Table) -> LanceLexical:
         folder = field_folder(index, f"fts.{table}", lambda: texts)
         check = content_check(texts)
 
-        def build_table(db: Any) -> None:
+        def build_table(db: DBConnection) -> None:
             build_lexical_table({"terms": [" ".join(lexical_terms(t)) if t else "" for t in texts]})(db)
 
         lance = lance_table(folder, build_table, check)
@@ -328,10 +330,10 @@ class LinkedEntity:
     def title(self) -> str:
         return self.entity.title
 
-    def _values(self) -> tuple[Any, ...]:
+    def _values(self) -> tuple[object, ...]:
         return tuple(getattr(self, name) for name in self._FIELDS)
 
-    def __setattr__(self, name: str, value: Any) -> None:
+    def __setattr__(self, name: str, value: object) -> None:
         raise FrozenInstanceError(f"cannot assign to field {name!r}")
 
     def __delattr__(self, name: str) -> None:
@@ -349,7 +351,7 @@ class LinkedEntity:
         return "LinkedEntity(" + ", ".join(f"{n}={v!r}" for n, v in zip(self._FIELDS, self._values(),
                                                                        strict=True)) + ")"
 
-    def __reduce__(self) -> tuple[Any, ...]:
+    def __reduce__(self) -> tuple[type[LinkedEntity], tuple[object, ...]]:
         return (LinkedEntity, self._values())
 
 

@@ -32,10 +32,16 @@ import shutil
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol, cast
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
+
+if TYPE_CHECKING:  # lancedb loads with the first Lance table, not at `import router`
+    from lancedb.db import DBConnection
+    from lancedb.index import FTS
+    from lancedb.query import LanceVectorQueryBuilder, MatchQuery
+    from lancedb.table import Table
 
 __all__ = [
     "LanceLexical",
@@ -156,7 +162,7 @@ def weighted_top_k(parts: Sequence[tuple[float, LexicalSearch]], query: Sequence
 _build_lock = threading.Lock()
 
 
-def lance_table(folder: Path, build: Callable[[Any], None], check: str = "") -> Any:
+def lance_table(folder: Path, build: Callable[[DBConnection], None], check: str = "") -> Table:
     """Open the Lance table `data` in `folder`, building it first with `build(db)` when absent or
     built from other content (`check`, see `search_store.content_check`).
 
@@ -181,7 +187,7 @@ def lance_table(folder: Path, build: Callable[[Any], None], check: str = "") -> 
         return lancedb.connect(str(folder)).open_table("data")
 
 
-def fts_config() -> Any:
+def fts_config() -> FTS:
     """Lance FTS that sees our terms unchanged: whitespace split, no folding, stemming or stopwords."""
     from lancedb.index import FTS
 
@@ -198,18 +204,18 @@ def fts_config() -> Any:
 class LanceLexical:
     """BM25 top-k from a Lance full-text index over pre-tokenised term columns (`pos` = record position)."""
 
-    def __init__(self, table: Any, column: str, n_docs: int) -> None:
+    def __init__(self, table: Table, column: str, n_docs: int) -> None:
         self.table = table
         self.column = column
         self.n_docs = n_docs
 
-    def _query(self, query: Sequence[str]) -> Any:
+    def _query(self, query: Sequence[str]) -> MatchQuery | None:
         from lancedb.query import MatchQuery
 
         terms = list(dict.fromkeys(t for t in query if t and not any(c.isspace() for c in t)))
         return MatchQuery(" ".join(terms), self.column) if terms else None  # type: ignore[call-arg]
 
-    def _run(self, match: Any, limit: int, where: str | None = None) -> Hits:
+    def _run(self, match: MatchQuery, limit: int, where: str | None = None) -> Hits:
         builder = self.table.search(match, query_type="fts").select(["pos", "_score"]).limit(limit)
         if where is not None:
             builder = builder.where(where, prefilter=True)
@@ -242,10 +248,10 @@ class LanceLexical:
         return out
 
 
-def build_lexical_table(columns: dict[str, list[str]]) -> Callable[[Any], None]:
+def build_lexical_table(columns: dict[str, list[str]]) -> Callable[[DBConnection], None]:
     """A `lance_table` builder: rows `pos` + one terms column per name, each with an FTS index."""
 
-    def build(db: Any) -> None:
+    def build(db: DBConnection) -> None:
         import pyarrow as pa
 
         n = len(next(iter(columns.values()))) if columns else 0
@@ -263,7 +269,7 @@ def build_lexical_table(columns: dict[str, list[str]]) -> Callable[[Any], None]:
 class LanceVector:
     """Cosine top-k from a Lance ANN index; candidates re-ranked with the full vectors (`refine_factor`)."""
 
-    def __init__(self, table: Any, dim: int, nprobes: int, refine_factor: int) -> None:
+    def __init__(self, table: Table, dim: int, nprobes: int, refine_factor: int) -> None:
         self.table = table
         self.dim = dim
         self.nprobes = nprobes
@@ -273,8 +279,9 @@ class LanceVector:
         q = np.asarray(query_vector, dtype=np.float32).reshape(-1)
         if k <= 0 or q.shape[0] != self.dim:
             return []
+        query = cast("LanceVectorQueryBuilder", self.table.search(q))  # a vector query's builder
         result = (
-            self.table.search(q)
+            query
             .distance_type("cosine")
             .nprobes(self.nprobes)
             .refine_factor(self.refine_factor)
@@ -287,10 +294,10 @@ class LanceVector:
         return sorted(zip(pos, sims, strict=True), key=lambda h: (-h[1], h[0]))
 
 
-def build_vector_table(positions: np.ndarray, matrix: np.ndarray, index_type: str) -> Callable[[Any], None]:
+def build_vector_table(positions: np.ndarray, matrix: np.ndarray, index_type: str) -> Callable[[DBConnection], None]:
     """A `lance_table` builder: rows `pos` + `vector`, with an IVF_PQ or IVF_HNSW_SQ cosine index."""
 
-    def build(db: Any) -> None:
+    def build(db: DBConnection) -> None:
         import pyarrow as pa
         from lancedb.index import HnswSq, IvfPq
 
@@ -300,7 +307,7 @@ def build_vector_table(positions: np.ndarray, matrix: np.ndarray, index_type: st
         table = db.create_table("data", rows)
         partitions = max(1, int(np.sqrt(n)))  # lance's own rule of thumb: ~sqrt(rows) partitions
         if index_type == "IVF_HNSW_SQ":
-            config: Any = HnswSq(distance_type="cosine", num_partitions=max(1, partitions // 16))
+            config: HnswSq | IvfPq = HnswSq(distance_type="cosine", num_partitions=max(1, partitions // 16))
         else:
             sub = next(s for s in (dim // 8, dim // 4, dim // 2, dim, 1) if s >= 1 and dim % s == 0)
             config = IvfPq(distance_type="cosine", num_partitions=partitions, num_sub_vectors=sub)

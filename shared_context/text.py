@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, cast
 
 import numpy as np
 
@@ -336,7 +336,18 @@ def _python_term_ids(texts: list[str], vocab: dict[str, int]) -> TermIds:
     return np.bincount(np.repeat(text_of, lengths), minlength=n).astype(np.int64), flat[at]
 
 
-def _string_chunks(texts: Any) -> Iterator[pa.Array]:
+class ArrowTexts(Protocol):
+    """Texts read in place from an Arrow column (`records.TextColumn`)."""
+
+    @property
+    def arrow(self) -> pa.ChunkedArray: ...
+
+
+# what `lexical_term_ids` reads: an Arrow string column, an object holding one, or Python strings (None: no text)
+Texts: TypeAlias = "pa.Array | pa.ChunkedArray | ArrowTexts | Sequence[str | None]"
+
+
+def _string_chunks(texts: Texts) -> Iterator[pa.Array]:
     """Arrow string arrays of consecutive runs of `texts` (an Arrow array or chunked array, an object
     with an `.arrow` chunked array, or a sequence of str / None), of at most `_TEXT_CHUNK_BYTES` of text
     (a longer text is a chunk of its own) and `_TEXT_CHUNK_ROWS` rows."""
@@ -357,11 +368,12 @@ def _string_chunks(texts: Any) -> Iterator[pa.Array]:
         return
     from shared_context.records import string_array
 
-    for lo in range(0, len(texts), _TEXT_CHUNK_ROWS // 16):
-        yield string_array([t or "" for t in texts[lo : lo + _TEXT_CHUNK_ROWS // 16]])
+    strings = cast("Sequence[str | None]", column)  # neither Arrow nor holding Arrow: Python strings
+    for lo in range(0, len(strings), _TEXT_CHUNK_ROWS // 16):
+        yield string_array([t or "" for t in strings[lo : lo + _TEXT_CHUNK_ROWS // 16]])
 
 
-def lexical_term_ids(texts: Any, vocab: dict[str, int] | WordIds) -> Iterator[TermIds]:
+def lexical_term_ids(texts: Texts, vocab: dict[str, int] | WordIds) -> Iterator[TermIds]:
     """The `lexical_terms` of every text, as vocabulary ids, a run of consecutive texts at a time: yields
     (number of terms of each text, the ids of their terms in text order); new terms are added to
     `vocab` (term -> id; or a `WordIds` over it, to keep its word lookups across calls). A missing text

@@ -25,7 +25,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import lru_cache
 from itertools import pairwise
-from typing import Any
+from typing import cast
 
 import numpy as np
 
@@ -40,14 +40,14 @@ _MAX_WORKERS = 4
 _MIN_PART_CHARS = 64 << 10  # `count_strings`: less text than this per thread is not worth a future
 
 
-def _sizes(records: Sequence[Any], field: str) -> tuple[np.ndarray, Callable[[int, int], list[Any]]]:
+def _sizes(records: Sequence[object], field: str) -> tuple[np.ndarray, Callable[[int, int], list[str | None]]]:
     """Each row's text size and a `(start, stop) -> texts` reader: a RecordTable's column is sized
     from its offsets and decoded a chunk at a time (a million texts are never Python strings at once)."""
     if isinstance(records, RecordTable):
         column = records.arrow_column(field)
         sizes = TextColumn(column).byte_lengths()
         return sizes, lambda a, b: column.slice(a, b - a).to_pylist()
-    texts = [getattr(r, field) for r in records]
+    texts: list[str | None] = [getattr(r, field) for r in records]
     sizes = np.fromiter((len(t) if t else 0 for t in texts), dtype=np.int64, count=len(texts))
     return sizes, lambda a, b: texts[a:b]
 
@@ -63,7 +63,7 @@ def _bounds(sizes: np.ndarray) -> list[int]:
     return [0, *(int(c) for c in inner if 0 < c < n), n]
 
 
-def _count_chunk(count: Callable[[str], int], texts: list[Any]) -> np.ndarray:
+def _count_chunk(count: Callable[[str], int], texts: Sequence[str | None]) -> np.ndarray:
     return np.fromiter((count(t) if t else 0 for t in texts), dtype=np.int32, count=len(texts))
 
 
@@ -143,18 +143,19 @@ class TokenAnchors:
         return cls(ptr, pos.astype(np.int32), before.astype(np.int32))
 
 
-def _count_anchored(tokenizer: Tokenizer, texts: list[Any]) -> tuple[np.ndarray, TokenAnchors]:
+def _count_anchored(tokenizer: Tokenizer, texts: Sequence[str | None]) -> tuple[np.ndarray, TokenAnchors]:
     """`_count_chunk` plus the texts' `TokenAnchors`, from the same encodings."""
     encode, empty = tokenizer.encode_array, np.zeros(0, dtype=np.uint32)
     encoded = [encode(t) if t else empty for t in texts]
     counts = np.fromiter(map(len, encoded), dtype=np.int32, count=len(texts))
     plain = [i for i, t in enumerate(texts) if t and t.isascii()]
+    plain_texts = [cast(str, texts[i]) for i in plain]
     sizes = np.zeros(len(texts), dtype=np.int64)
     if not plain:
         return counts, TokenAnchors(np.zeros(len(texts) + 1, dtype=np.int64), np.zeros(0, np.int32), np.zeros(0, np.int32))
     # the texts joined by NUL (neither a letter nor a space, so no anchor spans two texts)
-    data = np.frombuffer("\x00".join(texts[i] for i in plain).encode("ascii"), dtype=np.uint8)
-    lengths = np.fromiter((len(texts[i]) for i in plain), dtype=np.int64, count=len(plain))
+    data = np.frombuffer("\x00".join(plain_texts).encode("ascii"), dtype=np.uint8)
+    lengths = np.fromiter(map(len, plain_texts), dtype=np.int64, count=len(plain))
     text_start = np.cumsum(lengths + 1) - (lengths + 1)  # in the joined bytes
     n_tokens = counts[plain].astype(np.int64)
     flat = np.concatenate([encoded[i] for i in plain])
@@ -172,13 +173,17 @@ def _count_anchored(tokenizer: Tokenizer, texts: list[Any]) -> tuple[np.ndarray,
     return counts, TokenAnchors(ptr, local.astype(np.int32), before.astype(np.int32))
 
 
+# what a chunk's worker gives: its counts, with their anchors for an anchored field
+Counted = np.ndarray | tuple[np.ndarray, "TokenAnchors"]
+
+
 @dataclass
 class _Chunk:
-    read: Callable[[int, int], list[Any]]
+    read: Callable[[int, int], list[str | None]]
     start: int
     stop: int
     anchored: bool
-    future: Future[Any] = field(default_factory=Future)
+    future: Future[Counted] = field(default_factory=Future)
 
 
 class _Queue:
@@ -211,8 +216,8 @@ def _work(tokenizer: Tokenizer, queue: _Queue, native: Callable[[str], int] | No
             continue
         try:
             texts = chunk.read(chunk.start, chunk.stop)
-            result = (_count_anchored(tokenizer, texts) if chunk.anchored
-                      else _count_chunk(native or tokenizer.count, texts))  # fmt: skip
+            result: Counted = (_count_anchored(tokenizer, texts) if chunk.anchored
+                               else _count_chunk(native or tokenizer.count, texts))  # fmt: skip
         except BaseException as exc:  # the waiting `result()` raises it
             chunk.future.set_exception(exc)
         else:
@@ -223,7 +228,7 @@ class TokenCounts:
     """Counts in progress: `result()` waits and returns one int32 array per field, `cancel()` drops
     the chunks not started (a load that failed meanwhile)."""
 
-    def __init__(self, queue: _Queue | None, parts: list[list[Future[Any]]], threads: list[threading.Thread]) -> None:
+    def __init__(self, queue: _Queue | None, parts: list[list[Future[Counted]]], threads: list[threading.Thread]) -> None:
         self._queue = queue
         self._parts = parts
         self._threads = threads  # daemons, never joined by a load: kept so a test can wait for them
@@ -234,10 +239,10 @@ class TokenCounts:
             out = []
             for index, futures in enumerate(self._parts):
                 done = [f.result() for f in futures]
+                counts = [d[0] if isinstance(d, tuple) else d for d in done]
                 if done and isinstance(done[0], tuple):
-                    self.anchors[index] = TokenAnchors.join([d[1] for d in done])
-                    done = [d[0] for d in done]
-                out.append(np.concatenate(done) if done else np.zeros(0, dtype=np.int32))
+                    self.anchors[index] = TokenAnchors.join([d[1] for d in done if isinstance(d, tuple)])
+                out.append(np.concatenate(counts) if counts else np.zeros(0, dtype=np.int32))
             return out
         finally:
             self.cancel()
@@ -249,7 +254,7 @@ class TokenCounts:
 
 
 def count_texts(
-    tokenizer: Tokenizer, fields: Sequence[tuple[Sequence[Any], str]], anchored: Sequence[int] = ()
+    tokenizer: Tokenizer, fields: Sequence[tuple[Sequence[object], str]], anchored: Sequence[int] = ()
 ) -> TokenCounts:
     """Start counting the tokens of every text of each `(records, field)`; returns at once. The fields
     at the positions `anchored` also get `TokenAnchors` (`TokenCounts.anchors` after `result()`)."""
