@@ -415,7 +415,8 @@ class OfflineExtractor:
         owns ("the Dean's daughters") for a person; a
         place preposition before ("in Kentucky", "down to the Mississippi": a determiner may come between)
         or a place noun after ("the Mississippi river") for a place, unless the name holds a digit ("in Q4");
-        an organisation's verb ("Acme announced", "joined Acme", "worked at Acme"), an officer after it ("Acme CEO") or
+        an organisation's verb or role ("Acme announced", "joined Acme", "worked at Acme", "CEO of Acme"), an
+        officer after it ("Acme CEO") or
         what it owns ("Acme's customers") for an organisation; a person noun used as a name ("the Dean"); a
         name WordNet lists as a place (`noun_classes.txt`: "london" is a location)."""
         prev = toks[i - 1].lower() if i > 0 else ""
@@ -442,7 +443,7 @@ class OfflineExtractor:
             add("GEO", 0.15)
         if nxt in lx.GEO_FOLLOWERS:
             add("GEO", 1.0)
-        worked_at = prev in ("at", "for") and i > 1 and toks[i - 2].lower() in lx.ORG_WORK_WORDS
+        worked_at = prev in ("at", "for", "of") and i > 1 and toks[i - 2].lower() in lx.ORG_WORK_WORDS
         if nxt in lx.ORG_FOLLOWERS or nxt in lx.ORG_VERBS or prev in lx.ORG_OBJECT_VERBS or worked_at:
             add("ORGANIZATION", 1.0)
         elif possessive and nxt in lx.ORG_POSSESSIONS:
