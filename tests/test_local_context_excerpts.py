@@ -122,6 +122,16 @@ def test_evidence_benchmark_credits_exactly_the_excerpts_shown() -> None:
             assert not span_hit(("book", 10_000 * p + hidden, 10_000 * p + hidden + 20), ranges)
 
 
+def test_evidence_benchmark_separates_spans_in_front_or_back_matter() -> None:
+    from benchmarks.evidence_recall import outside_matter
+
+    matter = {"book": [(0, 500), (9_000, 9_800)]}  # contents at the start, an index at the end
+    contents, straddling, story, index_entry = ("book", 100, 300), ("book", 450, 700), ("book", 600, 900), \
+        ("book", 9_100, 9_200)
+    other = ("other", 100, 300)  # a book without front or back matter
+    assert outside_matter([contents, straddling, story, index_entry, other], matter) == [story, other]
+
+
 def test_excerpt_mode_is_the_default_and_settable_in_graphroute_toml(tmp_path: Path) -> None:
     from engines.config import ConfigError, load_config
 

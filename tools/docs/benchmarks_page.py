@@ -286,10 +286,11 @@ def serve_load(r: Json) -> tuple[list[str], list[Headline]]:
 
 def evidence(r: Json) -> tuple[list[str], list[Headline]]:
     lines = [r.get("about", "Share of the silver evidence spans each context shows, at the same token budget."),
-             "", "| subset | method | budget | evidence spans found |", "|---|---|---|---|"]
+             "", "| subset | method | budget | evidence spans found | outside front/back matter |", "|---|---|---|---|---|"]
     headline: dict[tuple[str, int], dict[str, float]] = {}
     for row in r["rows"]:
-        lines.append(f"| {row['subset']} | {row['method']} | {row['budget']:,} | {_f(row['span_hit'])} |")
+        lines.append(f"| {row['subset']} | {row['method']} | {row['budget']:,} | {_f(row['span_hit'])} | "
+                     f"{_f(row.get('span_hit_story'))} |")
         if row.get("headline"):
             headline.setdefault((row["subset"], row["budget"]), {})[row["method"]] = row["span_hit"]
     lines.append("")
