@@ -539,14 +539,23 @@ def _person_aliases(keep: set[str], aggs: dict[str, _Agg], lowercase: Mapping[st
        a full name that merely extends another ("AMY HOOD TUESDAY") is not a second owner; with several
        owners the short name merges only when one dominates (`ALIAS_DOMINANCE`), else it stays apart.
 
+    Before both, a name run on into calendar words ("AMY HOOD TUESDAY") merges into the name.
     Returns key -> the entity it merges into (no chains)."""
     names = [k for k in keep if aggs[k].kind in (NAME, SPEAKER, ACRONYM)]
     alias: dict[str, str] = {}
+    # step 0: a name run on into calendar words or adjectives ("AMY HOOD TUESDAY", a transcript's dateline)
+    for key in names:
+        words = key.split(" ")
+        while len(words) > 2 and words[-1].lower() in lx.SOFT_EDGE_WORDS:
+            words.pop()
+        base = " ".join(words)
+        if base != key and base in keep and aggs[base].kind in (NAME, SPEAKER):
+            alias[key] = base
     # step 1: titled forms grouped with their core
     groups: dict[str, list[tuple[str, bool]]] = defaultdict(list)
     for key in names:
         core, of_form = _name_core(key)
-        if core != key:
+        if core != key and key not in alias:
             groups[core].append((key, of_form))
     for core, titled in groups.items():
         rank = {k: 0 if of else 1 for k, of in titled}  # ties: "LORD SANDWICH" before "LORD OF SANDWICH"

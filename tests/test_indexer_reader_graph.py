@@ -51,9 +51,10 @@ def test_a_first_name_merges_into_the_full_name_it_co_occurs_with() -> None:
     texts = [
         "Then Amy Hood presented the results. Later Amy said margins grew. Amy answered the analyst.",
         "We thank Amy Hood. Then Amy said the year was strong.",
+        "We heard from Amy Hood Tuesday at the meeting.",  # a dateline run into the name
     ]
     ents = _merge(texts)
-    assert "AMY HOOD" in ents and "AMY" not in ents
+    assert "AMY HOOD" in ents and "AMY" not in ents and "AMY HOOD TUESDAY" not in ents
     assert ents["AMY HOOD"].type == "PERSON"
     assert "Amy said the year was strong." in ents["AMY HOOD"].description or ents["AMY HOOD"].frequency == 2
 
