@@ -11,6 +11,7 @@ from functools import cache
 from pathlib import Path
 
 from shared_context.text import STOPWORDS as _FUNCTION_WORDS
+from shared_context.text import read_word_lists
 
 DATA_DIR = Path(__file__).with_name("data")
 ROMAN_NUMERAL = r"^(?=[MDCLXVI])M*(C[MD]|D?C{0,3})(X[CL]|L?X{0,3})(I[XV]|V?I{0,3})$"
@@ -19,20 +20,7 @@ ROMAN_NUMERAL = r"^(?=[MDCLXVI])M*(C[MD]|D?C{0,3})(X[CL]|L?X{0,3})(I[XV]|V?I{0,3
 @cache
 def read_lists(name: str) -> dict[str, tuple[str, ...]]:
     """`[SECTION]`-headed word lists of one data file, words in file order ("#" lines are comments)."""
-    path = DATA_DIR / name
-    sections: dict[str, list[str]] = {}
-    current: list[str] | None = None
-    for number, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        line = raw.strip()
-        if not line or line.startswith("#"):
-            continue
-        if line.startswith("[") and line.endswith("]"):
-            current = sections.setdefault(line[1:-1], [])
-        elif current is None:
-            raise ValueError(f"{path}:{number}: words before the first [SECTION] header")
-        else:
-            current.extend(line.split())
-    return {k: tuple(v) for k, v in sections.items()}
+    return read_word_lists(DATA_DIR / name)
 
 
 def _set(name: str, section: str) -> frozenset[str]:

@@ -30,6 +30,7 @@ __all__ = [
     "lexical_term_ids",
     "lexical_terms",
     "plural_stem",
+    "read_word_lists",
     "split_sentences",
     "stem",
     "tokens",
@@ -102,6 +103,24 @@ def word_list(name: str) -> frozenset[str]:
 
 
 STOPWORDS = word_list("stopwords.txt")
+
+
+def read_word_lists(path: Path) -> dict[str, tuple[str, ...]]:
+    """`[SECTION]`-headed word lists of one data file, by section name; words separated by spaces or line
+    breaks, in file order, each once ("#" lines are comments). A word before the first header is an error."""
+    lists: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    for number, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.startswith("[") and line.endswith("]"):
+            current = lists.setdefault(line[1:-1], [])
+        elif current is None:
+            raise ValueError(f"{path}:{number}: words before the first [SECTION] header")
+        else:
+            current.extend(line.split())
+    return {name: tuple(dict.fromkeys(words)) for name, words in lists.items()}
 
 
 def tokens(text: str) -> list[str]:

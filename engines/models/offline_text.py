@@ -17,7 +17,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from shared_context.bm25 import BM25
-from shared_context.text import CJK_RE, STOPWORDS, split_sentences, stem, tokens
+from shared_context.text import CJK_RE, STOPWORDS, read_word_lists, split_sentences, stem, tokens
 
 __all__ = [
     "BM25",
@@ -59,19 +59,7 @@ WORDS_PATH = Path(__file__).resolve().parent / "data" / "offline_words.txt"
 @lru_cache(maxsize=1)
 def word_lists() -> dict[str, tuple[str, ...]]:
     """The offline model's word lists (`data/offline_words.txt`), by section name, in file order."""
-    lists: dict[str, list[str]] = {}
-    current: list[str] | None = None
-    for number, raw in enumerate(WORDS_PATH.read_text(encoding="utf-8").splitlines(), 1):
-        line = raw.strip()
-        if not line or line.startswith("#"):
-            continue
-        if line.startswith("[") and line.endswith("]"):
-            current = lists.setdefault(line[1:-1], [])
-        elif current is None:
-            raise ValueError(f"{WORDS_PATH}:{number}: words before the first [SECTION] header")
-        else:
-            current.extend(line.split())
-    return {name: tuple(dict.fromkeys(words)) for name, words in lists.items()}
+    return read_word_lists(WORDS_PATH)
 
 
 def word_list(name: str) -> frozenset[str]:
