@@ -235,7 +235,7 @@ def _common_word_of_another_name(index: Index, pos: int, title: str, unknown_spa
     words = _title_words(title)
     if not any(words < _title_words(span) for span in unknown_spans):
         return False
-    from shared_context.record_table import field_of
+    from shared_context.records import field_of
 
     text = field_of(index.text_units, "text")
     units = index.entity_text_units[pos][:_CASE_UNITS] if 0 <= pos < len(index.entity_text_units) else []
