@@ -31,9 +31,8 @@ import numpy as np
 
 from shared_context.bm25 import BM25
 from shared_context.boilerplate_marks import boilerplate_weights
-from shared_context.lexical_store import StoredPhrases, stored_bm25, stored_phrases
-from shared_context.pruned_lexical import Pruned, pruned_top
-from shared_context.pruned_lexical import scores_at as pruned_scores_at
+from shared_context.lexical_store import Pruned, StoredPhrases, pruned_top, stored_bm25, stored_phrases
+from shared_context.lexical_store import scores_at as pruned_scores_at
 from shared_context.records import Entity, array_of, texts_of, values_of
 from shared_context.search_backend import (
     Hits,
@@ -527,7 +526,7 @@ _LEXICAL_K = 16  # the lexical candidates a text's `LexicalPass` keeps (deepened
 
 def _memory_lexical(ent: _EntityLinkIndex, terms: list[str], k: int = _LEXICAL_K) -> Pruned:
     """The best `k` (and ties) of 2 x BM25(title) + BM25(description) with descriptions in memory, their
-    exact scores and what any other entity can score (`pruned_lexical`: a word in a large share of the
+    exact scores and what any other entity can score (`lexical_store.pruned_top`: a word in a large share of the
     titles is read in weight order, not whole)."""
     assert isinstance(ent.descriptions, BM25)
     return pruned_top([(_TITLE_BOOST, ent.titles), (1.0, ent.descriptions)], terms, k)

@@ -8,22 +8,21 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from shared_context import pruned_lexical
+from shared_context import lexical_store
 from shared_context.bm25 import BM25
 from shared_context.index import Index
 from shared_context.index_build import index_from_records
-from shared_context.lexical_store import load_bm25, save_bm25
+from shared_context.lexical_store import load_bm25, pruned_top, save_bm25, scores_at
 from shared_context.linking import _entity_index, _exact_strengths, exact_tokens, lexical_terms, link_entities
-from shared_context.pruned_lexical import pruned_top, scores_at
 from shared_context.records import Entity, TextUnit
 
 
 @pytest.fixture
 def small_lists(monkeypatch: pytest.MonkeyPatch) -> None:
     """Common lists from 64 documents on, so small indexes exercise every path."""
-    monkeypatch.setattr(pruned_lexical, "COMMON_POSTINGS", 64)
-    monkeypatch.setattr(pruned_lexical, "IMPACT_PREFIX", 96)
-    monkeypatch.setattr(pruned_lexical, "QUERY_BUDGET", 160)
+    monkeypatch.setattr(lexical_store, "COMMON_POSTINGS", 64)
+    monkeypatch.setattr(lexical_store, "IMPACT_PREFIX", 96)
+    monkeypatch.setattr(lexical_store, "QUERY_BUDGET", 160)
 
 
 def _dense(parts: list[tuple[float, BM25]], query: list[str]) -> np.ndarray:
