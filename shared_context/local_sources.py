@@ -2,13 +2,13 @@
 
 Candidates are tried in the strategy's order (`text_unit_strategy`, see `text_unit_selection.py`) and added
 whole wherever they fit (a unit too big for the room left is skipped, a smaller later one may still fit).
-With `hybrid`, the candidates also include the units most similar to the question (`unit_search.py`) and
+With `hybrid`, the candidates also include the units most similar to the question (its `question_units`) and
 each record says why it is there (`reasons`). By default `hybrid` then shows excerpts (`excerpt_tokens`,
 `passages.py`): the question-relevant windows of the best candidates, so the budget holds many units'
 evidence instead of a few whole 1,200-token units; a unit shown in part is marked `truncated` with its
 `excerpts` offsets, a unit whose every block was chosen is shown whole. With `excerpt_tokens = 0` whole units
 go in, and the room left after them goes to the best unit that did not fit, cut to the window of it that
-shares the most question terms (`unit_search.best_window`), marked the same way (only when at least
+shares the most question terms (`text_unit_selection.best_window`), marked the same way (only when at least
 `_MIN_TRIMMED_UNIT_TOKENS` are left).
 """
 
@@ -26,8 +26,14 @@ from shared_context.local_rows import cached_row, excerpt_line, fields, join_spa
 from shared_context.passages import Excerpt, excerpt_blocks, select_excerpts
 from shared_context.row_estimates import may_fit, row_estimates
 from shared_context.tables import Section, SectionBuilder, SourceRecord, columns
-from shared_context.text_unit_selection import NO_ENTITY, UnitCandidate, select_text_units
-from shared_context.unit_search import QuestionUnits, best_window, question_units
+from shared_context.text_unit_selection import (
+    NO_ENTITY,
+    QuestionUnits,
+    UnitCandidate,
+    best_window,
+    question_units,
+    select_text_units,
+)
 
 if TYPE_CHECKING:
     from shared_context.index import Index

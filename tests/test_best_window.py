@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from shared_context.linking import lexical_terms
-from shared_context.unit_search import best_window
+from shared_context.text_unit_selection import best_window
 
 
 def reference(text: str, query: str, chars: int) -> tuple[int, int]:

@@ -107,7 +107,7 @@ def test_room_left_after_whole_units_goes_to_one_trimmed_unit() -> None:
 
 
 def test_a_trimmed_unit_keeps_the_part_the_question_is_about() -> None:
-    from shared_context.unit_search import best_window
+    from shared_context.text_unit_selection import best_window
 
     text = "Opening words about nothing much. " * 30 + "The lighthouse keeper rang the bell. " + "Closing. " * 40
     start, end = best_window(text, "Why did the lighthouse keeper ring?", 200)

@@ -24,7 +24,7 @@ from shared_context.search_backend import (
     search_params,
 )
 from shared_context.search_store import field_folder
-from shared_context.unit_search import question_units
+from shared_context.text_unit_selection import question_units
 from shared_context.vectors import VectorTable, vector_search
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
