@@ -11,8 +11,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from shared_context.excerpt_rows import excerpt_row_tokens
 from shared_context.index_cache import per_index_cache
+from shared_context.passages import excerpt_row_tokens
 from shared_context.records import field_of
 from shared_context.tables import ClaimRecord, Column, EntityRecord, RelationshipRecord, columns, render_row
 
@@ -128,7 +128,7 @@ def join_spans(text: str, spans: Sequence[tuple[int, int]]) -> str:
 def excerpt_line(index: Any, unit: int, unit_id: str, text: str, spans: Sequence[tuple[int, int]], shown: str,
                  block_starts: Sequence[int]) -> tuple[str, int]:
     """An excerpt row (`shown` = `join_spans(text, spans)`) and its exact count with its line end, from
-    per-index counts of the stretches between its unit's block boundaries (`excerpt_rows`)."""
+    per-index counts of the stretches between its unit's block boundaries (`passages`)."""
     id_cell = render_row([unit_id])
     line = render_row([unit_id, shown])
     n = excerpt_row_tokens(index, unit, id_cell, text, spans, block_starts,

@@ -1,6 +1,6 @@
 """Excerpt rows of the Sources table are counted from per-index counts of their stretches between block
-boundaries (`shared_context/excerpt_rows.py`): always the count of the rendered row, and the contexts are
-the same as when every row is encoded whole."""
+boundaries (`shared_context.passages.excerpt_row_tokens`): always the count of the rendered row, and the
+contexts are the same as when every row is encoded whole."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from shared_context.excerpt_rows import excerpt_row_tokens
 from shared_context.local_rows import join_spans
+from shared_context.passages import excerpt_row_tokens
 from shared_context.tables import render_row
 from shared_context.tokens import get_tokenizer
 
