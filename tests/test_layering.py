@@ -112,6 +112,20 @@ def test_no_import_cycles_between_modules() -> None:
     assert not cycles, "import cycles:\n" + "\n".join(cycles)
 
 
+def _exists(module: str) -> bool:
+    path = REPO / module.replace(".", "/")
+    return path.with_suffix(".py").exists() or (path / "__init__.py").exists()
+
+
+def test_every_imported_project_module_exists() -> None:
+    """An import of a module the project no longer has fails here, also a lazy one: mypy's
+    `ignore_missing_imports` does not report it, and a function's import only fails when the function runs."""
+    files = [*_product_files(), *sorted((REPO / "tests").rglob("*.py")), *sorted((REPO / "benchmarks").rglob("*.py"))]
+    missing = [f"{path.relative_to(REPO)}:{line} imports {target}" for path in files
+               for line, target in _imports(path) if _layer(target) is not None and not _exists(target)]
+    assert not missing, "imports of modules that do not exist:\n" + "\n".join(missing)
+
+
 def test_the_checker_sees_lazy_and_relative_imports(tmp_path: Path) -> None:
     """The checker itself: an import inside a function, and a relative one, are both seen."""
     fake = REPO / "engines" / "models" / "_layering_probe.py"
