@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from itertools import pairwise
-from typing import Any, overload
+from typing import overload
 
 import numpy as np
 
@@ -79,7 +79,7 @@ class Adjacency(Sequence[list[int]]):
     def __repr__(self) -> str:
         return f"Adjacency(rows={len(self)}, entries={len(self.indices)})"
 
-    def arrays(self, prefix: str) -> dict[str, Any]:
+    def arrays(self, prefix: str) -> dict[str, np.ndarray]:
         """The two arrays under `<prefix>_indptr` / `<prefix>_indices` (for the derived store)."""
         return {f"{prefix}_indptr": self.indptr, f"{prefix}_indices": self.indices}
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, overload
+from typing import TYPE_CHECKING, overload
 
 import numpy as np
 
@@ -158,7 +158,7 @@ def _unit_shares(index: Index) -> tuple[np.ndarray, dict[int, list[tuple[int, in
 class _Texts(Sequence[str]):
     """The texts of some units, read from the column only when the scan asks for them."""
 
-    def __init__(self, text: Callable[[int], Any], positions: list[int]) -> None:
+    def __init__(self, text: Callable[[int], object], positions: list[int]) -> None:
         self._text, self._positions = text, positions
 
     def __len__(self) -> int:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -66,7 +66,7 @@ class CommunityContext(list[ReportBatch]):
 class CommunityContextBuilder:
     """Builds the global-search batches; pure and deterministic (see module docstring)."""
 
-    def __init__(self, index: Index, params: CommunityContextParams | Mapping[str, Any] | None = None) -> None:
+    def __init__(self, index: Index, params: CommunityContextParams | Mapping[str, object] | None = None) -> None:
         self.index = index
         if params is None:
             params = CommunityContextParams()
@@ -74,7 +74,7 @@ class CommunityContextBuilder:
             params = CommunityContextParams.model_validate(dict(params))
         self.params = params
 
-    def _params(self, overrides: Mapping[str, Any]) -> CommunityContextParams:
+    def _params(self, overrides: Mapping[str, object]) -> CommunityContextParams:
         if not overrides:
             return self.params
         return CommunityContextParams.model_validate({**self.params.model_dump(), **overrides})
@@ -145,9 +145,9 @@ class CommunityContextBuilder:
         query: str = "",
         *,
         query_vector: np.ndarray | None = None,
-        history: Sequence[Mapping[str, Any]] | None = None,
+        history: Sequence[Mapping[str, object]] | None = None,
         communities: Sequence[int] | None = None,
-        **overrides: Any,
+        **overrides: object,
     ) -> CommunityContext:
         p = self._params(overrides)
         index = self.index

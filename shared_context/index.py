@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import numpy as np
 
@@ -200,7 +200,7 @@ class Index:
         doc = self.text_unit_document[pos]
         return self.documents[doc] if doc >= 0 else None
 
-    def stats(self) -> dict[str, Any]:
+    def stats(self) -> dict[str, object]:
         return {
             "path": str(self.path) if self.path else None,
             "version": self.version,

@@ -10,10 +10,10 @@ the next load maps it instead of computing it. Arrow's scratch memory is handed 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TypeVar
 
 from shared_context import arrow_keys
 from shared_context.adjacency import Adjacency
@@ -52,6 +52,9 @@ from shared_context.tokens import Tokenizer, get_tokenizer
 from shared_context.vectors import VectorTable
 
 __all__ = ["index_from_records"]
+
+R = TypeVar("R")
+K = TypeVar("K", bound=Hashable)
 
 
 def index_from_records(
@@ -182,12 +185,12 @@ def _check_ids(t: LoadTables) -> _Ids:
             if not records.validated:
                 _check_unique_column(records, field, file(table), column)
         else:
-            t.id_maps[attr] = _check_unique(values_of(records, field), file(table), column)
+            t.id_maps[attr] = _check_unique(values_of(records, field, str), file(table), column)
     return _Ids(
-        document_pos=_check_unique(values_of(t.documents, "id"), file("documents"), "id"),
-        claim_pos=_check_unique(values_of(t.claims, "id"), file("covariates"), "id"),
-        community_pos=_check_unique(values_of(t.communities, "community"), file("communities"), "community"),
-        report_pos=_check_unique(values_of(t.community_reports, "community"), file("community_reports"), "community"),
+        document_pos=_check_unique(values_of(t.documents, "id", str), file("documents"), "id"),
+        claim_pos=_check_unique(values_of(t.claims, "id", str), file("covariates"), "id"),
+        community_pos=_check_unique(values_of(t.communities, "community", int), file("communities"), "community"),
+        report_pos=_check_unique(values_of(t.community_reports, "community", int), file("community_reports"), "community"),
     )
 
 
@@ -200,7 +203,7 @@ def _entity_pos(t: LoadTables) -> dict[str, int]:
     return found
 
 
-def _check_unique_column(records: RecordTable[Any], field: str, file: str, column: str) -> None:
+def _check_unique_column(records: RecordTable[R], field: str, file: str, column: str) -> None:
     """IndexFormatError on duplicates, checked in Arrow without building a dict."""
     col = records.arrow_column(field)
     if arrow_keys.count_distinct(col) == len(col):
@@ -208,7 +211,7 @@ def _check_unique_column(records: RecordTable[Any], field: str, file: str, colum
     _check_unique(records.column(field), file, column)
 
 
-def _check_unique(values: Sequence[Any], file: str, column: str) -> dict[Any, int]:
+def _check_unique(values: Sequence[K], file: str, column: str) -> dict[K, int]:
     """Map value -> position, raising IndexFormatError on duplicates."""
     pos = {v: i for i, v in enumerate(values)}
     if len(pos) != len(values):
@@ -221,5 +224,5 @@ def _check_unique(values: Sequence[Any], file: str, column: str) -> dict[Any, in
     return pos
 
 
-def _records(records: Iterable[Any]) -> Sequence[Any]:
+def _records(records: Iterable[R]) -> Sequence[R]:
     return records if isinstance(records, RecordList) else list(records)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import chain
-from typing import Any, TypeAlias
+from typing import TypeAlias
 
 import numpy as np
 import pyarrow as pa
@@ -92,9 +92,9 @@ class LoadTables:
     notes: LoadNotes
     id_maps: dict[str, dict[str, int]] = field(default_factory=dict)  # ID_MAPS attribute -> map (lists only)
 
-    def table(self, name: str) -> Sequence[Any]:
+    def table(self, name: str) -> Sequence[object]:
         """A record table by its attribute name ("entities", "community_reports", ...)."""
-        records: Sequence[Any] = getattr(self, name)
+        records: Sequence[object] = getattr(self, name)
         return records
 
     def keys(self, table: str, field: str) -> Keys:
@@ -106,7 +106,7 @@ class LoadTables:
         return self.id_maps[next(a for a, spec in ID_MAPS.items() if spec[:2] == (table, field))]
 
 
-def column(records: Sequence[Any], name: str) -> Values:
+def column(records: Sequence[object], name: str) -> Values:
     """One field of every record: the Arrow column of a `RecordTable` (no Python object per row at load),
     else a list."""
     return records.arrow_column(name) if isinstance(records, RecordTable) else values_of(records, name)
@@ -154,7 +154,7 @@ def _unique_pairs(a: np.ndarray, b: np.ndarray, n_b: int) -> tuple[np.ndarray, n
     return codes // max(n_b, 1), codes % max(n_b, 1)
 
 
-def set_values(records: Sequence[Any], name: str, values: list[Any] | np.ndarray) -> None:
+def set_values(records: Sequence[object], name: str, values: Sequence[object] | np.ndarray) -> None:
     """Set one field of every record (load-time repairs), column-wise for a RecordTable."""
     if isinstance(records, RecordTable):
         records.with_column(name, values)

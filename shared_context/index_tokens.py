@@ -5,7 +5,6 @@ are derived, then stored. The text units also get their `TokenAnchors` from the 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 
@@ -84,7 +83,7 @@ class TokenCountLoad:
         self.counting.cancel()
 
 
-def lazy_token_counts(name: str, records: Sequence[Any], tokenizer: Tokenizer, derived: DerivedArrays) -> np.ndarray:
+def lazy_token_counts(name: str, records: Sequence[object], tokenizer: Tokenizer, derived: DerivedArrays) -> np.ndarray:
     """One of `LAZY_TOKENS` (`records`: its table): from the derived store, else counted now and stored like
     the others."""
     _, text_field, table = TOKEN_FIELDS[name]

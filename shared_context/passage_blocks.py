@@ -29,19 +29,21 @@ from collections import Counter
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, overload
 
 import numpy as np
 
 from shared_context.bm25 import TermLookup
 from shared_context.lexical_store import SortedVocab
-from shared_context.records import RecordTable
+from shared_context.records import RecordTable, TextUnit
 from shared_context.tables import per_index_cache
 from shared_context.text import WordIds, lexical_term_ids, lexical_terms
 from shared_context.token_counts import TokenAnchors, count_strings
 from shared_context.tokens import Tokenizer
 
 if TYPE_CHECKING:
+    import numpy.typing as npt
+
     from shared_context.index import Index
 
 __all__ = ["Block", "BlockTable", "block_table", "unit_blocks_of"]
@@ -183,7 +185,13 @@ class _TermsById(Sequence[str]):
     def __len__(self) -> int:
         return len(self._vocab)
 
-    def __getitem__(self, i: Any) -> Any:
+    @overload
+    def __getitem__(self, i: int) -> str: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[str]: ...
+    def __getitem__(self, i: int | slice) -> str | list[str]:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
         if self._position is None:
             columns = np.asarray(self._vocab._columns)
             self._position = np.empty(len(columns), dtype=np.int64)
@@ -191,7 +199,7 @@ class _TermsById(Sequence[str]):
         return self._vocab[int(self._position[i])]
 
 
-def _texts(records: Sequence[Any]) -> Iterator[list[str]]:
+def _texts(records: Sequence[TextUnit]) -> Iterator[list[str]]:
     """The units' texts, a chunk at a time (straight from the Arrow column for a `RecordTable`)."""
     for lo in range(0, len(records), _CHUNK_UNITS):
         if isinstance(records, RecordTable):
@@ -201,7 +209,7 @@ def _texts(records: Sequence[Any]) -> Iterator[list[str]]:
         yield [t or "" for t in chunk]
 
 
-def build_block_table(records: Sequence[Any], unit_tokens: np.ndarray, block_tokens: int,
+def build_block_table(records: Sequence[TextUnit], unit_tokens: np.ndarray, block_tokens: int,
                       tokenizer: Tokenizer, anchors: TokenAnchors | None = None) -> BlockTable:
     """Cut every unit into blocks (`unit_blocks_of`, batched): spans per unit, token counts from the
     units' `anchors` (`TokenAnchors.span_counts`: only the blocks' ends are encoded; exact) or else on
@@ -256,7 +264,7 @@ def build_block_table(records: Sequence[Any], unit_tokens: np.ndarray, block_tok
         np.cumsum(sizes, out=out[1:])
         return out
 
-    def cat(parts: list[np.ndarray], dtype: Any) -> np.ndarray:
+    def cat(parts: list[np.ndarray], dtype: npt.DTypeLike) -> np.ndarray:
         """The parts joined; the list is emptied so each part is freed as soon as it is copied."""
         out = np.concatenate(parts).astype(dtype, copy=False) if parts else np.zeros(0, dtype=dtype)
         parts.clear()
