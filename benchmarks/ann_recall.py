@@ -34,11 +34,11 @@ from shared_context.linking import lexical_index, lexical_terms
 from shared_context.search_backend import (
     LanceLexical,
     LanceVector,
+    VectorTable,
     build_lexical_table,
     build_vector_table,
     lance_table,
 )
-from shared_context.vectors import VectorTable
 
 K = 10
 

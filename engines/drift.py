@@ -43,7 +43,7 @@ from engines.run import QueryRun, gather_bounded, reraise_bugs
 from engines.schemas import FollowupResponse, PrimerResponse
 from shared_context.boilerplate_marks import boilerplate_weights
 from shared_context.report_fold import reports_fold
-from shared_context.vectors import vector_table
+from shared_context.search_backend import vector_table
 
 if TYPE_CHECKING:
     from engines.models.base import Completion

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, TypeAlias
 
 from engines.models.base import ChatModel, Embedder
 from engines.models.factory import Models
-from shared_context.vectors import vector_table
+from shared_context.search_backend import vector_table
 
 if TYPE_CHECKING:
     from engines.config import GraphrouteConfig

@@ -23,9 +23,9 @@ import numpy as np
 
 from shared_context.local_budget import LocalContextParams
 from shared_context.local_sources import SOURCE_COLUMNS, excerpt_sources
+from shared_context.search_backend import vector_search
 from shared_context.tables import ContextTables, SectionBuilder, SourceRecord
 from shared_context.text_unit_selection import fuse_rankings, question_units
-from shared_context.vectors import vector_search
 
 if TYPE_CHECKING:
     from shared_context.index import Index

@@ -32,7 +32,7 @@ from shared_context.history import build_history_section
 from shared_context.linking import lexical_scores
 from shared_context.report_batches import ReportBatch, pack_batches, report_row
 from shared_context.report_weights import occurrence_counts
-from shared_context.vectors import vector_table
+from shared_context.search_backend import vector_table
 
 if TYPE_CHECKING:
     from shared_context.index import Index

@@ -46,9 +46,9 @@ from shared_context.records import (
     TextUnit,
     values_of,
 )
+from shared_context.search_backend import VECTOR_TARGETS, VectorTable
 from shared_context.token_counts import TokenAnchors
 from shared_context.tokens import Tokenizer
-from shared_context.vectors import VECTOR_TARGETS, VectorTable
 
 __all__ = ["Index", "VectorTable"]
 

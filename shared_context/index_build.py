@@ -48,8 +48,8 @@ from shared_context.records import (
     release_arrow_memory,
     values_of,
 )
+from shared_context.search_backend import VectorTable
 from shared_context.tokens import Tokenizer, get_tokenizer
-from shared_context.vectors import VectorTable
 
 __all__ = ["index_from_records"]
 

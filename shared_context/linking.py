@@ -38,9 +38,12 @@ from shared_context.search_backend import (
     Hits,
     LanceLexical,
     LexicalSearch,
+    VectorTable,
     build_lexical_table,
     lance_table,
     search_params,
+    vector_search,
+    vector_table,
     weighted_top_k,
 )
 from shared_context.search_store import content_check, field_folder
@@ -53,7 +56,6 @@ from shared_context.text import (
     plural_stem,
     tokens,
 )
-from shared_context.vectors import VectorTable, vector_search, vector_table
 
 if TYPE_CHECKING:
     from lancedb.db import DBConnection

@@ -50,9 +50,9 @@ import numpy as np
 from shared_context.adjacency import Adjacency
 from shared_context.boilerplate_marks import boilerplate_weights
 from shared_context.linking import lexical_top
+from shared_context.search_backend import VectorTable, vector_search, vector_table
 from shared_context.tables import per_index_cache
 from shared_context.text import lexical_terms, word_terms
-from shared_context.vectors import VectorTable, vector_search, vector_table
 
 if TYPE_CHECKING:
     from shared_context.index import Index

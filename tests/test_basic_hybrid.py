@@ -13,7 +13,7 @@ from shared_context import load_index
 from shared_context.basic_context import question_basic_context
 from shared_context.index import Index
 from shared_context.linking import lexical_top
-from shared_context.vectors import vector_table
+from shared_context.search_backend import vector_table
 
 CAROL = Path(__file__).resolve().parents[2] / "shared" / "data" / "christmas_carol_graphrag_index"
 

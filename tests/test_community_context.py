@@ -16,8 +16,7 @@ from shared_context.community_context import CommunityContextBuilder, CommunityC
 from shared_context.index import Index
 from shared_context.index_build import index_from_records
 from shared_context.records import Community, CommunityReport, Entity, TextUnit
-from shared_context.search_backend import SearchParams, configure_search
-from shared_context.vectors import VectorTable
+from shared_context.search_backend import SearchParams, VectorTable, configure_search
 
 
 @pytest.fixture(autouse=True)

@@ -9,7 +9,7 @@ import pytest
 
 from shared_context import IndexFormatError, load_index
 from shared_context.index import Index
-from shared_context.vectors import VectorTable
+from shared_context.search_backend import VectorTable
 
 
 @pytest.fixture(scope="module")

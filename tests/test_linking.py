@@ -11,7 +11,7 @@ from shared_context.index import Index
 from shared_context.index_build import index_from_records
 from shared_context.linking import exact_tokens, lexical_scores, lexical_terms, link_entities
 from shared_context.records import CommunityReport, Entity, Relationship, TextUnit
-from shared_context.vectors import VectorTable
+from shared_context.search_backend import VectorTable
 
 
 def _index(entities: list[tuple[str, str]], rels: list[tuple[str, str]] = (), **kw: object) -> Index:

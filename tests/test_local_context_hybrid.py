@@ -14,9 +14,9 @@ from shared_context.index import Index
 from shared_context.index_build import index_from_records
 from shared_context.local_context import LocalContext, LocalContextBuilder
 from shared_context.records import Entity, Relationship, TextUnit
+from shared_context.search_backend import VectorTable
 from shared_context.tables import SourceRecord
 from shared_context.text_unit_selection import NO_ENTITY, UnitCandidate, fuse_rankings
-from shared_context.vectors import VectorTable
 
 FILLER = "plain words about the weather and the market town " * 12
 

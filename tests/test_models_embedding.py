@@ -16,7 +16,7 @@ from engines.models.embedding_offline import (
 )
 from engines.models.errors import ModelConfigError
 from engines.models.factory import Models, build_embedder
-from shared_context.vectors import vector_table
+from shared_context.search_backend import vector_table
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 CORPUS = [

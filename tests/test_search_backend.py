@@ -20,12 +20,13 @@ from shared_context.search_backend import (
     LanceLexical,
     LanceVector,
     SearchParams,
+    VectorTable,
     configure_search,
     search_params,
+    vector_search,
 )
 from shared_context.search_store import field_folder
 from shared_context.text_unit_selection import question_units
-from shared_context.vectors import VectorTable, vector_search
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 WORDS = ["river", "harbour", "archive", "mission", "treaty", "signal", "winter", "market", "bridge", "valley", "council", "ledger", "lantern", "merchant", "orchard", "quarry", "beacon", "garrison", "tunnel"]

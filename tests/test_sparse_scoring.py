@@ -19,7 +19,7 @@ from shared_context.index_build import index_from_records
 from shared_context.lexical_store import load_bm25, save_bm25
 from shared_context.linking import _entity_index, _exact_strengths, exact_tokens, lexical_terms, link_entities
 from shared_context.records import Entity, TextUnit
-from shared_context.vectors import VectorTable
+from shared_context.search_backend import VectorTable
 
 _WORDS = [f"w{i}" for i in range(40)]
 

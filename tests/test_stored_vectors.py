@@ -14,7 +14,7 @@ import numpy as np
 
 from shared_context import load_index
 from shared_context.loaders.vector_files import lance_version
-from shared_context.vectors import normalise_rows
+from shared_context.search_backend import normalise_rows
 
 REPO = Path(__file__).resolve().parents[1]
 

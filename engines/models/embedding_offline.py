@@ -461,7 +461,7 @@ def attach_offline_vectors(index: Index, embedder: VectorSpace) -> list[str]:
     Tables embedded before are memory-mapped from the embedder's vector cache; the index's texts are
     read only for a table computed now. Returns the names attached.
     """
-    from shared_context.vectors import VectorTable, derived_vectors, vector_table
+    from shared_context.search_backend import VectorTable, derived_vectors, vector_table
 
     sizes = {name: len(getattr(index, table)) for name, table in _TEXT_TABLES.items()}
     cached = _cached_vectors(embedder.vector_cache, embedder.fingerprint, sizes, embedder.dim)

@@ -41,8 +41,8 @@ from shared_context.loaders.vector_files import (
     read_lancedb,
 )
 from shared_context.records import Claim, Community, CommunityReport, release_arrow_memory, values_of
+from shared_context.search_backend import VectorTable
 from shared_context.tokens import get_tokenizer
-from shared_context.vectors import VectorTable
 
 __all__ = ["IndexFormatError", "load_index"]
 

@@ -25,7 +25,7 @@ import pyarrow as pa
 from shared_context.derived_store import DerivedStore, table_fingerprint
 from shared_context.errors import IndexFormatError
 from shared_context.records import numeric_view
-from shared_context.vectors import VECTOR_TARGETS, VectorTable
+from shared_context.search_backend import VECTOR_TARGETS, VectorTable
 
 IdLookup = Callable[[str], int]
 
@@ -181,7 +181,7 @@ def _copy_vectors(
 
 
 def _normalise(block: np.ndarray) -> np.ndarray:
-    from shared_context.vectors import normalise_rows
+    from shared_context.search_backend import normalise_rows
 
     return normalise_rows(block)
 
