@@ -123,11 +123,11 @@ class LocalContextParams(BaseModel):
     # first entities' relationships and claims
     fact_entity_share: float = Field(default=0.6, gt=0.0, le=1.0)
     # the Reports share of a fact question; the room it frees goes to Sources (the entity tables keep their
-    # share). None (the default) keeps community_prop for every question, so every context shows its
-    # community reports. 0 (no reports for a fact question) reached more evidence than 0.03 and than
-    # community_prop on the tuning half of the GraphRAG-Bench novel and medical dev questions
-    # (benchmarks/evidence_recall.py --half tune --set fact_community_prop=0); a relation question keeps them.
-    fact_community_prop: float | None = Field(default=None, ge=0.0, le=1.0)
+    # share). 0 (the default: no reports for a fact question) reached more evidence than 0.03 and than
+    # community_prop on both halves of the GraphRAG-Bench novel and medical dev questions
+    # (benchmarks/evidence_recall.py --set fact_community_prop=...); a relation question keeps its reports.
+    # None keeps community_prop for every question, so every context shows its community reports.
+    fact_community_prop: float | None = Field(default=0.0, ge=0.0, le=1.0)
 
     @model_validator(mode="after")
     def _props_fit(self) -> LocalContextParams:

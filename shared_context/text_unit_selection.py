@@ -22,8 +22,9 @@ entity's relationships found in the unit (GraphRAG's rule), then by position.
   candidate records why it is there (`reasons`: "entity", "lexical", "vector").
 
 Whatever the strategy, licence and front/back matter goes down the order (`boilerplate_marks`): a fused
-score is multiplied by the unit's boilerplate weight, and without scores units keep their order within
-equal weights.
+score is multiplied by the unit's boilerplate weight, all but the part the lexical ranking gave it (the
+question's own words picking a contents list or title page keep it where they put it), and without scores
+units keep their order within equal weights.
 
 The question side of `hybrid` (`question_units`): the text units most similar to the question.
 
@@ -182,19 +183,30 @@ def select_text_units(
     `weighted` only; `lexical` / `vector` (unit positions most similar to the question, best first),
     `question_weight` and `rrf_k` by `hybrid` only.
     """
-    return _boilerplate_last(index, _select(index, entities, strategy, scores, budget, unit_cost, per_entity_cap,
-                                            min_units_per_entity, lexical, vector, question_weight, rrf_k))
+    candidates = _select(index, entities, strategy, scores, budget, unit_cost, per_entity_cap,
+                         min_units_per_entity, lexical, vector, question_weight, rrf_k)
+    lexical_part = {u: question_weight / (rrf_k + r) for r, u in enumerate(dict.fromkeys(lexical), start=1)}
+    return _boilerplate_last(index, candidates, lexical_part)
 
 
-def _boilerplate_last(index: Index, candidates: list[UnitCandidate]) -> list[UnitCandidate]:
+def _boilerplate_last(index: Index, candidates: list[UnitCandidate],
+                      lexical_part: dict[int, float] | None = None) -> list[UnitCandidate]:
     """Licence and front/back matter down-ranked (`boilerplate_marks`): a fused score is multiplied by the
-    unit's weight; candidates without one keep their order among units of equal weight."""
+    unit's weight, except the part the question's own words gave it (`lexical_part`: its share of the lexical
+    ranking): a contents list or title page the question's words select stays where they put it, while one
+    reached only through linked entities or vector similarity goes down. Candidates without a score keep their
+    order among units of equal weight."""
     weights = boilerplate_weights(index)
     if weights is None or not candidates:
         return candidates
     w = weights.units
+    words = lexical_part or {}
     if any(c.score for c in candidates):
-        return sorted(candidates, key=lambda c: -c.score * w[c.unit])  # stable: ties keep their order
+        def shown(c: UnitCandidate) -> float:
+            own = words.get(c.unit, 0.0)
+            return (c.score - own) * float(w[c.unit]) + own
+
+        return sorted(candidates, key=lambda c: -shown(c))  # stable: ties keep their order
     return sorted(candidates, key=lambda c: -w[c.unit])
 
 

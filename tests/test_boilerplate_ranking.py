@@ -68,10 +68,17 @@ def test_a_named_licence_entity_is_still_found(carol: Index) -> None:
 def test_text_units_ranked_below_the_story(carol: Index) -> None:
     n = len(carol.text_units)
     licence, story = n - 1, n // 2
+    # reached only by similarity, the licence goes below the story whatever its rank
+    ranked = select_text_units(carol, [], strategy="hybrid", lexical=[], vector=[licence, story])
+    assert [c.unit for c in ranked] == [story, licence]
+    # the question's own words picked both: their order stands (a question about the edition finds it) ...
     ranked = select_text_units(carol, [], strategy="hybrid", lexical=[licence, story], vector=[])
+    assert [c.unit for c in ranked] == [licence, story]
+    # ... but what similarity adds to a licence unit is still down-weighted
+    ranked = select_text_units(carol, [], strategy="hybrid", lexical=[licence, story], vector=[licence, story])
     assert [c.unit for c in ranked] == [story, licence]
     _off(carol)
-    ranked = select_text_units(carol, [], strategy="hybrid", lexical=[licence, story], vector=[])
+    ranked = select_text_units(carol, [], strategy="hybrid", lexical=[], vector=[licence, story])
     assert [c.unit for c in ranked] == [licence, story]
 
 

@@ -100,7 +100,9 @@ def test_budgets_ids_and_order_on_real_indexes(real: tuple[str, Index], max_toke
 
 def test_default_layout_on_dulce_matches_graphrag_headers() -> None:
     index = _load("operation_dulce")
-    ctx = LocalContextBuilder(index).build("Who is Alex Mercer?")
+    # a fact question shows no Reports by default (fact_community_prop = 0): the room goes to Sources
+    assert LocalContextBuilder(index).build("Who is Alex Mercer?").section("Reports") is None
+    ctx = LocalContextBuilder(index, {"fact_community_prop": None}).build("Who is Alex Mercer?")
     assert ctx.text.startswith("-----Reports-----\nid|title|content\n")
     assert "-----Entities-----\nid|entity|description|number of relationships\n" in ctx.text
     assert "-----Relationships-----\nid|source|target|description|weight\n" in ctx.text
@@ -117,7 +119,7 @@ def test_default_layout_on_dulce_matches_graphrag_headers() -> None:
 def test_unused_budget_flows_to_sources() -> None:
     index = _load("christmas_carol_graphrag_index")
     # the shares of every question kind (a fact question's larger Sources share off)
-    ctx = LocalContextBuilder(index).build("Bob Cratchit", fact_text_unit_prop=None)
+    ctx = LocalContextBuilder(index).build("Bob Cratchit", fact_text_unit_prop=None, fact_community_prop=None)
     m = 12_000 - 5 * index.tokenizer.count("\n\n")
     reports = ctx.section("Reports")
     assert reports is not None and reports.budget == int(m * 0.1)
@@ -197,7 +199,8 @@ def test_deterministic_and_no_state_leak() -> None:
 def test_candidate_context_marks_records_not_in_context() -> None:
     index = _load("christmas_carol_graphrag_index")
     # GraphRAG's shares, so that every section has rows both shown and left out at this budget
-    params = {"max_context_tokens": 8000, "text_unit_prop": 0.5, "community_prop": 0.15, "fact_text_unit_prop": None}
+    params = {"max_context_tokens": 8000, "text_unit_prop": 0.5, "community_prop": 0.15, "fact_text_unit_prop": None,
+              "fact_community_prop": None}
     ctx = LocalContextBuilder(index, params).build("Scrooge", return_candidate_context=True)
     for name in ("Entities", "Relationships", "Sources", "Reports"):
         section = ctx.section(name)
@@ -301,7 +304,7 @@ def test_report_falls_back_to_summary_then_truncation() -> None:
         communities=[community],
         community_reports=[report],
     )
-    ctx = LocalContextBuilder(index, {"max_context_tokens": 2000}).build("alpha")
+    ctx = LocalContextBuilder(index, {"max_context_tokens": 2000, "fact_community_prop": None}).build("alpha")
     reports = ctx.section("Reports")
     assert reports is not None and "Short summary." in reports.text and reports.tokens <= reports.budget
     no_summary = CommunityReport(id="r", community=0, level=0, title="Alpha", full_content=long_text)
@@ -312,7 +315,7 @@ def test_report_falls_back_to_summary_then_truncation() -> None:
         communities=[community],
         community_reports=[no_summary],
     )
-    ctx2 = LocalContextBuilder(index2, {"max_context_tokens": 2000}).build("alpha")
+    ctx2 = LocalContextBuilder(index2, {"max_context_tokens": 2000, "fact_community_prop": None}).build("alpha")
     rep2 = ctx2.section("Reports")
     assert rep2 is not None and rep2.rows[0].truncated and rep2.tokens <= rep2.budget
     assert re.search(r"A very long finding\.", rep2.text)
@@ -422,7 +425,7 @@ def test_fact_question_reports_share_goes_to_sources() -> None:
     index = _load("christmas_carol_graphrag_index")
     builder = LocalContextBuilder(index)
     query = "Tell me about Marley's ghost"
-    base = builder.build(query, max_context_tokens=8000)
+    base = builder.build(query, max_context_tokens=8000, fact_community_prop=None)
     small = builder.build(query, max_context_tokens=8000, fact_community_prop=0.02)
     assert base.need == small.need == "fact"
     assert small.budgets["Reports"] < base.budgets["Reports"]
@@ -437,7 +440,7 @@ def test_fact_question_reports_share_goes_to_sources() -> None:
     assert small.tokens == index.tokenizer.count(small.text) <= 8000
     # a relation question keeps community_prop
     relation = "What is the relationship between Scrooge and Marley?"
-    rel_base = builder.build(relation, max_context_tokens=8000)
+    rel_base = builder.build(relation, max_context_tokens=8000, fact_community_prop=None)
     rel_small = builder.build(relation, max_context_tokens=8000, fact_community_prop=0.02)
     if rel_base.need == "relation":
         assert rel_small.budgets == rel_base.budgets

@@ -166,8 +166,8 @@ def test_fact_question_gets_more_sources_and_relation_question_keeps_graph_rows(
             assert ctx.tokens == index.tokenizer.count(ctx.text)
     # a relation word without two named entities is still a fact question
     assert builder.build("Who is related to the lighthouse keeper?", **params).need == "fact"
-    # the rule off: both questions get the same split
-    off = params | {"fact_text_unit_prop": None}
+    # the rules off: both questions get the same split
+    off = params | {"fact_text_unit_prop": None, "fact_community_prop": None}
     a = builder.build("What is the relationship between ALPHA and BETA?", max_context_tokens=2000, **off)
     b = builder.build("Where did ALPHA and BETA meet?", max_context_tokens=2000, **off)
     assert a.budgets["Entities"] == b.budgets["Entities"]
