@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 from shared_context.linking import LinkedEntity
 from shared_context.local_budget import LocalContextParams
 from shared_context.local_rows import report_line
 from shared_context.row_estimates import may_fit, row_estimates
 from shared_context.tables import Column, ReportRecord, Section, SectionBuilder, columns
+
+if TYPE_CHECKING:
+    from shared_context.index import Index
+    from shared_context.records import CommunityReport
 
 __all__ = ["report_columns", "reports_section"]
 
@@ -19,7 +23,7 @@ def report_columns(p: LocalContextParams) -> tuple[Column, ...]:
 
 
 def reports_section(
-    index: Any, linked: Sequence[LinkedEntity], budget: int, p: LocalContextParams
+    index: Index, linked: Sequence[LinkedEntity], budget: int, p: LocalContextParams
 ) -> Section[ReportRecord]:
     """Reports of the communities holding the most linked entities, the full text where it fits, else the
     summary, else (for the first report only) the text cut to fit."""
@@ -42,7 +46,7 @@ def reports_section(
     for count, report in candidates:
         pos = index.report_pos[report.community]
 
-        def record(content: str, report: Any = report, count: int = count, pos: int = pos) -> ReportRecord:
+        def record(content: str, report: CommunityReport = report, count: int = count, pos: int = pos) -> ReportRecord:
             return ReportRecord(report.short_id, report.title, content, report.rank, report.level, count,
                                 position=pos)
 

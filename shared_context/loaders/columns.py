@@ -11,9 +11,10 @@ import ast
 import json
 import re
 import sys
+from collections.abc import Callable
 from itertools import pairwise
 from operator import itemgetter
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pyarrow as pa
@@ -24,7 +25,7 @@ from shared_context.records import TextColumn, numeric_view
 _QUOTED = re.compile(r"'((?:[^'\\]|\\.)*)'|\"((?:[^\"\\]|\\.)*)\"")
 
 
-def split_list_value(value: Any) -> list[Any]:
+def split_list_value(value: object) -> list[object]:
     """A list column value written as text (CSV) back to a list; lists pass through."""
     if value is None:
         return []
@@ -52,12 +53,12 @@ def split_list_value(value: Any) -> list[Any]:
         if quoted:
             return [a or b for a, b in quoted]
         if "," not in text:  # numpy's repr of numbers: [7 8 9]
-            return text.strip("[]").split()
+            return list[object](text.strip("[]").split())
     parts = re.split(r"[,\n]", text.strip("[]"))
     return [p.strip().strip("'\"") for p in parts if p.strip().strip("'\"")]
 
 
-def _parse_literal(text: str, parse: Any) -> list[Any] | None:
+def _parse_literal(text: str, parse: Callable[[str], object]) -> list[object] | None:
     try:
         parsed = parse(text)
     except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
@@ -223,7 +224,7 @@ class TableData:
 
     # -------------------------------------------------------------- lists
 
-    def lists(self, column: str, *, required: bool = False) -> list[list[Any]]:
+    def lists(self, column: str, *, required: bool = False) -> list[list[object]]:
         """A list column (str[] or int[]); CSV strings are split like GraphRAG's split_list_column."""
         col = self._column(column, required)
         if col is None:
@@ -242,7 +243,7 @@ class TableData:
         values = self.lists(column, required=required)
         if values and any(v and not isinstance(v[0], str) for v in values[:100]):
             return [[str(x) for x in v] for v in values]
-        return values
+        return cast("list[list[str]]", values)  # text where the first 100 rows hold text, as read
 
     def int_lists(self, column: str, *, required: bool = False) -> list[list[int]]:
         fast = self._arrow_int_lists(column)
@@ -251,7 +252,7 @@ class TableData:
         out: list[list[int]] = []
         for row in self.lists(column, required=required):
             try:
-                out.append([int(float(x)) for x in row])
+                out.append([int(float(x if isinstance(x, int | float) else str(x))) for x in row])
             except (TypeError, ValueError) as exc:
                 raise self.error(f"list values must be integers (e.g. {row!r})", column) from exc
         return out
@@ -275,12 +276,12 @@ class TableData:
         ends = (offsets - offsets[0]).tolist()
         return [values[a:b] for a, b in pairwise(ends)]
 
-    def records(self, column: str) -> list[list[dict[str, Any]]]:
+    def records(self, column: str) -> list[list[dict[str, object]]]:
         """Findings: a list of {summary, explanation} per row (JSON text in CSV files)."""
         col = self._column(column, False)
         if col is None:
             return [[] for _ in range(len(self))]
-        out: list[list[dict[str, Any]]] = []
+        out: list[list[dict[str, object]]] = []
         for value in col.to_pylist():
             if isinstance(value, str):
                 out.append([dict(x) for x in split_list_value(value) if isinstance(x, dict)])
@@ -288,11 +289,11 @@ class TableData:
                 out.append([x for x in value or [] if isinstance(x, dict)])
         return out
 
-    def mappings(self, column: str) -> list[dict[str, Any]]:
+    def mappings(self, column: str) -> list[dict[str, object]]:
         col = self._column(column, False)
         if col is None:
             return [{} for _ in range(len(self))]
-        out: list[dict[str, Any]] = []
+        out: list[dict[str, object]] = []
         for value in col.to_pylist():
             if isinstance(value, str) and value.strip().startswith("{"):
                 try:
@@ -318,7 +319,7 @@ def _as_string(col: pa.ChunkedArray, default: str) -> pa.ChunkedArray:
     return col if col.type == pa.string() else col.cast(pa.string())
 
 
-def _string_lists(col: pa.ChunkedArray) -> list[list[Any]] | None:
+def _string_lists(col: pa.ChunkedArray) -> list[list[object]] | None:
     """A list<string> column as Python lists whose equal strings are one interned object.
 
     Id lists repeat the same few ids millions of times (every relationship names its text units);

@@ -16,7 +16,7 @@ import hashlib
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Protocol
 
 import pyarrow as pa
 
@@ -60,7 +60,11 @@ def check_build_manifest(root: Path, table_files: Sequence[Path]) -> None:
             raise IndexFormatError(f"not written by the build {MANIFEST} records; {advice}", file=file.name)
 
 
-def repair_short_ids(records: Sequence[Any], file: str, warnings: list[str]) -> None:
+class _ShortIded(Protocol):
+    short_id: str
+
+
+def repair_short_ids(records: Sequence[_ShortIded], file: str, warnings: list[str]) -> None:
     """Make every record's `short_id` unique (see the module docstring); records are changed in place."""
     repaired = repair_short_id_values(values_of(records, "short_id"), file, warnings)
     if repaired is not None:

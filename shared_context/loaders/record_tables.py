@@ -21,6 +21,7 @@ import pyarrow as pa
 from shared_context.derived_store import DerivedStore
 from shared_context.loaders.columns import TableData
 from shared_context.loaders.integrity import repair_short_id_values
+from shared_context.loaders.schema import Column
 from shared_context.records import (
     Entity,
     RecordTable,
@@ -35,6 +36,7 @@ __all__ = ["LargeTables", "build", "load", "save"]
 
 _FORMAT = "1"
 _CLASSES: dict[str, type] = {"entities": Entity, "relationships": Relationship, "text_units": TextUnit}
+LargeTable = RecordTable[Entity] | RecordTable[Relationship] | RecordTable[TextUnit]
 DEPENDS_ON = {
     "entities": ["entities", "nodes", "relationships", "text_units"],
     "relationships": ["relationships", "entities", "text_units"],
@@ -62,7 +64,7 @@ class LargeTables:
     from_store: bool = False
 
 
-def build(name: str, data: TableData, columns: dict[str, Any], warnings: list[str]) -> RecordTable[Any]:
+def build(name: str, data: TableData, columns: dict[str, Column], warnings: list[str]) -> LargeTable:
     """A RecordTable from normalised columns, citation ids repaired (warnings appended)."""
     repaired = repair_short_id_values(columns["short_id"], data.file, warnings)
     if repaired is not None:
@@ -72,7 +74,7 @@ def build(name: str, data: TableData, columns: dict[str, Any], warnings: list[st
     return RecordTable(_CLASSES[name], pa.table(arrays))
 
 
-def _arrow(values: Any, kind: pa.DataType) -> pa.Array | pa.ChunkedArray:
+def _arrow(values: Column, kind: pa.DataType) -> pa.Array | pa.ChunkedArray:
     """A normalised column as Arrow, from buffers where it can be: `pa.array` of a list or an ndarray
     imports pandas (0.8 s CPU of a first load that otherwise never needs it)."""
     if isinstance(values, pa.Array | pa.ChunkedArray):

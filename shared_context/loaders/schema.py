@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import dataclasses
 from collections import defaultdict
-from typing import Any, TypeVar
+from collections.abc import Sequence
+from typing import Any, TypeAlias, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -35,6 +36,8 @@ from shared_context.records import (
 )
 
 R = TypeVar("R")
+# a normalised column: Arrow, a numpy array, or Python values
+Column: TypeAlias = "pa.Array | pa.ChunkedArray | np.ndarray | Sequence[object]"
 
 
 def _short_ids(t: TableData) -> list[str]:
@@ -75,7 +78,7 @@ def node_stats(nodes: TableData | None) -> tuple[dict[str, int], dict[tuple[int,
     return degree, dict(members)
 
 
-def entity_columns(t: TableData, node_degree: dict[str, int]) -> dict[str, list[Any]]:
+def entity_columns(t: TableData, node_degree: dict[str, int]) -> dict[str, Column]:
     """The entity fields of every row, by field name (see `records.Entity`)."""
     title_col = t.first_present("title", "name")
     if title_col is None:
@@ -102,7 +105,7 @@ def entity_columns(t: TableData, node_degree: dict[str, int]) -> dict[str, list[
     }
 
 
-def relationship_columns(t: TableData) -> dict[str, list[Any]]:
+def relationship_columns(t: TableData) -> dict[str, Column]:
     t.require("id", "source", "target")
     _require_rows(t, "id")
     degree_col = t.first_present("combined_degree", "rank")
@@ -118,7 +121,7 @@ def relationship_columns(t: TableData) -> dict[str, list[Any]]:
     }
 
 
-def text_unit_columns(t: TableData) -> dict[str, list[Any]]:
+def text_unit_columns(t: TableData) -> dict[str, Column]:
     t.require("id", "text")
     _require_rows(t, "id")
     if t.has("document_id"):
@@ -137,7 +140,7 @@ def text_unit_columns(t: TableData) -> dict[str, list[Any]]:
     }
 
 
-def _records(cls: type[R], columns: dict[str, list[Any]]) -> list[R]:
+def _records(cls: type[R], columns: dict[str, Column]) -> list[R]:
     names = [f.name for f in dataclasses.fields(cls)]  # type: ignore[arg-type]
     values = [
         c.to_pylist() if isinstance(c, pa.Array | pa.ChunkedArray) else c.tolist() if isinstance(c, np.ndarray) else c

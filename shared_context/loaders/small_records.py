@@ -12,19 +12,21 @@ changed file builds (and stores) them again; the steps that follow (id repairs, 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TypeVar
 
 from shared_context.derived_store import DerivedStore
 from shared_context.record_list import RecordList, to_arrow
 
 __all__ = ["records"]
 
+T = TypeVar("T")
+
 _FORMAT = "1"
 
 
 def records(
-    store: DerivedStore, cls: type, name: str, depends_on: list[str], build: Callable[[], Sequence[Any]], extra: str = ""
-) -> Sequence[Any]:
+    store: DerivedStore, cls: type[T], name: str, depends_on: list[str], build: Callable[[], Sequence[T]], extra: str = ""
+) -> Sequence[T]:
     """The stored records of `name` as a `RecordList`, else `build()` (stored for the next open)."""
     key = f"{_FORMAT}|{extra}"
     table = store.load_table(f"records-{name}", depends_on, extra=key)
