@@ -5,7 +5,8 @@
 sha512 hex of it. Offline reports are extractive: the title names the top entities, the summary and
 findings quote the strongest relationships and the entities' source sentences, and findings cite
 their records with GraphRAG's `[Data: Entities (..); Relationships (..)]` so answers can cite them.
-The summary also names the community's themes: its concept and event entities with the most weight on the
+The summary also names the community's themes: its concept and event entities (short phrases, no document
+names or numbers) with the most weight on the
 community's own relationships, leaving out those that occur in most of the corpus's text units (a word
 every part of the corpus uses says nothing about one community).
 """
@@ -15,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 from dataclasses import dataclass, field
 
 from indexer.communities import CommunityRow
@@ -24,6 +26,8 @@ from shared_context.text import split_sentences
 MAX_FINDINGS = 6
 MAX_CITED = 5
 MAX_THEMES = 3
+MAX_THEME_WORDS = 4
+_CODE = re.compile(r"[^\W\d_][\w-]*\d|\d[\w-]*[^\W\d_]")  # a word mixing letters and digits: EP-53, V2, Q4
 THEME_TYPES = frozenset({"CONCEPT", "EVENT"})
 GENERIC_UNIT_SHARE = 0.25  # a concept in more than this share of all text units is not one community's theme
 
@@ -195,9 +199,19 @@ def community_themes(members: list[EntityRow], rels: list[RelationshipRow], unit
             weight[end] = weight.get(end, 0.0) + r.weight
     limit = GENERIC_UNIT_SHARE * units_total if units_total >= 20 else math.inf
     ranked = sorted((e for e in members if e.type in THEME_TYPES and weight.get(e.title, 0.0) > 0
-                     and e.frequency <= limit),
+                     and e.frequency <= limit and _theme_like(e.title)),
                     key=lambda e: (-weight[e.title], -e.frequency, e.human_readable_id))
     return [e.title for e in ranked[:MAX_THEMES]]
+
+
+def _theme_like(title: str) -> bool:
+    """A theme is a short phrase, not a document's name or number ("EP-53 BEHIND THE TECH PODCAST", "EP39"): at
+    most `MAX_THEME_WORDS` words, none mixing letters and digits, and more than two letters unless all capitals
+    of an acronym of two ("AI")."""
+    words = title.split()
+    if not words or len(words) > MAX_THEME_WORDS or any(_CODE.search(w) for w in words):
+        return False
+    return len(title) > 2 or title.isupper()
 
 
 def offline_reports(communities: list[CommunityRow], graph: Graph) -> list[ReportRow]:

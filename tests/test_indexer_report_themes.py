@@ -51,3 +51,13 @@ def test_an_offline_report_summary_names_its_themes() -> None:
     report = offline_report(community, 7.0, entity_by_id=members, rel_by_id=rels,
                             hrid_by_title={e.title: e.human_readable_id for e in MEMBERS}, units_total=100)
     assert "Its main themes are TIDAL POWER, HARBOUR STRIKE and TURBINE BLADES." in report.summary
+
+
+def test_a_document_name_or_number_is_not_a_theme() -> None:
+    members = [*MEMBERS, _entity("EP-12 HARBOUR TALKS PODCAST", "CONCEPT", 6, 6),
+               _entity("THE LONG HISTORY OF HARBOUR TRADE", "CONCEPT", 4, 7)]
+    rels = [*RELS, _rel("ADA MORROW", "EP-12 HARBOUR TALKS PODCAST", 30),
+            _rel("ADA MORROW", "THE LONG HISTORY OF HARBOUR TRADE", 25)]
+    themes = community_themes(members, rels, units_total=100)
+    assert "EP-12 HARBOUR TALKS PODCAST" not in themes and "THE LONG HISTORY OF HARBOUR TRADE" not in themes
+    assert themes[0] == "TIDAL POWER"
