@@ -6,9 +6,8 @@ sha512 hex of it. Offline reports are extractive: the title names the top entiti
 findings quote the strongest relationships and the entities' source sentences, and findings cite
 their records with GraphRAG's `[Data: Entities (..); Relationships (..)]` so answers can cite them.
 The summary also names the community's themes: its concept and event entities (short phrases, no document
-names or numbers) with the most weight on the
-community's own relationships, leaving out those that occur in most of the corpus's text units (a word
-every part of the corpus uses says nothing about one community).
+names or numbers) with the most weight on the community's own relationships, leaving out those that occur in
+most of the corpus's text units (a word every part of the corpus uses says nothing about one community).
 """
 
 from __future__ import annotations
