@@ -2,9 +2,8 @@
 claims, sources), built from the index's precomputed adjacency with GraphRAG's defects fixed.
 
 The builder links the question's entities and lets each section take its budget in turn (the budget flow,
-`local_budget.py`). Each section has its own module: Reports (`local_reports.py`), the entity tables
-(`local_entity_tables.py`: Entities, Relationships, Claims; relationship ranking in
-`relationship_selection.py`), Sources (`local_sources.py`). Rows are rendered and counted once per index
+`local_budget.py`). The graph sections, Reports and the entity tables (Entities, Relationships with GraphRAG's
+relationship ranking, Claims), are built in `local_tables.py`; Sources in `local_sources.py`. Rows are rendered and counted once per index
 (`local_rows.py`), estimated before they are counted (`row_estimates.py`), and can be rendered ahead of the
 questions (`local_warmup.py`).
 
@@ -36,10 +35,8 @@ from shared_context.local_budget import (
     reports_budget,
     section_room,
 )
-from shared_context.local_entity_tables import entity_tables
-from shared_context.local_reports import reports_section
 from shared_context.local_sources import sources_section
-from shared_context.relationship_selection import select_relationships
+from shared_context.local_tables import entity_tables, reports_section, select_relationships
 from shared_context.tables import AnySection, ContextTables, joined_tokens
 
 if TYPE_CHECKING:
