@@ -87,6 +87,7 @@ class UnitCandidate:
     relationships: int  # number of the entity's relationships found in the unit
     reasons: tuple[str, ...] = ("entity",)  # why it is a candidate: "entity", "lexical", "vector"
     score: float = 0.0  # the fused score (hybrid only)
+    lexical_score: float = 0.0  # the part of `score` the lexical ranking gave (hybrid only)
 
 
 NO_ENTITY = -1  # `entity` / `entity_rank` of a unit that is a candidate only through the question
@@ -183,28 +184,22 @@ def select_text_units(
     `weighted` only; `lexical` / `vector` (unit positions most similar to the question, best first),
     `question_weight` and `rrf_k` by `hybrid` only.
     """
-    candidates = _select(index, entities, strategy, scores, budget, unit_cost, per_entity_cap,
-                         min_units_per_entity, lexical, vector, question_weight, rrf_k)
-    lexical_part = {u: question_weight / (rrf_k + r) for r, u in enumerate(dict.fromkeys(lexical), start=1)}
-    return _boilerplate_last(index, candidates, lexical_part)
+    return _boilerplate_last(index, _select(index, entities, strategy, scores, budget, unit_cost, per_entity_cap,
+                                            min_units_per_entity, lexical, vector, question_weight, rrf_k))
 
 
-def _boilerplate_last(index: Index, candidates: list[UnitCandidate],
-                      lexical_part: dict[int, float] | None = None) -> list[UnitCandidate]:
+def _boilerplate_last(index: Index, candidates: list[UnitCandidate]) -> list[UnitCandidate]:
     """Licence and front/back matter down-ranked (`boilerplate_marks`): a fused score is multiplied by the
-    unit's weight, except the part the question's own words gave it (`lexical_part`: its share of the lexical
-    ranking): a contents list or title page the question's words select stays where they put it, while one
-    reached only through linked entities or vector similarity goes down. Candidates without a score keep their
-    order among units of equal weight."""
+    unit's weight, except the part the question's own words gave it (`lexical_score`): a contents list or title
+    page the question's words select stays where they put it, while one reached only through linked entities
+    or vector similarity goes down. Candidates without a score keep their order among units of equal weight."""
     weights = boilerplate_weights(index)
     if weights is None or not candidates:
         return candidates
     w = weights.units
-    words = lexical_part or {}
     if any(c.score for c in candidates):
         def shown(c: UnitCandidate) -> float:
-            own = words.get(c.unit, 0.0)
-            return (c.score - own) * float(w[c.unit]) + own
+            return (c.score - c.lexical_score) * float(w[c.unit]) + c.lexical_score
 
         return sorted(candidates, key=lambda c: -shown(c))  # stable: ties keep their order
     return sorted(candidates, key=lambda c: -w[c.unit])
@@ -313,6 +308,7 @@ def fuse_rankings(
     if question_weight < 0:
         raise ValueError(f"question_weight must be >= 0, got {question_weight}")
     score: dict[int, float] = {}
+    lexical_score: dict[int, float] = {}
     reasons: dict[int, list[str]] = {}
     base: dict[int, UnitCandidate] = {}
     order: dict[int, int] = {}  # tie-break: entity-side rank, then question-only units by position
@@ -325,7 +321,10 @@ def fuse_rankings(
         reasons[cand.unit] = ["entity"]
     for name, ranking in (("lexical", lexical), ("vector", vector)):
         for rank, unit in enumerate(dict.fromkeys(ranking), start=1):
-            score[unit] = score.get(unit, 0.0) + question_weight / (rrf_k + rank)
+            share = question_weight / (rrf_k + rank)
+            score[unit] = score.get(unit, 0.0) + share
+            if name == "lexical":
+                lexical_score[unit] = share
             reasons.setdefault(unit, []).append(name)
     tail = len(base) + 1
     ranked = sorted(score, key=lambda u: (-score[u], order.get(u, tail), u))
@@ -333,7 +332,7 @@ def fuse_rankings(
     for unit in ranked:
         cand = base.get(unit) or UnitCandidate(unit, NO_ENTITY, NO_ENTITY, 0)
         out.append(UnitCandidate(cand.unit, cand.entity, cand.entity_rank, cand.relationships,
-                                 tuple(reasons[unit]), round(score[unit], 6)))
+                                 tuple(reasons[unit]), round(score[unit], 6), round(lexical_score.get(unit, 0.0), 6)))
     return out
 
 
