@@ -16,10 +16,9 @@ from engines.models.offline_text import (
     parse_citation,
     question_terms,
     split_sentences,
-    stem,
     terms,
     trim_sentence,
-    word_list,
+    word_stems,
 )
 from engines.models.task_context import Finding, TaskContext
 from shared_context.boilerplate import is_boilerplate_sentence
@@ -33,10 +32,9 @@ DEFAULT_MAX_POINTS = 12
 # its opening summary; only blocks that name a theme when enough do), chosen by maximal marginal
 # relevance so that near-same themes from neighbouring communities do not crowd out different ones.
 THEME_DIVERSITY = 0.5  # weight of a theme's overlap with those already chosen, against its importance
-# Words that ask for themes even beside a named scope ("the main themes of the whole book").
-_THEME_WORDS = word_list("THEME")
-# Words with which a sentence names a theme; a question or a quoted speaker's line does not name one.
-_THEME_NAMING_WORDS = word_list("THEME_NAMING")
+# Word lists (data/offline_words.txt): THEME asks for themes even beside a named scope ("the main themes of
+# the whole book"); THEME_NAMING names a theme in a sentence, though a question or a quoted speaker's line
+# does not name one.
 _ASKS_OR_QUOTES_RE = re.compile(r"\?[.\s]*$|^\s*[^\W\d_][\w .'’-]{0,60}\bsaid:")
 # A list of themes is drawn only from blocks with a sentence that names a theme when at least this many have one.
 MIN_NAMED_THEMES = 3
@@ -103,7 +101,7 @@ def is_meta_or_boilerplate(sentence: str) -> bool:
 
 def asks_for_themes(question: str) -> bool:
     """A corpus-wide question, or one that names themes or topics outright."""
-    theme_stems = {stem(w) for w in _THEME_WORDS}
+    theme_stems = word_stems("THEME")
     return question_terms(question)[1] or any(t in theme_stems for t in terms(question))
 
 
@@ -235,6 +233,6 @@ def _theme_sentence(group: list[tuple[str, dict[str, list[str]]]]) -> int | None
     """The place of the block's first sentence that names a theme, if any (the report title is not read)."""
     first = group[0][0]
     bodies = [first.partition(": ")[2] if ": " in first else first, *(sentence for sentence, _ in group[1:])]
-    naming = {stem(w) for w in _THEME_NAMING_WORDS}
+    naming = word_stems("THEME_NAMING")
     return next((i for i, body in enumerate(bodies)
                  if not _ASKS_OR_QUOTES_RE.search(body) and any(t in naming for t in terms(body))), None)

@@ -21,7 +21,6 @@ from engines.models.offline_answer import (
 )
 from engines.models.offline_text import (
     BM25,
-    COLLECTION_WORDS,
     STOPWORDS,
     answerable,
     capitalised_phrases,
@@ -34,11 +33,11 @@ from engines.models.offline_text import (
     mentions,
     question_terms,
     split_sentences,
-    stem,
     strip_citations,
     terms,
     trim_sentence,
     word_list,
+    word_stems,
 )
 from engines.models.schemas import FollowupResponse, MapPoint, MapResponse, PrimerResponse, RateResponse
 from engines.models.task_context import TaskContext
@@ -119,7 +118,7 @@ def global_map(tables: ContextTables, question: str) -> MapResponse:
     sentence_terms = [list(t) for a in analysed for _, t in a]
     # a corpus-wide question's extra sentence is looked for by what it asks ("themes"), not by the name of
     # the collection ("these calls", "the book"), which every report's sentences share
-    collection = {stem(w) for w in COLLECTION_WORDS}
+    collection = word_stems("COLLECTION")
     bm25_scores = BM25.query_scores(sentence_terms, [t for t in query if not (broad and t in collection)] or query)
     offsets = [sum(len(s) for s in per_report[:i]) for i in range(len(per_report))]
     batch_terms = [t for r in rows for t in terms(r.title)]

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from functools import lru_cache
+from functools import cache, lru_cache
 from pathlib import Path
 
 from shared_context.bm25 import BM25
@@ -24,7 +24,6 @@ __all__ = [
     "BROAD_WORDS",
     "CITATION_RE",
     "CJK_RE",
-    "COLLECTION_WORDS",
     "DATASET_ORDER",
     "MORE",
     "STOPWORDS",
@@ -50,6 +49,7 @@ __all__ = [
     "terms",
     "trim_sentence",
     "word_list",
+    "word_stems",
 ]
 
 
@@ -66,9 +66,17 @@ def word_list(name: str) -> frozenset[str]:
     return frozenset(word_lists()[name])
 
 
+@cache
+def word_stems(name: str) -> frozenset[str]:
+    """The stems of a word list, made once: what the index terms of a question or sentence are compared with.
+    "BROAD" is the scope words and the collection's names together (`BROAD_WORDS`)."""
+    words = BROAD_WORDS if name == "BROAD" else word_list(name)
+    return frozenset(stem(w) for w in words)
+
+
 # Words that make a question corpus-wide rather than about a topic ("What are the main themes of the book?").
-COLLECTION_WORDS = word_list("COLLECTION")
-BROAD_WORDS = word_list("BROAD") | COLLECTION_WORDS
+_COLLECTION_WORDS = word_list("COLLECTION")
+BROAD_WORDS = word_list("BROAD") | _COLLECTION_WORDS
 _CJK_BROAD_WORDS = word_lists()["CJK_BROAD"]  # in file order: removed from the question one after another
 
 # Function characters of Chinese questions; a bigram made only of these carries no topic.
@@ -119,7 +127,7 @@ def terms(text: str, *, keep_stopwords: bool = False) -> list[str]:
 def question_terms(question: str) -> tuple[list[str], bool]:
     """Unique content terms of a question, and whether it is corpus-wide (only broad words left)."""
     all_terms = list(dict.fromkeys(terms(question)))
-    broad_stems = {stem(w) for w in BROAD_WORDS}
+    broad_stems = word_stems("BROAD")
     stripped = question
     for word in _CJK_BROAD_WORDS:
         stripped = stripped.replace(word, " ")
