@@ -295,7 +295,7 @@ def evidence(r: Json) -> tuple[list[str], list[Headline]]:
             headline.setdefault((row["subset"], row["budget"]), {})[row["method"]] = row["span_hit"]
     lines.append("")
     names = {"local-hybrid": "local", "basic": "basic", "bm25": "plain BM25"}
-    heads = [Headline(f"Evidence spans in a {budget:,}-token context, {subset} questions",
+    heads = [Headline(f"Evidence spans in a {budget:,}-token context, {subset} development questions (settings chosen on them)",
                       " / ".join(f"{names.get(m, m)} {_f(v)}" for m, v in sorted(found.items(), key=lambda kv: kv[0] != "local-hybrid")),
                       "evidence") for (subset, budget), found in sorted(headline.items())]
     return lines, heads
@@ -348,7 +348,7 @@ def graph_top20(r: Json) -> tuple[list[str], list[Headline]]:
     values = [m["share"] for m in r["corpora"].values()]
     figure = (f"{_pct(statistics.median(values))} ({_pct(min(values))}–{_pct(max(values))}, {len(values)} corpora)"
               if values else "-")
-    return lines, [Headline("Offline graph: reader share of the top 20 entities by degree, median over corpora",
+    return lines, [Headline("Offline graph: reader share of the top 20 entities by degree, median over corpora (rules written while reading these lists)",
                             figure, "")]
 
 
