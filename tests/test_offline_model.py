@@ -138,7 +138,7 @@ async def test_local_answer_cites_only_ids_present_in_the_context(builder: Local
     text = await run(ctx, question, "local_answer", response_type="multiple paragraphs")
     assert text.startswith("**Answer (offline extractive model")
     assert_cites_only_context(text, ctx.text)
-    # every statement carries a citation: the lead line and every bullet
+    # every statement carries a citation: the opening line and every bullet
     statements = [ln for ln in text.split("\n") if ln.startswith(("**Answer", "- "))]
     assert len(statements) >= 3
     assert all(CITATION.search(ln) for ln in statements), text
