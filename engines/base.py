@@ -17,9 +17,9 @@ from pydantic import BaseModel
 
 from engines.errors import EngineError, attach_usage
 from engines.events import Event, Final
-from engines.model_set import ModelLike, ModelSet
 from engines.models.base import Embedder, Message
 from engines.models.errors import ModelError
+from engines.models.factory import ModelLike, ModelSet
 from engines.plan import HistoryLike, QueryPlan, limit_history, normalise_history, plan_question
 from engines.result import SearchResult
 from engines.run import QueryRun
@@ -63,7 +63,7 @@ class BaseEngine:
 
             configure_search(index, full.search)
         self.config = self._section(config)
-        self.models = ModelSet(index, model, embedder, full)
+        self.models = ModelSet(index, model, embedder, full.models if full is not None else None)
 
     def _section(self, config: ConfigLike) -> BaseModel:
         """The engine's own config section, from its section object, a whole GraphrouteConfig, or None."""

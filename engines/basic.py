@@ -12,8 +12,8 @@ from engines.base import BaseEngine
 from engines.config import BasicSearchConfig
 from engines.estimate import CostEstimate, estimate_basic
 from engines.events import ContextReady
-from engines.model_set import vector_for
 from engines.models.base import Message
+from engines.models.factory import vector_for
 from engines.models.task_context import TaskContext
 from engines.result import SearchResult
 from engines.run import QueryRun

@@ -33,9 +33,9 @@ from engines.errors import EngineError
 from engines.estimate import CostEstimate, estimate_drift
 from engines.events import ContextReady
 from engines.local import link_vector, local_builder
-from engines.model_set import ModelLike, vector_for
 from engines.models.base import Embedder, Message
 from engines.models.errors import ModelError
+from engines.models.factory import ModelLike, vector_for
 from engines.models.task_context import TaskContext
 from engines.reduce import Point, ReduceSettings, batched_reduce, sort_points
 from engines.result import SearchResult

@@ -16,8 +16,8 @@ from engines.latency import LATENCY, latency_key
 
 if TYPE_CHECKING:
     from engines.config import BasicSearchConfig, DriftSearchConfig, GlobalSearchConfig, LocalSearchConfig
-    from engines.model_set import ModelSet
     from engines.models.base import JSONObject
+    from engines.models.factory import ModelSet
     from engines.plan import QueryPlan
     from engines.prompts import PromptTemplate
     from shared_context.community_context import CommunityContextBuilder

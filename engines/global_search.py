@@ -18,8 +18,8 @@ from engines.dynamic_selection import select_communities, selection_details
 from engines.errors import EngineError
 from engines.estimate import CostEstimate, estimate_global
 from engines.events import ContextReady
-from engines.model_set import ModelLike, vector_for
 from engines.models.base import Embedder, Message
+from engines.models.factory import ModelLike, vector_for
 from engines.models.task_context import TaskContext
 from engines.reduce import Point, ReduceSettings, batched_reduce
 from engines.result import SearchResult

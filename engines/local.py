@@ -12,8 +12,8 @@ from engines.base import BaseEngine, ConfigLike, make_params
 from engines.config import LocalContextSettings, LocalSearchConfig
 from engines.estimate import CostEstimate, estimate_local
 from engines.events import ContextReady
-from engines.model_set import ModelLike, vector_for
 from engines.models.base import Embedder, Message
+from engines.models.factory import ModelLike, vector_for
 from engines.models.task_context import TaskContext
 from engines.result import SearchResult
 from engines.run import QueryRun

@@ -23,8 +23,8 @@ from engines import prompts
 from engines.base import ConfigLike
 from engines.config import GraphrouteConfig, QuestionGenConfig
 from engines.local import context_records, link_vector, local_builder
-from engines.model_set import ModelLike, ModelSet
 from engines.models.base import Embedder, Message, Usage
+from engines.models.factory import ModelLike, ModelSet
 from engines.models.offline_text import is_cjk_text
 from engines.models.task_context import TaskContext
 from engines.plan import normalise_history
@@ -149,7 +149,7 @@ class QuestionGenerator:
         else:
             raise TypeError(f"QuestionGenerator config must be a QuestionGenConfig or GraphrouteConfig, "
                             f"got {type(config).__name__}")
-        self.models = ModelSet(index, model, embedder, full)
+        self.models = ModelSet(index, model, embedder, full.models if full is not None else None)
         self.builder = local_builder(index, self.config.local_context())
 
     async def generate(self, history: Sequence[str] | Sequence[Message] | None = None, n: int | None = None

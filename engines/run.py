@@ -22,7 +22,6 @@ from engines.citations import context_ids_of_messages, resolve_citations, tables
 from engines.errors import DeadlineExceeded, EngineError
 from engines.events import AnswerDelta, Event, Progress
 from engines.latency import LATENCY, latency_key
-from engines.model_set import ModelSet
 from engines.models.base import (
     ChatModel,
     Completion,
@@ -34,6 +33,7 @@ from engines.models.base import (
     strip_reasoning,
 )
 from engines.models.errors import ModelError, StructuredOutputError
+from engines.models.factory import ModelSet
 from engines.models.task_context import TaskContext
 from engines.plan import QueryPlan
 from engines.result import Degradation, SearchResult
