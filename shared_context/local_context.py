@@ -4,7 +4,7 @@ claims, sources), built from the index's precomputed adjacency with GraphRAG's d
 The builder links the question's entities and lets each section take its budget in turn (the budget flow,
 `local_budget.py`). The graph sections, Reports and the entity tables (Entities, Relationships with GraphRAG's
 relationship ranking, Claims), are built in `local_tables.py`; Sources in `local_sources.py`. Rows are rendered and counted once per index
-(`local_rows.py`), estimated before they are counted (`row_estimates.py`), and can be rendered ahead of the
+(`local_rows.py`, which also estimates them before they are counted), and can be rendered ahead of the
 questions (`local_warmup.py`).
 
 Fixed GraphRAG defects: entity selection trimmed to `top_k_mapped_entities` (bug 3); no "[]" or empty

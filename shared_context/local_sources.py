@@ -22,9 +22,16 @@ import numpy as np
 
 from shared_context.linking import LinkResult
 from shared_context.local_budget import LocalContextParams
-from shared_context.local_rows import cached_row, excerpt_line, fields, join_spans, unit_row_overhead
+from shared_context.local_rows import (
+    cached_row,
+    excerpt_line,
+    fields,
+    join_spans,
+    may_fit,
+    row_estimates,
+    unit_row_overhead,
+)
 from shared_context.passages import Excerpt, excerpt_blocks, select_excerpts
-from shared_context.row_estimates import may_fit, row_estimates
 from shared_context.tables import Section, SectionBuilder, SourceRecord, columns
 from shared_context.text_unit_selection import (
     NO_ENTITY,

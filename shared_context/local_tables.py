@@ -24,14 +24,15 @@ from shared_context.local_rows import (
     entity_columns,
     entity_record,
     entity_values,
+    may_fit,
     rel_columns,
     rel_line,
     rel_record,
     remember,
     report_line,
+    row_estimates,
 )
 from shared_context.records import array_of
-from shared_context.row_estimates import may_fit, row_estimates
 from shared_context.tables import (
     ClaimRecord,
     Column,
