@@ -17,8 +17,9 @@ from shared_context.local_rows import (
     rel_line,
     report_line,
     unit_row_overhead,
+    warm_unit_chunks,
 )
-from shared_context.passages import excerpt_blocks, warm_unit_chunks
+from shared_context.passages import excerpt_blocks
 from shared_context.tables import render_row
 
 if TYPE_CHECKING:
@@ -68,7 +69,7 @@ def warm_local_rows(builder: LocalContextBuilder, limit: int) -> int:
 def _warm_sources(builder: LocalContextBuilder, entities: list[int], limit: int) -> None:
     """The Sources rows of those entities' text units, in that order, while the row cache is under
     `limit`: each whole-unit row, its row overhead and (in excerpt mode) the token counts of its excerpt
-    stretches (`passages.warm_unit_chunks`: about 3 ms a unit, most of a first-sight question's
+    stretches (`local_rows.warm_unit_chunks`: about 3 ms a unit, most of a first-sight question's
     Sources CPU otherwise)."""
     index, p = builder.index, builder.params
     rows: dict[tuple[Any, ...], tuple[str, int]] = per_index_cache(index, "local.rows", dict)

@@ -5,8 +5,8 @@ handful, each mostly about something else. Excerpt mode shows the parts of many 
 about instead:
 
 - Blocks: each unit is cut into consecutive, non-overlapping blocks of about `excerpt_tokens / 2`
-  tokens, ending at a sentence end where one is near (`passage_blocks.py`: computed for all units once
-  per index, kept in the derived store; a question only reads arrays).
+  tokens, ending at a sentence end where one is near (computed for all units once per index, kept in the
+  derived store; a question only reads arrays: below).
 - Windows: two adjacent blocks (a unit of one block is its own window), so a passage that straddles a
   block boundary is still scored as one. Window relevance: BM25 (the project's one BM25, `bm25.BM25`)
   over the windows of all candidate units, for the question's lexical terms.
@@ -23,45 +23,317 @@ about instead:
 
 Pure and deterministic: ties go to the better-ranked unit, then the earlier block.
 
-Token counts of the excerpt rows (`excerpt_row_tokens`): exact, without encoding each row whole.
+Blocks (`block_table`): the blocks of every text unit, computed once per index and block size and kept as
+flat arrays. Cutting a unit into blocks, counting each block's tokens and finding its lexical terms costs
+about a millisecond per unit (tiktoken and the term regex), which a question paid for every candidate unit
+no earlier question had touched. Here it is done for all units in one streaming pass at first need, and for an index loaded
+from files written to the derived store (`derived_store.py`, keyed by the text-units table's fingerprint,
+the tokenizer and the block size), so later processes memory-map it.
 
-An excerpt row (`local_sources.excerpt_sources`) is `id|… part … part …`, CSV-quoted when a part holds
-`"`, `|` or a line end; each part is a span of whole blocks of one unit's text (`passage_blocks`), stripped.
-tiktoken cuts text into pieces with a regex and encodes each piece alone, and two kinds of place always
-start a piece, whatever comes before or after them:
+Layout (`BlockTable`), blocks numbered across the index in unit order:
+- `unit_ptr` (units + 1): unit u owns blocks `unit_ptr[u]:unit_ptr[u + 1]`;
+- `start`, `end` (character offsets in the unit's text), `tokens`, `n_terms` (the block's lexical
+  terms, repeats included: BM25's document length) per block;
+- `term_ptr` (blocks + 1), `term_ids`, `term_counts`: each block's distinct terms (sorted ids) and
+  their frequencies - what the window scorer reads for the question's terms;
+- the vocabulary: term -> id (a dict when built, a `SortedVocab` when read back).
 
-- a space followed by a character that is not whitespace (the space can only be the optional first
-  character of a word or punctuation piece, or a lone-space piece);
-- the character after a line end when it is neither whitespace nor "/" (a line-end piece stops at the last
-  line end of its run, and only a punctuation piece's trailing `[\\r\\n/]*` runs on past one).
+`unit_blocks_of(text, total_tokens, block_tokens, tokenizer)` is the definition of one unit's blocks;
+the batched pass gives exactly its result (tests check both and the store round trip).
 
-Cut at such places, the text before a cut is split the same way whatever follows, and the text after it
-whatever precedes, so the row's count is the sum of its chunks' counts. The chunks are the "…" separators,
-the parts' first and last stretches (with the row's id cell, quotes and line end where they touch them) and
-the stretches between block boundaries. A block boundary at a sentence end is such a place (or one
-character before it), so the stretches recur from question to question: each is counted once per index
-and kept (at most `limit` entries). `tests/test_local_context_excerpts.py` compares with counting the row.
+The token counts of excerpt rows are `local_rows.excerpt_row_tokens`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import bisect
+import os
+import re
+from array import array
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, overload
 
 import numpy as np
 
-from shared_context.bm25 import BM25
-from shared_context.linking import lexical_terms
-from shared_context.passage_blocks import Block, BlockTable, block_table
+from shared_context.bm25 import BM25, TermLookup
+from shared_context.lexical_store import SortedVocab
+from shared_context.records import RecordTable, TextUnit
 from shared_context.tables import per_index_cache
+from shared_context.text import WordIds, lexical_term_ids, lexical_terms
+from shared_context.token_counts import TokenAnchors, count_strings
+from shared_context.tokens import Tokenizer
 
 if TYPE_CHECKING:
+    import numpy.typing as npt
+
     from shared_context.index import Index
 
-__all__ = ["Block", "Excerpt", "excerpt_blocks", "excerpt_row_tokens", "select_excerpts", "unit_blocks",
-           "warm_unit_chunks"]
+__all__ = ["Block", "BlockTable", "Excerpt", "block_table", "excerpt_blocks", "select_excerpts", "unit_blocks",
+           "unit_blocks_of"]
+
+# A block ends at the first sentence end found between these fractions of its target length.
+_SENTENCE_END = re.compile(r"[.!?…][\"'”’)\]]*\s+|\n\s*\n")
+_MIN_FRACTION, _MAX_FRACTION = 0.6, 1.4
+_CHUNK_UNITS = 4096  # units per streaming step: bounds the Python strings alive at once
+_FIELDS = ("unit_ptr", "start", "end", "tokens", "n_terms", "term_ptr", "term_ids", "term_counts",
+           "vocab_offsets", "vocab_bytes", "vocab_columns")
+
+
+@dataclass(frozen=True)
+class Block:
+    start: int  # character offsets in the unit's text
+    end: int
+    tokens: int
+    n_terms: int  # lexical terms, repeats included
+    counts: dict[str, int]  # lexical term -> frequency
+
+
+def _cuts(text: str, target_chars: int) -> list[int]:
+    """Block end offsets: about `target_chars` apart, at a sentence end when one is near, else at a space."""
+    ends: list[int] = []
+    start = 0
+    while len(text) - start > target_chars * _MAX_FRACTION:
+        lo, hi = start + int(target_chars * _MIN_FRACTION), start + int(target_chars * _MAX_FRACTION)
+        found = [m.end() for m in _SENTENCE_END.finditer(text, lo, hi)]  # ascending
+        if found:  # the sentence end nearest the target length (the earlier of two as near)
+            target = start + target_chars
+            i = bisect.bisect_left(found, target)
+            if i in (0, len(found)):
+                cut = found[min(i, len(found) - 1)]
+            else:
+                below, above = found[i - 1], found[i]
+                cut = below if target - below <= above - target else above
+        else:
+            space = text.rfind(" ", lo, start + target_chars)
+            cut = space + 1 if space >= 0 else start + target_chars
+        ends.append(cut)
+        start = cut
+    ends.append(len(text))
+    return ends
+
+
+def _spans(text: str, total_tokens: int, block_tokens: int) -> list[tuple[int, int]]:
+    """(start, end) of each block of a unit of `total_tokens` tokens (none for an empty text)."""
+    target_chars = max(int(block_tokens * len(text) / max(total_tokens, 1)), 1)
+    spans, start = [], 0
+    for end in _cuts(text, target_chars):
+        if end > start:
+            spans.append((start, end))
+        start = end
+    return spans
+
+
+def unit_blocks_of(text: str, total_tokens: int, block_tokens: int, tokenizer: Tokenizer) -> list[Block]:
+    """The blocks of one unit's text: consecutive, non-overlapping, about `block_tokens` tokens each,
+    ending at a sentence end where one is near (`total_tokens`: the unit's token count)."""
+    out = []
+    for start, end in _spans(text, total_tokens, block_tokens):
+        piece = text[start:end]
+        terms = lexical_terms(piece)
+        out.append(Block(start, end, tokenizer.count(piece), len(terms), dict(Counter(terms))))
+    return out
+
+
+@dataclass(frozen=True)
+class BlockTable:
+    """Every unit's blocks as flat arrays (see the module docstring)."""
+
+    unit_ptr: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    tokens: np.ndarray
+    n_terms: np.ndarray
+    term_ptr: np.ndarray
+    term_ids: np.ndarray
+    term_counts: np.ndarray
+    vocab: TermLookup
+    terms: Sequence[str]  # id -> term (only to rebuild `Block.counts`)
+
+    def blocks(self, unit: int) -> list[Block]:
+        """One unit's blocks as `Block` records."""
+        out = []
+        for b in range(int(self.unit_ptr[unit]), int(self.unit_ptr[unit + 1])):
+            lo, hi = int(self.term_ptr[b]), int(self.term_ptr[b + 1])
+            counts = {self.terms[int(t)]: int(n) for t, n in zip(self.term_ids[lo:hi], self.term_counts[lo:hi],
+                                                                 strict=True)}
+            out.append(Block(int(self.start[b]), int(self.end[b]), int(self.tokens[b]), int(self.n_terms[b]), counts))
+        return out
+
+    def query_counts(self, blocks: np.ndarray, term_ids: Sequence[int]) -> np.ndarray:
+        """(len(blocks), len(term_ids)) frequencies of the given terms in the given blocks."""
+        out = np.zeros((len(blocks), len(term_ids)), dtype=np.float64)
+        if not len(blocks) or not len(term_ids):
+            return out
+        lo, hi = self.term_ptr[blocks], self.term_ptr[blocks + 1]
+        sizes = hi - lo
+        row = np.repeat(np.arange(len(blocks)), sizes)
+        entry = np.arange(int(sizes.sum())) - np.repeat(np.cumsum(sizes) - sizes, sizes) + np.repeat(lo, sizes)
+        ids = self.term_ids[entry]
+        wanted = np.asarray(term_ids, dtype=np.int64)
+        order = np.argsort(wanted, kind="stable")
+        slot = np.searchsorted(wanted[order], ids)
+        slot = np.minimum(slot, len(wanted) - 1)
+        hit = wanted[order][slot] == ids
+        out[row[hit], order[slot[hit]]] = self.term_counts[entry[hit]]
+        return out
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """The arrays written to the derived store (vocabulary sorted, as `lexical_store` keeps it)."""
+        ids = sorted(range(len(self.terms)), key=self.terms.__getitem__)
+        encoded = [self.terms[i].encode("utf-8") for i in ids]
+        offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
+        np.cumsum([len(e) for e in encoded], out=offsets[1:])
+        return {
+            "unit_ptr": self.unit_ptr, "start": self.start, "end": self.end, "tokens": self.tokens,
+            "n_terms": self.n_terms, "term_ptr": self.term_ptr, "term_ids": self.term_ids,
+            "term_counts": self.term_counts, "vocab_offsets": offsets,
+            "vocab_bytes": np.frombuffer(b"".join(encoded), dtype=np.uint8),
+            "vocab_columns": np.asarray(ids, dtype=np.int64),
+        }
+
+    @classmethod
+    def from_arrays(cls, arrays: dict[str, np.ndarray]) -> BlockTable:
+        vocab = SortedVocab(arrays["vocab_offsets"], arrays["vocab_bytes"], arrays["vocab_columns"])
+        return cls(arrays["unit_ptr"], arrays["start"], arrays["end"], arrays["tokens"], arrays["n_terms"],
+                   arrays["term_ptr"], arrays["term_ids"], arrays["term_counts"], vocab, _TermsById(vocab))
+
+
+class _TermsById(Sequence[str]):
+    """id -> term over a stored `SortedVocab` (whose `vocab_columns` maps sorted position -> id)."""
+
+    def __init__(self, vocab: SortedVocab) -> None:
+        self._vocab = vocab
+        self._position: np.ndarray | None = None
+
+    def __len__(self) -> int:
+        return len(self._vocab)
+
+    @overload
+    def __getitem__(self, i: int) -> str: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[str]: ...
+    def __getitem__(self, i: int | slice) -> str | list[str]:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        if self._position is None:
+            columns = np.asarray(self._vocab._columns)
+            self._position = np.empty(len(columns), dtype=np.int64)
+            self._position[columns] = np.arange(len(columns))
+        return self._vocab[int(self._position[i])]
+
+
+def _texts(records: Sequence[TextUnit]) -> Iterator[list[str]]:
+    """The units' texts, a chunk at a time (straight from the Arrow column for a `RecordTable`)."""
+    for lo in range(0, len(records), _CHUNK_UNITS):
+        if isinstance(records, RecordTable):
+            chunk = records.table.slice(lo, _CHUNK_UNITS).column("text").to_pylist()
+        else:
+            chunk = [r.text for r in records[lo : lo + _CHUNK_UNITS]]
+        yield [t or "" for t in chunk]
+
+
+def build_block_table(records: Sequence[TextUnit], unit_tokens: np.ndarray, block_tokens: int,
+                      tokenizer: Tokenizer, anchors: TokenAnchors | None = None) -> BlockTable:
+    """Cut every unit into blocks (`unit_blocks_of`, batched): spans per unit, token counts from the
+    units' `anchors` (`TokenAnchors.span_counts`: only the blocks' ends are encoded; exact) or else on
+    a few threads (`token_counts.count_strings`), the terms of a chunk of blocks at once
+    (`text.lexical_term_ids`), per-block term counts with numpy."""
+    vocab: dict[str, int] = {}
+    words = WordIds(vocab)  # each distinct word is stemmed once for the whole table
+    # flat machine integers, not Python int objects: a million-unit index has millions of blocks
+    unit_sizes, starts, ends, tokens, n_terms = (array("q") for _ in range(5))
+    term_ptr_parts: list[np.ndarray] = []
+    ids_parts: list[np.ndarray] = []
+    counts_parts: list[np.ndarray] = []
+    unit = 0
+    workers = min(os.cpu_count() or 1, 4)
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="graphroute-blocks") as pool:
+        for texts in _texts(records):
+            first_unit, first_block = unit, len(starts)
+            pieces = []
+            for text in texts:
+                spans = _spans(text, int(unit_tokens[unit]), block_tokens)
+                unit += 1
+                unit_sizes.append(len(spans))
+                for s, e in spans:
+                    starts.append(s)
+                    ends.append(e)
+                    pieces.append(text[s:e])
+            if anchors is not None:
+                sizes = np.frombuffer(unit_sizes, dtype=np.int64)[first_unit:]
+                owner = np.repeat(np.arange(len(texts), dtype=np.int64), sizes)
+                lo = np.frombuffer(starts, dtype=np.int64)[first_block:]
+                hi = np.frombuffer(ends, dtype=np.int64)[first_block:]
+                tokens.extend(anchors.span_counts(tokenizer, texts, first_unit, owner, lo, hi).tolist())
+                del sizes, lo, hi  # views of the growing arrays must go before they grow
+            else:
+                # one call per text (tiktoken's batch call costs a thread-pool future per short text),
+                # on the pool's threads while this one waits
+                tokens.extend(count_strings(tokenizer, pieces, pool).tolist())
+            # the pieces' terms, a run of texts at a time (`lexical_term_ids`: `lexical_terms`' terms)
+            found = list(lexical_term_ids(pieces, words))
+            sizes = np.concatenate([f[0] for f in found]) if found else np.zeros(0, dtype=np.int64)
+            ids = np.concatenate([f[1] for f in found]) if found else np.zeros(0, dtype=np.int64)
+            n_terms.extend(sizes.tolist())
+            # distinct (block, term) pairs and their counts, ordered by block then term id
+            codes = (np.repeat(np.arange(len(pieces), dtype=np.int64), sizes) << 32) | ids
+            pairs, counts = np.unique(codes, return_counts=True)
+            term_ptr_parts.append(np.bincount(pairs >> 32, minlength=len(pieces)))
+            ids_parts.append((pairs & 0xFFFFFFFF).astype(np.int32))
+            counts_parts.append(counts.astype(np.int32))
+
+    def ptr(sizes: np.ndarray) -> np.ndarray:
+        out = np.zeros(len(sizes) + 1, dtype=np.int64)
+        np.cumsum(sizes, out=out[1:])
+        return out
+
+    def cat(parts: list[np.ndarray], dtype: npt.DTypeLike) -> np.ndarray:
+        """The parts joined; the list is emptied so each part is freed as soon as it is copied."""
+        out = np.concatenate(parts).astype(dtype, copy=False) if parts else np.zeros(0, dtype=dtype)
+        parts.clear()
+        return out
+
+    terms = [""] * len(vocab)
+    for term, i in vocab.items():
+        terms[i] = term
+    term_ptr = ptr(cat(term_ptr_parts, np.int64))
+    term_ids = cat(ids_parts, np.int32)
+    term_counts = cat(counts_parts, np.int32)
+    return BlockTable(
+        ptr(np.frombuffer(unit_sizes, dtype=np.int64)), np.frombuffer(starts, dtype=np.int64).copy(),
+        np.frombuffer(ends, dtype=np.int64).copy(), np.frombuffer(tokens, dtype=np.int64).astype(np.int32),
+        np.frombuffer(n_terms, dtype=np.int64).astype(np.int32), term_ptr, term_ids, term_counts, vocab, terms,
+    )
+
+
+def block_table(index: Index, block_tokens: int) -> BlockTable:
+    """The index's blocks of about `block_tokens` tokens: cached per index, and for an index loaded from
+    files kept in its derived store (mapped by the next process instead of recomputed)."""
+
+    def load_or_build() -> BlockTable:
+        store = getattr(index, "derived_store", None)
+        name, extra = f"passage_blocks-{block_tokens}", index.tokenizer.encoding_name
+        if store is not None:
+            found = store.load_arrays(name, ["text_units"], _FIELDS, extra=extra)
+            if found is not None and len(found["unit_ptr"]) == len(index.text_units) + 1:
+                return BlockTable.from_arrays(found)
+        table = build_block_table(index.text_units, index.text_unit_tokens, block_tokens, index.tokenizer,
+                                  getattr(index, "text_unit_token_anchors", None))
+        if store is not None:
+            store.save_arrays(name, ["text_units"], table.arrays(), extra=extra)
+            # mapped back, so the process holds only the pages questions touch, not the whole table
+            found = store.load_arrays(name, ["text_units"], _FIELDS, extra=extra)
+            if found is not None:
+                return BlockTable.from_arrays(found)
+        return table
+
+    return per_index_cache(index, f"passages.blocks.{block_tokens}", load_or_build)
+
+
+# ---------------------------------------------------------------------------- excerpts
 
 @dataclass
 class Excerpt:
@@ -85,7 +357,7 @@ def unit_blocks(index: Index, unit: int, block_tokens: int) -> list[Block]:
     return block_table(index, block_tokens).blocks(unit)
 
 
-def _spans(starts: list[int], ends: list[int], chosen: set[int]) -> list[tuple[int, int]]:
+def _merged_spans(starts: list[int], ends: list[int], chosen: set[int]) -> list[tuple[int, int]]:
     spans: list[tuple[int, int]] = []
     for b in sorted(chosen):
         if spans and spans[-1][1] == starts[b]:
@@ -197,95 +469,8 @@ def select_excerpts(
     out: list[Excerpt] = []
     for r in first_pick:
         picked, o, n = chosen[r], offset[r], int(n_blocks[r])
-        out.append(Excerpt(units[r], r, _spans(starts[o : o + n], ends[o : o + n], picked),
+        out.append(Excerpt(units[r], r, _merged_spans(starts[o : o + n], ends[o : o + n], picked),
                            sum(tokens[o + x] for x in picked), len(picked) == n))
     return out
 
 
-# ---------------------------------------------------------------------------- excerpt rows' token counts
-
-_NONE, _SPACE, _ID = 0, 1, 2  # what a chunk starts with before its text: nothing, " ", the row's id cell
-
-
-def _piece_start(text: str, cut: int) -> int | None:
-    """A position at or just before `cut` (0 < cut < len(text)) where a piece always starts, or None."""
-    after = text[cut]
-    if after.isspace():  # str.isspace covers every character the tokenizer's \s does (and a few more)
-        return None
-    before = text[cut - 1]
-    if before == " ":
-        return cut - 1
-    if before in "\r\n" and after != "/":
-        return cut
-    return None
-
-
-def excerpt_row_tokens(
-    index: Index,
-    unit: int,
-    id_cell: str,
-    text: str,
-    spans: Sequence[tuple[int, int]],
-    block_starts: Sequence[int],
-    quoted: bool,
-    limit: int,
-) -> int | None:
-    """`count(line + "\\n")` of the row `render_row([id, _join_spans(text, spans)])` whose rendered id cell
-    is `id_cell` and whose text cell is `quoted`; `block_starts`: the unit's block start offsets. None when a
-    part is empty after stripping (the caller then counts the row itself)."""
-    tok = index.tokenizer
-    cache: dict[tuple[int, ...], int] = per_index_cache(index, "local.excerpt_chunks", dict)
-    q = int(quoted)
-    prefix = id_cell + "|" + ('"' if quoted else "")
-    suffix = ('"' if quoted else "") + "\n"
-
-    def counted(key: tuple[int, ...], make: Callable[[], str]) -> int:
-        n = cache.get(key)
-        if n is None:
-            n = tok.count(make())
-            if len(cache) < limit:
-                cache[key] = n
-        return n
-
-    def chunk(x: int, y: int, lead: int, trail: bool) -> str:
-        body = text[x:y].replace('"', '""') if quoted else text[x:y]
-        return ("" if lead == _NONE else " " if lead == _SPACE else prefix) + body + (suffix if trail else "")
-
-    head = spans[0][0] > 0
-    tail = spans[-1][1] < len(text)
-    total = counted((unit, -1, -1, _ID, 0, q), lambda: prefix + "…") if head else 0
-    last_part = len(spans) - 1
-    for i, (a, b) in enumerate(spans):
-        seg = text[a:b]
-        start, end = a + len(seg) - len(seg.lstrip()), a + len(seg.rstrip())
-        if start >= end:
-            return None
-        cuts = [start]
-        for c in block_starts:
-            if start < c < end:
-                g = _piece_start(text, c)
-                if g is not None and g > cuts[-1]:
-                    cuts.append(g)
-        cuts.append(end)
-        for j in range(len(cuts) - 1):
-            x, y = cuts[j], cuts[j + 1]
-            lead = (_SPACE if i or head else _ID) if j == 0 else _NONE
-            trail = i == last_part and j == len(cuts) - 2 and not tail
-            total += counted((unit, x, y, lead, int(trail), q), partial(chunk, x, y, lead, trail))
-        if i < last_part:
-            total += counted((-1, 0, 0, 0, 0, q), lambda: " …")
-    if tail:
-        total += counted((-1, 1, 0, 0, 0, q), lambda: " …" + suffix)
-    return total
-
-
-def warm_unit_chunks(index: Index, unit: int, id_cell: str, text: str, starts: Sequence[int], ends: Sequence[int],
-                     quoted: bool, limit: int) -> None:
-    """Count ahead (into the per-index cache) the chunks of every excerpt row of one unit whose text cell is
-    `quoted`: each run of consecutive blocks counted as a one-part row. A part's chunks depend only on its
-    span, never on the rest of its row: its lead is the id cell exactly when it starts the text (else " "),
-    its trail the line end exactly when it ends the text, and its inner cuts are the block boundaries
-    inside it. So a question's excerpt rows then find every chunk counted (with the unit's usual quoting)."""
-    for k in range(len(starts)):
-        for m in range(k, len(starts)):
-            excerpt_row_tokens(index, unit, id_cell, text, [(starts[k], ends[m])], starts, quoted, limit)

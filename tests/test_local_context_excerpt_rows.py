@@ -1,5 +1,5 @@
 """Excerpt rows of the Sources table are counted from per-index counts of their stretches between block
-boundaries (`shared_context.passages.excerpt_row_tokens`): always the count of the rendered row, and the
+boundaries (`shared_context.local_rows.excerpt_row_tokens`): always the count of the rendered row, and the
 contexts are the same as when every row is encoded whole."""
 
 from __future__ import annotations
@@ -9,8 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from shared_context.local_rows import join_spans
-from shared_context.passages import excerpt_row_tokens
+from shared_context.local_rows import excerpt_row_tokens, join_spans
 from shared_context.tables import render_row
 from shared_context.tokens import get_tokenizer
 
@@ -72,7 +71,7 @@ def test_counts_equal_counting_the_row_for_any_blocks_and_spans(encoding: str) -
 @pytest.mark.skipif(not CAROL.exists(), reason="shared data not present")
 def test_counts_equal_counting_the_row_on_every_carol_unit() -> None:
     from shared_context import load_index
-    from shared_context.passage_blocks import block_table
+    from shared_context.passages import block_table
 
     index = load_index(CAROL)
     table = block_table(index, 100)

@@ -1,4 +1,4 @@
-"""Excerpt blocks computed once per index (`shared_context/passage_blocks.py`): the batched table equals the
+"""Excerpt blocks computed once per index (`shared_context/passages.py`): the batched table equals the
 per-unit definition, round-trips through the derived store, and the array-based window selection picks
 exactly what the earlier list-based one did."""
 
@@ -16,8 +16,14 @@ from shared_context.bm25 import BM25
 from shared_context.index import Index
 from shared_context.index_build import index_from_records
 from shared_context.linking import lexical_terms
-from shared_context.passage_blocks import BlockTable, block_table, build_block_table, unit_blocks_of
-from shared_context.passages import Excerpt, select_excerpts
+from shared_context.passages import (
+    BlockTable,
+    Excerpt,
+    block_table,
+    build_block_table,
+    select_excerpts,
+    unit_blocks_of,
+)
 from shared_context.records import Entity, TextUnit
 
 SENTENCES = [
@@ -54,7 +60,7 @@ def test_batched_blocks_equal_the_per_unit_definition(block_tokens: int) -> None
 
 
 def test_blocks_round_trip_through_the_derived_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import shared_context.passage_blocks as passage_blocks
+    import shared_context.passages as passages
 
     data = Path(__file__).resolve().parents[2] / "shared" / "data"
     folders = sorted(p.parent for p in data.rglob("text_units.parquet")) if data.exists() else []
@@ -64,8 +70,8 @@ def test_blocks_round_trip_through_the_derived_store(tmp_path: Path, monkeypatch
     first = load_index(folders[0])
     assert first.derived_store is not None
     calls: list[int] = []
-    real = passage_blocks.build_block_table
-    monkeypatch.setattr(passage_blocks, "build_block_table", lambda *a: calls.append(1) or real(*a))
+    real = passages.build_block_table
+    monkeypatch.setattr(passages, "build_block_table", lambda *a: calls.append(1) or real(*a))
     built = block_table(first, 100)
     assert calls == [1]  # computed in this process (then mapped back from the store)
     calls.clear()
@@ -184,7 +190,7 @@ def test_bm25_streamed_build_is_the_same_through_either_term_numbering(monkeypat
 
 def _cuts_by_min(text: str, target_chars: int) -> list[int]:
     """The cut rule written plainly: the sentence end nearest the target length, the earlier of two."""
-    from shared_context.passage_blocks import _MAX_FRACTION, _MIN_FRACTION, _SENTENCE_END
+    from shared_context.passages import _MAX_FRACTION, _MIN_FRACTION, _SENTENCE_END
 
     ends, start = [], 0
     while len(text) - start > target_chars * _MAX_FRACTION:
@@ -202,7 +208,7 @@ def _cuts_by_min(text: str, target_chars: int) -> list[int]:
 
 
 def test_cuts_take_the_nearest_sentence_end_as_the_plain_rule_does() -> None:
-    from shared_context.passage_blocks import _cuts
+    from shared_context.passages import _cuts
 
     rng = np.random.default_rng(5)
     pieces = ["word ", "a. ", "B! ", "c? ", "\n\n", "  ", "x", ".", "… ", '." ', "end.\n"]

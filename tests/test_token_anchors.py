@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from shared_context import load_index
-from shared_context.passage_blocks import build_block_table
+from shared_context.passages import build_block_table
 from shared_context.token_counts import count_texts
 from shared_context.tokens import get_tokenizer
 
