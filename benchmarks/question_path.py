@@ -1,9 +1,12 @@
 """Which of the project's files one local question runs through: `python -m benchmarks.question_path`.
 
 Opens the Christmas Carol index with a Router (offline model), asks one question forced to local search once to
-warm what every question shares (imports, the derived store), then records every function call of a second,
+warm what every question shares (imports, per-index caches), then records every function call of a second,
 different question with `sys.setprofile` / `threading.setprofile` (installed before the Router starts its
-threads, so the event loop's thread and the worker threads that build the context are counted too) and lists the project files those calls were in, grouped by package. Writes
+threads, so the event loop's thread and the worker threads that build the context are counted too) and lists the project files those calls were in, grouped by package. The derived store is one that
+other processes filled first by opening the index and asking the warm-up question (`--cache-dir`, default a new
+temporary folder), as for a service started on an index opened before: which files run depends on it (the
+records are read back from the store, not built). Writes
 `benchmarks/results/question_path/question_path.json` (with the command, date and machine).
 """
 
@@ -11,7 +14,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import subprocess
 import sys
+import tempfile
 import threading
 from collections import Counter
 from pathlib import Path
@@ -55,14 +61,31 @@ def trace_question(index: Path, warm: str, question: str) -> Counter[str]:
     return out
 
 
+def fill_store(index: Path, question: str, cache_dir: Path) -> None:
+    """Open the index and ask `question` in another process with `cache_dir` as the derived store, so the
+    traced process reads the stored tables and derived entries as a process that opened the index before does
+    (a first open writes the large tables; the next one, reading them, stores the small records too)."""
+    env = {**os.environ, "GRAPHROUTE_CACHE_DIR": str(cache_dir)}
+    code = ("import sys\nfrom router import Router\n"
+            "with Router.from_index(sys.argv[1]) as router:\n    router.ask(sys.argv[2], mode='local')\n")
+    for _ in range(2):
+        subprocess.run([sys.executable, "-c", code, str(index), question], cwd=ROOT, env=env, check=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--index", type=Path, default=CAROL_INDEX)
     parser.add_argument("--question", default="Who is Bob Cratchit and what does he earn?")
     parser.add_argument("--warm", default="Who is Jacob Marley?")
     parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument("--cache-dir", type=Path, default=None,
+                        help="the derived store to fill and then read (default: a new temporary folder)")
     args = parser.parse_args(argv)
-    files = trace_question(args.index, args.warm, args.question)
+    with tempfile.TemporaryDirectory(prefix="question_path_") as tmp:
+        cache_dir = args.cache_dir or Path(tmp)
+        fill_store(args.index, args.warm, cache_dir)
+        os.environ["GRAPHROUTE_CACHE_DIR"] = str(cache_dir)
+        files = trace_question(args.index, args.warm, args.question)
     by_package = Counter(name.split("/")[0] for name in files)
     report = {**run_facts(), "question": args.question, "files": len(files), "by_package": dict(by_package),
               "calls_per_file": dict(sorted(files.items()))}
