@@ -13,9 +13,8 @@ from typing import Any
 import pytest
 
 from benchmarks import route_bench
+from indexer import build_index
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
-CAROL = DATA / "christmas_carol_graphrag_index"
 ALL = "local,global,drift,basic,router"
 FIELDS = ("llm_calls", "prompt_tokens", "output_tokens", "cached_calls", "embedding_calls", "embedding_tokens")
 QUESTIONS = [
@@ -28,20 +27,13 @@ QUESTIONS = [
 
 @pytest.fixture(scope="module")
 def index_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The sample-corpus index (built by the indexer) when available, else the Christmas Carol index."""
-    try:
-        from indexer import build_index
-
-        corpus = Path(__file__).resolve().parents[1] / "indexer" / "sample_corpus"
-        if corpus.is_dir():
-            out = tmp_path_factory.mktemp("sample_index")
-            build_index(corpus, out, progress=False)
-            return out
-    except ImportError:
-        pass
-    if not CAROL.is_dir():
-        pytest.skip("no index available: shared data missing and indexer.build_index not importable")
-    return CAROL
+    """The index the indexer builds from the repository's sample corpus (offline model): no shared data needed,
+    and a broken indexer import fails here instead of falling back to another index."""
+    corpus = Path(__file__).resolve().parents[1] / "indexer" / "sample_corpus"
+    assert corpus.is_dir(), corpus
+    out = tmp_path_factory.mktemp("sample_index")
+    build_index(corpus, out, progress=False)
+    return out
 
 
 @pytest.fixture(scope="module")
