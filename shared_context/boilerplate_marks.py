@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING, overload
 
 import numpy as np
 
-from shared_context.adjacency import Adjacency
 from shared_context.boilerplate import MARKED_SHARE, part_spans
+from shared_context.index import Adjacency
 from shared_context.index_cache import per_index_cache
 from shared_context.records import field_of
 

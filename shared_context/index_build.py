@@ -16,14 +16,12 @@ from pathlib import Path
 from typing import TypeVar
 
 from shared_context import arrow_keys
-from shared_context.adjacency import Adjacency
 from shared_context.derived_entries import DerivedArrays
 from shared_context.derived_store import DerivedStore
 from shared_context.errors import IndexFormatError
-from shared_context.index import Index
+from shared_context.index import ID_MAPS, Adjacency, Index
 from shared_context.index_hierarchy import derive_hierarchy, levels_of
 from shared_context.index_links import (
-    ID_MAPS,
     LoadNotes,
     LoadTables,
     apply_degrees,

@@ -10,7 +10,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from shared_context.adjacency import Adjacency
+from shared_context.index import Adjacency
 from shared_context.index_links import LoadTables
 from shared_context.records import values_of
 

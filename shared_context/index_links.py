@@ -17,8 +17,8 @@ import numpy as np
 import pyarrow as pa
 
 from shared_context import arrow_keys
-from shared_context.adjacency import Adjacency, group
 from shared_context.errors import IndexFormatError
+from shared_context.index import ID_MAPS, Adjacency, group
 from shared_context.records import (
     Claim,
     Community,
@@ -35,7 +35,6 @@ from shared_context.records import (
 )
 
 __all__ = [
-    "ID_MAPS",
     "Keys",
     "LoadNotes",
     "LoadTables",
@@ -50,14 +49,6 @@ __all__ = [
 Keys: TypeAlias = "dict[str, int] | pa.Array | pa.ChunkedArray"
 Values: TypeAlias = "Sequence[str] | pa.Array | pa.ChunkedArray"
 
-# id maps of the record tables: attribute -> (record list, field, table, column); for a RecordTable they
-# are built on first use (a second load then never hashes millions of ids it does not need)
-ID_MAPS = {
-    "entity_pos": ("entities", "id", "entities", "id"),
-    "entity_by_title": ("entities", "title", "entities", "title"),
-    "relationship_pos": ("relationships", "id", "relationships", "id"),
-    "text_unit_pos": ("text_units", "id", "text_units", "id"),
-}
 
 
 class LoadNotes:

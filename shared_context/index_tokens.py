@@ -5,11 +5,11 @@ are derived, then stored. The text units also get their `TokenAnchors` from the 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Protocol
 
 import numpy as np
 
 from shared_context.derived_entries import DerivedArrays
-from shared_context.index_links import LoadTables
 from shared_context.token_counts import TokenAnchors, TokenCounts, count_texts
 from shared_context.tokens import Tokenizer
 
@@ -30,6 +30,12 @@ TOKEN_FIELDS = {
 LAZY_TOKENS = ("entity_tokens",)
 
 
+class Tables(Protocol):
+    """What the counts read of the tables being loaded (`index_links.LoadTables`)."""
+
+    def table(self, name: str) -> Sequence[object]: ...
+
+
 def _entry(name: str, tokenizer: Tokenizer) -> str:
     return f"{name}-{tokenizer.encoding_name}"
 
@@ -38,7 +44,7 @@ class TokenCountLoad:
     """The counts of one load: stored ones read at once, missing ones counting on other threads until
     `finish()` (`cancel()` drops what has not started, for a load that failed meanwhile)."""
 
-    def __init__(self, t: LoadTables, tokenizer: Tokenizer, derived: DerivedArrays) -> None:
+    def __init__(self, t: Tables, tokenizer: Tokenizer, derived: DerivedArrays) -> None:
         self.tokenizer = tokenizer
         self.derived = derived
         self.counts: dict[str, np.ndarray] = {}

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from shared_context.adjacency import Adjacency
+from shared_context.index import Adjacency
 from shared_context.index_cache import per_index_cache
 
 if TYPE_CHECKING:

@@ -48,8 +48,8 @@ from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
-from shared_context.adjacency import Adjacency
 from shared_context.boilerplate_marks import boilerplate_weights
+from shared_context.index import Adjacency
 from shared_context.linking import lexical_top
 from shared_context.search_backend import VectorTable, vector_search, vector_table
 from shared_context.tables import per_index_cache
