@@ -19,9 +19,11 @@ Parts (`--parts`, comma-separated; default all):
   written last: only its totals are reported;
 * `index` - the with-index evaluation: questions written for the podcast and earnings-call offline indexes
   (`tools/routing/data/index_eval.jsonl`, whose per-question results were looked at, and `index_eval_2.jsonl`,
-  written last, of which only totals are reported; the index stage saw neither) routed the way `Router.aroute`
-  routes them (index probe, confidence, cost-aware default below the threshold), next to the same questions
-  without an index; plus the index stage's leave-one-index-out figures from training;
+  of which only totals are reported, though the one question routing with the index got wrong was looked at to
+  find why) and for the podcast, earnings-call and novel indexes (`index_eval_3.jsonl`, written last, totals
+  only; the index stage saw none of them) routed the way `Router.aroute` routes them (index probe, confidence,
+  cost-aware default below the threshold), next to the same questions without an index; plus the index stage's
+  leave-one-index-out figures from training;
 * `carol` - the 30 labelled Christmas Carol route-bench questions through `Router.aroute`, with and without the
   index's probe;
 * `baselines` - two keyword routers (no training): the keyword rules of the enterprise GraphRAG guide and the usual tutorial
@@ -256,30 +258,40 @@ def aroute_all(index: Index | None, questions: Sequence[str]) -> list[tuple[str,
         router.close()
 
 
-INDEX_SETS = {
-    "index_eval": "written before the index probe was built; its per-question results were looked at",
-    "index_eval_2": "written last, never looked at per question: only its totals are reported",
+INDEX_SETS = {  # set -> (how it was used, the indexes its questions are about)
+    "index_eval": ("written before the index probe was built; its per-question results were looked at",
+                   ("podcast", "earnings")),
+    "index_eval_2": ("only its totals are reported; the one question routing with the index got wrong was looked "
+                     "at to find why", ("podcast", "earnings")),
+    "index_eval_3": ("written last, before any of its results was seen: only its totals are reported",
+                     ("podcast", "earnings", "novel")),
 }
+INDEXED = ("podcast", "earnings", "novel")
 
 
 def with_index(indexes: Path, report: dict[str, Any]) -> None:
-    print("\n=== with an index: questions written for the podcast and earnings-call indexes, as Router.aroute "
-          "routes them ===")
+    print("\n=== with an index: questions written for the podcast, earnings-call and novel indexes, as "
+          "Router.aroute routes them ===")
     paths = index_fit.index_paths(indexes, train.DEFAULT_DATA_DIR)
-    report["with_index"] = {"indexes": {name: str(paths[name]) for name in ("podcast", "earnings") if name in paths}}
+    report["with_index"] = {"indexes": {name: str(paths[name]) for name in INDEXED if name in paths}}
     from shared_context import load_index
 
-    loaded = {name: load_index(paths[name]) for name in ("podcast", "earnings") if name in paths}
-    for name in ("podcast", "earnings"):
+    loaded = {name: load_index(paths[name]) for name in INDEXED if name in paths}
+    for name in INDEXED:
         if name not in loaded:
             print(f"  {name}: no index at {indexes / name}")
-    for set_name, usage in INDEX_SETS.items():
+    for set_name, (usage, about) in INDEX_SETS.items():
+        if not index_fit.EVALUATION_SETS[set_name].is_file():
+            continue
         rows = index_fit.load_eval(set_name)
-        out: dict[str, Any] = {"usage": usage}
+        out: dict[str, Any] = {"usage": usage, "indexes": [name for name in about if name in loaded]}
         report["with_index"][set_name] = out
         pooled: dict[str, list[Routed]] = {"with_index": [], "without_index": []}
         kinds: dict[str, list[str]] = {"with_index": [], "without_index": []}
-        for name, index in loaded.items():
+        for name in about:
+            if name not in loaded:
+                continue
+            index = loaded[name]
             subset = [r for r in rows if r.index == name]
             for key, ix in (("with_index", index), ("without_index", None)):
                 decided = aroute_all(ix, [r.question for r in subset])
@@ -301,8 +313,8 @@ def with_index(indexes: Path, report: dict[str, Any]) -> None:
         for key, routed in pooled.items():
             m = metrics(routed)
             m["by_kind"] = subsets(routed, kinds[key])
-            out[f"both_{key}"] = m
-            print_block(f"{set_name}, podcast + earnings, {key.replace('_', ' ')}", m)
+            out[f"both_{key}"] = m  # pooled over the set's indexes
+            print_block(f"{set_name}, {' + '.join(out['indexes'])}, {key.replace('_', ' ')}", m)
     stage = Classifier.load().trained_on.get("index_stage", {})
     report["with_index"]["index_stage_leave_one_index_out"] = stage
     if isinstance(stage, dict) and stage:
@@ -427,9 +439,10 @@ def summary(report: dict[str, Any]) -> None:
                 continue
             m = found[f"both_{key}"]
             one = m["by_kind"].get("one_document", {}).get("accuracy", 0.0)
-            print(f"  {set_name} (podcast + earnings) {key.replace('_', ' ')}: global recall "
-                  f"{m['recall'].get('global', 0):.3f}, single-document local accuracy {one:.3f}, local recall "
-                  f"{m['recall'].get('local', 0):.3f}, confident errors {m['confident_errors']:.1%}")
+            print(f"  {set_name} ({' + '.join(found.get('indexes', []))}) {key.replace('_', ' ')}: macro-F1 "
+                  f"{m['macro_f1']:.3f}, global recall {m['recall'].get('global', 0):.3f}, single-document local "
+                  f"accuracy {one:.3f}, local recall {m['recall'].get('local', 0):.3f}, confident errors "
+                  f"{m['confident_errors']:.1%}")
     if "carol" in report:
         c = report["carol"]
         print(f"  Christmas Carol: {c['with_index']['right']}/30 with the index, {c['without_index']['right']}/30 "
@@ -445,7 +458,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     parser.add_argument("--data-dir", type=Path, default=data.DEFAULT_DATA_DIR)
     parser.add_argument("--indexes", type=Path, default=index_fit.DEFAULT_INDEXES,
-                        help="folder holding the podcast/ and earnings/ offline indexes")
+                        help="folder holding the podcast/, earnings/ and novel/ offline indexes")
     parser.add_argument("--folds", type=int, default=5)
     parser.add_argument("--inner-folds", type=int, default=3, help="cross-validation folds inside each training")
     parser.add_argument("--index-entities", type=int, default=10_000)

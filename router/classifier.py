@@ -29,9 +29,14 @@ numpy only at prediction, no pickle, independent of the scikit-learn version):
    `probabilities` are rescaled so that the chosen engine's is `confidence` (the others keep their ratio).
 
 With an index, a question that names nothing in it (no entity title, no document) and asks nothing corpus-wide
-is never sent to DRIFT, which would have only its primer to start from: local search is the cheapest engine
-that can say the index does not cover it. Such a move overrides the model, so its confidence is capped at
-`NOT_COVERED_CEILING`.
+is never sent to DRIFT, which would have only its primer to start from. When the index has something on it
+anyway (its words reach a full set of best passages and the top-level reports, `Probe.found_across_collection`)
+and the probe's evidence is for global rather than local, it goes global: passages spread over the collection
+while nothing is named is what a corpus-wide question looks like. Otherwise local search, the cheapest engine that can say the
+index does not cover it. Either move overrides the model, so its confidence is capped at `NOT_COVERED_CEILING`.
+A question written only in a script the index's text does not use (`Probe.readable`) can be neither linked nor
+searched by its words: finding nothing is then no evidence that the index does not cover it, so these moves are
+skipped.
 
 Reasons are built from the wording features that pushed the chosen class up the most and from what the index
 probe found, in words a user understands (`router.route_reasons`, `Probe.reasons`).
@@ -83,6 +88,7 @@ CONFIDENCE_NAMES: tuple[str, ...] = ("logit_best", "margin", "dense_view_agrees"
 # links to nothing in the index
 CORPUS_WIDE_CUES = frozenset(("scope", "theme", "summary", "trend", "population", "aggregation", "overview"))
 NOT_COVERED = "model+not-covered"  # the method of a decision `_covers_nothing` moved from DRIFT to local
+NAMES_NOTHING = "model+names-nothing"  # ... moved from DRIFT to global: found across the collection, names nothing
 # how sure such a move may claim to be: it overrides the model, whose own view was DRIFT, by a rule (set by design
 # like `UNFAMILIAR_CEILING`; just above the default second-opinion threshold, so a close call stays visible)
 NOT_COVERED_CEILING = 0.6
@@ -301,15 +307,12 @@ class Classifier:
         proba = _rescaled(scored.proba, best, confidence)
         method = "model"
         if scored.probe is not None and engine == "drift" and _covers_nothing(scored.probe, feats):
-            engine, method = "local", NOT_COVERED
-            reasons.insert(0, "links to nothing in this index by name and asks nothing corpus-wide: local search, "
-                              "the cheapest engine that can say the index does not cover it")
-            local, drift = self.classes.index("local"), self.classes.index("drift")
-            proba = proba.copy()
-            proba[local], proba[drift] = proba[local] + proba[drift], 0.0  # DRIFT's share goes to local
-            if proba[local] > NOT_COVERED_CEILING:  # overriding the model is no evidence of being right
-                proba = _rescaled(proba, local, NOT_COVERED_CEILING)
-                reasons.append(f"unsure: the wording pointed to DRIFT; local search is the cautious choice here, "
+            engine, method, proba, why = self._no_start(scored.probe, proba)
+            reasons.insert(0, why)
+            moved = self.classes.index(engine)
+            if proba[moved] > NOT_COVERED_CEILING:  # overriding the model is no evidence of being right
+                proba = _rescaled(proba, moved, NOT_COVERED_CEILING)
+                reasons.append(f"unsure: the model pointed to DRIFT; {engine} search is the cautious choice here, "
                                f"so its confidence is at most {NOT_COVERED_CEILING:.2f}")
         probabilities: dict[str, float] = {c: float(proba[self.classes.index(c)]) for c in ENGINES}
         signals: dict[str, float] = {"familiarity": round(scored.familiarity, 3),
@@ -320,6 +323,25 @@ class Classifier:
         return RouteDecision(engine=engine, confidence=probabilities[engine], probabilities=probabilities,
                              reasons=reasons, signals=signals, method=method,
                              fallbacks=("basic",) if method == NOT_COVERED else ())
+
+    def _no_start(self, found: Probe, proba: np.ndarray) -> tuple[Engine, str, np.ndarray, str]:
+        """Where a DRIFT decision goes when the question names nothing in the index: global when the index has
+        something on it across the collection and the probe's evidence is for global rather than local (the wording
+        chose neither, so where the index has it decides), else local. DRIFT's share of the probability goes to
+        the engine chosen. (engine, method, probabilities, reason)"""
+        local, glob, drift = (self.classes.index(e) for e in ("local", "global", "drift"))
+        evidence = self.index_evidence(found)
+        to_global = found.found_across_collection and evidence[glob] > evidence[local]
+        engine: Engine = "global" if to_global else "local"
+        moved = glob if to_global else local
+        out = proba.copy()
+        out[moved], out[drift] = out[moved] + out[drift], 0.0
+        if to_global:
+            return engine, NAMES_NOTHING, out, (
+                "links to nothing in this index by name, so DRIFT would have nothing to start from; its best passages "
+                f"spread over the collection ({found.unit_groups} of {found.groups} documents): global search")
+        return engine, NOT_COVERED, out, ("links to nothing in this index by name and asks nothing corpus-wide: local "
+                                          "search, the cheapest engine that can say the index does not cover it")
 
     def index_evidence(self, found: Probe) -> np.ndarray:
         """What the probe alone adds to each class's log-odds in the index stage (class order of the model)."""
@@ -395,9 +417,10 @@ def _rescaled(proba: np.ndarray, best: int, confidence: float) -> np.ndarray:
 def _covers_nothing(found: Probe, feats: QuestionFeatures) -> bool:
     """No entity of the index named by title (a common noun of the text is no name: "River Tane" linking
     RIVER), no document named, and no corpus-wide cue: DRIFT would have nothing to start from but its whole
-    primer."""
+    primer. Never for a question the index cannot read (`Probe.readable`): it found nothing because it could not
+    look."""
     named = found.specific or found.collection_wide
-    return not named and not found.documents and not (CORPUS_WIDE_CUES & set(feats.cues))
+    return found.readable and not named and not found.documents and not (CORPUS_WIDE_CUES & set(feats.cues))
 
 
 def _check_index(index: object) -> None:

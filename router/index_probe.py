@@ -15,7 +15,10 @@ router probes the index (all cheap per question once `router.index_profile` has 
   communities, and how peaked their scores are;
 * **how thinly the words spread over the top-level community reports**;
 * and what a corpus-wide question looks like: its passages spread over many documents *while* it names nothing
-  specific and no document (`unspecific_spread`; a question about one call spreads too, but names the call).
+  specific and no document (`unspecific_spread`; a question about one call spreads too, but names the call);
+* **whether the index can read the question at all** (`readable`): a question written only in a script the
+  index's text does not use ("领英的收购…" over English transcripts) that names no document links nothing and
+  finds no passage whatever it asks, so then finding nothing is no evidence that the index does not cover it.
 
 `Probe.vector()` gives these as the named features `PROBE_NAMES` that the classifier's index stage weighs (fitted
 on labelled questions measured on real indexes: `tools.routing.index_fit`); `Probe.reasons()` says in words what
@@ -32,7 +35,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from router.index_profile import IndexProfile, case_counts, profile
+from router.index_profile import IndexProfile, case_counts, profile, question_scripts
 
 if TYPE_CHECKING:
     from shared_context.index import Index
@@ -125,7 +128,14 @@ class Probe:
     top_level: int = 0
     report_touched: int = 0
     report_spread: float = 0.0
+    readable: bool = True  # the question has words in a script the index's text uses (or that is unknown)
     extra: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def found_across_collection(self) -> bool:
+        """The question's words reach a full set of best passages and the top-level reports: the index has
+        something on it, even when it names nothing (a question the index does not cover finds few passages)."""
+        return self.unit_hits >= UNIT_DEPTH and self.report_touched > 0
 
     def vector(self) -> np.ndarray:
         """`PROBE_NAMES` in order."""
@@ -151,13 +161,16 @@ class Probe:
             "unit_communities": float(self.unit_communities),
             "unit_community_spread": round(self.unit_community_spread, 3), "unit_peak": round(self.unit_peak, 3),
             "top_level_communities": float(self.top_level), "report_touched": float(self.report_touched),
-            "report_spread": round(self.report_spread, 3),
+            "report_spread": round(self.report_spread, 3), "question_script_in_index": float(self.readable),
         })
         return found
 
     def reasons(self) -> list[str]:
         """What the probe found, in words (documents, names by kind, where the best passages are)."""
         out: list[str] = []
+        if not self.readable:
+            return ["written in a script this index's text does not use: its words could not be looked up in the "
+                    "index, so finding nothing there does not mean the index does not cover it"]
         if len(self.documents) == 1:
             out.append(f"names one document of the collection ({self.documents[0]})")
         elif self.documents:
@@ -224,8 +237,11 @@ def probe(index: Index, text: str, links: LinkSummary) -> Probe:
     positions, scores = lexical_top(index, "text_units", text, UNIT_DEPTH)
     units = _unit_measures(prof, np.asarray(positions, dtype=np.int64), np.asarray(scores, dtype=np.float64))
     touched, spread = _report_spread(np.asarray(lexical_scores(index, "reports", text), dtype=np.float64), prof)
+    asked_in = question_scripts(text)
+    # a question that names a document or links a title was read, whatever script the rest of it is in
+    readable = not prof.scripts or not asked_in or bool(asked_in & prof.scripts) or bool(links.positions or documents)
     return Probe(links, tuple(specific), tuple(wide), tuple(common), documents, prof.groups, prof.measures_spread,
-                 *units, prof.top_level, touched, spread)
+                 *units, prof.top_level, touched, spread, readable)
 
 
 def _common_word_of_another_name(index: Index, pos: int, title: str, unknown_spans: Sequence[str]) -> bool:

@@ -10,7 +10,10 @@ What makes a question specific depends on the collection, so the router measures
   title whose every word is mostly lower case in the text is a common noun, not a name. Read from a sample of
   at most `CASE_SAMPLE_CHARS` characters of text, evenly spread;
 * **the top-level community of each text unit**: the most common top-level community of the entities it
-  mentions, so a question's best passages can be counted over the top of the community hierarchy.
+  mentions, so a question's best passages can be counted over the top of the community hierarchy;
+* **which scripts the text is written in** (share of Latin letters and of CJK characters in the same sample): a
+  question written only in a script the index's text does not use ("领英的收购…" over English transcripts) can
+  be neither linked nor searched by its words, so finding nothing says nothing about whether the index covers it.
 
 For an index loaded from files the arrays are kept in its derived store (`router_profile` entry, keyed by the
 tables they come from) and memory-mapped by the next process; per process they are cached beside the index.
@@ -36,13 +39,18 @@ MIN_GROUPS = 3  # with fewer document groups every entity is "everywhere": the s
 CASE_SAMPLE_CHARS = 3_000_000
 GENERIC_CAPITAL_SHARE = 0.25  # a word capitalised mid-sentence less often than this is a common noun
 _DEPENDS_ON = ("entities", "text_units", "documents", "communities", "community_reports", "nodes")
-_FIELDS = ("unit_group", "unit_top", "entity_share", "entity_generic")
-_VERSION = "1"
+_FIELDS = ("unit_group", "unit_top", "entity_share", "entity_generic", "text_scripts")
+_VERSION = "2"
+SCRIPT_SHARE = 0.01  # a script is used by the index's text when at least this share of its letters is in it
+SCRIPTS = ("latin", "cjk")
 
 _LOWER_WORD = LazyPattern(r"\b[a-z][a-z'’\-]*[a-z]\b")
 # capitalised after a lower-case word, comma or semicolon and one space: mid-sentence, so a name's spelling
 _MID_CAPITAL = LazyPattern(r"(?<=[a-z,;] )[A-Z][A-Za-z'’\-]*[A-Za-z]\b")
 _TITLE_WORD = re.compile(r"[^\W\d_]+")
+_LATIN_LETTER = LazyPattern(r"[A-Za-z\u00c0-\u024f]")
+_CJK_CHAR = LazyPattern(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]")
+_LATIN_WORD = LazyPattern(r"[A-Za-z\u00c0-\u024f]{2,}")
 
 
 @dataclass(frozen=True)
@@ -53,6 +61,7 @@ class IndexProfile:
     top_reports: np.ndarray  # report positions of the top-level communities (slot order)
     entity_share: np.ndarray  # float32 per entity: share of document groups it occurs in
     entity_generic: np.ndarray  # uint8 per entity: 1 when its title is a common noun in this text
+    text_scripts: np.ndarray  # float32 per `SCRIPTS` entry: its share of the sampled text's letters
 
     @property
     def groups(self) -> int:
@@ -61,6 +70,12 @@ class IndexProfile:
     @property
     def top_level(self) -> int:
         return len(self.top_reports)
+
+    @property
+    def scripts(self) -> frozenset[str]:
+        """The scripts the index's text uses (empty when the sample holds no letters: nothing known)."""
+        return frozenset(name for name, share in zip(SCRIPTS, self.text_scripts.tolist(), strict=True)
+                         if share >= SCRIPT_SHARE)
 
     @property
     def measures_spread(self) -> bool:
@@ -84,15 +99,16 @@ def _load_or_build(index: Index) -> IndexProfile:
         if found is not None and len(found["unit_group"]) == len(index.text_units) and \
                 len(found["entity_share"]) == len(index.entities):
             return IndexProfile(names, found["unit_group"], found["unit_top"], top_reports, found["entity_share"],
-                                found["entity_generic"])
+                                found["entity_generic"], found["text_scripts"])
     unit_group = _unit_groups(index, names)
+    sample = _sample_texts(index)
     arrays = {"unit_group": unit_group, "unit_top": _unit_top(index, top_reports),
               "entity_share": _entity_share(index, unit_group, names.groups),
-              "entity_generic": _generic_titles(index)}
+              "entity_generic": _generic_titles(index, sample), "text_scripts": script_shares(sample)}
     if store is not None:
         store.save_arrays("router_profile", _DEPENDS_ON, arrays, extra=_VERSION)
     return IndexProfile(names, arrays["unit_group"], arrays["unit_top"], top_reports, arrays["entity_share"],
-                        arrays["entity_generic"])
+                        arrays["entity_generic"], arrays["text_scripts"])
 
 
 def _top_reports(index: Index) -> np.ndarray:
@@ -195,8 +211,26 @@ def generic_flags(titles: Sequence[str], lower: Counter[str], capital: Counter[s
     return out
 
 
-def _generic_titles(index: Index) -> np.ndarray:
+def script_shares(texts: Sequence[str]) -> np.ndarray:
+    """Share of the letters of `texts` in each of `SCRIPTS` (zeros when there are none)."""
+    counts = np.array([sum(len(_LATIN_LETTER.findall(t)) for t in texts),
+                       sum(len(_CJK_CHAR.findall(t)) for t in texts)], dtype=np.float64)
+    total = counts.sum()
+    return (counts / total if total else counts).astype(np.float32)
+
+
+def question_scripts(text: str) -> frozenset[str]:
+    """The scripts a question's words are written in (a Latin word needs two letters: "Q3", "a" do not count)."""
+    found = set()
+    if _LATIN_WORD.search(text):
+        found.add("latin")
+    if _CJK_CHAR.search(text):
+        found.add("cjk")
+    return frozenset(found)
+
+
+def _generic_titles(index: Index, sample: Sequence[str]) -> np.ndarray:
     from shared_context.records import values_of
 
-    lower, capital = case_counts(_sample_texts(index))
+    lower, capital = case_counts(sample)
     return generic_flags([str(t) for t in values_of(index.entities, "title")], lower, capital)

@@ -25,7 +25,7 @@ from engines.models.errors import ModelConfigError, ModelError, ModelResponseErr
 from engines.plan import HistoryLike, QueryPlan, limit_history, normalise_history, plan_question
 from router.answer import Answer, Escalation
 from router.budget import LADDER, Budget, BudgetError, Plan, PlanStep, check_fit
-from router.classifier import NOT_COVERED
+from router.classifier import NAMES_NOTHING, NOT_COVERED
 from router.loop_thread import SyncLoop
 from router.rewrite import rewrite_question, user_turns
 
@@ -294,7 +294,8 @@ class Router:
             mode == "auto"
             and not self.models.offline
             and decision.confidence < self.config.router.llm_classifier_threshold
-            and decision.method != NOT_COVERED  # nothing in the index to reason over: no vote can make it DRIFT
+            # nothing named in the index for DRIFT to start from: no vote can make it DRIFT
+            and decision.method not in (NOT_COVERED, NAMES_NOTHING)
         ):
             decision = await self._llm_second_opinion(standalone, decision, usage, deadline)
         if mode == "auto" and decision.confidence < self.config.router.llm_classifier_threshold:

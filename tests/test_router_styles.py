@@ -139,8 +139,8 @@ def test_a_question_with_no_content_words_is_refused(question: str, calls_index:
         router.close()
 
 
-@pytest.mark.parametrize("question", ["紫色猴子洗碗机为什么会生气，后来又怎么和解了？",
-                                      "Why did the zorblat fight the quindle, and how did it end?"])
+# (a Chinese one over these English calls is one the index cannot read: tests/test_router_index.py)
+@pytest.mark.parametrize("question", ["Why did the zorblat fight the quindle, and how did it end?"])
 def test_a_question_the_index_does_not_cover_never_goes_to_drift(question: str, calls_index: Any) -> None:
     d = classify(question, calls_index)
     assert d.signals["linked_entities"] == 0 and d.signals["named_documents"] == 0
@@ -275,16 +275,17 @@ def test_the_trainer_refuses_the_new_styles_set() -> None:
 
 
 def test_the_trainers_refuse_the_sets_written_last() -> None:
-    from tools.routing.index_fit import INDEX_EVAL_2, EvaluationDataError, load_questions
+    from tools.routing.index_fit import INDEX_EVAL_2, INDEX_EVAL_3, EvaluationDataError, load_questions
 
-    assert NEW_STYLES_3.is_file() and INDEX_EVAL_2.is_file()
+    assert NEW_STYLES_3.is_file() and INDEX_EVAL_2.is_file() and INDEX_EVAL_3.is_file()
     with pytest.raises(HeldOutDataError, match="never training data"):
         load_own(NEW_STYLES_3)
-    with pytest.raises(EvaluationDataError, match="evaluation questions"):
-        load_questions(INDEX_EVAL_2)
-    rows = [json.loads(line) for line in INDEX_EVAL_2.read_text(encoding="utf-8").splitlines() if line.strip()]
-    assert {r["kind"] for r in rows} == {"global", "one_document", "one_entity", "drift"}
-    assert {r["lang"] for r in rows} == {"en", "zh"}
+    for path in (INDEX_EVAL_2, INDEX_EVAL_3):
+        with pytest.raises(EvaluationDataError, match="evaluation questions"):
+            load_questions(path)
+        rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        assert {r["kind"] for r in rows} == {"global", "one_document", "one_entity", "drift"}
+        assert {r["lang"] for r in rows} == {"en", "zh"}
 
 
 def test_the_trainer_refuses_the_second_new_styles_set() -> None:

@@ -133,7 +133,8 @@ def routing(r: Json) -> tuple[list[str], list[Headline]]:
     wi = r.get("with_index", {})
     single: list[str] = []
     for set_key, set_label in (("index_eval", "podcast + earnings-call questions (per-question results seen)"),
-                               ("index_eval_2", "podcast + earnings-call questions written last (totals only)")):
+                               ("index_eval_2", "podcast + earnings-call questions (totals only)"),
+                               ("index_eval_3", "podcast + earnings-call + novel questions written last (totals only)")):
         part = wi.get(set_key, {})
         for key, label in (("both_with_index", "with the offline indexes"), ("both_without_index", "wording only")):
             if key in part:
@@ -141,8 +142,8 @@ def routing(r: Json) -> tuple[list[str], list[Headline]]:
                 one_doc = part[key].get("by_kind", {}).get("one_document", {})
                 if one_doc:
                     single.append(f"{_f(one_doc['accuracy'])} {label} ({set_key}, n={one_doc['n']})")
-        if "both_with_index" in part and set_key == "index_eval_2":
-            heads.append(Headline("Global recall with an index (podcast + earnings calls, written last)",
+        if "both_with_index" in part and set_key == "index_eval_3":
+            heads.append(Headline("Global recall with an index (podcasts, earnings calls, novels; written last)",
                                   _f(part["both_with_index"]["recall"].get("global")), "routing"))
     lines.append("")
     if single:

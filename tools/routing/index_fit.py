@@ -8,7 +8,8 @@ Rows come from three places, each question probed on the index of its own corpus
 * the project's collection questions about podcasts and earnings calls, on those two indexes.
 
 `data/index_eval.jsonl` and `data/index_eval_2.jsonl` hold the evaluation questions about the podcast and
-earnings-call indexes; they are never read here (`load_questions` refuses them). Index folders are found under `--indexes` (default `../indexes` beside
+earnings-call indexes, `data/index_eval_3.jsonl` those about the podcast, earnings-call and novel indexes; they are
+never read here (`load_questions` refuses them). Index folders are found under `--indexes` (default `../indexes` beside
 the repository: `podcast`, `earnings`, `novel`, `medical`, as built by `graphroute index`), Operation Dulce in the
 shared data folder.
 """
@@ -31,8 +32,9 @@ if TYPE_CHECKING:
 DATA = Path(__file__).resolve().parent / "data"
 INDEX_DEV = DATA / "index_dev.jsonl"
 INDEX_EVAL = DATA / "index_eval.jsonl"  # evaluation only
-INDEX_EVAL_2 = DATA / "index_eval_2.jsonl"  # evaluation only, written last: only its totals are reported
-EVALUATION_SETS = {"index_eval": INDEX_EVAL, "index_eval_2": INDEX_EVAL_2}
+INDEX_EVAL_2 = DATA / "index_eval_2.jsonl"  # evaluation only: only its totals are reported
+INDEX_EVAL_3 = DATA / "index_eval_3.jsonl"  # evaluation only, written last: only its totals are reported
+EVALUATION_SETS = {"index_eval": INDEX_EVAL, "index_eval_2": INDEX_EVAL_2, "index_eval_3": INDEX_EVAL_3}
 DEFAULT_INDEXES = Path(__file__).resolve().parents[3] / "indexes"
 COLLECTION_INDEX = {"podcasts": "podcast", "earnings_calls": "earnings"}  # collection kind -> index it is measured on
 
@@ -42,7 +44,7 @@ class IndexQuestion:
     question: str
     label: str
     index: str  # podcast | earnings | novel | medical | dulce
-    source: str  # index_dev | graphrag_bench | collections | index_eval | index_eval_2
+    source: str  # index_dev | graphrag_bench | collections | index_eval | index_eval_2 | index_eval_3
     kind: str = ""  # global | one_document | one_entity | drift ("" when not annotated)
     lang: str = "en"
 
