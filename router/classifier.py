@@ -16,7 +16,9 @@ numpy only at prediction, no pickle, independent of the scikit-learn version):
    offline indexes, with the wording probabilities of questions the wording model was trained on taken from
    cross-validation. The index overrides the wording's engine only when the wording alone is unsure or the probe's
    evidence is strong (`Classifier._gate`): weak index evidence never flips a confident wording decision, it only
-   caps that decision's confidence;
+   caps that decision's confidence. One piece of index evidence is categorical: a question that names exactly one
+   document of the collection is never routed global (`Classifier._one_document`: "the main themes of episode
+   30" is about episode 30, however confident the wording);
 3. **confidence**: the probability that the chosen engine is right, from how sure the model is, whether two
    independently trained views of the question (cue/form features alone, n-grams alone) agree with it, how
    familiar the wording is (share of its words seen in training, names aside, and the idf-weighted similarity
@@ -89,6 +91,7 @@ CONFIDENCE_NAMES: tuple[str, ...] = ("logit_best", "margin", "dense_view_agrees"
 CORPUS_WIDE_CUES = frozenset(("scope", "theme", "summary", "trend", "population", "aggregation", "overview"))
 NOT_COVERED = "model+not-covered"  # the method of a decision `_covers_nothing` moved from DRIFT to local
 NAMES_NOTHING = "model+names-nothing"  # ... moved from DRIFT to global: found across the collection, names nothing
+ONE_DOCUMENT = "model+one-document"  # a global decision about a question naming one document, moved off global
 # how sure such a move may claim to be: it overrides the model, whose own view was DRIFT, by a rule (set by design
 # like `UNFAMILIAR_CEILING`; just above the default second-opinion threshold, so a close call stays visible)
 NOT_COVERED_CEILING = 0.6
@@ -306,6 +309,10 @@ class Classifier:
             reasons.append(f"the question is very long; only its first {MAX_CHARS} characters were used")
         proba = _rescaled(scored.proba, best, confidence)
         method = "model"
+        if scored.probe is not None and engine == "global" and len(scored.probe.documents) == 1:
+            engine, proba, why = self._one_document(scored, proba, scored.probe.documents[0])
+            method = ONE_DOCUMENT
+            reasons.insert(0, why)
         if scored.probe is not None and engine == "drift" and _covers_nothing(scored.probe, feats):
             engine, method, proba, why = self._no_start(scored.probe, proba)
             reasons.insert(0, why)
@@ -323,6 +330,21 @@ class Classifier:
         return RouteDecision(engine=engine, confidence=probabilities[engine], probabilities=probabilities,
                              reasons=reasons, signals=signals, method=method,
                              fallbacks=("basic",) if method == NOT_COVERED else ())
+
+    def _one_document(self, scored: Scored, proba: np.ndarray, document: str) -> tuple[Engine, np.ndarray, str]:
+        """A question that names exactly one document of the collection is about that document, not about the whole
+        collection, however corpus-wide its wording ("the main themes of episode 30"): global's share goes to the
+        likelier of local and DRIFT (index stage), at most `CONTESTED_CEILING` sure since the wording said
+        otherwise. However confident the wording, a named document is the index's strongest evidence."""
+        local, glob, drift = (self.classes.index(e) for e in ("local", "global", "drift"))
+        moved = local if scored.proba[local] >= scored.proba[drift] else drift
+        engine = cast(Engine, self.classes[moved])
+        out = proba.copy()
+        out[moved], out[glob] = out[moved] + out[glob], 0.0
+        if out[moved] > CONTESTED_CEILING:
+            out = _rescaled(out, moved, CONTESTED_CEILING)
+        return engine, out, (f"asks about one document ({document}), not the whole collection: {engine} rather than "
+                             f"global, at most {CONTESTED_CEILING:.2f} sure since the wording read it as corpus-wide")
 
     def _no_start(self, found: Probe, proba: np.ndarray) -> tuple[Engine, str, np.ndarray, str]:
         """Where a DRIFT decision goes when the question names nothing in the index: global when the index has

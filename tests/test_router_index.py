@@ -14,7 +14,14 @@ from typing import Any
 import pytest
 
 import router.classifier as classifier_module
-from router.classifier import NAMES_NOTHING, NOT_COVERED, NOT_COVERED_CEILING, classify
+from router.classifier import (
+    CONTESTED_CEILING,
+    NAMES_NOTHING,
+    NOT_COVERED,
+    NOT_COVERED_CEILING,
+    ONE_DOCUMENT,
+    classify,
+)
 from router.index_probe import UNIT_DEPTH, LinkSummary, Probe
 from router.index_profile import profile, question_scripts, script_shares
 
@@ -144,3 +151,19 @@ def test_generic_nouns_in_a_chinese_question_do_not_count_as_specific(carol: Any
     assert wide.engine == "global"
     one = classify("王建国是谁？", tea_index)
     assert one.signals["specific_entities"] == 1 and one.engine == "local"
+
+
+@pytest.mark.parametrize("question", ["What are the overall themes and recurring trends across episode 2?",
+                                      "第2期节目的总体主题和趋势是什么？", "第2期节目反复出现的主题有哪些？"])
+def test_a_confident_corpus_wide_wording_about_one_named_document_goes_local(question: str, tea_index: Any) -> None:
+    """However sure the wording is that a question is corpus-wide, naming one document of the collection makes it a
+    question about that document (the override the wording's confidence cannot block)."""
+    text_only = classify(question)
+    assert text_only.engine == "global" and text_only.confidence >= 0.8, text_only.probabilities
+    d = classify(question, tea_index)
+    assert d.signals["named_documents"] == 1
+    assert d.engine == "local" and d.method == ONE_DOCUMENT, (d.probabilities, d.reasons)
+    assert d.probabilities["global"] == 0.0 and d.confidence <= CONTESTED_CEILING
+    assert d.reasons[0].startswith("asks about one document (episode_02), not the whole collection")
+    # without a named document the same wording stays global
+    assert classify("第几期节目的总体主题和趋势是什么？", tea_index).engine == "global"
