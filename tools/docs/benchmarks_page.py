@@ -147,7 +147,7 @@ def routing(r: Json) -> tuple[list[str], list[Headline]]:
                                   _f(part["both_with_index"]["recall"].get("global")), "routing"))
     lines.append("")
     if single:
-        lines += ["Questions about one episode or call, routed to local search: " + "; ".join(single) + ".", ""]
+        lines += ["Questions about one episode, call or book, routed to local search: " + "; ".join(single) + ".", ""]
     carol = r.get("carol", {})
     if carol:
         w = carol["with_index"]
