@@ -167,3 +167,31 @@ def test_a_confident_corpus_wide_wording_about_one_named_document_goes_local(que
     assert d.reasons[0].startswith("asks about one document (episode_02), not the whole collection")
     # without a named document the same wording stays global
     assert classify("第几期节目的总体主题和趋势是什么？", tea_index).engine == "global"
+
+
+@pytest.mark.parametrize(("method", "asked"), [(NAMES_NOTHING, False), (NOT_COVERED, False), ("model", True)])
+def test_no_second_opinion_can_send_a_question_that_names_nothing_to_drift(method: str, asked: bool, carol: Any,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """Below the threshold the router asks the chat model for a second opinion, except for a decision moved off DRIFT
+    because the question names nothing in the index: no vote can give DRIFT something to start from."""
+    from engines.models.base import Usage
+    from router.classifier import RouteDecision
+    from router.router import Router
+
+    unsure = RouteDecision(engine="global", confidence=0.45, probabilities={"global": 0.45, "local": 0.4, "drift": 0.15},
+                           reasons=["test"], signals={"linked_entities": 0.0}, method=method)
+    monkeypatch.setattr(classifier_module, "classify", lambda *_a, **_k: unsure)
+    calls: list[str] = []
+
+    async def second_opinion(self: Any, question: str, decision: RouteDecision, *_: Any) -> RouteDecision:
+        calls.append(question)
+        return decision
+
+    monkeypatch.setattr(Router, "_llm_second_opinion", second_opinion)
+    router = Router(carol)
+    try:
+        monkeypatch.setattr(type(router.models), "offline", property(lambda _self: False))
+        router.run(router._prepare("What do they say about it?", None, "auto", Usage()))
+    finally:
+        router.close()
+    assert bool(calls) is asked
