@@ -151,7 +151,8 @@ def test_32_concurrent_questions_on_one_router(router: Router) -> None:
 
 
 def test_vectors_from_a_model_we_cannot_call_are_named(dulce_path: Path) -> None:
-    answer = Router.from_index(dulce_path).ask("Who is Alex Mercer?")
+    with Router.from_index(dulce_path) as dulce:
+        answer = dulce.ask("Who is Alex Mercer?")
     assert answer.engine == "local" and "Mercer" in answer.text
     assert any("dim 3072" in note and "not configured" in note for note in answer.notes)
 
