@@ -27,7 +27,7 @@ from engines.models.base import Usage
 from engines.models.errors import ModelError, StructuredOutputError
 from engines.models.offline_text import clean_sentence, is_informative, split_sentences, terms
 from engines.schemas import AnswerVerdict, ContextVerdict, FaithfulnessVerdict
-from shared_context.tables import join_sections, render_table
+from shared_context.tables import CITATION_RE, join_sections, render_table
 
 if TYPE_CHECKING:
     from engines.models.base import ChatModel, Message
@@ -36,7 +36,6 @@ if TYPE_CHECKING:
 
 JUDGE_STAGE = "judge"
 VERDICT_SCORES = {"correct": 1.0, "partially": 0.5, "incorrect": 0.0}
-_REFERENCE_RE = re.compile(r"\[Data:[^\[\]]*\]", re.IGNORECASE)
 _BOLD_LABEL_RE = re.compile(r"^\s*\*\*[^*\n]+\*\*\s*$", re.MULTILINE)  # "**Answer (...):**" heading lines
 
 Record = tuple[str, str, str]  # (kind, id, text)
@@ -51,7 +50,7 @@ class NeedsRealModel(ValueError):
 
 def answer_terms(text: str) -> list[str]:
     """Content terms of an answer as a reader sees it: data references and heading labels removed."""
-    return terms(_BOLD_LABEL_RE.sub(" ", _REFERENCE_RE.sub(" ", text or "")))
+    return terms(_BOLD_LABEL_RE.sub(" ", CITATION_RE.sub(" ", text or "")))
 
 
 def token_f1(answer: str, gold: str) -> float:
@@ -225,7 +224,7 @@ class Judge:
 
 def without_references(text: str) -> str:
     """`text` without its `[Data: ...]` references (and the space they leave before punctuation)."""
-    return re.sub(r"[ \t]+([.,;:!?。])", r"\1", _REFERENCE_RE.sub("", text or "")).strip()
+    return re.sub(r"[ \t]+([.,;:!?。])", r"\1", CITATION_RE.sub("", text or "")).strip()
 
 
 def answer_sentences(answer: str) -> list[str]:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from shared_context.records import values_of
+from shared_context.tables import CITATION_PART_RE, CITATION_RE
 
 if TYPE_CHECKING:
     from engines.models.base import JSONObject
@@ -33,8 +34,6 @@ _KIND_ALIASES = {k.lower(): k for k in KINDS} | {
     "report": "Reports",
     "covariates": "Claims",
 }
-_DATA_BLOCK = re.compile(r"\[Data:\s*([^\[\]]*)\]", re.IGNORECASE)
-_PART = re.compile(r"([A-Za-z][A-Za-z ]*?)\s*\(([^()]*)\)")
 _SECTION = re.compile(r"^-----([A-Za-z ]+)-----[ \t]*$", re.MULTILINE)
 
 
@@ -60,8 +59,8 @@ class Citation:
 def parse_references(text: str) -> list[tuple[str, str]]:
     """(kind, id) pairs in order of first appearance; `+more` and unknown dataset names are skipped."""
     seen: dict[tuple[str, str], None] = {}
-    for block in _DATA_BLOCK.finditer(text or ""):
-        for name, ids in _PART.findall(block.group(1)):
+    for block in CITATION_RE.finditer(text or ""):
+        for name, ids in CITATION_PART_RE.findall(block.group(1)):
             kind = _KIND_ALIASES.get(name.strip().lower())
             if kind is None:
                 continue

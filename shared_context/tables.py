@@ -27,6 +27,11 @@ them, and its rendering (the sections joined by one blank line, empty ones left 
 carries one: a local context's six tables, a global map batch's history and reports, a DRIFT primer fold's
 reports, basic search's sources. The model gets it beside the rendered messages, so an offline model reads the
 records instead of parsing the prompt.
+
+Citations: a model cites the rows it was shown as `[Data: Sources (1, 2); Reports (5, +more)]`, each table's name
+and the ids its rows start with; `CITATION_RE` finds one such reference (its inside is group 1) and
+`CITATION_PART_RE` each `Name (ids)` inside it (the name, the comma-separated ids). Every reader of references
+uses these two.
 """
 
 from __future__ import annotations
@@ -44,6 +49,8 @@ from shared_context.index_cache import per_index_cache
 from shared_context.tokens import Tokenizer, head_tokens, joined_tokens, line_end_tokens
 
 __all__ = [
+    "CITATION_PART_RE",
+    "CITATION_RE",
     "AnySection",
     "ClaimRecord",
     "Column",
@@ -159,6 +166,8 @@ def record_dict(record: ContextRecord, in_context: bool) -> dict[str, object]:
 
 # The table format
 
+CITATION_RE = re.compile(r"\[Data:\s*([^\[\]]*)\]", re.IGNORECASE)
+CITATION_PART_RE = re.compile(r"([A-Za-z][A-Za-z ]*?)\s*\(([^()]*)\)")
 _NEEDS_QUOTES = re.compile(r'[|"\n\r]')
 
 

@@ -6,7 +6,6 @@ import re
 
 from engines.models.offline_answer import cite, no_answer_text
 from engines.models.offline_text import (
-    CITATION_RE,
     clean_sentence,
     is_cjk_text,
     is_index_meta,
@@ -22,6 +21,7 @@ from engines.models.offline_text import (
 )
 from engines.models.task_context import Finding, TaskContext
 from shared_context.boilerplate import is_boilerplate_sentence
+from shared_context.tables import CITATION_RE
 from shared_context.tokens import Tokenizer
 
 # A response type that states no size ("multiple paragraphs", GraphRAG's default) gets this many findings:

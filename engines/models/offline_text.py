@@ -3,7 +3,8 @@ proper names in text and questions (phrases, display forms, mentions); and the `
 Entities (3, +more)]` citations it writes and reads.
 
 Tokenising, stopwords, stemming and sentence splitting live in `shared_context.text`, BM25 in `shared_context.bm25` (one home for
-every text consumer); they are re-exported here for the offline modules.
+every text consumer); they are re-exported here for the offline modules. The reference syntax is
+`shared_context.tables.CITATION_RE` / `CITATION_PART_RE`, which every reader of references uses.
 
 Everything here is deterministic: no randomness, no clock, and no iteration over sets of
 strings (whose order changes with PYTHONHASHSEED) where the order can reach the output.
@@ -17,12 +18,12 @@ from functools import cache, lru_cache
 from pathlib import Path
 
 from shared_context.bm25 import BM25
+from shared_context.tables import CITATION_PART_RE
 from shared_context.text import CJK_RE, STOPWORDS, read_word_lists, split_sentences, stem, tokens
 
 __all__ = [
     "BM25",
     "BROAD_WORDS",
-    "CITATION_RE",
     "CJK_RE",
     "DATASET_ORDER",
     "MORE",
@@ -299,13 +300,11 @@ def answerable(question: str, found: Iterable[str]) -> bool:
 
 # ---------------------------------------------------------------------------- citations
 
-CITATION_RE = re.compile(r"\[Data:\s*([^\]]*)\]")
 # References a text carries from indexing time (report findings cite the index's own ids); they
 # point at records that may not be in this context, so quoted sentences must not repeat them.
 _EMBEDDED_REF_RE = re.compile(
     r"\s*\[(?:Data|Records|Sources?|Entities|Relationships|Reports|Claims)\b[^\]]*\]", re.IGNORECASE
 )
-_REF_RE = re.compile(r"([A-Za-z][A-Za-z ]*?)\s*\(([^)]*)\)")
 DATASET_ORDER = ("Sources", "Entities", "Relationships", "Reports", "Claims")
 MORE = "+more"
 
@@ -317,7 +316,7 @@ def strip_citations(text: str) -> str:
 def parse_citation(body: str) -> dict[str, list[str]]:
     """Dataset -> ids (in order, '+more' kept as a marker) from the inside of one `[Data: ...]`."""
     refs: dict[str, list[str]] = {}
-    for match in _REF_RE.finditer(body):
+    for match in CITATION_PART_RE.finditer(body):
         dataset = match.group(1).strip()
         ids = [i.strip() for i in match.group(2).split(",") if i.strip()]
         bucket = refs.setdefault(dataset, [])
