@@ -293,3 +293,13 @@ def _corrupt_case(scratch: Path, file: str, column: str, kind: str) -> None:
 @pytest.mark.parametrize("case", sample(INDEX_MATRIX, 3, "corrupted-index"), ids="-".join)
 def test_corrupted_index_matrix(scratch: Path, case: tuple[str, str, str]) -> None:
     _corrupt_case(scratch, *case)
+
+
+# Corruptions a sampled run once failed on: always run, whatever the sample.
+FOUND_BY_SAMPLING = [("communities.parquet", "parent", "empty table")]
+
+
+@pytest.mark.parametrize("case", FOUND_BY_SAMPLING, ids="-".join)
+def test_corruptions_found_by_sampling(scratch: Path, case: tuple[str, str, str]) -> None:
+    assert case in INDEX_MATRIX
+    _corrupt_case(scratch, *case)
