@@ -295,6 +295,16 @@ def evidence(r: Json) -> tuple[list[str], list[Headline]]:
         if row.get("headline"):
             headline.setdefault((row["subset"], row["budget"]), {})[row["method"]] = row["span_hit"]
     lines.append("")
+    gaps = r.get("margins_vs_bm25") or []
+    if gaps:
+        lines += ["Margin over plain BM25, question by question (evidence spans found minus BM25's), with a 95 % "
+                  "bootstrap interval over the questions; `tune` and `confirm` are the two halves of the questions "
+                  "(`--half`), the settings were chosen on `tune`:", "",
+                  "| subset | method | budget | questions | margin | 95 % interval |", "|---|---|---|---|---|---|"]
+        for g in gaps:
+            lines.append(f"| {g['subset']} | {g['method']} | {g['budget']:,} | {g['half']} ({g['questions']}) | "
+                         f"{g['margin']:+.3f} | {g['low']:+.3f} to {g['high']:+.3f} |")
+        lines.append("")
     names = {"local-hybrid": "local", "basic": "basic", "bm25": "plain BM25"}
     heads = [Headline(f"Evidence spans in a {budget:,}-token context, {subset} development questions (settings chosen on them)",
                       " / ".join(f"{names.get(m, m)} {_f(v)}" for m, v in sorted(found.items(), key=lambda kv: kv[0] != "local-hybrid")),
