@@ -18,6 +18,12 @@ over to corpora the model has never seen:
   "rationale", 意味着): a scoped summary or reasoning, not one stated fact (DRIFT);
 * attribute: the usual or most common property of *one* thing ("the most common cause of X", "typical signs
   of", 最常见的): "most"/"common" qualifying a fact, not quantifying over a population (local).
+* account: what one speaker or one document says in its own words ("according to X's remarks", "how does X
+  describe", 据…说): one source's account, which is local unless a population of speakers is asked about.
+
+A group may name groups it yields to (`not_inside`): its matches that lie inside a match of one of those are
+dropped. A document noun that is part of a reference to *one* document ("第二场访谈", "the first call") is not a
+population of documents.
 """
 
 from __future__ import annotations
@@ -38,20 +44,28 @@ class CueGroup:
     name: str
     reason: str  # how the group is described to a user; `{m}` is replaced by the matched phrases
     pattern: LazyPattern  # compiled on the first question: the lexicons are hundreds of alternatives
+    not_inside: tuple[str, ...] = ()  # groups whose matches swallow this group's matches
 
 
-def _group(name: str, reason: str, english: list[str], chinese: list[str]) -> CueGroup:
+def _group(name: str, reason: str, english: list[str], chinese: list[str], not_inside: tuple[str, ...] = ()
+           ) -> CueGroup:
     parts = []
     if english:
         parts.append(r"\b(?:" + "|".join(english) + r")\b")
     if chinese:
         parts.append("(?:" + "|".join(chinese) + ")")
-    return CueGroup(name, reason, LazyPattern("|".join(parts), re.IGNORECASE))
+    return CueGroup(name, reason, LazyPattern("|".join(parts), re.IGNORECASE), not_inside)
 
 
 def load_groups(path: Path = CUES_PATH) -> tuple[CueGroup, ...]:
     spec: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
-    return tuple(_group(g["name"], g["reason"], g.get("en", []), g.get("zh", [])) for g in spec["groups"])
+    groups = tuple(_group(g["name"], g["reason"], g.get("en", []), g.get("zh", []), tuple(g.get("not_inside", ())))
+                   for g in spec["groups"])
+    names = {g.name for g in groups}
+    unknown = {n for g in groups for n in g.not_inside} - names
+    if unknown:
+        raise ValueError(f"{path}: not_inside names unknown groups {sorted(unknown)}")
+    return groups
 
 
 CUE_GROUPS: tuple[CueGroup, ...] = load_groups()
@@ -59,14 +73,18 @@ CUE_NAMES: tuple[str, ...] = tuple(group.name for group in CUE_GROUPS)
 
 
 def match_cues(text: str) -> dict[str, list[str]]:
-    """Return, for every cue group that fires, the phrases that matched (in order, deduplicated)."""
+    """Return, for every cue group that fires, the phrases that matched (in order, deduplicated); a match inside
+    a match of a group it yields to (`CueGroup.not_inside`) does not count."""
+    spans: dict[str, list[tuple[int, int, str]]] = {}
+    for group in CUE_GROUPS:
+        hits = [(m.start(), m.end(), m.group(0).strip().lower()) for m in group.pattern.finditer(text)]
+        spans[group.name] = [h for h in hits if h[2]]
     found: dict[str, list[str]] = {}
     for group in CUE_GROUPS:
-        hits = group.pattern.findall(text)
-        if hits:
-            unique = list(dict.fromkeys(hit.strip().lower() for hit in hits if hit.strip()))
-            if unique:
-                found[group.name] = unique
+        outer = [s for name in group.not_inside for s in spans[name]]
+        kept = [h for h in spans[group.name] if not any(o[0] <= h[0] and h[1] <= o[1] for o in outer)]
+        if kept:
+            found[group.name] = list(dict.fromkeys(h[2] for h in kept))
     return found
 
 

@@ -83,6 +83,9 @@ INTERACTION_NAMES: tuple[str, ...] = (
     "x_frequency_without_collection",  # usually/often/common with no population, scope, theme or overview cue
     "x_series_change",  # a change or trend over the documents of a series ("shifted over the quarters")
     "x_compound_about_one",  # "Who is X and why/what ... he/his ...": several asks about one named entity
+    "x_account_of_one",  # one speaker's or one document's own account, no population asked about
+    "x_account_of_many",  # how a population of speakers puts something: what they generally say
+    "x_how_in_one_unit",  # "how ..." asked inside one document or meeting, nothing compared, no population
 )
 
 DENSE_NAMES: tuple[str, ...] = (
@@ -185,7 +188,7 @@ def extract(question: str) -> QuestionFeatures:
     values += [1.0 if len(names) == 0 else 0.0, 1.0 if len(names) == 1 else 0.0, 1.0 if len(names) >= 2 else 0.0,
                min(2.0, len(_QUOTED.findall(text))), min(2.0, len(_DATE.findall(text))),
                1.0 if cjk_share > 0.3 else 0.0, 1.0 if truncated else 0.0]
-    values += _interactions(cues, len(names), len(tokens), text)
+    values += _interactions(cues, len(names), len(tokens), text, wh)
     return QuestionFeatures(text, truncated, cues, names, np.asarray(values, dtype=np.float32))
 
 
@@ -202,7 +205,8 @@ _ABOUT_ONE = LazyPattern(
 )
 
 
-def _interactions(cues: dict[str, list[str]], n_names: int, n_tokens: int, text: str = "") -> list[float]:
+def _interactions(cues: dict[str, list[str]], n_names: int, n_tokens: int, text: str = "", wh: str | None = None
+                  ) -> list[float]:
     """The `INTERACTION_NAMES` features, 0/1 each, in that order."""
     has = cues.__contains__
     return [float(x) for x in (
@@ -215,6 +219,9 @@ def _interactions(cues: dict[str, list[str]], n_names: int, n_tokens: int, text:
         has("frequency") and not any(has(c) for c in _COLLECTION),
         has("series") and any(has(c) for c in ("time", "trend", "causal", "comparison")),
         bool(_ABOUT_ONE.search(text)),
+        has("account") and not has("population"),
+        has("account") and has("population"),
+        wh == "how" and has("unit") and not any(has(c) for c in ("population", "comparison", "series")),
     )]
 
 

@@ -393,3 +393,51 @@ def test_cue_groups_for_asks_meanings_attributes_and_interviewed_groups(question
     from router.cues import match_cues
 
     assert group in match_cues(question), (question, match_cues(question))
+
+
+@pytest.mark.parametrize(("question", "group", "fires"), [
+    ("What did the second session reveal about training?", "unit", True),
+    ("Summarise the budget review meeting.", "unit", True),
+    ("Does the season finale mention education?", "unit", True),
+    ("第二场访谈做出了什么决定？", "unit", True),
+    ("六月的那次访谈讨论了什么？", "unit", True),
+    ("最后一封信提到金钱了吗？", "unit", True),
+    # a document noun inside a reference to one document is not a population of documents
+    ("第二场访谈做出了什么决定？", "population", False),
+    ("六月的那次访谈讨论了什么？", "population", False),
+    ("这些访谈里大家最常谈到什么？", "population", True),
+    ("What do the interviews say about rent?", "unit", False),
+    ("How did the CFO justify the spending, according to her remarks on the call?", "account", True),
+    ("How does the narrator describe the storm?", "account", True),
+    ("按照财务总监在电话会上的说法，开支为什么增加了？", "account", True),
+    ("What are the main themes of the collection?", "account", False),
+])
+def test_cue_groups_for_one_document_and_one_account(question: str, group: str, fires: bool) -> None:
+    from router.cues import match_cues
+
+    assert (group in match_cues(question)) is fires, (question, match_cues(question))
+
+
+def test_a_group_yields_only_to_the_groups_it_names(tmp_path: Path) -> None:
+    from router.cues import load_groups
+
+    spec = {"groups": [{"name": "a", "reason": "", "en": ["x"], "not_inside": ["b"]},
+                       {"name": "b", "reason": "", "en": ["y"], "not_inside": ["nope"]}]}
+    path = tmp_path / "cues.json"
+    path.write_text(json.dumps(spec), encoding="utf-8")
+    with pytest.raises(ValueError, match="nope"):
+        load_groups(path)
+
+
+@pytest.mark.parametrize(("question", "feature", "value"), [
+    ("In the episode with the chef, how does she plan a menu?", "x_how_in_one_unit", 1.0),
+    ("How did the outlook in the first call compare with the last call?", "x_how_in_one_unit", 0.0),
+    ("How do the guests in the episodes describe their first job?", "x_how_in_one_unit", 0.0),
+    ("How did the CFO explain the write-down, according to her remarks on the call?", "x_account_of_one", 1.0),
+    ("How do the analysts describe the write-down?", "x_account_of_many", 1.0),
+    ("How do the analysts describe the write-down?", "x_account_of_one", 0.0),
+])
+def test_interactions_for_one_document_and_one_account(question: str, feature: str, value: float) -> None:
+    from router.features import DENSE_NAMES, extract
+
+    assert float(extract(question).dense[DENSE_NAMES.index(feature)]) == value, extract(question).cues
