@@ -267,7 +267,10 @@ class Classifier:
             raise ValueError(f"question has no content words ({feats.text[:40]!r}): ask about someone or something")
         notes: list[str] = []
         if history and not feats.names and len(feats.text.split()) <= 8 and len(feats.text) <= 40:
-            feats = extract(f"{history[0]} {feats.text}")
+            # the earlier question's closing mark goes (two question marks read as two things asked at once);
+            # a capital "And" would read as part of a name
+            follow_up = feats.text[:1].lower() + feats.text[1:]
+            feats = extract(f"{history[0].rstrip().rstrip('?？')} {follow_up}")
             notes.append("short follow-up: read together with the previous question")
         decision, text_proba, dense_view, ngram_view, familiarity, nearest = self.text_stage(feats)
         found: Probe | None = None

@@ -153,6 +153,15 @@ def test_short_follow_up_is_read_with_the_previous_question() -> None:
     assert classify("and overall?", history=["What are the main themes of the whole archive?"]).engine == "global"
 
 
+def test_a_follow_up_read_with_its_question_is_not_a_second_ask_nor_part_of_a_name() -> None:
+    follow = classify("And the minor ones?", history=["What are the main themes of the story?"])
+    assert not any("several linked things" in r for r in follow.reasons), follow.reasons
+    assert follow.engine == "global"
+    why = classify("And why?", history=["Who is Marley?"])
+    assert any("(Marley)" in r for r in why.reasons), why.reasons  # not "Marley And"
+    assert why.engine == "local"
+
+
 def test_concurrent_calls_agree() -> None:
     q = "What are the recurring ideas running through the entire corpus?"
     expected = classify(q)
