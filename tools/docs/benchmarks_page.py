@@ -133,8 +133,8 @@ def routing(r: Json) -> tuple[list[str], list[Headline]]:
     wi = r.get("with_index", {})
     single: list[str] = []
     for set_key, set_label in (("index_eval", "podcast + earnings-call questions (per-question results seen)"),
-                               ("index_eval_2", "podcast + earnings-call questions (totals only)"),
-                               ("index_eval_3", "podcast + earnings-call + novel questions written last (totals only)")):
+                               ("index_eval_2", "podcast + earnings-call questions (totals only; its one error with the index was looked at)"),
+                               ("index_eval_3", "podcast + earnings-call + novel questions written last (totals only, seen while choosing one rule)")):
         part = wi.get(set_key, {})
         for key, label in (("both_with_index", "with the offline indexes"), ("both_without_index", "wording only")):
             if key in part:
