@@ -19,17 +19,17 @@ back to degree.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, overload
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from shared_context.boilerplate import MARKED_SHARE, part_spans
 from shared_context.index import Adjacency
 from shared_context.index_cache import per_index_cache
-from shared_context.records import field_of
+from shared_context.records import RowSequence, field_of
 
 if TYPE_CHECKING:
     from shared_context.index import Index
@@ -155,7 +155,7 @@ def _unit_shares(index: Index) -> tuple[np.ndarray, dict[int, list[tuple[int, in
     return shares, partly
 
 
-class _Texts(Sequence[str]):
+class _Texts(RowSequence[str]):
     """The texts of some units, read from the column only when the scan asks for them."""
 
     def __init__(self, text: Callable[[int], object], positions: list[int]) -> None:
@@ -164,13 +164,7 @@ class _Texts(Sequence[str]):
     def __len__(self) -> int:
         return len(self._positions)
 
-    @overload
-    def __getitem__(self, i: int) -> str: ...
-    @overload
-    def __getitem__(self, i: slice) -> list[str]: ...
-    def __getitem__(self, i: int | slice) -> str | list[str]:
-        if isinstance(i, slice):
-            return [str(self._text(p) or "") for p in self._positions[i]]
+    def _row(self, i: int) -> str:
         return str(self._text(self._positions[i]) or "")
 
 

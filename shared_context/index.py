@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from itertools import pairwise
 from pathlib import Path
-from typing import ClassVar, overload
+from typing import ClassVar
 
 import numpy as np
 
@@ -49,8 +49,8 @@ from shared_context.records import (
     Document,
     Entity,
     Relationship,
+    RowSequence,
     TextUnit,
-    row_position,
     values_of,
 )
 from shared_context.search_backend import VECTOR_TARGETS, VectorTable
@@ -69,7 +69,7 @@ ID_MAPS = {
 }
 
 
-class Adjacency(Sequence[list[int]]):
+class Adjacency(RowSequence[list[int]]):
     """Row i holds `indices[indptr[i]:indptr[i + 1]]`."""
 
     __slots__ = ("indices", "indptr")
@@ -96,14 +96,7 @@ class Adjacency(Sequence[list[int]]):
     def __len__(self) -> int:
         return len(self.indptr) - 1
 
-    @overload
-    def __getitem__(self, i: int) -> list[int]: ...
-    @overload
-    def __getitem__(self, i: slice) -> list[list[int]]: ...
-    def __getitem__(self, i: int | slice) -> list[int] | list[list[int]]:
-        if isinstance(i, slice):
-            return [self[j] for j in range(*i.indices(len(self)))]
-        i = row_position(i, len(self))
+    def _row(self, i: int) -> list[int]:
         rows: list[int] = self.indices[int(self.indptr[i]) : int(self.indptr[i + 1])].tolist()
         return rows
 

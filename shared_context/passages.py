@@ -54,13 +54,13 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, overload
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from shared_context.bm25 import BM25, TermLookup
 from shared_context.lexical_store import SortedVocab
-from shared_context.records import RecordTable, TextUnit
+from shared_context.records import RecordTable, RowSequence, TextUnit
 from shared_context.tables import per_index_cache
 from shared_context.text import WordIds, lexical_term_ids, lexical_terms
 from shared_context.token_counts import TokenAnchors, count_strings
@@ -201,7 +201,7 @@ class BlockTable:
                    arrays["term_ptr"], arrays["term_ids"], arrays["term_counts"], vocab, _TermsById(vocab))
 
 
-class _TermsById(Sequence[str]):
+class _TermsById(RowSequence[str]):
     """id -> term over a stored `SortedVocab` (whose `vocab_columns` maps sorted position -> id)."""
 
     def __init__(self, vocab: SortedVocab) -> None:
@@ -211,13 +211,7 @@ class _TermsById(Sequence[str]):
     def __len__(self) -> int:
         return len(self._vocab)
 
-    @overload
-    def __getitem__(self, i: int) -> str: ...
-    @overload
-    def __getitem__(self, i: slice) -> list[str]: ...
-    def __getitem__(self, i: int | slice) -> str | list[str]:
-        if isinstance(i, slice):
-            return [self[j] for j in range(*i.indices(len(self)))]
+    def _row(self, i: int) -> str:
         if self._position is None:
             columns = np.asarray(self._vocab._columns)
             self._position = np.empty(len(columns), dtype=np.int64)

@@ -227,7 +227,25 @@ def row_position(i: int, n: int) -> int:
         raise IndexError(f"row {i} out of range for {n} rows")
     return i
 
-class RecordTable(Sequence[T], Generic[T]):
+
+class RowSequence(Sequence[T]):
+    """A read-only sequence whose rows are made when asked for: a subclass gives `__len__` and `_row(i)` for
+    `i` in `0..len-1`; negative positions and slices work as for a list."""
+
+    @overload
+    def __getitem__(self, i: int) -> T: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[T]: ...
+    def __getitem__(self, i: int | slice) -> T | list[T]:
+        if isinstance(i, slice):
+            return [self._row(j) for j in range(*i.indices(len(self)))]
+        return self._row(row_position(i, len(self)))
+
+    def _row(self, i: int) -> T:
+        raise NotImplementedError
+
+
+class RecordTable(RowSequence[T], Generic[T]):
     """Rows of `table` as `cls` records (column names are the dataclass's field names)."""
 
     def __init__(self, cls: type[T], table: pa.Table) -> None:
@@ -246,14 +264,7 @@ class RecordTable(Sequence[T], Generic[T]):
     def __len__(self) -> int:
         return int(self.table.num_rows)
 
-    @overload
-    def __getitem__(self, i: int) -> T: ...
-    @overload
-    def __getitem__(self, i: slice) -> list[T]: ...
-    def __getitem__(self, i: int | slice) -> T | list[T]:
-        if isinstance(i, slice):
-            return [self[j] for j in range(*i.indices(len(self)))]
-        i = row_position(i, len(self))
+    def _row(self, i: int) -> T:
         record = self._made.get(i)
         if record is None:
             record = self.cls(*(get(i) for get in self._columns))
@@ -383,7 +394,7 @@ def _text_getter(arr: pa.Array) -> Callable[[int], str | None]:
     return get
 
 
-class TextColumn(Sequence[str]):
+class TextColumn(RowSequence[str]):
     """One text field of a `RecordTable` read in place (the loaders never leave one null): `len`, one value by
     position, iteration a chunk of rows at a time and every value's byte length, without a Python string per
     row held at once (a million-unit index's texts are gigabytes as Python strings)."""
@@ -400,14 +411,8 @@ class TextColumn(Sequence[str]):
         """The column itself (`text.lexical_term_ids` reads its buffers)."""
         return self._column
 
-    @overload
-    def __getitem__(self, i: int) -> str: ...
-    @overload
-    def __getitem__(self, i: slice) -> list[str]: ...
-    def __getitem__(self, i: int | slice) -> str | list[str]:
-        if isinstance(i, slice):
-            return [self[j] for j in range(*i.indices(len(self)))]
-        return self._get(row_position(i, len(self)))
+    def _row(self, i: int) -> str:
+        return self._get(i)
 
     def __iter__(self) -> Iterator[str]:
         for start in range(0, len(self), _CHUNK):

@@ -54,3 +54,22 @@ def test_replace_table_keeps_rows_and_refuses_other_rows() -> None:
         table.replace_table(pa.table({"id": ["a"], "text": ["one"]}))
     with pytest.raises(ValueError):
         table.replace_table(pa.table({"id": ["a", "b"]}))
+
+
+def test_row_sequence_reads_positions_and_slices_as_a_list_does() -> None:
+    from shared_context.records import RowSequence
+
+    class Squares(RowSequence[int]):
+        def __len__(self) -> int:
+            return 5
+
+        def _row(self, i: int) -> int:
+            assert 0 <= i < 5  # a subclass is only asked for real positions
+            return i * i
+
+    rows = Squares()
+    assert rows[-1] == 16 and rows[1:4] == [1, 4, 9] and rows[::-2] == [16, 4, 0] and list(rows) == [0, 1, 4, 9, 16]
+    with pytest.raises(IndexError):
+        rows[5]
+    with pytest.raises(IndexError):
+        rows[-6]
