@@ -317,11 +317,12 @@ class Classifier:
             method = ONE_DOCUMENT
             reasons.insert(0, why)
         if scored.probe is not None and engine == "drift" and _covers_nothing(scored.probe, feats):
-            engine, method, proba, why = self._no_start(scored.probe, proba)
+            engine, method, why = self._no_start(scored.probe)
             reasons.insert(0, why)
-            moved = self.classes.index(engine)
-            if proba[moved] > NOT_COVERED_CEILING:  # overriding the model is no evidence of being right
-                proba = _rescaled(proba, moved, NOT_COVERED_CEILING)
+            # DRIFT's share goes to the engine chosen; overriding the model is no evidence of being right
+            proba, capped = _share_moved(proba, self.classes.index("drift"), self.classes.index(engine),
+                                         NOT_COVERED_CEILING)
+            if capped:
                 reasons.append(f"unsure: the model pointed to DRIFT; {engine} search is the cautious choice here, "
                                f"so its confidence is at most {NOT_COVERED_CEILING:.2f}")
         probabilities: dict[str, float] = {c: float(proba[self.classes.index(c)]) for c in ENGINES}
@@ -342,31 +343,22 @@ class Classifier:
         local, glob, drift = (self.classes.index(e) for e in ("local", "global", "drift"))
         moved = local if scored.proba[local] >= scored.proba[drift] else drift
         engine = cast(Engine, self.classes[moved])
-        out = proba.copy()
-        out[moved], out[glob] = out[moved] + out[glob], 0.0
-        if out[moved] > CONTESTED_CEILING:
-            out = _rescaled(out, moved, CONTESTED_CEILING)
+        out, _ = _share_moved(proba, glob, moved, CONTESTED_CEILING)
         return engine, out, (f"asks about one document ({document}), not the whole collection: {engine} rather than "
                              f"global, at most {CONTESTED_CEILING:.2f} sure since the wording read it as corpus-wide")
 
-    def _no_start(self, found: Probe, proba: np.ndarray) -> tuple[Engine, str, np.ndarray, str]:
+    def _no_start(self, found: Probe) -> tuple[Engine, str, str]:
         """Where a DRIFT decision goes when the question names nothing in the index: global when the index has
         something on it across the collection and the probe's evidence is for global rather than local (the wording
-        chose neither, so where the index has it decides), else local. DRIFT's share of the probability goes to
-        the engine chosen. (engine, method, probabilities, reason)"""
-        local, glob, drift = (self.classes.index(e) for e in ("local", "global", "drift"))
+        chose neither, so where the index has it decides), else local. (engine, method, reason)"""
+        local, glob = self.classes.index("local"), self.classes.index("global")
         evidence = self.index_evidence(found)
-        to_global = found.found_across_collection and evidence[glob] > evidence[local]
-        engine: Engine = "global" if to_global else "local"
-        moved = glob if to_global else local
-        out = proba.copy()
-        out[moved], out[drift] = out[moved] + out[drift], 0.0
-        if to_global:
-            return engine, NAMES_NOTHING, out, (
+        if found.found_across_collection and evidence[glob] > evidence[local]:
+            return "global", NAMES_NOTHING, (
                 "links to nothing in this index by name, so DRIFT would have nothing to start from; its best passages "
                 f"spread over the collection ({found.unit_groups} of {found.groups} documents): global search")
-        return engine, NOT_COVERED, out, ("links to nothing in this index by name and asks nothing corpus-wide: local "
-                                          "search, the cheapest engine that can say the index does not cover it")
+        return "local", NOT_COVERED, ("links to nothing in this index by name and asks nothing corpus-wide: local "
+                                      "search, the cheapest engine that can say the index does not cover it")
 
     def index_evidence(self, found: Probe) -> np.ndarray:
         """What the probe alone adds to each class's log-odds in the index stage (class order of the model)."""
@@ -437,6 +429,15 @@ def _rescaled(proba: np.ndarray, best: int, confidence: float) -> np.ndarray:
     out = proba * ((1.0 - confidence) / rest) if rest > 1e-12 else np.full_like(proba, (1.0 - confidence) / 2)
     out[best] = confidence
     return out
+
+
+def _share_moved(proba: np.ndarray, source: int, target: int, ceiling: float) -> tuple[np.ndarray, bool]:
+    """`source`'s probability given to `target`, which is then at most `ceiling` sure; and whether it was capped."""
+    out = proba.copy()
+    out[target], out[source] = out[target] + out[source], 0.0
+    if out[target] <= ceiling:
+        return out, False
+    return _rescaled(out, target, ceiling), True
 
 
 def _covers_nothing(found: Probe, feats: QuestionFeatures) -> bool:
