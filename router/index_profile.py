@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from router.doc_names import DocumentNames
-from shared_context.text import LazyPattern
+from shared_context.text import CJK, LazyPattern
 
 if TYPE_CHECKING:
     from shared_context.index import Index
@@ -49,7 +49,7 @@ _LOWER_WORD = LazyPattern(r"\b[a-z][a-z'’\-]*[a-z]\b")
 _MID_CAPITAL = LazyPattern(r"(?<=[a-z,;] )[A-Z][A-Za-z'’\-]*[A-Za-z]\b")
 _TITLE_WORD = re.compile(r"[^\W\d_]+")
 _LATIN_LETTER = LazyPattern(r"[A-Za-z\u00c0-\u024f]")
-_CJK_CHAR = LazyPattern(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]")
+_CJK_CHAR = LazyPattern(f"[{CJK}]")
 _LATIN_WORD = LazyPattern(r"[A-Za-z\u00c0-\u024f]{2,}")
 
 
