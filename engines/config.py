@@ -62,7 +62,11 @@ class LocalContextSettings(LocalContextParams):
     top_k_mapped_entities: int = Field(default=10, ge=1, description="0 would link no entity at all")
 
     def builder_fields(self) -> dict[str, object]:
-        return {name: getattr(self, name) for name in LocalContextParams.model_fields}
+        """The builder's fields that were set (in graphroute.toml, settings.yaml or a section's own defaults):
+        left out, a field takes the builder's default, and a default Sources share yields to a larger
+        community_prop instead of failing the check of the two."""
+        fields = LocalContextParams.model_fields
+        return {name: getattr(self, name) for name in fields if name in self.model_fields_set}
 
 
 def _nested_local_context(data: object, prefix: str, defaults: Mapping[str, object]) -> object:

@@ -25,7 +25,7 @@ from shared_context.local_budget import LocalContextParams
 from shared_context.local_sources import SOURCE_COLUMNS, excerpt_sources
 from shared_context.search_backend import vector_search
 from shared_context.tables import ContextTables, SectionBuilder, SourceRecord
-from shared_context.text_unit_selection import fuse_rankings, question_units
+from shared_context.text_unit_selection import DEFAULT_WINDOW_TOKENS, fuse_rankings, question_units
 
 if TYPE_CHECKING:
     from shared_context.index import Index
@@ -93,7 +93,8 @@ def question_basic_context(
         hits, method = top_text_units(index, question, k, query_vector)
         notes = [] if method == "vector" else ["no usable query vector: units found lexically"]
         return _with(basic_context(index, hits, budget), method, notes)
-    ranked = question_units(index, question, query_vector if mode == "hybrid" else None)
+    ranked = question_units(index, question, query_vector if mode == "hybrid" else None,
+                            window_tokens=excerpt_tokens or DEFAULT_WINDOW_TOKENS)
     notes = list(ranked.notes) if mode == "hybrid" else []
     candidates = fuse_rankings([], ranked.lexical, ranked.vector if mode == "hybrid" else [], 1.0, rrf_k)
     method = "hybrid" if mode == "hybrid" and ranked.vector else "lexical"

@@ -5,7 +5,9 @@ Budget flow (documented contract): the history table takes at most `conversation
 (M) is split like GraphRAG (reports = M·community_prop, local = M·(1 − community_prop − text_unit_prop),
 sources = M·text_unit_prop), but what a section leaves unused flows on to the next one:
 reports → local (entities + relationships + claims) → sources. The whole text never exceeds
-`max_context_tokens` and each section never exceeds its (possibly enlarged) budget.
+`max_context_tokens` and each section never exceeds its (possibly enlarged) budget. Sources never get more
+than 1 − community_prop: a default text_unit_prop yields to a larger community_prop set by the user (by
+default community_prop is 0: no reports, see `LocalContextParams`).
 
 Shares that follow the linking (`weak_link_text_unit_prop`, off when None): the question's linking
 strength s = min(1, entities matched by name / `strong_link_exact_matches`) (`link_strength`). The Sources
@@ -61,11 +63,14 @@ class LocalContextParams(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     max_context_tokens: int = Field(default=12_000, ge=0)
-    # GraphRAG gives Sources 0.5; 0.7 reached more evidence with the hybrid Sources on the tuning half of
-    # the GraphRAG-Bench dev questions (benchmarks/evidence_recall.py, README) and is the default here.
-    text_unit_prop: float = Field(default=0.7, ge=0.0, le=1.0)
-    # GraphRAG: 0.15; 0.1 leaves the entity tables 20 % so relationships and claims still show.
-    community_prop: float = Field(default=0.1, ge=0.0, le=1.0)
+    # GraphRAG gives Sources 0.5 and community reports 0.15. Here Sources get 0.8 and reports none by default:
+    # on the GraphRAG-Bench novel and medical dev questions the reports of a local context added no evidence
+    # (evidence word recall rose without them) while their budget, given to Sources, reached more evidence
+    # spans; the entity tables keep 0.2, which still holds the question's entities, their relationships and
+    # the rows between the entities it names (benchmarks/evidence_recall.py, docs/benchmarks.md). Set
+    # community_prop (GraphRAG's name) to show reports; a default text_unit_prop yields to it.
+    text_unit_prop: float = Field(default=0.8, ge=0.0, le=1.0)
+    community_prop: float = Field(default=0.0, ge=0.0, le=1.0)
     top_k_mapped_entities: int = Field(default=10, ge=0)
     top_k_relationships: int = Field(default=10, ge=0)
     conversation_history_max_turns: int = Field(default=5, ge=0)
@@ -114,9 +119,10 @@ class LocalContextParams(BaseModel):
     # Section shares that follow what the question asks (module docstring): the least Sources share of a fact
     # question (one not asking how named entities relate); None keeps the shares above for every question.
     # 0.8 reached more evidence than the fixed split on the tuning half of the GraphRAG-Bench novel and medical
-    # dev questions (benchmarks/evidence_recall.py --half tune, docs/benchmarks.md); 0.85 found slightly more but
-    # left the entity tables too little for relationship rows. 0 (or None) turns the floor off.
-    fact_text_unit_prop: float | None = Field(default=0.8, ge=0.0, le=1.0)
+    # dev questions (benchmarks/evidence_recall.py --half tune, docs/benchmarks.md) when reports had 0.1 of the
+    # budget; with no reports by default, 0.9 gives a fact question the same Sources as then. The floor never
+    # leaves the entity tables less than min_graph_prop. 0 (or None) turns the floor off.
+    fact_text_unit_prop: float | None = Field(default=0.9, ge=0.0, le=1.0)
     # the least share the entity tables (entities, relationships, claims) keep when the fact floor applies
     min_graph_prop: float = Field(default=0.1, ge=0.0, le=1.0)
     # the Entities table's most share of the entity tables when the fact floor applies; the rest keeps the
@@ -131,10 +137,8 @@ class LocalContextParams(BaseModel):
 
     @model_validator(mode="after")
     def _props_fit(self) -> LocalContextParams:
-        # the weak-link share is checked only when set: its default yields to a larger community_prop
-        names = ["text_unit_prop"]
-        if "weak_link_text_unit_prop" in self.model_fields_set:
-            names.append("weak_link_text_unit_prop")
+        # the Sources shares are checked only when set: their defaults yield to a larger community_prop
+        names = [n for n in ("text_unit_prop", "weak_link_text_unit_prop") if n in self.model_fields_set]
         for name in names:
             value = getattr(self, name)
             if value is not None and self.community_prop + value > 1:
@@ -146,11 +150,11 @@ class LocalContextParams(BaseModel):
 
     def sources_share(self, link_strength: float, need: QuestionNeed = "relation") -> float:
         """text_unit_prop after the linking-strength and question-need rules (module docstring)."""
-        share = self.text_unit_prop
+        share = strong = min(self.text_unit_prop, 1.0 - self.community_prop)
         if self.weak_link_text_unit_prop is not None:
             s = min(max(link_strength, 0.0), 1.0)
             weak = min(self.weak_link_text_unit_prop, 1.0 - self.community_prop)
-            share = weak + s * (self.text_unit_prop - weak)
+            share = weak + s * (strong - weak)
         if need == "fact" and self.fact_text_unit_prop is not None:
             cap = max(1.0 - self.community_prop - self.min_graph_prop, 0.0)
             share = max(share, min(self.fact_text_unit_prop, cap))

@@ -98,7 +98,8 @@ class LocalContextBuilder:
     def _params(self, overrides: Mapping[str, Any]) -> LocalContextParams:
         if not overrides:
             return self.params
-        return LocalContextParams.model_validate({**self.params.model_dump(), **overrides})
+        # only the fields set so far: a default Sources share keeps yielding to a larger community_prop
+        return LocalContextParams.model_validate({**self.params.model_dump(exclude_unset=True), **overrides})
 
     def build(
         self,

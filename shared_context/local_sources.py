@@ -34,6 +34,7 @@ from shared_context.local_rows import (
 from shared_context.passages import Excerpt, excerpt_blocks, select_excerpts
 from shared_context.tables import Section, SectionBuilder, SourceRecord, columns
 from shared_context.text_unit_selection import (
+    DEFAULT_WINDOW_TOKENS,
     NO_ENTITY,
     QuestionUnits,
     UnitCandidate,
@@ -72,7 +73,9 @@ def sources_section(
     est = row_estimates(index)
     hybrid = p.text_unit_strategy == "hybrid"
     question = (
-        question_units(index, link.query_text, query_vector) if hybrid and budget > 0 else QuestionUnits([], [])
+        question_units(index, link.query_text, query_vector, window_tokens=p.excerpt_tokens or DEFAULT_WINDOW_TOKENS)
+        if hybrid and budget > 0
+        else QuestionUnits([], [])
     )
     if notes is not None:
         notes.extend(question.notes)

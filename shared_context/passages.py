@@ -71,14 +71,14 @@ if TYPE_CHECKING:
 
     from shared_context.index import Index
 
-__all__ = ["Block", "BlockTable", "Excerpt", "block_table", "excerpt_blocks", "select_excerpts", "unit_blocks",
-           "unit_blocks_of"]
+__all__ = ["Block", "BlockTable", "Excerpt", "best_window_order", "block_table", "excerpt_blocks", "select_excerpts",
+           "unit_blocks", "unit_blocks_of"]
 
 # A block ends at the first sentence end found between these fractions of its target length.
 _SENTENCE_END = re.compile(r"[.!?…][\"'”’)\]]*\s+|\n\s*\n")
 _MIN_FRACTION, _MAX_FRACTION = 0.6, 1.4
 _CHUNK_UNITS = 4096  # units per streaming step: bounds the Python strings alive at once
-_FIELDS = ("unit_ptr", "start", "end", "tokens", "n_terms", "term_ptr", "term_ids", "term_counts",
+_FIELDS = ("unit_ptr", "start", "end", "tokens", "n_terms", "term_ptr", "term_ids", "term_counts", "term_df",
            "vocab_offsets", "vocab_bytes", "vocab_columns")
 
 
@@ -149,6 +149,7 @@ class BlockTable:
     term_ptr: np.ndarray
     term_ids: np.ndarray
     term_counts: np.ndarray
+    term_df: np.ndarray  # per term id: the blocks holding it (the index-wide document frequency)
     vocab: TermLookup
     terms: Sequence[str]  # id -> term (only to rebuild `Block.counts`)
 
@@ -189,7 +190,7 @@ class BlockTable:
         return {
             "unit_ptr": self.unit_ptr, "start": self.start, "end": self.end, "tokens": self.tokens,
             "n_terms": self.n_terms, "term_ptr": self.term_ptr, "term_ids": self.term_ids,
-            "term_counts": self.term_counts, "vocab_offsets": offsets,
+            "term_counts": self.term_counts, "term_df": self.term_df, "vocab_offsets": offsets,
             "vocab_bytes": np.frombuffer(b"".join(encoded), dtype=np.uint8),
             "vocab_columns": np.asarray(ids, dtype=np.int64),
         }
@@ -198,7 +199,8 @@ class BlockTable:
     def from_arrays(cls, arrays: dict[str, np.ndarray]) -> BlockTable:
         vocab = SortedVocab(arrays["vocab_offsets"], arrays["vocab_bytes"], arrays["vocab_columns"])
         return cls(arrays["unit_ptr"], arrays["start"], arrays["end"], arrays["tokens"], arrays["n_terms"],
-                   arrays["term_ptr"], arrays["term_ids"], arrays["term_counts"], vocab, _TermsById(vocab))
+                   arrays["term_ptr"], arrays["term_ids"], arrays["term_counts"], arrays["term_df"], vocab,
+                   _TermsById(vocab))
 
 
 class _TermsById(RowSequence[str]):
@@ -299,7 +301,8 @@ def build_block_table(records: Sequence[TextUnit], unit_tokens: np.ndarray, bloc
     return BlockTable(
         ptr(np.frombuffer(unit_sizes, dtype=np.int64)), np.frombuffer(starts, dtype=np.int64).copy(),
         np.frombuffer(ends, dtype=np.int64).copy(), np.frombuffer(tokens, dtype=np.int64).astype(np.int32),
-        np.frombuffer(n_terms, dtype=np.int64).astype(np.int32), term_ptr, term_ids, term_counts, vocab, terms,
+        np.frombuffer(n_terms, dtype=np.int64).astype(np.int32), term_ptr, term_ids, term_counts,
+        np.bincount(term_ids, minlength=len(vocab)).astype(np.int64), vocab, terms,
     )
 
 
@@ -361,6 +364,74 @@ def _merged_spans(starts: list[int], ends: list[int], chosen: set[int]) -> list[
     return spans
 
 
+@dataclass(frozen=True)
+class _Windows:
+    """The windows of some units (module docstring), with the question terms' frequencies in each.
+
+    Window i belongs to the unit of rank `rank[i]` and spans its blocks `a[i]`..`b[i]` (numbered within the
+    unit; `a == b` for a one-block unit). Row r of the candidates' blocks (`blocks_of`, in unit rank then block
+    order) is block `blocks_of[r]` of the table; unit rank u's first row is `row0[u]`."""
+
+    n_blocks: np.ndarray
+    row0: np.ndarray
+    blocks_of: np.ndarray
+    rank: np.ndarray
+    a: np.ndarray
+    b: np.ndarray
+    pair: np.ndarray
+    tf: np.ndarray  # (windows, question terms)
+    lengths: np.ndarray  # lexical terms per window, repeats included: BM25's document length
+
+
+def _query_term_ids(table: BlockTable, query: str) -> list[int]:
+    """The table's ids of the question's distinct lexical terms (terms no block holds are left out)."""
+    found = (table.vocab.get(t) for t in dict.fromkeys(lexical_terms(query)))
+    return [int(i) for i in found if i is not None]
+
+
+def _windows(table: BlockTable, units: Sequence[int], ids: Sequence[int]) -> _Windows:
+    """The windows of `units` (distinct positions, in rank order) and the frequencies of terms `ids` in them:
+    BM25 over windows reads only the question's terms of each window plus its length."""
+    where = np.asarray(units, dtype=np.int64)
+    first = table.unit_ptr[where]
+    n_blocks = table.unit_ptr[where + 1] - first
+    # windows (unit rank, first block, last block): adjacent block pairs; a one-block unit is its own window
+    per_unit = np.where(n_blocks == 1, 1, np.maximum(n_blocks - 1, 0))
+    rank = np.repeat(np.arange(len(units)), per_unit)
+    a = np.arange(len(rank)) - np.repeat(np.cumsum(per_unit) - per_unit, per_unit)
+    b = np.where(n_blocks[rank] == 1, a, a + 1)
+    row0 = np.cumsum(n_blocks) - n_blocks
+    blocks_of = np.repeat(first, n_blocks) + (np.arange(int(n_blocks.sum())) - np.repeat(row0, n_blocks))
+    counts = table.query_counts(blocks_of, ids)
+    a_rows, b_rows = row0[rank] + a, row0[rank] + b
+    pair = b != a
+    tf = counts[a_rows] + np.where(pair[:, None], counts[b_rows], 0.0)
+    sizes = table.n_terms[blocks_of].astype(np.int64)
+    lengths = sizes[a_rows] + np.where(pair, sizes[b_rows], 0)
+    return _Windows(n_blocks, row0, blocks_of, rank, a, b, pair, tf, lengths)
+
+
+def best_window_order(index: Index, units: Sequence[int], query: str, window_tokens: int) -> list[int]:
+    """`units` re-ranked by the BM25 of their best window for `query` (ties keep the given order), the
+    term weights from the whole index: idf over all its blocks (`BlockTable.term_df`). A long unit is
+    ranked by its passage about the question, not by question terms scattered through it; units with no
+    question term keep their order after the rest."""
+    units = list(dict.fromkeys(units))
+    if not units:
+        return units
+    table = excerpt_blocks(index, window_tokens)
+    ids = _query_term_ids(table, query)
+    if not ids:
+        return units
+    win = _windows(table, units, ids)
+    n_all = len(table.start)
+    df = table.term_df[np.asarray(ids, dtype=np.int64)].astype(np.float64)
+    relevance = BM25.frequency_scores(win.tf, win.lengths, idf=np.log1p((n_all - df + 0.5) / (df + 0.5)))
+    best = np.zeros(len(units))
+    np.maximum.at(best, win.rank, relevance)
+    return [units[int(i)] for i in np.argsort(-best, kind="stable")]
+
+
 def select_excerpts(
     index: Index,
     units: Sequence[int],
@@ -393,29 +464,13 @@ def select_excerpts(
 
     units = list(dict.fromkeys(units))
     table = excerpt_blocks(index, excerpt_tokens)
-    first = table.unit_ptr[np.asarray(units, dtype=np.int64)] if units else np.zeros(0, dtype=np.int64)
-    n_blocks = table.unit_ptr[np.asarray(units, dtype=np.int64) + 1] - first if units else first
-    # windows (unit rank, first block, last block): adjacent block pairs; a one-block unit is its own window
-    per_unit = np.where(n_blocks == 1, 1, np.maximum(n_blocks - 1, 0))
-    if not per_unit.sum() or budget <= 0:
+    win = _windows(table, units, _query_term_ids(table, query))
+    if not len(win.rank) or budget <= 0:
         return []
-    w_rank = np.repeat(np.arange(len(units)), per_unit)
-    w_a = np.arange(len(w_rank)) - np.repeat(np.cumsum(per_unit) - per_unit, per_unit)
-    w_b = np.where(n_blocks[w_rank] == 1, w_a, w_a + 1)
-    query_terms = lexical_terms(query)
-    # BM25 over the windows reads only the question's terms of each window plus its length
-    found = (table.vocab.get(t) for t in dict.fromkeys(query_terms))
-    ids = [int(i) for i in found if i is not None]
-    row0 = np.cumsum(n_blocks) - n_blocks  # each candidate unit's first row in `counts`
-    blocks_of = np.repeat(first, n_blocks) + (np.arange(int(n_blocks.sum())) - np.repeat(row0, n_blocks))
-    counts = table.query_counts(blocks_of, ids)  # candidate blocks, in unit rank then block order
-    block_at = row0[w_rank]  # each window's first block row in `counts`
-    a_rows, b_rows = block_at + w_a, block_at + w_b
-    pair = w_b != w_a
-    tf = counts[a_rows] + np.where(pair[:, None], counts[b_rows], 0.0)
-    sizes = table.n_terms[blocks_of].astype(np.int64)
-    lengths = sizes[a_rows] + np.where(pair, sizes[b_rows], 0)
-    relevance = BM25.frequency_scores(tf, lengths)
+    w_rank, w_a, w_b, pair = win.rank, win.a, win.b, win.pair
+    n_blocks, row0, blocks_of = win.n_blocks, win.row0, win.blocks_of
+    a_rows, b_rows = row0[w_rank] + w_a, row0[w_rank] + w_b
+    relevance = BM25.frequency_scores(win.tf, win.lengths)
     top = float(relevance.max())
     if top > 0:
         relevance = relevance / top

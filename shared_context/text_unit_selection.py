@@ -31,7 +31,12 @@ The question side of `hybrid` (`question_units`): the text units most similar to
 Two rankings, each cut to the best `depth` units:
 - lexical: BM25 over the units' text. This is the project's one BM25 (`linking.lexical_top` on the
   `text_units` table: stored postings, or Lance full-text search above the size threshold of
-  `search_backend.SearchParams`); a query reads only the posting lists of its own terms.
+  `search_backend.SearchParams`); a query reads only the posting lists of its own terms. Its best
+  `_WINDOW_POOL` x `depth` units are then re-ranked by their best window (`passages.best_window_order`: BM25
+  of the question over windows of about `window_tokens`, idf from all the index's blocks), so a unit that
+  has a passage about the question comes before one whose question words are scattered through it; this
+  reached more evidence than the unit-level order for the local context on the GraphRAG-Bench novel dev
+  questions, and as much for basic search and on the medical ones (benchmarks/evidence_recall.py).
 - vector: cosine with the index's `text_unit_text` vectors, only when a query vector of the same
   dimension is given (the engine embeds the question once, with the embedder the index was built with).
 Pure and deterministic: ties go to the lower unit position.
@@ -51,6 +56,7 @@ import numpy as np
 from shared_context.boilerplate_marks import boilerplate_weights
 from shared_context.index import Adjacency
 from shared_context.linking import lexical_top
+from shared_context.passages import best_window_order
 from shared_context.search_backend import VectorTable, vector_search, vector_table
 from shared_context.tables import per_index_cache
 from shared_context.text import lexical_terms, word_terms
@@ -341,6 +347,12 @@ def fuse_rankings(
 # How deep each question ranking goes. Far more units than any Sources budget holds at usual chunk
 # sizes (12k tokens / 300-token chunks = 40), so the budget, not this cut, decides what is shown.
 DEFAULT_DEPTH = 60
+# The lexical side re-ranks this many times `depth` of BM25's best units by their best window: deep enough
+# for a unit with one passage about the question among long unrelated text, bounded so a question scores
+# the windows of a few hundred units at most.
+_WINDOW_POOL = 3
+# Window size of that re-ranking when the caller has none (the default excerpt size, whose blocks are shared)
+DEFAULT_WINDOW_TOKENS = 200
 _GAP_RE = re.compile(r"([\W_]+)")  # between the words `lexical_terms` reads from plain (non-CJK) text
 
 
@@ -365,13 +377,19 @@ def top_positions(scores: np.ndarray, depth: int, *, positive_only: bool) -> lis
 
 
 def question_units(
-    index: Index, query: str, query_vector: np.ndarray | None = None, depth: int = DEFAULT_DEPTH
+    index: Index,
+    query: str,
+    query_vector: np.ndarray | None = None,
+    depth: int = DEFAULT_DEPTH,
+    window_tokens: int = DEFAULT_WINDOW_TOKENS,
 ) -> QuestionUnits:
-    """The lexical and (when usable) vector rankings of the index's text units for `query`."""
+    """The lexical and (when usable) vector rankings of the index's text units for `query` (module
+    docstring); `window_tokens` sizes the windows that re-rank the lexical side."""
     notes: list[str] = []
     if not index.text_units or not query.strip():
         return QuestionUnits([], [], notes)
-    lexical: list[int] = lexical_top(index, "text_units", query, depth)[0].tolist()
+    pool: list[int] = lexical_top(index, "text_units", query, _WINDOW_POOL * depth)[0].tolist()
+    lexical = best_window_order(index, pool, query, window_tokens)[:depth]
     vector: list[int] = []
     table = vector_table(index, "text_unit_text")
     if query_vector is None:

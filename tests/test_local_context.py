@@ -100,9 +100,11 @@ def test_budgets_ids_and_order_on_real_indexes(real: tuple[str, Index], max_toke
 
 def test_default_layout_on_dulce_matches_graphrag_headers() -> None:
     index = _load("operation_dulce")
-    # a fact question shows no Reports by default (fact_community_prop = 0): the room goes to Sources
+    # no Reports by default (community_prop = 0), nor for a fact question when community_prop is set
+    # (fact_community_prop = 0): the room goes to Sources
     assert LocalContextBuilder(index).build("Who is Alex Mercer?").section("Reports") is None
-    ctx = LocalContextBuilder(index, {"fact_community_prop": None}).build("Who is Alex Mercer?")
+    assert LocalContextBuilder(index, {"community_prop": 0.1}).build("Who is Alex Mercer?").section("Reports") is None
+    ctx = LocalContextBuilder(index, {"community_prop": 0.1, "fact_community_prop": None}).build("Who is Alex Mercer?")
     assert ctx.text.startswith("-----Reports-----\nid|title|content\n")
     assert "-----Entities-----\nid|entity|description|number of relationships\n" in ctx.text
     assert "-----Relationships-----\nid|source|target|description|weight\n" in ctx.text
@@ -110,7 +112,7 @@ def test_default_layout_on_dulce_matches_graphrag_headers() -> None:
     assert "links" not in ctx.section("Relationships").text.split("\n")[1]  # type: ignore[union-attr]
     assert ctx.entities[0].title == "ALEX MERCER"
     assert ctx.text_unit_ids and set(ctx.text_unit_ids) <= {t.short_id for t in index.text_units}
-    # the default split (reports 0.1, sources 0.7 when an entity is named) on what is left after
+    # the split (reports 0.1 as set, sources 0.8 when an entity is named) on what is left after
     # reserving the blank lines between the six sections
     assert ctx.link_strength == 1.0
     assert ctx.budgets["Reports"] == int((12_000 - 5 * index.tokenizer.count("\n\n")) * 0.1)
@@ -119,7 +121,8 @@ def test_default_layout_on_dulce_matches_graphrag_headers() -> None:
 def test_unused_budget_flows_to_sources() -> None:
     index = _load("christmas_carol_graphrag_index")
     # the shares of every question kind (a fact question's larger Sources share off)
-    ctx = LocalContextBuilder(index).build("Bob Cratchit", fact_text_unit_prop=None, fact_community_prop=None)
+    ctx = LocalContextBuilder(index).build("Bob Cratchit", fact_text_unit_prop=None, fact_community_prop=None,
+                                           community_prop=0.1, text_unit_prop=0.7)
     m = 12_000 - 5 * index.tokenizer.count("\n\n")
     reports = ctx.section("Reports")
     assert reports is not None and reports.budget == int(m * 0.1)
@@ -304,7 +307,8 @@ def test_report_falls_back_to_summary_then_truncation() -> None:
         communities=[community],
         community_reports=[report],
     )
-    ctx = LocalContextBuilder(index, {"max_context_tokens": 2000, "fact_community_prop": None}).build("alpha")
+    shares = {"community_prop": 0.1, "fact_community_prop": None}
+    ctx = LocalContextBuilder(index, {"max_context_tokens": 2000, **shares}).build("alpha")
     reports = ctx.section("Reports")
     assert reports is not None and "Short summary." in reports.text and reports.tokens <= reports.budget
     no_summary = CommunityReport(id="r", community=0, level=0, title="Alpha", full_content=long_text)
@@ -315,7 +319,7 @@ def test_report_falls_back_to_summary_then_truncation() -> None:
         communities=[community],
         community_reports=[no_summary],
     )
-    ctx2 = LocalContextBuilder(index2, {"max_context_tokens": 2000, "fact_community_prop": None}).build("alpha")
+    ctx2 = LocalContextBuilder(index2, {"max_context_tokens": 2000, **shares}).build("alpha")
     rep2 = ctx2.section("Reports")
     assert rep2 is not None and rep2.rows[0].truncated and rep2.tokens <= rep2.budget
     assert re.search(r"A very long finding\.", rep2.text)
@@ -423,7 +427,7 @@ def test_excerpt_sources_fill_their_budget_on_a_real_index(budget: int) -> None:
 
 def test_fact_question_reports_share_goes_to_sources() -> None:
     index = _load("christmas_carol_graphrag_index")
-    builder = LocalContextBuilder(index)
+    builder = LocalContextBuilder(index, {"community_prop": 0.1})  # reports are shown only when set
     query = "Tell me about Marley's ghost"
     base = builder.build(query, max_context_tokens=8000, fact_community_prop=None)
     small = builder.build(query, max_context_tokens=8000, fact_community_prop=0.02)

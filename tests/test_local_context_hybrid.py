@@ -198,7 +198,8 @@ def test_fact_floor_keeps_graph_rows_and_the_budget() -> None:
     bare = builder.build("Where did ALPHA and BETA meet?", max_context_tokens=8000, min_graph_prop=0.0,
                          fact_text_unit_prop=0.9)
     assert bare.params.sources_share(bare.link_strength, "fact") == pytest.approx(0.9)
-    assert builder.params.sources_share(1.0, "fact") == pytest.approx(0.8)
+    # the default floor: 0.9, all but the entity tables' least share (no reports by default)
+    assert builder.params.sources_share(1.0, "fact") == pytest.approx(0.9)
 
 
 def test_fact_floor_off_at_zero_and_entity_share_settable() -> None:
