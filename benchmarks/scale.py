@@ -19,7 +19,7 @@ processes run one after the other, so each starts cold in memory:
    age at its end: interpreter start, imports, load and first context), then 20 more local builds
    (p50/p95 wall, p50 CPU), one global batch build (`CommunityContextBuilder.build`, all reports of the
    default level in map batches) and basic search (`top_text_units` + its Sources table) p50 over the
-   same questions. Peak RSS is the child's `ru_maxrss`.
+   same questions. Peak RSS is the child's own high-water mark (`VmHWM`, else `ru_maxrss`).
 Every figure is reported as the median and the range over the runs (never the best run).
 
 GraphRAG 3.3.0 (a peer, never a dependency) is measured when `--graphrag-python` names a Python that
@@ -61,6 +61,14 @@ TARGETS = {  # size -> (second process import + load + first context s, first lo
 
 
 def peak_rss_mb() -> float:
+    """This process's peak resident memory. Linux's `VmHWM` first: `ru_maxrss` survives exec, so a child
+    started by a parent that had just built a large index would report the parent's peak as its own."""
+    try:
+        for line in Path("/proc/self/status").read_text(encoding="ascii").splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024  # kB
+    except (OSError, ValueError, IndexError):
+        pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
 
 
