@@ -189,19 +189,26 @@ class BM25:
 
     @staticmethod
     def frequency_scores(
-        tf: np.ndarray, lengths: np.ndarray, *, k1: float = 1.2, b: float = 0.75, idf: np.ndarray | None = None
+        tf: np.ndarray,
+        lengths: np.ndarray,
+        *,
+        k1: float = 1.2,
+        b: float = 0.75,
+        collection: tuple[int, np.ndarray] | None = None,
     ) -> np.ndarray:
         """`BM25(docs, lengths=lengths).scores(query)` from the (documents x unique query terms, in query
         order) term frequencies `tf`: the same numbers, for callers that hold per-document term counts as
-        arrays (excerpt windows) rather than term lists. `idf` (per query term) replaces the idf these
-        documents alone give, when the documents are a sample of a larger collection."""
+        arrays (excerpt windows) rather than term lists. `collection` = (documents, document frequency of each
+        query term) of a larger collection these documents are drawn from: the idf is then the collection's."""
         n_docs = tf.shape[0]
         out: np.ndarray = np.zeros(n_docs, dtype=np.float64)
         if not n_docs:
             return out
         present = tf > 0
-        if idf is None:
+        if collection is None:
             idf = _idf(n_docs, present.sum(axis=0).astype(np.float64))
+        else:
+            idf = _idf(collection[0], np.asarray(collection[1], dtype=np.float64))
         norm = _norm(np.asarray(lengths, dtype=np.float64), k1, b)
         for j in range(tf.shape[1]):  # in query order, as `scores` adds them
             rows = np.flatnonzero(present[:, j])

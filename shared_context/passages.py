@@ -378,6 +378,8 @@ class _Windows:
     rank: np.ndarray
     a: np.ndarray
     b: np.ndarray
+    a_rows: np.ndarray  # rows of each window's blocks a and b in `blocks_of`
+    b_rows: np.ndarray
     pair: np.ndarray
     tf: np.ndarray  # (windows, question terms)
     lengths: np.ndarray  # lexical terms per window, repeats included: BM25's document length
@@ -408,7 +410,7 @@ def _windows(table: BlockTable, units: Sequence[int], ids: Sequence[int]) -> _Wi
     tf = counts[a_rows] + np.where(pair[:, None], counts[b_rows], 0.0)
     sizes = table.n_terms[blocks_of].astype(np.int64)
     lengths = sizes[a_rows] + np.where(pair, sizes[b_rows], 0)
-    return _Windows(n_blocks, row0, blocks_of, rank, a, b, pair, tf, lengths)
+    return _Windows(n_blocks, row0, blocks_of, rank, a, b, a_rows, b_rows, pair, tf, lengths)
 
 
 def best_window_order(index: Index, units: Sequence[int], query: str, window_tokens: int) -> list[int]:
@@ -424,9 +426,8 @@ def best_window_order(index: Index, units: Sequence[int], query: str, window_tok
     if not ids:
         return units
     win = _windows(table, units, ids)
-    n_all = len(table.start)
-    df = table.term_df[np.asarray(ids, dtype=np.int64)].astype(np.float64)
-    relevance = BM25.frequency_scores(win.tf, win.lengths, idf=np.log1p((n_all - df + 0.5) / (df + 0.5)))
+    collection = (len(table.start), table.term_df[np.asarray(ids, dtype=np.int64)])
+    relevance = BM25.frequency_scores(win.tf, win.lengths, collection=collection)
     best = np.zeros(len(units))
     np.maximum.at(best, win.rank, relevance)
     return [units[int(i)] for i in np.argsort(-best, kind="stable")]
@@ -468,8 +469,7 @@ def select_excerpts(
     if not len(win.rank) or budget <= 0:
         return []
     w_rank, w_a, w_b, pair = win.rank, win.a, win.b, win.pair
-    n_blocks, row0, blocks_of = win.n_blocks, win.row0, win.blocks_of
-    a_rows, b_rows = row0[w_rank] + w_a, row0[w_rank] + w_b
+    n_blocks, row0, blocks_of, a_rows, b_rows = win.n_blocks, win.row0, win.blocks_of, win.a_rows, win.b_rows
     relevance = BM25.frequency_scores(win.tf, win.lengths)
     top = float(relevance.max())
     if top > 0:

@@ -74,13 +74,20 @@ def test_best_window_order_scores_with_index_wide_idf_and_keeps_order_on_ties() 
     assert best_window_order(index, [], QUESTION, 200) == []
 
 
-def test_frequency_scores_take_a_given_idf() -> None:
-    tf = np.array([[1.0, 0.0], [0.0, 2.0]])
-    lengths = np.array([10, 10])
+def test_frequency_scores_take_the_idf_of_a_larger_collection() -> None:
+    tf = np.array([[1.0, 0.0], [0.0, 2.0], [1.0, 1.0]])
+    lengths = np.array([10, 10, 13])
+    n, df = 40, np.array([2, 30])
+    got = BM25.frequency_scores(tf, lengths, collection=(n, df))
+    # BM25 by hand: the collection's idf, the scored documents' own length normalisation
+    idf = np.log1p((n - df + 0.5) / (df + 0.5))
+    norm = 1.2 * (1 - 0.75 + 0.75 * lengths / lengths.mean())
+    want = (idf * tf * 2.2 / (tf + norm[:, None])).sum(axis=1)
+    assert got == pytest.approx(want)
+    # without it the idf is the scored documents' own (each term in 2 of 3): the twice-repeated common term
+    # wins; with the collection's idf the rare term does
     own = BM25.frequency_scores(tf, lengths)
-    given = BM25.frequency_scores(tf, lengths, idf=np.array([2.0, 0.5]))
-    assert given[0] > own[0] and given[1] < own[1]
-    assert given[0] / given[1] == pytest.approx((2.0 * 2.2 / 2.2) / (0.5 * 2 * 2.2 / 3.2))
+    assert own[1] > own[0] and got[0] > got[1]
 
 
 def test_default_local_context_shows_no_reports_and_keeps_graph_rows() -> None:
