@@ -246,9 +246,8 @@ def _report_shares(index: Index, entities: np.ndarray) -> np.ndarray:
             report_of[community] = pos
     reports = report_of[np.clip(numbers, -1, len(report_of) - 1)]
     hit = (numbers >= 0) & (reports >= 0)
-    # float64 weights: bincount of an empty selection (no report's community has members) returns int64
-    weights = entities[members[hit]].astype(np.float64)
-    total = np.bincount(reports[hit], weights=weights, minlength=n_reports).astype(np.float64)
+    # bincount of an empty selection (no report's community has members) returns int64, whatever the weights
+    total = np.bincount(reports[hit], weights=entities[members[hit]], minlength=n_reports).astype(np.float64)
     count = np.bincount(reports[hit], minlength=n_reports)
     np.divide(total, np.maximum(count, 1), out=total)
     return total.astype(np.float32)
