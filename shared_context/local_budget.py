@@ -66,7 +66,7 @@ class LocalContextParams(BaseModel):
     # GraphRAG gives Sources 0.5 and community reports 0.15. Here Sources get 0.8 and reports none by default:
     # on the GraphRAG-Bench novel and medical dev questions the reports of a local context added no evidence
     # (evidence word recall rose without them) while their budget, given to Sources, reached more evidence
-    # spans; the entity tables keep 0.2, which still holds the question's entities, their relationships and
+    # spans on the novel questions and as many on the medical ones; the entity tables keep 0.2, which still holds the question's entities, their relationships and
     # the rows between the entities it names (benchmarks/evidence_recall.py, docs/benchmarks.md). Set
     # community_prop (GraphRAG's name) to show reports; a default text_unit_prop yields to it.
     text_unit_prop: float = Field(default=0.8, ge=0.0, le=1.0)

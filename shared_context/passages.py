@@ -36,6 +36,8 @@ Layout (`BlockTable`), blocks numbered across the index in unit order:
   terms, repeats included: BM25's document length) per block;
 - `term_ptr` (blocks + 1), `term_ids`, `term_counts`: each block's distinct terms (sorted ids) and
   their frequencies - what the window scorer reads for the question's terms;
+- `term_df` (per term id): how many blocks hold the term - the index-wide idf of `best_window_order`, which
+  re-ranks the lexical ranking's units by their best window;
 - the vocabulary: term -> id (a dict when built, a `SortedVocab` when read back).
 
 `unit_blocks_of(text, total_tokens, block_tokens, tokenizer)` is the definition of one unit's blocks;

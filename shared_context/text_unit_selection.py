@@ -36,7 +36,8 @@ Two rankings, each cut to the best `depth` units:
   of the question over windows of about `window_tokens`, idf from all the index's blocks), so a unit that
   has a passage about the question comes before one whose question words are scattered through it; this
   reached more evidence than the unit-level order for the local context on the GraphRAG-Bench novel dev
-  questions, and as much for basic search and on the medical ones (benchmarks/evidence_recall.py).
+  questions and as much for basic search (benchmarks/evidence_recall.py); with the local context's shares
+  changed at the same time, both found as much as before on the medical ones.
 - vector: cosine with the index's `text_unit_text` vectors, only when a query vector of the same
   dimension is given (the engine embeds the question once, with the embedder the index was built with).
 Pure and deterministic: ties go to the lower unit position.
