@@ -316,6 +316,27 @@ class ServeConfig(_Section):
         "in order of arrival, so the first model calls start while later questions are still built; a "
         "service that mixes very long steps (a global batch build on a very large index) with short ones "
         "should raise it, as a long step holds back the questions behind it."))
+    # Replicas behind a load balancer (docs/guides/deployment.md): what they must share lives in one Redis.
+    redis_url: str | None = Field(default=None, description=(
+        "Redis shared by every replica (`redis://host:6379/0`, `rediss://` for TLS): the 429 limits and the "
+        "daily spending limits count across replicas, and a model call one replica paid for is a cache hit on "
+        "the others. Unset: everything counts in this server alone, as before. Redis unreachable: each replica "
+        "keeps answering under its own limits and without the shared cache (`/healthz` and the log say so) "
+        "until Redis answers again."))
+    redis_prefix: str = Field(default="graphroute", min_length=1, description=(
+        "Prefix of every Redis key this deployment writes; deployments sharing one Redis need different ones."))
+    redis_lease_s: float = Field(default=15.0, ge=1.0, le=3600.0, description=(
+        "How long a replica's admission slots and spending reservations outlive it: a replica renews them "
+        "every third of this; when it dies, they come back to the others after at most this long."))
+    redis_cache_ttl_s: float | None = Field(default=7 * 86400, gt=0, description=(
+        "How long a model call stays in the shared cache (None: until Redis evicts it)."))
+    max_cost_per_day: float | None = Field(default=None, ge=0, description=(
+        "Dollars one API key may spend on model calls per day (UTC). A question is refused (JSON 429 saying "
+        "when the limit resets) unless its estimate fits what is left; what it really cost is counted after. "
+        "Across replicas with `redis_url`. None: no limit."))
+    max_calls_per_day: int | None = Field(default=None, ge=1, description=(
+        "Model calls one API key may make per day (UTC; cache hits are not counted), enforced as "
+        "`max_cost_per_day`. None: no limit."))
 
 
 class SearchConfig(SearchParams):

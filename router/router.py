@@ -14,7 +14,7 @@ import asyncio
 import threading
 import time
 import weakref
-from collections.abc import AsyncGenerator, AsyncIterator, Coroutine
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Coroutine
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar, cast
@@ -40,6 +40,8 @@ if TYPE_CHECKING:
     from shared_context.index import Index
 
 T = TypeVar("T")
+# What `astream` awaits with the chosen engine's estimate before answering (the service's spending limits).
+Admit = Callable[[PlanStep], Awaitable[None]]
 ENGINES = ("local", "global", "drift", "basic")
 MODES = ("auto", *ENGINES)
 CLOSE_CALL = 0.25  # below the threshold, two engines this close in probability are decided by cost
@@ -430,9 +432,12 @@ class Router:
         history: HistoryLike = None,
         mode: str | None = None,
         budget: Budget | None = None,
+        *,
+        admit: Admit | None = None,
     ) -> Answer:
         answer: Answer | None = None
-        async for event in self.astream(question, history=history, mode=mode, budget=budget, deltas=False):
+        async for event in self.astream(question, history=history, mode=mode, budget=budget, deltas=False,
+                                        admit=admit):
             if isinstance(event, Done):
                 answer = event.answer
         assert answer is not None  # astream always ends with Done or raises
@@ -457,12 +462,15 @@ class Router:
         *,
         deltas: bool = True,
         classify_forced: bool = False,
+        admit: Admit | None = None,
     ) -> AsyncIterator[RouterEvent]:
         """Yield `RouteDecided`, engine progress/answer deltas (`EngineEvent`), `Escalated`, then `Done`.
 
         `mode=None` takes `[router] default_mode` from the configuration ("auto" unless set). A forced mode
         (not "auto") runs no classifier: the route says it was forced by the caller. `classify_forced=True`
         still asks the classifier, so the route also carries its own opinion (the CLI shows it).
+        `admit` is awaited with the chosen engine's estimate before its first model call (the service's daily
+        spending limits); what it raises ends the question before anything is spent on answering it.
         """
         from engines.events import AnswerDelta, Final
 
@@ -494,6 +502,12 @@ class Router:
         except BudgetError as err:
             err.usage = usage  # a rewrite may already have been paid for
             raise
+        if admit is not None:
+            step = next((s for s in plan.steps if s.engine == plan.chosen), None)
+            if step is None:  # no budget: nothing was estimated yet
+                est = await asyncio.to_thread(eng.estimate, standalone, query_plan)
+                step = PlanStep(plan.chosen, est.llm_calls, est.cost, est.seconds_guess, True)
+            await admit(step)
         yield RouteDecided(decision, plan.chosen, plan.describe())
 
         escalations: list[Escalation] = []

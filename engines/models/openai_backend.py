@@ -22,7 +22,7 @@ import orjson
 from pydantic import BaseModel
 
 from engines.models.base import Completion, EmbeddingResult, Message
-from engines.models.cache import ModelCallCache, completion_key, embedding_key
+from engines.models.cache import CallCache, completion_key, embedding_key
 from engines.models.config import ModelEndpoint, PriceTable
 from engines.models.errors import ModelConfigError, ModelError, ModelResponseError, ModelTimeoutError
 from engines.models.limiter import DEFAULT_LIMITERS, ConcurrencyLimiter, LimiterRegistry
@@ -281,7 +281,7 @@ class OpenAIChatModel(_EndpointUser):
         prices: PriceTable | None = None,
         *,
         limiter_registry: LimiterRegistry | None = None,
-        cache: ModelCallCache | None = None,
+        cache: CallCache | None = None,
     ) -> None:
         super().__init__(endpoint, prices, limiter_registry)
         self.cache = cache
@@ -505,7 +505,7 @@ class OpenAIEmbedder(_EndpointUser):
         prices: PriceTable | None = None,
         *,
         limiter_registry: LimiterRegistry | None = None,
-        cache: ModelCallCache | None = None,
+        cache: CallCache | None = None,
     ) -> None:
         super().__init__(endpoint, prices, limiter_registry)
         self.dim = endpoint.dimensions or 0  # learned from the first reply when not configured
@@ -559,8 +559,8 @@ class OpenAIEmbedder(_EndpointUser):
         tok = get_tokenizer()
         # The API rejects empty strings and inputs over its token limit.
         prepared = [tok.truncate(t, EMBEDDING_MAX_TOKENS) if t.strip() else " " for t in texts]
-        keys = [embedding_key(self.name, self.endpoint.dimensions, t) for t in prepared] if self.cache else []
-        cached = self.cache.get_vectors(keys) if self.cache else {}
+        keys = [embedding_key(self.name, self.endpoint.dimensions, t) for t in prepared] if self.cache is not None else []
+        cached = self.cache.get_vectors(keys) if self.cache is not None else {}
         todo = [i for i in range(len(prepared)) if not keys or keys[i] not in cached]
         size = self.endpoint.batch_size
         batches = [todo[s : s + size] for s in range(0, len(todo), size)]

@@ -21,15 +21,15 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from engines.config import ServeConfig
-from engines.models.base import JSON, JSONObject
+from engines.models.base import JSON, JSONObject, Usage
 from engines.models.probe import EndpointCheck
 from engines.models.request_options import use_answer_options
-from router.budget import Budget, BudgetError
+from router.budget import Budget, BudgetError, PlanStep
 from router.router import MODES, Done, EngineEvent, Escalated, RouteDecided, Router, RouterEvent
 from router.service.admission import Admission, LocalAdmission, callers_for, per_key_limit
 from router.service.errors import RequestError, error_body, error_object
 from router.service.graph_view import cited_graph, entity_record, named_citations, parse_graph_request
-from router.service.guard import AUTHORIZED, LOGGED, REQUEST_ID, Guard
+from router.service.guard import AUTHORIZED, CALLER, LOGGED, REQUEST_ID, Guard
 from router.service.metrics import Metrics
 from router.service.openai_compat import (
     ChatRequest,
@@ -46,6 +46,9 @@ from router.service.openai_compat import (
     sse,
     stage_event,
 )
+from router.service.redis_admission import caller_ids
+from router.service.shared_state import SharedState
+from router.service.spending import Reservation, Spending, SpendingLimitExceeded
 from router.service.warmup import warm_for_service
 
 log = logging.getLogger("graphroute.serve")
@@ -71,11 +74,16 @@ class Service:
         self.api_keys = [k for k in (api_keys if api_keys is not None else self.config.api_keys) if k]
         self.paths = dict(paths or {})
         self.callers = callers_for(self.api_keys)
-        self.admission: Admission = admission or LocalAdmission(
-            self.config.max_concurrency,
-            per_key_limit(self.config.max_concurrency, self.config.max_concurrency_per_key, self.callers),
-            self.callers)
+        own_limit = per_key_limit(self.config.max_concurrency, self.config.max_concurrency_per_key, self.callers)
+        # Replicas behind a load balancer share admission, spending and the model-call cache through Redis.
+        self.shared = None if self.config.redis_url is None else SharedState.connect(
+            self.config, self.api_keys, own_limit, [r.models for r in self.routers.values()])
+        self.admission: Admission = (self.shared.admission if self.shared is not None else
+                                     admission or LocalAdmission(self.config.max_concurrency, own_limit, self.callers))
+        self.spending = self.shared.spending if self.shared is not None else Spending(
+            self.config.max_cost_per_day, self.config.max_calls_per_day, caller_ids(self.api_keys))
         self.metrics = metrics or Metrics()
+        self.warm = False  # every index warmed up (`warm_up`): `/readyz` says ready from then on
         self.worker = worker
         self.endpoint_checks: dict[str, list[EndpointCheck]] = {}  # by index: `check_endpoints`, at start-up
         self.draining = False
@@ -96,12 +104,28 @@ class Service:
         """
         import gc
 
-        for router in self.routers.values():
-            warm_for_service(router, self.config.warm_rows)
-        self.check_endpoints()
+        self.warm_up()
         gc.collect()
         gc.freeze()
         gc.set_threshold(10_000, *gc.get_threshold()[1:])
+
+    def warm_up(self) -> None:
+        """Warm every router up and check the model endpoints; `/readyz` says ready from then on."""
+        for router in self.routers.values():
+            warm_for_service(router, self.config.warm_rows)
+        self.check_endpoints()
+        self.warm = True
+
+    def readiness(self) -> list[str]:
+        """Why this replica should not get traffic yet (empty: ready)."""
+        if self.draining:
+            return ["the server is shutting down"]
+        return [] if self.warm else ["the indexes are not warmed up yet"]
+
+    def close_shared(self) -> None:
+        """Stop renewing this replica's Redis leases and leave the replica set (its slots come back at once)."""
+        if self.shared is not None:
+            self.shared.stop()
 
     def check_endpoints(self) -> list[str]:
         """Check every index's model endpoints once, concurrently, each within its `probe_timeout_s`
@@ -185,6 +209,12 @@ class Service:
         except (BudgetError, TypeError, ValueError) as exc:
             raise RequestError(f"budget: {exc}", param="budget") from None
 
+    def spend_gate(self, request: Request) -> SpendGate | None:
+        """The request's hold on its key's daily limits; None when no daily limit is set."""
+        if not self.spending.enabled:
+            return None
+        return SpendGate(self.spending, int(request.scope.get(CALLER, 0)))
+
     def check_question(self, question: JSON) -> str:
         if not isinstance(question, str):
             raise RequestError("'question' must be a string", param="question")
@@ -192,6 +222,23 @@ class Service:
             raise RequestError(f"question is {len(question)} characters; the limit is {self.config.max_question_chars} "
                                "([serve] max_question_chars)", 413, "request_too_large", "question")
         return question
+
+
+class SpendGate:
+    """One request's hold on its API key's daily limits: reserved from the chosen engine's estimate before
+    the question is answered (`Router.astream`'s `admit`), settled once with what it cost."""
+
+    def __init__(self, spending: Spending, caller: int) -> None:
+        self._spending, self._caller = spending, caller
+        self._held: Reservation | None = None
+
+    async def admit(self, step: PlanStep) -> None:
+        self._held = self._spending.reserve(self._caller, step.cost, step.llm_calls)
+
+    def settle(self, usage: object) -> None:
+        """`usage`: the answer's or a failure's `Usage`; anything else (unknown) counts the estimate."""
+        if self._held is not None:
+            self._held.settle(usage if isinstance(usage, Usage) else None)
 
 
 class CpuExecutor(ThreadPoolExecutor):
@@ -254,7 +301,8 @@ def _failure(exc: Exception) -> Response:
     """Known failures as clean JSON errors; anything else goes up to the app's 500 handler (JSON, logged
     with the request id, no trace)."""
     status, body = _failure_body(exc)
-    return JSONResponse({"error": body}, status_code=status)
+    headers = {"Retry-After": str(exc.retry_after_s)} if isinstance(exc, SpendingLimitExceeded) else None
+    return JSONResponse({"error": body}, status_code=status, headers=headers)
 
 
 def _failure_body(exc: Exception) -> tuple[int, JSONObject]:
@@ -263,6 +311,8 @@ def _failure_body(exc: Exception) -> tuple[int, JSONObject]:
     from engines.models.errors import ModelError
     from shared_context.errors import IndexFormatError
 
+    if isinstance(exc, SpendingLimitExceeded):
+        return 429, error_object(429, str(exc), exc.code, resets_at=exc.resets_at.strftime("%Y-%m-%dT%H:%M:%SZ"))
     if isinstance(exc, RequestError):
         return exc.status, error_object(exc.status, str(exc), exc.code, exc.param)
     if isinstance(exc, BudgetError):
@@ -306,6 +356,16 @@ def _mode(raw: JSON) -> str | None:
     return str(raw)
 
 
+def add_redis_health(service: Service, body: JSONObject) -> None:
+    """`/healthz`'s `redis` object (with `[serve] redis_url`): up or down, since when, the last error; while
+    it is down the status is "degraded" (each replica counts its own limits, no shared cache)."""
+    if service.shared is None:
+        return
+    body["redis"] = service.shared.health()
+    if not service.shared.link.up:
+        body["status"] = "degraded"
+
+
 def create_app(service: Service) -> Guard:
     """The ASGI app (Guard around Starlette)."""
 
@@ -323,7 +383,14 @@ def create_app(service: Service) -> Guard:
             body["endpoints"] = {name: endpoints(request, name) for name in service.routers}
         if service.worker is not None:
             body["worker"] = service.worker
+        add_redis_health(service, body)
         return JSONResponse(body)
+
+    async def readyz(request: Request) -> Response:
+        """For a load balancer: 200 once every index is loaded and warm, 503 (with the reasons) before that
+        and while draining."""
+        reasons = service.readiness()
+        return JSONResponse({"ready": not reasons, "reasons": reasons}, status_code=503 if reasons else 200)
 
     async def metrics(request: Request) -> Response:
         return PlainTextResponse(service.metrics.render(), media_type="text/plain; version=0.0.4")
@@ -415,14 +482,20 @@ def create_app(service: Service) -> Guard:
                              "plan": plan.describe(), "chosen": plan.chosen})
 
     async def ask(request: Request) -> Response:
+        spend = service.spend_gate(request)
         try:
             body = await _json(request)
             name, router = service.router(body.get("index"))
             question = service.check_question(body.get("question"))
             answer = await router.aask(question, history=_history(body.get("history")), mode=_mode(body.get("mode")),
-                                       budget=service.budget(body.get("budget")))
+                                       budget=service.budget(body.get("budget")),
+                                       admit=None if spend is None else spend.admit)
         except Exception as exc:
+            if spend is not None:
+                spend.settle(getattr(exc, "usage", None))
             return _failure(exc)
+        if spend is not None:
+            spend.settle(answer.usage)
         service.metrics.observe_answer(name, answer)
         return JSONResponse({**answer.to_dict(), "index": name, "cost": answer.usage.total.cost})
 
@@ -439,21 +512,30 @@ def create_app(service: Service) -> Guard:
         use_answer_options(req.options)
         completion = Completion(req.model)
         cap = TokenCap(req.max_tokens, router.index.tokenizer)
+        spend = service.spend_gate(request)
+        admit = None if spend is None else spend.admit
         if not req.stream:
             try:
-                answer = await router.aask(req.question, history=req.history or None, mode=req.mode, budget=budget)
+                answer = await router.aask(req.question, history=req.history or None, mode=req.mode, budget=budget,
+                                           admit=admit)
             except Exception as exc:
+                if spend is not None:
+                    spend.settle(getattr(exc, "usage", None))
                 return _failure(exc)
+            if spend is not None:
+                spend.settle(answer.usage)
             service.metrics.observe_answer(name, answer)
             return JSONResponse(completion.response(name, answer, cap.take(answer.text), cap.finish_reason()))
         # Start the stream before answering, so a bad question is still a plain HTTP error.
         events = router.astream(req.question, history=req.history or None, mode=req.mode,
-                                budget=budget).__aiter__()
+                                budget=budget, admit=admit).__aiter__()
         try:
             first = await events.__anext__()
         except Exception as exc:
+            if spend is not None:
+                spend.settle(getattr(exc, "usage", None))
             return _failure(exc)
-        return StreamingResponse(_chat_stream(service, name, req, completion, cap, first, events),
+        return StreamingResponse(_chat_stream(service, name, req, completion, cap, first, events, spend),
                                  media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
 
     async def http_error(request: Request, exc: Exception) -> Response:
@@ -475,6 +557,7 @@ def create_app(service: Service) -> Guard:
     routes = [
         Route("/", page),
         Route("/healthz", healthz),
+        Route("/readyz", readyz),
         Route("/metrics", metrics),
         Route("/v1/indexes", indexes),
         Route("/v1/models", models),
@@ -498,7 +581,10 @@ def create_app(service: Service) -> Guard:
         asyncio.get_running_loop().set_default_executor(CpuExecutor(service.config.cpu_threads))
         for router in service.routers.values():  # before uvicorn listens: the first request makes no client
             await router.models.aopen()
+        if service.shared is not None:
+            service.shared.start()  # this replica's Redis leases, renewed while it serves
         yield
+        service.close_shared()
         for router in service.routers.values():  # the HTTP clients this loop opened
             await router.aclose()
 
@@ -508,7 +594,8 @@ def create_app(service: Service) -> Guard:
 
 
 async def _chat_stream(service: Service, name: str, req: ChatRequest, completion: Completion, cap: TokenCap,
-                       first: RouterEvent, events: AsyncIterator[RouterEvent]) -> AsyncIterator[str]:
+                       first: RouterEvent, events: AsyncIterator[RouterEvent],
+                       spend: SpendGate | None = None) -> AsyncIterator[str]:
     """SSE in OpenAI's chunk schema: every chunk has one choice. The first carries the role and, in its
     `graphroute_event` field, the route and plan; then the answer's deltas (cut at `max_tokens`); an
     escalation is a chunk with its `graphroute_event` (and, after answer text, a separator line as content,
@@ -547,6 +634,8 @@ async def _chat_stream(service: Service, name: str, req: ChatRequest, completion
                 streamed = False
             elif isinstance(ev, Done):
                 answer = ev.answer
+                if spend is not None:
+                    spend.settle(answer.usage)
                 service.metrics.observe_answer(name, answer)
                 yield completion.chunk({}, cap.finish_reason(), graphroute=graphroute_object(name, answer))
                 if req.include_usage:
@@ -554,6 +643,8 @@ async def _chat_stream(service: Service, name: str, req: ChatRequest, completion
                 break
             pending = await events.__anext__()
     except Exception as exc:  # mid-stream: an error event (the client raises it), never a trace
+        if spend is not None:
+            spend.settle(getattr(exc, "usage", None))
         try:
             body = _failure_body(exc)[1]
         except Exception:
@@ -561,6 +652,8 @@ async def _chat_stream(service: Service, name: str, req: ChatRequest, completion
             body = error_object(500, "internal error (the server log has the details)", "internal_error")
         yield sse({"error": body})
     finally:
+        if spend is not None:
+            spend.settle(None)  # the client left mid-answer: its estimate counts (settled once; a no-op after Done)
         close = getattr(events, "aclose", None)
         if close is not None:
             await close()

@@ -36,15 +36,16 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 # Paths that need no key: the health probe, and the web page's static shell (it holds no data; the page
 # sends the key it is given with every API call).
-PUBLIC_PATHS = ("/healthz", "/", "/favicon.ico")
+PUBLIC_PATHS = ("/healthz", "/readyz", "/", "/favicon.ico")
 PUBLIC_PREFIXES = ("/static/",)
 # Paths that do not take a concurrency slot (cheap, and needed to watch an overloaded server).
-UNLIMITED_PATHS = ("/healthz", "/metrics", "/", "/favicon.ico")
+UNLIMITED_PATHS = ("/healthz", "/readyz", "/metrics", "/", "/favicon.ico")
 
 
 AUTHORIZED = "graphroute.authorized"  # scope key: the request carried a valid key (or none is needed)
 REQUEST_ID = "graphroute.request_id"  # scope key: the id a response's `x-request-id` and the log share
 LOGGED = "graphroute.logged"  # scope key: this request's failure is already in the log
+CALLER = "graphroute.caller"  # scope key: the caller number the limits count this request under
 
 
 def new_request_id() -> str:
@@ -66,7 +67,7 @@ def path_template(path: str) -> str:
         return "/v1/indexes/{name}/" + path.split("/")[4] + "/{id}"
     if path.startswith("/static/"):
         return "/static"
-    known = ("/", "/healthz", "/metrics", "/v1/ask", "/v1/route", "/v1/indexes", "/v1/models", "/v1/chat/completions")
+    known = ("/", "/healthz", "/readyz", "/metrics", "/v1/ask", "/v1/route", "/v1/indexes", "/v1/models", "/v1/chat/completions")
     return path if path in known else "other"
 
 
@@ -158,13 +159,14 @@ class Guard:
 
     async def _guarded(self, scope: Scope, receive: Receive, send: Send, path: str, state: _ResponseState) -> None:
         svc = self.service
-        if svc.draining and path != "/healthz":
+        if svc.draining and path not in ("/healthz", "/readyz"):
             await send_error(send, 503, "the server is shutting down; retry on another instance", "unavailable",
                              {"Retry-After": "5", "Connection": "close"})
             return
         public = path in PUBLIC_PATHS or path.startswith(PUBLIC_PREFIXES)
         allowed, caller = self._key_of(scope)
         scope[AUTHORIZED] = allowed
+        scope[CALLER] = caller
         if not public and not allowed:
             await send_error(send, 401, "missing or wrong API key (send 'Authorization: Bearer <key>')",
                              "invalid_api_key", {"WWW-Authenticate": "Bearer"})

@@ -1,0 +1,142 @@
+"""Real servers for tests and benchmarks, each on a loopback port chosen free when it starts: Debian's
+`redis-server` and `haproxy`, and `graphroute serve` replicas as a user runs them. Each is a context manager
+that stops what it started.
+
+    with RedisServer() as redis, Replica(config_path, index) as a, Replica(config_path_b, index) as b, \\
+            HAProxy(CONFIG, {"GRAPHROUTE_REPLICA_A": a.address, ...}) as lb:
+        httpx.get(lb.url + "/v1/ask", ...)
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def missing_binaries(*names: str) -> list[str]:
+    return [name for name in names if shutil.which(name) is None]
+
+
+def _wait(check: object, what: str, timeout: float, process: subprocess.Popen[bytes]) -> None:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if process.poll() is not None:
+            raise RuntimeError(f"{what} exited with code {process.returncode} while starting")
+        try:
+            if callable(check) and check():
+                return
+        except (OSError, httpx.HTTPError):
+            pass
+        time.sleep(0.05)
+    raise RuntimeError(f"{what} did not start within {timeout:g} s")
+
+
+class _Process:
+    process: subprocess.Popen[bytes]
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 30.0) -> int | None:
+        """Stop it (SIGTERM: a clean stop; SIGKILL: as if its host died); its exit code."""
+        if self.process.poll() is None:
+            self.process.send_signal(sig)
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        return self.process.returncode
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+class RedisServer(_Process):
+    """`redis-server` on 127.0.0.1:<free port>, in memory only (no snapshot file)."""
+
+    def __init__(self, port: int | None = None) -> None:
+        self.port = port or free_port()
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> RedisServer:
+        self.process = subprocess.Popen(
+            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+             "--protected-mode", "yes"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        _wait(self._answers, "redis-server", 10, self.process)
+        return self
+
+    def _answers(self) -> bool:
+        with socket.create_connection(("127.0.0.1", self.port), timeout=1) as sock:
+            sock.sendall(b"PING\r\n")
+            return sock.recv(16).startswith(b"+PONG")
+
+    def __enter__(self) -> RedisServer:
+        return self.start()
+
+
+class Replica(_Process):
+    """`graphroute serve` with a graphroute.toml, on its own free port; started when its `/readyz` says ready."""
+
+    def __init__(self, command: list[str], port: int, env: dict[str, str] | None = None,
+                 log: Path | None = None) -> None:
+        self.command, self.port, self.env = command, port, env
+        self.address = f"127.0.0.1:{port}"
+        self.url = f"http://{self.address}"
+        self.log = log
+
+    def start(self, timeout: float = 120.0) -> Replica:
+        out = open(self.log, "ab") if self.log is not None else subprocess.DEVNULL  # noqa: SIM115 - kept while it runs
+        self.process = subprocess.Popen(self.command, env=self.env, stdout=out, stderr=subprocess.STDOUT)
+        _wait(lambda: httpx.get(self.url + "/readyz", timeout=2).status_code == 200, "graphroute serve",
+              timeout, self.process)
+        return self
+
+    def __enter__(self) -> Replica:
+        return self.start()
+
+
+class HAProxy(_Process):
+    """`haproxy` running `config` (a file whose `${NAME}`s come from `env`), its front end on a free port."""
+
+    def __init__(self, config: Path, env: dict[str, str], port_variable: str = "GRAPHROUTE_LB_PORT") -> None:
+        self.config = config
+        self.port = free_port()
+        self.env = {**os.environ, **env, port_variable: str(self.port)}
+        self.url = f"http://127.0.0.1:{self.port}"
+        self._dir = tempfile.TemporaryDirectory(prefix="graphroute-haproxy-")
+
+    def start(self) -> HAProxy:
+        check = subprocess.run(["haproxy", "-c", "-q", "-f", str(self.config)], env=self.env, capture_output=True,
+                               text=True, timeout=30)
+        if check.returncode != 0:
+            raise RuntimeError(f"haproxy refuses {self.config}: {check.stdout}{check.stderr}")
+        self.process = subprocess.Popen(["haproxy", "-db", "-f", str(self.config)], env=self.env,
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=self._dir.name)
+        _wait(lambda: httpx.get(self.url + "/healthz", timeout=2).status_code in (200, 503), "haproxy", 10,
+              self.process)
+        return self
+
+    def __enter__(self) -> HAProxy:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop(signal.SIGUSR1)  # haproxy's soft stop
+        self._dir.cleanup()
+
+
+def python_command(*args: str) -> list[str]:
+    """`graphroute ARGS` run by this interpreter (the installed entry point's module)."""
+    return [sys.executable, "-m", "router.cli", *args]
