@@ -98,8 +98,12 @@ class Replica(_Process):
         self.log = log
 
     def start(self, timeout: float = 120.0) -> Replica:
-        out = open(self.log, "ab") if self.log is not None else subprocess.DEVNULL  # noqa: SIM115 - kept while it runs
-        self.process = subprocess.Popen(self.command, env=self.env, stdout=out, stderr=subprocess.STDOUT)
+        if self.log is None:
+            self.process = subprocess.Popen(self.command, env=self.env, stdout=subprocess.DEVNULL,
+                                            stderr=subprocess.STDOUT)
+        else:
+            with open(self.log, "ab") as out:  # the child keeps its own copy of the descriptor
+                self.process = subprocess.Popen(self.command, env=self.env, stdout=out, stderr=subprocess.STDOUT)
         _wait(lambda: httpx.get(self.url + "/readyz", timeout=2).status_code == 200, "graphroute serve",
               timeout, self.process)
         return self
@@ -111,10 +115,10 @@ class Replica(_Process):
 class HAProxy(_Process):
     """`haproxy` running `config` (a file whose `${NAME}`s come from `env`), its front end on a free port."""
 
-    def __init__(self, config: Path, env: dict[str, str], port_variable: str = "GRAPHROUTE_LB_PORT") -> None:
+    def __init__(self, config: Path, env: dict[str, str], address_variable: str = "GRAPHROUTE_LB_ADDRESS") -> None:
         self.config = config
         self.port = free_port()
-        self.env = {**os.environ, **env, port_variable: str(self.port)}
+        self.env = {**os.environ, **env, address_variable: f"127.0.0.1:{self.port}"}
         self.url = f"http://127.0.0.1:{self.port}"
         self._dir = tempfile.TemporaryDirectory(prefix="graphroute-haproxy-")
 
@@ -137,6 +141,21 @@ class HAProxy(_Process):
         self._dir.cleanup()
 
 
-def python_command(*args: str) -> list[str]:
-    """`graphroute ARGS` run by this interpreter (the installed entry point's module)."""
-    return [sys.executable, "-m", "router.cli", *args]
+def unit_command(unit: Path, variables: dict[str, str]) -> tuple[list[str], dict[str, str]]:
+    """A systemd unit's ExecStart as this interpreter runs it, and its Environment= settings: `${NAME}`s are
+    replaced from `variables` (what its EnvironmentFile would hold) and the installed `graphroute` program
+    by this interpreter's `-m router.cli`."""
+    import re
+    import shlex
+
+    exec_start, env = "", {}
+    for line in unit.read_text().splitlines():
+        if line.startswith("ExecStart="):
+            exec_start = line.removeprefix("ExecStart=")
+        elif line.startswith("Environment="):
+            name, _, value = line.removeprefix("Environment=").partition("=")
+            env[name] = value
+    words = [re.sub(r"\$\{(\w+)\}", lambda m: variables[m.group(1)], w) for w in shlex.split(exec_start)]
+    if not words or Path(words[0]).name != "graphroute":
+        raise ValueError(f"{unit}: ExecStart does not run graphroute: {exec_start!r}")
+    return [sys.executable, "-m", "router.cli", *words[1:]], env
