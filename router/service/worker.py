@@ -119,10 +119,13 @@ def build_service(spec: WorkerSpec, worker: int, run_dir: Path) -> Service:
             router.close()
         raise
     callers = callers_for(spec.api_keys)
-    admission = SharedAdmission(run_dir / "admission", worker, spec.workers, callers, serve.max_concurrency,
-                                per_key_limit(serve.max_concurrency, serve.max_concurrency_per_key, callers))
-    metrics = SharedMetrics(run_dir, worker, spec.workers, admission)
-    return Service(routers, serve, api_keys=spec.api_keys, admission=admission, metrics=metrics, worker=worker)
+    # with [serve] redis_url every worker is a replica of its own in Redis (the Service sets that up)
+    admission = None if serve.redis_url else SharedAdmission(
+        run_dir / "admission", worker, spec.workers, callers, serve.max_concurrency,
+        per_key_limit(serve.max_concurrency, serve.max_concurrency_per_key, callers))
+    service = Service(routers, serve, api_keys=spec.api_keys, admission=admission, worker=worker)
+    service.metrics = SharedMetrics(run_dir, worker, spec.workers, service.admission)
+    return service
 
 
 def describe_failure(exc: BaseException) -> str:
