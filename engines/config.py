@@ -334,6 +334,11 @@ class ServeConfig(_Section):
         "Dollars one API key may spend on model calls per day (UTC). A question is refused (JSON 429 saying "
         "when the limit resets) unless its estimate fits what is left; what it really cost is counted after. "
         "Across replicas with `redis_url`. None: no limit."))
+    require_prepared: bool = Field(default=False, description=(
+        "Serve only indexes whose derived store `graphroute prepare` built for their tables as they are now: an "
+        "index whose store is missing or stale is not loaded (its first open would build the store under "
+        "load, minutes on a large index); `/readyz` names it and its requests get a 503. With no index left "
+        "the command stops with the reason."))
     max_calls_per_day: int | None = Field(default=None, ge=1, description=(
         "Model calls one API key may make per day (UTC; cache hits are not counted), enforced as "
         "`max_cost_per_day`. None: no limit."))

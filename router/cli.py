@@ -101,6 +101,15 @@ def _parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
                          "and the model concurrency limits are divided among them")
     _settings_args(sv)
 
+    pr = sub.add_parser("prepare", help="build an index's derived store once, so replicas open it in seconds "
+                                        "([serve] require_prepared makes them refuse an index not prepared)")
+    pr.add_argument("index", metavar="PATH", help="the index folder or URI (s3://...), as the replicas name it")
+    pr.add_argument("--cache-dir", metavar="DIR",
+                    help="where the store goes (default: $GRAPHROUTE_CACHE_DIR or ~/.cache/graphroute); replicas "
+                         "read it with GRAPHROUTE_CACHE_DIR=DIR")
+    pr.add_argument("--config", help="graphroute.toml (default: ./graphroute.toml if present)")
+    _settings_args(pr)
+
     mc = sub.add_parser("mcp", help="serve indexes to agents over the Model Context Protocol (stdio, or --http)")
     mc.add_argument("--index", action="append", required=True, metavar="[NAME=]PATH",
                     help="an index folder, optionally named (repeat for several; the first is the default)")
@@ -414,9 +423,17 @@ def _cmd_serve(args: argparse.Namespace, console: Console) -> int:
     except ListenError as exc:
         raise CliError(exc.strerror) from None
     try:
+        from router.prepare import split_prepared
+
+        try:
+            specs, unready = split_prepared(specs, serve_cfg.require_prepared)
+        except ValueError as exc:
+            raise CliError(str(exc)) from None
+        for name, why in unready.items():
+            console.print(f"[yellow]warning:[/yellow] not serving {name}: {why}", highlight=False, soft_wrap=True)
         routers = {name: _load_router(path, args.config, settings=_settings_choice(args))
                    for name, path in specs.items()}
-        service = Service(routers, serve_cfg, api_keys=keys)
+        service = Service(routers, serve_cfg, api_keys=keys, unready=unready)
         console.print(f"graphroute serve: warming up {', '.join(routers)} and checking the model endpoints",
                       highlight=False, soft_wrap=True)
         service.prepare()
@@ -467,6 +484,28 @@ def _serve_workers(specs: dict[str, str], config: GraphrouteConfig, keys: list[s
                       lambda line: console.print(line, highlight=False, soft_wrap=True), serving, bound)
     except WorkerError as exc:
         raise CliError(str(exc)) from None
+
+
+def _cmd_prepare(args: argparse.Namespace, console: Console) -> int:
+    import os
+
+    from engines import load_config
+    from router.prepare import prepare
+
+    if args.cache_dir:
+        os.environ["GRAPHROUTE_CACHE_DIR"] = str(Path(args.cache_dir).expanduser().resolve())
+    cfg_path = args.config or ("graphroute.toml" if Path("graphroute.toml").exists() else None)
+    try:
+        warm_rows = load_config(cfg_path).serve.warm_rows
+    except ValueError as exc:
+        raise CliError(str(exc)) from exc
+    console.print(f"graphroute prepare: opening {args.index} and building its derived store", highlight=False,
+                  soft_wrap=True)
+    marker, seconds, peak = prepare(args.index, lambda path: _load_router(path, args.config,
+                                                                          settings=_settings_choice(args)), warm_rows)
+    console.print(f"graphroute prepare: done in {seconds:.1f} s, peak memory {peak / 2**30:.2f} GB; {marker}",
+                  highlight=False, soft_wrap=True)
+    return 0
 
 
 def _cmd_mcp(args: argparse.Namespace) -> int:
@@ -521,6 +560,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _cmd_serve(args, console)
         if args.command == "mcp":
             return _cmd_mcp(args)
+        if args.command == "prepare":
+            return _cmd_prepare(args, console)
         if args.command == "config":
             from engines.models.errors import ModelConfigError
             from router.config_show import show_config

@@ -63,7 +63,7 @@ class Service:
     def __init__(self, routers: Mapping[str, Router], config: ServeConfig | None = None,
                  api_keys: list[str] | None = None, paths: Mapping[str, str] | None = None, *,
                  admission: Admission | None = None, metrics: Metrics | None = None,
-                 worker: int | None = None) -> None:
+                 worker: int | None = None, unready: Mapping[str, str] | None = None) -> None:
         """`admission`, `metrics` and `worker` are a multi-worker server's (`router.service.workers`): counts
         shared with the other workers, and this worker's number; by default both count in this process."""
         if not routers:
@@ -73,6 +73,7 @@ class Service:
         self.config = config or ServeConfig()
         self.api_keys = [k for k in (api_keys if api_keys is not None else self.config.api_keys) if k]
         self.paths = dict(paths or {})
+        self.unready = dict(unready or {})  # index name -> why this replica does not serve it (not prepared)
         self.callers = callers_for(self.api_keys)
         own_limit = per_key_limit(self.config.max_concurrency, self.config.max_concurrency_per_key, self.callers)
         # Replicas behind a load balancer share admission, spending and the model-call cache through Redis.
@@ -120,7 +121,8 @@ class Service:
         """Why this replica should not get traffic yet (empty: ready)."""
         if self.draining:
             return ["the server is shutting down"]
-        return [] if self.warm else ["the indexes are not warmed up yet"]
+        reasons = [f"index {name!r} is not served: {why}" for name, why in self.unready.items()]
+        return reasons if self.warm else ["the indexes are not warmed up yet", *reasons]
 
     def close_shared(self) -> None:
         """Stop renewing this replica's Redis leases and leave the replica set (its slots come back at once)."""
@@ -185,6 +187,9 @@ class Service:
         if name is not None and not isinstance(name, str):
             raise RequestError("'index' must be an index name", param="index")
         key = name or self.default_index
+        if key in self.unready:
+            raise RequestError(f"index {key!r} is not served by this server: {self.unready[key]}", 503, "unavailable",
+                               "index")
         if key not in self.routers:
             raise RequestError(f"unknown index {key!r}; known: {', '.join(self.routers)}", 404, "not_found", "index")
         return key, self.routers[key]

@@ -100,6 +100,7 @@ def worker_models(models: ModelsConfig, worker: int, workers: int) -> ModelsConf
 
 def build_service(spec: WorkerSpec, worker: int, run_dir: Path) -> Service:
     """This worker's Routers and Service, with the counts it shares with the other workers."""
+    from router.prepare import split_prepared
     from router.router import Router
     from router.service.admission import SharedAdmission, callers_for, per_key_limit
     from shared_context import load_index
@@ -107,8 +108,11 @@ def build_service(spec: WorkerSpec, worker: int, run_dir: Path) -> Service:
     config = spec.config.model_copy(update={"models": worker_models(spec.config.models, worker, spec.workers)})
     serve = config.serve
     routers: dict[str, Router] = {}
+    indexes, unready = split_prepared(spec.indexes, serve.require_prepared)
+    for name, why in unready.items():
+        log.warning("not serving %s: %s", name, why)
     try:
-        for name, path in spec.indexes.items():
+        for name, path in indexes.items():
             own = spec.index_configs.get(name)
             if own is not None:
                 own = own.model_copy(update={"models": worker_models(own.models, worker, spec.workers),
@@ -123,7 +127,7 @@ def build_service(spec: WorkerSpec, worker: int, run_dir: Path) -> Service:
     admission = None if serve.redis_url else SharedAdmission(
         run_dir / "admission", worker, spec.workers, callers, serve.max_concurrency,
         per_key_limit(serve.max_concurrency, serve.max_concurrency_per_key, callers))
-    service = Service(routers, serve, api_keys=spec.api_keys, admission=admission, worker=worker)
+    service = Service(routers, serve, api_keys=spec.api_keys, admission=admission, worker=worker, unready=unready)
     service.metrics = SharedMetrics(run_dir, worker, spec.workers, service.admission)
     return service
 
