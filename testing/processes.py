@@ -87,6 +87,26 @@ class RedisServer(_Process):
         return self.start()
 
 
+class S3Server(_Process):
+    """moto's S3-compatible server (`moto.server`, from PyPI) on 127.0.0.1:<free port>. `env` may enable its
+    IAM checks (`INITIAL_NO_AUTH_ACTION_COUNT`: that many requests are allowed before credentials are checked)."""
+
+    def __init__(self, env: dict[str, str] | None = None) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.env = {**os.environ, **(env or {})}
+
+    def start(self) -> S3Server:
+        self.process = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
+                                        env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        _wait(lambda: httpx.get(self.url + "/moto-api/", timeout=2).status_code == 200, "moto server", 30,
+              self.process)
+        return self
+
+    def __enter__(self) -> S3Server:
+        return self.start()
+
+
 class Replica(_Process):
     """`graphroute serve` with a graphroute.toml, on its own free port; started when its `/readyz` says ready."""
 

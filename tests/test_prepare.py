@@ -11,6 +11,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from small_index import build_small_index
 
 from engines.config import GraphrouteConfig, ServeConfig
 from router.cli import main
@@ -21,25 +22,10 @@ from router.service.server import ServiceThread
 from shared_context import load_index
 from shared_context.prepared import prepared_problem
 
-DOCS = {
-    "harbour.txt": "Captain Ada Marsh runs the Northgate Harbour. The harbour trades fish with Port Elling. "
-                   "Ada Marsh hired Tom Reyes as her pilot. Tom Reyes grew up in Port Elling.",
-    "market.txt": "The Port Elling market sells fish from Northgate Harbour. Mayor Lina Cho opened the market. "
-                  "Lina Cho and Ada Marsh signed the harbour treaty together.",
-}
-
 
 @pytest.fixture(scope="module")
 def small_index(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from indexer import build_index
-
-    folder = tmp_path_factory.mktemp("prepare")
-    src = folder / "docs"
-    src.mkdir()
-    for name, text in DOCS.items():
-        (src / name).write_text(text, encoding="utf-8")
-    build_index(src, folder / "index", progress=False)
-    return folder / "index"
+    return build_small_index(tmp_path_factory.mktemp("prepare"))
 
 
 @pytest.fixture
