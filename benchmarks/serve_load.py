@@ -222,11 +222,21 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--workers", type=int, default=0,
                    help="serve with N worker processes, as `graphroute serve --workers N` (default 0: the service "
                         "in this process, uvicorn in a thread)")
+    p.add_argument("--replicas", type=int, choices=(2,),
+                   help="one against two `graphroute serve` replicas behind HAProxy with one Redis, and the cost "
+                        "the shared cache saves (benchmarks/serve_replicas.py; needs redis-server and haproxy)")
+    p.add_argument("--distinct", type=int, default=20, help="--replicas: distinct questions of the cost workload")
+    p.add_argument("--repeats", type=int, default=3, help="--replicas: times each is asked")
     p.add_argument("--runs", type=int, default=1, help="repeat the whole load N times (median and range reported)")
     p.add_argument("--out", help="write the report as JSON here")
     args = p.parse_args(argv)
     if args.runs < 1:
         p.error("--runs must be at least 1")
+    if args.replicas:
+        from benchmarks.serve_replicas import run_replicas
+
+        emit_report(run_replicas(args), args.out)
+        return 0
     runs = [run(args) for _ in range(args.runs)]
     report = {**runs[-1], **summarise_runs(runs), "runs": runs,
               "targets_met": all(r["targets_met"] for r in runs)}
