@@ -6,7 +6,8 @@ cost the shared model-call cache saves on a workload that repeats its questions.
         --runs 3 --out benchmarks/results/serve/serve_replicas.json
 
 Throughput: the same load generator as `serve_load` (`--clients` aiohttp clients, forced-local chat
-completions for the index's highest-degree entities) through HAProxy, first with one replica (both of its
+completions for the index's highest-degree entities, each request's question its own so that no answer comes
+from the cache; the replicas were warmed up before they listened) through HAProxy, first with one replica (both of its
 `server` lines on replica A), then with two. Each replica may have `--model-concurrency` calls in flight to
 the loopback model (`--latency-ms` per call, its own process), as a per-replica quota would allow: while the
 model is the bottleneck, two replicas can answer twice the requests per second; the CPU of this machine (the
@@ -76,9 +77,12 @@ def _balancer(a: Any, b: Any) -> Any:
     return HAProxy(DEPLOY / "haproxy.cfg", {"GRAPHROUTE_REPLICA_A": a.address, "GRAPHROUTE_REPLICA_B": b.address})
 
 
-def _throughput(url: str, questions: list[str], args: argparse.Namespace) -> dict[str, Any]:
+def _throughput(url: str, questions: list[str], args: argparse.Namespace, tag: str) -> dict[str, Any]:
+    """The load of `serve_load`, every request a question of its own (`tag` differs per load): the shared
+    cache would otherwise answer the repeats, and this measures answering."""
     from benchmarks.serve_load import _load, _pct
 
+    questions = [f"{questions[i % len(questions)]} (load {tag}, request {i})" for i in range(args.requests)]
     ctx = mp.get_context("spawn")
     parent, child = ctx.Pipe()
     proc = ctx.Process(target=_load, args=(url, questions, args.clients, args.requests, args.model, child))
@@ -131,12 +135,10 @@ def run_replicas(args: argparse.Namespace) -> dict[str, Any]:
         shared = _toml(folder / "shared.toml", model_url, args, redis_url=redis.url, sqlite=None)
         with _replicas(args, folder, (shared, shared)) as (a, b):
             by_count: dict[int, list[dict[str, Any]]] = {1: [], 2: []}
-            for _ in range(args.runs):
+            for run in range(args.runs):
                 for count, second in ((1, a), (2, b)):
                     with _balancer(a, second) as lb:
-                        httpx.post(lb.url + "/v1/chat/completions", timeout=120, json={
-                            "model": args.model, "messages": [{"role": "user", "content": questions[0]}]})
-                        by_count[count].append(_throughput(lb.url, questions, args))
+                        by_count[count].append(_throughput(lb.url, questions, args, f"{run}.{count}"))
             report["throughput"] = {f"{n}_replica{'s' if n > 1 else ''}": {**summarise_runs(runs), "runs": runs}
                                     for n, runs in by_count.items()}
             report["load_average"] = os.getloadavg()
