@@ -25,7 +25,6 @@ import multiprocessing as mp
 import os
 import statistics
 import tempfile
-import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
@@ -158,5 +157,4 @@ def run_replicas(args: argparse.Namespace) -> dict[str, Any]:
     model_parent.send("stop")
     model_parent.recv()
     model_proc.join()
-    report["date"] = time.strftime("%Y-%m-%d")
     return report
