@@ -21,10 +21,10 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from engines.config import ServeConfig
-from engines.models.base import JSON, JSONObject, Usage
+from engines.models.base import JSON, JSONObject
 from engines.models.probe import EndpointCheck
 from engines.models.request_options import use_answer_options
-from router.budget import Budget, BudgetError, PlanStep
+from router.budget import Budget, BudgetError
 from router.router import MODES, Done, EngineEvent, Escalated, RouteDecided, Router, RouterEvent
 from router.service.admission import Admission, LocalAdmission, callers_for, per_key_limit
 from router.service.errors import RequestError, error_body, error_object
@@ -48,7 +48,7 @@ from router.service.openai_compat import (
 )
 from router.service.redis_admission import caller_ids
 from router.service.shared_state import SharedState
-from router.service.spending import Reservation, Spending, SpendingLimitExceeded
+from router.service.spending import SpendGate, Spending, SpendingLimitExceeded
 from router.service.warmup import warm_for_service
 
 log = logging.getLogger("graphroute.serve")
@@ -227,23 +227,6 @@ class Service:
             raise RequestError(f"question is {len(question)} characters; the limit is {self.config.max_question_chars} "
                                "([serve] max_question_chars)", 413, "request_too_large", "question")
         return question
-
-
-class SpendGate:
-    """One request's hold on its API key's daily limits: reserved from the chosen engine's estimate before
-    the question is answered (`Router.astream`'s `admit`), settled once with what it cost."""
-
-    def __init__(self, spending: Spending, caller: int) -> None:
-        self._spending, self._caller = spending, caller
-        self._held: Reservation | None = None
-
-    async def admit(self, step: PlanStep) -> None:
-        self._held = self._spending.reserve(self._caller, step.cost, step.llm_calls)
-
-    def settle(self, usage: object) -> None:
-        """`usage`: the answer's or a failure's `Usage`; anything else (unknown) counts the estimate."""
-        if self._held is not None:
-            self._held.settle(usage if isinstance(usage, Usage) else None)
 
 
 class CpuExecutor(ThreadPoolExecutor):

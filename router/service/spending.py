@@ -22,13 +22,14 @@ import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from engines.models.base import Usage
 from router.service.errors import RequestError
 
 if TYPE_CHECKING:
     import redis
 
-    from engines.models.base import Usage
     from engines.models.redis_link import RedisLink
+    from router.budget import PlanStep
 
 _DAY_TTL_S = 3 * 86400  # a day's ledger is kept a little past its day (a question settled after midnight)
 
@@ -260,3 +261,20 @@ def _limit(value: float | None) -> float:
 
 def _number(value: object) -> float:
     return float(value.decode() if isinstance(value, bytes) else str(value))
+
+
+class SpendGate:
+    """One request's hold on its API key's daily limits: reserved from the chosen engine's estimate before
+    the question is answered (`Router.astream`'s `admit`), settled once with what it cost."""
+
+    def __init__(self, spending: Spending, caller: int) -> None:
+        self._spending, self._caller = spending, caller
+        self._held: Reservation | None = None
+
+    async def admit(self, step: PlanStep) -> None:
+        self._held = self._spending.reserve(self._caller, step.cost, step.llm_calls)
+
+    def settle(self, usage: object) -> None:
+        """`usage`: the answer's or a failure's `Usage`; anything else (unknown) counts the estimate."""
+        if self._held is not None:
+            self._held.settle(usage if isinstance(usage, Usage) else None)
