@@ -21,6 +21,8 @@ demo: $(STAMP)
 test: $(STAMP)
 	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || \
 		echo "NOTE: no chromium/chromedriver: the browser test (tests/test_service_browser.py) is SKIPPED (apt-get install chromium chromium-driver)"
+	@command -v redis-server >/dev/null && command -v haproxy >/dev/null || \
+		echo "NOTE: no redis-server/haproxy: the replica tests (tests/test_replicas.py, test_shared_state.py) are SKIPPED (apt-get install redis-server haproxy)"
 	$(PY) -m pytest
 
 # the whole stage x fault and corrupted-index matrices and many more property examples (not part of `make test`)
