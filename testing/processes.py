@@ -117,16 +117,23 @@ class Replica(_Process):
         self.url = f"http://{self.address}"
         self.log = log
 
-    def start(self, timeout: float = 120.0) -> Replica:
+    def launch(self) -> Replica:
+        """Start the process (`wait_ready` waits for it: several replicas may start side by side)."""
         if self.log is None:
             self.process = subprocess.Popen(self.command, env=self.env, stdout=subprocess.DEVNULL,
                                             stderr=subprocess.STDOUT)
         else:
             with open(self.log, "ab") as out:  # the child keeps its own copy of the descriptor
                 self.process = subprocess.Popen(self.command, env=self.env, stdout=out, stderr=subprocess.STDOUT)
+        return self
+
+    def wait_ready(self, timeout: float = 120.0) -> Replica:
         _wait(lambda: httpx.get(self.url + "/readyz", timeout=2).status_code == 200, "graphroute serve",
               timeout, self.process)
         return self
+
+    def start(self, timeout: float = 120.0) -> Replica:
+        return self.launch().wait_ready(timeout)
 
     def __enter__(self) -> Replica:
         return self.start()

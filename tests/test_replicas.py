@@ -1,5 +1,6 @@
 """Two `graphroute serve` replicas behind HAProxy with one Redis, as docs/guides/deployment.md deploys them:
-each replica runs the ExecStart of docs/deploy/graphroute.service, HAProxy runs docs/deploy/haproxy.cfg, and
+`graphroute prepare` builds the index's store once, each replica runs the ExecStart of
+docs/deploy/graphroute.service with `[serve] require_prepared`, HAProxy runs docs/deploy/haproxy.cfg, and
 Debian's `redis-server` keeps what they share. The model is the loopback server (300 ms a call); a question
 whose text says HOLD waits until the test releases it, so a test knows what is in flight.
 
@@ -15,6 +16,8 @@ from __future__ import annotations
 import os
 import re
 import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -92,6 +95,7 @@ max_concurrency_per_key = 4
 max_calls_per_day = {CALLS_PER_DAY}
 warm_rows = 200
 shutdown_grace_s = 5.0
+require_prepared = true
 """)
     return path
 
@@ -103,17 +107,22 @@ def deployment(carol_path: Path, tmp_path_factory: pytest.TempPathFactory) -> It
     with LoopbackServer(latency_ms=300, default_reply=REPLY) as model, RedisServer() as redis:
         model.add_rule("HOLD", reply=gate.reply)
         config = _config(tmp / "graphroute.toml", model, redis.url)
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "GRAPHROUTE_"))}
+        env["GRAPHROUTE_CACHE_DIR"] = str(tmp / "prepared")  # the store `prepare` builds, which replicas read
+        prepared = subprocess.run([sys.executable, "-m", "router.cli", "prepare", str(carol_path), "--config",
+                                   str(config)], env=env, capture_output=True, text=True, timeout=300)
+        assert prepared.returncode == 0, prepared.stderr
         replicas: dict[str, Replica] = {}
         try:
-            for name in ("a", "b"):  # one after the other: each loads and warms the index (CPU)
+            for name in ("a", "b"):  # side by side: each opens the prepared store
                 port = free_port()
                 command, unit_env = unit_command(DEPLOY / "graphroute.service", {
                     "GRAPHROUTE_CONFIG": str(config), "GRAPHROUTE_INDEX": str(carol_path),
                     "GRAPHROUTE_HOST": "127.0.0.1", "GRAPHROUTE_PORT": str(port)})
-                env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "GRAPHROUTE_"))}
-                # the test session's cache folder: the index's derived store is built once, as `prepare` would
-                env.update(unit_env, GRAPHROUTE_CACHE_DIR=os.environ["GRAPHROUTE_CACHE_DIR"])
-                replicas[name] = Replica(command, port, env, log=tmp / f"replica-{name}.log").start()
+                replicas[name] = Replica(command, port, {**env, **unit_env, "GRAPHROUTE_CACHE_DIR": env[
+                    "GRAPHROUTE_CACHE_DIR"]}, log=tmp / f"replica-{name}.log").launch()
+            for replica in replicas.values():
+                replica.wait_ready()
             with HAProxy(DEPLOY / "haproxy.cfg", {"GRAPHROUTE_REPLICA_A": replicas["a"].address,
                                                    "GRAPHROUTE_REPLICA_B": replicas["b"].address}) as lb:
                 yield Deployment(model, gate, redis, replicas, lb)
