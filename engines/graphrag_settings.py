@@ -406,7 +406,10 @@ def _provider(ref: _ModelRef, values: _Values) -> str:
         return "openai"
     if entry.get("api_base"):  # another provider behind an OpenAI-compatible server (vLLM, Ollama, a proxy)
         return "openai"
-    what = f"model_provider {provider!r}" if provider else f"type {kind!r}"
+    # the value as written (its case kept), so a secret a ${VAR} put there is masked in the message
+    written = values.resolve(f"{ref.key}.{'model_provider' if provider else 'type'}",
+                             entry.get("model_provider") if provider else entry.get("type"))
+    what = f"{'model_provider' if provider else 'type'} {short_repr(written)}"
     raise values.error(f"{ref.key}.{'model_provider' if provider else 'type'}",
                        f"{what} is not an OpenAI-compatible endpoint; graphroute calls OpenAI and Azure OpenAI "
                        "APIs (give api_base of an OpenAI-compatible server, or configure [models] in graphroute.toml)")

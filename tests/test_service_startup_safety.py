@@ -51,7 +51,7 @@ def test_an_embedding_reply_without_vectors_starts_degraded(carol_path: Path) ->
         lines = service.check_endpoints()
         with ServiceThread(service) as svc:
             health = httpx.get(svc.url + "/healthz", timeout=30).json()
-    assert health == {"status": "degraded"}
+    assert health["status"] == "degraded"
     failed = [line for line in lines if line.startswith("embedding")]
     assert failed and "error" in failed[0] and "\n" not in failed[0]
 
@@ -91,12 +91,11 @@ def test_kill_9_of_the_supervisor_then_a_new_server_cleans_up(carol_path: Path, 
         assert len(folders) == 1 and (folders[0] / OWNER).read_text() == str(proc.pid)
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(30)
-        end = time.monotonic() + 60  # the workers see their supervisor gone and drain
-        while time.monotonic() < end and subprocess.run(["pgrep", "-s", str(proc.pid)],
-                                                          capture_output=True).returncode == 0:
-            time.sleep(0.2)
-        assert folders[0].exists()  # SIGKILL left it behind
+        assert folders[0].exists()  # SIGKILL left it behind (its workers drain and exit on their own)
         assert remove_orphans(tmp_path) == [folders[0]]
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(30)
+        if proc.stdout is not None:
+            proc.stdout.close()
