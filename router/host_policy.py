@@ -23,8 +23,6 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from router.service.errors import error_body
-
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
 
 Scope = MutableMapping[str, Any]
@@ -110,6 +108,8 @@ class HostGuard:
         if scope["type"] == "http":
             refused = self.policy.refusal(scope.get("method", ""), scope.get("headers") or ())
             if refused is not None:
+                from router.service.errors import error_body  # here: the service package imports this module
+
                 body = error_body(refused.status, refused.message, refused.code)
                 await send({"type": "http.response.start", "status": refused.status,
                             "headers": [(b"content-type", b"application/json"),
