@@ -154,3 +154,14 @@ def test_deep_json_huge_integers_and_lone_surrogates_are_4xx(keyless: ServiceThr
         _four_hundred(http.post("/v1/indexes/carol/graph", content=graph))
         assert _four_hundred(http.get("/v1/indexes/carol/text_units/%ED%A0%80"))["code"] == "not_found"
         assert _four_hundred(http.get("/v1/models/graphroute%ED%A0%80"))
+
+
+def test_the_service_log_masks_keys_and_url_credentials(router: Router, caplog: pytest.LogCaptureFixture) -> None:
+    import logging
+
+    Service({"carol": router}, api_keys=["log-test-key-0123456789"])
+    with caplog.at_level(logging.WARNING, logger="graphroute.serve"):
+        logging.getLogger("graphroute.serve").warning(
+            "model call failed: key %s at %s", "log-test-key-0123456789", "https://bob:s3cret-pw@llm.example/v1")
+    assert "log-test-key-0123456789" not in caplog.text and "s3cret-pw" not in caplog.text
+    assert "llm.example/v1" in caplog.text
