@@ -414,7 +414,8 @@ def _cmd_serve(args: argparse.Namespace, console: Console) -> int:
     keys = [*serve_cfg.api_keys, *env_keys, *args.api_key]
     access = "API key required" if keys else "no API key: loopback use only"
     if serve_cfg.host not in ("127.0.0.1", "localhost", "::1") and not keys:
-        console.print("[yellow]warning:[/yellow] listening beyond loopback without an API key")
+        console.print("[yellow]warning:[/yellow] listening beyond loopback without an API key; only requests to a "
+                      "loopback name or an --allowed-host are answered")
     if serve_cfg.workers > 1:
         _serve_workers(specs, config.model_copy(update={"serve": serve_cfg}), keys, access, console,
                        _settings_choice(args), cfg_path, args.allow_prompt_outside)
