@@ -18,7 +18,9 @@ import threading
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 MASK = "***"
-MIN_SECRET_CHARS = 4  # shorter values ("1", "on") are not worth hiding and would mask ordinary text
+# Keys and tokens are longer; a shorter value ("test", "none", "0.5", a model name) would mask that word in
+# every message this process writes.
+MIN_SECRET_CHARS = 8
 _URL = re.compile(r"\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s'\"<>()\[\]{}]+")
 _KEY_LIKE = re.compile(r"\b(?:sk|pk|rk)-[A-Za-z0-9_-]{12,}|(?i:bearer)\s+[A-Za-z0-9._~+/=-]{8,}")
 _SECRET_PARAM = re.compile(r"key|token|secret|sig|signature|password|passwd|auth|credential", re.IGNORECASE)
