@@ -22,7 +22,6 @@ if TYPE_CHECKING:
 BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 OTHER = "other"
-CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 _ANSWER_LABELS = ("index", "engine", "route")
 
 
