@@ -328,7 +328,7 @@ def _mode(raw: JSON) -> str | None:
 def create_app(service: Service) -> Guard:
     """The ASGI app (Guard around Starlette)."""
 
-    def endpoints(request: Request, name: str) -> list[JSON]:
+    def endpoints(name: str) -> list[JSON]:
         """An index's endpoint checks (addresses without credentials)."""
         return [c.to_dict() for c in service.endpoint_checks.get(name, [])]
 
@@ -342,7 +342,7 @@ def create_app(service: Service) -> Guard:
             return JSONResponse(body)
         body["indexes"] = list(service.routers)
         if service.endpoint_checks:
-            body["endpoints"] = {name: endpoints(request, name) for name in service.routers}
+            body["endpoints"] = {name: endpoints(name) for name in service.routers}
         if service.worker is not None:
             body["worker"] = service.worker
         return JSONResponse(body)
@@ -361,7 +361,7 @@ def create_app(service: Service) -> Guard:
                         "entities": len(ix.entities), "relationships": len(ix.relationships),
                         "text_units": len(ix.text_units), "community_reports": len(ix.community_reports),
                         "documents": len(ix.documents), "models": r.models.describe(),
-                        "endpoints": endpoints(request, name)})
+                        "endpoints": endpoints(name)})
         return JSONResponse({"indexes": out, "modes": list(MODES)})
 
     async def models(request: Request) -> Response:
