@@ -14,7 +14,6 @@ import time
 from pathlib import Path
 
 import httpx
-import pytest
 
 from engines.config import GraphrouteConfig
 from engines.models.config import models_config_from_mapping
