@@ -294,6 +294,9 @@ class ServeConfig(_Section):
         "with several keys, a fair share, `max_concurrency` divided by the number of keys, rounded up."))
     cors_origins: list[str] = Field(default_factory=list, description=(
         "Origins allowed to call the API from a browser page (`--cors-origin`). Empty: CORS is off."))
+    allowed_hosts: list[str] = Field(default_factory=list, description=(
+        "Without API keys the server answers only requests whose Host header is a loopback address; these "
+        "host names (`NAME` for any port, `NAME:PORT`) are answered too (`--allowed-host`)."))
     max_cost: float | None = Field(default=None, ge=0, description=(
         "Default budget, in dollars, of a request that sets none (else `[router] max_cost`)."))
     max_llm_calls: int | None = Field(default=None, ge=1, description=(
@@ -372,9 +375,11 @@ def config_from_mapping(
     *,
     source: str = "graphroute.toml",
     base_dir: str | Path | None = None,
+    allow_prompt_outside: bool = False,
 ) -> GraphrouteConfig:
     """Validate a parsed `graphroute.toml` (plus the environment for `[models]`). Prompt file paths are
-    relative to `base_dir` (the configuration file's folder; default the working directory)."""
+    relative to `base_dir` (the configuration file's folder; default the working directory) and stay inside
+    it unless `allow_prompt_outside` (an absolute path is the user's explicit choice)."""
     env = os.environ if env is None else env
     raw = dict(data or {})
     unknown = sorted(set(raw) - {"models", *_SECTIONS})
@@ -394,7 +399,8 @@ def config_from_mapping(
         sections[name] = value
     try:
         return GraphrouteConfig.model_validate(
-            {"models": models, **sections}, context={"base_dir": base_dir, "source": source}
+            {"models": models, **sections},
+            context={"base_dir": base_dir, "source": source, "allow_prompt_outside": allow_prompt_outside}
         )
     except ValidationError as err:
         first = err.errors()[0]["loc"]
@@ -403,10 +409,12 @@ def config_from_mapping(
         ) from None
 
 
-def load_config(path: str | Path | None = None, env: Mapping[str, str] | None = None) -> GraphrouteConfig:
+def load_config(path: str | Path | None = None, env: Mapping[str, str] | None = None, *,
+                allow_prompt_outside: bool = False) -> GraphrouteConfig:
     """Read `graphroute.toml` (the given path, `$GRAPHROUTE_CONFIG`, or `./graphroute.toml`) and the environment."""
     env = os.environ if env is None else env
     file = Path(path) if path is not None else find_config_file(env)
     data = read_toml(file) if file is not None else {}
     return config_from_mapping(data, env, source=file.name if file is not None else "environment",
-                               base_dir=file.parent if file is not None else None)
+                               base_dir=file.parent if file is not None else None,
+                               allow_prompt_outside=allow_prompt_outside)

@@ -35,7 +35,8 @@ import numpy as np
 from shared_context.tokens import get_tokenizer
 
 FaultKind = Literal[
-    "rate_limit", "server_error", "http_error", "hang", "bad_body", "truncate", "malformed", "empty", "no_json_mode"
+    "rate_limit", "server_error", "http_error", "hang", "bad_body", "truncate", "malformed", "empty", "no_json_mode",
+    "no_embedding",
 ]
 
 
@@ -47,7 +48,8 @@ class Fault:
     `status` (e.g. 401, 400); hang: wait `hang_s`
     then drop the connection; bad_body: HTTP 200 whose body is not JSON; truncate: the reply content
     cut to its first `keep` fraction (truncated JSON); malformed: the reply with single quotes and
-    trailing commas; empty: empty content; no_json_mode: HTTP 400 "response_format is not supported".
+    trailing commas; empty: empty content; no_json_mode: HTTP 400 "response_format is not supported";
+    no_embedding: an embeddings reply whose items lack their `embedding`.
     """
 
     kind: FaultKind
@@ -480,7 +482,10 @@ class _Handler(BaseHTTPRequestHandler):
         for i, text in enumerate(texts):
             vec = hash_vector(text, dim)
             emb: Any = base64.b64encode(vec.astype("<f4").tobytes()).decode() if b64 else vec.tolist()
-            data.append({"object": "embedding", "index": i, "embedding": emb})
+            item = {"object": "embedding", "index": i, "embedding": emb}
+            if fault is not None and fault.kind == "no_embedding":
+                del item["embedding"]
+            data.append(item)
         tokens = sum(get_tokenizer().count(t) for t in texts)
         rec.status, rec.prompt_tokens = 200, tokens
         self._send_json(200, {"object": "list", "data": data, "model": body.get("model", "loopback"),

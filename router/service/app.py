@@ -11,6 +11,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import ClassVar, ParamSpec, TypeVar
 
+import orjson
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
@@ -23,6 +24,7 @@ from starlette.staticfiles import StaticFiles
 from engines.config import ServeConfig
 from engines.models.base import JSON, JSONObject
 from engines.models.probe import EndpointCheck
+from engines.models.redaction import redact_logs, remember_secret
 from engines.models.request_options import use_answer_options
 from router.budget import Budget, BudgetError
 from router.router import MODES, Done, EngineEvent, Escalated, RouteDecided, Router, RouterEvent
@@ -72,6 +74,9 @@ class Service:
         self.default_index = next(iter(self.routers))
         self.config = config or ServeConfig()
         self.api_keys = [k for k in (api_keys if api_keys is not None else self.config.api_keys) if k]
+        for key in self.api_keys:
+            remember_secret(key)
+        redact_logs(log)
         self.paths = dict(paths or {})
         self.unready = dict(unready or {})  # index name -> why this replica does not serve it (not prepared)
         self.callers = callers_for(self.api_keys)
@@ -251,22 +256,34 @@ class CpuExecutor(ThreadPoolExecutor):
         super().shutdown(wait, cancel_futures=cancel_futures)
 
 
+# Beyond any budget anyone sets, and small enough for every later step (a float, a comparison, a log line).
+MAX_BUDGET = 1e9
+
+
 def _budget_number(raw: JSONObject, name: str, default: float | None) -> float | None:
     """A budget field as a number (the [serve] default when absent), or a RequestError naming it."""
     value = raw.get(name, default)
-    if value is None or (isinstance(value, int | float) and not isinstance(value, bool)):
-        return value
-    raise RequestError(f"budget: budget {name} must be a number or None, got {value!r} ({type(value).__name__})",
+    if value is None:
+        return None
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        if abs(value) <= MAX_BUDGET:
+            return value
+        raise RequestError(f"budget: budget {name} must be at most {MAX_BUDGET:,.0f}", param="budget")
+    raise RequestError(f"budget: budget {name} must be a number or None, got {type(value).__name__}",
                        param="budget")
 
 
 def _budget_whole(raw: JSONObject, name: str, default: int | None) -> int | None:
     """A budget field as a whole number (the [serve] default when absent), or a RequestError naming it."""
     value = raw.get(name, default)
-    if value is None or (isinstance(value, int) and not isinstance(value, bool)):
-        return value
-    raise RequestError(f"budget: budget {name} must be a whole number or None, got {value!r} "
-                       f"({type(value).__name__})", param="budget")
+    if value is None:
+        return None
+    if isinstance(value, int) and not isinstance(value, bool):
+        if abs(value) <= MAX_BUDGET:
+            return value
+        raise RequestError(f"budget: budget {name} must be at most {MAX_BUDGET:,.0f}", param="budget")
+    raise RequestError(f"budget: budget {name} must be a whole number or None, got {type(value).__name__}",
+                       param="budget")
 
 
 def _error(status: int, message: str, code: str | None, param: str | None = None,
@@ -276,10 +293,12 @@ def _error(status: int, message: str, code: str | None, param: str | None = None
 
 
 async def _json(request: Request) -> JSONObject:
+    """The body as a JSON object. orjson refuses what no client means to send: nesting deeper than 1,024
+    levels (the standard library would recurse until it fails), NaN and Infinity, lone surrogates."""
     try:
-        body = await request.json()
-    except ValueError:
-        raise RequestError("the request body must be JSON", code="invalid_json") from None
+        body = orjson.loads(await request.body())
+    except orjson.JSONDecodeError as exc:
+        raise RequestError(f"the request body must be JSON ({exc})", code="invalid_json") from None
     if not isinstance(body, dict):
         raise RequestError("the request body must be a JSON object", code="invalid_json")
     return body
@@ -357,18 +376,23 @@ def add_redis_health(service: Service, body: JSONObject) -> None:
 def create_app(service: Service) -> Guard:
     """The ASGI app (Guard around Starlette)."""
 
-    def endpoints(request: Request, name: str) -> list[JSON]:
-        """An index's endpoint checks; their addresses only for a caller with a key (or when none is needed)."""
-        shown = bool(request.scope.get(AUTHORIZED))
-        return [c.to_dict(with_endpoint=shown) for c in service.endpoint_checks.get(name, [])]
+    def endpoints(name: str) -> list[JSON]:
+        """An index's endpoint checks (addresses without credentials)."""
+        return [c.to_dict() for c in service.endpoint_checks.get(name, [])]
 
     async def healthz(request: Request) -> Response:
+        """Up or degraded for anyone (a load balancer sends no key); the indexes, endpoints and worker only
+        to a caller with a key (or when none is configured)."""
         if service.draining:
             return JSONResponse({"status": "draining"}, status_code=503)
-        body: JSONObject = {"status": "ok" if service.endpoints_ok else "degraded",
-                                "indexes": list(service.routers)}
+        body: JSONObject = {"status": "ok" if service.endpoints_ok else "degraded"}
+        if not request.scope.get(AUTHORIZED):
+            if service.shared is not None and not service.shared.link.up:
+                body["status"] = "degraded"
+            return JSONResponse(body)
+        body["indexes"] = list(service.routers)
         if service.endpoint_checks:
-            body["endpoints"] = {name: endpoints(request, name) for name in service.routers}
+            body["endpoints"] = {name: endpoints(name) for name in service.routers}
         if service.worker is not None:
             body["worker"] = service.worker
         add_redis_health(service, body)
@@ -394,7 +418,7 @@ def create_app(service: Service) -> Guard:
                         "entities": len(ix.entities), "relationships": len(ix.relationships),
                         "text_units": len(ix.text_units), "community_reports": len(ix.community_reports),
                         "documents": len(ix.documents), "models": r.models.describe(),
-                        "endpoints": endpoints(request, name)})
+                        "endpoints": endpoints(name)})
         return JSONResponse({"indexes": out, "modes": list(MODES)})
 
     async def models(request: Request) -> Response:

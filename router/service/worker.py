@@ -33,7 +33,7 @@ from engines.models.config import ModelsConfig
 from router.service.app import Service
 from router.service.listeners import Listener
 from router.service.server import DrainingServer, uvicorn_config
-from router.service.shared_metrics import SharedMetrics
+from router.service.shared_metrics import SharedMetrics, use_metrics_dir
 
 log = logging.getLogger("graphroute.serve")
 
@@ -128,7 +128,7 @@ def build_service(spec: WorkerSpec, worker: int, run_dir: Path) -> Service:
         run_dir / "admission", worker, spec.workers, callers, serve.max_concurrency,
         per_key_limit(serve.max_concurrency, serve.max_concurrency_per_key, callers))
     service = Service(routers, serve, api_keys=spec.api_keys, admission=admission, worker=worker, unready=unready)
-    service.metrics = SharedMetrics(run_dir, worker, spec.workers, service.admission)
+    service.metrics = SharedMetrics(run_dir, service.admission)
     return service
 
 
@@ -182,6 +182,7 @@ class WorkerServer(DrainingServer):
 def worker_main(spec: WorkerSpec, worker: int, listener: Listener, conn: Connection, run_dir: str) -> None:
     """The spawned process's entry point (module-level, so spawn can import it)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    use_metrics_dir(Path(run_dir))  # before anything imports prometheus_client
     logging.basicConfig(level=spec.log_level.upper(), format=f"%(levelname)s: [worker {worker}] %(message)s")
     try:
         service = build_service(spec, worker, Path(run_dir))
@@ -204,6 +205,4 @@ def worker_main(spec: WorkerSpec, worker: int, listener: Listener, conn: Connect
     try:
         server.run(sockets=[sock])
     finally:
-        if isinstance(service.metrics, SharedMetrics):
-            service.metrics.publish()  # the last counts, for a worker that replaces this one or a last scrape
         conn.close()
