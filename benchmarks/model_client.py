@@ -30,7 +30,7 @@ from engines.models.base import Message
 from engines.models.config import ModelEndpoint, PriceTable
 from engines.models.limiter import LimiterRegistry
 from engines.models.openai_backend import OpenAIChatModel
-from testing.model_server import LoopbackServer
+from benchmarks.simulated_model import LoopbackServer
 
 MESSAGES: list[Message] = [
     {"role": "system", "content": "You answer from the context.\n-----Entities-----\nid|entity\n1|SCROOGE"},

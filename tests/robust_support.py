@@ -11,8 +11,8 @@ import pytest
 
 from engines.prompts import TASK_MARKERS
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
-CAROL = DATA / "christmas_carol_graphrag_index"
+from fixture_paths import FIXTURES
+CAROL = FIXTURES / "christmas_carol_graphrag_index"
 
 # System-message markers of every model task, the router's own two included.
 MARKERS = {**TASK_MARKERS, "rewrite": r"You rewrite the user's latest message", "route": r"Engines: local, global, drift"}

@@ -15,7 +15,7 @@ from shared_context.index import Index
 from shared_context.linking import lexical_top
 from shared_context.search_backend import vector_table
 
-CAROL = Path(__file__).resolve().parents[2] / "shared" / "data" / "christmas_carol_graphrag_index"
+from fixture_paths import CAROL
 
 
 @pytest.fixture(scope="module")

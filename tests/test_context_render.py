@@ -22,14 +22,14 @@ from shared_context.tables import (
     columns,
 )
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+from fixture_paths import FIXTURES
 HISTORY = [{"role": "user", "content": 'Who is "the | one"?\nSecond line'}, {"role": "assistant", "content": "x"}]
 PARAMS = [{}, {"excerpt_tokens": 0}, {"max_context_tokens": 600},
           {"include_community_rank": True, "use_community_summary": True, "include_entity_rank": False}]
 
 
 def _load(name: str) -> Index:
-    path = DATA / name
+    path = FIXTURES / name
     if not path.exists():
         pytest.skip("shared data absent")
     from shared_context import load_index

@@ -20,7 +20,7 @@ from shared_context import load_index
 from shared_context.basic_context import basic_context, question_basic_context
 from shared_context.index import Index
 
-CAROL = Path(__file__).resolve().parents[2] / "shared" / "data" / "christmas_carol_graphrag_index"
+from fixture_paths import CAROL
 
 
 @pytest.fixture(scope="module")

@@ -17,9 +17,9 @@ from indexer.pipeline import build_index_from_documents
 from shared_context import load_index
 
 SAMPLE = Path(__file__).resolve().parents[1] / "indexer" / "sample_corpus"
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
-CAROL = DATA / "christmas_carol_graphrag_index"
-NOVELS = DATA / "graphrag_bench" / "corpus" / "novel.parquet"
+from fixture_paths import FIXTURES
+CAROL = FIXTURES / "christmas_carol_graphrag_index"
+NOVELS = FIXTURES / "graphrag_bench" / "corpus" / "novel.parquet"
 TABLES = ("entities", "relationships", "communities", "community_reports", "text_units", "documents")
 
 

@@ -19,8 +19,8 @@ from indexer.reader import read_input
 from indexer.tabular import ColumnOptions
 from shared_context import load_index
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
-EARNINGS = DATA / "msft_graphrag_benchmarks" / "corpus" / "msft_earnings_call_transcripts.parquet"
+from fixture_paths import FIXTURES
+EARNINGS = FIXTURES / "msft_graphrag_benchmarks" / "corpus" / "msft_earnings_call_transcripts.parquet"
 LATIN = "Café au lait à Zürich: naïve façade, Müller und Søren trafen Ångström."
 CHINESE = "张伟在宁波主持了海星合作项目的启动仪式，并与李娜讨论了电池研究。"
 

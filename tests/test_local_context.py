@@ -16,7 +16,7 @@ from shared_context.local_context import LocalContextBuilder, LocalContextParams
 from shared_context.local_warmup import warm_local_rows
 from shared_context.records import Claim, Community, CommunityReport, Entity, Relationship, TextUnit
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+from fixture_paths import FIXTURES
 ORDER = ["Conversation History", "Reports", "Entities", "Relationships", "Claims", "Sources"]
 QUERIES = {
     "operation_dulce": [
@@ -34,7 +34,7 @@ QUERIES = {
 
 
 def _load(name: str) -> Index:
-    path = DATA / name
+    path = FIXTURES / name
     if not path.exists():
         pytest.skip("shared data absent")
     from shared_context import load_index

@@ -13,8 +13,8 @@ from shared_context.local_rows import excerpt_row_tokens, join_spans
 from shared_context.tables import render_row
 from shared_context.tokens import get_tokenizer
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
-CAROL = DATA / "christmas_carol_graphrag_index"
+from fixture_paths import FIXTURES
+CAROL = FIXTURES / "christmas_carol_graphrag_index"
 
 AWKWARD = [
     'He said, "No!" | and then\n/ went home.  Two  spaces\tand a tab.\n\n"Quoted" start of a line.',

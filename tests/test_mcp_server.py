@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
-CAROL = DATA / "christmas_carol_graphrag_index"
-DULCE = DATA / "operation_dulce"
+from fixture_paths import FIXTURES
+CAROL = FIXTURES / "christmas_carol_graphrag_index"
+DULCE = FIXTURES / "operation_dulce"
 
 pytestmark = [pytest.mark.skipif(not (CAROL.exists() and DULCE.exists()), reason="shared data not present"),
               pytest.mark.asyncio(loop_scope="module")]

@@ -18,7 +18,7 @@ from engines.models.errors import ModelConfigError
 from engines.models.factory import Models, build_embedder
 from shared_context.search_backend import vector_table
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+from fixture_paths import FIXTURES
 CORPUS = [
     "Ebenezer Scrooge is a cold, miserly old man who hates Christmas.",
     "Bob Cratchit is Scrooge's underpaid clerk with a large family.",
@@ -145,7 +145,7 @@ def test_sentence_embedder_without_extra_says_how_to_install():
 
 @pytest.fixture(scope="module")
 def dulce():
-    path = DATA / "operation_dulce"
+    path = FIXTURES / "operation_dulce"
     if not path.exists():
         pytest.skip("shared data not present")
     from shared_context import load_index
@@ -176,7 +176,7 @@ def test_embedder_for_index_fits_caches_and_attaches(dulce, tmp_path):
 def test_indexes_in_one_cache_get_their_own_embedders(dulce, tmp_path):
     """The cache key of an index read from files names its tables' fingerprints: another index's fit in the
     same cache is never reused (it once was, so a question's vectors came from another corpus)."""
-    path = DATA / "christmas_carol_graphrag_index"
+    path = FIXTURES / "christmas_carol_graphrag_index"
     if not path.exists():
         pytest.skip("shared data not present")
     from shared_context import load_index

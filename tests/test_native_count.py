@@ -17,7 +17,7 @@ from shared_context import token_counts, tokens
 from shared_context.records import TextUnit
 from shared_context.tokens import Tokenizer, get_encoding, get_tokenizer, native_counter
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+from fixture_paths import FIXTURES
 ENCODINGS = ["o200k_base", "cl100k_base"]
 PIECES = [
     "a", "Z", "é", "ß", "İ", "ǅ", "Σ", "ς", "中", "日本語", "한국어", "😀", "👍🏽", "👨\u200d👩\u200d👧", "\u0301", "\u200d",

@@ -40,8 +40,8 @@ from shared_context.tables import (
 )
 from shared_context.tokens import get_tokenizer
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
-CAROL = DATA / "christmas_carol_graphrag_index"
+from fixture_paths import FIXTURES
+CAROL = FIXTURES / "christmas_carol_graphrag_index"
 REPO = Path(__file__).resolve().parents[1]
 
 CITATION = re.compile(r"\[Data:\s*([^\]]*)\]")

@@ -42,8 +42,8 @@ from shared_context.tables import (
     columns,
 )
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
-CAROL = DATA / "christmas_carol_graphrag_index"
+from fixture_paths import FIXTURES
+CAROL = FIXTURES / "christmas_carol_graphrag_index"
 CITATION = re.compile(r"\[Data:\s*([^\]]*)\]")
 
 

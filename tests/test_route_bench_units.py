@@ -15,8 +15,8 @@ from benchmarks.bench_runner import check_router_rows, check_row
 from benchmarks.bench_stats import percentile, router_savings, routing_quality, summarize_engine
 from engines import prompts
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
-CAROL = DATA / "christmas_carol_graphrag_index"
+from fixture_paths import FIXTURES
+CAROL = FIXTURES / "christmas_carol_graphrag_index"
 
 
 # ---- queries --------------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ from shared_context.bm25 import BM25
 from shared_context.linking import lexical_index
 from shared_context.text import lexical_term_ids, lexical_terms
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+from fixture_paths import FIXTURES
 COLUMNS = [  # (file under DATA, text column)
     ("christmas_carol_graphrag_index/entities.parquet", "title"),
     ("christmas_carol_graphrag_index/entities.parquet", "description"),
@@ -73,7 +73,7 @@ def _expected(texts: list[Any]) -> list[list[str]]:
 def _real_columns() -> list[tuple[str, pa.ChunkedArray]]:
     out = []
     for file, column in COLUMNS:
-        path = DATA / file
+        path = FIXTURES / file
         if path.exists():
             out.append((f"{file}:{column}", pq.read_table(path, columns=[column]).column(column)))
     if not out:

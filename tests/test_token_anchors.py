@@ -17,7 +17,7 @@ from shared_context.passages import build_block_table
 from shared_context.token_counts import count_texts
 from shared_context.tokens import get_tokenizer
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+from fixture_paths import FIXTURES
 PIECES = [
     *"abcdeXYZ  \n\t.,'!?-/0123456789", "'s", "'t", "'LL", " the", "  ", "\n\n", "https://x.y/z", "...", "A", "I'm", "é", "中文", "—", " \n ",
 ]  # fmt: skip
@@ -33,8 +33,8 @@ def _corpus_texts() -> list[str]:
     for file, column in (("christmas_carol_graphrag_index/text_units.parquet", "text"),
                          ("operation_dulce/text_units.parquet", "text"),
                          ("graphrag_bench/corpus/novel.parquet", "context")):  # fmt: skip
-        if (DATA / file).exists():
-            out += [t for t in pq.read_table(DATA / file, columns=[column]).column(column).to_pylist()[:40] if t]
+        if (FIXTURES / file).exists():
+            out += [t for t in pq.read_table(FIXTURES / file, columns=[column]).column(column).to_pylist()[:40] if t]
     return out
 
 
@@ -71,7 +71,7 @@ class _Row:
 @pytest.mark.parametrize("block_tokens", [20, 150])
 def test_blocks_counted_from_anchors_equal_blocks_counted_whole(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                                 block_tokens: int) -> None:
-    path = DATA / "christmas_carol_graphrag_index"
+    path = FIXTURES / "christmas_carol_graphrag_index"
     if not path.exists():
         pytest.skip("shared data not available")
     monkeypatch.setenv("GRAPHROUTE_CACHE_DIR", str(tmp_path))
