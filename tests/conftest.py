@@ -9,10 +9,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
 from fixture_paths import CAROL, DULCE
-from shared_context.index import Index
 
+from shared_context.index import Index
 
 # Model settings a developer's shell may carry; the suite runs offline unless a test sets them itself.
 _MODEL_ENV_PREFIXES = ("OPENAI_", "AZURE_OPENAI_", "GRAPHROUTE_")

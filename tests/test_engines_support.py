@@ -11,10 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fixture_paths import DULCE
 
 from engines.prompts import TASK_MARKERS
-
-from fixture_paths import CAROL, DULCE
 
 MARKERS = TASK_MARKERS
 

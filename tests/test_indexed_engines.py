@@ -5,17 +5,16 @@ from __future__ import annotations
 
 import asyncio
 import re
-from pathlib import Path
 
 import pandas as pd
 import pytest
+from fixture_paths import CAROL
+from fixture_paths import SAMPLE_CORPUS as SAMPLE
 
 from engines import BasicSearch, DriftSearch, GlobalSearch, LocalSearch, QuestionGenerator
 from engines.models.offline import OfflineChatModel
 from indexer import IndexerConfig, SourceDocument, build_index, build_index_from_documents
 from shared_context import load_index
-
-from fixture_paths import CAROL, SAMPLE_CORPUS as SAMPLE
 
 CITATION = re.compile(r"\[Data: [^\]]+\]")
 

@@ -10,14 +10,13 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
+from fixture_paths import CAROL
+from fixture_paths import SAMPLE_CORPUS as SAMPLE
 
 from indexer import IndexBuildReport, IndexerConfig, IndexerError, SourceDocument, build_index, cli_main
 from indexer.output import EXTRA_COLUMNS
 from indexer.pipeline import build_index_from_documents
 from shared_context import load_index
-
-from fixture_paths import CAROL
-from fixture_paths import SAMPLE_CORPUS as SAMPLE
 
 TABLES = ("entities", "relationships", "communities", "community_reports", "text_units", "documents")
 

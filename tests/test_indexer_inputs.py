@@ -12,6 +12,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from fixture_paths import CAROL
 
 from indexer import IndexerError, build_index
 from indexer.decode import NotText, decode_text
@@ -19,7 +20,6 @@ from indexer.reader import read_input
 from indexer.tabular import ColumnOptions
 from shared_context import load_index
 
-from fixture_paths import CAROL
 LATIN = "Café au lait à Zürich: naïve façade, Müller und Søren trafen Ångström."
 CHINESE = "张伟在宁波主持了海星合作项目的启动仪式，并与李娜讨论了电池研究。"
 

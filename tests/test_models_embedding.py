@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
+from fixture_paths import FIXTURES
 
 from engines.models.config import load_models_config
 from engines.models.embedding_offline import (
@@ -18,7 +17,6 @@ from engines.models.errors import ModelConfigError
 from engines.models.factory import Models, build_embedder
 from shared_context.search_backend import vector_table
 
-from fixture_paths import FIXTURES
 CORPUS = [
     "Ebenezer Scrooge is a cold, miserly old man who hates Christmas.",
     "Bob Cratchit is Scrooge's underpaid clerk with a large family.",
@@ -146,8 +144,6 @@ def test_sentence_embedder_without_extra_says_how_to_install():
 @pytest.fixture(scope="module")
 def dulce():
     path = FIXTURES / "operation_dulce"
-    if not path.exists():
-        pytest.skip("shared data not present")
     from shared_context import load_index
 
     return load_index(path)
@@ -177,8 +173,6 @@ def test_indexes_in_one_cache_get_their_own_embedders(dulce, tmp_path):
     """The cache key of an index read from files names its tables' fingerprints: another index's fit in the
     same cache is never reused (it once was, so a question's vectors came from another corpus)."""
     path = FIXTURES / "christmas_carol_graphrag_index"
-    if not path.exists():
-        pytest.skip("shared data not present")
     from shared_context import load_index
 
     carol = load_index(path)

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fixture_paths import FIXTURES
 
 from engines import prompts
 from engines.models.base import Completion, Message
@@ -40,7 +41,6 @@ from shared_context.tables import (
 )
 from shared_context.tokens import get_tokenizer
 
-from fixture_paths import FIXTURES
 CAROL = FIXTURES / "christmas_carol_graphrag_index"
 REPO = Path(__file__).resolve().parents[1]
 
@@ -106,8 +106,6 @@ async def run(ctx: LocalContext, question: str, task: str, **fields: Any) -> str
 
 @pytest.fixture(scope="module")
 def builder() -> LocalContextBuilder:
-    if not CAROL.exists():
-        pytest.skip("shared Christmas Carol index is absent")
     from shared_context import load_index
 
     return LocalContextBuilder(load_index(CAROL))

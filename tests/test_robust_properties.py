@@ -263,8 +263,6 @@ INDEX_MATRIX = [(f, c, k) for f, cols in TABLE_COLUMNS.items() for c in cols for
 
 @pytest.fixture(scope="module")
 def scratch(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    if not CAROL.exists():
-        pytest.skip("shared data absent")
     return tmp_path_factory.mktemp("corrupt")
 
 

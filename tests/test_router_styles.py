@@ -13,14 +13,13 @@ from typing import Any
 
 import numpy as np
 import pytest
+from fixture_paths import FIXTURES
 
 from router.classifier import NOT_COVERED_CEILING, Classifier, RouteDecision, classify
 from router.index_probe import PROBE_NAMES
 from router.router import Router
 from tools.routing import train
 from tools.routing.examples import CLASSES, NEW_STYLES, NEW_STYLES_2, NEW_STYLES_3, HeldOutDataError, load_own
-
-from fixture_paths import FIXTURES
 
 TRANSCRIPTS = FIXTURES / "msft_transcripts"
 THRESHOLD = 0.55  # the router's default confidence threshold (`[router] llm_classifier_threshold`)
