@@ -10,8 +10,11 @@ from pathlib import Path
 
 import pytest
 from fixture_paths import CAROL, DULCE
+from matrix_sample import load_hypothesis_profile
 
 from shared_context.index import Index
+
+load_hypothesis_profile()  # before any test module is imported, so every property test runs under it
 
 # Model settings a developer's shell may carry; the suite runs offline unless a test sets them itself.
 _MODEL_ENV_PREFIXES = ("OPENAI_", "AZURE_OPENAI_", "GRAPHROUTE_")
@@ -90,10 +93,10 @@ def graph_only_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
-    """Print the matrices' seed even under `-q`, so a failing sample can be repeated."""
-    from matrix_sample import LONG, SEED
+    """Print the matrices' seed and the Hypothesis profile even under `-q`, so a failing run can be repeated."""
+    from matrix_sample import LONG, PROFILE, SEED
 
     whole = "whole (long profile)" if LONG else f"a sample, seed {SEED} (GRAPHROUTE_MATRIX_SEED={SEED} repeats it)"
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     if reporter is not None:
-        reporter.write_line(f"fault and corruption matrices: {whole}")
+        reporter.write_line(f"fault and corruption matrices: {whole}; Hypothesis profile {PROFILE!r}, derandomised")
