@@ -4,7 +4,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 DEMO_INDEX := .graphroute-cache/demo_index
 
-.PHONY: demo test test-long lint install clean-demo bench screenshot
+.PHONY: demo test test-long test-data lint install clean-demo bench screenshot
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || python3 -m venv $(VENV)
