@@ -6,11 +6,9 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from fixture_paths import FIXTURES
+from fixture_paths import CAROL
 
 from engines.prompts import TASK_MARKERS
-
-CAROL = FIXTURES / "christmas_carol_graphrag_index"
 
 # System-message markers of every model task, the router's own two included.
 MARKERS = {**TASK_MARKERS, "rewrite": r"You rewrite the user's latest message", "route": r"Engines: local, global, drift"}

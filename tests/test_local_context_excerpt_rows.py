@@ -7,13 +7,11 @@ from __future__ import annotations
 import random
 
 import pytest
-from fixture_paths import FIXTURES
+from fixture_paths import CAROL
 
 from shared_context.local_rows import excerpt_row_tokens, join_spans
 from shared_context.tables import render_row
 from shared_context.tokens import get_tokenizer
-
-CAROL = FIXTURES / "christmas_carol_graphrag_index"
 
 AWKWARD = [
     'He said, "No!" | and then\n/ went home.  Two  spaces\tand a tab.\n\n"Quoted" start of a line.',

@@ -13,10 +13,7 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
-from fixture_paths import FIXTURES
-
-CAROL = FIXTURES / "christmas_carol_graphrag_index"
-DULCE = FIXTURES / "operation_dulce"
+from fixture_paths import CAROL, DULCE
 
 pytestmark = [pytest.mark.asyncio(loop_scope="module")]
 

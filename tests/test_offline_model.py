@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fixture_paths import FIXTURES
+from fixture_paths import CAROL
 
 from engines import prompts
 from engines.models.base import Completion, Message
@@ -41,7 +41,6 @@ from shared_context.tables import (
 )
 from shared_context.tokens import get_tokenizer
 
-CAROL = FIXTURES / "christmas_carol_graphrag_index"
 REPO = Path(__file__).resolve().parents[1]
 
 CITATION = re.compile(r"\[Data:\s*([^\]]*)\]")

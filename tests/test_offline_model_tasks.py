@@ -12,7 +12,7 @@ import re
 from typing import Any
 
 import pytest
-from fixture_paths import FIXTURES
+from fixture_paths import CAROL
 from pydantic import BaseModel, Field
 
 from engines.models.base import Message
@@ -42,7 +42,6 @@ from shared_context.tables import (
     columns,
 )
 
-CAROL = FIXTURES / "christmas_carol_graphrag_index"
 CITATION = re.compile(r"\[Data:\s*([^\]]*)\]")
 
 
