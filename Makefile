@@ -27,6 +27,11 @@ test: $(STAMP)
 test-long: $(STAMP)
 	GRAPHROUTE_HYPOTHESIS_PROFILE=long $(PY) -m pytest tests/test_robust_properties.py
 
+# the tests that need the benchmark data sets (not part of `make test`): GRAPHROUTE_BENCH_DATA names their folder
+# (default ../shared/data); docs/contributing.md lists what they need and where it comes from
+test-data: $(STAMP)
+	$(PY) -m pytest -m bench_data
+
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
