@@ -4,7 +4,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 DEMO_INDEX := .graphroute-cache/demo_index
 
-.PHONY: demo test test-long lint install clean-demo bench screenshot
+.PHONY: demo test test-long test-data lint install clean-demo bench screenshot
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || python3 -m venv $(VENV)
@@ -28,6 +28,11 @@ test: $(STAMP)
 # the whole stage x fault and corrupted-index matrices and many more property examples (not part of `make test`)
 test-long: $(STAMP)
 	GRAPHROUTE_HYPOTHESIS_PROFILE=long $(PY) -m pytest tests/test_robust_properties.py
+
+# the tests that need the benchmark data sets (not part of `make test`): GRAPHROUTE_BENCH_DATA names their folder
+# (default ../shared/data); docs/contributing.md lists what they need and where it comes from
+test-data: $(STAMP)
+	$(PY) -m pytest -m bench_data
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

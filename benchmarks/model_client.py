@@ -26,11 +26,11 @@ from multiprocessing.connection import Connection
 import openai
 from pydantic import SecretStr
 
+from benchmarks.simulated_model import LoopbackServer
 from engines.models.base import Message
 from engines.models.config import ModelEndpoint, PriceTable
 from engines.models.limiter import LimiterRegistry
 from engines.models.openai_backend import OpenAIChatModel
-from testing.model_server import LoopbackServer
 
 MESSAGES: list[Message] = [
     {"role": "system", "content": "You answer from the context.\n-----Entities-----\nid|entity\n1|SCROOGE"},

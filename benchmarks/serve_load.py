@@ -4,7 +4,7 @@
         --clients 64 --requests 640 --latency-ms 300 --model-concurrency 32
 
 Three processes, so no side steals the others' interpreter: the loopback OpenAI-compatible model server
-(`testing.model_server`, `--latency-ms` per call), the service (this process: uvicorn + one Router,
+(`benchmarks.simulated_model`, `--latency-ms` per call), the service (this process: uvicorn + one Router,
 its chat model pointed at the loopback server, offline embedder; warmed up as `graphroute serve` does; with
 `--workers N`, N worker processes under the same supervisor as `graphroute serve --workers N`), and
 the load generator (`--clients` concurrent aiohttp clients sending `--requests` chat completions in total;
@@ -37,7 +37,7 @@ from benchmarks.common import CAROL_INDEX, emit_report
 
 
 def _model_server(latency_ms: float, conn: Any) -> None:
-    from testing.model_server import LoopbackServer, Reply
+    from benchmarks.simulated_model import LoopbackServer, Reply
 
     text = "The answer, drawn from the supplied data [Data: Sources (1)]."
 

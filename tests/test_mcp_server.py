@@ -13,13 +13,9 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
+from fixture_paths import CAROL, DULCE
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
-CAROL = DATA / "christmas_carol_graphrag_index"
-DULCE = DATA / "operation_dulce"
-
-pytestmark = [pytest.mark.skipif(not (CAROL.exists() and DULCE.exists()), reason="shared data not present"),
-              pytest.mark.asyncio(loop_scope="module")]
+pytestmark = [pytest.mark.asyncio(loop_scope="module")]
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")

@@ -8,16 +8,15 @@ from __future__ import annotations
 import random
 import types
 from collections.abc import Callable
-from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from fixture_paths import FIXTURES
 
 from shared_context import token_counts, tokens
 from shared_context.records import TextUnit
 from shared_context.tokens import Tokenizer, get_encoding, get_tokenizer, native_counter
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 ENCODINGS = ["o200k_base", "cl100k_base"]
 PIECES = [
     "a", "Z", "é", "ß", "İ", "ǅ", "Σ", "ς", "中", "日本語", "한국어", "😀", "👍🏽", "👨\u200d👩\u200d👧", "\u0301", "\u200d",
@@ -43,7 +42,7 @@ def _random_texts(n: int, seed: int) -> list[str]:
 
 def _corpus_texts() -> list[str]:
     out: list[str] = []
-    for file in sorted(DATA.glob("**/*.parquet"))[:12]:
+    for file in sorted(FIXTURES.glob("**/*.parquet"))[:12]:
         table = pq.read_table(file)
         for name in table.column_names:
             if str(table.schema.field(name).type) in ("string", "large_string"):
@@ -68,8 +67,6 @@ def test_native_counts_equal_tiktoken_on_adversarial_text(name: str) -> None:
 @pytest.mark.parametrize("name", ENCODINGS)
 def test_native_counts_equal_tiktoken_on_corpora(name: str) -> None:
     texts = _corpus_texts()
-    if not texts:
-        pytest.skip("shared data not available")
     count, encode = _native(name), get_encoding(name).encode_ordinary
     assert [count(t) for t in texts] == [len(encode(t)) for t in texts]
 
