@@ -44,7 +44,7 @@ class BaseEngine:
     section_type: ClassVar[type[BaseModel]]
     config: BaseModel  # an instance of `section_type` (subclasses declare theirs)
     # the context builder the engine answers from (`Engine.builder`); None: it builds no context of its own
-    builder: ContextBuilder[object] | None = None
+    builder: ContextBuilder | None = None
 
     def __init__(
         self,

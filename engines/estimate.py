@@ -16,13 +16,12 @@ from engines.latency import LATENCY, latency_key
 
 if TYPE_CHECKING:
     from engines.config import BasicSearchConfig, DriftSearchConfig, GlobalSearchConfig, LocalSearchConfig
+    from engines.engine import CommunityContextSource, LocalContextSource
     from engines.models.base import JSONObject
     from engines.models.factory import ModelSet
     from engines.plan import QueryPlan
     from engines.prompts import PromptTemplate
-    from shared_context.community_context import CommunityContextBuilder
     from shared_context.index import Index
-    from shared_context.local_context import LocalContextBuilder
 
 
 class EstimatedEngine(Protocol):
@@ -43,7 +42,7 @@ class LocalEstimated(EstimatedEngine, Protocol):
     def name(self) -> str: ...
 
     @property
-    def builder(self) -> LocalContextBuilder: ...
+    def builder(self) -> LocalContextSource: ...
 
 
 class BasicEstimated(EstimatedEngine, Protocol):
@@ -63,7 +62,7 @@ class GlobalEstimated(EstimatedEngine, Protocol):
     def config(self) -> GlobalSearchConfig: ...
 
     @property
-    def builder(self) -> CommunityContextBuilder: ...
+    def builder(self) -> CommunityContextSource: ...
 
 
 # Typical output sizes (tokens) per task, from the prompts' length instructions.
