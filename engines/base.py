@@ -25,7 +25,7 @@ from engines.result import SearchResult
 from engines.run import QueryRun
 
 if TYPE_CHECKING:
-    from engines.engine import ContextBuilder
+    from engines.steps import ContextBuilder
     from shared_context.index import Index
 
 __all__ = ["BaseEngine", "ConfigLike", "make_params"]

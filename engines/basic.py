@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from engines import prompts
 from engines.base import BaseEngine, ConfigLike
 from engines.config import BasicSearchConfig
 from engines.estimate import CostEstimate, estimate_basic
 from engines.events import ContextReady
-from engines.formatters import BasicPrompt
 from engines.models.base import Embedder, Message
 from engines.models.factory import ModelLike, vector_for
 from engines.models.task_context import TaskContext
@@ -20,9 +21,23 @@ from engines.run import QueryRun
 from shared_context.basic_context import BasicContext, question_basic_context, top_text_units
 
 if TYPE_CHECKING:
-    from engines.engine import PromptFormatter
     from engines.plan import QueryPlan
+    from engines.prompts import PromptTemplate
+    from engines.steps import PromptFormatter
     from shared_context.index import Index
+
+
+@dataclass(frozen=True)
+class BasicPrompt:
+    """Basic search's default `PromptFormatter`: its template filled with the Sources table."""
+
+    template: PromptTemplate | None = None
+    response_type: str = "multiple paragraphs"
+
+    def render(self, context: BasicContext, question: str) -> list[Message]:
+        system = prompts.template(self.template, "basic").fill(response_type=self.response_type,
+                                                                 context_data=context.text)
+        return [{"role": "system", "content": system}, {"role": "user", "content": question}]
 
 
 class BasicSearch(BaseEngine):

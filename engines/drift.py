@@ -46,9 +46,9 @@ from shared_context.report_fold import reports_fold
 from shared_context.search_backend import vector_table
 
 if TYPE_CHECKING:
-    from engines.engine import LocalContextSource
     from engines.models.base import Completion
     from engines.plan import QueryPlan
+    from engines.steps import LocalContextSource
     from shared_context.index import Index
 
 _TEMPLATE_TOKENS = 1500

@@ -16,11 +16,11 @@ from engines.latency import LATENCY, latency_key
 
 if TYPE_CHECKING:
     from engines.config import BasicSearchConfig, DriftSearchConfig, GlobalSearchConfig, LocalSearchConfig
-    from engines.engine import CommunityContextSource, LocalContextSource
     from engines.models.base import JSONObject
     from engines.models.factory import ModelSet
     from engines.plan import QueryPlan
     from engines.prompts import PromptTemplate
+    from engines.steps import CommunityContextSource, LocalContextSource
     from shared_context.index import Index
 
 

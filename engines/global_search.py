@@ -27,9 +27,9 @@ from engines.run import QueryRun, gather_bounded, reraise_bugs
 from engines.schemas import MapResponse
 
 if TYPE_CHECKING:
-    from engines.engine import CommunityContextSource
     from engines.models.base import JSONObject
     from engines.plan import QueryPlan
+    from engines.steps import CommunityContextSource
     from shared_context.community_context import CommunityContext
     from shared_context.index import Index
     from shared_context.report_batches import ReportBatch

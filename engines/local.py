@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from engines import prompts
 from engines.base import BaseEngine, ConfigLike, make_params
 from engines.config import LocalContextSettings, LocalSearchConfig
 from engines.estimate import CostEstimate, estimate_local
 from engines.events import ContextReady
-from engines.formatters import LocalPrompt
 from engines.models.base import Embedder, Message
 from engines.models.factory import ModelLike, vector_for
 from engines.models.task_context import TaskContext
@@ -19,8 +20,9 @@ from engines.result import SearchResult
 from engines.run import QueryRun
 
 if TYPE_CHECKING:
-    from engines.engine import LocalContextSource, PromptFormatter
     from engines.plan import QueryPlan
+    from engines.prompts import PromptTemplate
+    from engines.steps import LocalContextSource, PromptFormatter
     from shared_context.index import Index
     from shared_context.local_context import LocalContext, LocalContextBuilder
 
@@ -58,6 +60,20 @@ async def link_vector(
     else:
         vectors = await run.embed(stage, [text])
     return None if vectors is None else vectors[0]
+
+
+@dataclass(frozen=True)
+class LocalPrompt:
+    """Local search's default `PromptFormatter`: its template (the configured one, else the built-in) filled with the
+    tables; data in the system message, the question as the last user message (as every built-in prompt)."""
+
+    template: PromptTemplate | None = None
+    response_type: str = "multiple paragraphs"
+
+    def render(self, context: LocalContext, question: str) -> list[Message]:
+        system = prompts.template(self.template, "local").fill(
+            citation_rules=prompts.CITATION_RULES, response_type=self.response_type, context_data=context.text)
+        return [{"role": "system", "content": system}, {"role": "user", "content": question}]
 
 
 class LocalSearch(BaseEngine):
