@@ -118,7 +118,7 @@ class _Tally:
     def per_call(self, stage: str, output_tokens: float) -> float:
         """Seconds of one call: offline constant, else the endpoint's observed latency, else the default."""
         model = self.engine.models.chat(stage)
-        if getattr(model, "offline", False):
+        if model.offline:
             return OFFLINE_CALL_S
         observed = LATENCY.predict(latency_key(model), output_tokens)
         if observed is not None:

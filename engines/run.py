@@ -345,7 +345,7 @@ class QueryRun:
             empty=empty,
             empty_reason=empty_reason if empty else "",
             model=answer_model.name,
-            offline=bool(getattr(answer_model, "offline", False)),
+            offline=answer_model.offline,
             seconds=time.perf_counter() - self.started,
             details=self.details,
         )
