@@ -32,7 +32,7 @@ from shared_context.tokens import get_tokenizer
 
 if TYPE_CHECKING:
     from openai.types import CompletionUsage, CreateEmbeddingResponse
-    from openai.types.chat import ChatCompletion, ChatCompletionChunk, ChatCompletionMessageParam
+    from openai.types.chat import ChatCompletion, ChatCompletionMessageParam
 
     from engines.models.task_context import TaskContext
 
@@ -77,6 +77,15 @@ class _Sampling:
             out[self.max_tokens_field] = self.max_tokens
         return out
 
+    def body_fields(self) -> dict[str, float | int]:
+        """Every field that is set, as request-body fields."""
+        out = self.fields()
+        if self.max_tokens is not None and self.max_tokens_field == "max_tokens":
+            out["max_tokens"] = self.max_tokens
+        if self.temperature is not None:
+            out["temperature"] = self.temperature
+        return out
+
 
 async def _create_chat(client: openai.AsyncOpenAI, model: str, messages: list[Message], sampling: _Sampling,
                        timeout: float, *, json_mode: bool = False) -> ChatCompletion:
@@ -89,15 +98,20 @@ async def _create_chat(client: openai.AsyncOpenAI, model: str, messages: list[Me
     )
 
 
-async def _open_chat_stream(client: openai.AsyncOpenAI, model: str, messages: list[Message], sampling: _Sampling,
-                            timeout: float, *, with_usage: bool) -> openai.AsyncStream[ChatCompletionChunk]:
-    """The same request streamed: the SDK decodes the server-sent events into typed chunks."""
-    return await client.chat.completions.create(
-        model=model, messages=_sdk_messages(messages), timeout=timeout, stream=True,
-        max_tokens=sampling.typed_max_tokens(), temperature=sampling.typed_temperature(),
-        stream_options={"include_usage": True} if with_usage else openai.omit,
-        extra_body=sampling.fields() or None,
-    )
+async def _open_raw_chat_stream(client: openai.AsyncOpenAI, model: str, messages: list[Message],
+                                sampling: _Sampling, timeout: float, *, with_usage: bool) -> openai.AsyncStream[object]:
+    """The same request streamed, its server-sent events decoded by the SDK into plain dicts.
+
+    The one request that leaves the SDK's typed API: it goes through the SDK's request path for custom requests
+    (`client.post`: auth, Azure deployment URLs, typed errors and SSE decoding stay the SDK's) because typed
+    `create(stream=True)` builds a pydantic model per streamed chunk, which costs a streamed answer several times
+    the client CPU (`python -m benchmarks.model_client`, `benchmarks/results/model_client/model_client.json`).
+    """
+    body: dict[str, object] = {"model": model, "messages": messages, "stream": True, **sampling.body_fields()}
+    if with_usage:
+        body["stream_options"] = {"include_usage": True}
+    return await client.post("/chat/completions", cast_to=object, body=body, options={"timeout": timeout},
+                             stream=True, stream_cls=openai.AsyncStream[object])
 
 
 def _sdk_messages(messages: list[Message]) -> list[ChatCompletionMessageParam]:
@@ -112,9 +126,28 @@ def _message_text(response: ChatCompletion) -> str | None:
     return response.choices[0].message.content or ""
 
 
-def _delta_texts(chunk: ChatCompletionChunk) -> list[str]:
-    """The content deltas of one streamed chunk, in choice order."""
-    return [choice.delta.content for choice in chunk.choices if choice.delta.content]
+def _delta_texts(chunk: object) -> list[str]:
+    """The content deltas of one streamed chunk (a dict), in choice order."""
+    out = []
+    for choice in (chunk.get("choices") if isinstance(chunk, dict) else None) or []:
+        delta = choice.get("delta") if isinstance(choice, dict) else None
+        content = delta.get("content") if isinstance(delta, dict) else None
+        if content and isinstance(content, str):
+            out.append(content)
+    return out
+
+
+def _chunk_usage(chunk: object) -> CompletionUsage | None:
+    """The usage a streamed chunk (a dict) reports, None when it has none or it is malformed."""
+    usage = chunk.get("usage") if isinstance(chunk, dict) else None
+    if not isinstance(usage, dict):
+        return None
+    from openai.types import CompletionUsage
+
+    try:
+        return CompletionUsage.model_validate(usage)
+    except ValueError:
+        return None
 
 
 def _with_options(max_tokens: int | None, temperature: float | None,
@@ -438,9 +471,9 @@ class OpenAIChatModel(_EndpointUser):
         parts: list[str] = []
         usage: CompletionUsage | None = None
         async with self.limiter.slot():
-            async def open_stream(timeout: float) -> openai.AsyncStream[ChatCompletionChunk]:
-                return await _open_chat_stream(self._clients.get(), self.api_model, messages, params, timeout,
-                                               with_usage=want_usage)
+            async def open_stream(timeout: float) -> openai.AsyncStream[object]:
+                return await _open_raw_chat_stream(self._clients.get(), self.api_model, messages, params, timeout,
+                                                   with_usage=want_usage)
 
             try:
                 stream = await call_with_retries(open_stream, self.policy, base_url=self.base_url, model=self.name)
@@ -467,8 +500,7 @@ class OpenAIChatModel(_EndpointUser):
                         chunk = await asyncio.wait_for(iterator.__anext__(), min(self.policy.timeout_s, remaining))
                     except StopAsyncIteration:
                         break
-                    if chunk.usage is not None:
-                        usage = chunk.usage
+                    usage = _chunk_usage(chunk) or usage
                     for delta in _delta_texts(chunk):
                         parts.append(delta)
                         yield delta
