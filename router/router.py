@@ -543,7 +543,7 @@ class Router:
                     reason = f"failed at stage {failure.stage}; falling back to an engine that needs no JSON"
             elif (result.empty if result is not None else False) and self.config.router.escalate_on_empty:
                 options = (*decision.fallbacks, *_escalation_chain(current, decision))  # a default's own first
-                reason = str(result.details.get("empty_reason") or "found nothing") if result is not None else ""
+                reason = (result.empty_reason or "found nothing") if result is not None else ""
             else:
                 break
             nxt = next((e for e in options if e not in tried), None)
