@@ -234,6 +234,11 @@ def _span_type_cues(words: list[str]) -> dict[str, float]:
         votes["EVENT"] = votes.get("EVENT", 0.0) + 3.5
     if lower[0] in lx.PERSON_TITLES:
         votes["PERSON"] = votes.get("PERSON", 0.0) + 3.0
+    if lower[0] in lx.VESSEL_PREFIXES and len(words) > 1:
+        votes["VESSEL"] = votes.get("VESSEL", 0.0) + 3.5  # "HMS Beagle"
+    named_kind = lx.TYPE_NOUNS.get(lower[-1]) if len(words) > 1 else None
+    if named_kind is not None:
+        votes[named_kind] = votes.get(named_kind, 0.0) + 3.0  # "Skerry Lighthouse", "Barlow Foundry"
     if not votes:
         if (
             2 <= len(words) <= 3
@@ -244,6 +249,32 @@ def _span_type_cues(words: list[str]) -> dict[str, float]:
         else:
             votes["CONCEPT"] = 0.2
     return votes
+
+
+_COPULAS = frozenset({"is", "was", "are", "were", "be", "became", "remains", "remained"})
+_ARTICLES = frozenset({"a", "an", "the"})
+
+
+def _beside_type(toks: list[str], i: int, j: int) -> str | None:
+    """The type a common noun beside the name `toks[i:j]` says it has (`type_cues.txt`): before it after a
+    determiner ("the schooner Alma", "the old lighthouse Skerry"), right after it ("the Skerry lighthouse"), or
+    heading an apposition or a copula's phrase ("Alma, a two-masted schooner,", "Alma was a schooner")."""
+    for back in (i - 1, i - 2):
+        if back >= 1 and toks[i - 1].islower() and toks[back - 1].lower() in lx.DETERMINERS:
+            kind = lx.TYPE_NOUNS.get(toks[i - 1].lower())
+            if kind is not None:
+                return kind
+    if j < len(toks) and toks[j].islower() and toks[j] in lx.TYPE_NOUNS:
+        return lx.TYPE_NOUNS[toks[j]]
+    k = j + 1 if j < len(toks) and (toks[j] == "," or toks[j] in _COPULAS) else -1
+    if k < 0 or k >= len(toks) or toks[k].lower() not in _ARTICLES:
+        return None
+    head = ""
+    for t in toks[k + 1 : k + 5]:  # the phrase's head: its last lowercase word before a function word
+        if not (t.isalpha() or "-" in t) or not t.islower() or t in lx.STOPWORDS:
+            break
+        head = t
+    return lx.type_noun(head) if head else None
 
 
 class OfflineExtractor:
@@ -450,6 +481,9 @@ class OfflineExtractor:
             add("ORGANIZATION", 1.0)  # "Acme's customers"
         elif possessive and lx.noun_class(nxt) == "person":
             add("PERSON", 1.0)  # "the Dean's daughters", "Scrooge's nephew"
+        kind = _beside_type(toks, i, j)
+        if kind is not None:
+            add(kind, 2.5)  # said in so many words: it outweighs a name's shape and a preposition
         return votes
 
     # ---- Chinese -----------------------------------------------------------------------------------

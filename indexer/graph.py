@@ -40,7 +40,7 @@ from indexer.extract_offline import (
 )
 
 _NAMESPACE = uuid.UUID("6f0d3f4e-5b8a-4c59-9a55-2f1c0e7d9b11")
-_TYPE_ORDER = ("PERSON", "ORGANIZATION", "GEO", "EVENT", "CONCEPT")
+_TYPE_ORDER = ("PERSON", "ORGANIZATION", "GEO", "EVENT", "VESSEL", "OBJECT", "CONCEPT")
 
 
 def uuid5_text(namespace: uuid.UUID, name: str) -> str:

@@ -29,6 +29,7 @@ from router.router import MODES, Done, EngineEvent, Escalated, RouteDecided, Rou
 from router.service.admission import Admission, LocalAdmission, callers_for, per_key_limit
 from router.service.errors import RequestError, error_body, error_object
 from router.service.graph_view import cited_graph, entity_record, named_citations, parse_graph_request
+from router.service.passage_marks import MAX_QUOTE_CHARS, quoted_spans
 from router.service.guard import AUTHORIZED, LOGGED, REQUEST_ID, Guard
 from router.service.metrics import Metrics
 from router.service.openai_compat import (
@@ -356,7 +357,8 @@ def create_app(service: Service) -> Guard:
         return JSONResponse(model_object(model_id))
 
     async def record(request: Request) -> Response:
-        """A text unit, a document or an entity by id (or short id; an entity also by title), for the page."""
+        """A text unit, a document or an entity by id (or short id; an entity also by title), for the page. A text
+        unit's `quote` (the answer's sentences citing it) gives the `highlights` the page marks."""
         try:
             _, router = service.router(request.path_params["name"])
         except RequestError as exc:
@@ -370,7 +372,12 @@ def create_app(service: Service) -> Guard:
                 return _error(404, f"no text unit {ident!r} in this index", "not_found", "id")
             unit = ix.text_units[pos]
             doc = ix.document_for_text_unit(unit.id)
-            return JSONResponse({"id": unit.id, "short_id": unit.short_id, "text": unit.text,
+            quote = request.query_params.get("quote", "")
+            if len(quote) > MAX_QUOTE_CHARS:
+                return _error(400, f"'quote' has {len(quote):,} characters; the limit is {MAX_QUOTE_CHARS:,}",
+                              None, "quote")
+            marks = [{"start": a, "end": b} for a, b in quoted_spans(unit.text, quote)]
+            return JSONResponse({"id": unit.id, "short_id": unit.short_id, "text": unit.text, "highlights": marks,
                                  "document": None if doc is None else {"id": doc.id, "title": doc.title}})
         if kind == "documents":
             found = next((d for d in ix.documents if ident in (d.id, d.short_id)), None)
