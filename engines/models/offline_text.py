@@ -84,7 +84,7 @@ _CJK_BROAD_WORDS = word_lists()["CJK_BROAD"]  # in file order: removed from the 
 
 # Function characters of Chinese questions; a bigram made only of these carries no topic.
 _CJK_FUNCTION_CHARS = (
-    "的了是在和与及或吗呢吧啊么什谁哪怎如何为这那个一有也就都而被把对他她它们我你其中请问些样"
+    "的了是在和与及或吗呢吧啊么什谁哪怎如何为这那个一有也就都而被把对他她它们我你其中里请问些样"
 )
 
 # Chinese question words that are not made only of function characters.
