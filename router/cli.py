@@ -524,7 +524,9 @@ def _one_line_warnings(err: Console) -> Callable[..., None]:
 
     def show(message: Warning | str, category: type[Warning], filename: str, lineno: int,
              file: object = None, line: str | None = None) -> None:
-        err.print(f"[yellow]warning:[/yellow] {message}", highlight=False, soft_wrap=True)
+        from rich.markup import escape
+
+        err.print(f"[yellow]warning:[/yellow] {escape(str(message))}", highlight=False, soft_wrap=True)
 
     return show
 

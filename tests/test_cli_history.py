@@ -74,10 +74,11 @@ def test_a_price_warning_is_one_line_naming_the_setting(carol_path: Path, monkey
                                                        capsys: pytest.CaptureFixture[str]) -> None:
     from testing.model_server import LoopbackServer
 
-    with LoopbackServer(default_reply="Bob Cratchit is Scrooge's clerk.") as server:
+    with LoopbackServer(default_reply="Bob Cratchit is Scrooge's clerk.", embedding_dim=3072) as server:
         monkeypatch.setenv("GRAPHROUTE_BASE_URL", server.base_url)
         monkeypatch.setenv("GRAPHROUTE_API_KEY", "sk-test")
         monkeypatch.setenv("GRAPHROUTE_CHAT_MODEL", "my-local-model")
+        monkeypatch.setenv("GRAPHROUTE_EMBEDDING_MODEL", "text-embedding-3-large")  # the index's own
         with warnings.catch_warnings():
             warnings.simplefilter("default")  # as a user's python shows it
             code = main(["ask", "Who is Bob Cratchit?", "--index", str(carol_path), "--no-settings",

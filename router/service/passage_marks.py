@@ -1,7 +1,7 @@
 """Where a passage says what an answer quoted from it: the web page opens a cited passage scrolled to, and
 highlighting, these sentences.
 
-The passage is cut into sentences at their end marks or line breaks, keeping their offsets; each is scored by
+The passage is cut into sentences at their end marks or blank lines, keeping their offsets; each is scored by
 the share of the quote's lexical terms (`shared_context.text.lexical_terms`: stemmed, stopwords dropped) it
 holds. The best sentence is marked, with the others that hold at least `KEEP_SHARE` of its score (the answer
 may quote a sentence and the one after it), `MAX_MARKS` at most. Offsets are in UTF-16 code units, as the
@@ -17,7 +17,8 @@ from shared_context.text import lexical_terms
 MAX_QUOTE_CHARS = 4000  # a few answer sentences; longer is refused as a request error
 MAX_MARKS = 4
 KEEP_SHARE = 0.6
-_SENTENCE = re.compile(r"[^\n.!?。！？]+(?:[.!?。！？]+[\"'”’)]*|\n|$)")
+# a sentence runs to its end mark or a blank line: hard-wrapped text breaks lines inside sentences
+_SENTENCE = re.compile(r"(?:[^.!?。！？\n]|\n(?![ \t]*\n))+(?:[.!?。！？]+[\"'”’)]*|(?=\n)|$)")
 
 
 def quoted_spans(text: str, quote: str) -> list[tuple[int, int]]:
