@@ -239,7 +239,7 @@ def test_a_cited_passage_opens_at_the_sentences_the_answer_quoted(browser: Any, 
 
     browser.get(page_url)
     _wait(browser).until(lambda d: d.find_elements(By.CSS_SELECTOR, "#index option"))
-    turn = _ask(browser, "Who is Bob Cratchit?", 1)
+    turn = _ask(browser, "What did Scrooge see in the knocker?", 1)
     markdown = browser.execute_script("return state.history[state.history.length - 1].content")
     passages = turn.find_elements(By.CSS_SELECTOR, ".citations button.citation[data-kind='Sources']")
     quoted = [(p, browser.execute_script("return quotedSentences(arguments[0], 'Sources', arguments[1])",
