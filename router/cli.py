@@ -322,7 +322,7 @@ def _ask_server(args: argparse.Namespace, console: Console) -> int:
     if args.index:
         body["index"] = args.index
     if args.history:
-        body["history"] = [dict(turn) for turn in _history(args.history)]
+        body["history"] = [{"role": turn["role"], "content": turn["content"]} for turn in _history(args.history)]
     limits = {"max_cost": args.max_cost, "max_llm_calls": args.max_calls, "deadline_s": args.deadline}
     if any(v is not None for v in limits.values()):
         body["budget"] = {k: v for k, v in limits.items() if v is not None}

@@ -42,9 +42,9 @@ from shared_context.text_unit_selection import DEFAULT_TEXT_UNIT_STRATEGY, TextU
 from shared_context.tokens import Tokenizer
 
 __all__ = [
+    "REFINEMENTS",
     "SECTION_ORDER",
     "LocalContextParams",
-    "REFINEMENTS",
     "QuestionNeed",
     "entity_tables_budget",
     "fact_floor_applies",

@@ -5,7 +5,6 @@ empty global answer to it is a defect."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 

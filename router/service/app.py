@@ -29,7 +29,6 @@ from router.router import MODES, Done, EngineEvent, Escalated, RouteDecided, Rou
 from router.service.admission import Admission, LocalAdmission, callers_for, per_key_limit
 from router.service.errors import RequestError, error_body, error_object
 from router.service.graph_view import cited_graph, entity_record, named_citations, parse_graph_request
-from router.service.passage_marks import MAX_QUOTE_CHARS, quoted_spans
 from router.service.guard import AUTHORIZED, LOGGED, REQUEST_ID, Guard
 from router.service.metrics import Metrics
 from router.service.openai_compat import (
@@ -47,6 +46,7 @@ from router.service.openai_compat import (
     sse,
     stage_event,
 )
+from router.service.passage_marks import MAX_QUOTE_CHARS, quoted_spans
 from router.service.warmup import warm_for_service
 
 log = logging.getLogger("graphroute.serve")
