@@ -124,7 +124,7 @@ def _within(element: Element, tags: tuple[str, ...]) -> bool:
 
 def _link_list(element: Element) -> bool:
     """A block made mostly of links: navigation written as a paragraph or a list."""
-    if element.tag not in BLOCK or element.tag in ("table", "tr"):
+    if element.tag not in BLOCK or element.tag == "table":  # a row of links is navigation, a table may hold data
         return False
     letters = sum(ch.isalnum() for ch in element.text())
     return letters > 0 and sum(ch.isalnum() for ch in element.link_text()) > LINK_DENSITY * letters
