@@ -1,10 +1,13 @@
 """The web page in a real headless Chromium (Debian's chromium + chromium-driver, driven by Selenium): a
 question and a follow-up that relies on it, the Markdown rendered, citations by name with their preview on
-hover, the stage timeline, a click on a graph node opening the entity, and the API key asked for once.
+hover, the stage timeline, a click on a graph node opening the entity, a cited passage opened scrolled to its
+highlighted quoted sentence, a global answer's graph capped at 30 report members with "Show more", and the API
+key asked for once.
 
 Skipped, with the reason, when no browser is installed (`apt-get install chromium chromium-driver`;
 `.ci/run` installs them). With SERVE_SCREENSHOT=path.png the conversation test saves a screenshot of the
-answered page there (`make screenshot` writes docs/serve-page.png).
+answered page there (`make screenshot` writes docs/serve-page.png, and docs/serve-passage.png of a cited
+passage opened at its highlighted sentence).
 """
 
 from __future__ import annotations
@@ -260,6 +263,8 @@ def test_a_cited_passage_opens_at_the_sentences_the_answer_quoted(browser: Any, 
     assert place["visible"], place
     assert place["top"] < place["height"] or place["scrolled"] > 0, place
     shot = tmp_path / "passage.png"
+    if os.environ.get("SERVE_SCREENSHOT"):  # `make screenshot`: docs/serve-passage.png beside the page's
+        shot = Path(os.environ["SERVE_SCREENSHOT"]).with_name("serve-passage.png")
     assert browser.save_screenshot(str(shot)) and shot.stat().st_size > 10_000
     browser.find_element(By.ID, "record-close").click()
     assert _page_errors(browser) == []
