@@ -12,6 +12,7 @@ strings (whose order changes with PYTHONHASHSEED) where the order can reach the 
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Iterable, Sequence
 from functools import cache, lru_cache
@@ -141,8 +142,10 @@ def theme_predicate(question: str) -> list[str]:
     after a theme noun the question asks about ("What themes run through ...?"); in Chinese, when it names
     themes (`CJK_THEME`), the verbs, adverbs and adjectives jieba tags ("反复出现的主题", "贯穿全书的主题")."""
     if any(word in question for word in word_lists()["CJK_THEME"]):
+        import jieba
         import jieba.posseg
 
+        jieba.setLogLevel(logging.WARNING)  # its dictionary loads quietly, as in the indexer
         return [w.word for w in jieba.posseg.lcut(question)
                 if CJK_RE.match(w.word[:1]) and w.flag[:1] in ("v", "d", "a")]
     match = _theme_subject_re().search(question)
