@@ -117,7 +117,9 @@ def _parquet_rows(path: Path) -> TableRows:
         try:
             rows = file.read_row_group(group).to_pylist()
         except Exception as exc:  # a damaged row group: the others are still read
-            table.skipped.append(f"rows {first}-{first + size - 1}: unreadable ({type(exc).__name__}: {exc})")
+            where = f"row {first}" if size == 1 else f"rows {first}-{first + size - 1}"
+            why = "".join(c if c.isprintable() else "?" for c in " ".join(str(exc).split()))
+            table.skipped.append(f"{where}: unreadable ({type(exc).__name__}: {why})")
         else:
             table.rows.extend((f"row {first + i}", row) for i, row in enumerate(rows))
         first += size

@@ -60,8 +60,17 @@ def test_a_table_with_no_good_row_names_why(tmp_path: Path) -> None:
 def test_parquet_rows_are_named_by_row(tmp_path: Path) -> None:
     docs = tmp_path / "docs"
     docs.mkdir()
-    pq.write_table(pa.Table.from_pylist([*GOOD, {"title": "Empty", "text": None}]), docs / "rows.parquet",
-                   row_group_size=1)
+    broken = {"title": "Broken", "text": "This row group is damaged on disk. " * 5}
+    rows = [GOOD[0], broken, GOOD[1], {"title": "Empty", "text": None}]
+    pq.write_table(pa.Table.from_pylist(rows), docs / "rows.parquet", row_group_size=1)
+    # damage the second row group's text pages (the footer, and so the other row groups, stay readable)
+    column = pq.ParquetFile(docs / "rows.parquet").metadata.row_group(1).column(1)
+    start = column.dictionary_page_offset or column.data_page_offset
+    data = bytearray((docs / "rows.parquet").read_bytes())
+    data[column.data_page_offset + 4: start + column.total_compressed_size] = b"\xff" * (
+        start + column.total_compressed_size - column.data_page_offset - 4)
+    (docs / "rows.parquet").write_bytes(bytes(data))
     result = read_input(docs, ColumnOptions())
     assert [d.title for d in result.documents] == ["Ada", "Babbage"]
+    assert any(n.startswith("rows.parquet: row 1 skipped: unreadable") for n in result.notes), result.notes
     assert "rows.parquet: 1 rows with an empty 'text' skipped" in result.notes
