@@ -242,6 +242,7 @@ def test_a_cited_passage_opens_at_the_sentences_the_answer_quoted(browser: Any, 
 
     browser.get(page_url)
     _wait(browser).until(lambda d: d.find_elements(By.CSS_SELECTOR, "#index option"))
+    browser.get_log("browser")  # what earlier tests logged is theirs
     turn = _ask(browser, "What did Scrooge see in the knocker?", 1)
     markdown = browser.execute_script("return state.history[state.history.length - 1].content")
     passages = turn.find_elements(By.CSS_SELECTOR, ".citations button.citation[data-kind='Sources']")
@@ -277,6 +278,7 @@ def test_a_global_answer_graph_shows_its_reports_top_entities_capped(browser: An
 
     browser.get(page_url)
     _wait(browser).until(lambda d: d.find_elements(By.CSS_SELECTOR, "#index option"))
+    browser.get_log("browser")  # what earlier tests logged is theirs
     Select(browser.find_element(By.ID, "mode")).select_by_value("graphroute-global")
     turn = _ask(browser, "What are the main themes of the story?", 1)
     assert "global search" in turn.find_element(By.CSS_SELECTOR, ".route").text
