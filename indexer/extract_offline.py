@@ -7,7 +7,9 @@ nouns are kept later only when frequent across chunks. Transcript speaker turns 
 speaker a PERSON linked to what the turn mentions. Chinese: `jieba.posseg` proper nouns (nr/ns/nt/nz)
 and noun bigrams. Types are voted from cues (honorifics, organisation/place/event words, "said X",
 "in X"); a bare two- or three-word capitalised name is only a possible person (`MAYBE_PERSON`), settled in
-`graph.py` by whether its words are also ordinary lowercase words in the corpus.
+`graph.py` by whether its words are also ordinary lowercase words in the corpus. A common noun beside the name
+that says what it is ("the schooner X", "X, a lens maker": `type_cues.txt`) is a `STATED` type, which wins
+over the other cues when the mentions are merged.
 
 Each chunk is processed on its own, so results can be stored per chunk and reused by incremental runs;
 everything that needs the whole corpus (frequency filters, descriptions, degrees) happens in `graph.py`.
@@ -30,6 +32,7 @@ ZH_NAME, ZH_PHRASE, SPEAKER = "zh_name", "zh_phrase", "speaker"
 FREQUENT_ONLY_KINDS = frozenset({PHRASE, ZH_PHRASE, NOUN})
 _NAMED_KINDS = frozenset({NAME, ACRONYM, EVENT, ZH_NAME, SPEAKER})
 MAYBE_PERSON = "PERSON?"  # type vote settled at merge time (see module doc)
+STATED = "stated:"  # + a type: the text says what the name is ("the schooner X"); it wins at merge time
 
 _TOKEN = re.compile(r"[A-Za-z\u00C0-\u024F][A-Za-z\u00C0-\u024F0-9'’]*(?:-[A-Za-z\u00C0-\u024F0-9'’]+)*|\d+|[^\w\s]")
 _CJK = re.compile(r"[\u4e00-\u9fff]")
@@ -483,7 +486,7 @@ class OfflineExtractor:
             add("PERSON", 1.0)  # "the Dean's daughters", "Scrooge's nephew"
         kind = _beside_type(toks, i, j)
         if kind is not None:
-            add(kind, 2.5)  # said in so many words: it outweighs a name's shape and a preposition
+            add(STATED + kind, 1.0)  # said in so many words: it outweighs a title in the name ("the steamer Lady X")
         return votes
 
     # ---- Chinese -----------------------------------------------------------------------------------

@@ -28,6 +28,12 @@ The keepers wrote to Harlan Brothers when the lens cracked.
 Grey Warden, a brass clock by the same makers, hung in the watch room. The keepers wound Grey Warden daily.
 Grey Warden stopped during the great storm.
 
+The steamer Lady Orla brought the relief keepers. Lady Orla left again before the fog came down.
+Skellan Rock lies two miles west; the keepers fished off Skellan Rock in calm weather.
+The keepers called the brass telescope by the window Argus Vane. Argus Vane, a brass telescope, showed every
+sail. Through Argus Vane the keepers watched the ships.
+Marlow Foundry cast the new lantern frame. Marlow Foundry sent two men to fit it.
+
 Elsie Varga kept the log. Elsie Varga said the storm lasted three days. Later Elsie Varga moved inland.
 """
 
@@ -38,6 +44,10 @@ EXPECTED = {
     "HARLAN BROTHERS": "ORGANIZATION",
     "GREY WARDEN": "OBJECT",
     "ELSIE VARGA": "PERSON",
+    "LADY ORLA": "VESSEL",
+    "SKELLAN ROCK": "GEO",
+    "ARGUS VANE": "OBJECT",
+    "MARLOW FOUNDRY": "ORGANIZATION",
 }
 
 
