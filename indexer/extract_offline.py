@@ -260,15 +260,13 @@ _ARTICLES = frozenset({"a", "an", "the"})
 
 def _beside_type(toks: list[str], i: int, j: int) -> str | None:
     """The type a common noun beside the name `toks[i:j]` says it has (`type_cues.txt`): before it after a
-    determiner ("the schooner Alma", "the old lighthouse Skerry"), right after it ("the Skerry lighthouse"), or
-    heading an apposition or a copula's phrase ("Alma, a two-masted schooner,", "Alma was a schooner")."""
+    determiner ("the schooner Alma", "the old lighthouse Skerry"), or heading an apposition or a copula's
+    phrase ("Alma, a two-masted schooner,", "Alma was a schooner")."""
     for back in (i - 1, i - 2):
         if back >= 1 and toks[i - 1].islower() and toks[back - 1].lower() in lx.DETERMINERS:
-            kind = lx.TYPE_NOUNS.get(toks[i - 1].lower())
+            kind = lx.type_noun(toks[i - 1])
             if kind is not None:
                 return kind
-    if j < len(toks) and toks[j].islower() and toks[j] in lx.TYPE_NOUNS:
-        return lx.TYPE_NOUNS[toks[j]]
     k = j + 1 if j < len(toks) and (toks[j] == "," or toks[j] in _COPULAS) else -1
     if k < 0 or k >= len(toks) or toks[k].lower() not in _ARTICLES:
         return None
@@ -487,6 +485,9 @@ class OfflineExtractor:
         kind = _beside_type(toks, i, j)
         if kind is not None:
             add(STATED + kind, 1.0)  # said in so many words: it outweighs a title in the name ("the steamer Lady X")
+        follower = lx.type_noun(nxt) if nxt.islower() else None
+        if follower is not None and follower != "OBJECT":
+            add(follower, 1.0)  # "the Skerry lighthouse"; but "the Simon estate" is the Simons' estate: a weak cue
         return votes
 
     # ---- Chinese -----------------------------------------------------------------------------------

@@ -87,7 +87,6 @@ NOUN_CLASS_TYPES = dict(pair.split(":", 1) for pair in read_lists(_EN)["NOUN_CLA
 TYPE_NOUNS = {word: type_ for type_, words in read_lists(_CUES).items() if type_.isupper() and "_" not in type_
               for word in words}
 VESSEL_PREFIXES = _set(_CUES, "VESSEL_PREFIXES")
-APPOSITION_CLASS_TYPES = dict(pair.split(":", 1) for pair in read_lists(_CUES)["APPOSITION_CLASS_TYPES"])
 _PLURALS = (("ies", "y"), ("ches", "ch"), ("shes", "sh"), ("ses", "s"), ("xes", "x"), ("men", "man"), ("s", ""))
 
 
@@ -114,9 +113,8 @@ def listed_noun(word: str) -> bool:
 
 
 def type_noun(word: str) -> str | None:
-    """The type a common noun beside a name gives it (`type_cues.txt`, else its WordNet class), or None."""
-    w = word.lower()
-    return TYPE_NOUNS.get(w) or APPOSITION_CLASS_TYPES.get(noun_class(w) or "")
+    """The type a common noun beside a name gives it (`type_cues.txt`), or None."""
+    return TYPE_NOUNS.get(word.lower())
 
 
 def abstract_noun(word: str) -> bool:
