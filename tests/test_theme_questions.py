@@ -11,6 +11,7 @@ import pytest
 from engines.models.offline_text import question_terms, theme_predicate
 from indexer.pipeline import build_index
 from router import Router
+from shared_context.index import Index
 
 DOCS = {
     "harbour.md": "The harbour master Tomas Reyes kept the ledger of every boat that came in. Tomas Reyes "
@@ -74,3 +75,12 @@ def test_the_verb_of_a_theme_question_is_no_topic() -> None:
     # a theme question about a topic keeps the topic
     terms, broad = question_terms("What themes connect Mara Quill and the lighthouse?")
     assert not broad and {"mara", "quill", "lighthous"} <= set(terms), terms
+
+
+@pytest.mark.parametrize("question", ["What themes run through the story?", "Which themes stand out in the book?",
+                                      "这本书里反复出现的主题是什么？"])
+def test_theme_questions_on_a_graphrag_index_get_a_global_answer(carol: Index, question: str) -> None:
+    with Router(carol) as router:
+        answer = router.ask(question, mode="global")
+    assert answer.engine == "global" and not answer.escalations, answer.escalations
+    assert "theme" in answer.text.lower()  # the reports' own theme sentences
