@@ -40,6 +40,8 @@ _CLOSES = {"p": {"p"}, "li": {"li", "p"}, "dt": {"dt", "dd", "p"}, "dd": {"dt", 
 _CLOSED_BY_BLOCK = {"p"}
 # a block whose link text is more than this share of its text is navigation
 LINK_DENSITY = 0.5
+# elements nest at most this deep: a page of unclosed <div>s stays a shallow tree, not a recursion limit
+MAX_DEPTH = 200
 _WORD = re.compile(r"[a-z]+")
 
 
@@ -57,14 +59,9 @@ class Element:
     attrs: dict[str, str]
     children: list[Element | str] = field(default_factory=list)
     parent: Element | None = None
-
-    def text(self) -> str:
-        return "".join(c if isinstance(c, str) else c.text() for c in self.children)
-
-    def link_text(self) -> str:
-        if self.tag == "a":
-            return self.text()
-        return "".join(c.link_text() for c in self.children if isinstance(c, Element))
+    depth: int = 0
+    letters: int = 0  # letters and digits of its text (`count_letters`)
+    link_letters: int = 0  # of them, those inside links
 
     def iter(self) -> Iterator[Element]:
         yield self
@@ -83,9 +80,9 @@ class _TreeBuilder(HTMLParser):
         closes = _CLOSES.get(tag, set()) | (_CLOSED_BY_BLOCK if tag in BLOCK else set())
         while self.open.tag in closes and self.open.parent is not None:
             self.open = self.open.parent
-        element = Element(tag, {k: v or "" for k, v in attrs}, parent=self.open)
+        element = Element(tag, {k: v or "" for k, v in attrs}, parent=self.open, depth=self.open.depth + 1)
         self.open.children.append(element)
-        if tag not in VOID:
+        if tag not in VOID and element.depth < MAX_DEPTH:
             self.open = element
 
     def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
@@ -122,12 +119,25 @@ def _within(element: Element, tags: tuple[str, ...]) -> bool:
     return False
 
 
+def count_letters(element: Element, in_link: bool = False) -> None:
+    """Fill `letters` and `link_letters` of the element and everything below it, once."""
+    in_link = in_link or element.tag == "a"
+    for child in element.children:
+        if isinstance(child, str):
+            n = sum(ch.isalnum() for ch in child)
+            element.letters += n
+            element.link_letters += n if in_link else 0
+        else:
+            count_letters(child, in_link)
+            element.letters += child.letters
+            element.link_letters += child.link_letters
+
+
 def _link_list(element: Element) -> bool:
     """A block made mostly of links: navigation written as a paragraph or a list."""
     if element.tag not in BLOCK or element.tag == "table":  # a row of links is navigation, a table may hold data
         return False
-    letters = sum(ch.isalnum() for ch in element.text())
-    return letters > 0 and sum(ch.isalnum() for ch in element.link_text()) > LINK_DENSITY * letters
+    return element.letters > 0 and element.link_letters > LINK_DENSITY * element.letters
 
 
 def _main(root: Element) -> Element:
@@ -165,6 +175,7 @@ def html_to_text(html: str) -> str:
     builder = _TreeBuilder()
     builder.feed(html)
     builder.close()
+    count_letters(builder.root)
     lines = (" ".join(line.split()).strip(" |") for line in "".join(_pieces(_main(builder.root))).split("\n"))
     return join_lines(lines)
 

@@ -43,3 +43,7 @@ def test_the_marked_main_content_is_read_with_its_own_header() -> None:
 def test_unclosed_paragraphs_and_tables_keep_their_lines() -> None:
     page = "<p>One<p>Two<table><tr><td>a<td>b<tr><td>c<td>d</table>"
     assert html_to_text(page).splitlines() == ["One", "", "Two", "", "a | b", "c | d"]
+
+
+def test_a_page_of_unclosed_elements_is_read_without_a_recursion_limit() -> None:
+    assert html_to_text("<div>" * 5000 + "deep text") == "deep text"
