@@ -42,7 +42,8 @@ lint: $(STAMP)
 # browser test in headless Chromium
 screenshot: $(STAMP)
 	SERVE_SCREENSHOT=$(CURDIR)/docs/serve-page.png $(PY) -m pytest -q \
-		tests/test_service_browser.py::test_conversation_citations_timeline_and_graph
+		tests/test_service_browser.py::test_conversation_citations_timeline_and_graph \
+		tests/test_service_browser.py::test_a_cited_passage_opens_at_the_sentences_the_answer_quoted
 
 clean-demo:
 	rm -rf $(DEMO_INDEX)

@@ -37,6 +37,7 @@ from engines.prompts import (
     ReducePrompt,
     RewritePrompt,
 )
+from shared_context.local_budget import REFINEMENTS
 from shared_context.local_context import LocalContextParams
 from shared_context.search_backend import SearchParams
 
@@ -79,8 +80,20 @@ def _nested_local_context(data: object, prefix: str, defaults: Mapping[str, obje
     if not isinstance(nested, Mapping):
         return data  # validation names the key
     flat = {k[len(prefix):]: out.pop(k) for k in list(out) if prefix and k.startswith(prefix)}
-    out["local_search"] = dict(defaults) | flat | dict(nested)
+    user = flat | dict(nested)
+    # a default refinement yields to the GraphRAG setting it refines when the user set that one
+    kept = {k: v for k, v in defaults.items() if not (k in REFINEMENTS and REFINEMENTS[k] in user)}
+    reports = user.get("community_prop")
+    if isinstance(reports, int | float) and not isinstance(reports, bool):
+        for key in _SOURCES_SHARES:  # a default Sources share yields to a larger community_prop the user set
+            share = kept.get(key)
+            if isinstance(share, float) and key not in user and share + reports > 1:
+                kept[key] = max(1.0 - reports, 0.0)
+    out["local_search"] = kept | user
     return out
+
+
+_SOURCES_SHARES = ("text_unit_prop", "weak_link_text_unit_prop")
 
 
 # A batched reduce writes partial answers of at least 64 tokens (engines.reduce) and must fit two of them in
@@ -147,7 +160,9 @@ class GlobalSearchConfig(_Section):
         "{context_data}): " + PROMPT_HELP)
 
 
-_DRIFT_LOCAL: dict[str, object] = {"text_unit_prop": 0.6, "community_prop": 0.1}
+# GraphRAG's shares set here are the section's, not the user's: the refinements stay on beside them
+_DRIFT_LOCAL: dict[str, object] = {"text_unit_prop": 0.6, "community_prop": 0.1,
+                                   **{name: LocalContextParams.model_fields[name].default for name in REFINEMENTS}}
 _QUESTIONS_LOCAL: dict[str, object] = {"max_context_tokens": 8_000}
 
 

@@ -143,9 +143,10 @@ def _without_replaced_endpoints(layer: dict[str, object], toml: Mapping[str, obj
 
 
 def _leaves(table: Mapping[str, object], prefix: str = "") -> Iterator[str]:
+    """The dotted keys a layer sets (an empty table sets none: its keys keep their defaults' source)."""
     for key, value in table.items():
         dotted = f"{prefix}{key}"
-        if isinstance(value, Mapping) and value and not _is_prompt(value):
+        if isinstance(value, Mapping) and not _is_prompt(value):
             yield from _leaves(value, dotted + ".")
         else:
             yield dotted

@@ -246,7 +246,6 @@ def _read_sections(data: Mapping[str, object], values: _Values, settings: Projec
             continue
         if not isinstance(raw, Mapping):
             raise values.error(section, "must be a mapping")
-        target = _table(settings.layer, ours)
         for key, value in raw.items():
             dotted = f"{section}.{key}"
             if key in _MODEL_ID_KEYS:
@@ -268,7 +267,8 @@ def _read_sections(data: Mapping[str, object], values: _Values, settings: Projec
                 except (PromptError, PromptFileError) as exc:
                     raise values.error(dotted, str(exc)) from None
                 value = {"file": str(file)}
-            _set(target, keys[key], value)
+            # the table is made only for a key read: `config --show` marks what the file set, not its sections
+            _set(_table(settings.layer, ours), keys[key], value)
 
 
 def _table(parent: dict[str, object], key: str) -> dict[str, object]:

@@ -13,7 +13,7 @@ from engines.models.config import format_validation_error
 # Which offline extractor ran (recorded in the manifest as "offline:<this>"): rules with WordNet noun classes
 # (indexer/data/noun_classes.txt), as no NER model with verifiable provenance installs from PyPI. Bumped
 # whenever its output changes, so stored per-chunk results are not reused.
-EXTRACTOR_VERSION = "rules-9"
+EXTRACTOR_VERSION = "rules-10"
 FORMAT_VERSION = 1
 
 

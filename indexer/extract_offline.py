@@ -7,7 +7,9 @@ nouns are kept later only when frequent across chunks. Transcript speaker turns 
 speaker a PERSON linked to what the turn mentions. Chinese: `jieba.posseg` proper nouns (nr/ns/nt/nz)
 and noun bigrams. Types are voted from cues (honorifics, organisation/place/event words, "said X",
 "in X"); a bare two- or three-word capitalised name is only a possible person (`MAYBE_PERSON`), settled in
-`graph.py` by whether its words are also ordinary lowercase words in the corpus.
+`graph.py` by whether its words are also ordinary lowercase words in the corpus. A common noun beside the name
+that says what it is ("the schooner X", "X, a lens maker": `type_cues.txt`) is a `STATED` type, which wins
+over the other cues when the mentions are merged.
 
 Each chunk is processed on its own, so results can be stored per chunk and reused by incremental runs;
 everything that needs the whole corpus (frequency filters, descriptions, degrees) happens in `graph.py`.
@@ -30,6 +32,7 @@ ZH_NAME, ZH_PHRASE, SPEAKER = "zh_name", "zh_phrase", "speaker"
 FREQUENT_ONLY_KINDS = frozenset({PHRASE, ZH_PHRASE, NOUN})
 _NAMED_KINDS = frozenset({NAME, ACRONYM, EVENT, ZH_NAME, SPEAKER})
 MAYBE_PERSON = "PERSON?"  # type vote settled at merge time (see module doc)
+STATED = "stated:"  # + a type: the text says what the name is ("the schooner X"); it wins at merge time
 
 _TOKEN = re.compile(r"[A-Za-z\u00C0-\u024F][A-Za-z\u00C0-\u024F0-9'’]*(?:-[A-Za-z\u00C0-\u024F0-9'’]+)*|\d+|[^\w\s]")
 _CJK = re.compile(r"[\u4e00-\u9fff]")
@@ -234,6 +237,11 @@ def _span_type_cues(words: list[str]) -> dict[str, float]:
         votes["EVENT"] = votes.get("EVENT", 0.0) + 3.5
     if lower[0] in lx.PERSON_TITLES:
         votes["PERSON"] = votes.get("PERSON", 0.0) + 3.0
+    if lower[0] in lx.VESSEL_PREFIXES and len(words) > 1:
+        votes["VESSEL"] = votes.get("VESSEL", 0.0) + 3.5  # "HMS Beagle"
+    named_kind = lx.TYPE_NOUNS.get(lower[-1]) if len(words) > 1 else None
+    if named_kind is not None:
+        votes[named_kind] = votes.get(named_kind, 0.0) + 3.0  # "Skerry Lighthouse", "Barlow Foundry"
     if not votes:
         if (
             2 <= len(words) <= 3
@@ -244,6 +252,30 @@ def _span_type_cues(words: list[str]) -> dict[str, float]:
         else:
             votes["CONCEPT"] = 0.2
     return votes
+
+
+_COPULAS = frozenset({"is", "was", "are", "were", "be", "became", "remains", "remained"})
+_ARTICLES = frozenset({"a", "an", "the"})
+
+
+def _beside_type(toks: list[str], i: int, j: int) -> str | None:
+    """The type a common noun beside the name `toks[i:j]` says it has (`type_cues.txt`): before it after a
+    determiner ("the schooner Alma", "the old lighthouse Skerry"), or heading an apposition or a copula's
+    phrase ("Alma, a two-masted schooner,", "Alma was a schooner")."""
+    for back in (i - 1, i - 2):
+        if back >= 1 and toks[i - 1].islower() and toks[back - 1].lower() in lx.DETERMINERS:
+            kind = lx.type_noun(toks[i - 1])
+            if kind is not None:
+                return kind
+    k = j + 1 if j < len(toks) and (toks[j] == "," or toks[j] in _COPULAS) else -1
+    if k < 0 or k >= len(toks) or toks[k].lower() not in _ARTICLES:
+        return None
+    head = ""
+    for t in toks[k + 1 : k + 5]:  # the phrase's head: its last lowercase word before a function word
+        if not (t.isalpha() or "-" in t) or not t.islower() or t in lx.STOPWORDS:
+            break
+        head = t
+    return lx.type_noun(head) if head else None
 
 
 class OfflineExtractor:
@@ -450,6 +482,12 @@ class OfflineExtractor:
             add("ORGANIZATION", 1.0)  # "Acme's customers"
         elif possessive and lx.noun_class(nxt) == "person":
             add("PERSON", 1.0)  # "the Dean's daughters", "Scrooge's nephew"
+        kind = _beside_type(toks, i, j)
+        if kind is not None:
+            add(STATED + kind, 1.0)  # said in so many words: it outweighs a title in the name ("the steamer Lady X")
+        follower = lx.type_noun(nxt) if nxt.islower() else None
+        if follower is not None and follower != "OBJECT":
+            add(follower, 1.0)  # "the Skerry lighthouse"; but "the Simon estate" is the Simons' estate: a weak cue
         return votes
 
     # ---- Chinese -----------------------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""Text out of rich documents: HTML (stdlib parser), PDF (pypdf), DOCX (python-docx).
+"""Text out of rich documents: HTML (`indexer.html_text`: the reading text, without navigation and page
+furniture), PDF (pypdf), DOCX (python-docx).
 
 Structure that helps chunking is kept as lines: headings and paragraphs on their own lines, list items
 as "- item", table rows as cells joined by " | ". Parsers' own warnings are captured and returned with
@@ -9,50 +10,13 @@ from __future__ import annotations
 
 import logging
 import warnings
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
-from html.parser import HTMLParser
 from pathlib import Path
 
-_BLOCK = {"p", "div", "br", "li", "tr", "h1", "h2", "h3", "h4", "h5", "h6", "section", "article", "header",
-          "footer", "blockquote", "pre", "table", "ul", "ol", "dd", "dt", "title", "hr"}
-_SKIP = {"script", "style", "noscript", "template", "svg", "head"}
+from indexer.html_text import html_to_text, join_lines
 
-
-class _HTMLText(HTMLParser):
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.parts: list[str] = []
-        self.skip = 0
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        if tag in _SKIP:
-            self.skip += 1
-        elif tag in ("td", "th"):
-            self.parts.append(" | ")
-        elif tag == "li":
-            self.parts.append("\n- ")
-        elif tag in _BLOCK:
-            self.parts.append("\n")
-
-    def handle_endtag(self, tag: str) -> None:
-        if tag in _SKIP and self.skip:
-            self.skip -= 1
-        elif tag in _BLOCK and tag not in ("tr", "li"):  # rows and items stay on adjacent lines
-            self.parts.append("\n")
-
-    def handle_data(self, data: str) -> None:
-        if not self.skip:
-            self.parts.append(data)
-
-
-def html_to_text(html: str) -> str:
-    parser = _HTMLText()
-    parser.feed(html)
-    parser.close()
-    lines = (" ".join(line.split()).strip(" |") for line in "".join(parser.parts).split("\n"))
-    return _join_lines(lines)
-
+__all__ = ["docx_to_text", "html_to_text", "pdf_to_text"]
 
 def pdf_to_text(path: Path) -> tuple[str, list[str]]:
     import pypdf
@@ -109,13 +73,4 @@ def docx_to_text(path: Path) -> tuple[str, list[str]]:
                 for row in block.rows:
                     lines.append(" | ".join(cell.text.strip() for cell in row.cells))
                 lines.append("")
-    return _join_lines(lines), [str(w.message) for w in caught]
-
-
-def _join_lines(lines: Iterable[str]) -> str:
-    """Lines joined with single blank lines between blocks (runs of empty lines collapsed)."""
-    out: list[str] = []
-    for line in lines:
-        if line or (out and out[-1]):
-            out.append(line)
-    return "\n".join(out).strip()
+    return join_lines(lines), [str(w.message) for w in caught]

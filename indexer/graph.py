@@ -34,13 +34,14 @@ from indexer.extract_offline import (
     NOUN,
     PHRASE,
     SPEAKER,
+    STATED,
     ChunkExtraction,
     PairStat,
     noun_kept,
 )
 
 _NAMESPACE = uuid.UUID("6f0d3f4e-5b8a-4c59-9a55-2f1c0e7d9b11")
-_TYPE_ORDER = ("PERSON", "ORGANIZATION", "GEO", "EVENT", "CONCEPT")
+_TYPE_ORDER = ("PERSON", "ORGANIZATION", "GEO", "EVENT", "VESSEL", "OBJECT", "CONCEPT")
 
 
 def uuid5_text(namespace: uuid.UUID, name: str) -> str:
@@ -178,6 +179,18 @@ def _settle_person(key: str, a: _Agg, lowercase: dict[str, int]) -> None:
         a.votes["CONCEPT" if common else "PERSON"] += maybe
         if not common:
             a.guessed += maybe
+
+
+def _settle_stated(a: _Agg) -> None:
+    """A type the text states beside the name ("the schooner X": `extract_offline.STATED`) wins over the
+    votes of the name's shape and other cues; the most stated type when several are."""
+    stated = {t.removeprefix(STATED): w for t, w in a.votes.items() if t.startswith(STATED)}
+    for t in list(a.votes):
+        if t.startswith(STATED):
+            del a.votes[t]
+    if stated:
+        kind = max(sorted(stated), key=lambda t: stated[t])
+        a.votes[kind] = max(a.votes.values(), default=0.0) + stated[kind]
 
 
 def _evidenced_person(a: _Agg) -> bool:
@@ -361,6 +374,7 @@ def _merge_offline(
                 seq += 1
     for key, a in aggs.items():
         _settle_person(key, a, lowercase)
+        _settle_stated(a)
 
     alias = _person_aliases(keep, aggs, lowercase)
     for src, dst in sorted(alias.items(), key=lambda kv: aggs[kv[0]].first_seen):

@@ -2,7 +2,8 @@
 
 Lists are data, not code: `lexicon_en.txt` (stop words, honorifics, type cue words), `lexicon_zh.txt`
 (jieba flag types and Chinese suffix cues), `stop_phrases.txt` (fillers, speaker roles, boilerplate) and
-`noun_classes.txt` (WordNet's class of common nouns: person, artifact, body, time...).
+`noun_classes.txt` (WordNet's class of common nouns: person, artifact, body, time...), `type_cues.txt` (nouns
+that say what a name beside them names: "the schooner Alma").
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ def _set(name: str, section: str) -> frozenset[str]:
 
 
 _EN, _ZH, _STOP, _NOUNS = "lexicon_en.txt", "lexicon_zh.txt", "stop_phrases.txt", "noun_classes.txt"
+_CUES = "type_cues.txt"
 
 PERSON_NOUNS = _set(_EN, "PERSON_NOUNS")
 # words a capitalised span may keep at its edges when it does not open a sentence ("Great Britain")
@@ -81,6 +83,10 @@ PLACE_NOUN_CLASSES = _set(_EN, "PLACE_NOUN_CLASSES")
 NOUN_MIN_CHUNKS = {cls: int(n) for cls, n in (pair.split(":", 1) for pair in read_lists(_EN)["NOUN_MIN_CHUNKS"])}
 # WordNet class -> entity type for a lone noun or a possessive phrase's head ("the baker", "Scrooge's office")
 NOUN_CLASS_TYPES = dict(pair.split(":", 1) for pair in read_lists(_EN)["NOUN_CLASS_TYPES"])
+# a common noun beside a name -> the type of the name ("the schooner Alma": VESSEL; `type_cues.txt`)
+TYPE_NOUNS = {word: type_ for type_, words in read_lists(_CUES).items() if type_.isupper() and "_" not in type_
+              for word in words}
+VESSEL_PREFIXES = _set(_CUES, "VESSEL_PREFIXES")
 _PLURALS = (("ies", "y"), ("ches", "ch"), ("shes", "sh"), ("ses", "s"), ("xes", "x"), ("men", "man"), ("s", ""))
 
 
@@ -104,6 +110,11 @@ def noun_class(word: str) -> str | None:
 def listed_noun(word: str) -> bool:
     """The word is a WordNet noun as written: a singular or an irregular plural ("guest", "men"; not "guests")."""
     return word.lower() in _noun_classes()
+
+
+def type_noun(word: str) -> str | None:
+    """The type a common noun beside a name gives it (`type_cues.txt`), or None."""
+    return TYPE_NOUNS.get(word.lower())
 
 
 def abstract_noun(word: str) -> bool:

@@ -242,8 +242,8 @@ def _read_lone_table(path: Path, rel: str, options: ColumnOptions, result: ReadR
 def _read_table_file(
     path: Path, rel: str, suffix: str, options: ColumnOptions, created: str, result: ReadResult
 ) -> list[SourceDocument]:
-    table, encoding = read_rows(path, suffix)
-    result.encodings[rel] = encoding
+    table = read_rows(path, suffix)
+    result.encodings[rel] = table.how
     rows, notes = table_documents(table, rel, options)
     result.notes.extend(notes)
     docs = []
@@ -256,5 +256,6 @@ def _read_table_file(
                 result.notes.append(f"{row['title']}: empty {options.id!r}; the text's hash is its id")
         docs.append(SourceDocument(row["title"], row["text"], created, attributes, explicit))
     if not docs:
-        raise TableInputError(f"no rows with text in column {options.text!r}")
+        why = f" ({notes[0].removeprefix(rel + ': ')})" if notes else ""
+        raise TableInputError(f"no rows with text in column {options.text!r}{why}")
     return docs

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -14,9 +14,11 @@ from rich.markdown import Markdown
 from rich.panel import Panel
 from rich.table import Table
 
+from router.cli_history import HELP as HISTORY_HELP
+
 if TYPE_CHECKING:
     from engines.citations import Citation
-    from engines.models.base import JSONObject, Usage
+    from engines.models.base import JSONObject, Message, Usage
     from router.answer import Answer
     from router.classifier import RouteDecision
 
@@ -26,6 +28,10 @@ if TYPE_CHECKING:  # imported where used at run time: `graphroute --help` stays 
     from engines.models.base import StageUsage
     from router.router import Router
     from router.service.supervisor import WorkerPool
+
+
+# what `graphroute index` reads (indexer.reader.SUPPORTED; written out so `--help` imports no indexer)
+INPUT_FORMATS = ".txt .md .html .pdf .docx files, and .csv .jsonl .parquet rows"
 
 
 class CliError(Exception):
@@ -55,7 +61,7 @@ def _parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="graphroute", description="Route questions over a GraphRAG index.")
     sub = p.add_subparsers(dest="command", required=True)
 
-    ix = sub.add_parser("index", help="build a GraphRAG-compatible index from a folder of .txt/.md files")
+    ix = sub.add_parser("index", help="build a GraphRAG-compatible index from documents: " + INPUT_FORMATS)
     args = sys.argv[1:] if argv is None else list(argv)
     if not args or args[0] == "index" or args[0].startswith("-"):  # the indexer's options (and its
         from indexer.cli import build_arg_parser  # imports) only when they can be asked for
@@ -71,7 +77,7 @@ def _parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     ask.add_argument("--mode", choices=["auto", "local", "global", "drift", "basic"],
                      help="engine to use (default: [router] default_mode in graphroute.toml, else auto)")
     ask.add_argument("--config", help="graphroute.toml (default: ./graphroute.toml if present)")
-    ask.add_argument("--history", help="JSON file with earlier turns: [{'role': 'user', 'content': ...}, ...]")
+    ask.add_argument("--history", nargs="+", metavar="TURNS", help=HISTORY_HELP)
     ask.add_argument("--max-cost", type=float, help="budget: US dollars for this question")
     ask.add_argument("--max-calls", type=int, help="budget: model calls for this question")
     ask.add_argument("--deadline", type=float, help="budget: seconds for this question")
@@ -85,7 +91,7 @@ def _parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     qs = sub.add_parser("questions", help="suggest next questions, each labelled with its route")
     qs.add_argument("--index", required=True)
     qs.add_argument("--n", type=int, default=5)
-    qs.add_argument("--history", nargs="*", default=[], help="earlier questions, oldest first")
+    qs.add_argument("--history", nargs="+", metavar="TURNS", help=HISTORY_HELP)
     qs.add_argument("--config")
     qs.add_argument("--json", action="store_true")
     _settings_args(qs)
@@ -133,6 +139,10 @@ def _parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     cf.add_argument("--index", help="an index folder: its GraphRAG project's settings are read too")
     cf.add_argument("--config", help="graphroute.toml (default: ./graphroute.toml if present)")
     cf.add_argument("--json", action="store_true", help="print the settings and their sources as JSON")
+    cf.add_argument("--section", metavar="NAME", help="only this section's settings (e.g. local, global_search)")
+    cf.add_argument("pattern", nargs="?", metavar="PATTERN",
+                    help="only the keys matching this glob (e.g. '*community_prop', 'drift.local_search.*'); "
+                         "without a wildcard, the keys containing it")
     _settings_args(cf)
     return p
 
@@ -251,6 +261,15 @@ def render_answer(console: Console, answer: Answer, *, show_text: bool = True, m
                   f"{answer.seconds:.2f}s")
 
 
+def _history(values: Sequence[str] | None) -> list[Message]:
+    from router.cli_history import HistoryError, read_history
+
+    try:
+        return read_history(values)
+    except HistoryError as exc:
+        raise CliError(str(exc)) from None
+
+
 def _cmd_ask(args: argparse.Namespace, console: Console) -> int:
     from router.budget import Budget, BudgetError
     from router.router import Done, EngineEvent, Escalated, RouteDecided
@@ -263,15 +282,10 @@ def _cmd_ask(args: argparse.Namespace, console: Console) -> int:
         return _ask_server(args, console)
     if not args.index:
         raise CliError("ask needs --index PATH (or --server URL)")
+    history = _history(args.history)  # checked before the index is loaded
     router = _load_router(args.index, args.config, args.length or "medium", _settings_choice(args),
                           args.allow_prompt_outside)
     mode = args.mode or router.config.router.default_mode
-    history = None
-    if args.history:
-        try:
-            history = json.loads(Path(args.history).read_text())
-        except (OSError, json.JSONDecodeError) as exc:
-            raise CliError(f"cannot read --history {args.history}: {exc}") from exc
 
     async def run() -> Answer | None:
         answer = None
@@ -326,10 +340,7 @@ def _ask_server(args: argparse.Namespace, console: Console) -> int:
     if args.index:
         body["index"] = args.index
     if args.history:
-        try:
-            body["history"] = json.loads(Path(args.history).read_text())
-        except (OSError, json.JSONDecodeError) as exc:
-            raise CliError(f"cannot read --history {args.history}: {exc}") from exc
+        body["history"] = [{"role": turn["role"], "content": turn["content"]} for turn in _history(args.history)]
     limits = {"max_cost": args.max_cost, "max_llm_calls": args.max_calls, "deadline_s": args.deadline}
     if any(v is not None for v in limits.values()):
         body["budget"] = {k: v for k, v in limits.items() if v is not None}
@@ -347,10 +358,11 @@ def _ask_server(args: argparse.Namespace, console: Console) -> int:
 def _cmd_questions(args: argparse.Namespace, console: Console) -> int:
     from engines import QuestionGenerator
 
-    router = _load_router(args.index, args.config, settings=_settings_choice(args),
-                          allow_prompt_outside=args.allow_prompt_outside)
     if args.n < 1 or args.n > 50:
         raise CliError("--n must be between 1 and 50")
+    history = _history(args.history)
+    router = _load_router(args.index, args.config, settings=_settings_choice(args),
+                          allow_prompt_outside=args.allow_prompt_outside)
     from router.classifier import classify
 
     index = router.index
@@ -358,7 +370,7 @@ def _cmd_questions(args: argparse.Namespace, console: Console) -> int:
     gen = QuestionGenerator(index, router.models, config=router.config.questions,
                             labeller=lambda q: classify(q, index))
     with router:
-        result = router.run(gen.generate(list(args.history), n=args.n))
+        result = router.run(gen.generate(history, n=args.n))
     if args.json:
         print(json.dumps(
             {"questions": [{"text": q.text, "engine": q.engine, "confidence": q.confidence}
@@ -571,10 +583,33 @@ def _cmd_index(args: argparse.Namespace) -> int:
     return int(run_from_args(args) or 0)
 
 
+def _one_line_warnings(err: Console) -> Callable[..., None]:
+    """Warnings (a model with no price, settings not used) as one "warning:" line naming what to do, not
+    Python's two lines with the source path of the call that warned."""
+
+    def show(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+             file: object = None, line: str | None = None) -> None:
+        from rich.markup import escape
+
+        err.print(f"[yellow]warning:[/yellow] {escape(str(message))}", highlight=False, soft_wrap=True)
+
+    return show
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    import warnings
+
     args = _parser(argv).parse_args(argv)
     console = Console()
     err = Console(stderr=True)
+    shown, warnings.showwarning = warnings.showwarning, _one_line_warnings(err)
+    try:
+        return _run(args, console, err)
+    finally:
+        warnings.showwarning = shown
+
+
+def _run(args: argparse.Namespace, console: Console, err: Console) -> int:
     try:
         if args.command == "ask":
             return _cmd_ask(args, console)
@@ -594,7 +629,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             try:
                 return show_config(args, console, _settings_choice(args))
-            except ModelConfigError as exc:
+            except (ModelConfigError, ValueError) as exc:
                 raise CliError(str(exc)) from exc
     except CliError as exc:
         err.print(f"[red]error:[/red] {_shown(exc)}", highlight=False, soft_wrap=True)  # one line, however narrow

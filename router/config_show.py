@@ -73,6 +73,26 @@ def effective(resolved: ResolvedConfig) -> list[tuple[str, object, str]]:
     return rows
 
 
+def select(rows: list[tuple[str, object, str]], section: str | None,
+           pattern: str | None) -> list[tuple[str, object, str]]:
+    """The rows of `section` (a top-level name such as "local") whose dotted key matches the glob `pattern`
+    ("*prop*", "local.fact_*"; a pattern without a wildcard matches keys containing it). ValueError names a
+    section that does not exist or a filter that matches nothing."""
+    from fnmatch import fnmatchcase
+
+    if section is not None:
+        sections = list(dict.fromkeys(key.split(".")[0] for key, _, _ in rows))
+        if section not in sections:
+            raise ValueError(f"--section {section}: no such section (known: {', '.join(sections)})")
+        rows = [row for row in rows if row[0].split(".")[0] == section]
+    if pattern is not None:
+        glob = pattern if any(c in pattern for c in "*?[") else f"*{pattern}*"
+        rows = [row for row in rows if fnmatchcase(row[0], glob)]
+        if not rows:
+            raise ValueError(f"no setting{' of [' + section + ']' if section else ''} matches {pattern!r}")
+    return rows
+
+
 def show_config(args: argparse.Namespace, console: Console, settings: str | bool | None) -> int:
     """Print the configuration `args` select (--config, --index, the settings choice). Configuration errors
     propagate (ConfigError / ModelConfigError name the file and key)."""
@@ -82,7 +102,7 @@ def show_config(args: argparse.Namespace, console: Console, settings: str | bool
         settings = False  # no index and no settings file named: nothing to look for
     resolved = resolve_config(args.config, index=args.index, settings=settings,
                               allow_prompt_outside=getattr(args, "allow_prompt_outside", False))
-    rows = effective(resolved)
+    rows = select(effective(resolved), args.section, args.pattern)
     project = resolved.settings
     if args.json:
         print(json.dumps({

@@ -23,6 +23,10 @@ Sources share is at least `fact_text_unit_prop`, but never so much that the enti
 and relationship rows, which answers, citations and the graph view rely on. A fact question's Reports budget is
 M·min(community_prop, `fact_community_prop`) when that is set; the entity tables' budget is still reckoned
 from community_prop, so the room the smaller Reports share frees flows to Sources.
+
+A setting the user wrote is honoured for every question: each refinement above (`REFINEMENTS`) is off while the
+GraphRAG setting it refines was set and the refinement itself was not (`LocalContextParams.refinement`), so
+`community_prop: 0.2` in settings.yaml shows reports for "Who is ...?" as for a relation question.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ from shared_context.text_unit_selection import DEFAULT_TEXT_UNIT_STRATEGY, TextU
 from shared_context.tokens import Tokenizer
 
 __all__ = [
+    "REFINEMENTS",
     "SECTION_ORDER",
     "LocalContextParams",
     "QuestionNeed",
@@ -50,6 +55,9 @@ __all__ = [
 ]
 
 QuestionNeed = Literal["fact", "relation"]
+# graphroute's refinement -> the GraphRAG setting it overrides for some questions (module docstring)
+REFINEMENTS = {"weak_link_text_unit_prop": "text_unit_prop", "fact_text_unit_prop": "text_unit_prop",
+               "fact_community_prop": "community_prop"}
 _RELATION_CUES = word_list("relation_cues.txt")
 
 SECTION_ORDER = (HISTORY_SECTION, "Reports", "Entities", "Relationships", "Claims", "Sources")
@@ -148,16 +156,26 @@ class LocalContextParams(BaseModel):
                 )
         return self
 
+    def refinement(self, name: str) -> float | None:
+        """The refinement `name` (a key of `REFINEMENTS`) in effect: None (off) while the GraphRAG setting it
+        refines was set and it was not, so the value the user wrote applies to every question."""
+        if name not in self.model_fields_set and REFINEMENTS[name] in self.model_fields_set:
+            return None
+        value: float | None = getattr(self, name)
+        return value
+
     def sources_share(self, link_strength: float, need: QuestionNeed = "relation") -> float:
         """text_unit_prop after the linking-strength and question-need rules (module docstring)."""
         share = strong = min(self.text_unit_prop, 1.0 - self.community_prop)
-        if self.weak_link_text_unit_prop is not None:
+        weak_prop = self.refinement("weak_link_text_unit_prop")
+        if weak_prop is not None:
             s = min(max(link_strength, 0.0), 1.0)
-            weak = min(self.weak_link_text_unit_prop, 1.0 - self.community_prop)
+            weak = min(weak_prop, 1.0 - self.community_prop)
             share = weak + s * (strong - weak)
-        if need == "fact" and self.fact_text_unit_prop is not None:
+        fact_prop = self.refinement("fact_text_unit_prop")
+        if need == "fact" and fact_prop is not None:
             cap = max(1.0 - self.community_prop - self.min_graph_prop, 0.0)
-            share = max(share, min(self.fact_text_unit_prop, cap))
+            share = max(share, min(fact_prop, cap))
         return share
 
 
@@ -193,8 +211,9 @@ def reports_budget(room: int, p: LocalContextParams, need: QuestionNeed = "relat
     """The Reports section's budget: M·community_prop, or M·min(community_prop, fact_community_prop) for a
     fact question (what that frees flows on to Sources)."""
     prop = p.community_prop
-    if need == "fact" and p.fact_community_prop is not None:
-        prop = min(prop, p.fact_community_prop)
+    fact_prop = p.refinement("fact_community_prop")
+    if need == "fact" and fact_prop is not None:
+        prop = min(prop, fact_prop)
     return max(int(room * prop), 0)
 
 

@@ -97,11 +97,12 @@ def test_budgets_ids_and_order_on_real_indexes(real: tuple[str, Index], max_toke
 
 def test_default_layout_on_dulce_matches_graphrag_headers() -> None:
     index = _load("operation_dulce")
-    # no Reports by default (community_prop = 0), nor for a fact question when community_prop is set
-    # (fact_community_prop = 0): the room goes to Sources
+    # no Reports by default (community_prop = 0); a community_prop the user sets applies to a fact question too,
+    # unless they also set fact_community_prop (0: the room goes to Sources)
     assert LocalContextBuilder(index).build("Who is Alex Mercer?").section("Reports") is None
-    assert LocalContextBuilder(index, {"community_prop": 0.1}).build("Who is Alex Mercer?").section("Reports") is None
-    ctx = LocalContextBuilder(index, {"community_prop": 0.1, "fact_community_prop": None}).build("Who is Alex Mercer?")
+    assert LocalContextBuilder(index, {"community_prop": 0.1, "fact_community_prop": 0.0}).build(
+        "Who is Alex Mercer?").section("Reports") is None
+    ctx = LocalContextBuilder(index, {"community_prop": 0.1}).build("Who is Alex Mercer?")
     assert ctx.text.startswith("-----Reports-----\nid|title|content\n")
     assert "-----Entities-----\nid|entity|description|number of relationships\n" in ctx.text
     assert "-----Relationships-----\nid|source|target|description|weight\n" in ctx.text

@@ -146,8 +146,11 @@ def test_weak_linking_moves_budget_to_sources() -> None:
     with pytest.raises(ValueError, match="weak_link_text_unit_prop"):
         LocalContextBuilder(index, {"community_prop": 0.5, "text_unit_prop": 0.4, "weak_link_text_unit_prop": 0.8})
     # left at its default, the weak-link share yields to a larger community_prop instead of failing
-    roomy = LocalContextBuilder(index, {"community_prop": 0.3, "text_unit_prop": 0.5})
+    roomy = LocalContextBuilder(index, {"community_prop": 0.3})
     assert roomy.params.sources_share(0.0) == pytest.approx(0.7)
+    # and it is off while the user wrote the text_unit_prop it refines: their value applies to every question
+    written = LocalContextBuilder(index, {"community_prop": 0.3, "text_unit_prop": 0.5})
+    assert written.params.sources_share(0.0) == pytest.approx(0.5)
 
 
 def test_fact_question_gets_more_sources_and_relation_question_keeps_graph_rows() -> None:

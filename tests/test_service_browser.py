@@ -1,10 +1,13 @@
 """The web page in a real headless Chromium (Debian's chromium + chromium-driver, driven by Selenium): a
 question and a follow-up that relies on it, the Markdown rendered, citations by name with their preview on
-hover, the stage timeline, a click on a graph node opening the entity, and the API key asked for once.
+hover, the stage timeline, a click on a graph node opening the entity, a cited passage opened scrolled to its
+highlighted quoted sentence, a global answer's graph capped at 30 report members with "Show more", and the API
+key asked for once.
 
 Skipped, with the reason, when no browser is installed (`apt-get install chromium chromium-driver`;
 `.ci/run` installs them). With SERVE_SCREENSHOT=path.png the conversation test saves a screenshot of the
-answered page there (`make screenshot` writes docs/serve-page.png).
+answered page there (`make screenshot` writes docs/serve-page.png, and docs/serve-passage.png of a cited
+passage opened at its highlighted sentence).
 """
 
 from __future__ import annotations
@@ -262,3 +265,72 @@ def test_index_text_cannot_take_over_the_pages_elements(browser: Any, clobbering
     assert browser.execute_script("return document.getElementById('record-text').closest('dialog').id") == "record"
     assert browser.find_element(By.CSS_SELECTOR, "dialog#record #record-text").text.strip()
     assert not _page_errors(browser)
+
+
+def _graph_nodes(browser: Any) -> list[dict[str, Any]]:
+    from selenium.webdriver.common.by import By
+
+    nodes: list[dict[str, Any]] = browser.execute_script(
+        "return arguments[0].graphView.nodes().map(n => ({id: n.id(), cited: n.data('cited')}));",
+        browser.find_element(By.ID, "graph"))
+    return nodes
+
+
+def test_a_cited_passage_opens_at_the_sentences_the_answer_quoted(browser: Any, page_url: str,
+                                                                   tmp_path: Path) -> None:
+    from selenium.webdriver.common.by import By
+
+    browser.get(page_url)
+    _wait(browser).until(lambda d: d.find_elements(By.CSS_SELECTOR, "#index option"))
+    browser.get_log("browser")  # what earlier tests logged is theirs
+    turn = _ask(browser, "What did Scrooge see in the knocker?", 1)
+    markdown = browser.execute_script("return state.history[state.history.length - 1].content")
+    passages = turn.find_elements(By.CSS_SELECTOR, ".citations button.citation[data-kind='Sources']")
+    quoted = [(p, browser.execute_script("return quotedSentences(arguments[0], 'Sources', arguments[1])",
+                                         markdown, p.get_attribute("data-id"))) for p in passages]
+    chip, quote = next((p, q) for p, q in quoted if q)  # a passage the answer quotes a sentence from
+    chip.click()
+    _wait(browser, 10).until(lambda d: d.find_elements(By.CSS_SELECTOR, "#record-text mark"))
+    marks = browser.find_elements(By.CSS_SELECTOR, "#record-text mark")
+    quote_words = {w.strip(".,;:!?\"'()").lower() for w in quote.split() if len(w) > 3}
+    marked_words = {w.strip(".,;:!?\"'()").lower() for m in marks for w in m.text.split()}
+    assert quote_words & marked_words, (quote, [m.text for m in marks])
+    # scrolled to the first mark: it is inside the visible part of the passage
+    place = browser.execute_script(
+        "const box = $('record-text'); const m = box.querySelector('mark');"
+        "const b = box.getBoundingClientRect(), r = m.getBoundingClientRect();"
+        "return {visible: r.top >= b.top - 1 && r.bottom <= b.bottom + 1, top: m.offsetTop - box.offsetTop,"
+        " height: box.clientHeight, scrolled: box.scrollTop};")
+    assert place["visible"], place
+    assert place["top"] < place["height"] or place["scrolled"] > 0, place
+    shot = tmp_path / "passage.png"
+    if os.environ.get("SERVE_SCREENSHOT"):  # `make screenshot`: docs/serve-passage.png beside the page's
+        shot = Path(os.environ["SERVE_SCREENSHOT"]).with_name("serve-passage.png")
+    assert browser.save_screenshot(str(shot)) and shot.stat().st_size > 10_000
+    browser.find_element(By.ID, "record-close").click()
+    assert _page_errors(browser) == []
+
+
+def test_a_global_answer_graph_shows_its_reports_top_entities_capped(browser: Any, page_url: str,
+                                                                     tmp_path: Path) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    browser.get(page_url)
+    _wait(browser).until(lambda d: d.find_elements(By.CSS_SELECTOR, "#index option"))
+    browser.get_log("browser")  # what earlier tests logged is theirs
+    Select(browser.find_element(By.ID, "mode")).select_by_value("graphroute-global")
+    turn = _ask(browser, "What are the main themes of the story?", 1)
+    assert "global search" in turn.find_element(By.CSS_SELECTOR, ".route").text
+    nodes = _graph_nodes(browser)
+    assert 0 < len(nodes) <= 30 and all(n["cited"] for n in nodes)  # the cited reports' members, no hairball
+    caption = browser.find_element(By.ID, "graph-caption").text
+    more = browser.find_element(By.ID, "graph-more")
+    hidden = int(more.text.split("(")[1].split()[0].replace(",", ""))
+    assert more.is_displayed() and hidden > 0 and f"{hidden} more entities hidden" in caption, caption
+    shot = tmp_path / "graph.png"
+    assert browser.save_screenshot(str(shot)) and shot.stat().st_size > 10_000
+    more.click()
+    _wait(browser, 10).until(lambda d: len(_graph_nodes(d)) > len(nodes))
+    assert len(_graph_nodes(browser)) <= 60
+    assert _page_errors(browser) == []

@@ -16,6 +16,7 @@ import pytest
 from router import Router
 from router.service import Service, ServiceThread
 from router.service.app import STATIC
+from router.service.graph_view import REPORT_ENTITIES
 
 VENDORED = {  # the files README.md in static/vendor names, unchanged from their npm packages
     "marked/marked.min.js": "3e7e7d7feb3e5d58cb6c804f68ab5c24cc7e5eb6270fd6e5cbb9124739217d0c",
@@ -94,7 +95,11 @@ def test_graph_of_reports_only_shows_their_communities_best_connected_members(ht
                                                        "neighbours": 0}).json()
     assert body["citations"][0]["label"] == report.title
     degrees = sorted((ix.entities[ix.entity_pos[e]].degree for e in members), reverse=True)
-    assert [n["degree"] for n in body["nodes"]] == degrees[:8] and not any(n["cited"] for n in body["nodes"])
+    # the report's best-connected members, cited through it, with the relationships among them and no neighbour
+    assert [n["degree"] for n in body["nodes"]] == degrees[:REPORT_ENTITIES] and all(n["cited"] for n in body["nodes"])
+    shown = {n["id"] for n in body["nodes"]}
+    assert body["edges"] and all(e["source"] in shown and e["target"] in shown for e in body["edges"])
+    assert body["hidden"] == 0
 
 
 def test_unknown_ids_are_named_not_dropped(http: httpx.Client) -> None:

@@ -12,6 +12,7 @@ from engines.models.offline_text import (
     is_informative,
     jaccard,
     merge_refs,
+    names_themes,
     parse_citation,
     question_terms,
     split_sentences,
@@ -101,8 +102,7 @@ def is_meta_or_boilerplate(sentence: str) -> bool:
 
 def asks_for_themes(question: str) -> bool:
     """A corpus-wide question, or one that names themes or topics outright."""
-    theme_stems = word_stems("THEME")
-    return question_terms(question)[1] or any(t in theme_stems for t in terms(question))
+    return question_terms(question)[1] or names_themes(question)
 
 
 def max_points(response_type: str) -> int:

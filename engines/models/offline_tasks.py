@@ -31,6 +31,7 @@ from engines.models.offline_text import (
     is_informative,
     jaccard,
     mentions,
+    names_themes,
     question_terms,
     split_sentences,
     strip_citations,
@@ -116,6 +117,11 @@ def global_map(tables: ContextTables, question: str) -> MapResponse:
     analysed = [_report_sentences(r) for r in rows]
     per_report = [[s for s, _ in a] for a in analysed]
     sentence_terms = [list(t) for a in analysed for _, t in a]
+    founds = [terms(r.title) + [t for _, ts in a for t in ts] for r, a in zip(rows, analysed, strict=True)]
+    if not broad and names_themes(question) and not any(coverage(query, found) for found in founds):
+        # a theme question whose other words no report holds is still about the themes: an empty answer to
+        # it would hide the themes the reports state
+        broad = True
     # a corpus-wide question's extra sentence is looked for by what it asks ("themes"), not by the name of
     # the collection ("these calls", "the book"), which every report's sentences share
     collection = word_stems("COLLECTION")
@@ -126,9 +132,8 @@ def global_map(tables: ContextTables, question: str) -> MapResponse:
     relevant_batch = answerable(question, batch_terms)
     # one point per report: (ids, title, best sentences, their terms, score); near-duplicates share a point
     points: list[tuple[list[str], str, list[str], list[str], int]] = []
-    for row, sentences, sentence_info, offset in zip(rows, per_report, analysed, offsets, strict=True):
+    for row, sentences, found, offset in zip(rows, per_report, founds, offsets, strict=True):
         title = row.title
-        found = terms(title) + [t for _, ts in sentence_info for t in ts]
         cover = coverage(query, found)
         rank = _rank_norm(row)
         if broad:

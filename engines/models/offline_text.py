@@ -12,6 +12,7 @@ strings (whose order changes with PYTHONHASHSEED) where the order can reach the 
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Iterable, Sequence
 from functools import cache, lru_cache
@@ -41,6 +42,7 @@ __all__ = [
     "mentions",
     "merge_refs",
     "name_terms",
+    "names_themes",
     "parse_citation",
     "question_terms",
     "quoted_terms",
@@ -48,6 +50,7 @@ __all__ = [
     "stem",
     "strip_citations",
     "terms",
+    "theme_predicate",
     "trim_sentence",
     "word_list",
     "word_stems",
@@ -82,7 +85,7 @@ _CJK_BROAD_WORDS = word_lists()["CJK_BROAD"]  # in file order: removed from the 
 
 # Function characters of Chinese questions; a bigram made only of these carries no topic.
 _CJK_FUNCTION_CHARS = (
-    "的了是在和与及或吗呢吧啊么什谁哪怎如何为这那个一有也就都而被把对他她它们我你其中请问些样"
+    "的了是在和与及或吗呢吧啊么什谁哪怎如何为这那个一有也就都而被把对他她它们我你其中里请问些样"
 )
 
 # Chinese question words that are not made only of function characters.
@@ -125,14 +128,49 @@ def terms(text: str, *, keep_stopwords: bool = False) -> list[str]:
     return out
 
 
+@lru_cache(maxsize=1)
+def _theme_subject_re() -> re.Pattern[str]:
+    """"What/which (up to three words) theme(s) (that) VERB": the theme noun is the question's subject, so the
+    word after it is what the themes do ("run through", "recur", "stand out"), not a topic."""
+    nouns = "|".join(re.escape(w) for w in sorted(word_list("THEME"), key=len, reverse=True))
+    return re.compile(rf"\b(?:what|which)\b(?:\s+[\w'-]+){{0,3}}?\s+(?:{nouns})\s+(?:(?:that|which)\s+)?"
+                      r"(?P<verb>[a-z][\w-]*)", re.IGNORECASE)
+
+
+def theme_predicate(question: str) -> list[str]:
+    """The words that say what a question's themes do, dropped from its topic terms: in English the verb
+    after a theme noun the question asks about ("What themes run through ...?"); in Chinese, when it names
+    themes (`CJK_THEME`), the verbs, adverbs and adjectives jieba tags ("反复出现的主题", "贯穿全书的主题")."""
+    if any(word in question for word in word_lists()["CJK_THEME"]):
+        import jieba
+        import jieba.posseg
+
+        jieba.setLogLevel(logging.WARNING)  # its dictionary loads quietly, as in the indexer
+        return [w.word for w in jieba.posseg.lcut(question)
+                if CJK_RE.match(w.word[:1]) and w.flag[:1] in ("v", "d", "a")]
+    match = _theme_subject_re().search(question)
+    if match is None or match.group("verb").lower() in STOPWORDS:
+        return []  # "What themes are ...": no verb of its own
+    return [match.group("verb")]
+
+
+def names_themes(question: str) -> bool:
+    """The question asks for themes or topics by name ("theme", "motif", "主题")."""
+    theme_stems = word_stems("THEME")
+    return any(t in theme_stems for t in terms(question)) or any(w in question for w in word_lists()["CJK_THEME"])
+
+
 def question_terms(question: str) -> tuple[list[str], bool]:
-    """Unique content terms of a question, and whether it is corpus-wide (only broad words left)."""
+    """Unique content terms of a question, and whether it is corpus-wide (only broad words left, once the
+    words saying what its themes do are set aside: `theme_predicate`)."""
     all_terms = list(dict.fromkeys(terms(question)))
     broad_stems = word_stems("BROAD")
+    predicate = theme_predicate(question)
+    verbs = {t for word in predicate if not CJK_RE.match(word[:1]) for t in terms(word)}
     stripped = question
-    for word in _CJK_BROAD_WORDS:
+    for word in (*[w for w in predicate if CJK_RE.match(w[:1])], *_CJK_BROAD_WORDS):
         stripped = stripped.replace(word, " ")
-    content = [t for t in dict.fromkeys(terms(stripped)) if t not in broad_stems]
+    content = [t for t in dict.fromkeys(terms(stripped)) if t not in broad_stems and t not in verbs]
     if content:
         return content, False
     return all_terms, True

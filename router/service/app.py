@@ -48,6 +48,7 @@ from router.service.openai_compat import (
     sse,
     stage_event,
 )
+from router.service.passage_marks import MAX_QUOTE_CHARS, quoted_spans
 from router.service.redis_admission import caller_ids
 from router.service.shared_state import SharedState
 from router.service.spending import SpendGate, Spending, SpendingLimitExceeded
@@ -435,7 +436,8 @@ def create_app(service: Service) -> Guard:
         return JSONResponse(model_object(model_id))
 
     async def record(request: Request) -> Response:
-        """A text unit, a document or an entity by id (or short id; an entity also by title), for the page."""
+        """A text unit, a document or an entity by id (or short id; an entity also by title), for the page. A text
+        unit's `quote` (the answer's sentences citing it) gives the `highlights` the page marks."""
         try:
             _, router = service.router(request.path_params["name"])
         except RequestError as exc:
@@ -449,7 +451,12 @@ def create_app(service: Service) -> Guard:
                 return _error(404, f"no text unit {ident!r} in this index", "not_found", "id")
             unit = ix.text_units[pos]
             doc = ix.document_for_text_unit(unit.id)
-            return JSONResponse({"id": unit.id, "short_id": unit.short_id, "text": unit.text,
+            quote = request.query_params.get("quote", "")
+            if len(quote) > MAX_QUOTE_CHARS:
+                return _error(400, f"'quote' has {len(quote):,} characters; the limit is {MAX_QUOTE_CHARS:,}",
+                              None, "quote")
+            marks = [{"start": a, "end": b} for a, b in quoted_spans(unit.text, quote)]
+            return JSONResponse({"id": unit.id, "short_id": unit.short_id, "text": unit.text, "highlights": marks,
                                  "document": None if doc is None else {"id": doc.id, "title": doc.title}})
         if kind == "documents":
             found = next((d for d in ix.documents if ident in (d.id, d.short_id)), None)

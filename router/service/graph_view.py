@@ -17,7 +17,9 @@ from shared_context.index import Index
 
 MAX_CITATIONS = 200  # an answer cites a few dozen records at most
 MAX_NEIGHBOURS = 20  # per cited entity
-MAX_NODES = 80  # a graph a reader can still read
+GRAPH_NODES = 30  # a graph a reader can still read; "show more" asks for more
+MAX_NODES = 200  # the most a request may ask for
+REPORT_ENTITIES = 10  # a cited report's best-connected members offered to the graph
 PREVIEW_CHARS = 600  # the hover preview; the whole record opens on click
 ENTITY_RELATIONSHIPS = 40  # relationships listed when an entity is opened
 ENTITY_SOURCES = 12  # text units listed when an entity is opened
@@ -27,13 +29,14 @@ ENTITY_SOURCES = 12  # text units listed when an entity is opened
 class GraphRequest:
     citations: list[tuple[str, str]]  # (kind, id) as the answer cites them
     neighbours: int
+    max_nodes: int = GRAPH_NODES
 
 
 def parse_graph_request(body: JSONObject) -> GraphRequest:
-    unknown = set(body) - {"citations", "neighbours"}
+    unknown = set(body) - {"citations", "neighbours", "max_nodes"}
     if unknown:
         name = sorted(unknown)[0]
-        raise RequestError(f"unknown field {name!r} (use citations, neighbours)", param=name,
+        raise RequestError(f"unknown field {name!r} (use citations, neighbours, max_nodes)", param=name,
                            code="unknown_parameter")
     raw = body.get("citations")
     if not isinstance(raw, list):
@@ -52,7 +55,10 @@ def parse_graph_request(body: JSONObject) -> GraphRequest:
     neighbours = body.get("neighbours", 6)
     if not isinstance(neighbours, int) or isinstance(neighbours, bool) or not 0 <= neighbours <= MAX_NEIGHBOURS:
         raise RequestError(f"'neighbours' must be a whole number from 0 to {MAX_NEIGHBOURS}", param="neighbours")
-    return GraphRequest(list(pairs), neighbours)
+    max_nodes = body.get("max_nodes", GRAPH_NODES)
+    if not isinstance(max_nodes, int) or isinstance(max_nodes, bool) or not 1 <= max_nodes <= MAX_NODES:
+        raise RequestError(f"'max_nodes' must be a whole number from 1 to {MAX_NODES}", param="max_nodes")
+    return GraphRequest(list(pairs), neighbours, max_nodes)
 
 
 def _clip(text: str, limit: int = PREVIEW_CHARS) -> str:
@@ -93,12 +99,15 @@ def named_citations(index: Index, pairs: Iterable[tuple[str, str]]) -> list[JSON
 
 
 class _Graph:
-    """Nodes (entity positions) and edges (relationship positions) in the order they were added, capped."""
+    """Nodes (entity positions) and edges (relationship positions) in the order they were added, at most
+    `max_nodes` nodes; the entities refused for want of room are counted as hidden."""
 
-    def __init__(self, index: Index) -> None:
+    def __init__(self, index: Index, max_nodes: int) -> None:
         self.index = index
+        self.max_nodes = max_nodes
         self.nodes: dict[int, bool] = {}  # position -> cited
         self.edges: dict[int, bool] = {}
+        self.hidden: set[int] = set()
 
     def node(self, pos: int, cited: bool) -> bool:
         if pos < 0:
@@ -106,12 +115,13 @@ class _Graph:
         if pos in self.nodes:
             self.nodes[pos] = self.nodes[pos] or cited
             return True
-        if len(self.nodes) >= MAX_NODES:
+        if len(self.nodes) >= self.max_nodes:
+            self.hidden.add(pos)
             return False
         self.nodes[pos] = cited
         return True
 
-    def edge(self, pos: int, cited: bool) -> bool:
+    def edge(self, pos: int, cited: bool, new_nodes: bool = True) -> bool:
         ends = self.index.relationship_endpoints[pos]
         source, target = int(ends[0]), int(ends[1])
         if source < 0 or target < 0:
@@ -119,6 +129,8 @@ class _Graph:
         if pos in self.edges:
             self.edges[pos] = self.edges[pos] or cited
             return True
+        if not new_nodes and not (source in self.nodes and target in self.nodes):
+            return False
         if not (self.node(source, False) and self.node(target, False)):
             return False
         self.edges[pos] = cited
@@ -128,6 +140,11 @@ class _Graph:
         """The entity's k strongest relationships (the adjacency is sorted by combined degree, then weight)."""
         for rel in self.index.entity_relationships[pos][:k]:
             self.edge(int(rel), False)
+
+    def ties(self, pos: int) -> None:
+        """The entity's relationships to entities already shown (no new node)."""
+        for rel in self.index.entity_relationships[pos]:
+            self.edge(int(rel), False, new_nodes=False)
 
     def to_dict(self) -> JSONObject:
         ix = self.index
@@ -142,15 +159,16 @@ class _Graph:
             edges.append({"id": r.short_id, "source": ix.entities[int(ends[0])].short_id,
                           "target": ix.entities[int(ends[1])].short_id, "label": _clip(r.description, 160),
                           "weight": r.weight, "cited": cited})
-        return {"nodes": nodes, "edges": edges}
+        return {"nodes": nodes, "edges": edges, "hidden": len(self.hidden - set(self.nodes))}
 
 
 def cited_graph(index: Index, request: GraphRequest) -> JSONObject:
-    """The cited entities and relationships (marked `cited`), then each cited entity's strongest
-    neighbours. An answer citing no entity gets the entities of the passages it cited (basic search) or the
-    best-connected members of the communities whose reports it cited (global search), so every answer has a
-    graph to show."""
-    graph = _Graph(index)
+    """The cited entities and relationships (marked `cited`), the best-connected members of the communities
+    whose reports the answer cited (marked `cited`: the answer cites them through its reports; a global or
+    DRIFT answer's graph), then each directly cited entity's strongest neighbours. An answer citing neither
+    gets the entities of the passages it cited (basic search), so every answer has a graph to show. At most
+    `request.max_nodes` nodes; `hidden` counts the entities left out for want of room."""
+    graph = _Graph(index, request.max_nodes)
     cited_entities: list[int] = []
     for kind, ident in request.citations:
         pos = resolve_position(index, kind, ident)
@@ -161,6 +179,14 @@ def cited_graph(index: Index, request: GraphRequest) -> JSONObject:
         elif kind == "Relationships" and graph.edge(pos, True):
             ends = index.relationship_endpoints[pos]
             cited_entities.extend(int(e) for e in ends)
+    reports = [ident for kind, ident in request.citations if kind == "Reports"]
+    members = [_entities_behind(index, "Reports", ident, REPORT_ENTITIES) for ident in reports]
+    for rank in range(REPORT_ENTITIES):  # each report's first member, then each one's second...
+        for found in members:
+            if rank < len(found):
+                graph.node(found[rank], True)
+    for pos in list(graph.nodes):
+        graph.ties(pos)  # the relationships among the reports' members, with no neighbour added
     if not graph.nodes:
         for kind, ident in request.citations:
             for e in _entities_behind(index, kind, ident):

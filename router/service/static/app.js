@@ -8,8 +8,9 @@ const KIND_NAMES = { Entities: "entity", Relationships: "relationship", Sources:
   Claims: "claim" };
 const KEY = "graphroute-key"; // sessionStorage: kept for this tab, gone when it closes
 const HISTORY_TURNS = 8; // earlier question/answer pairs sent with a question
+const GRAPH_STEP = 30; // entities the graph shows at first, and how many more "show more" adds
 
-const state = { history: [], index: null, keyWaiters: [] };
+const state = { history: [], index: null, keyWaiters: [], graph: null };
 const graph = GraphView.create($("graph"), (id) => openEntity(state.index, id));
 
 function el(tag, text, attrs) {
@@ -154,12 +155,12 @@ function stageTimeline(timeline, usage) {
 
 // ---- citations by name, with the record's text on hover or focus -----------------------------------------
 let tips = 0;
-function citationItem(index, c) {
+function citationItem(index, c, quote) {
   const li = el("li");
   const b = el("button", null, { type: "button", class: "citation" + (c.known ? "" : " unknown"),
     "data-kind": c.kind, "data-id": c.id });
   b.append(el("span", KIND_NAMES[c.kind] || c.kind, { class: "kind" }), el("span", c.label, { class: "label" }));
-  b.addEventListener("click", () => openCitation(index, c));
+  b.addEventListener("click", () => openCitation(index, c, quote(c)));
   li.append(b);
   if (c.preview) {
     const id = `tip-${++tips}`;
@@ -169,17 +170,34 @@ function citationItem(index, c) {
   return li;
 }
 
-function openCitation(index, c) {
+function openCitation(index, c, quote) {
   if (!c.known) return;
   if (c.kind === "Entities") openEntity(index, c.id);
-  else if (c.kind === "Sources") openRecord(index, "text_units", c.id);
+  else if (c.kind === "Sources") openRecord(index, "text_units", c.id, quote);
   else showRecord(c.label, "", c.preview);
 }
 
-async function showCitations(parts, g) {
+// The answer's sentences that cite the record (the text before each `[Data: ...]` naming it, back to the
+// sentence's start): what the passage is opened scrolled to and highlighting.
+function quotedSentences(markdown, kind, id) {
+  const quotes = [];
+  const refs = /\[Data:([^\]]*)\]/g;
+  let m;
+  while ((m = refs.exec(markdown))) {
+    const part = new RegExp(`${kind}\\s*\\(([^)]*)\\)`).exec(m[1]);
+    if (!part || !part[1].split(",").map((s) => s.trim()).includes(String(id))) continue;
+    const before = markdown.slice(0, m.index).replace(/[\s.!?]+$/, "");
+    const ends = [". ", "! ", "? ", "\n", "]"].map((end) => [before.lastIndexOf(end), end.length]);
+    const start = Math.max(0, ...ends.map(([at, length]) => (at < 0 ? 0 : at + length)));
+    quotes.push(before.slice(start).replace(/[*_#>`]/g, "").trim());
+  }
+  return quotes.filter(Boolean).join(" ");
+}
+
+async function showCitations(parts, g, markdown, question) {
   const wanted = g.citations.map((c) => ({ kind: c.kind, id: c.id }));
   const resp = await api(`/v1/indexes/${encodeURIComponent(g.index)}/graph`,
-    { method: "POST", body: JSON.stringify({ citations: wanted.slice(0, 200), neighbours: 6 }) });
+    { method: "POST", body: JSON.stringify({ citations: wanted.slice(0, 200), neighbours: 6, max_nodes: GRAPH_STEP }) });
   if (!resp.ok) {
     parts.citations.replaceChildren(el("li", "Citations unavailable: " + (await errorText(resp))));
     return;
@@ -187,17 +205,31 @@ async function showCitations(parts, g) {
   const body = await resp.json();
   const named = new Map(body.citations.map((c) => [c.kind + ":" + c.id, c]));
   const order = body.citations.filter((c) => c.known);
-  parts.citations.replaceChildren(...(order.length ? order.map((c) => citationItem(g.index, c))
+  // a passage cited without a sentence of its own opens at the excerpt that best matches the question
+  const quote = (c) => quotedSentences(markdown, c.kind, c.id) || question;
+  parts.citations.replaceChildren(...(order.length ? order.map((c) => citationItem(g.index, c, quote))
     : [el("li", "No citations.", { class: "help" })]));
   Markdown.linkReferences(parts.answer, (kind, id) => {
     const c = named.get(kind + ":" + id);
     const n = c ? order.indexOf(c) + 1 : 0;
     const ref = el("button", n ? String(n) : "?", { type: "button", class: "ref",
       title: c ? c.label : `${kind} ${id} is not in this index` });
-    if (c) ref.addEventListener("click", () => openCitation(g.index, c));
+    if (c) ref.addEventListener("click", () => openCitation(g.index, c, quote(c)));
     return ref;
   });
+  state.graph = { index: g.index, citations: wanted.slice(0, 200), shown: GRAPH_STEP };
   showGraph(g.index, body);
+}
+
+// "show more": the same answer's graph with GRAPH_STEP more entities
+async function showMoreGraph() {
+  const g = state.graph;
+  if (!g) return;
+  g.shown += GRAPH_STEP;
+  const resp = await api(`/v1/indexes/${encodeURIComponent(g.index)}/graph`, { method: "POST",
+    body: JSON.stringify({ citations: g.citations, neighbours: 6, max_nodes: Math.min(g.shown, 200) }) });
+  if (resp.ok) showGraph(g.index, await resp.json());
+  else $("graph-caption").textContent = "Cannot show more: " + (await errorText(resp));
 }
 
 // ---- the graph and the entity panel ------------------------------------------------------------------------
@@ -212,11 +244,15 @@ function showGraph(index, body) {
     li.append(b);
     return li;
   }));
+  const hidden = body.hidden || 0;
   $("graph-caption").textContent = body.nodes.length
     ? `${plural(body.nodes.filter((n) => n.cited).length, "cited entity", "cited entities")}, ` +
       `${plural(body.nodes.length, "entity", "entities")} and ${plural(body.edges.length, "relationship")} ` +
-      "in all. Click an entity to open it."
+      "in all" + (hidden ? `; ${plural(hidden, "more entity", "more entities")} hidden` : "") +
+      ". Click an entity to open it."
     : "This answer cited no entity or relationship.";
+  $("graph-more").hidden = !hidden || !state.graph || state.graph.shown >= 200;
+  $("graph-more").textContent = `Show more (${hidden.toLocaleString()} hidden)`;
 }
 
 async function openEntity(index, id) {
@@ -248,22 +284,35 @@ async function openEntity(index, id) {
     const li = el("li");
     const b = el("button", s.document ? `${s.document.title}, passage ${s.short_id}` : `passage ${s.short_id}`,
       { type: "button", class: "link" });
-    b.addEventListener("click", () => openRecord(index, "text_units", s.id));
+    b.addEventListener("click", () => openRecord(index, "text_units", s.id, e.title));
     li.append(b, el("span", " " + s.preview, { class: "help" }));
     return li;
   }));
 }
 
-function showRecord(title, doc, text) {
+// The record's text, its highlights (UTF-16 offsets, in order) as <mark>s; the first is scrolled into view.
+function showRecord(title, doc, text, highlights) {
   $("record-title").textContent = title;
   $("record-doc").replaceChildren(doc);
-  $("record-text").textContent = text;
+  const pieces = [];
+  let at = 0;
+  for (const h of highlights || []) {
+    if (h.start < at || h.end > text.length) continue;
+    pieces.push(text.slice(at, h.start), el("mark", text.slice(h.start, h.end)));
+    at = h.end;
+  }
+  pieces.push(text.slice(at));
+  $("record-text").replaceChildren(...pieces);
   if (!$("record").open) $("record").showModal();
-  $("record-close").focus();
+  $("record-close").focus({ preventScroll: true });
+  const first = $("record-text").querySelector("mark");
+  if (first) first.scrollIntoView({ block: "center" });
+  else $("record-text").scrollTop = 0;
 }
 
-async function openRecord(index, kind, id) {
-  const resp = await api(`/v1/indexes/${encodeURIComponent(index)}/${kind}/${encodeURIComponent(id)}`);
+async function openRecord(index, kind, id, quote) {
+  const ask = kind === "text_units" && quote ? `?quote=${encodeURIComponent(quote.slice(0, 4000))}` : "";
+  const resp = await api(`/v1/indexes/${encodeURIComponent(index)}/${kind}/${encodeURIComponent(id)}${ask}`);
   if (!resp.ok) {
     showRecord("Not available", await errorText(resp), "");
     return;
@@ -272,7 +321,7 @@ async function openRecord(index, kind, id) {
   if (kind === "text_units") {
     const open = r.document ? el("button", `Open the document: ${r.document.title}`, { type: "button", class: "link" }) : "";
     if (open) open.addEventListener("click", () => openRecord(index, "documents", r.document.id));
-    showRecord(`Passage ${r.short_id}`, open, r.text);
+    showRecord(`Passage ${r.short_id}`, open, r.text, r.highlights);
   } else {
     showRecord(`Document: ${r.title}`, plural(r.text_unit_ids.length, "passage"), r.text);
   }
@@ -353,7 +402,7 @@ async function ask(event) {
       parts.li.scrollIntoView({ block: "start" });
       stageTimeline(parts.timeline, g.usage);
       state.history.push({ role: "user", content: question }, { role: "assistant", content: text });
-      await showCitations(parts, g);
+      await showCitations(parts, g, text, question);
     }
   } catch (e) {
     $("status").textContent = "Error: " + e.message;
@@ -378,5 +427,6 @@ $("new-conversation").addEventListener("click", () => {
 });
 $("index").addEventListener("change", () => $("new-conversation").click());
 $("record-close").addEventListener("click", () => $("record").close());
+$("graph-more").addEventListener("click", showMoreGraph);
 $("forget-key").hidden = !sessionStorage.getItem(KEY);
 loadIndexes();
