@@ -14,8 +14,8 @@ import asyncio
 import threading
 import time
 import weakref
-from collections.abc import AsyncGenerator, AsyncIterator, Coroutine
-from dataclasses import dataclass, replace
+from collections.abc import AsyncGenerator, AsyncIterator, Coroutine, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar, cast
 
@@ -26,17 +26,25 @@ from engines.plan import HistoryLike, QueryPlan, limit_history, normalise_histor
 from router.answer import Answer, Escalation
 from router.budget import LADDER, Budget, BudgetError, Plan, PlanStep, check_fit
 from router.classifier import NAMES_NOTHING, NOT_COVERED
+
+# the events live in their own module (`router.fanout` streams them too); re-exported where callers import them
+from router.events import Done as Done
+from router.events import EngineEvent as EngineEvent
+from router.events import Escalated as Escalated
+from router.events import RouteDecided as RouteDecided
+from router.events import RouterEvent as RouterEvent
 from router.loop_thread import SyncLoop
 from router.rewrite import rewrite_question, user_turns
 
 if TYPE_CHECKING:
     from engines.config import GraphrouteConfig
     from engines.engine import Engine
-    from engines.events import AnswerDelta, ContextReady, Event, Progress
+    from engines.events import Event
     from engines.models.factory import Models
     from engines.models.probe import EndpointCheck
     from router.classifier import Engine as RoutedEngine
     from router.classifier import RouteDecision
+    from router.fanout import MultiRouter
     from shared_context.index import Index
 
 T = TypeVar("T")
@@ -74,35 +82,6 @@ FALLBACK: dict[str, tuple[str, ...]] = {
 }
 # Seconds the router waits past the deadline for an engine to hand back its partial result.
 DEADLINE_GRACE_S = 1.0
-
-
-# ---- events streamed by Router.astream -------------------------------------------------------------
-
-
-@dataclass
-class RouteDecided:
-    decision: RouteDecision
-    engine: str  # engine chosen after the budget plan
-    plan: list[str]
-
-
-@dataclass
-class EngineEvent:
-    engine: str
-    event: Progress | ContextReady | AnswerDelta
-
-
-@dataclass
-class Escalated:
-    escalation: Escalation
-
-
-@dataclass
-class Done:
-    answer: Answer
-
-
-RouterEvent = RouteDecided | EngineEvent | Escalated | Done  # what `Router.astream` yields
 
 
 class Router:
@@ -193,6 +172,14 @@ class Router:
 
             config = load_project_config(path, settings=settings)
         return cls(load_index(path), config=config)
+
+    @staticmethod
+    def from_indexes(paths: Mapping[str, str | Path], config: GraphrouteConfig | None = None, *,
+                     settings: str | Path | bool | None = None) -> MultiRouter:
+        """Several named indexes behind one router that picks the index too (`router.fanout.MultiRouter`)."""
+        from router.fanout import MultiRouter
+
+        return MultiRouter({name: Router.from_index(path, config, settings=settings) for name, path in paths.items()})
 
     # ---- engines, built once --------------------------------------------------------------------
 
