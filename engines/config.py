@@ -316,6 +316,13 @@ class ServeConfig(_Section):
         "in order of arrival, so the first model calls start while later questions are still built; a "
         "service that mixes very long steps (a global batch build on a very large index) with short ones "
         "should raise it, as a long step holds back the questions behind it."))
+    key_indexes: dict[str, list[str]] = Field(default_factory=dict, description=(
+        "API keys bound to indexes (`\"KEY\" = [\"index\", ...]`): such a key sees only those indexes, on every "
+        "endpoint; any other index is a 404 that does not confirm its name exists, and index routing considers "
+        "only its indexes. The keys are API keys too. A key not bound here sees every index."))
+    keys_file: str | None = Field(default=None, description=(
+        "A TOML file of key bindings kept out of graphroute.toml: a `[keys]` table of `\"KEY\" = [\"index\", ...]`, "
+        "added to `key_indexes`."))
 
 
 class SearchConfig(SearchParams):

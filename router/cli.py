@@ -24,6 +24,7 @@ if TYPE_CHECKING:  # imported where used at run time: `graphroute --help` stays 
     from engines.config import GraphrouteConfig
     from engines.config_layers import ResolvedConfig
     from engines.models.base import StageUsage
+    from router.fanout import MultiRouter
     from router.router import Router
     from router.service.supervisor import WorkerPool
 
@@ -60,7 +61,9 @@ def _parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
 
     ask = sub.add_parser("ask", help="answer a question, routed to the best engine")
     ask.add_argument("question")
-    ask.add_argument("--index", help="GraphRAG output folder (with --server: the name of one of the server's indexes)")
+    ask.add_argument("--index", action="append", metavar="[NAME=]PATH",
+                     help="GraphRAG output folder; repeat for several, and the router picks the index too (with "
+                          "--server: the name of one of the server's indexes, or none to let the server pick)")
     ask.add_argument("--server", metavar="URL",
                      help="ask a running 'graphroute serve' at URL (e.g. http://127.0.0.1:8000) instead of loading "
                           "the index in this process: no start-up per question; the server's configuration applies")
@@ -143,6 +146,35 @@ def _load_router(index: str, config_path: str | None, length: str | None = None,
         raise CliError(str(exc)) from exc
 
 
+def _load_routers(specs: Sequence[str], config_path: str | None, length: str | None = None,
+                  settings: str | bool | None = None) -> Router | MultiRouter:
+    """One index: its Router. Several (`--index` repeated, `[NAME=]PATH`): a MultiRouter that picks the index."""
+    if len(specs) == 1:
+        return _load_router(specs[0], config_path, length, settings)
+    from router.fanout import MultiRouter
+
+    routers: dict[str, Router] = {}
+    try:
+        for name, path in _parse_index_specs(specs).items():
+            routers[name] = _load_router(path, config_path, length, settings)
+    except BaseException:
+        for loaded in routers.values():
+            loaded.close()
+        raise
+    return MultiRouter(routers)
+
+
+def _first(router: Router | MultiRouter) -> Router:
+    """The Router whose configuration the command's defaults come from (the first index's)."""
+    from router.router import Router
+
+    if isinstance(router, Router):
+        return router
+    first = next(iter(router.routers.values()))
+    assert isinstance(first, Router)
+    return first
+
+
 _NOTED: set[str] = set()
 
 
@@ -181,7 +213,8 @@ def _citation_table(citations: Sequence[Citation], max_rows: int = 12, max_docs:
     seen: set[tuple[str, str]] = set()
     rows = 0
     for c in citations:
-        key = (c.kind, c.id)
+        index = getattr(c, "index", "")  # a fanned-out answer's citations name their index
+        key = (f"{index}: {c.kind}" if index else c.kind, c.id)
         if key in seen:
             continue
         seen.add(key)
@@ -202,13 +235,18 @@ def route_lines(route: RouteDecision, mode: str | None) -> list[str]:
     probs = ", ".join(f"{k} {v:.2f}" for k, v in ranked)
     forced_reason = f"mode '{mode}' requested by the caller"
     reasons = [f"  • {r}" for r in route.reasons if r != forced_reason]
+    index = [] if route.index is None else [f"[bold]index[/bold]: {_index_names(route.index)}"]
     if mode in (None, "auto"):
-        return [f"[bold]route[/bold]: {route.engine} (confidence {route.confidence:.2f}; {probs})", *reasons]
-    lines = [f"[bold]engine[/bold]: {mode} (forced by --mode {mode}; the router did not choose it)"]
+        return [*index, f"[bold]route[/bold]: {route.engine} (confidence {route.confidence:.2f}; {probs})", *reasons]
+    lines = [*index, f"[bold]engine[/bold]: {mode} (forced by --mode {mode}; the router did not choose it)"]
     if ranked:
         own, p = ranked[0]
         lines.append(f"[bold]classifier's own opinion[/bold]: {own} (confidence {p:.2f}; {probs})")
     return lines + reasons
+
+
+def _index_names(index: str | list[str]) -> str:
+    return index if isinstance(index, str) else ", ".join(index) + " (fanned out)"
 
 
 def render_answer(console: Console, answer: Answer, *, show_text: bool = True, mode: str | None = None) -> None:
@@ -246,8 +284,8 @@ def _cmd_ask(args: argparse.Namespace, console: Console) -> int:
         return _ask_server(args, console)
     if not args.index:
         raise CliError("ask needs --index PATH (or --server URL)")
-    router = _load_router(args.index, args.config, args.length or "medium", _settings_choice(args))
-    mode = args.mode or router.config.router.default_mode
+    router = _load_routers(args.index, args.config, args.length or "medium", _settings_choice(args))
+    mode = args.mode or _first(router).config.router.default_mode
     history = None
     if args.history:
         try:
@@ -305,8 +343,10 @@ def _ask_server(args: argparse.Namespace, console: Console) -> int:
     if args.length or args.config:
         raise CliError("--length and --config are the server's with --server (its configuration applies)")
     body: JSONObject = {"question": args.question, "mode": args.mode}
+    if args.index and len(args.index) > 1:
+        raise CliError("--server takes at most one --index (a name of the server's indexes)")
     if args.index:
-        body["index"] = args.index
+        body["index"] = args.index[0]
     if args.history:
         try:
             body["history"] = json.loads(Path(args.history).read_text())

@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import ClassVar, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, ClassVar, ParamSpec, TypeVar
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -25,11 +25,12 @@ from engines.models.base import JSON, JSONObject
 from engines.models.probe import EndpointCheck
 from engines.models.request_options import use_answer_options
 from router.budget import Budget, BudgetError
+from router.fanout import MultiRouter, UnknownIndexError
 from router.router import MODES, Done, EngineEvent, Escalated, RouteDecided, Router, RouterEvent
 from router.service.admission import Admission, LocalAdmission, callers_for, per_key_limit
 from router.service.errors import RequestError, error_body, error_object
 from router.service.graph_view import cited_graph, entity_record, named_citations, parse_graph_request
-from router.service.guard import AUTHORIZED, LOGGED, REQUEST_ID, Guard
+from router.service.guard import AUTHORIZED, CALLER, LOGGED, REQUEST_ID, Guard
 from router.service.metrics import Metrics
 from router.service.openai_compat import (
     ChatRequest,
@@ -46,7 +47,11 @@ from router.service.openai_compat import (
     sse,
     stage_event,
 )
+from router.service.tenants import Tenants
 from router.service.warmup import warm_for_service
+
+if TYPE_CHECKING:
+    from router.answer import Answer
 
 log = logging.getLogger("graphroute.serve")
 T = TypeVar("T")
@@ -68,7 +73,9 @@ class Service:
         self.routers = dict(routers)
         self.default_index = next(iter(self.routers))
         self.config = config or ServeConfig()
-        self.api_keys = [k for k in (api_keys if api_keys is not None else self.config.api_keys) if k]
+        keys = [k for k in (api_keys if api_keys is not None else self.config.api_keys) if k]
+        self.tenants, self.api_keys = Tenants.from_config(keys, self.config, list(self.routers))
+        self.multi = MultiRouter(self.routers, owns_routers=False)  # index routing, for questions naming none
         self.paths = dict(paths or {})
         self.callers = callers_for(self.api_keys)
         self.admission: Admission = admission or LocalAdmission(
@@ -157,13 +164,27 @@ class Service:
             return False
 
     # ---- helpers for the routes -------------------------------------------------------------------
-    def router(self, name: JSON) -> tuple[str, Router]:
+    def router(self, name: JSON, visible: list[str] | None = None) -> tuple[str, Router]:
+        """The named index's Router (the default index's when `name` is None); `visible`: the indexes the
+        caller may read (all when None); any other name is unknown, and only visible ones are listed."""
         if name is not None and not isinstance(name, str):
             raise RequestError("'index' must be an index name", param="index")
-        key = name or self.default_index
-        if key not in self.routers:
-            raise RequestError(f"unknown index {key!r}; known: {', '.join(self.routers)}", 404, "not_found", "index")
+        shown = list(self.routers) if visible is None else visible
+        key = name or (shown[0] if shown else None)
+        if key is None:
+            raise RequestError("no index is available with this API key", 404, "not_found", "index")
+        if key not in shown:
+            raise RequestError(f"unknown index {key!r}; known: {', '.join(shown) or 'none'}", 404, "not_found",
+                               "index")
         return key, self.routers[key]
+
+    def visible(self, request: Request) -> list[str]:
+        """The indexes this request's key may read (`router.service.tenants`)."""
+        return self.tenants.visible(request.scope.get(CALLER), bool(request.scope.get(AUTHORIZED)))
+
+    def routes_index(self, name: JSON, visible: list[str]) -> bool:
+        """Whether the question goes through index routing: it names no index and the caller has several."""
+        return name is None and len(visible) > 1
 
     def budget(self, raw: JSON) -> Budget | None:
         """The request's budget, each missing field taken from the [serve] defaults; None when nothing is set."""
@@ -265,6 +286,8 @@ def _failure_body(exc: Exception) -> tuple[int, JSONObject]:
 
     if isinstance(exc, RequestError):
         return exc.status, error_object(exc.status, str(exc), exc.code, exc.param)
+    if isinstance(exc, UnknownIndexError):
+        return 404, error_object(404, str(exc), "not_found", "index")
     if isinstance(exc, BudgetError):
         return 422, error_object(422, str(exc), "budget_exceeded", "budget")
     if isinstance(exc, IndexFormatError):  # the server's index and models do not fit: the operator's to fix
@@ -281,6 +304,12 @@ def _failure_body(exc: Exception) -> tuple[int, JSONObject]:
             body["usage"] = usage.to_dict()  # what the failed question cost is never lost
         return status, body
     raise exc
+
+
+def index_label(answer: Answer) -> str:
+    """The index an answer came from, as one label: a fanned-out answer's names joined by '+'."""
+    index = answer.route.index
+    return "+".join(index) if isinstance(index, list) else str(index or "")
 
 
 def _history(raw: JSON) -> list[str | JSONObject] | None:
@@ -317,23 +346,25 @@ def create_app(service: Service) -> Guard:
     async def healthz(request: Request) -> Response:
         if service.draining:
             return JSONResponse({"status": "draining"}, status_code=503)
-        body: JSONObject = {"status": "ok" if service.endpoints_ok else "degraded",
-                                "indexes": list(service.routers)}
+        visible = service.visible(request)
+        body: JSONObject = {"status": "ok" if service.endpoints_ok else "degraded", "indexes": [*visible]}
         if service.endpoint_checks:
-            body["endpoints"] = {name: endpoints(request, name) for name in service.routers}
+            body["endpoints"] = {name: endpoints(request, name) for name in visible}
         if service.worker is not None:
             body["worker"] = service.worker
         return JSONResponse(body)
 
     async def metrics(request: Request) -> Response:
-        return PlainTextResponse(service.metrics.render(), media_type="text/plain; version=0.0.4")
+        only = service.visible(request) if service.tenants.bound else None
+        return PlainTextResponse(service.metrics.render(only), media_type="text/plain; version=0.0.4")
 
     async def page(request: Request) -> Response:
         return FileResponse(STATIC / "index.html")
 
     async def indexes(request: Request) -> Response:
         out = []
-        for name, r in service.routers.items():
+        for name in service.visible(request):
+            r = service.routers[name]
             ix = r.index
             out.append({"name": name, "default": name == service.default_index,
                         "entities": len(ix.entities), "relationships": len(ix.relationships),
@@ -343,13 +374,14 @@ def create_app(service: Service) -> Guard:
         return JSONResponse({"indexes": out, "modes": list(MODES)})
 
     async def models(request: Request) -> Response:
-        return JSONResponse({"object": "list", "data": [model_object(m) for m in model_ids(list(service.routers))]})
+        return JSONResponse({"object": "list", "data": [model_object(m) for m in model_ids(service.visible(request))]})
 
     async def model(request: Request) -> Response:
         model_id = request.path_params["model_id"]
-        if model_id not in model_ids(list(service.routers)):
+        visible = service.visible(request)
+        if model_id not in model_ids(visible):
             try:
-                parse_model(model_id, list(service.routers))  # names what is wrong with it
+                parse_model(model_id, visible)  # names what is wrong with it
             except RequestError as exc:
                 return _failure(exc)
             return _error(404, f"unknown model {model_id!r}", "model_not_found", "model")
@@ -358,7 +390,7 @@ def create_app(service: Service) -> Guard:
     async def record(request: Request) -> Response:
         """A text unit, a document or an entity by id (or short id; an entity also by title), for the page."""
         try:
-            _, router = service.router(request.path_params["name"])
+            _, router = service.router(request.path_params["name"], service.visible(request))
         except RequestError as exc:
             return _failure(exc)
         ix, kind, ident = router.index, request.path_params["kind"], request.path_params["id"]
@@ -393,7 +425,7 @@ def create_app(service: Service) -> Guard:
         """An answer's citations by name (with the text of each record) and the graph of the entities and
         relationships it cited, with their neighbours: what the web page draws beside the answer."""
         try:
-            _, router = service.router(request.path_params["name"])
+            _, router = service.router(request.path_params["name"], service.visible(request))
             wanted = parse_graph_request(await _json(request))
         except Exception as exc:
             return _failure(exc)
@@ -404,32 +436,41 @@ def create_app(service: Service) -> Guard:
         """The routing decision and the plan under the budget, with no model call."""
         try:
             body = await _json(request)
-            name, router = service.router(body.get("index"))
+            visible = service.visible(request)
             question = service.check_question(body.get("question"))
             budget = service.budget(body.get("budget"))
-            decision, plan = await router.aroute(question, _history(body.get("history")), budget)
+            history = _history(body.get("history"))
+            named = None if service.routes_index(body.get("index"), visible) else service.router(body.get("index"),
+                                                                                                  visible)[0]
+            decision, plan = await service.multi.aroute(question, history, budget, index=named, indexes=visible)
         except Exception as exc:
             return _failure(exc)
-        return JSONResponse({"index": name, "engine": decision.engine, "confidence": decision.confidence,
+        index: JSON = [*decision.index] if isinstance(decision.index, list) else decision.index
+        return JSONResponse({"index": index, "engine": decision.engine, "confidence": decision.confidence,
                              "probabilities": dict(decision.probabilities), "reasons": list(decision.reasons),
                              "plan": plan.describe(), "chosen": plan.chosen})
 
     async def ask(request: Request) -> Response:
         try:
             body = await _json(request)
-            name, router = service.router(body.get("index"))
+            visible = service.visible(request)
+            named = None if service.routes_index(body.get("index"), visible) else service.router(body.get("index"),
+                                                                                                  visible)[0]
             question = service.check_question(body.get("question"))
-            answer = await router.aask(question, history=_history(body.get("history")), mode=_mode(body.get("mode")),
-                                       budget=service.budget(body.get("budget")))
+            answer = await service.multi.aask(question, _history(body.get("history")), _mode(body.get("mode")),
+                                              service.budget(body.get("budget")), index=named, indexes=visible)
         except Exception as exc:
             return _failure(exc)
-        service.metrics.observe_answer(name, answer)
-        return JSONResponse({**answer.to_dict(), "index": name, "cost": answer.usage.total.cost})
+        service.metrics.observe_answer(index_label(answer), answer)
+        return JSONResponse({**answer.to_dict(), "index": answer.to_dict()["route"]["index"],  # type: ignore[index,call-overload]
+                             "cost": answer.usage.total.cost})
 
     async def chat_completions(request: Request) -> Response:
         try:
-            req = parse_request(await _json(request), list(service.routers))
-            name, router = service.router(req.index)
+            visible = service.visible(request)
+            req = parse_request(await _json(request), visible)
+            named = None if service.routes_index(req.index, visible) else service.router(req.index, visible)[0]
+            router = service.routers[named or visible[0]]  # whose tokenizer counts the answer's tokens
             service.check_question(req.question)
             budget = service.budget(req.budget)
         except Exception as exc:
@@ -441,19 +482,21 @@ def create_app(service: Service) -> Guard:
         cap = TokenCap(req.max_tokens, router.index.tokenizer)
         if not req.stream:
             try:
-                answer = await router.aask(req.question, history=req.history or None, mode=req.mode, budget=budget)
+                answer = await service.multi.aask(req.question, req.history or None, req.mode, budget, index=named,
+                                                  indexes=visible)
             except Exception as exc:
                 return _failure(exc)
-            service.metrics.observe_answer(name, answer)
-            return JSONResponse(completion.response(name, answer, cap.take(answer.text), cap.finish_reason()))
+            service.metrics.observe_answer(index_label(answer), answer)
+            return JSONResponse(completion.response(index_label(answer), answer, cap.take(answer.text),
+                                                    cap.finish_reason()))
         # Start the stream before answering, so a bad question is still a plain HTTP error.
-        events = router.astream(req.question, history=req.history or None, mode=req.mode,
-                                budget=budget).__aiter__()
+        events = service.multi.astream(req.question, req.history or None, req.mode, budget, index=named,
+                                       indexes=visible).__aiter__()
         try:
             first = await events.__anext__()
         except Exception as exc:
             return _failure(exc)
-        return StreamingResponse(_chat_stream(service, name, req, completion, cap, first, events),
+        return StreamingResponse(_chat_stream(service, req, completion, cap, first, events),
                                  media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
 
     async def http_error(request: Request, exc: Exception) -> Response:
@@ -507,7 +550,7 @@ def create_app(service: Service) -> Guard:
     return Guard(app, service)
 
 
-async def _chat_stream(service: Service, name: str, req: ChatRequest, completion: Completion, cap: TokenCap,
+async def _chat_stream(service: Service, req: ChatRequest, completion: Completion, cap: TokenCap,
                        first: RouterEvent, events: AsyncIterator[RouterEvent]) -> AsyncIterator[str]:
     """SSE in OpenAI's chunk schema: every chunk has one choice. The first carries the role and, in its
     `graphroute_event` field, the route and plan; then the answer's deltas (cut at `max_tokens`); an
@@ -547,8 +590,9 @@ async def _chat_stream(service: Service, name: str, req: ChatRequest, completion
                 streamed = False
             elif isinstance(ev, Done):
                 answer = ev.answer
-                service.metrics.observe_answer(name, answer)
-                yield completion.chunk({}, cap.finish_reason(), graphroute=graphroute_object(name, answer))
+                service.metrics.observe_answer(index_label(answer), answer)
+                yield completion.chunk({}, cap.finish_reason(), graphroute=graphroute_object(index_label(answer),
+                                                                                                answer))
                 if req.include_usage:
                     yield completion.usage_chunk(answer)
                 break

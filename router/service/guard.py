@@ -43,6 +43,7 @@ UNLIMITED_PATHS = ("/healthz", "/metrics", "/", "/favicon.ico")
 
 
 AUTHORIZED = "graphroute.authorized"  # scope key: the request carried a valid key (or none is needed)
+CALLER = "graphroute.caller"  # scope key: the number of the key it carried (which indexes it may read)
 REQUEST_ID = "graphroute.request_id"  # scope key: the id a response's `x-request-id` and the log share
 LOGGED = "graphroute.logged"  # scope key: this request's failure is already in the log
 
@@ -165,6 +166,7 @@ class Guard:
         public = path in PUBLIC_PATHS or path.startswith(PUBLIC_PREFIXES)
         allowed, caller = self._key_of(scope)
         scope[AUTHORIZED] = allowed
+        scope[CALLER] = caller
         if not public and not allowed:
             await send_error(send, 401, "missing or wrong API key (send 'Authorization: Bearer <key>')",
                              "invalid_api_key", {"WWW-Authenticate": "Bearer"})

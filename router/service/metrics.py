@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import threading
 from collections import defaultdict
+from collections.abc import Collection
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -96,7 +97,9 @@ class Metrics:
                 for index, engine, route, value in _rows(snap, name, 4):
                     table[(str(index), str(engine), str(route))] += value if isinstance(value, int | float) else 0
 
-    def render(self) -> str:
+    def render(self, indexes: Collection[str] | None = None) -> str:
+        """The Prometheus text; `indexes`: only the answer counters of these indexes (a key's own, when keys
+        are bound to indexes; a fanned-out label "a+b" when all its indexes are among them)."""
         out: list[str] = []
         with self._lock:
             out += ["# HELP graphroute_http_requests_total HTTP requests by method, path template and status.",
@@ -122,5 +125,7 @@ class Metrics:
             ):
                 out += [f"# HELP {name} {help_text}", f"# TYPE {name} counter"]
                 for (index, engine, route), value in sorted(table.items()):
+                    if indexes is not None and not set(index.split("+")) <= set(indexes):
+                        continue
                     out.append(f"{name}{_labels(index=index, engine=engine, route=route)} {fmt.format(value)}")
         return "\n".join(out) + "\n"

@@ -15,6 +15,7 @@ import json
 import logging
 import os
 import threading
+from collections.abc import Collection
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
@@ -90,7 +91,7 @@ class SharedMetrics(Metrics):
             except OSError as exc:  # the totals lag; serving goes on
                 log.warning("cannot publish metrics: %s", exc)
 
-    def render(self) -> str:
+    def render(self, indexes: Collection[str] | None = None) -> str:
         total = Metrics()
         total.absorb(self.snapshot())
         for worker in range(self._workers):
@@ -99,4 +100,4 @@ class SharedMetrics(Metrics):
                 if snap is not None:
                     total.absorb(snap)
         total.in_flight = self._admission.in_flight()
-        return total.render()
+        return total.render(indexes)
