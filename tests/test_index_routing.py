@@ -8,34 +8,17 @@ from pathlib import Path
 
 import pytest
 
-from indexer import IndexerConfig, SourceDocument, build_index, build_index_from_documents
+from multi_index_support import build_coop, build_garden
 from router import Router
 from router.budget import Budget
 from router.fanout import IndexCitation, MultiRouter, UnknownIndexError
 from router.index_routing import Coverage, choose
 
-SAMPLE = Path(__file__).resolve().parents[1] / "indexer" / "sample_corpus"
-GARDEN = [
-    ("Glasshouse history", "The Verrill Glasshouse was built in 1871 by the ironmaster Odile Verrill to keep orchids "
-     "and tree ferns through the winter. Its cast-iron ribs were made at the Pellow foundry. In 1954 a storm broke "
-     "four hundred panes and the curator Amos Quaile rebuilt the north wing with laminated glass."),
-    ("Seed bank", "The Quaile Seed Bank stores the seeds of alpine plants in jars at minus twenty degrees. Amos Quaile "
-     "founded it in 1962 after collecting saxifrage and gentian seeds on the Brevard ridge. Germination is tested "
-     "every ten years; a jar whose seeds fail to sprout is replaced from the living collection."),
-    ("Orchid collection", "The orchid collection holds slipper orchids, moth orchids and rare epiphytes from cloud "
-     "forests. Odile Verrill bought the first slipper orchids from a nursery in Ghent. Misting pumps keep the "
-     "humidity above eighty percent, and the orchids flower from February to May."),
-]
-
-
 @pytest.fixture(scope="module")
 def multi(carol_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[MultiRouter]:
     root = tmp_path_factory.mktemp("indexes")
-    build_index(SAMPLE, root / "coop", progress=False)
-    docs = [SourceDocument(title=t, text=x) for t, x in GARDEN]
-    build_index_from_documents(docs, root / "garden", config=IndexerConfig(chunk_size=300, chunk_overlap=20),
-                               progress=False)
-    with Router.from_indexes({"carol": carol_path, "coop": root / "coop", "garden": root / "garden"}) as m:
+    paths = {"carol": carol_path, "coop": build_coop(root / "coop"), "garden": build_garden(root / "garden")}
+    with Router.from_indexes(paths) as m:
         yield m
 
 
