@@ -27,6 +27,7 @@ if TYPE_CHECKING:  # imported where used at run time: `graphroute --help` stays 
     from router.fanout import MultiRouter
     from router.router import Router
     from router.service.supervisor import WorkerPool
+    from router.service.tenants import Tenants
 
 
 class CliError(Exception):
@@ -520,15 +521,31 @@ def _cmd_mcp(args: argparse.Namespace) -> int:
     if args.http and not 0 < args.port < 65536:
         raise CliError(f"--port {args.port}: must be between 1 and 65535")
     routers = {name: _load_router(path, args.config, settings=_settings_choice(args)) for name, path in specs.items()}
-    server = build_server(routers)
+    tenants = _mcp_tenants(args.config, list(routers)) if args.http else None
+    server = build_server(routers, tenants=tenants)
     if args.http:
-        if args.host not in ("127.0.0.1", "localhost", "::1"):
+        if tenants is None and args.host not in ("127.0.0.1", "localhost", "::1"):
             err.print("[yellow]warning:[/yellow] the MCP endpoint has no authentication; listening beyond loopback")
         err.print(f"graphroute mcp: {', '.join(routers)} on http://{args.host}:{args.port}/mcp", highlight=False)
         asyncio.run(serve_http(server, args.host, args.port))
     else:
         asyncio.run(serve_stdio(server))
     return 0
+
+
+def _mcp_tenants(config_path: str | None, names: list[str]) -> Tenants | None:
+    """`[serve] key_indexes` / `keys_file` for the MCP server over HTTP (None when no key is bound)."""
+    from engines import load_config
+    from router.service.tenants import Tenants
+
+    cfg_path = config_path or ("graphroute.toml" if Path("graphroute.toml").exists() else None)
+    try:
+        serve_cfg = load_config(cfg_path).serve
+        if not (serve_cfg.key_indexes or serve_cfg.keys_file):
+            return None
+        return Tenants.from_config([], serve_cfg, names)[0]
+    except ValueError as exc:  # pydantic validation, a bad keys file, a binding naming no served index
+        raise CliError(str(exc)) from exc
 
 
 def _spent(usage: Usage | None) -> str:

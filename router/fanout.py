@@ -104,6 +104,13 @@ class MultiRouter:
         wanted = set(indexes)
         return {n: r for n, r in self.routers.items() if n in wanted}
 
+    def names_of(self, indexes: Sequence[str] | None) -> list[str]:
+        """The names a caller may use, or `UnknownIndexError` when there is none."""
+        names = list(self.allowed(indexes))
+        if not names:
+            raise UnknownIndexError(None)
+        return names
+
     def pick(self, name: object, indexes: Sequence[str] | None = None) -> tuple[str, IndexRouter]:
         """The named index's Router, or `UnknownIndexError` (also for an index outside `indexes`)."""
         allowed = self.allowed(indexes)
@@ -132,10 +139,10 @@ class MultiRouter:
                      index: str | None = None, indexes: Sequence[str] | None = None
                      ) -> tuple[RouteDecision, Plan]:
         """The decision (naming the index) and the budget plan of the first chosen index, with no model call."""
-        if index is not None:
-            name, router = self.pick(index, indexes)
+        if index is not None or len(self.allowed(indexes)) == 1:
+            name, router = self.pick(index or self.names_of(indexes)[0], indexes)
             decision, plan = await router.aroute(question, history, budget)
-            return _named(decision, name), plan
+            return _named(decision, name, index is not None), plan
         choice = await asyncio.to_thread(self.choose, question, history, indexes)
         decision, plan = await self.routers[choice.names[0]].aroute(question, history, _share(budget, choice))
         return _with_choice(decision, choice), plan
@@ -147,11 +154,11 @@ class MultiRouter:
                       indexes: Sequence[str] | None = None, deltas: bool = True,
                       classify_forced: bool = False) -> AsyncIterator[RouterEvent]:
         """`Router.astream` over the chosen index; a fanned-out question yields its route, then the merged answer."""
-        if index is not None:
-            name, router = self.pick(index, indexes)
+        if index is not None or len(self.allowed(indexes)) == 1:  # nothing to choose
+            name, router = self.pick(index or self.names_of(indexes)[0], indexes)
             async for ev in router.astream(question, history, mode, budget, deltas=deltas,
                                            classify_forced=classify_forced):
-                yield _retag(ev, partial(_named, name=name))
+                yield _retag(ev, partial(_named, name=name, by_caller=index is not None))
             return
         choice = await asyncio.to_thread(self.choose, question, history, indexes)
         if choice.outcome == "several":
@@ -320,7 +327,10 @@ def _none_note(choice: IndexChoice) -> str:
             f"{choice.names[0]}, with one model call at most.")
 
 
-def _named(decision: RouteDecision, name: str) -> RouteDecision:
+def _named(decision: RouteDecision, name: str, by_caller: bool = True) -> RouteDecision:
+    """The route over one index: named by the caller (no index routing), or the only one there is."""
+    if not by_caller:
+        return replace(decision, index=name)
     return replace(decision, index=name, reasons=[f"index {name} named by the caller (no index routing)",
                                                   *decision.reasons])
 

@@ -15,9 +15,11 @@ postings of its text units. Per index the probe measures
 
 `choose` turns these into one of three outcomes: one index clearly covers the question (route there), several
 do (fan out over them, `router.fanout`), or none does (say so, with the closest index). Names and documents are
-the strong evidence: one index naming them wins outright, several naming them fan out. Without them the words
-decide: an index covers the question when most of its words are there and one passage holds several of them
-together; the best such index wins unless another comes within `FANOUT_MARGIN` of its score.
+the strong evidence: the index naming them wins, and several naming them fan out when their scores are within
+`NAMED_MARGIN`. Without them the words decide: an index covers the question when most of its words are there and
+one passage holds several of them together; the best such index wins unless another comes within
+`FANOUT_MARGIN` of its score. A question about a collection as a whole that names nothing ("what are the main
+themes?") is covered by every index sharing a word with it, so it goes to the best one or fans out the same way.
 """
 
 from __future__ import annotations
@@ -140,13 +142,17 @@ def measure(name: str, index: Index, text: str) -> Coverage:
     return Coverage(name, specific, documents, len(terms), found / len(terms), passage, 0.0, shares)
 
 
-def choose(coverages: Sequence[Coverage]) -> IndexChoice:
-    """The decision over every probed index (at least one)."""
+def choose(coverages: Sequence[Coverage], corpus_wide: bool = False) -> IndexChoice:
+    """The decision over every probed index (at least one). `corpus_wide`: the question asks about a collection
+    as a whole (themes, a summary: `router.cues`); naming nothing, it is about any index that shares a word with
+    it, not about none."""
     if not coverages:
         raise ValueError("index routing needs at least one index")
     scored = sorted(_with_distinctness(coverages), key=lambda c: (-c.score, c.name))
     strong = [c for c in scored if c.strong]
     covering = strong or [c for c in scored if c.covers]
+    if not covering and corpus_wide:
+        covering = [c for c in scored if c.vocabulary_share > 0]
     if not covering:
         best = scored[0]
         why = (f"no index covers the question; the closest is {best.name} ({best.reason()})")
@@ -170,7 +176,11 @@ def choose(coverages: Sequence[Coverage]) -> IndexChoice:
 
 def route_indexes(indexes: Mapping[str, Index], text: str) -> IndexChoice:
     """Probe every index and decide."""
-    return choose([measure(name, index, text) for name, index in indexes.items()])
+    from router.classifier import CORPUS_WIDE_CUES
+    from router.cues import match_cues
+
+    corpus_wide = bool(CORPUS_WIDE_CUES & set(match_cues(text)))
+    return choose([measure(name, index, text) for name, index in indexes.items()], corpus_wide)
 
 
 def _with_distinctness(coverages: Sequence[Coverage]) -> list[Coverage]:

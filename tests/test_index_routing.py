@@ -7,12 +7,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
 from multi_index_support import build_coop, build_garden
+
 from router import Router
 from router.budget import Budget
 from router.fanout import IndexCitation, MultiRouter, UnknownIndexError
 from router.index_routing import Coverage, choose
+
 
 @pytest.fixture(scope="module")
 def multi(carol_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[MultiRouter]:

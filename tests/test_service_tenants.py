@@ -9,9 +9,9 @@ from pathlib import Path
 
 import httpx
 import pytest
+from multi_index_support import build_garden
 
 from engines.config import ServeConfig
-from multi_index_support import build_garden
 from router import Router
 from router.service import Service, ServiceThread
 from router.service.tenants import TenantConfigError, Tenants, read_keys_file

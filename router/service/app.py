@@ -182,9 +182,9 @@ class Service:
         """The indexes this request's key may read (`router.service.tenants`)."""
         return self.tenants.visible(request.scope.get(CALLER), bool(request.scope.get(AUTHORIZED)))
 
-    def routes_index(self, name: JSON, visible: list[str]) -> bool:
-        """Whether the question goes through index routing: it names no index and the caller has several."""
-        return name is None and len(visible) > 1
+    def named(self, name: JSON, visible: list[str]) -> str | None:
+        """The index a request names (checked against the caller's), or None: index routing picks it."""
+        return None if name is None else self.router(name, visible)[0]
 
     def budget(self, raw: JSON) -> Budget | None:
         """The request's budget, each missing field taken from the [serve] defaults; None when nothing is set."""
@@ -440,8 +440,7 @@ def create_app(service: Service) -> Guard:
             question = service.check_question(body.get("question"))
             budget = service.budget(body.get("budget"))
             history = _history(body.get("history"))
-            named = None if service.routes_index(body.get("index"), visible) else service.router(body.get("index"),
-                                                                                                  visible)[0]
+            named = service.named(body.get("index"), visible)
             decision, plan = await service.multi.aroute(question, history, budget, index=named, indexes=visible)
         except Exception as exc:
             return _failure(exc)
@@ -454,8 +453,7 @@ def create_app(service: Service) -> Guard:
         try:
             body = await _json(request)
             visible = service.visible(request)
-            named = None if service.routes_index(body.get("index"), visible) else service.router(body.get("index"),
-                                                                                                  visible)[0]
+            named = service.named(body.get("index"), visible)
             question = service.check_question(body.get("question"))
             answer = await service.multi.aask(question, _history(body.get("history")), _mode(body.get("mode")),
                                               service.budget(body.get("budget")), index=named, indexes=visible)
@@ -469,8 +467,8 @@ def create_app(service: Service) -> Guard:
         try:
             visible = service.visible(request)
             req = parse_request(await _json(request), visible)
-            named = None if service.routes_index(req.index, visible) else service.router(req.index, visible)[0]
-            router = service.routers[named or visible[0]]  # whose tokenizer counts the answer's tokens
+            named = service.named(req.index, visible)
+            router = service.routers[named or service.multi.names_of(visible)[0]]  # its tokenizer counts the answer
             service.check_question(req.question)
             budget = service.budget(req.budget)
         except Exception as exc:

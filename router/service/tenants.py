@@ -7,6 +7,7 @@ out which indexes a server holds besides its own. Without bindings every caller 
 
 from __future__ import annotations
 
+import hmac
 import tomllib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -30,6 +31,7 @@ class Tenants:
                                         f"indexes served ({', '.join(self.indexes)})")
             if not names:
                 raise TenantConfigError(f"key binding {n + 1} binds its key to no index")
+        self._keys = [k.encode() for k in keys]
         self._by_caller = [list(bindings[k]) if k in bindings else None for k in keys]
         self.bound = bool(bindings)
 
@@ -51,6 +53,16 @@ class Tenants:
             return []
         own = self._by_caller[caller] if 0 <= caller < len(self._by_caller) else None
         return list(self.indexes) if own is None else [n for n in self.indexes if n in own]
+
+
+    def for_key(self, key: str | None) -> list[str]:
+        """The indexes a request carrying `key` may read (every key compared in constant time)."""
+        given = (key or "").encode()
+        caller = None
+        for i, known in enumerate(self._keys):
+            if hmac.compare_digest(given, known):
+                caller = i
+        return self.visible(caller, caller is not None)
 
 
 def read_keys_file(path: str | Path) -> dict[str, list[str]]:
