@@ -24,6 +24,7 @@ from router.budget import Budget, BudgetError
 from router.events import Done, RouteDecided, RouterEvent
 from router.index_routing import IndexChoice, route_indexes
 from router.loop_thread import SyncLoop
+from router.scoped import empty_scope_answer
 
 if TYPE_CHECKING:
     from engines.models.base import JSONObject
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
     from router.budget import Plan
     from router.classifier import RouteDecision
     from shared_context.index import Index
+    from shared_context.scope import Scope
 
 T = TypeVar("T")
 NONE_COVERS_CALLS = 1  # what a question no index covers may spend
@@ -61,11 +63,11 @@ class IndexRouter(Protocol):
                      ) -> tuple[RouteDecision, Plan]: ...
 
     def astream(self, question: str, history: HistoryLike = None, mode: str | None = None,
-                budget: Budget | None = None, *, deltas: bool = True, classify_forced: bool = False
-                ) -> AsyncIterator[RouterEvent]: ...
+                budget: Budget | None = None, *, deltas: bool = True, classify_forced: bool = False,
+                scope: Scope | None = None) -> AsyncIterator[RouterEvent]: ...
 
     async def aask(self, question: str, history: HistoryLike = None, mode: str | None = None,
-                   budget: Budget | None = None) -> Answer: ...
+                   budget: Budget | None = None, scope: Scope | None = None) -> Answer: ...
 
     def close(self) -> None: ...
 
@@ -152,17 +154,25 @@ class MultiRouter:
     async def astream(self, question: str, history: HistoryLike = None, mode: str | None = None,
                       budget: Budget | None = None, *, index: str | None = None,
                       indexes: Sequence[str] | None = None, deltas: bool = True,
-                      classify_forced: bool = False) -> AsyncIterator[RouterEvent]:
-        """`Router.astream` over the chosen index; a fanned-out question yields its route, then the merged answer."""
+                      classify_forced: bool = False, scope: Scope | None = None) -> AsyncIterator[RouterEvent]:
+        """`Router.astream` over the chosen index; a fanned-out question yields its route, then the merged answer.
+        With a `scope`, only the indexes holding documents in it are considered."""
+        if index is None and scope is not None:
+            indexes = await asyncio.to_thread(self._holding, scope, indexes)
+            if not indexes:
+                answer = empty_scope_answer(question, f"scope ({scope.describe()}): no index holds a document in it")
+                yield RouteDecided(answer.route, answer.engine, [])
+                yield Done(answer)
+                return
         if index is not None or len(self.allowed(indexes)) == 1:  # nothing to choose
             name, router = self.pick(index or self.names_of(indexes)[0], indexes)
             async for ev in router.astream(question, history, mode, budget, deltas=deltas,
-                                           classify_forced=classify_forced):
+                                           classify_forced=classify_forced, scope=scope):
                 yield _retag(ev, partial(_named, name=name, by_caller=index is not None))
             return
         choice = await asyncio.to_thread(self.choose, question, history, indexes)
         if choice.outcome == "several":
-            answer = await self._fan_out(question, history, mode, budget, choice)
+            answer = await self._fan_out(question, history, mode, budget, choice, scope)
             yield RouteDecided(answer.route, answer.engine, answer.plan)
             yield Done(answer)
             return
@@ -171,7 +181,7 @@ class MultiRouter:
         if none:
             mode, budget = _closest_only(mode, budget)
         async for ev in router.astream(question, history, mode, budget, deltas=deltas,
-                                       classify_forced=classify_forced or none):
+                                       classify_forced=classify_forced or none, scope=scope):
             if isinstance(ev, Done) and none:
                 ev.answer.text = f"{_none_note(choice)}\n\n{ev.answer.text}"
                 ev.answer.notes.insert(0, _none_note(choice))
@@ -179,9 +189,10 @@ class MultiRouter:
 
     async def aask(self, question: str, history: HistoryLike = None, mode: str | None = None,
                    budget: Budget | None = None, *, index: str | None = None,
-                   indexes: Sequence[str] | None = None) -> Answer:
+                   indexes: Sequence[str] | None = None, scope: Scope | None = None) -> Answer:
         answer: Answer | None = None
-        async for ev in self.astream(question, history, mode, budget, index=index, indexes=indexes, deltas=False):
+        async for ev in self.astream(question, history, mode, budget, index=index, indexes=indexes, deltas=False,
+                                     scope=scope):
             if isinstance(ev, Done):
                 answer = ev.answer
         assert answer is not None  # astream always ends with Done or raises
@@ -189,17 +200,23 @@ class MultiRouter:
 
     def ask(self, question: str, history: HistoryLike = None, mode: str | None = None,
             budget: Budget | None = None, *, index: str | None = None,
-            indexes: Sequence[str] | None = None) -> Answer:
+            indexes: Sequence[str] | None = None, scope: Scope | None = None) -> Answer:
         """Synchronous form of `aask`, on this router's own long-lived loop."""
-        return self.run(self.aask(question, history, mode, budget, index=index, indexes=indexes))
+        return self.run(self.aask(question, history, mode, budget, index=index, indexes=indexes, scope=scope))
+
+    def _holding(self, scope: Scope, indexes: Sequence[str] | None) -> list[str]:
+        """The allowed indexes with at least one document in `scope`."""
+        from shared_context.scope import in_scope_documents
+
+        return [n for n, r in self.allowed(indexes).items() if in_scope_documents(r.index, scope)]
 
     async def _fan_out(self, question: str, history: HistoryLike, mode: str | None, budget: Budget | None,
-                       choice: IndexChoice) -> Answer:
+                       choice: IndexChoice, scope: Scope | None) -> Answer:
         started = time.perf_counter()
         names = _affordable(choice.names, budget)
         share = _share(budget, replace(choice, names=names))
         results = await asyncio.gather(
-            *(self.routers[n].aask(question, history=history, mode=mode, budget=share) for n in names),
+            *(self.routers[n].aask(question, history=history, mode=mode, budget=share, scope=scope) for n in names),
             return_exceptions=True)
         answers: dict[str, Answer] = {}
         usage, degraded = Usage(), []

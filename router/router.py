@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from router.classifier import RouteDecision
     from router.fanout import MultiRouter
     from shared_context.index import Index
+    from shared_context.scope import Scope
 
 T = TypeVar("T")
 ENGINES = ("local", "global", "drift", "basic")
@@ -417,9 +418,11 @@ class Router:
         history: HistoryLike = None,
         mode: str | None = None,
         budget: Budget | None = None,
+        scope: Scope | None = None,
     ) -> Answer:
         answer: Answer | None = None
-        async for event in self.astream(question, history=history, mode=mode, budget=budget, deltas=False):
+        async for event in self.astream(question, history=history, mode=mode, budget=budget, deltas=False,
+                                        scope=scope):
             if isinstance(event, Done):
                 answer = event.answer
         assert answer is not None  # astream always ends with Done or raises
@@ -431,9 +434,10 @@ class Router:
         history: HistoryLike = None,
         mode: str | None = None,
         budget: Budget | None = None,
+        scope: Scope | None = None,
     ) -> Answer:
         """Synchronous form of `aask`, run on this Router's long-lived loop (from async code use `aask`)."""
-        return self.run(self.aask(question, history=history, mode=mode, budget=budget))
+        return self.run(self.aask(question, history=history, mode=mode, budget=budget, scope=scope))
 
     async def astream(
         self,
@@ -444,6 +448,7 @@ class Router:
         *,
         deltas: bool = True,
         classify_forced: bool = False,
+        scope: Scope | None = None,
     ) -> AsyncIterator[RouterEvent]:
         """Yield `RouteDecided`, engine progress/answer deltas (`EngineEvent`), `Escalated`, then `Done`.
 
@@ -453,6 +458,13 @@ class Router:
         """
         from engines.events import AnswerDelta, Final
 
+        if scope is not None:  # answered over the index cut to the scope (`router.scoped`)
+            from router.scoped import scoped_stream
+
+            async for scoped in scoped_stream(self, scope, question, history, mode, budget, deltas=deltas,
+                                              classify_forced=classify_forced):
+                yield scoped
+            return
         started = time.perf_counter()
         query_plan = plan_question(question, self.index)  # the engines' own limits, checked once, before any call
         q = query_plan.question
