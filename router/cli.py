@@ -28,6 +28,7 @@ if TYPE_CHECKING:  # imported where used at run time: `graphroute --help` stays 
     from router.router import Router
     from router.service.supervisor import WorkerPool
     from router.service.tenants import Tenants
+    from shared_context.scope import Scope
 
 
 class CliError(Exception):
@@ -75,6 +76,12 @@ def _parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     ask.add_argument("--max-cost", type=float, help="budget: US dollars for this question")
     ask.add_argument("--max-calls", type=int, help="budget: model calls for this question")
     ask.add_argument("--deadline", type=float, help="budget: seconds for this question")
+    ask.add_argument("--scope-document", action="append", metavar="TITLE_OR_ID",
+                     help="answer only from this document (repeat for several)")
+    ask.add_argument("--scope-glob", action="append", metavar="PATTERN",
+                     help="answer only from documents whose title or id matches (e.g. 'reports/2024-*')")
+    ask.add_argument("--where", action="append", metavar="KEY=VALUE",
+                     help="answer only from documents whose metadata has KEY equal to VALUE (repeat: all must hold)")
     ask.add_argument("--json", action="store_true", help="print the whole answer as JSON")
     ask.add_argument("--stream", action="store_true", help="stream progress and the answer as it is written")
     ask.add_argument("--length", choices=["short", "medium", "long"],
@@ -163,6 +170,22 @@ def _load_routers(specs: Sequence[str], config_path: str | None, length: str | N
             loaded.close()
         raise
     return MultiRouter(routers)
+
+
+def _scope(args: argparse.Namespace) -> Scope | None:
+    """--scope-document, --scope-glob and --where KEY=VALUE as one Scope (None without them). A VALUE that reads
+    as a whole number also matches metadata holding that number."""
+    from shared_context.scope import Scope
+
+    if not (args.scope_document or args.scope_glob or args.where):
+        return None
+    where: dict[str, str | int] = {}
+    for item in args.where or ():
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise CliError(f"--where {item!r}: give KEY=VALUE")
+        where[key.strip()] = int(value) if value.strip().lstrip("-").isdigit() else value
+    return Scope(tuple(args.scope_document or ()), tuple(args.scope_glob or ()), where)
 
 
 def _first(router: Router | MultiRouter) -> Router:
@@ -285,6 +308,7 @@ def _cmd_ask(args: argparse.Namespace, console: Console) -> int:
         return _ask_server(args, console)
     if not args.index:
         raise CliError("ask needs --index PATH (or --server URL)")
+    scope = _scope(args)
     router = _load_routers(args.index, args.config, args.length or "medium", _settings_choice(args))
     mode = args.mode or _first(router).config.router.default_mode
     history = None
@@ -298,7 +322,7 @@ def _cmd_ask(args: argparse.Namespace, console: Console) -> int:
         answer = None
         streaming_text = False
         async for ev in router.astream(args.question, history=history, mode=args.mode, budget=budget,
-                                       deltas=args.stream and not args.json, classify_forced=True):
+                                       deltas=args.stream and not args.json, classify_forced=True, scope=scope):
             if args.json:
                 if isinstance(ev, Done):
                     answer = ev.answer

@@ -34,6 +34,7 @@ from pydantic import BaseModel, Field
 
 from router.fanout import MultiRouter
 from router.router import Router
+from shared_context.scope import Scope
 
 if TYPE_CHECKING:
     from engines.models.base import Usage
@@ -194,7 +195,7 @@ class GraphrouteTools:
 
     async def ask(self, question: str, index: str | None, mode: Mode, ctx: Context | None, *,
                   max_cost: float | None = None, max_calls: int | None = None, deadline_s: float | None = None,
-                  history: list[str] | None = None) -> CallToolResult:
+                  history: list[str] | None = None, scope: Scope | None = None) -> CallToolResult:
         from engines.errors import EngineError
         from engines.events import ContextReady, Progress
         from engines.models.errors import ModelError
@@ -218,7 +219,7 @@ class GraphrouteTools:
         try:
             budget = Budget(max_cost, max_calls, deadline_s)
             async for event in self.multi.astream(question, history, mode, budget, index=index, indexes=visible,
-                                                  deltas=False):
+                                                  deltas=False, scope=scope):
                 if isinstance(event, RouteDecided):
                     where = _index_text(event.decision.index).rstrip("; ")
                     await progress(f"route: {event.decision.engine}; running {event.engine}"
@@ -344,10 +345,17 @@ def build_server(routers: Mapping[str, Router], *, close_routers: bool = True,
                  "and cost.", annotations=read_only)
     async def ask(question: str, index: str | None = None, mode: Mode = "auto", max_cost: float | None = None,
                   max_calls: int | None = None, deadline_s: float | None = None,
-                  history: list[str] | None = None,
+                  history: list[str] | None = None, scope_documents: list[str] | None = None,
+                  scope_globs: list[str] | None = None, scope_where: dict[str, str | int | float | bool] | None = None,
                   ctx: Context | None = None) -> Annotated[CallToolResult, AskResult]:
+        scope = None
+        if scope_documents or scope_globs or scope_where:
+            try:
+                scope = Scope(tuple(scope_documents or ()), tuple(scope_globs or ()), dict(scope_where or {}))
+            except ValueError as exc:
+                raise ToolError(str(exc)) from None
         return await tools.ask(question, index, mode, ctx, max_cost=max_cost, max_calls=max_calls,
-                               deadline_s=deadline_s, history=history)
+                               deadline_s=deadline_s, history=history, scope=scope)
 
     @server.tool(description="The engine a question would be routed to, the reasons and the budget plan, "
                  "without calling a model.", annotations=read_only)

@@ -117,3 +117,17 @@ def test_bindings_are_checked(tmp_path: Path) -> None:
     tenants = Tenants(["open", "bound"], {"bound": ["b"]}, ["a", "b"])
     assert tenants.visible(0, True) == ["a", "b"] and tenants.visible(1, True) == ["b"]
     assert tenants.visible(None, False) == [] and tenants.visible(0, False) == []
+
+
+def test_ask_with_a_scope(service: ServiceThread) -> None:
+    with _client(service, GARDEN_ONLY) as bound:
+        scoped = bound.post("/v1/ask", json={"question": "Who is Odile Verrill?",
+                                             "scope": {"documents": ["Orchid collection"]}})
+        assert scoped.status_code == 200, scoped.text
+        body = scoped.json()
+        assert body["notes"][0].startswith("scope (documents Orchid collection): 1 of 3 documents")
+        assert all(c["document_titles"] == ["Orchid collection"] for c in body["citations"]) and body["citations"]
+        bad = bound.post("/v1/ask", json={"question": "Who?", "scope": {"where": {"year": {"from": 1}}}})
+        assert bad.status_code == 400 and "scope" in bad.json()["error"]["message"]
+        wrong = bound.post("/v1/ask", json={"question": "Who?", "scope": ["Seed bank"]})
+        assert wrong.status_code == 400 and wrong.json()["error"]["param"] == "scope"

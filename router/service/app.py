@@ -49,6 +49,7 @@ from router.service.openai_compat import (
 )
 from router.service.tenants import Tenants
 from router.service.warmup import warm_for_service
+from shared_context.scope import Scope, ScopeError
 
 if TYPE_CHECKING:
     from router.answer import Answer
@@ -327,6 +328,25 @@ def _history(raw: JSON) -> list[str | JSONObject] | None:
     return items
 
 
+def _scope(raw: JSON) -> Scope | None:
+    """The request's `scope`: {documents: [title or id], globs: [pattern], where: {key: value or [values]}}."""
+    if raw is None:
+        return None
+    if not isinstance(raw, dict) or set(raw) - {"documents", "globs", "where"}:
+        raise RequestError("'scope' must be an object {documents, globs, where}", param="scope")
+    names, globs, where = raw.get("documents") or [], raw.get("globs") or [], raw.get("where") or {}
+    if not (isinstance(names, list) and all(isinstance(n, str) for n in names)):
+        raise RequestError("scope.documents must be a list of document titles or ids", param="scope.documents")
+    if not (isinstance(globs, list) and all(isinstance(g, str) for g in globs)):
+        raise RequestError("scope.globs must be a list of patterns", param="scope.globs")
+    if not isinstance(where, dict):
+        raise RequestError("scope.where must be an object of metadata keys and values", param="scope.where")
+    try:
+        return Scope(tuple(names), tuple(globs), dict(where))  # type: ignore[arg-type]  # values checked by Scope
+    except ScopeError as exc:
+        raise RequestError(str(exc), param="scope.where") from None
+
+
 def _mode(raw: JSON) -> str | None:
     if raw is None:
         return None
@@ -456,7 +476,8 @@ def create_app(service: Service) -> Guard:
             named = service.named(body.get("index"), visible)
             question = service.check_question(body.get("question"))
             answer = await service.multi.aask(question, _history(body.get("history")), _mode(body.get("mode")),
-                                              service.budget(body.get("budget")), index=named, indexes=visible)
+                                              service.budget(body.get("budget")), index=named, indexes=visible,
+                                              scope=_scope(body.get("scope")))
         except Exception as exc:
             return _failure(exc)
         service.metrics.observe_answer(index_label(answer), answer)
