@@ -24,6 +24,7 @@ themes?") is covered by every index sharing a word with it, so it goes to the be
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
@@ -48,6 +49,7 @@ MIN_NAME_STRENGTH = 0.8  # a title or alias the question names (not one only ins
 NAMED_MARGIN = 0.3
 
 Outcome = Literal["one", "several", "none"]
+_FILLER = frozenset(("the", "of", "de", "la", "le", "van", "von", "der", "du", "da", "mr", "mrs", "ms", "dr", "st"))
 
 
 @dataclass(frozen=True)
@@ -62,6 +64,7 @@ class Coverage:
     passage_share: float = 0.0
     distinctness: float = 0.0  # filled in by `choose`, which sees every index
     unit_shares: tuple[float, ...] = ()  # per question word: share of this index's text units holding it
+    unknown_names: tuple[str, ...] = ()  # names the question writes that no title of this index covers
 
     @property
     def strong(self) -> bool:
@@ -113,22 +116,31 @@ class IndexChoice:
 def measure(name: str, index: Index, text: str) -> Coverage:
     """One index's coverage of `text` (its distinctness needs the other indexes: `choose` fills it in)."""
     from router.index_profile import profile
-    from shared_context.linking import exact_matches
+    from shared_context.linking import exact_matches, name_spans
     from shared_context.text import lexical_terms
 
     prof = profile(index)
     terms = list(dict.fromkeys(lexical_terms(text)))
     positions, strengths = exact_matches(index, text)
     named = [int(p) for p, s in zip(positions.tolist(), strengths.tolist(), strict=True) if s >= MIN_NAME_STRENGTH]
-    specific = tuple(str(index.entities[p].title) for p in named
-                     if not _generic(prof.entity_generic, p)
-                     and not (prof.measures_spread and _share(prof.entity_share, p) >= _ubiquitous()))
+    # Names found across this whole collection (the host, the company) still say the question is about it; only
+    # titles that are common nouns here do not, nor a title that is a word of a longer name the question writes
+    # ("AMY" for "Amy Hood", "FRANCE" for "Tour de France")
+    titles = [str(index.entities[p].title) for p in named if not _generic(prof.entity_generic, p)]
+    spans = [_words(span) for span in name_spans(text)]
+    known = set().union(*(_words(t) for t in titles)) if titles else set()
+    # and when the question writes names capitalised, a title it writes only in lower case ("the valley") is a
+    # common word of the question, not a name it asks about
+    written = {w.lower() for w in re.findall(r"[^\W\d_]+", text) if not w.islower()} if spans else None
+    specific = tuple(t for t in titles if not any(_words(t) < span and not span <= known for span in spans)
+                     and (written is None or _words(t) & written))
+    unknown = tuple(" ".join(sorted(span)) for span in spans if not span <= known)
     documents = tuple(prof.names.titles[g] for g in prof.names.named(text))
     if not terms:
-        return Coverage(name, specific, documents)
+        return Coverage(name, specific, documents, unknown_names=unknown)
     bm25 = _unit_bm25(index)
     if bm25 is None or bm25.n_docs == 0:
-        return Coverage(name, specific, documents, len(terms))
+        return Coverage(name, specific, documents, len(terms), unknown_names=unknown)
     postings = [bm25.postings(t) for t in terms]
     shares = tuple(len(p) / bm25.n_docs for p in postings)
     found = sum(1 for p in postings if len(p))
@@ -139,7 +151,7 @@ def measure(name: str, index: Index, text: str) -> Coverage:
         best, _ = lexical_top(index, "text_units", text, PASSAGES)
         held = [sum(1 for p in postings if len(p) and _holds(p, int(u))) for u in np.asarray(best)]
         passage = max(held, default=0) / len(terms)
-    return Coverage(name, specific, documents, len(terms), found / len(terms), passage, 0.0, shares)
+    return Coverage(name, specific, documents, len(terms), found / len(terms), passage, 0.0, shares, unknown)
 
 
 def choose(coverages: Sequence[Coverage], corpus_wide: bool = False) -> IndexChoice:
@@ -150,12 +162,16 @@ def choose(coverages: Sequence[Coverage], corpus_wide: bool = False) -> IndexCho
         raise ValueError("index routing needs at least one index")
     scored = sorted(_with_distinctness(coverages), key=lambda c: (-c.score, c.name))
     strong = [c for c in scored if c.strong]
-    covering = strong or [c for c in scored if c.covers]
+    # a name the question writes that no index knows: what it asks about is in none of them, whatever its
+    # other words share with them ("grapes of the Douro valley")
+    unknown_everywhere = set.intersection(*(set(c.unknown_names) for c in scored))
+    covering = strong or ([] if unknown_everywhere else [c for c in scored if c.covers])
     if not covering and corpus_wide:
         covering = [c for c in scored if c.vocabulary_share > 0]
     if not covering:
         best = scored[0]
-        why = (f"no index covers the question; the closest is {best.name} ({best.reason()})")
+        unknown = f" (it names {_shown(sorted(unknown_everywhere))}, which no index knows)" if unknown_everywhere else ""
+        why = f"no index covers the question{unknown}; the closest is {best.name} ({best.reason()})"
         return IndexChoice("none", (best.name,), tuple(scored), (why,))
     lead = covering[0]
     margin = NAMED_MARGIN if strong else FANOUT_MARGIN
@@ -220,18 +236,12 @@ def _holds(postings: np.ndarray, unit: int) -> bool:
     return i < len(postings) and int(postings[i]) == unit
 
 
+def _words(name: str) -> set[str]:
+    return {w for w in re.findall(r"[^\W_]+", name.lower()) if w not in _FILLER and len(w) > 1}  # no possessive s
+
+
 def _generic(flags: np.ndarray, pos: int) -> bool:
     return 0 <= pos < len(flags) and bool(flags[pos])
-
-
-def _share(shares: np.ndarray, pos: int) -> float:
-    return float(shares[pos]) if 0 <= pos < len(shares) else 0.0
-
-
-def _ubiquitous() -> float:
-    from router.index_probe import UBIQUITOUS_SHARE
-
-    return UBIQUITOUS_SHARE
 
 
 def _shown(names: Sequence[str], limit: int = 2) -> str:
