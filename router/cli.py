@@ -465,6 +465,12 @@ def _cmd_serve(args: argparse.Namespace, console: Console) -> int:
         raise CliError(str(exc)) from exc
     env_keys = [k.strip() for k in os.environ.get("GRAPHROUTE_API_KEYS", "").split(",") if k.strip()]
     keys = [*serve_cfg.api_keys, *env_keys, *args.api_key]
+    from router.service.tenants import TenantConfigError, Tenants
+
+    try:  # key bindings are checked before anything is loaded: a bad one is one line
+        keys = Tenants.from_config(keys, serve_cfg, list(specs))[1]
+    except TenantConfigError as exc:
+        raise CliError(str(exc)) from None
     access = "API key required" if keys else "no API key: loopback use only"
     if serve_cfg.host not in ("127.0.0.1", "localhost", "::1") and not keys:
         console.print("[yellow]warning:[/yellow] listening beyond loopback without an API key")

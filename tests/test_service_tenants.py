@@ -131,3 +131,15 @@ def test_ask_with_a_scope(service: ServiceThread) -> None:
         assert bad.status_code == 400 and "scope" in bad.json()["error"]["message"]
         wrong = bound.post("/v1/ask", json={"question": "Who?", "scope": ["Seed bank"]})
         assert wrong.status_code == 400 and wrong.json()["error"]["param"] == "scope"
+
+
+def test_a_binding_to_an_index_not_served_is_one_clear_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    from router.cli import main
+
+    (tmp_path / "graphroute.toml").write_text('[serve.key_indexes]\n"k" = ["elsewhere"]\n', encoding="utf-8")
+    (tmp_path / "ix").mkdir()
+    monkeypatch.chdir(tmp_path)
+    assert main(["serve", "--index", f"here={tmp_path / 'ix'}", "--port", "0"]) == 2
+    err = capsys.readouterr().err
+    assert "'elsewhere', not among the indexes served (here)" in err and "Traceback" not in err
