@@ -90,7 +90,7 @@ class Coverage:
             parts.append(f"names {_shown(self.specific)}, specific in it")
         parts.append(f"{self.vocabulary_share:.0%} of the question's content words are in its text, "
                      f"{self.passage_share:.0%} together in one passage, distinctness {self.distinctness:.2f}")
-        return f"index {self.name}: " + "; ".join(parts)
+        return "; ".join(parts)
 
     def as_dict(self) -> dict[str, object]:
         return {"index": self.name, "score": round(self.score, 3), "specific": list(self.specific),
@@ -184,7 +184,7 @@ def choose(coverages: Sequence[Coverage], corpus_wide: bool = False) -> IndexCho
             why += f" (also covered, further behind: {', '.join(others)})"
         return IndexChoice("one", (lead.name,), tuple(scored), (why,))
     reasons = [f"asked {len(chosen)} indexes that cover the question: " + ", ".join(c.name for c in chosen),
-               *(c.reason() for c in chosen)]
+               *(f"index {c.name}: {c.reason()}" for c in chosen)]
     if left_out:
         reasons.append(f"not asked (at most {MAX_FANOUT} indexes per question): {', '.join(left_out)}")
     return IndexChoice("several", tuple(c.name for c in chosen), tuple(scored), tuple(reasons))
