@@ -60,7 +60,8 @@ async def test_the_tools_are_listed_with_their_schemas(client: Any) -> None:
     assert set(tools) == {"ask", "route", "search_local", "search_global", "search_basic", "entity", "list_indexes"}
     ask = tools["ask"]
     assert set(ask.input_schema["properties"]) == {"question", "index", "mode", "max_cost", "max_calls",
-                                                   "deadline_s", "history"}
+                                                   "deadline_s", "history", "scope_documents", "scope_globs",
+                                                   "scope_where"}
     assert ask.input_schema["required"] == ["question"]
     assert {"answer", "engine", "route", "citations", "cost"} <= set(ask.output_schema["properties"])
     assert tools["route"].annotations.read_only_hint is True
