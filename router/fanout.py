@@ -79,7 +79,7 @@ class UnknownIndexError(LookupError):
     indexes, saying which exist would confirm names the caller must not see."""
 
     def __init__(self, name: object) -> None:
-        super().__init__(f"unknown index {name!r}")
+        super().__init__(f"unknown index {name!r}" if name is not None else "no index is available to this caller")
         self.name = name
 
 

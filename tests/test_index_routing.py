@@ -82,6 +82,8 @@ def test_routing_considers_only_the_allowed_indexes(multi: MultiRouter) -> None:
     assert all("carol" not in r for r in choice.reasons)
     with pytest.raises(UnknownIndexError):
         multi.ask("Who is Bob Cratchit?", index="carol", indexes=["coop"])
+    with pytest.raises(UnknownIndexError, match="no index is available"):
+        multi.ask("Who is Bob Cratchit?", indexes=[])
 
 
 async def test_route_names_the_index_without_a_model_call(multi: MultiRouter) -> None:
