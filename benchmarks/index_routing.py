@@ -19,7 +19,8 @@ Measured, with no index named:
 
     python -m benchmarks.index_routing [--data-dir ../shared/data] [--indexes /tmp/index-routing] [--runs 5]
 
-Writes `benchmarks/results/index_routing/index_routing.json`.
+Writes `benchmarks/results/index_routing/index_routing.json` (`--out` names another file: the selection and
+probe figures alone, `--no-answers`, are `index_routing_probe.json`).
 """
 
 from __future__ import annotations
@@ -164,12 +165,13 @@ def main(argv: list[str] | None = None) -> None:
                         help="where the offline indexes are built (kept for the next run)")
     parser.add_argument("--runs", type=int, default=5, help="probe latency runs over the questions")
     parser.add_argument("--no-answers", action="store_true", help="skip answering (calls and cost)")
+    parser.add_argument("--out", default="index_routing.json", help="result file name under the results folder")
     args = parser.parse_args(argv)
     if not (args.data_dir / "graphrag_bench").is_dir():
         parser.error(f"{args.data_dir} has no graphrag_bench/ folder; pass --data-dir")
     report = run(args.data_dir, args.indexes, args.runs, not args.no_answers)
     RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "index_routing.json").write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n",
+    (RESULTS / args.out).write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n",
                                                 encoding="utf-8")
     acc, probe = report["accuracy"], report["probe_ms"]
     print(f"index selection: {acc['overall']:.1%} right over {report['questions']} questions; " +
