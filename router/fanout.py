@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Protocol, TypeVar
 from engines.citations import Citation
 from engines.models.base import Usage
 from router.answer import Answer
-from router.budget import Budget, BudgetError
+from router.budget import Budget
 from router.events import Done, RouteDecided, RouterEvent
 from router.index_routing import IndexChoice, route_indexes
 from router.loop_thread import SyncLoop
@@ -332,11 +332,7 @@ def _closest_only(mode: str | None, budget: Budget | None) -> tuple[str, Budget]
     calls = NONE_COVERS_CALLS if budget is None or budget.max_llm_calls is None \
         else min(NONE_COVERS_CALLS, budget.max_llm_calls)
     kept = budget or Budget()
-    try:
-        limited = Budget(kept.max_cost, calls, kept.deadline_s)
-    except BudgetError:  # pragma: no cover - the caller's budget was checked when it was made
-        limited = Budget(None, calls, None)
-    return (mode if mode not in (None, "auto") else "local"), limited
+    return (mode if mode not in (None, "auto") else "local"), Budget(kept.max_cost, calls, kept.deadline_s)
 
 
 def _none_note(choice: IndexChoice) -> str:
