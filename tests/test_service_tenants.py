@@ -131,6 +131,12 @@ def test_ask_with_a_scope(service: ServiceThread) -> None:
         assert bad.status_code == 400 and "scope" in bad.json()["error"]["message"]
         wrong = bound.post("/v1/ask", json={"question": "Who?", "scope": ["Seed bank"]})
         assert wrong.status_code == 400 and wrong.json()["error"]["param"] == "scope"
+        chat = bound.post("/v1/chat/completions", json={
+            "model": "graphroute", "scope": {"globs": ["orchid*"]},
+            "messages": [{"role": "user", "content": "Who is Odile Verrill?"}]})
+        assert chat.status_code == 200, chat.text
+        g = chat.json()["graphroute"]
+        assert g["notes"][0].startswith("scope (matching orchid*): 1 of 3 documents")
 
 
 def test_a_binding_to_an_index_not_served_is_one_clear_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,

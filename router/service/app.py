@@ -492,6 +492,7 @@ def create_app(service: Service) -> Guard:
             router = service.routers[named or service.multi.names_of(visible)[0]]  # its tokenizer counts the answer
             service.check_question(req.question)
             budget = service.budget(req.budget)
+            scope = _scope(req.scope)
         except Exception as exc:
             return _failure(exc)
         # The client's sampling and cap go to the call that writes the answer: set for this request's task,
@@ -502,7 +503,7 @@ def create_app(service: Service) -> Guard:
         if not req.stream:
             try:
                 answer = await service.multi.aask(req.question, req.history or None, req.mode, budget, index=named,
-                                                  indexes=visible)
+                                                  indexes=visible, scope=scope)
             except Exception as exc:
                 return _failure(exc)
             service.metrics.observe_answer(index_label(answer), answer)
@@ -510,7 +511,7 @@ def create_app(service: Service) -> Guard:
                                                     cap.finish_reason()))
         # Start the stream before answering, so a bad question is still a plain HTTP error.
         events = service.multi.astream(req.question, req.history or None, req.mode, budget, index=named,
-                                       indexes=visible).__aiter__()
+                                       indexes=visible, scope=scope).__aiter__()
         try:
             first = await events.__anext__()
         except Exception as exc:
