@@ -146,7 +146,9 @@ class MultiRouter:
             decision, plan = await router.aroute(question, history, budget)
             return _named(decision, name, index is not None), plan
         choice = await asyncio.to_thread(self.choose, question, history, indexes)
-        decision, plan = await self.routers[choice.names[0]].aroute(question, history, _share(budget, choice))
+        none = choice.outcome == "none"  # the plan an ask would follow: within one call
+        limit = _closest_only(None, budget)[1] if none else _share(budget, choice)
+        decision, plan = await self.routers[choice.names[0]].aroute(question, history, limit)
         return _with_choice(decision, choice), plan
 
     # ---- answering --------------------------------------------------------------------------------

@@ -91,6 +91,8 @@ async def test_route_names_the_index_without_a_model_call(multi: MultiRouter) ->
     assert decision.index == "carol" and plan.chosen == decision.engine == "local"
     fanned, _ = await multi.aroute("What did Ebenezer Scrooge and Elin Hargreaves each do?")
     assert sorted(fanned.index or []) == ["carol", "coop"]
+    none, plan = await multi.aroute("How is a quadrupole mass spectrometer calibrated with perfluorotributylamine?")
+    assert "no index covers the question" in none.reasons[0] and all(s.llm_calls <= 1 for s in plan.steps if s.fits)
 
 
 def test_choose_rules() -> None:
