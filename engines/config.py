@@ -360,6 +360,13 @@ class ServeConfig(_Section):
     max_calls_per_day: int | None = Field(default=None, ge=1, description=(
         "Model calls one API key may make per day (UTC; cache hits are not counted), enforced as "
         "`max_cost_per_day`. None: no limit."))
+    key_indexes: dict[str, list[str]] = Field(default_factory=dict, description=(
+        "API keys bound to indexes (`\"KEY\" = [\"index\", ...]`): such a key sees only those indexes, on every "
+        "endpoint; any other index is a 404 that does not confirm its name exists, and index routing considers "
+        "only its indexes. The keys are API keys too. A key not bound here sees every index."))
+    keys_file: str | None = Field(default=None, description=(
+        "A TOML file of key bindings kept out of graphroute.toml: a `[keys]` table of `\"KEY\" = [\"index\", ...]`, "
+        "added to `key_indexes`."))
 
 
 class SearchConfig(SearchParams):

@@ -31,6 +31,7 @@ from typing import Any
 from indexer.config import IndexerError
 from indexer.decode import NotText, decode_text
 from indexer.formats import docx_to_text, html_to_text, pdf_to_text
+from indexer.front_matter import file_attributes, split_front_matter
 from indexer.tabular import TABLE_SUFFIXES, ColumnOptions, TableInputError, read_rows, table_documents
 
 TEXT_SUFFIXES = {".txt", ".md", ".markdown"}
@@ -221,10 +222,16 @@ def _read_file(path: Path, rel: str, options: ColumnOptions, result: ReadResult)
     except Exception as exc:  # parser libraries raise their own types for broken files
         result.skipped.append(f"{rel}: could not be parsed ({type(exc).__name__}: {exc})")
         return []
+    meta = file_attributes(rel, suffix, created)
+    if suffix in TEXT_SUFFIXES:
+        front, text, note = split_front_matter(text)
+        meta.update(front)
+        if note:
+            result.notes.append(f"{rel}: {note}")
     if not text.strip():
         result.skipped.append(f"{rel}: no text" + (" (a scanned PDF has no text layer)" if suffix == ".pdf" else ""))
         return []
-    return [SourceDocument(title=rel, text=text, creation_date=created)]
+    return [SourceDocument(title=rel, text=text, creation_date=created, metadata=meta)]
 
 
 def _read_lone_table(path: Path, rel: str, options: ColumnOptions, result: ReadResult) -> list[SourceDocument]:

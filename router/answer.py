@@ -9,7 +9,7 @@ from engines.models.base import Usage
 
 if TYPE_CHECKING:
     from engines.citations import Citation
-    from engines.models.base import JSONObject
+    from engines.models.base import JSON, JSONObject
     from engines.result import SearchResult
     from router.classifier import RouteDecision
 
@@ -53,6 +53,7 @@ class Answer:
 
     def to_dict(self) -> JSONObject:
         route = self.route
+        index: JSON = [*route.index] if isinstance(route.index, list) else route.index
         return {
             "question": self.question,
             "standalone_question": self.standalone_question,
@@ -63,6 +64,7 @@ class Answer:
                 "probabilities": dict(route.probabilities),
                 "reasons": list(route.reasons),
                 "method": getattr(route, "method", "model"),
+                "index": index,
             },
             "engine": self.engine,
             "stepped_down_from": self.stepped_down_from,

@@ -116,6 +116,7 @@ class RouteDecision:
     signals: dict[str, float] = field(default_factory=dict)
     method: str = "model"
     fallbacks: tuple[str, ...] = ()  # engines to escalate to first if the chosen one finds nothing
+    index: str | list[str] | None = None  # the index routed to (several: the list), set by `router.fanout`
 
 
 class ModelFileError(RuntimeError):

@@ -26,8 +26,11 @@ if TYPE_CHECKING:  # imported where used at run time: `graphroute --help` stays 
     from engines.config import GraphrouteConfig
     from engines.config_layers import ResolvedConfig
     from engines.models.base import StageUsage
+    from router.fanout import MultiRouter
     from router.router import Router
     from router.service.supervisor import WorkerPool
+    from router.service.tenants import Tenants
+    from shared_context.scope import Scope
 
 
 # what `graphroute index` reads (indexer.reader.SUPPORTED; written out so `--help` imports no indexer)
@@ -70,7 +73,9 @@ def _parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
 
     ask = sub.add_parser("ask", help="answer a question, routed to the best engine")
     ask.add_argument("question")
-    ask.add_argument("--index", help="GraphRAG output folder (with --server: the name of one of the server's indexes)")
+    ask.add_argument("--index", action="append", metavar="[NAME=]PATH",
+                     help="GraphRAG output folder; repeat for several, and the router picks the index too (with "
+                          "--server: the name of one of the server's indexes, or none to let the server pick)")
     ask.add_argument("--server", metavar="URL",
                      help="ask a running 'graphroute serve' at URL (e.g. http://127.0.0.1:8000) instead of loading "
                           "the index in this process: no start-up per question; the server's configuration applies")
@@ -81,6 +86,12 @@ def _parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     ask.add_argument("--max-cost", type=float, help="budget: US dollars for this question")
     ask.add_argument("--max-calls", type=int, help="budget: model calls for this question")
     ask.add_argument("--deadline", type=float, help="budget: seconds for this question")
+    ask.add_argument("--scope-document", action="append", metavar="TITLE_OR_ID",
+                     help="answer only from this document (repeat for several)")
+    ask.add_argument("--scope-glob", action="append", metavar="PATTERN",
+                     help="answer only from documents whose title or id matches (e.g. 'reports/2024-*')")
+    ask.add_argument("--where", action="append", metavar="KEY=VALUE",
+                     help="answer only from documents whose metadata has KEY equal to VALUE (repeat: all must hold)")
     ask.add_argument("--json", action="store_true", help="print the whole answer as JSON")
     ask.add_argument("--stream", action="store_true", help="stream progress and the answer as it is written")
     ask.add_argument("--length", choices=["short", "medium", "long"],
@@ -170,6 +181,51 @@ def _load_router(index: str, config_path: str | None, length: str | None = None,
         raise CliError(str(exc)) from exc
 
 
+def _load_routers(specs: Sequence[str], config_path: str | None, length: str | None = None,
+                  settings: str | bool | None = None, allow_prompt_outside: bool = False) -> Router | MultiRouter:
+    """One index: its Router. Several (`--index` repeated, `[NAME=]PATH`): a MultiRouter that picks the index."""
+    if len(specs) == 1:
+        return _load_router(specs[0], config_path, length, settings, allow_prompt_outside)
+    from router.fanout import MultiRouter
+
+    routers: dict[str, Router] = {}
+    try:
+        for name, path in _parse_index_specs(specs).items():
+            routers[name] = _load_router(path, config_path, length, settings, allow_prompt_outside)
+    except BaseException:
+        for loaded in routers.values():
+            loaded.close()
+        raise
+    return MultiRouter(routers)
+
+
+def _scope(args: argparse.Namespace) -> Scope | None:
+    """--scope-document, --scope-glob and --where KEY=VALUE as one Scope (None without them). A VALUE that reads
+    as a whole number also matches metadata holding that number."""
+    from shared_context.scope import Scope
+
+    if not (args.scope_document or args.scope_glob or args.where):
+        return None
+    where: dict[str, str | int] = {}
+    for item in args.where or ():
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise CliError(f"--where {item!r}: give KEY=VALUE")
+        where[key.strip()] = int(value) if value.strip().lstrip("-").isdigit() else value
+    return Scope(tuple(args.scope_document or ()), tuple(args.scope_glob or ()), where)
+
+
+def _first(router: Router | MultiRouter) -> Router:
+    """The Router whose configuration the command's defaults come from (the first index's)."""
+    from router.router import Router
+
+    if isinstance(router, Router):
+        return router
+    first = next(iter(router.routers.values()))
+    assert isinstance(first, Router)
+    return first
+
+
 _NOTED: set[str] = set()
 
 
@@ -208,7 +264,8 @@ def _citation_table(citations: Sequence[Citation], max_rows: int = 12, max_docs:
     seen: set[tuple[str, str]] = set()
     rows = 0
     for c in citations:
-        key = (c.kind, c.id)
+        index = getattr(c, "index", "")  # a fanned-out answer's citations name their index
+        key = (f"{index}: {c.kind}" if index else c.kind, c.id)
         if key in seen:
             continue
         seen.add(key)
@@ -229,13 +286,18 @@ def route_lines(route: RouteDecision, mode: str | None) -> list[str]:
     probs = ", ".join(f"{k} {v:.2f}" for k, v in ranked)
     forced_reason = f"mode '{mode}' requested by the caller"
     reasons = [f"  • {r}" for r in route.reasons if r != forced_reason]
+    index = [] if route.index is None else [f"[bold]index[/bold]: {_index_names(route.index)}"]
     if mode in (None, "auto"):
-        return [f"[bold]route[/bold]: {route.engine} (confidence {route.confidence:.2f}; {probs})", *reasons]
-    lines = [f"[bold]engine[/bold]: {mode} (forced by --mode {mode}; the router did not choose it)"]
+        return [*index, f"[bold]route[/bold]: {route.engine} (confidence {route.confidence:.2f}; {probs})", *reasons]
+    lines = [*index, f"[bold]engine[/bold]: {mode} (forced by --mode {mode}; the router did not choose it)"]
     if ranked:
         own, p = ranked[0]
         lines.append(f"[bold]classifier's own opinion[/bold]: {own} (confidence {p:.2f}; {probs})")
     return lines + reasons
+
+
+def _index_names(index: str | list[str]) -> str:
+    return index if isinstance(index, str) else ", ".join(index) + " (fanned out)"
 
 
 def render_answer(console: Console, answer: Answer, *, show_text: bool = True, mode: str | None = None) -> None:
@@ -283,15 +345,16 @@ def _cmd_ask(args: argparse.Namespace, console: Console) -> int:
     if not args.index:
         raise CliError("ask needs --index PATH (or --server URL)")
     history = _history(args.history)  # checked before the index is loaded
-    router = _load_router(args.index, args.config, args.length or "medium", _settings_choice(args),
-                          args.allow_prompt_outside)
-    mode = args.mode or router.config.router.default_mode
+    scope = _scope(args)
+    router = _load_routers(args.index, args.config, args.length or "medium", _settings_choice(args),
+                           args.allow_prompt_outside)
+    mode = args.mode or _first(router).config.router.default_mode
 
     async def run() -> Answer | None:
         answer = None
         streaming_text = False
         async for ev in router.astream(args.question, history=history, mode=args.mode, budget=budget,
-                                       deltas=args.stream and not args.json, classify_forced=True):
+                                       deltas=args.stream and not args.json, classify_forced=True, scope=scope):
             if args.json:
                 if isinstance(ev, Done):
                     answer = ev.answer
@@ -337,8 +400,10 @@ def _ask_server(args: argparse.Namespace, console: Console) -> int:
     if args.length or args.config:
         raise CliError("--length and --config are the server's with --server (its configuration applies)")
     body: JSONObject = {"question": args.question, "mode": args.mode}
+    if args.index and len(args.index) > 1:
+        raise CliError("--server takes at most one --index (a name of the server's indexes)")
     if args.index:
-        body["index"] = args.index
+        body["index"] = args.index[0]
     if args.history:
         body["history"] = [{"role": turn["role"], "content": turn["content"]} for turn in _history(args.history)]
     limits = {"max_cost": args.max_cost, "max_llm_calls": args.max_calls, "deadline_s": args.deadline}
@@ -433,6 +498,12 @@ def _cmd_serve(args: argparse.Namespace, console: Console) -> int:
         raise CliError(str(exc)) from exc
     env_keys = [k.strip() for k in os.environ.get("GRAPHROUTE_API_KEYS", "").split(",") if k.strip()]
     keys = [*serve_cfg.api_keys, *env_keys, *args.api_key]
+    from router.service.tenants import TenantConfigError, Tenants
+
+    try:  # key bindings are checked before anything is loaded: a bad one is one line
+        keys = Tenants.from_config(keys, serve_cfg, list(specs))[1]
+    except TenantConfigError as exc:
+        raise CliError(str(exc)) from None
     access = "API key required" if keys else "no API key: loopback use only"
     if serve_cfg.host not in ("127.0.0.1", "localhost", "::1") and not keys:
         console.print("[yellow]warning:[/yellow] listening beyond loopback without an API key; only requests to a "
@@ -547,16 +618,33 @@ def _cmd_mcp(args: argparse.Namespace) -> int:
     if args.http and not 0 < args.port < 65536:
         raise CliError(f"--port {args.port}: must be between 1 and 65535")
     routers = {name: _load_router(path, args.config, settings=_settings_choice(args),
-                                  allow_prompt_outside=args.allow_prompt_outside) for name, path in specs.items()}
-    server = build_server(routers)
+                                  allow_prompt_outside=args.allow_prompt_outside)
+               for name, path in specs.items()}
+    tenants = _mcp_tenants(args.config, list(routers)) if args.http else None
+    server = build_server(routers, tenants=tenants)
     if args.http:
-        if args.host not in ("127.0.0.1", "localhost", "::1"):
+        if tenants is None and args.host not in ("127.0.0.1", "localhost", "::1"):
             err.print("[yellow]warning:[/yellow] the MCP endpoint has no authentication; listening beyond loopback")
         err.print(f"graphroute mcp: {', '.join(routers)} on http://{args.host}:{args.port}/mcp", highlight=False)
         asyncio.run(serve_http(server, args.host, args.port, args.allowed_host))
     else:
         asyncio.run(serve_stdio(server))
     return 0
+
+
+def _mcp_tenants(config_path: str | None, names: list[str]) -> Tenants | None:
+    """`[serve] key_indexes` / `keys_file` for the MCP server over HTTP (None when no key is bound)."""
+    from engines import load_config
+    from router.service.tenants import Tenants
+
+    cfg_path = config_path or ("graphroute.toml" if Path("graphroute.toml").exists() else None)
+    try:
+        serve_cfg = load_config(cfg_path).serve
+        if not (serve_cfg.key_indexes or serve_cfg.keys_file):
+            return None
+        return Tenants.from_config([], serve_cfg, names)[0]
+    except ValueError as exc:  # pydantic validation, a bad keys file, a binding naming no served index
+        raise CliError(str(exc)) from exc
 
 
 def _spent(usage: Usage | None) -> str:

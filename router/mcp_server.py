@@ -32,12 +32,15 @@ from mcp.server.mcpserver.resources.types import FunctionResource
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field
 
+from router.fanout import MultiRouter
 from router.router import Router
+from shared_context.scope import Scope
 
 if TYPE_CHECKING:
     from engines.models.base import Usage
     from router.answer import Answer
     from router.classifier import RouteDecision
+    from router.service.tenants import Tenants
 
 Mode = Literal["auto", "local", "global", "drift", "basic"]
 MAX_RELATIONSHIPS = 25
@@ -54,6 +57,8 @@ class RouteInfo(BaseModel):
     probabilities: dict[str, float]
     reasons: list[str]
     method: str = Field(description="how it was decided: model, forced, cost default, ...")
+    index: str | list[str] | None = Field(default=None, description=(
+        "the index the question went to (the list when it fanned out over several)"))
 
 
 class CitationInfo(BaseModel):
@@ -61,6 +66,7 @@ class CitationInfo(BaseModel):
     id: str
     resolved: bool = Field(description="the id exists in the index and was in the context the model saw")
     documents: list[str] = Field(description="titles of the documents the cited record comes from")
+    index: str | None = Field(default=None, description="the index of the cited record, in a fanned-out answer")
 
 
 class CostInfo(BaseModel):
@@ -73,7 +79,7 @@ class CostInfo(BaseModel):
 
 
 class AskResult(BaseModel):
-    index: str
+    index: str | list[str]
     question: str
     answer: str
     engine: str = Field(description="the engine that wrote the answer (after any step-down or escalation)")
@@ -99,7 +105,7 @@ class PlanStepInfo(BaseModel):
 
 
 class RouteResult(BaseModel):
-    index: str
+    index: str | list[str]
     question: str
     engine: str = Field(description="the engine an ask would run: the route, stepped down to fit the budget")
     route: RouteInfo
@@ -156,28 +162,51 @@ class IndexList(BaseModel):
 class GraphrouteTools:
     """The tools and resources over named Routers (the first is the default index)."""
 
-    def __init__(self, routers: Mapping[str, Router]) -> None:
+    def __init__(self, routers: Mapping[str, Router], tenants: Tenants | None = None) -> None:
+        """`tenants`: API keys bound to indexes, for the server over HTTP (a call's key comes in its headers)."""
         if not routers:
             raise ValueError("the MCP server needs at least one index")
         self.routers = dict(routers)
         self.default = next(iter(self.routers))
+        self.multi = MultiRouter(self.routers, owns_routers=False)  # index routing, for questions naming none
+        self.tenants = tenants
 
-    def router(self, index: str | None) -> tuple[str, Router]:
-        name = index or self.default
-        if name not in self.routers:
-            raise ToolError(f"unknown index {name!r} (indexes: {', '.join(self.routers)})")
+    def visible(self, ctx: Context | None) -> list[str]:
+        """The indexes this call may read: all over stdio (the local user's own process) or without key
+        bindings; over HTTP with bindings, those of the key in its Authorization or X-API-Key header."""
+        headers = ctx.headers if ctx is not None else None
+        if self.tenants is None or headers is None:
+            return list(self.routers)
+        lowered = {k.lower(): v for k, v in headers.items()}
+        given = lowered.get("authorization", "")
+        key = given[7:].strip() if given[:7].lower() == "bearer " else lowered.get("x-api-key", "").strip()
+        return self.tenants.for_key(key)
+
+    def router(self, index: str | None, visible: list[str] | None = None) -> tuple[str, Router]:
+        """The named index (the first visible one when None); any other name is unknown, and only the
+        visible indexes are listed."""
+        shown = list(self.routers) if visible is None else visible
+        name = index or (shown[0] if shown else None)
+        if name is None:
+            raise ToolError("no index is available with this API key")
+        if name not in shown:
+            raise ToolError(f"unknown index {name!r} (indexes: {', '.join(shown)})")
         return name, self.routers[name]
 
     async def ask(self, question: str, index: str | None, mode: Mode, ctx: Context | None, *,
                   max_cost: float | None = None, max_calls: int | None = None, deadline_s: float | None = None,
-                  history: list[str] | None = None) -> CallToolResult:
+                  history: list[str] | None = None, scope: Scope | None = None) -> CallToolResult:
         from engines.errors import EngineError
         from engines.events import ContextReady, Progress
         from engines.models.errors import ModelError
         from router.budget import Budget, BudgetError
         from router.router import Done, EngineEvent, Escalated, RouteDecided
 
-        name, router = self.router(index)
+        visible = self.visible(ctx)
+        if index is not None:
+            self.router(index, visible)  # an unknown name is refused before anything runs
+        elif not visible:
+            raise ToolError("no index is available with this API key")
         step = 0
 
         async def progress(message: str) -> None:
@@ -189,9 +218,12 @@ class GraphrouteTools:
         answer = None
         try:
             budget = Budget(max_cost, max_calls, deadline_s)
-            async for event in router.astream(question, history=history, mode=mode, budget=budget, deltas=False):
+            async for event in self.multi.astream(question, history, mode, budget, index=index, indexes=visible,
+                                                  deltas=False, scope=scope):
                 if isinstance(event, RouteDecided):
-                    await progress(f"route: {event.decision.engine}; running {event.engine}")
+                    where = _index_text(event.decision.index).rstrip("; ")
+                    await progress(f"route: {event.decision.engine}; running {event.engine}"
+                                   + (f" ({where})" if where else ""))
                 elif isinstance(event, EngineEvent) and isinstance(event.event, Progress):
                     await progress(f"{event.engine} {event.event.stage}: {event.event.message}")
                 elif isinstance(event, EngineEvent) and isinstance(event.event, ContextReady):
@@ -207,29 +239,34 @@ class GraphrouteTools:
             raise ToolError(f"{exc}{_spent(getattr(exc, 'usage', None))}") from None
         if answer is None:  # astream always ends with Done or raises
             raise ToolError("the question ended without an answer")
-        result = ask_result(name, answer)
+        result = ask_result(answer.route.index or "", answer)
         return CallToolResult(content=[TextContent(type="text", text=ask_text(result))],
                               structured_content=result.model_dump(mode="json"))
 
     async def route(self, question: str, index: str | None, *, max_cost: float | None = None,
                     max_calls: int | None = None, deadline_s: float | None = None,
-                    history: list[str] | None = None) -> CallToolResult:
+                    history: list[str] | None = None, ctx: Context | None = None) -> CallToolResult:
         from router.budget import Budget, BudgetError
         from router.router import public_name
 
-        name, router = self.router(index)
+        visible = self.visible(ctx)
+        if index is not None:
+            self.router(index, visible)
+        elif not visible:
+            raise ToolError("no index is available with this API key")
         try:
-            decision, plan = await router.aroute(question, history=history,
-                                                 budget=Budget(max_cost, max_calls, deadline_s))
+            decision, plan = await self.multi.aroute(question, history, Budget(max_cost, max_calls, deadline_s),
+                                                     index=index, indexes=visible)
         except (BudgetError, ValueError) as exc:
             raise ToolError(str(exc)) from None
         steps = [PlanStepInfo(engine=public_name(s.engine), prerank=s.engine == "global_prerank", llm_calls=s.llm_calls,
                               cost_usd=round(s.cost, 6), seconds_guess=round(s.seconds_guess, 2), fits=s.fits,
                               why_not=s.why_not or "")
                  for s in plan.steps]
-        result = RouteResult(index=name, question=question, engine=public_name(plan.chosen),
+        result = RouteResult(index=decision.index or "", question=question, engine=public_name(plan.chosen),
                              route=route_info(decision), stepped_down=plan.stepped_down, plan=steps)
-        lines = [f"engine: {result.engine} (route: {decision.engine}, confidence {decision.confidence:.2f})",
+        lines = [f"engine: {result.engine} (route: {decision.engine}, confidence {decision.confidence:.2f}"
+                 f"{'; ' + _index_text(decision.index).rstrip('; ') if decision.index else ''})",
                  *(f"- {r}" for r in decision.reasons)]
         lines += [f"plan: {s.engine}{' (pre-ranked reports)' if s.prerank else ''}: ~{s.llm_calls} calls, "
                   f"~${s.cost_usd:.4f}, ~{s.seconds_guess:.1f}s" + ("" if s.fits else f", over budget ({s.why_not})")
@@ -237,19 +274,20 @@ class GraphrouteTools:
         return CallToolResult(content=[TextContent(type="text", text="\n".join(lines))],
                               structured_content=result.model_dump(mode="json"))
 
-    async def entity(self, name: str, index: str | None) -> CallToolResult:
-        index_name, router = self.router(index)
+    async def entity(self, name: str, index: str | None, ctx: Context | None = None) -> CallToolResult:
+        index_name, router = self.router(index, self.visible(ctx))
         if not name.strip():
             raise ToolError("the entity name is empty")
         result = await asyncio.to_thread(entity_result, index_name, router, name)
         return CallToolResult(content=[TextContent(type="text", text=entity_text(result))],
                               structured_content=result.model_dump(mode="json"))
 
-    def list_indexes(self) -> IndexList:
+    def list_indexes(self, ctx: Context | None = None) -> IndexList:
         out = []
-        for name, router in self.routers.items():
-            ix = router.index
-            out.append(IndexInfo(name=name, default=name == self.default, path=str(ix.path or ""),
+        visible = self.visible(ctx)
+        for name in visible:
+            ix = self.routers[name].index
+            out.append(IndexInfo(name=name, default=name == visible[0], path=str(ix.path or ""),
                                  entities=len(ix.entities), relationships=len(ix.relationships),
                                  text_units=len(ix.text_units), community_reports=len(ix.community_reports),
                                  documents=len(ix.documents)))
@@ -261,9 +299,10 @@ class GraphrouteTools:
                     "uri": f"graphroute://{name}/reports/{r.community}"} for r in index.community_reports]
         return json.dumps({"index": name, "reports": reports}, ensure_ascii=False)
 
-    def report(self, index: str, community: str) -> str:
-        if index not in self.routers:
-            raise ResourceNotFoundError(f"unknown index {index!r} (indexes: {', '.join(self.routers)})")
+    def report(self, index: str, community: str, ctx: Context | None = None) -> str:
+        visible = self.visible(ctx)
+        if index not in visible:
+            raise ResourceNotFoundError(f"unknown index {index!r} (indexes: {', '.join(visible)})")
         ix = self.routers[index].index
         try:
             pos = ix.report_pos[int(community)]
@@ -273,10 +312,12 @@ class GraphrouteTools:
         return report.full_content or f"# {report.title}\n\n{report.summary}"
 
 
-def build_server(routers: Mapping[str, Router], *, close_routers: bool = True) -> MCPServer:
+def build_server(routers: Mapping[str, Router], *, close_routers: bool = True,
+                 tenants: Tenants | None = None) -> MCPServer:
     """The MCP server over `routers` (name -> Router; the first is the default index). With `close_routers`,
-    the Routers' model clients are closed when the server stops."""
-    tools = GraphrouteTools(routers)
+    the Routers' model clients are closed when the server stops. `tenants`: API keys bound to indexes (over
+    HTTP): then neither the instructions nor the resource list name the indexes."""
+    tools = GraphrouteTools(routers, tenants)
 
     @asynccontextmanager
     async def lifespan(_: MCPServer) -> AsyncIterator[None]:
@@ -287,11 +328,11 @@ def build_server(routers: Mapping[str, Router], *, close_routers: bool = True) -
                 for router in tools.routers.values():
                     await router.aclose()
 
-    names = ", ".join(tools.routers)
+    names = f" ({', '.join(tools.routers)}; default {tools.default})" if tenants is None else ""
     server: MCPServer = MCPServer(
         "graphroute",
-        instructions=(f"Answers questions over GraphRAG knowledge-graph indexes ({names}; default "
-                      f"{tools.default}). `ask` routes each question to local, global, DRIFT or basic search; "
+        instructions=(f"Answers questions over GraphRAG knowledge-graph indexes{names}. With no index named, `ask` "
+                      "picks the index that covers the question (several: it asks each and merges). `ask` routes each question to local, global, DRIFT or basic search; "
                       "`route` shows the choice without calling a model; `entity` looks up one entity."),
         lifespan=lifespan,
         log_level="WARNING",
@@ -304,18 +345,26 @@ def build_server(routers: Mapping[str, Router], *, close_routers: bool = True) -
                  "and cost.", annotations=read_only)
     async def ask(question: str, index: str | None = None, mode: Mode = "auto", max_cost: float | None = None,
                   max_calls: int | None = None, deadline_s: float | None = None,
-                  history: list[str] | None = None,
+                  history: list[str] | None = None, scope_documents: list[str] | None = None,
+                  scope_globs: list[str] | None = None, scope_where: dict[str, str | int | float | bool] | None = None,
                   ctx: Context | None = None) -> Annotated[CallToolResult, AskResult]:
+        scope = None
+        if scope_documents or scope_globs or scope_where:
+            try:
+                scope = Scope(tuple(scope_documents or ()), tuple(scope_globs or ()), dict(scope_where or {}))
+            except ValueError as exc:
+                raise ToolError(str(exc)) from None
         return await tools.ask(question, index, mode, ctx, max_cost=max_cost, max_calls=max_calls,
-                               deadline_s=deadline_s, history=history)
+                               deadline_s=deadline_s, history=history, scope=scope)
 
     @server.tool(description="The engine a question would be routed to, the reasons and the budget plan, "
                  "without calling a model.", annotations=read_only)
     async def route(question: str, index: str | None = None, max_cost: float | None = None,
                     max_calls: int | None = None, deadline_s: float | None = None,
-                    history: list[str] | None = None) -> Annotated[CallToolResult, RouteResult]:
+                    history: list[str] | None = None,
+                    ctx: Context | None = None) -> Annotated[CallToolResult, RouteResult]:
         return await tools.route(question, index, max_cost=max_cost, max_calls=max_calls, deadline_s=deadline_s,
-                                 history=history)
+                                 history=history, ctx=ctx)
 
     @server.tool(description="Local search: answer from the entities the question names, their relationships, "
                  "claims, reports and source passages.", annotations=read_only)
@@ -337,14 +386,15 @@ def build_server(routers: Mapping[str, Router], *, close_routers: bool = True) -
 
     @server.tool(description="An entity of the knowledge graph by name: its description, relationships and the "
                  "source passages that mention it.", annotations=read_only)
-    async def entity(name: str, index: str | None = None) -> Annotated[CallToolResult, EntityResult]:
-        return await tools.entity(name, index)
+    async def entity(name: str, index: str | None = None,
+                     ctx: Context | None = None) -> Annotated[CallToolResult, EntityResult]:
+        return await tools.entity(name, index, ctx)
 
     @server.tool(description="The indexes this server answers over, with their sizes.", annotations=read_only)
-    def list_indexes() -> IndexList:
-        return tools.list_indexes()
+    def list_indexes(ctx: Context | None = None) -> IndexList:
+        return tools.list_indexes(ctx)
 
-    for name in tools.routers:
+    for name in tools.routers if tenants is None else ():  # a listing would name every index to every key
         server.add_resource(FunctionResource.from_function(
             fn=lambda name=name: tools.report_list(name), uri=f"graphroute://{name}/reports",
             name=f"{name} community reports", mime_type="application/json",
@@ -352,8 +402,8 @@ def build_server(routers: Mapping[str, Router], *, close_routers: bool = True) -
 
     @server.resource("graphroute://{index}/reports/{community}", name="community report", mime_type="text/markdown",
                      description="One community report's full text.")
-    def report(index: str, community: str) -> str:
-        return tools.report(index, community)
+    def report(index: str, community: str, ctx: Context | None = None) -> str:
+        return tools.report(index, community, ctx)
 
     return server
 
@@ -383,20 +433,30 @@ async def serve_http(server: MCPServer, host: str, port: int, allowed_hosts: lis
 def route_info(decision: RouteDecision) -> RouteInfo:
     return RouteInfo(engine=str(decision.engine), confidence=round(float(decision.confidence), 4),
                      probabilities={str(k): round(float(v), 4) for k, v in decision.probabilities.items()},
-                     reasons=[str(r) for r in decision.reasons], method=str(getattr(decision, "method", "model")))
+                     reasons=[str(r) for r in decision.reasons], method=str(getattr(decision, "method", "model")),
+                     index=decision.index)
 
 
-def ask_result(index: str, answer: Answer) -> AskResult:
+def _index_text(index: str | list[str] | None) -> str:
+    """'index carol; ' for a progress or route line ('' without one)."""
+    if index is None:
+        return ""
+    return f"index {index if isinstance(index, str) else ', '.join(index)}; "
+
+
+def ask_result(index: str | list[str], answer: Answer) -> AskResult:
     total = answer.usage.total
-    seen: set[tuple[str, str]] = set()
+    seen: set[tuple[str, str, str]] = set()
     citations = []
     for c in answer.citations:
-        key = (str(c.kind), str(c.id))
+        cited_in = getattr(c, "index", None)  # a fanned-out answer's citations name their index
+        key = (str(c.kind), str(c.id), str(cited_in or ""))
         if key in seen:
             continue
         seen.add(key)
         citations.append(CitationInfo(kind=key[0], id=key[1], resolved=bool(c.resolved),
-                                      documents=[str(d) for d in (c.document_titles or c.document_ids)]))
+                                      documents=[str(d) for d in (c.document_titles or c.document_ids)],
+                                      index=cited_in))
     return AskResult(
         index=index, question=answer.question, answer=answer.text, engine=answer.engine,
         route=route_info(answer.route), plan=list(answer.plan), citations=citations,

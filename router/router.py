@@ -14,8 +14,8 @@ import asyncio
 import threading
 import time
 import weakref
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Coroutine
-from dataclasses import dataclass, replace
+from collections.abc import AsyncGenerator, AsyncIterator, Coroutine, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar, cast
 
@@ -26,22 +26,30 @@ from engines.plan import HistoryLike, QueryPlan, limit_history, normalise_histor
 from router.answer import Answer, Escalation
 from router.budget import LADDER, Budget, BudgetError, Plan, PlanStep, check_fit
 from router.classifier import NAMES_NOTHING, NOT_COVERED
+from router.events import Admit as Admit
+
+# the events live in their own module (`router.fanout` streams them too); re-exported where callers import them
+from router.events import Done as Done
+from router.events import EngineEvent as EngineEvent
+from router.events import Escalated as Escalated
+from router.events import RouteDecided as RouteDecided
+from router.events import RouterEvent as RouterEvent
 from router.loop_thread import SyncLoop
 from router.rewrite import rewrite_question, user_turns
 
 if TYPE_CHECKING:
     from engines.config import GraphrouteConfig
     from engines.engine import Engine
-    from engines.events import AnswerDelta, ContextReady, Event, Progress
+    from engines.events import Event
     from engines.models.factory import Models
     from engines.models.probe import EndpointCheck
     from router.classifier import Engine as RoutedEngine
     from router.classifier import RouteDecision
+    from router.fanout import MultiRouter
     from shared_context.index import Index
+    from shared_context.scope import Scope
 
 T = TypeVar("T")
-# What `astream` awaits with the chosen engine's estimate before answering (the service's spending limits).
-Admit = Callable[[PlanStep], Awaitable[None]]
 ENGINES = ("local", "global", "drift", "basic")
 MODES = ("auto", *ENGINES)
 CLOSE_CALL = 0.25  # below the threshold, two engines this close in probability are decided by cost
@@ -76,35 +84,6 @@ FALLBACK: dict[str, tuple[str, ...]] = {
 }
 # Seconds the router waits past the deadline for an engine to hand back its partial result.
 DEADLINE_GRACE_S = 1.0
-
-
-# ---- events streamed by Router.astream -------------------------------------------------------------
-
-
-@dataclass
-class RouteDecided:
-    decision: RouteDecision
-    engine: str  # engine chosen after the budget plan
-    plan: list[str]
-
-
-@dataclass
-class EngineEvent:
-    engine: str
-    event: Progress | ContextReady | AnswerDelta
-
-
-@dataclass
-class Escalated:
-    escalation: Escalation
-
-
-@dataclass
-class Done:
-    answer: Answer
-
-
-RouterEvent = RouteDecided | EngineEvent | Escalated | Done  # what `Router.astream` yields
 
 
 class Router:
@@ -195,6 +174,14 @@ class Router:
 
             config = load_project_config(path, settings=settings)
         return cls(load_index(path), config=config)
+
+    @staticmethod
+    def from_indexes(paths: Mapping[str, str | Path], config: GraphrouteConfig | None = None, *,
+                     settings: str | Path | bool | None = None) -> MultiRouter:
+        """Several named indexes behind one router that picks the index too (`router.fanout.MultiRouter`)."""
+        from router.fanout import MultiRouter
+
+        return MultiRouter({name: Router.from_index(path, config, settings=settings) for name, path in paths.items()})
 
     # ---- engines, built once --------------------------------------------------------------------
 
@@ -434,10 +421,11 @@ class Router:
         budget: Budget | None = None,
         *,
         admit: Admit | None = None,
+        scope: Scope | None = None,
     ) -> Answer:
         answer: Answer | None = None
         async for event in self.astream(question, history=history, mode=mode, budget=budget, deltas=False,
-                                        admit=admit):
+                                        admit=admit, scope=scope):
             if isinstance(event, Done):
                 answer = event.answer
         assert answer is not None  # astream always ends with Done or raises
@@ -449,9 +437,10 @@ class Router:
         history: HistoryLike = None,
         mode: str | None = None,
         budget: Budget | None = None,
+        scope: Scope | None = None,
     ) -> Answer:
         """Synchronous form of `aask`, run on this Router's long-lived loop (from async code use `aask`)."""
-        return self.run(self.aask(question, history=history, mode=mode, budget=budget))
+        return self.run(self.aask(question, history=history, mode=mode, budget=budget, scope=scope))
 
     async def astream(
         self,
@@ -463,6 +452,7 @@ class Router:
         deltas: bool = True,
         classify_forced: bool = False,
         admit: Admit | None = None,
+        scope: Scope | None = None,
     ) -> AsyncIterator[RouterEvent]:
         """Yield `RouteDecided`, engine progress/answer deltas (`EngineEvent`), `Escalated`, then `Done`.
 
@@ -474,6 +464,13 @@ class Router:
         """
         from engines.events import AnswerDelta, Final
 
+        if scope is not None:  # answered over the index cut to the scope (`router.scoped`)
+            from router.scoped import scoped_stream
+
+            async for scoped in scoped_stream(self, scope, question, history, mode, budget, deltas=deltas,
+                                              classify_forced=classify_forced):
+                yield scoped
+            return
         started = time.perf_counter()
         query_plan = plan_question(question, self.index)  # the engines' own limits, checked once, before any call
         q = query_plan.question

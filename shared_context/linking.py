@@ -647,6 +647,18 @@ def lexical_pass(index: Index, text: str) -> LexicalPass:
     return LexicalPass(text, exact, terms, lexical, unknown)
 
 
+def name_spans(text: str) -> list[str]:
+    """The quoted spans and runs of capitalised words of `text` that look like names (what linking reports as
+    unknown names when no title covers them)."""
+    return _name_spans(text)
+
+
+def exact_matches(index: Index, text: str) -> Sparse:
+    """(positions, strengths) of the entities `text` names by title (1.0) or alias (0.8), or only inside a longer
+    matched title (0.6): the exact half of linking, without BM25 (the index router probes every index with it)."""
+    return _exact_strengths(_entity_index(index), exact_tokens(text))
+
+
 def link_entities(
     index: Index,
     query: str,

@@ -56,7 +56,8 @@ async def test_the_tools_are_listed_with_their_schemas(client: Any) -> None:
     assert set(tools) == {"ask", "route", "search_local", "search_global", "search_basic", "entity", "list_indexes"}
     ask = tools["ask"]
     assert set(ask.input_schema["properties"]) == {"question", "index", "mode", "max_cost", "max_calls",
-                                                   "deadline_s", "history"}
+                                                   "deadline_s", "history", "scope_documents", "scope_globs",
+                                                   "scope_where"}
     assert ask.input_schema["required"] == ["question"]
     assert {"answer", "engine", "route", "citations", "cost"} <= set(ask.output_schema["properties"])
     assert tools["route"].annotations.read_only_hint is True
@@ -76,7 +77,8 @@ async def test_ask_routes_and_answers_with_citations_and_cost(client: Any) -> No
 
 
 async def test_forced_engines_and_a_second_index(client: Any) -> None:
-    result = await client.call_tool("search_global", {"question": "What are the main themes of the story?"})
+    result = await client.call_tool("search_global", {"question": "What are the main themes of the story?",
+                                                       "index": "carol"})
     data = result.structured_content
     assert data["engine"] == "global" and data["route"]["method"] == "forced"
     assert data["cost"]["llm_calls"] >= 2  # map batches and the reduce
@@ -88,7 +90,7 @@ async def test_forced_engines_and_a_second_index(client: Any) -> None:
 
 
 async def test_route_decides_without_a_model_call(client: Any) -> None:
-    result = await client.call_tool("route", {"question": "What are the main themes of the story?",
+    result = await client.call_tool("route", {"question": "What are the main themes of the story?", "index": "carol",
                                               "max_calls": 1})
     data = result.structured_content
     assert data["route"]["engine"] == "global" and data["engine"] == "local" and data["stepped_down"] is True
@@ -147,7 +149,8 @@ async def test_a_long_ask_reports_progress(client: Any) -> None:
     async def on_progress(progress: float, total: float | None, message: str | None) -> None:
         seen.append((progress, message))
 
-    result = await client.call_tool("ask", {"question": "What are the main themes of the story?", "mode": "drift"},
+    result = await client.call_tool("ask", {"question": "What are the main themes of the story?", "mode": "drift",
+                                            "index": "carol"},
                                     progress_callback=on_progress)
     assert result.structured_content["engine"] == "drift"
     messages = [m or "" for _, m in seen]

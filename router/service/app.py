@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import ClassVar, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, ClassVar, ParamSpec, TypeVar
 
 import orjson
 from starlette.applications import Starlette
@@ -27,6 +27,7 @@ from engines.models.probe import EndpointCheck
 from engines.models.redaction import redact_logs, remember_secret
 from engines.models.request_options import use_answer_options
 from router.budget import Budget, BudgetError
+from router.fanout import MultiRouter, UnknownIndexError
 from router.router import MODES, Done, EngineEvent, Escalated, RouteDecided, Router, RouterEvent
 from router.service.admission import Admission, LocalAdmission, callers_for, per_key_limit
 from router.service.errors import RequestError, error_body, error_object
@@ -52,7 +53,12 @@ from router.service.passage_marks import MAX_QUOTE_CHARS, quoted_spans
 from router.service.redis_admission import caller_ids
 from router.service.shared_state import SharedState
 from router.service.spending import SpendGate, Spending, SpendingLimitExceeded
+from router.service.tenants import Tenants
 from router.service.warmup import warm_for_service
+from shared_context.scope import Scope, ScopeError
+
+if TYPE_CHECKING:
+    from router.answer import Answer
 
 log = logging.getLogger("graphroute.serve")
 T = TypeVar("T")
@@ -74,10 +80,12 @@ class Service:
         self.routers = dict(routers)
         self.default_index = next(iter(self.routers))
         self.config = config or ServeConfig()
-        self.api_keys = [k for k in (api_keys if api_keys is not None else self.config.api_keys) if k]
+        keys = [k for k in (api_keys if api_keys is not None else self.config.api_keys) if k]
+        self.tenants, self.api_keys = Tenants.from_config(keys, self.config, list(self.routers))
         for key in self.api_keys:
             remember_secret(key)
         redact_logs(log)
+        self.multi = MultiRouter(self.routers, owns_routers=False)  # index routing, for questions naming none
         self.paths = dict(paths or {})
         self.unready = dict(unready or {})  # index name -> why this replica does not serve it (not prepared)
         self.callers = callers_for(self.api_keys)
@@ -189,16 +197,30 @@ class Service:
             return False
 
     # ---- helpers for the routes -------------------------------------------------------------------
-    def router(self, name: JSON) -> tuple[str, Router]:
+    def router(self, name: JSON, visible: list[str] | None = None) -> tuple[str, Router]:
+        """The named index's Router (the default index's when `name` is None); `visible`: the indexes the
+        caller may read (all when None); any other name is unknown, and only visible ones are listed."""
         if name is not None and not isinstance(name, str):
             raise RequestError("'index' must be an index name", param="index")
-        key = name or self.default_index
-        if key in self.unready:
+        shown = list(self.routers) if visible is None else visible
+        key = name or (shown[0] if shown else None)
+        if key is None:
+            raise RequestError("no index is available with this API key", 404, "not_found", "index")
+        if key in self.unready and key in shown:
             raise RequestError(f"index {key!r} is not served by this server: {self.unready[key]}", 503, "unavailable",
                                "index")
-        if key not in self.routers:
-            raise RequestError(f"unknown index {key!r}; known: {', '.join(self.routers)}", 404, "not_found", "index")
+        if key not in shown:
+            raise RequestError(f"unknown index {key!r}; known: {', '.join(shown) or 'none'}", 404, "not_found",
+                               "index")
         return key, self.routers[key]
+
+    def visible(self, request: Request) -> list[str]:
+        """The indexes this request's key may read (`router.service.tenants`)."""
+        return self.tenants.visible(request.scope.get(CALLER), bool(request.scope.get(AUTHORIZED)))
+
+    def named(self, name: JSON, visible: list[str]) -> str | None:
+        """The index a request names (checked against the caller's), or None: index routing picks it."""
+        return None if name is None else self.router(name, visible)[0]
 
     def budget(self, raw: JSON) -> Budget | None:
         """The request's budget, each missing field taken from the [serve] defaults; None when nothing is set."""
@@ -323,6 +345,8 @@ def _failure_body(exc: Exception) -> tuple[int, JSONObject]:
         return 429, error_object(429, str(exc), exc.code, resets_at=exc.resets_at.strftime("%Y-%m-%dT%H:%M:%SZ"))
     if isinstance(exc, RequestError):
         return exc.status, error_object(exc.status, str(exc), exc.code, exc.param)
+    if isinstance(exc, UnknownIndexError):
+        return 404, error_object(404, str(exc), "not_found", "index")
     if isinstance(exc, BudgetError):
         return 422, error_object(422, str(exc), "budget_exceeded", "budget")
     if isinstance(exc, IndexFormatError):  # the server's index and models do not fit: the operator's to fix
@@ -341,6 +365,12 @@ def _failure_body(exc: Exception) -> tuple[int, JSONObject]:
     raise exc
 
 
+def index_label(answer: Answer) -> str:
+    """The index an answer came from, as one label: a fanned-out answer's names joined by '+'."""
+    index = answer.route.index
+    return "+".join(index) if isinstance(index, list) else str(index or "")
+
+
 def _history(raw: JSON) -> list[str | JSONObject] | None:
     """The request's history, each item a string or an object (the router checks their roles and texts)."""
     if raw is None:
@@ -354,6 +384,25 @@ def _history(raw: JSON) -> list[str | JSONObject] | None:
                                param="history")
         items.append(item)
     return items
+
+
+def _scope(raw: JSON) -> Scope | None:
+    """The request's `scope`: {documents: [title or id], globs: [pattern], where: {key: value or [values]}}."""
+    if raw is None:
+        return None
+    if not isinstance(raw, dict) or set(raw) - {"documents", "globs", "where"}:
+        raise RequestError("'scope' must be an object {documents, globs, where}", param="scope")
+    names, globs, where = raw.get("documents") or [], raw.get("globs") or [], raw.get("where") or {}
+    if not (isinstance(names, list) and all(isinstance(n, str) for n in names)):
+        raise RequestError("scope.documents must be a list of document titles or ids", param="scope.documents")
+    if not (isinstance(globs, list) and all(isinstance(g, str) for g in globs)):
+        raise RequestError("scope.globs must be a list of patterns", param="scope.globs")
+    if not isinstance(where, dict):
+        raise RequestError("scope.where must be an object of metadata keys and values", param="scope.where")
+    try:
+        return Scope(tuple(names), tuple(globs), dict(where))  # type: ignore[arg-type]  # values checked by Scope
+    except ScopeError as exc:
+        raise RequestError(str(exc), param="scope.where") from None
 
 
 def _mode(raw: JSON) -> str | None:
@@ -391,9 +440,10 @@ def create_app(service: Service) -> Guard:
             if service.shared is not None and not service.shared.link.up:
                 body["status"] = "degraded"
             return JSONResponse(body)
-        body["indexes"] = list(service.routers)
+        visible = service.visible(request)
+        body["indexes"] = [*visible]
         if service.endpoint_checks:
-            body["endpoints"] = {name: endpoints(name) for name in service.routers}
+            body["endpoints"] = {name: endpoints(name) for name in visible}
         if service.worker is not None:
             body["worker"] = service.worker
         add_redis_health(service, body)
@@ -406,14 +456,16 @@ def create_app(service: Service) -> Guard:
         return JSONResponse({"ready": not reasons, "reasons": reasons}, status_code=503 if reasons else 200)
 
     async def metrics(request: Request) -> Response:
-        return PlainTextResponse(service.metrics.render(), media_type="text/plain; version=0.0.4")
+        only = service.visible(request) if service.tenants.bound else None
+        return PlainTextResponse(service.metrics.render(only), media_type="text/plain; version=0.0.4")
 
     async def page(request: Request) -> Response:
         return FileResponse(STATIC / "index.html")
 
     async def indexes(request: Request) -> Response:
         out = []
-        for name, r in service.routers.items():
+        for name in service.visible(request):
+            r = service.routers[name]
             ix = r.index
             out.append({"name": name, "default": name == service.default_index,
                         "entities": len(ix.entities), "relationships": len(ix.relationships),
@@ -423,13 +475,14 @@ def create_app(service: Service) -> Guard:
         return JSONResponse({"indexes": out, "modes": list(MODES)})
 
     async def models(request: Request) -> Response:
-        return JSONResponse({"object": "list", "data": [model_object(m) for m in model_ids(list(service.routers))]})
+        return JSONResponse({"object": "list", "data": [model_object(m) for m in model_ids(service.visible(request))]})
 
     async def model(request: Request) -> Response:
         model_id = request.path_params["model_id"]
-        if model_id not in model_ids(list(service.routers)):
+        visible = service.visible(request)
+        if model_id not in model_ids(visible):
             try:
-                parse_model(model_id, list(service.routers))  # names what is wrong with it
+                parse_model(model_id, visible)  # names what is wrong with it
             except RequestError as exc:
                 return _failure(exc)
             return _error(404, f"unknown model {model_id!r}", "model_not_found", "model")
@@ -439,7 +492,7 @@ def create_app(service: Service) -> Guard:
         """A text unit, a document or an entity by id (or short id; an entity also by title), for the page. A text
         unit's `quote` (the answer's sentences citing it) gives the `highlights` the page marks."""
         try:
-            _, router = service.router(request.path_params["name"])
+            _, router = service.router(request.path_params["name"], service.visible(request))
         except RequestError as exc:
             return _failure(exc)
         ix, kind, ident = router.index, request.path_params["kind"], request.path_params["id"]
@@ -479,7 +532,7 @@ def create_app(service: Service) -> Guard:
         """An answer's citations by name (with the text of each record) and the graph of the entities and
         relationships it cited, with their neighbours: what the web page draws beside the answer."""
         try:
-            _, router = service.router(request.path_params["name"])
+            _, router = service.router(request.path_params["name"], service.visible(request))
             wanted = parse_graph_request(await _json(request))
         except Exception as exc:
             return _failure(exc)
@@ -490,13 +543,16 @@ def create_app(service: Service) -> Guard:
         """The routing decision and the plan under the budget, with no model call."""
         try:
             body = await _json(request)
-            name, router = service.router(body.get("index"))
+            visible = service.visible(request)
             question = service.check_question(body.get("question"))
             budget = service.budget(body.get("budget"))
-            decision, plan = await router.aroute(question, _history(body.get("history")), budget)
+            history = _history(body.get("history"))
+            named = service.named(body.get("index"), visible)
+            decision, plan = await service.multi.aroute(question, history, budget, index=named, indexes=visible)
         except Exception as exc:
             return _failure(exc)
-        return JSONResponse({"index": name, "engine": decision.engine, "confidence": decision.confidence,
+        index: JSON = [*decision.index] if isinstance(decision.index, list) else decision.index
+        return JSONResponse({"index": index, "engine": decision.engine, "confidence": decision.confidence,
                              "probabilities": dict(decision.probabilities), "reasons": list(decision.reasons),
                              "plan": plan.describe(), "chosen": plan.chosen})
 
@@ -504,26 +560,32 @@ def create_app(service: Service) -> Guard:
         spend = service.spend_gate(request)
         try:
             body = await _json(request)
-            name, router = service.router(body.get("index"))
+            visible = service.visible(request)
+            named = service.named(body.get("index"), visible)
             question = service.check_question(body.get("question"))
-            answer = await router.aask(question, history=_history(body.get("history")), mode=_mode(body.get("mode")),
-                                       budget=service.budget(body.get("budget")),
-                                       admit=None if spend is None else spend.admit)
+            answer = await service.multi.aask(question, _history(body.get("history")), _mode(body.get("mode")),
+                                              service.budget(body.get("budget")), index=named, indexes=visible,
+                                              scope=_scope(body.get("scope")),
+                                              admit=None if spend is None else spend.admit)
         except Exception as exc:
             if spend is not None:
                 spend.settle(getattr(exc, "usage", None))
             return _failure(exc)
         if spend is not None:
             spend.settle(answer.usage)
-        service.metrics.observe_answer(name, answer)
-        return JSONResponse({**answer.to_dict(), "index": name, "cost": answer.usage.total.cost})
+        service.metrics.observe_answer(index_label(answer), answer)
+        return JSONResponse({**answer.to_dict(), "index": answer.to_dict()["route"]["index"],  # type: ignore[index,call-overload]
+                             "cost": answer.usage.total.cost})
 
     async def chat_completions(request: Request) -> Response:
         try:
-            req = parse_request(await _json(request), list(service.routers))
-            name, router = service.router(req.index)
+            visible = service.visible(request)
+            req = parse_request(await _json(request), visible)
+            named = service.named(req.index, visible)
+            router = service.routers[named or service.multi.names_of(visible)[0]]  # its tokenizer counts the answer
             service.check_question(req.question)
             budget = service.budget(req.budget)
+            scope = _scope(req.scope)
         except Exception as exc:
             return _failure(exc)
         # The client's sampling and cap go to the call that writes the answer: set for this request's task,
@@ -535,26 +597,27 @@ def create_app(service: Service) -> Guard:
         admit = None if spend is None else spend.admit
         if not req.stream:
             try:
-                answer = await router.aask(req.question, history=req.history or None, mode=req.mode, budget=budget,
-                                           admit=admit)
+                answer = await service.multi.aask(req.question, req.history or None, req.mode, budget, index=named,
+                                                  indexes=visible, scope=scope, admit=admit)
             except Exception as exc:
                 if spend is not None:
                     spend.settle(getattr(exc, "usage", None))
                 return _failure(exc)
             if spend is not None:
                 spend.settle(answer.usage)
-            service.metrics.observe_answer(name, answer)
-            return JSONResponse(completion.response(name, answer, cap.take(answer.text), cap.finish_reason()))
+            service.metrics.observe_answer(index_label(answer), answer)
+            return JSONResponse(completion.response(index_label(answer), answer, cap.take(answer.text),
+                                                    cap.finish_reason()))
         # Start the stream before answering, so a bad question is still a plain HTTP error.
-        events = router.astream(req.question, history=req.history or None, mode=req.mode,
-                                budget=budget, admit=admit).__aiter__()
+        events = service.multi.astream(req.question, req.history or None, req.mode, budget, index=named,
+                                       indexes=visible, scope=scope, admit=admit).__aiter__()
         try:
             first = await events.__anext__()
         except Exception as exc:
             if spend is not None:
                 spend.settle(getattr(exc, "usage", None))
             return _failure(exc)
-        return StreamingResponse(_chat_stream(service, name, req, completion, cap, first, events, spend),
+        return StreamingResponse(_chat_stream(service, req, completion, cap, first, events, spend),
                                  media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
 
     async def http_error(request: Request, exc: Exception) -> Response:
@@ -612,7 +675,7 @@ def create_app(service: Service) -> Guard:
     return Guard(app, service)
 
 
-async def _chat_stream(service: Service, name: str, req: ChatRequest, completion: Completion, cap: TokenCap,
+async def _chat_stream(service: Service, req: ChatRequest, completion: Completion, cap: TokenCap,
                        first: RouterEvent, events: AsyncIterator[RouterEvent],
                        spend: SpendGate | None = None) -> AsyncIterator[str]:
     """SSE in OpenAI's chunk schema: every chunk has one choice. The first carries the role and, in its
@@ -655,8 +718,9 @@ async def _chat_stream(service: Service, name: str, req: ChatRequest, completion
                 answer = ev.answer
                 if spend is not None:
                     spend.settle(answer.usage)
-                service.metrics.observe_answer(name, answer)
-                yield completion.chunk({}, cap.finish_reason(), graphroute=graphroute_object(name, answer))
+                service.metrics.observe_answer(index_label(answer), answer)
+                yield completion.chunk({}, cap.finish_reason(), graphroute=graphroute_object(index_label(answer),
+                                                                                                answer))
                 if req.include_usage:
                     yield completion.usage_chunk(answer)
                 break

@@ -45,6 +45,7 @@ UNLIMITED_PATHS = ("/healthz", "/readyz", "/metrics", "/", "/favicon.ico")
 
 
 AUTHORIZED = "graphroute.authorized"  # scope key: the request carried a valid key (or none is needed)
+CALLER = "graphroute.caller"  # scope key: the number of the key it carried (which indexes it may read)
 REQUEST_ID = "graphroute.request_id"  # scope key: the id a response's `x-request-id` and the log share
 LOGGED = "graphroute.logged"  # scope key: this request's failure is already in the log
 CALLER = "graphroute.caller"  # scope key: the caller number the limits count this request under

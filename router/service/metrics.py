@@ -10,7 +10,7 @@ files instead (`shared_metrics.SharedMetrics`).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -95,17 +95,31 @@ class Metrics:
         out.register(InFlightCollector(self))
         return out
 
-    def render(self) -> str:
-        from prometheus_client import generate_latest
+    def render(self, indexes: Collection[str] | None = None) -> str:
+        """The Prometheus text; `indexes`: only the answer counters of these indexes (a key's own, when keys
+        are bound to indexes; a fanned-out label "a+b" when all its indexes are among them)."""
+        from prometheus_client import CollectorRegistry, generate_latest
 
-        return generate_latest(self.exposition_registry()).decode()
+        registry = self.exposition_registry()
+        if indexes is not None:
+            only = CollectorRegistry(auto_describe=False)
+            only.register(_Forward(registry, frozenset(indexes)))
+            registry = only
+        return generate_latest(registry).decode()
 
 
 class _Forward:
-    """Another registry's metrics, collected into the one `/metrics` renders."""
+    """Another registry's metrics, collected into the one `/metrics` renders; with `indexes`, a sample labelled
+    with an index outside them is left out."""
 
-    def __init__(self, registry: CollectorRegistry) -> None:
+    def __init__(self, registry: CollectorRegistry, indexes: frozenset[str] | None = None) -> None:
         self._registry = registry
+        self._indexes = indexes
 
     def collect(self) -> Iterator[Metric]:
-        yield from self._registry.collect()
+        for metric in self._registry.collect():
+            if self._indexes is not None:  # collect() builds fresh Metric objects: filtering them is safe
+                allowed = self._indexes
+                metric.samples = [s for s in metric.samples
+                                  if "index" not in s.labels or set(s.labels["index"].split("+")) <= allowed]
+            yield metric

@@ -155,7 +155,7 @@ _ONLY_DEFAULT: dict[str, tuple[tuple[JSON, ...], str]] = {
     "verbosity": ((), "the answer's length follows the server's configuration; use max_tokens to cap it"),
     "store": ((False,), "graphroute keeps no completions"),
 }
-_OWN = frozenset({"model", "messages", "budget"})  # `budget`: graphroute's own (extra_body)
+_OWN = frozenset({"model", "messages", "budget", "scope"})  # `budget`, `scope`: graphroute's own (extra_body)
 
 
 @dataclass
@@ -170,6 +170,7 @@ class ChatRequest:
     stream: bool = False
     include_usage: bool = False
     budget: JSON = None
+    scope: JSON = None
     options: AnswerOptions = field(default_factory=AnswerOptions)
 
     @property
@@ -223,7 +224,8 @@ def parse_request(body: JSONObject, indexes: list[str]) -> ChatRequest:
     stream_options = body.get("stream_options")
     include_usage = isinstance(stream_options, dict) and bool(stream_options.get("include_usage"))
     return ChatRequest(str(body["model"]), mode, index, question, history, stream=bool(body.get("stream")),
-                       include_usage=include_usage, budget=body.get("budget"), options=options)
+                       include_usage=include_usage, budget=body.get("budget"), scope=body.get("scope"),
+                       options=options)
 
 
 # ---- responses ------------------------------------------------------------------------------------------

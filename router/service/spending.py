@@ -269,12 +269,14 @@ class SpendGate:
 
     def __init__(self, spending: Spending, caller: int) -> None:
         self._spending, self._caller = spending, caller
-        self._held: Reservation | None = None
+        self._held: list[Reservation] = []  # one per answering index (a fanned-out question has several)
 
     async def admit(self, step: PlanStep) -> None:
-        self._held = self._spending.reserve(self._caller, step.cost, step.llm_calls)
+        self._held.append(self._spending.reserve(self._caller, step.cost, step.llm_calls))
 
     def settle(self, usage: object) -> None:
-        """`usage`: the answer's or a failure's `Usage`; anything else (unknown) counts the estimate."""
-        if self._held is not None:
-            self._held.settle(usage if isinstance(usage, Usage) else None)
+        """`usage`: the answer's or a failure's `Usage` (a fanned-out answer's covers every index: the first hold
+        counts it, the others nothing); anything else (unknown) counts each hold's estimate."""
+        known = usage if isinstance(usage, Usage) else None
+        for i, held in enumerate(self._held):
+            held.settle(known if known is None or i == 0 else Usage())

@@ -1,0 +1,188 @@
+"""Several indexes behind one router: index-selection accuracy, the cost of fan-out, and the probe's latency.
+
+Six offline indexes are built once (with `graphroute index`'s offline extraction) from the shared data, most as
+slices to keep the build short on a small machine: the Christmas Carol GraphRAG index as it is; the sample corpus
+(whole); the Kevin Scott podcast (the parts of its first `PODCAST_EPISODES` episodes); the Microsoft earnings
+calls (the first `EARNINGS_CALLS` transcripts); the GraphRAG-Bench novels (the first `NOVEL_CHARS` characters of
+the first `NOVELS` novels); the GraphRAG-Bench medical corpus (its first `MEDICAL_CHARS` characters).
+
+The questions (`benchmarks/data/index_routing_questions.jsonl`) were written by hand for this benchmark, by the
+same people who wrote the index router, after reading the slices: each names the index (or indexes) that should
+answer it, or none. They are not an independent test; the independent check uses other people's questions.
+
+Measured, with no index named:
+* **selection accuracy**: the share of one-index questions routed to exactly that index (and where the others
+  went), of two-index questions fanned out over a set holding both, and of none-questions answered as none;
+* **calls and cost**: for every question, the model calls of the routed answer against asking every index (the
+  offline model: calls and prompt tokens; its cost is 0);
+* **probe latency**: p50 and range of `MultiRouter.choose` over the six indexes (runs x questions).
+
+    python -m benchmarks.index_routing [--data-dir ../shared/data] [--indexes /tmp/index-routing] [--runs 5]
+
+Writes `benchmarks/results/index_routing/index_routing.json` (`--out` names another file: the selection and
+probe figures alone, `--no-answers`, are `index_routing_probe.json`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+QUESTIONS = Path(__file__).resolve().parent / "data" / "index_routing_questions.jsonl"
+RESULTS = Path(__file__).resolve().parent / "results" / "index_routing"
+DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+SAMPLE = Path(__file__).resolve().parents[1] / "indexer" / "sample_corpus"
+PODCAST_EPISODES = 2
+EARNINGS_CALLS = 3
+NOVELS, NOVEL_CHARS = 2, 60_000
+MEDICAL_CHARS = 120_000
+
+
+def _documents(name: str, data: Path) -> list[Any]:
+    import pandas as pd
+
+    from indexer import SourceDocument
+
+    corpus = data / "msft_graphrag_benchmarks" / "corpus"
+    if name == "podcast":
+        parts = pd.read_parquet(corpus / "kevin_scott_podcast_parts.parquet")
+        episodes = list(dict.fromkeys(parts["episode"]))[:PODCAST_EPISODES]
+        keep = parts[parts["episode"].isin(episodes)]
+        return [SourceDocument(title=str(r.file), text=str(r.text)) for r in keep.itertuples()]
+    if name == "earnings":
+        calls = pd.read_parquet(corpus / "msft_earnings_call_transcripts.parquet").head(EARNINGS_CALLS)
+        return [SourceDocument(title=str(r.file), text=str(r.text)) for r in calls.itertuples()]
+    if name == "novels":
+        books = pd.read_parquet(data / "graphrag_bench" / "corpus" / "novel.parquet").head(NOVELS)
+        return [SourceDocument(title=str(r.corpus_name), text=str(r.context)[:NOVEL_CHARS]) for r in books.itertuples()]
+    if name == "medical":
+        med = pd.read_parquet(data / "graphrag_bench" / "corpus" / "medical.parquet")
+        return [SourceDocument(title="Medical", text=str(med.iloc[0]["context"])[:MEDICAL_CHARS])]
+    raise ValueError(name)
+
+
+def build_indexes(data: Path, root: Path) -> dict[str, Path]:
+    """The six index folders (built under `root` when missing)."""
+    from indexer import build_index, build_index_from_documents
+
+    paths = {"carol": data / "christmas_carol_graphrag_index"}
+    for name in ("sample", "podcast", "earnings", "novels", "medical"):
+        out = root / name
+        if not (out / "entities.parquet").is_file():
+            started = time.perf_counter()
+            if name == "sample":
+                build_index(SAMPLE, out, progress=False)
+            else:
+                build_index_from_documents(_documents(name, data), out, progress=False)
+            print(f"built {name} in {time.perf_counter() - started:.0f} s", flush=True)
+        paths[name] = out
+    return paths
+
+
+def load_questions(path: Path = QUESTIONS) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def _right(expected: list[str], outcome: str, names: list[str]) -> bool:
+    if not expected:
+        return outcome == "none"
+    if len(expected) == 1:
+        return outcome == "one" and names == expected
+    return outcome == "several" and set(expected) <= set(names)
+
+
+def run(data: Path, root: Path, runs: int, answer: bool) -> dict[str, Any]:
+    from router.router import Router
+
+    paths = build_indexes(data, root)
+    questions = load_questions()
+    report: dict[str, Any] = {
+        "command": " ".join([Path(sys.executable).name, "-m", "benchmarks.index_routing", *sys.argv[1:]]),
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at start",
+        "slices": {"podcast_episodes": PODCAST_EPISODES, "earnings_calls": EARNINGS_CALLS, "novels": NOVELS,
+                   "novel_chars": NOVEL_CHARS, "medical_chars": MEDICAL_CHARS},
+        "questions": len(questions)}
+    with Router.from_indexes({n: str(p) for n, p in paths.items()}, settings=False) as multi:
+        report["indexes"] = {n: {"documents": len(r.index.documents), "text_units": len(r.index.text_units),
+                                 "entities": len(r.index.entities)} for n, r in multi.routers.items()}
+        for q in questions[:3]:  # first use builds the search tables and profiles: not part of the latency
+            multi.choose(q["question"])
+        rows, latencies = [], []
+        for _ in range(runs):
+            for q in questions:
+                t0 = time.perf_counter()
+                multi.choose(q["question"])
+                latencies.append((time.perf_counter() - t0) * 1000)
+        for q in questions:
+            choice = multi.choose(q["question"])
+            row = {"question": q["question"], "expected": q["indexes"], "outcome": choice.outcome,
+                   "chosen": list(choice.names), "right": _right(q["indexes"], choice.outcome, list(choice.names))}
+            if answer:
+                routed = multi.ask(q["question"])
+                every = [multi.ask(q["question"], index=n) for n in multi.names]
+                row.update({"calls": routed.usage.total.llm_calls, "prompt_tokens": routed.usage.total.prompt_tokens,
+                            "cost": routed.usage.total.cost,
+                            "every_index_calls": sum(a.usage.total.llm_calls for a in every),
+                            "every_index_prompt_tokens": sum(a.usage.total.prompt_tokens for a in every)})
+            rows.append(row)
+    report["rows"] = rows
+    report["accuracy"] = _accuracy(rows)
+    report["probe_ms"] = {"p50": statistics.median(latencies), "min": min(latencies), "max": max(latencies),
+                          "p90": statistics.quantiles(latencies, n=10)[-1], "samples": len(latencies)}
+    if answer:
+        report["fanout_cost"] = {key: sum(r[key] for r in rows) for key in
+                                 ("calls", "prompt_tokens", "cost", "every_index_calls", "every_index_prompt_tokens")}
+    return report
+
+
+def _accuracy(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {"overall": sum(r["right"] for r in rows) / len(rows)}
+    for kind, test in (("one_index", lambda r: len(r["expected"]) == 1), ("several", lambda r: len(r["expected"]) > 1),
+                       ("none", lambda r: not r["expected"])):
+        part = [r for r in rows if test(r)]
+        if part:
+            out[kind] = {"right": sum(r["right"] for r in part), "of": len(part)}
+    wrong = Counter(f"{'+'.join(r['expected']) or 'none'} -> {r['outcome']}:{'+'.join(r['chosen'])}"
+                    for r in rows if not r["right"])
+    out["errors"] = dict(wrong.most_common())
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
+    parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA)
+    parser.add_argument("--indexes", type=Path, default=Path("/tmp/graphroute-index-routing"),
+                        help="where the offline indexes are built (kept for the next run)")
+    parser.add_argument("--runs", type=int, default=5, help="probe latency runs over the questions")
+    parser.add_argument("--no-answers", action="store_true", help="skip answering (calls and cost)")
+    parser.add_argument("--out", default="index_routing.json", help="result file name under the results folder")
+    args = parser.parse_args(argv)
+    if not (args.data_dir / "graphrag_bench").is_dir():
+        parser.error(f"{args.data_dir} has no graphrag_bench/ folder; pass --data-dir")
+    report = run(args.data_dir, args.indexes, args.runs, not args.no_answers)
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / args.out).write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n",
+                                                encoding="utf-8")
+    acc, probe = report["accuracy"], report["probe_ms"]
+    print(f"index selection: {acc['overall']:.1%} right over {report['questions']} questions; " +
+          ", ".join(f"{k} {v['right']}/{v['of']}" for k, v in acc.items() if isinstance(v, dict) and "of" in v))
+    print(f"probe over six indexes: p50 {probe['p50']:.2f} ms (range {probe['min']:.2f}-{probe['max']:.2f}, "
+          f"p90 {probe['p90']:.2f}; {probe['samples']} samples)")
+    if "fanout_cost" in report:
+        c = report["fanout_cost"]
+        print(f"calls: routed {c['calls']} vs every index {c['every_index_calls']}; prompt tokens "
+              f"{c['prompt_tokens']} vs {c['every_index_prompt_tokens']}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,248 @@
+"""Which index answers a question: the coverage probe over several indexes and the decision it leads to.
+
+Routing the index comes before routing the engine. Each index is probed with what it already precomputes (no
+model call): its entity titles (`router.index_probe.summarise_links`, split by `router.index_profile` into
+specific names and collection-wide or common-noun ones), its document names (`router.doc_names`) and the BM25
+postings of its text units. Per index the probe measures
+
+* **specific names**: entities the question names by title that are specific in this index;
+* **documents**: documents of this index the question names ("the FY20 Q3 call");
+* **vocabulary share**: the share of the question's content words found in the index's text at all;
+* **distinctness**: how much more often (per text unit) this index uses the question's words than the other
+  indexes do, averaged over the words: a word every index uses tells nothing, a word only this one uses says
+  it is about this index;
+* **best passage**: the share of the question's content words that its best passage holds together.
+
+`choose` turns these into one of three outcomes: one index clearly covers the question (route there), several
+do (fan out over them, `router.fanout`), or none does (say so, with the closest index). Names and documents are
+the strong evidence: the index naming them wins, and several naming them fan out when their scores are within
+`NAMED_MARGIN`. Without them the words decide: an index covers the question when most of its words are there and
+one passage holds several of them together; the best such index wins unless another comes within
+`FANOUT_MARGIN` of its score. A question about a collection as a whole that names nothing ("what are the main
+themes?") is covered by every index sharing a word with it, so it goes to the best one or fans out the same way.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from shared_context.bm25 import BM25
+    from shared_context.index import Index
+
+# An index covers a question by its words alone when at least this share of them is in its text ...
+MIN_VOCABULARY_SHARE = 0.6
+# ... and one of its passages holds at least this share of them together.
+MIN_PASSAGE_SHARE = 0.5
+# Another covering index within this much of the best score is asked too (the question fans out).
+FANOUT_MARGIN = 0.12
+MAX_FANOUT = 3  # at most this many indexes answer one question: the rest are named in the reasons
+PASSAGES = 3  # best passages read for the passage share
+MIN_NAME_STRENGTH = 0.8  # a title or alias the question names (not one only inside a longer matched title)
+# Several indexes naming something all answer only when their scores are this close to the best one's (a name
+# matched by a common word of the question, "bank" naming BANKS, must not pull in an index that has little else)
+NAMED_MARGIN = 0.3
+
+Outcome = Literal["one", "several", "none"]
+_FILLER = frozenset(("the", "of", "de", "la", "le", "van", "von", "der", "du", "da", "mr", "mrs", "ms", "dr", "st"))
+
+
+@dataclass(frozen=True)
+class Coverage:
+    """What the probe found in one index for one question."""
+
+    name: str
+    specific: tuple[str, ...] = ()
+    documents: tuple[str, ...] = ()
+    terms: int = 0  # the question's distinct content words
+    vocabulary_share: float = 0.0
+    passage_share: float = 0.0
+    distinctness: float = 0.0  # filled in by `choose`, which sees every index
+    unit_shares: tuple[float, ...] = ()  # per question word: share of this index's text units holding it
+    unknown_names: tuple[str, ...] = ()  # names the question writes that no title of this index covers
+
+    @property
+    def strong(self) -> bool:
+        """Names something specific of this index or one of its documents."""
+        return bool(self.specific or self.documents)
+
+    @property
+    def covers(self) -> bool:
+        return self.strong or (self.vocabulary_share >= MIN_VOCABULARY_SHARE
+                               and self.passage_share >= MIN_PASSAGE_SHARE)
+
+    @property
+    def score(self) -> float:
+        """Comparable across indexes: strong evidence first, then words (each part in [0, 1])."""
+        words = 0.3 * self.vocabulary_share + 0.3 * self.passage_share + 0.4 * self.distinctness
+        return float(self.strong) + 0.5 * min(len(self.specific) + len(self.documents), 2) / 2 + words
+
+    def reason(self) -> str:
+        parts: list[str] = []
+        if self.documents:
+            parts.append(f"names its document(s) {_shown(self.documents)}")
+        if self.specific:
+            parts.append(f"names {_shown(self.specific)}, specific in it")
+        parts.append(f"{self.vocabulary_share:.0%} of the question's content words are in its text, "
+                     f"{self.passage_share:.0%} together in one passage, distinctness {self.distinctness:.2f}")
+        return "; ".join(parts)
+
+    def as_dict(self) -> dict[str, object]:
+        return {"index": self.name, "score": round(self.score, 3), "specific": list(self.specific),
+                "documents": list(self.documents), "vocabulary_share": round(self.vocabulary_share, 3),
+                "passage_share": round(self.passage_share, 3), "distinctness": round(self.distinctness, 3)}
+
+
+@dataclass(frozen=True)
+class IndexChoice:
+    """The indexes a question goes to and why."""
+
+    outcome: Outcome
+    names: tuple[str, ...]  # the chosen index(es); for "none" the closest one
+    coverages: tuple[Coverage, ...]  # every probed index, best first
+    reasons: tuple[str, ...]
+
+    @property
+    def index(self) -> str | list[str]:
+        """What an answer's route reports: a name, or the list of names when the question fans out."""
+        return list(self.names) if self.outcome == "several" else self.names[0]
+
+
+def measure(name: str, index: Index, text: str) -> Coverage:
+    """One index's coverage of `text` (its distinctness needs the other indexes: `choose` fills it in)."""
+    from router.index_profile import profile
+    from shared_context.linking import exact_matches, name_spans
+    from shared_context.text import lexical_terms
+
+    prof = profile(index)
+    terms = list(dict.fromkeys(lexical_terms(text)))
+    positions, strengths = exact_matches(index, text)
+    named = [int(p) for p, s in zip(positions.tolist(), strengths.tolist(), strict=True) if s >= MIN_NAME_STRENGTH]
+    # Names found across this whole collection (the host, the company) still say the question is about it; only
+    # titles that are common nouns here do not, nor a title that is a word of a longer name the question writes
+    # ("AMY" for "Amy Hood", "FRANCE" for "Tour de France")
+    titles = [str(index.entities[p].title) for p in named if not _generic(prof.entity_generic, p)]
+    spans = [_words(span) for span in name_spans(text)]
+    known = set().union(*(_words(t) for t in titles)) if titles else set()
+    # and when the question writes names capitalised, a title it writes only in lower case ("the valley") is a
+    # common word of the question, not a name it asks about
+    written = {w.lower() for w in re.findall(r"[^\W\d_]+", text) if not w.islower()} if spans else None
+    specific = tuple(t for t in titles if not any(_words(t) < span and not span <= known for span in spans)
+                     and (written is None or _words(t) & written))
+    unknown = tuple(" ".join(sorted(span)) for span in spans if not span <= known)
+    documents = tuple(prof.names.titles[g] for g in prof.names.named(text))
+    if not terms:
+        return Coverage(name, specific, documents, unknown_names=unknown)
+    bm25 = _unit_bm25(index)
+    if bm25 is None or bm25.n_docs == 0:
+        return Coverage(name, specific, documents, len(terms), unknown_names=unknown)
+    postings = [bm25.postings(t) for t in terms]
+    shares = tuple(len(p) / bm25.n_docs for p in postings)
+    found = sum(1 for p in postings if len(p))
+    passage = 0.0
+    if found:
+        from shared_context.linking import lexical_top
+
+        best, _ = lexical_top(index, "text_units", text, PASSAGES)
+        held = [sum(1 for p in postings if len(p) and _holds(p, int(u))) for u in np.asarray(best)]
+        passage = max(held, default=0) / len(terms)
+    return Coverage(name, specific, documents, len(terms), found / len(terms), passage, 0.0, shares, unknown)
+
+
+def choose(coverages: Sequence[Coverage], corpus_wide: bool = False) -> IndexChoice:
+    """The decision over every probed index (at least one). `corpus_wide`: the question asks about a collection
+    as a whole (themes, a summary: `router.cues`); naming nothing, it is about any index that shares a word with
+    it, not about none."""
+    if not coverages:
+        raise ValueError("index routing needs at least one index")
+    scored = sorted(_with_distinctness(coverages), key=lambda c: (-c.score, c.name))
+    strong = [c for c in scored if c.strong]
+    # a name the question writes that no index knows: what it asks about is in none of them, whatever its
+    # other words share with them ("grapes of the Douro valley")
+    unknown_everywhere = set.intersection(*(set(c.unknown_names) for c in scored))
+    covering = strong or ([] if unknown_everywhere else [c for c in scored if c.covers])
+    if not covering and corpus_wide:
+        covering = [c for c in scored if c.vocabulary_share > 0]
+    if not covering:
+        best = scored[0]
+        unknown = f" (it names {_shown(sorted(unknown_everywhere))}, which no index knows)" if unknown_everywhere else ""
+        why = f"no index covers the question{unknown}; the closest is {best.name} ({best.reason()})"
+        return IndexChoice("none", (best.name,), tuple(scored), (why,))
+    lead = covering[0]
+    margin = NAMED_MARGIN if strong else FANOUT_MARGIN
+    close = [c for c in covering if c.score >= lead.score - margin]
+    chosen, left_out = close[:MAX_FANOUT], [c.name for c in close[MAX_FANOUT:]]
+    if len(chosen) == 1:
+        why = f"routed to index {lead.name}: {lead.reason()}"
+        others = [c.name for c in covering[1:] if c.name not in left_out]
+        if others:
+            why += f" (also covered, further behind: {', '.join(others)})"
+        return IndexChoice("one", (lead.name,), tuple(scored), (why,))
+    reasons = [f"asked {len(chosen)} indexes that cover the question: " + ", ".join(c.name for c in chosen),
+               *(f"index {c.name}: {c.reason()}" for c in chosen)]
+    if left_out:
+        reasons.append(f"not asked (at most {MAX_FANOUT} indexes per question): {', '.join(left_out)}")
+    return IndexChoice("several", tuple(c.name for c in chosen), tuple(scored), tuple(reasons))
+
+
+def route_indexes(indexes: Mapping[str, Index], text: str) -> IndexChoice:
+    """Probe every index and decide."""
+    from router.classifier import CORPUS_WIDE_CUES
+    from router.cues import match_cues
+
+    corpus_wide = bool(CORPUS_WIDE_CUES & set(match_cues(text)))
+    return choose([measure(name, index, text) for name, index in indexes.items()], corpus_wide)
+
+
+def _with_distinctness(coverages: Sequence[Coverage]) -> list[Coverage]:
+    """Each index's mean, over the question's words found anywhere, of its share of the per-unit frequency
+    summed over all indexes (1.0: only this index uses the words; 1/n: every index uses them alike)."""
+    from dataclasses import replace
+
+    rows = [c.unit_shares for c in coverages if c.unit_shares]
+    if not rows or len({len(r) for r in rows}) != 1:
+        return list(coverages)
+    total = np.sum(np.array(rows, dtype=np.float64), axis=0)
+    used = total > 0
+    if not used.any():
+        return list(coverages)
+    out = []
+    for c in coverages:
+        if not c.unit_shares:
+            out.append(c)
+            continue
+        share = np.asarray(c.unit_shares, dtype=np.float64)[used] / total[used]
+        out.append(replace(c, distinctness=float(share.mean())))
+    return out
+
+
+def _unit_bm25(index: Index) -> BM25 | None:
+    """The text units' in-memory BM25 (its postings give document frequencies); None when it is on disk."""
+    from shared_context.bm25 import BM25
+    from shared_context.linking import lexical_search
+
+    search = lexical_search(index, "text_units")
+    return search if isinstance(search, BM25) else None
+
+
+def _holds(postings: np.ndarray, unit: int) -> bool:
+    """Postings are sorted by position: a binary search."""
+    i = int(np.searchsorted(postings, unit))
+    return i < len(postings) and int(postings[i]) == unit
+
+
+def _words(name: str) -> set[str]:
+    return {w for w in re.findall(r"[^\W_]+", name.lower()) if w not in _FILLER and len(w) > 1}  # no possessive s
+
+
+def _generic(flags: np.ndarray, pos: int) -> bool:
+    return 0 <= pos < len(flags) and bool(flags[pos])
+
+
+def _shown(names: Sequence[str], limit: int = 2) -> str:
+    return ", ".join(names[:limit]) + (", ..." if len(names) > limit else "")

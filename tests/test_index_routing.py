@@ -1,0 +1,113 @@
+"""Several indexes behind one router: the probe picks the index, several covering indexes fan out, none costs
+at most one call, a named index skips routing. Over the Christmas Carol index and two indexes built here."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from multi_index_support import build_coop, build_garden
+
+from router import Router
+from router.budget import Budget
+from router.fanout import IndexCitation, MultiRouter, UnknownIndexError
+from router.index_routing import Coverage, choose
+
+
+@pytest.fixture(scope="module")
+def multi(carol_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[MultiRouter]:
+    root = tmp_path_factory.mktemp("indexes")
+    paths = {"carol": carol_path, "coop": build_coop(root / "coop"), "garden": build_garden(root / "garden")}
+    with Router.from_indexes(paths) as m:
+        yield m
+
+
+def test_a_question_about_one_index_goes_there(multi: MultiRouter) -> None:
+    for question, expected in [("Who is Bob Cratchit?", "carol"),
+                               ("Who leads the Saltbridge Battery Project?", "coop"),
+                               ("When did Amos Quaile found the seed bank?", "garden")]:
+        choice = multi.choose(question)
+        assert (choice.outcome, choice.names) == ("one", (expected,)), choice.reasons
+        answer = multi.ask(question)
+        assert answer.route.index == expected and answer.to_dict()["route"]["index"] == expected  # type: ignore[index]
+        assert any(r.startswith(f"routed to index {expected}") for r in answer.route.reasons)
+        assert answer.citations and all(c.resolved for c in answer.citations)
+
+
+def test_a_question_two_indexes_cover_fans_out_and_citations_name_both(multi: MultiRouter) -> None:
+    question = "What did Ebenezer Scrooge and Elin Hargreaves each do?"
+    answer = multi.ask(question)
+    assert sorted(answer.route.index or []) == ["carol", "coop"], answer.route.reasons
+    cited = {c.index for c in answer.citations if isinstance(c, IndexCitation)}
+    assert cited == {"carol", "coop"}
+    assert all(isinstance(c, IndexCitation) for c in answer.citations)
+    assert all(c["index"] in ("carol", "coop") for c in answer.to_dict()["citations"])  # type: ignore[index,union-attr]
+    assert "From index carol" in answer.text and "From index coop" in answer.text
+    fanned = answer.result.details["fanout"] if answer.result else {}
+    assert answer.usage.total.llm_calls == sum(v["calls"] for v in fanned.values()) >= 2
+
+
+def test_fan_out_divides_the_call_budget(multi: MultiRouter) -> None:
+    question = "What did Ebenezer Scrooge and Elin Hargreaves each do?"
+    one_call = multi.ask(question, budget=Budget(max_llm_calls=1))
+    assert one_call.usage.total.llm_calls <= 1
+    assert any("budget left no room" in d for d in one_call.degraded)
+    two = multi.ask(question, budget=Budget(max_llm_calls=2))
+    assert two.usage.total.llm_calls <= 2 and sorted(two.route.index or []) == ["carol", "coop"]
+
+
+def test_a_question_no_index_covers_costs_at_most_one_call(multi: MultiRouter) -> None:
+    question = "How is a quadrupole mass spectrometer calibrated with perfluorotributylamine?"
+    choice = multi.choose(question)
+    assert choice.outcome == "none" and len(choice.names) == 1
+    answer = multi.ask(question)
+    assert answer.usage.total.llm_calls <= 1 and not answer.escalations
+    assert answer.text.startswith("No index clearly covers this question")
+    assert answer.route.index == choice.names[0]
+    assert "no index covers the question" in answer.route.reasons[0]
+
+
+def test_a_named_index_skips_index_routing(multi: MultiRouter) -> None:
+    answer = multi.ask("Who is Bob Cratchit?", index="coop")
+    assert answer.route.index == "coop"
+    assert answer.route.reasons[0] == "index coop named by the caller (no index routing)"
+    with pytest.raises(UnknownIndexError, match=r"unknown index 'nope'$"):
+        multi.ask("Who is Bob Cratchit?", index="nope")
+
+
+def test_routing_considers_only_the_allowed_indexes(multi: MultiRouter) -> None:
+    choice = multi.choose("Who is Bob Cratchit?", indexes=["coop", "garden"])
+    assert "carol" not in choice.names and all(c.name != "carol" for c in choice.coverages)
+    assert all("carol" not in r for r in choice.reasons)
+    with pytest.raises(UnknownIndexError):
+        multi.ask("Who is Bob Cratchit?", index="carol", indexes=["coop"])
+    with pytest.raises(UnknownIndexError, match="no index is available"):
+        multi.ask("Who is Bob Cratchit?", indexes=[])
+
+
+async def test_route_names_the_index_without_a_model_call(multi: MultiRouter) -> None:
+    decision, plan = await multi.aroute("Who is Bob Cratchit?")
+    assert decision.index == "carol" and plan.chosen == decision.engine == "local"
+    fanned, _ = await multi.aroute("What did Ebenezer Scrooge and Elin Hargreaves each do?")
+    assert sorted(fanned.index or []) == ["carol", "coop"]
+    none, plan = await multi.aroute("How is a quadrupole mass spectrometer calibrated with perfluorotributylamine?")
+    assert "no index covers the question" in none.reasons[0] and all(s.llm_calls <= 1 for s in plan.steps if s.fits)
+
+
+def test_choose_rules() -> None:
+    def cov(name: str, *, specific: tuple[str, ...] = (), vocab: float = 0.0, passage: float = 0.0,
+            shares: tuple[float, ...] = ()) -> Coverage:
+        return Coverage(name, specific, (), 3, vocab, passage, 0.0, shares)
+
+    one = choose([cov("a", specific=("X",)), cov("b", vocab=1.0, passage=1.0, shares=(0.1, 0.1, 0.1))])
+    assert (one.outcome, one.names) == ("one", ("a",))
+    both = choose([cov("a", specific=("X",)), cov("b", specific=("Y",))])
+    assert both.outcome == "several" and set(both.names) == {"a", "b"} and both.index == ["a", "b"]
+    words = choose([cov("a", vocab=1.0, passage=1.0, shares=(0.2, 0.2, 0.0)),
+                    cov("b", vocab=0.7, passage=0.7, shares=(0.0, 0.01, 0.3))])
+    assert words.outcome in ("one", "several") and words.names[0] == "a"
+    none = choose([cov("a", vocab=0.3, passage=0.3, shares=(0.1, 0.0, 0.0)), cov("b")])
+    assert (none.outcome, none.names) == ("none", ("a",))
+    with pytest.raises(ValueError):
+        choose([])
