@@ -130,6 +130,7 @@ async def test_latency_estimate_learns_from_the_endpoint() -> None:
     from engines.latency import LATENCY, latency_key
 
     question = "Who is Bob Cratchit?"
+    LATENCY.clear()  # an earlier test's loopback server may have had this port: start from nothing learnt
     with LoopbackServer(default_reply=responder()) as server:
         router = loopback_router(server, warm=("local",))
         engine = router.engine("local")
