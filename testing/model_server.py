@@ -12,6 +12,8 @@ see that module for the endpoints and the deterministic usage counts.
 
 from __future__ import annotations
 
+from typing import Any
+
 from benchmarks.simulated_model import (
     Fault,
     FaultKind,
@@ -31,19 +33,9 @@ __all__ = ["Fault", "FaultKind", "LoopbackServer", "RecordedRequest", "Reply", "
 class LoopbackServer(SimulatedModelServer):
     """The simulated model server, whose next calls can be made to fail whatever they match."""
 
-    def __init__(
-        self,
-        *,
-        latency_ms: float = 0.0,
-        tokens_per_s: float | None = None,
-        default_reply: ReplySpec = "OK",
-        embedding_dim: int = 64,
-        supports_json_mode: bool = True,
-        stream_chunk_chars: int = 8,
-    ) -> None:
-        super().__init__(latency_ms=latency_ms, tokens_per_s=tokens_per_s, default_reply=default_reply,
-                         embedding_dim=embedding_dim, supports_json_mode=supports_json_mode,
-                         stream_chunk_chars=stream_chunk_chars)
+    def __init__(self, **options: Any) -> None:
+        """`options`: the simulated model's (`benchmarks.simulated_model.LoopbackServer`)."""
+        super().__init__(**options)
         self._next_faults: list[Fault] = []
 
     def fail_next(self, n: int, fault: Fault) -> None:

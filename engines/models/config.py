@@ -18,9 +18,9 @@ import tomllib
 import warnings
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
 from engines.models.base import STAGES
 from engines.models.errors import ModelConfigError
@@ -41,6 +41,16 @@ DEFAULT_CHAT_MODEL = "gpt-4.1-mini"
 DEFAULT_EMBEDDING_MODEL = "text-embedding-3-small"
 # Local OpenAI-compatible servers (Ollama, vLLM, llama.cpp) ignore the key, but the SDK requires one.
 PLACEHOLDER_API_KEY = "not-needed"
+
+
+def _hidden_everywhere(key: SecretStr) -> SecretStr:
+    """A configured key is masked in every message and log line this process writes."""
+    if key.get_secret_value() != PLACEHOLDER_API_KEY:
+        remember_secret(key.get_secret_value())
+    return key
+
+
+ApiKey = Annotated[SecretStr, AfterValidator(_hidden_everywhere)]
 
 ENV_VARS = {
     "OPENAI_API_KEY": "API key for the chat and embedding endpoints",
@@ -76,7 +86,7 @@ class ModelEndpoint(BaseModel):
     # the endpoint's URL (OPENAI_BASE_URL); unset: the provider's default
     base_url: str | None = None
     # the endpoint's key (else OPENAI_API_KEY from the environment)
-    api_key: SecretStr | None = None
+    api_key: ApiKey | None = None
     api_version: str | None = None  # azure only
     azure_deployment: str | None = None  # azure only
     timeout_s: float = Field(default=60.0, gt=0)
@@ -97,14 +107,6 @@ class ModelEndpoint(BaseModel):
         "on a first question when `dimensions` is not set (within the question's deadline, if sooner), and "
         "each endpoint's check when `graphroute serve` starts. An endpoint that does not answer within it "
         "is reported; questions go on without it where they can."))
-
-    @field_validator("api_key")
-    @classmethod
-    def _hidden_everywhere(cls, key: SecretStr | None) -> SecretStr | None:
-        """A configured key is masked in every message and log line this process writes."""
-        if key is not None and key.get_secret_value() != PLACEHOLDER_API_KEY:
-            remember_secret(key.get_secret_value())
-        return key
 
     @property
     def offline(self) -> bool:
@@ -127,7 +129,7 @@ class EndpointOverride(BaseModel):
     # the endpoint's URL (OPENAI_BASE_URL); unset: the provider's default
     base_url: str | None = None
     # the endpoint's key (else OPENAI_API_KEY from the environment)
-    api_key: SecretStr | None = None
+    api_key: ApiKey | None = None
     # Azure OpenAI's API version
     api_version: str | None = None
     # the Azure OpenAI deployment name
@@ -141,14 +143,6 @@ class EndpointOverride(BaseModel):
     # the SDK's HTTP transport: auto (aiohttp when installed), httpx or aiohttp
     http_client: HttpClient | None = None
     probe_timeout_s: float | None = Field(default=None, gt=0)
-
-    @field_validator("api_key")
-    @classmethod
-    def _hidden_everywhere(cls, key: SecretStr | None) -> SecretStr | None:
-        """A configured key is masked in every message and log line this process writes."""
-        if key is not None and key.get_secret_value() != PLACEHOLDER_API_KEY:
-            remember_secret(key.get_secret_value())
-        return key
 
 
 class ModelPrice(BaseModel):
