@@ -36,6 +36,8 @@ class SearchResult:
     usage: Usage = field(default_factory=Usage)
     degraded: list[Degradation] = field(default_factory=list)
     empty: bool = False  # nothing relevant was found (the router escalates on it)
+    # the model marked its context as not answering the question (`engines.models.sufficiency`)
+    insufficient: bool = False
     model: str = ""
     offline: bool = False
     seconds: float = 0.0
@@ -59,6 +61,7 @@ class SearchResult:
             "usage": self.usage.to_dict(),
             "degraded": [d.to_dict() for d in self.degraded],
             "empty": self.empty,
+            "insufficient": self.insufficient,
             "model": self.model,
             "offline": self.offline,
             "seconds": self.seconds,
