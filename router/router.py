@@ -474,6 +474,7 @@ class Router:
         best = None  # the last result any engine produced (an empty one still beats none)
         failure: EngineError | ModelError | None = None
         notes = list(self.notes)
+        fell_back = False
         spent_before = (usage.total.llm_calls, usage.total.cost)  # what the steps before the engines cost
         while True:
             result, failure = None, None
@@ -498,7 +499,9 @@ class Router:
                 degraded.extend(f"{d.stage}: {d.reason}" for d in result.degraded)
             if deadline is not None and time.perf_counter() >= deadline:
                 break  # whatever the deadline left is the answer
-            options, reason = await self._next_step(current, decision, result, failure, standalone, notes)
+            options, reason = await self._next_step(current, decision, result, failure, standalone, notes,
+                                                    may_escalate=mode == "auto" and not fell_back)
+            fell_back = fell_back or failure is not None
             nxt = next((e for e in options if e not in tried), None)
             if nxt is None:
                 break
@@ -542,7 +545,8 @@ class Router:
         yield Done(answer)
 
     async def _next_step(self, current: str, decision: RouteDecision, result: SearchResult | None,
-                         failure: BaseException | None, question: str, notes: list[str]) -> tuple[tuple[str, ...], str]:
+                         failure: BaseException | None, question: str, notes: list[str], *, may_escalate: bool
+                         ) -> tuple[tuple[str, ...], str]:
         """Where to go after `current` (`router.escalation`), and why; nothing when its answer stands."""
         if failure is not None:
             if endpoint_failure(failure):
@@ -556,7 +560,8 @@ class Router:
         if result is None:
             return (), ""
         empty = result.empty and self.config.router.escalate_on_empty
-        insufficient = result.insufficient and self.config.router.escalate_on_insufficient
+        # a forced engine, or one a failure fell back to, is the caller's or the last resort: not escalated past
+        insufficient = result.insufficient and self.config.router.escalate_on_insufficient and may_escalate
         if not (empty or insufficient):
             return (), ""
         coverage = await asyncio.to_thread(term_coverage, self.index, question)
