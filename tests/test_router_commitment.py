@@ -19,12 +19,13 @@ from typing import Any
 import pytest
 
 from engines.config import GraphrouteConfig, LocalSearchConfig, RouterConfig
+from engines.estimate import CostEstimate
 from engines.models.sufficiency import INSUFFICIENT_MARKER, MarkerFilter, split_marker
 from engines.prompts import TASK_MARKERS, PromptTemplate
 from router import Router
 from router.budget import Budget
-from router.classifier import ONE_SOURCE, classify
-from router.commitment import START_LOCAL, threshold
+from router.classifier import ONE_SOURCE, RouteDecision, classify
+from router.commitment import START_LOCAL, Verdict, commit, threshold
 from router.router import Done, EngineEvent
 from shared_context.index import Index
 from testing.model_server import Fault, LoopbackServer
@@ -129,6 +130,35 @@ def test_the_threshold_grows_with_the_cost_ratio() -> None:
     assert threshold(21.0, config) == config.commit_ceiling == 0.9
     assert threshold(200.0, config) == config.commit_ceiling
     assert threshold(3.0, config) == config.llm_classifier_threshold  # 1 - 2/3 is below the floor
+
+
+def _decision(engine: str, confidence: float) -> RouteDecision:
+    rest = (1 - confidence) / 2
+    return RouteDecision(engine=engine, confidence=confidence,  # type: ignore[arg-type]
+                         probabilities={e: confidence if e == engine else rest for e in ("local", "global", "drift")},
+                         reasons=["test"])
+
+
+COSTS = {"local": CostEstimate(1, 3000, 500, 0.002, 2.0), "drift": CostEstimate(21, 90000, 9000, 0.05, 40.0)}
+
+
+def test_commitment_commits_asks_or_starts_local_by_expected_cost() -> None:
+    config = RouterConfig()
+    needed = threshold(0.05 / 0.002, config)  # priced: the ratio of dollars (25x)
+    assert needed == config.commit_ceiling
+    sure = commit(_decision("drift", 0.95), COSTS, config, can_ask=True, budget=None)
+    assert sure.verdict is Verdict.COMMIT and sure.decision.engine == "drift" and sure.ratio == 25
+    unsure = _decision("drift", 0.8)
+    asked = commit(unsure, COSTS, config, can_ask=True, budget=None)
+    assert asked.verdict is Verdict.ASK and asked.decision.engine == "drift"
+    offline = commit(unsure, COSTS, config, can_ask=False, budget=None)
+    assert offline.verdict is Verdict.START_LOCAL and offline.decision.engine == "local"
+    assert offline.decision.fallbacks == ("drift",) and "saving about 20 calls" in offline.decision.reasons[-1]
+    tight = commit(unsure, COSTS, config, can_ask=True, budget=Budget(max_llm_calls=21))  # no room for the vote
+    assert tight.verdict is Verdict.START_LOCAL and "budget leaves no room" in tight.decision.reasons[-1]
+    cheap = commit(_decision("local", 0.5), COSTS, config, can_ask=False, budget=None)
+    assert cheap.verdict is Verdict.COMMIT and cheap.decision.engine == "local"
+    assert commit(_decision("local", 0.5), COSTS, config, can_ask=True, budget=None).verdict is Verdict.ASK
 
 
 @pytest.mark.parametrize("question", ONE_CALL_QUESTIONS)
@@ -250,9 +280,9 @@ async def test_a_question_the_index_has_no_evidence_for_costs_at_most_two_calls(
 
 
 async def test_an_endpoint_that_fails_fails_fast_naming_the_engine(harbour: Index, server: LoopbackServer) -> None:
-    server.add_rule(None, fault=Fault("server_error"), reply="unused")
     for mode in ("local", "auto"):
         server.reset()
+        server.add_rule(None, fault=Fault("server_error"), reply="unused")
         started = time.perf_counter()
         with pytest.raises(Exception, match=r"local search") as caught:
             await _ask(_online(harbour, server.base_url), "Who is Rosa Lindqvist?", mode=mode)
