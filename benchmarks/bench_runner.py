@@ -230,8 +230,13 @@ def result_row(engine: str, query: Query, repeat: int, seconds: float, result: A
 
 
 def _tried_engines(answer: Any) -> list[str]:
+    """The engines a router answer ran, as route-bench names its own runs: the trained router's global step is
+    global search pre-ranked (`router.escalation`), route-bench's global-prerank."""
     first = answer.escalations[0].from_engine if answer.escalations else answer.engine
-    return [first, *(e.to_engine for e in answer.escalations)]
+    tried = [first, *(e.to_engine for e in answer.escalations)]
+    if isinstance(answer, KeywordRouted):
+        return tried
+    return [PRERANKED_GLOBAL if e == "global" else e for e in tried]
 
 
 def failure_row(engine: str, query: Query, repeat: int, seconds: float, exc: BaseException) -> dict[str, Any]:

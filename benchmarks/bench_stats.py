@@ -146,6 +146,7 @@ def router_section(rows: Sequence[dict[str, Any]], target: str = "router") -> di
         "quality": quality,
         "savings": {b: router_savings(rows, b, target) for b in ("global", "global-prerank", "drift")},
     }
+    section["expected_calls"] = expected_calls(rows, target)
     if quality and quality["n"]:
         labelled_ids = {r["query_id"] for r in labelled}
         labelled_rows = [r for r in ok if r["query_id"] in labelled_ids]
@@ -154,6 +155,27 @@ def router_section(rows: Sequence[dict[str, Any]], target: str = "router") -> di
         section["cost_per_correct_route"] = cost / quality["correct"] if quality["correct"] else None
         section["labelled_cost_per_repeat"] = cost
     return section
+
+
+def expected_calls(rows: Sequence[dict[str, Any]], target: str = "router") -> dict[str, float | None]:
+    """Mean model calls per question: the router as run (after confirmation and escalation), what its first engine
+    alone cost (the same question run by that engine on its own), its second-opinion calls, every fixed engine,
+    and an oracle that runs the labelled engine (None where the runs needed are missing)."""
+    ok = [r for r in rows if r["ok"]]
+    alone = {(r["engine"], r["query_id"], r["repeat"]): r["llm_calls"] for r in ok if r["engine"] not in ROUTERS}
+    routed = [r for r in ok if r["engine"] == target]
+    out: dict[str, float | None] = {"router_after_escalation": _mean(r["llm_calls"] for r in routed)}
+    first = [alone.get((r["tried"][0], r["query_id"], r["repeat"])) for r in routed if r.get("tried")]
+    out["router_first_engine"] = _mean(first) if first and None not in first else None
+    out["router_second_opinion"] = _mean(r["usage"]["stages"].get("classify", {}).get("llm_calls", 0) for r in routed)
+    for engine in sorted({r["engine"] for r in ok if r["engine"] not in ROUTERS}):
+        out[f"always_{engine}"] = _mean(r["llm_calls"] for r in ok if r["engine"] == engine)
+    oracle = [alone.get((r["label"], r["query_id"], r["repeat"])) for r in routed if r["label"]]
+    out["oracle"] = _mean(oracle) if oracle and None not in oracle else None
+    return out
+
+
+ROUTERS = ("router", "keyword-router")
 
 
 # ---- answer quality (route-bench --grade) ----------------------------------------------------------
