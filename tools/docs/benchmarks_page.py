@@ -105,7 +105,7 @@ def routing(r: Json) -> tuple[list[str], list[Headline]]:
     lines = [
         "Every figure is on questions the model scoring them was not trained on. Confident errors: the share of",
         "all questions routed wrongly with confidence ≥ 0.9 (they reach neither the model's second opinion nor",
-        "the cost-aware default).", "",
+        "the local-first start).", "",
         "| set | what was held out | n | macro-F1 | global recall | local recall | DRIFT recall | confident errors |",
         "|---|---|---|---|---|---|---|---|",
     ]
