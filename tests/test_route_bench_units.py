@@ -100,6 +100,22 @@ def test_router_savings_against_a_baseline() -> None:
     assert router_savings(rows, "drift") is None
 
 
+def test_expected_calls_compare_the_router_with_fixed_engines_and_the_oracle() -> None:
+    from benchmarks.bench_stats import expected_calls
+
+    rows = [_row("local", q, 0.0, 1.0, 1, label="") for q in "ab"]
+    rows += [_row("drift", q, 0.0, 1.0, 21, label="") for q in "ab"]
+    rows += [_row("router", "a", 0.0, 1.0, 1, label="local", tried=["local"], usage=_usage({"answer": 1})),
+             _row("router", "b", 0.0, 1.0, 23, label="drift", tried=["local", "drift"],
+                  usage=_usage({"classify": 1, "answer": 1, "followups": 21}))]
+    for r in rows:
+        r["label"] = {"a": "local", "b": "drift"}[r["query_id"]]
+    calls = expected_calls(rows)
+    assert calls["router_after_escalation"] == 12 and calls["router_first_engine"] == 1
+    assert calls["router_second_opinion"] == 0.5
+    assert calls["always_local"] == 1 and calls["always_drift"] == 21 and calls["oracle"] == 11
+
+
 def test_each_repeat_keeps_its_own_latency_median() -> None:
     fields = {"degraded": False, "prompt_tokens": 0, "output_tokens": 0, "cached_calls": 0}
     rows = [dict(_row("local", q, 0.0, s, 1, **fields), repeat=k)
