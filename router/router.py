@@ -345,10 +345,6 @@ class Router:
         except ModelError as err:  # a failed second opinion must never fail the question; a bug still surfaces
             for c in getattr(err, "completions", ()):  # StructuredOutputError carries what was paid for
                 usage.add_completion("classify", c)
-            if endpoint_failure(err):  # every engine would call the same endpoint: fail now, saying where
-                err.message = f"routing second opinion: {err.message}"
-                err.usage = usage
-                raise
             return replace(decision, reasons=[*decision.reasons, f"model classifier unavailable: {err}"])
         for c in completions:
             usage.add_completion("classify", c)
