@@ -2,7 +2,7 @@
 
 * **An empty or insufficient answer** (nothing found, or the model marked its context as not answering:
   `SearchResult.insufficient`) escalates, within the budget, to the engine the route held back (`fallbacks`),
-  else to the likelier of DRIFT and global search (pre-ranked, the cheaper configuration) - but only when the
+  else to pre-ranked global search (the cheaper configuration) - but only when the
   index holds evidence the next engine can reach (`has_evidence`). A question the index has nothing on costs
   at most one more call (basic search, for an empty answer) and the answer says so.
 * **A failed engine** falls back to engines that need no JSON when its structured output failed. A model
@@ -36,6 +36,9 @@ FALLBACK: dict[str, tuple[str, ...]] = {
     "basic": (),
 }
 CHEAP = frozenset(("local", "basic"))
+# Where an insufficient local or basic answer goes when the route held nothing back (the classifier chose local):
+# the cheapest step that reads beyond local's context. DRIFT's twenty calls only when the route held DRIFT back.
+INSUFFICIENT_NEXT = "global_prerank"
 # Share of the question's content terms that must occur in the index's text for an expensive escalation to
 # have something to find (the named-entity and named-document signals count on their own).
 MIN_TERM_COVERAGE = 0.5
@@ -67,16 +70,6 @@ def has_evidence(decision: RouteDecision, coverage: float) -> tuple[bool, str]:
                    "of its words occur in its text)")
 
 
-def insufficient_next(decision: RouteDecision) -> str:
-    """Where an insufficient local or basic answer goes when the route held nothing back: the likelier of DRIFT
-    and global search by the classifier, DRIFT only when the classifier left DRIFT standing (its index evidence
-    did not confine the question to one document)."""
-    p = decision.probabilities
-    if p.get("drift", 0.0) >= p.get("global", 0.0) and not decision.method.endswith("one-source"):
-        return "drift"
-    return "global_prerank"
-
-
 def next_engines(current: str, decision: RouteDecision, *, empty: bool, insufficient: bool,
                  evidence: bool) -> tuple[str, ...]:
     """The engines to try after `current` answered empty or insufficient, best first."""
@@ -86,7 +79,7 @@ def next_engines(current: str, decision: RouteDecision, *, empty: bool, insuffic
     if empty:
         return (*held_back, *EMPTY_NEXT.get(current, ()))
     if insufficient and current in CHEAP:
-        return held_back or (insufficient_next(decision),)
+        return held_back or (INSUFFICIENT_NEXT,)
     return ()
 
 

@@ -326,9 +326,9 @@ def _missing_words(question: str, pool: list[Candidate]) -> tuple[list[str], flo
 
 
 # Share of the question's content terms the supplied records must hold for the offline model to call its context
-# sufficient (`covers_question`): half, as `answerable` asks before quoting anything, plus a margin, since a
-# context that holds half the words may still miss what the question turns on.
-MIN_COVERAGE = 0.6
+# sufficient (`covers_question`): half, as `answerable` asks before quoting anything. Each insufficient answer
+# costs an escalation, so the offline model asks no more than it asks before quoting.
+MIN_COVERAGE = 0.5
 
 
 def covers_question(tables: ContextTables, question: str, datasets: tuple[str, ...] = ANSWER_DATASETS) -> bool:
