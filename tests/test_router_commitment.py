@@ -13,6 +13,7 @@ import json
 import re
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -302,3 +303,36 @@ async def test_an_unreachable_endpoint_fails_fast_naming_the_engine(harbour: Ind
         await _ask(_online(harbour, f"http://127.0.0.1:{port}/v1", timeout_s=2.0), "Who is Rosa Lindqvist?",
                    mode="local")
     assert time.perf_counter() - started < 10
+
+
+def test_next_engines_spend_only_where_the_index_has_evidence() -> None:
+    from router.escalation import has_evidence, next_engines
+
+    named = replace(_decision("local", 0.9), signals={"specific_entities": 1.0})
+    nothing = replace(_decision("local", 0.9), signals={"specific_entities": 0.0, "named_documents": 0.0})
+    assert has_evidence(named, 0.0)[0] and has_evidence(nothing, 0.5)[0]
+    found, why = has_evidence(nothing, 0.2)
+    assert not found and "holds no evidence" in why
+    assert next_engines("local", named, empty=False, insufficient=True, evidence=True) == ("global_prerank",)
+    held = replace(named, fallbacks=("drift",))
+    assert next_engines("local", held, empty=False, insufficient=True, evidence=True) == ("drift",)
+    assert next_engines("local", held, empty=False, insufficient=True, evidence=False) == ()
+    assert next_engines("local", nothing, empty=True, insufficient=False, evidence=False) == ("basic",)
+    assert next_engines("drift", named, empty=False, insufficient=True, evidence=True) == ()  # not a cheap step
+
+
+def test_a_down_endpoint_is_told_from_a_reply_another_engine_could_fix() -> None:
+    from engines.errors import EngineError
+    from engines.models.errors import ModelResponseError, ModelUnavailableError, StructuredOutputError
+    from router.escalation import endpoint_failure, worth_falling_back
+
+    down = ModelUnavailableError("connection refused", base_url="http://x", model="m")
+    try:
+        raise EngineError("all 3 map batches failed", stage="map", engine="global") from down
+    except EngineError as err:
+        wrapped = err
+    assert endpoint_failure(wrapped) and not worth_falling_back(wrapped)
+    assert endpoint_failure(ModelResponseError("bad gateway", status_code=502))
+    bad_json = StructuredOutputError("no JSON", completions=[], last_error="x")
+    assert not endpoint_failure(bad_json) and worth_falling_back(bad_json)
+    assert not worth_falling_back(ModelResponseError("no key", status_code=401))
