@@ -1,4 +1,6 @@
-"""`Router`: classify each question, plan within the budget, answer with the right engine, escalate when empty.
+"""`Router`: classify each question, commit by expected cost (`router.commitment`), plan within the budget, answer
+with the right engine, and escalate on an empty or insufficient answer where the index has evidence
+(`router.escalation`).
 
 One Router holds one immutable index and engines built once; it keeps no per-question state, so many
 callers can `aask` concurrently. The sync API (`ask`, `run`) runs every question on one long-lived event loop
