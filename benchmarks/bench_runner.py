@@ -189,6 +189,7 @@ def result_row(engine: str, query: Query, repeat: int, seconds: float, result: A
         "query_id": query.id,
         "question": query.question,
         "label": query.label,
+        "alt": query.alt,
         "question_type": query.question_type,
         "repeat": repeat,
         "ok": True,

@@ -138,7 +138,9 @@ def router_section(rows: Sequence[dict[str, Any]], target: str = "router") -> di
         used[r["engine_used"]] = used.get(r["engine_used"], 0) + 1
     # The decision is a pure function of the question, so quality is scored once per query (repeat 0).
     labelled = [r for r in ok if r["label"] and r["repeat"] == 0]
-    quality = routing_quality([(r["label"], r["route"]) for r in labelled]) if labelled else None
+    # a route the query's `alt` reading also accepts is scored as that label: never the cheaper right route as an error
+    quality = routing_quality([(r["route"] if r.get("alt") == r["route"] else r["label"], r["route"])
+                               for r in labelled]) if labelled else None
     section: dict[str, Any] = {
         "route_mix": dict(sorted(mix.items())),
         "engine_used_mix": dict(sorted(used.items())),

@@ -416,9 +416,9 @@ def carol(report: dict[str, Any]) -> None:
     report["carol"] = {}
     for key, ix in (("with_index", index), ("without_index", None)):
         decided = aroute_all(ix, [r["question"] for r in rows])
-        # local is also right for a DRIFT label (the same evidence for a fraction of the cost); DRIFT or global
-        # search for a local label is not
-        routed = [Routed(r["label"], e, c, "local" if r["label"] == "drift" else "")
+        # the file's `alt`: local is also right for a DRIFT label (the same evidence for a fraction of the cost);
+        # DRIFT or global search for a local label is not
+        routed = [Routed(r["label"], e, c, r.get("alt", ""))
                   for r, (e, c, _) in zip(rows, decided, strict=True)]
         right = sum(x.right for x in routed)
         report["carol"][key] = {"right": right, "n": len(rows), "metrics": metrics(routed), "errors": [

@@ -313,6 +313,24 @@ def test_parquet_gold_file_with_a_label_map(tmp_path: Path) -> None:
         LabelMap.load(str(tmp_path / "bad.json"))
 
 
+def test_the_alt_reading_is_no_routing_error(tmp_path: Path) -> None:
+    from benchmarks.bench_queries import LabelMap
+    from benchmarks.bench_stats import router_section
+
+    (tmp_path / "map.json").write_text(json.dumps({"field": "question_type", "map": {"Reasoning": "drift"},
+                                                   "alt": {"Reasoning": "local"}}), encoding="utf-8")
+    (tmp_path / "q.jsonl").write_text(json.dumps({"question": "Why did A leave?", "question_type": "Reasoning"})
+                                      + "\n", encoding="utf-8")
+    [query] = load_queries(str(tmp_path / "q.jsonl"), label_map=LabelMap.load(str(tmp_path / "map.json")))
+    assert (query.label, query.alt) == ("drift", "local")
+    rows = [_row("router", "a", 0.0, 1.0, 1, label="drift", alt=alt, route=route, engine_used=route, tried=[route],
+                 usage=_usage({"answer": 1})) for alt, route in (("local", "local"),)]
+    rows += [_row("router", "b", 0.0, 1.0, 21, label="drift", alt=None, route="local", engine_used="local",
+                  tried=["local"], usage=_usage({"answer": 1}))]
+    section = router_section(rows)
+    assert section is not None and section["quality"]["correct"] == 1 and section["quality"]["n"] == 2
+
+
 def test_grade_without_gold_answers_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "q.txt"
     path.write_text("Who is Scrooge?\n", encoding="utf-8")
