@@ -162,7 +162,7 @@ def router_section(rows: Sequence[dict[str, Any]], target: str = "router") -> di
 def expected_calls(rows: Sequence[dict[str, Any]], target: str = "router") -> dict[str, float | None]:
     """Mean model calls per question: the router as run (after confirmation and escalation), what its first engine
     alone cost (the same question run by that engine on its own), its second-opinion calls, every fixed engine,
-    and an oracle that runs the labelled engine (None where the runs needed are missing)."""
+    and an oracle that runs the cheapest right engine, the label or its `alt` (None where a run is missing)."""
     ok = [r for r in rows if r["ok"]]
     alone = {(r["engine"], r["query_id"], r["repeat"]): r["llm_calls"] for r in ok if r["engine"] not in ROUTERS}
     routed = [r for r in ok if r["engine"] == target]
@@ -172,12 +172,18 @@ def expected_calls(rows: Sequence[dict[str, Any]], target: str = "router") -> di
     out["router_second_opinion"] = _mean(r["usage"]["stages"].get("classify", {}).get("llm_calls", 0) for r in routed)
     for engine in sorted({r["engine"] for r in ok if r["engine"] not in ROUTERS}):
         out[f"always_{engine}"] = _mean(r["llm_calls"] for r in ok if r["engine"] == engine)
-    oracle = [alone.get((r["label"], r["query_id"], r["repeat"])) for r in routed if r["label"]]
+    oracle = [_cheapest([alone.get((e, r["query_id"], r["repeat"])) for e in (r["label"], r.get("alt")) if e])
+              for r in routed if r["label"]]
     out["oracle"] = _mean(oracle) if oracle and None not in oracle else None
     return out
 
 
 ROUTERS = ("router", "keyword-router")
+
+
+def _cheapest(calls: list[int | None]) -> int | None:
+    """The fewest calls of the right engines' runs (None when one is missing)."""
+    return None if not calls or None in calls else min(c for c in calls if c is not None)
 
 
 # ---- answer quality (route-bench --grade) ----------------------------------------------------------

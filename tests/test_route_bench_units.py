@@ -114,6 +114,8 @@ def test_expected_calls_compare_the_router_with_fixed_engines_and_the_oracle() -
     assert calls["router_after_escalation"] == 12 and calls["router_first_engine"] == 1
     assert calls["router_second_opinion"] == 0.5
     assert calls["always_local"] == 1 and calls["always_drift"] == 21 and calls["oracle"] == 11
+    rows[-1]["alt"] = "local"  # local is also right for b: the oracle takes the cheaper right engine
+    assert expected_calls(rows)["oracle"] == 1
 
 
 def test_each_repeat_keeps_its_own_latency_median() -> None:

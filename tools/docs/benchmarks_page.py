@@ -254,8 +254,8 @@ def route_bench(r: Json) -> tuple[list[str], list[Headline]]:
             lines.append("- model calls per question: " + ", ".join(
                 f"{k.replace('_', ' ')} {v:.2f}" for k, v in calls.items() if isinstance(v, int | float)))
         if key == "router":
-            heads.append(Headline("Christmas Carol questions routed as labelled (route-bench; none about this book "
-                                  "in training, results seen during development)",
+            heads.append(Headline("Christmas Carol questions routed as labelled, local accepted for a DRIFT label "
+                                  "(route-bench; none about this book in training, results seen during development)",
                                   f"{q['correct']}/{q['n']}", "route-bench"))
             savings = sec.get("savings", {})
             if savings.get("global") and savings.get("global-prerank"):
