@@ -212,7 +212,7 @@ def result_row(engine: str, query: Query, repeat: int, seconds: float, result: A
             "route_confidence": float(route.confidence),
             "route_probabilities": {str(k): float(v) for k, v in dict(route.probabilities).items()},
             "route_reasons": [str(r) for r in route.reasons],
-            "engine_used": result.engine,
+            "engine_used": _tried_engines(result)[-1],
             "stepped_down_from": result.stepped_down_from,
             "escalations": [
                 {"from": e.from_engine, "to": e.to_engine, "reason": e.reason} for e in result.escalations
