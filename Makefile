@@ -4,7 +4,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 DEMO_INDEX := .graphroute-cache/demo_index
 
-.PHONY: demo test test-long lint install clean-demo bench screenshot
+.PHONY: demo test test-long test-data lint install clean-demo bench screenshot
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || python3 -m venv $(VENV)
@@ -21,11 +21,18 @@ demo: $(STAMP)
 test: $(STAMP)
 	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || \
 		echo "NOTE: no chromium/chromedriver: the browser test (tests/test_service_browser.py) is SKIPPED (apt-get install chromium chromium-driver)"
+	@command -v redis-server >/dev/null && command -v haproxy >/dev/null || \
+		echo "NOTE: no redis-server/haproxy: the replica tests (tests/test_replicas.py, test_shared_state.py) are SKIPPED (apt-get install redis-server haproxy)"
 	$(PY) -m pytest
 
 # the whole stage x fault and corrupted-index matrices and many more property examples (not part of `make test`)
 test-long: $(STAMP)
 	GRAPHROUTE_HYPOTHESIS_PROFILE=long $(PY) -m pytest tests/test_robust_properties.py
+
+# the tests that need the benchmark data sets (not part of `make test`): GRAPHROUTE_BENCH_DATA names their folder
+# (default ../shared/data); docs/contributing.md lists what they need and where it comes from
+test-data: $(STAMP)
+	$(PY) -m pytest -m bench_data
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

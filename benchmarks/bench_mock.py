@@ -258,13 +258,7 @@ class MockBackend:
     """
 
     def __init__(self, spec: ModelSpec) -> None:
-        try:
-            from testing.model_server import LoopbackServer
-        except ImportError:
-            raise BenchInputError(
-                "--model mock needs the loopback model server of a source checkout (testing/model_server.py), "
-                "which the installed package does not ship: run route-bench from the repository"
-            ) from None
+        from benchmarks.simulated_model import LoopbackServer
 
         self.spec = spec
         self.responder = OfflineResponder()

@@ -109,7 +109,7 @@ class Row:
 
 def _serve(latency_ms: float, ready: Any, stop: Any) -> None:
     """Child process: the loopback server with scripted replies, until `stop` is set."""
-    from testing.model_server import LoopbackServer
+    from benchmarks.simulated_model import LoopbackServer
 
     with LoopbackServer(latency_ms=latency_ms) as server:
         script_replies(server)

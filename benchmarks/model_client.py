@@ -9,6 +9,13 @@ Throughput = calls/s when 64 calls are always in flight from the caller's side, 
 limit of 16 or 64 per (endpoint, model); the server runs in a separate process there, so it does not
 share the client's GIL (use --same-process to compare). Everything runs on 127.0.0.1; no network, no key.
 The machine's load average is printed, because on a busy machine every figure is inflated.
+
+Client CPU per call (`--cpu-calls`, the server in a separate process): the CPU time this process spends on one
+call with a 40 kB prompt and a 2,000-character answer (streamed 4 characters a chunk, about a token each), for
+`OpenAIChatModel.complete` / `.stream` and for the SDK's typed `chat.completions.create` without and with
+`stream=True` - the figure that keeps the backend's streamed answers on the SDK's raw request path (its typed
+stream builds a pydantic model per chunk). Median and range over `--runs` runs of each run's median; written
+with the other figures to `--out` (default `benchmarks/results/model_client/model_client.json`).
 """
 
 from __future__ import annotations
@@ -22,21 +29,31 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from multiprocessing.connection import Connection
+from pathlib import Path
 
 import openai
 from pydantic import SecretStr
 
+from benchmarks.common import emit_report
+from benchmarks.simulated_model import LoopbackServer
 from engines.models.base import Message
 from engines.models.config import ModelEndpoint, PriceTable
 from engines.models.limiter import LimiterRegistry
 from engines.models.openai_backend import OpenAIChatModel
-from testing.model_server import LoopbackServer
 
 MESSAGES: list[Message] = [
     {"role": "system", "content": "You answer from the context.\n-----Entities-----\nid|entity\n1|SCROOGE"},
     {"role": "user", "content": "Who is Scrooge?"},
 ]
 REPLY = "Scrooge is a miser who learns generosity. [Data: Entities (1)]"
+OUT = Path(__file__).resolve().parent / "results" / "model_client" / "model_client.json"
+# a local question's size: a 40 kB context table in the system message, a 2,000-character answer
+LONG_CONTEXT = "\n".join(f"{i}|ENTITY {i}|the description of entity {i}, a few words about it" for i in range(640))
+LONG_MESSAGES: list[Message] = [
+    {"role": "system", "content": f"You answer from the context.\n-----Entities-----\nid|entity|description\n{LONG_CONTEXT}"},
+    {"role": "user", "content": "Who is Scrooge?"},
+]
+LONG_REPLY = ("Scrooge is a miser who learns generosity. [Data: Entities (1)] " * 32)[:2000]
 
 
 def pct(values: list[float], q: float) -> float:
@@ -44,7 +61,7 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
-def model_for(srv: LoopbackServer, limit: int) -> OpenAIChatModel:
+def model_for(srv: LoopbackServer | RemoteServer, limit: int) -> OpenAIChatModel:
     endpoint = ModelEndpoint(provider="openai", model="gpt-4.1-mini", base_url=srv.base_url, api_key=SecretStr("bench"),
                              concurrency=limit, timeout_s=30, max_retries=0)
     return OpenAIChatModel(endpoint, PriceTable(), limiter_registry=LimiterRegistry())
@@ -72,9 +89,9 @@ async def overhead(srv: LoopbackServer, calls: int) -> tuple[list[float], list[f
     return ours, bare
 
 
-def _serve(conn: Connection, latency_ms: float) -> None:
+def _serve(conn: Connection, latency_ms: float, reply: str = REPLY, chunk_chars: int = 8) -> None:
     """Child process: run the server, answer "reset"/"peak" commands, stop on "stop"."""
-    with LoopbackServer(latency_ms=latency_ms, default_reply=REPLY) as srv:
+    with LoopbackServer(latency_ms=latency_ms, default_reply=reply, stream_chunk_chars=chunk_chars) as srv:
         conn.send(srv.base_url)
         while (command := conn.recv()) != "stop":
             if command == "reset":
@@ -102,10 +119,10 @@ class RemoteServer:
 
 
 @contextmanager
-def server_process(latency_ms: float) -> Iterator[RemoteServer]:
+def server_process(latency_ms: float, reply: str = REPLY, chunk_chars: int = 8) -> Iterator[RemoteServer]:
     ctx = multiprocessing.get_context("spawn")
     parent, child = ctx.Pipe()
-    proc = ctx.Process(target=_serve, args=(child, latency_ms), daemon=True)
+    proc = ctx.Process(target=_serve, args=(child, latency_ms, reply, chunk_chars), daemon=True)
     proc.start()
     try:
         yield RemoteServer(parent, parent.recv())
@@ -133,6 +150,44 @@ async def throughput(srv: LoopbackServer | RemoteServer, limit: int, calls: int,
     return calls / elapsed, srv.max_in_flight
 
 
+async def client_cpu(srv: RemoteServer, calls: int) -> dict[str, float]:
+    """Median CPU ms of this process per call, for our model and the SDK's typed calls, plain and streamed."""
+    model = model_for(srv, 16)
+    sdk = openai.AsyncOpenAI(base_url=srv.base_url, api_key="bench", max_retries=0)
+
+    async def ours_stream() -> None:
+        async for _ in model.stream(LONG_MESSAGES):
+            pass
+
+    async def sdk_stream() -> None:
+        stream = await sdk.chat.completions.create(model="gpt-4.1-mini", messages=LONG_MESSAGES,  # type: ignore[arg-type]
+                                                   stream=True)
+        async for _ in stream:
+            pass
+
+    async def ours_complete() -> None:
+        await model.complete(LONG_MESSAGES)
+
+    async def sdk_complete() -> None:
+        await sdk.chat.completions.create(model="gpt-4.1-mini", messages=LONG_MESSAGES)  # type: ignore[arg-type]
+
+    calls_of = {"ours_complete": ours_complete, "sdk_typed_complete": sdk_complete,
+                "ours_stream": ours_stream, "sdk_typed_stream": sdk_stream}
+    out = {}
+    for name, call in calls_of.items():
+        for _ in range(5):  # warm up connections and lazy imports
+            await call()
+        cpu = []
+        for _ in range(calls):
+            t0 = time.process_time()
+            await call()
+            cpu.append((time.process_time() - t0) * 1000)
+        out[name] = statistics.median(cpu)
+    await sdk.close()
+    await model.aclose()
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=200, help="sequential calls per overhead measurement")
@@ -140,6 +195,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--latencies", default="0,50", help="server latency per call in ms, comma separated")
     parser.add_argument("--limits", default="16,64", help="concurrency limits to measure, comma separated")
     parser.add_argument("--same-process", action="store_true", help="run the server in this process for throughput")
+    parser.add_argument("--cpu-calls", type=int, default=100, help="calls per client-CPU measurement")
+    parser.add_argument("--runs", type=int, default=3, help="runs of the client-CPU measurement")
+    parser.add_argument("--out", type=Path, default=OUT, help="result file")
     args = parser.parse_args(argv)
     print(f"load average before the run: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
     latencies = [float(x) for x in args.latencies.split(",") if x.strip()]
@@ -171,7 +229,19 @@ def main(argv: list[str] | None = None) -> int:
                     rate, peak = asyncio.run(throughput(remote, limit, args.throughput_calls))
             cells.append(f"{rate:>17.0f} {peak:>4d}")
         print(f"{latency:>12.0f} ms | " + " | ".join(cells))
+    print()
+    print("client CPU per call (ms; 40 kB prompt, 2,000-character answer streamed 4 characters a chunk)")
+    with server_process(0, LONG_REPLY, chunk_chars=4) as remote:
+        runs = [asyncio.run(client_cpu(remote, args.cpu_calls)) for _ in range(args.runs)]
+    cpu = {name: {"median": statistics.median(r[name] for r in runs), "min": min(r[name] for r in runs),
+                  "max": max(r[name] for r in runs), "runs": [r[name] for r in runs]} for name in runs[0]}
+    for name, fig in cpu.items():
+        print(f"{name:>20}: {fig['median']:.2f} ({fig['min']:.2f}-{fig['max']:.2f}, {len(runs)} runs)")
     print(f"load average after the run: {os.getloadavg()[0]:.2f}")
+    overheads = {str(latency): {"ours_p50_ms": statistics.median(ours), "sdk_p50_ms": statistics.median(bare)}
+                for latency, ours, bare in rows}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    emit_report({"overhead": overheads, "client_cpu_ms_per_call": cpu}, args.out, printed={"result_file": str(args.out)})
     return 0
 
 

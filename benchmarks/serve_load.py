@@ -4,7 +4,7 @@
         --clients 64 --requests 640 --latency-ms 300 --model-concurrency 32
 
 Three processes, so no side steals the others' interpreter: the loopback OpenAI-compatible model server
-(`testing.model_server`, `--latency-ms` per call), the service (this process: uvicorn + one Router,
+(`benchmarks.simulated_model`, `--latency-ms` per call), the service (this process: uvicorn + one Router,
 its chat model pointed at the loopback server, offline embedder; warmed up as `graphroute serve` does; with
 `--workers N`, N worker processes under the same supervisor as `graphroute serve --workers N`), and
 the load generator (`--clients` concurrent aiohttp clients sending `--requests` chat completions in total;
@@ -37,7 +37,7 @@ from benchmarks.common import CAROL_INDEX, emit_report
 
 
 def _model_server(latency_ms: float, conn: Any) -> None:
-    from testing.model_server import LoopbackServer, Reply
+    from benchmarks.simulated_model import LoopbackServer, Reply
 
     text = "The answer, drawn from the supplied data [Data: Sources (1)]."
 
@@ -222,11 +222,21 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--workers", type=int, default=0,
                    help="serve with N worker processes, as `graphroute serve --workers N` (default 0: the service "
                         "in this process, uvicorn in a thread)")
+    p.add_argument("--replicas", type=int, choices=(2,),
+                   help="one against two `graphroute serve` replicas behind HAProxy with one Redis, and the cost "
+                        "the shared cache saves (benchmarks/serve_replicas.py; needs redis-server and haproxy)")
+    p.add_argument("--distinct", type=int, default=20, help="--replicas: distinct questions of the cost workload")
+    p.add_argument("--repeats", type=int, default=3, help="--replicas: times each is asked")
     p.add_argument("--runs", type=int, default=1, help="repeat the whole load N times (median and range reported)")
     p.add_argument("--out", help="write the report as JSON here")
     args = p.parse_args(argv)
     if args.runs < 1:
         p.error("--runs must be at least 1")
+    if args.replicas:
+        from benchmarks.serve_replicas import run_replicas
+
+        emit_report(run_replicas(args), args.out)
+        return 0
     runs = [run(args) for _ in range(args.runs)]
     report = {**runs[-1], **summarise_runs(runs), "runs": runs,
               "targets_met": all(r["targets_met"] for r in runs)}

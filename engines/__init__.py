@@ -7,7 +7,7 @@
 
 from __future__ import annotations
 
-from engines.basic import BasicSearch
+from engines.basic import BasicPrompt, BasicSearch
 from engines.citations import Citation
 from engines.config import GraphrouteConfig, load_config
 from engines.drift import DriftSearch
@@ -15,12 +15,13 @@ from engines.errors import EngineError
 from engines.estimate import CostEstimate
 from engines.events import AnswerDelta, ContextReady, Final, Progress
 from engines.global_search import GlobalSearch
-from engines.local import LocalSearch
+from engines.local import LocalPrompt, LocalSearch
 from engines.questions import GeneratedQuestion, QuestionGenerator, QuestionResult
 from engines.result import Degradation, SearchResult
 
 __all__ = [
     "AnswerDelta",
+    "BasicPrompt",
     "BasicSearch",
     "Citation",
     "ContextReady",
@@ -32,6 +33,7 @@ __all__ = [
     "GeneratedQuestion",
     "GlobalSearch",
     "GraphrouteConfig",
+    "LocalPrompt",
     "LocalSearch",
     "Progress",
     "QuestionGenerator",

@@ -25,7 +25,7 @@ from engines.result import SearchResult
 from engines.run import QueryRun
 
 if TYPE_CHECKING:
-    from engines.engine import ContextBuilder
+    from engines.steps import ContextBuilder
     from shared_context.index import Index
 
 __all__ = ["BaseEngine", "ConfigLike", "make_params"]
@@ -44,7 +44,7 @@ class BaseEngine:
     section_type: ClassVar[type[BaseModel]]
     config: BaseModel  # an instance of `section_type` (subclasses declare theirs)
     # the context builder the engine answers from (`Engine.builder`); None: it builds no context of its own
-    builder: ContextBuilder[object] | None = None
+    builder: ContextBuilder | None = None
 
     def __init__(
         self,

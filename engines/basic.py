@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from engines import prompts
-from engines.base import BaseEngine
+from engines.base import BaseEngine, ConfigLike
 from engines.config import BasicSearchConfig
 from engines.estimate import CostEstimate, estimate_basic
 from engines.events import ContextReady
-from engines.models.base import Message
-from engines.models.factory import vector_for
+from engines.models.base import Embedder, Message
+from engines.models.factory import ModelLike, vector_for
 from engines.models.task_context import TaskContext
 from engines.result import SearchResult
 from engines.run import QueryRun
@@ -21,13 +22,39 @@ from shared_context.basic_context import BasicContext, question_basic_context, t
 
 if TYPE_CHECKING:
     from engines.plan import QueryPlan
+    from engines.prompts import PromptTemplate
+    from engines.steps import PromptFormatter
+    from shared_context.index import Index
+
+
+@dataclass(frozen=True)
+class BasicPrompt:
+    """Basic search's default `PromptFormatter`: its template filled with the Sources table."""
+
+    template: PromptTemplate | None = None
+    response_type: str = "multiple paragraphs"
+
+    def render(self, context: BasicContext, question: str) -> list[Message]:
+        system = prompts.template(self.template, "basic").fill(response_type=self.response_type,
+                                                                 context_data=context.text)
+        return [{"role": "system", "content": system}, {"role": "user", "content": question}]
 
 
 class BasicSearch(BaseEngine):
+    """Three steps: `context` (the best text units under the budget), `formatter.render(context, question)`,
+    then the answer generated from those messages."""
+
     name = "basic"
     config: BasicSearchConfig
     section_name = "basic"
     section_type = BasicSearchConfig
+
+    def __init__(self, index: Index, model: ModelLike = None, *, embedder: Embedder | None = None,
+                 config: ConfigLike = None, formatter: PromptFormatter[BasicContext] | None = None) -> None:
+        """`formatter`: the prompt the context is rendered into (default: the configured or built-in one)."""
+        super().__init__(index, model, embedder=embedder, config=config)
+        self.formatter = formatter if formatter is not None else BasicPrompt(self.config.prompt,
+                                                                             self.config.response_type)
 
     def estimate(self, question: str, plan: QueryPlan | None = None) -> CostEstimate:
         return estimate_basic(self, question, self.context(question).tokens)
@@ -52,9 +79,7 @@ class BasicSearch(BaseEngine):
         run.details.update(retrieval=ctx.method, hits=shown, skipped_over_budget=ctx.skipped)
         if ctx.notes:
             run.details["retrieval_notes"] = ctx.notes
-        system = prompts.template(self.config.prompt, "basic").fill(
-            response_type=self.config.response_type, context_data=ctx.text)
-        messages: list[Message] = [{"role": "system", "content": system}, {"role": "user", "content": question}]
+        messages = self.formatter.render(ctx, question)
         with run.timed("answer"):
             completion = await run.stream_answer(
                 "answer", "basic_answer", messages,
@@ -69,4 +94,5 @@ class BasicSearch(BaseEngine):
             context_text=ctx.text,
             context_records=dict(ctx.tables.to_dict()),
             empty=not ctx.text or not lexical_hit,
+            empty_reason="no text unit shares a word with the question" if ctx.text else "the context is empty",
         )

@@ -302,6 +302,9 @@ class ServeConfig(_Section):
         "with several keys, a fair share, `max_concurrency` divided by the number of keys, rounded up."))
     cors_origins: list[str] = Field(default_factory=list, description=(
         "Origins allowed to call the API from a browser page (`--cors-origin`). Empty: CORS is off."))
+    allowed_hosts: list[str] = Field(default_factory=list, description=(
+        "Without API keys the server answers only requests whose Host header is a loopback address; these "
+        "host names (`NAME` for any port, `NAME:PORT`) are answered too (`--allowed-host`)."))
     max_cost: float | None = Field(default=None, ge=0, description=(
         "Default budget, in dollars, of a request that sets none (else `[router] max_cost`)."))
     max_llm_calls: int | None = Field(default=None, ge=1, description=(
@@ -324,6 +327,32 @@ class ServeConfig(_Section):
         "in order of arrival, so the first model calls start while later questions are still built; a "
         "service that mixes very long steps (a global batch build on a very large index) with short ones "
         "should raise it, as a long step holds back the questions behind it."))
+    # Replicas behind a load balancer (docs/guides/deployment.md): what they must share lives in one Redis.
+    redis_url: str | None = Field(default=None, description=(
+        "Redis shared by every replica (`redis://host:6379/0`, `rediss://` for TLS): the 429 limits and the "
+        "daily spending limits count across replicas, and a model call one replica paid for is a cache hit on "
+        "the others. Unset: everything counts in this server alone, as before. Redis unreachable: each replica "
+        "keeps answering under its own limits and without the shared cache (`/healthz` and the log say so) "
+        "until Redis answers again."))
+    redis_prefix: str = Field(default="graphroute", min_length=1, description=(
+        "Prefix of every Redis key this deployment writes; deployments sharing one Redis need different ones."))
+    redis_lease_s: float = Field(default=15.0, ge=1.0, le=3600.0, description=(
+        "How long a replica's admission slots and spending reservations outlive it: a replica renews them "
+        "every third of this; when it dies, they come back to the others after at most this long."))
+    redis_cache_ttl_s: float | None = Field(default=7 * 86400, gt=0, description=(
+        "How long a model call stays in the shared cache (None: until Redis evicts it)."))
+    max_cost_per_day: float | None = Field(default=None, ge=0, description=(
+        "Dollars one API key may spend on model calls per day (UTC). A question is refused (JSON 429 saying "
+        "when the limit resets) unless its estimate fits what is left; what it really cost is counted after. "
+        "Across replicas with `redis_url`. None: no limit."))
+    require_prepared: bool = Field(default=False, description=(
+        "Serve only indexes whose derived store `graphroute prepare` built for their tables as they are now: an "
+        "index whose store is missing or stale is not loaded (its first open would build the store under "
+        "load, minutes on a large index); `/readyz` names it and its requests get a 503. With no index left "
+        "the command stops with the reason."))
+    max_calls_per_day: int | None = Field(default=None, ge=1, description=(
+        "Model calls one API key may make per day (UTC; cache hits are not counted), enforced as "
+        "`max_cost_per_day`. None: no limit."))
 
 
 class SearchConfig(SearchParams):
@@ -354,9 +383,11 @@ def config_from_mapping(
     *,
     source: str = "graphroute.toml",
     base_dir: str | Path | None = None,
+    allow_prompt_outside: bool = False,
 ) -> GraphrouteConfig:
     """Validate a parsed `graphroute.toml` (plus the environment for `[models]`). Prompt file paths are
-    relative to `base_dir` (the configuration file's folder; default the working directory)."""
+    relative to `base_dir` (the configuration file's folder; default the working directory) and stay inside
+    it unless `allow_prompt_outside` (an absolute path is the user's explicit choice)."""
     env = os.environ if env is None else env
     raw = dict(data or {})
     unknown = sorted(set(raw) - {"models", *_SECTIONS})
@@ -376,7 +407,8 @@ def config_from_mapping(
         sections[name] = value
     try:
         return GraphrouteConfig.model_validate(
-            {"models": models, **sections}, context={"base_dir": base_dir, "source": source}
+            {"models": models, **sections},
+            context={"base_dir": base_dir, "source": source, "allow_prompt_outside": allow_prompt_outside}
         )
     except ValidationError as err:
         first = err.errors()[0]["loc"]
@@ -385,10 +417,12 @@ def config_from_mapping(
         ) from None
 
 
-def load_config(path: str | Path | None = None, env: Mapping[str, str] | None = None) -> GraphrouteConfig:
+def load_config(path: str | Path | None = None, env: Mapping[str, str] | None = None, *,
+                allow_prompt_outside: bool = False) -> GraphrouteConfig:
     """Read `graphroute.toml` (the given path, `$GRAPHROUTE_CONFIG`, or `./graphroute.toml`) and the environment."""
     env = os.environ if env is None else env
     file = Path(path) if path is not None else find_config_file(env)
     data = read_toml(file) if file is not None else {}
     return config_from_mapping(data, env, source=file.name if file is not None else "environment",
-                               base_dir=file.parent if file is not None else None)
+                               base_dir=file.parent if file is not None else None,
+                               allow_prompt_outside=allow_prompt_outside)

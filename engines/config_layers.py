@@ -56,9 +56,11 @@ def resolve_config(
     index: str | Path | None = None,
     settings: str | Path | bool | None = None,
     env: Mapping[str, str] | None = None,
+    allow_prompt_outside: bool = False,
 ) -> ResolvedConfig:
     """The configuration with its sources. `settings`: a settings file, False for none, or None to look for
-    the project's settings beside the index folder `index` (when given)."""
+    the project's settings beside the index folder `index` (when given). Prompt files named by a relative
+    path stay inside the folder of the file that names them unless `allow_prompt_outside`."""
     env = os.environ if env is None else env
     toml = Path(config_path) if config_path is not None else find_config_file(env)
     toml_data: dict[str, object] = read_toml(toml) if toml is not None else {}
@@ -67,12 +69,14 @@ def resolve_config(
         settings_file = Path(settings)
     elif settings is None and index is not None:
         settings_file = find_settings(index)
-    project = read_settings(settings_file, env) if settings_file is not None else None
+    project = (read_settings(settings_file, env, allow_prompt_outside=allow_prompt_outside)
+               if settings_file is not None else None)
     layer = _without_replaced_endpoints(project.layer, toml_data, env) if project is not None else {}
     merged = _merge(layer, toml_data)
     source = toml.name if toml is not None else "environment"
     try:
-        config = config_from_mapping(merged, env, source=source, base_dir=toml.parent if toml is not None else None)
+        config = config_from_mapping(merged, env, source=source, base_dir=toml.parent if toml is not None else None,
+                                     allow_prompt_outside=allow_prompt_outside)
     except ModelConfigError:
         if project is not None and layer:  # a bad value from the settings file names that file
             config_from_mapping(layer, env, source=project.path.name)

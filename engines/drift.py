@@ -48,8 +48,8 @@ from shared_context.search_backend import vector_table
 if TYPE_CHECKING:
     from engines.models.base import Completion
     from engines.plan import QueryPlan
+    from engines.steps import LocalContextSource
     from shared_context.index import Index
-    from shared_context.local_context import LocalContextBuilder
 
 _TEMPLATE_TOKENS = 1500
 _WS = re.compile(r"\s+")
@@ -119,13 +119,13 @@ def pick_template(index: Index, question: str, seed: int) -> int | None:
 class DriftSearch(BaseEngine):
     name = "drift"
     config: DriftSearchConfig
-    builder: LocalContextBuilder
+    builder: LocalContextSource
     section_name = "drift"
     section_type = DriftSearchConfig
 
     def __init__(self, index: Index, model: ModelLike = None, *, embedder: Embedder | None = None,
                  config: ConfigLike = None,
-                 builder: LocalContextBuilder | None = None) -> None:
+                 builder: LocalContextSource | None = None) -> None:
         """`builder`: the follow-ups' local context builder (default: from `[drift.local_search]`)."""
         super().__init__(index, model, embedder=embedder, config=config)
         # stateless; shared by all follow-ups

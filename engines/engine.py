@@ -11,12 +11,19 @@ satisfies this protocol structurally (no base class needed) and is typed against
 
 `plan` is the router's `QueryPlan` for this question (checked once, its linking and an estimate's context
 reused); an engine makes its own when it gets none.
+
+An engine answers in three steps, each a seam of its own: `context = builder.build(...)` (pure, no model
+call: a `LocalContextSource` or `CommunityContextSource`), `messages = formatter.render(context, question)`
+(a `PromptFormatter`: the prompt the model is sent) and generating from those messages. The builder
+protocols (`engines.steps`) are exactly the calls the engines make, so an injected builder needs no base class.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator
-from typing import TYPE_CHECKING, Protocol, TypeVar
+from typing import TYPE_CHECKING, Protocol
+
+from engines.steps import CommunityContextSource, ContextBuilder, LocalContextSource, PromptFormatter
 
 if TYPE_CHECKING:
     from engines.estimate import CostEstimate
@@ -25,15 +32,7 @@ if TYPE_CHECKING:
     from engines.result import SearchResult
     from shared_context.index import Index
 
-__all__ = ["ContextBuilder", "Engine"]
-
-C_co = TypeVar("C_co", covariant=True)
-
-
-class ContextBuilder(Protocol[C_co]):
-    """Builds the context of a question from the index: pure and deterministic, no model call."""
-
-    def build(self, query: str, /) -> C_co: ...
+__all__ = ["CommunityContextSource", "ContextBuilder", "Engine", "LocalContextSource", "PromptFormatter"]
 
 
 class Engine(Protocol):
@@ -46,7 +45,7 @@ class Engine(Protocol):
     def index(self) -> Index: ...
 
     @property
-    def builder(self) -> ContextBuilder[object] | None: ...
+    def builder(self) -> ContextBuilder | None: ...
 
     def estimate(self, question: str, plan: QueryPlan | None = None) -> CostEstimate: ...
 

@@ -20,9 +20,8 @@ if TYPE_CHECKING:
     from engines.models.factory import ModelSet
     from engines.plan import QueryPlan
     from engines.prompts import PromptTemplate
-    from shared_context.community_context import CommunityContextBuilder
+    from engines.steps import CommunityContextSource, LocalContextSource
     from shared_context.index import Index
-    from shared_context.local_context import LocalContextBuilder
 
 
 class EstimatedEngine(Protocol):
@@ -43,7 +42,7 @@ class LocalEstimated(EstimatedEngine, Protocol):
     def name(self) -> str: ...
 
     @property
-    def builder(self) -> LocalContextBuilder: ...
+    def builder(self) -> LocalContextSource: ...
 
 
 class BasicEstimated(EstimatedEngine, Protocol):
@@ -63,7 +62,7 @@ class GlobalEstimated(EstimatedEngine, Protocol):
     def config(self) -> GlobalSearchConfig: ...
 
     @property
-    def builder(self) -> CommunityContextBuilder: ...
+    def builder(self) -> CommunityContextSource: ...
 
 
 # Typical output sizes (tokens) per task, from the prompts' length instructions.
@@ -119,7 +118,7 @@ class _Tally:
     def per_call(self, stage: str, output_tokens: float) -> float:
         """Seconds of one call: offline constant, else the endpoint's observed latency, else the default."""
         model = self.engine.models.chat(stage)
-        if getattr(model, "offline", False):
+        if model.offline:
             return OFFLINE_CALL_S
         observed = LATENCY.predict(latency_key(model), output_tokens)
         if observed is not None:

@@ -29,7 +29,8 @@ from engines.schemas import MapResponse
 if TYPE_CHECKING:
     from engines.models.base import JSONObject
     from engines.plan import QueryPlan
-    from shared_context.community_context import CommunityContext, CommunityContextBuilder
+    from engines.steps import CommunityContextSource
+    from shared_context.community_context import CommunityContext
     from shared_context.index import Index
     from shared_context.report_batches import ReportBatch
 
@@ -59,13 +60,13 @@ def community_params(cfg: GlobalSearchConfig, total_report_tokens: int = 0) -> d
 class GlobalSearch(BaseEngine):
     name = "global"
     config: GlobalSearchConfig
-    builder: CommunityContextBuilder
+    builder: CommunityContextSource
     section_name = "global_search"
     section_type = GlobalSearchConfig
 
     def __init__(self, index: Index, model: ModelLike = None, *, embedder: Embedder | None = None,
                  config: ConfigLike = None,
-                 builder: CommunityContextBuilder | None = None) -> None:
+                 builder: CommunityContextSource | None = None) -> None:
         """`builder`: the map batches' context builder (default: `CommunityContextBuilder` from the config)."""
         super().__init__(index, model, embedder=embedder, config=config)
         from shared_context import CommunityContextBuilder, CommunityContextParams
@@ -100,7 +101,7 @@ class GlobalSearch(BaseEngine):
         built, batches = await asyncio.to_thread(build)
         if run is not None:
             run.usage.add_seconds("build_context", time.perf_counter() - t0)
-            if getattr(built, "notes", None):
+            if built.notes:
                 run.details["context_notes"] = list(built.notes)
         if self.config.max_map_calls is not None and len(batches) > self.config.max_map_calls:
             skipped = len(batches) - self.config.max_map_calls
@@ -112,8 +113,8 @@ class GlobalSearch(BaseEngine):
     async def _run(self, run: QueryRun, question: str, history: list[Message]) -> SearchResult:
         if not self.index.community_reports:
             run.degrade("build_context", "the index has no community reports")
-            run.details["reason"] = "no community reports"
-            return run.finish(self.index, response=prompts.NO_REPORTS_ANSWER, empty=True)
+            return run.finish(self.index, response=prompts.NO_REPORTS_ANSWER, empty=True,
+                              empty_reason="the index has no community reports")
         batches = await self.build_batches(run, question, history)
         total_tokens = sum(b.tokens for b in batches)
         run.details["batches"] = [{"number": i + 1, "tokens": b.tokens, "communities": list(b.communities)}
@@ -123,13 +124,14 @@ class GlobalSearch(BaseEngine):
         records = {"Reports": [{"id": str(c), "batch": i + 1, "in_context": True}
                                for i, b in enumerate(batches) for c in b.communities]}
         if not batches:
-            run.details["reason"] = "no community selected"
-            return run.finish(self.index, response=prompts.NO_DATA_ANSWER, context_text="", empty=True)
+            return run.finish(self.index, response=prompts.NO_DATA_ANSWER, context_text="", empty=True,
+                              empty_reason="no community was selected")
 
         points = await self._map(run, question, batches)
         if not points and not self.config.allow_general_knowledge:
             return run.finish(self.index, response=prompts.NO_DATA_ANSWER, context_text=context_text,
-                              context_records=records, empty=True)
+                              context_records=records, empty=True,
+                              empty_reason="no community report had a relevant point")
         if not points:  # GraphRAG semantics: with general knowledge allowed, the reduce still answers
             system = prompts.reduce_system(
                 prompts.template(self.config.reduce_prompt, "global_reduce"), self._knowledge(),

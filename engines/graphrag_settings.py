@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from engines.config import ConfigError
+from engines.models.redaction import capped, redact, remember_secret, short_repr
+from engines.prompt_files import PromptFileError, inside
 from engines.prompts import PromptError, PromptTemplate
 
 SETTINGS_FILES = ("settings.yaml", "settings.yml", "settings.json")
@@ -133,13 +135,14 @@ def find_settings(index: str | Path) -> Path | None:
     return None
 
 
-def read_settings(path: str | Path, env: Mapping[str, str]) -> ProjectSettings:
-    """Read the settings file into graphroute's configuration layer. ConfigError names the file and key."""
+def read_settings(path: str | Path, env: Mapping[str, str], *, allow_prompt_outside: bool = False) -> ProjectSettings:
+    """Read the settings file into graphroute's configuration layer. ConfigError names the file and key.
+    Its prompt files must be inside its folder unless `allow_prompt_outside`."""
     file = Path(path)
     data = _load(file)
     values = _Values(file, {**_dotenv(file.parent / ".env"), **env})
     settings = ProjectSettings(path=file, layer={})
-    _read_sections(data, values, settings)
+    _read_sections(data, values, settings, allow_prompt_outside)
     _read_models(data, values, settings)
     known = {"models", "completion_models", "embedding_models", *SECTION_KEYS}
     settings.index_time = sorted(k for k in data if k in _INDEX_TIME)
@@ -158,20 +161,45 @@ def _load(file: Path) -> dict[str, object]:
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{file}: cannot read the settings file ({exc})", key=str(file)) from None
     try:
-        if file.suffix == ".json":
-            data = json.loads(text)
-        else:
-            import yaml
-
-            data = yaml.safe_load(text)
+        data = json.loads(text) if file.suffix == ".json" else load_yaml(text)
     except ValueError as exc:
-        raise ConfigError(f"{file}: not valid JSON: {exc}", key=str(file)) from None
+        raise ConfigError(f"{file}: not valid JSON: {capped(str(exc))}", key=str(file)) from None
+    except AliasBombError as exc:
+        raise ConfigError(f"{file}: {exc}", key=str(file)) from None
     except Exception as exc:  # yaml.YAMLError and its subclasses carry the line and column
-        raise ConfigError(f"{file}: not valid YAML: {exc}", key=str(file)) from None
+        raise ConfigError(f"{file}: not valid YAML: {capped(redact(str(exc)))}", key=str(file)) from None
     if data is None:
         return {}
     if not isinstance(data, dict):
         raise ConfigError(f"{file}: the settings must be a mapping of sections", key=str(file))
+    return data
+
+
+class AliasBombError(Exception):
+    """The YAML's aliases expand to more values than any settings file holds."""
+
+
+# A settings file holds a few hundred values; YAML aliases (`*name`) repeat a node without copying it, so a few
+# hundred bytes can expand to billions of values (an "alias bomb") that every later step would walk or print.
+MAX_YAML_VALUES = 100_000
+
+
+def load_yaml(text: str) -> object:
+    """`yaml.safe_load`, refused (AliasBombError) when its aliases expand past `MAX_YAML_VALUES` values."""
+    import yaml
+
+    data = yaml.safe_load(text)
+    count, stack = 0, [data]
+    while stack:  # every value as a reader of the expanded document meets it (a shared node once per use)
+        item = stack.pop()
+        count += 1
+        if count > MAX_YAML_VALUES:
+            raise AliasBombError(f"more than {MAX_YAML_VALUES:,} values once its YAML aliases are expanded; "
+                                 "a settings file holds far fewer (an alias bomb?)")
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
     return data
 
 
@@ -191,13 +219,16 @@ class _Values:
         self.variables = variables
 
     def error(self, key: str, message: str) -> ConfigError:
-        return ConfigError(f"{self.file.name}: {key}: {message}", key=key)
+        return ConfigError(redact(f"{self.file.name}: {key}: {message}"), key=key)
 
     def resolve(self, key: str, value: object) -> object:
         if not isinstance(value, str) or "$" not in value:
             return value
+        template = string.Template(value)
+        for name in template.get_identifiers():  # a variable may hold a key, whatever key it is read for
+            remember_secret(self.variables.get(name))
         try:
-            return string.Template(value).substitute(self.variables)
+            return template.substitute(self.variables)
         except KeyError as exc:
             raise self.error(key, f"${{{exc.args[0]}}} is not set (in the environment or the project's .env)") from None
         except ValueError:
@@ -207,7 +238,8 @@ class _Values:
 # ---- search sections --------------------------------------------------------------------------------------
 
 
-def _read_sections(data: Mapping[str, object], values: _Values, settings: ProjectSettings) -> None:
+def _read_sections(data: Mapping[str, object], values: _Values, settings: ProjectSettings,
+                   allow_prompt_outside: bool) -> None:
     for section, (ours, keys) in SECTION_KEYS.items():
         raw = data.get(section)
         if raw is None:
@@ -230,10 +262,10 @@ def _read_sections(data: Mapping[str, object], values: _Values, settings: Projec
             if stage is not None:
                 if not isinstance(value, str):
                     raise values.error(dotted, "must be a prompt file path")
-                file = settings.root / Path(value).expanduser()
                 try:  # checked here, so an error names the settings key the user wrote
+                    file = inside(settings.root, value, allow_outside=allow_prompt_outside)
                     PromptTemplate.from_file(stage, file)
-                except PromptError as exc:
+                except (PromptError, PromptFileError) as exc:
                     raise values.error(dotted, str(exc)) from None
                 value = {"file": str(file)}
             _set(target, keys[key], value)
@@ -374,7 +406,10 @@ def _provider(ref: _ModelRef, values: _Values) -> str:
         return "openai"
     if entry.get("api_base"):  # another provider behind an OpenAI-compatible server (vLLM, Ollama, a proxy)
         return "openai"
-    what = f"model_provider {provider!r}" if provider else f"type {kind!r}"
+    # the value as written (its case kept), so a secret a ${VAR} put there is masked in the message
+    written = values.resolve(f"{ref.key}.{'model_provider' if provider else 'type'}",
+                             entry.get("model_provider") if provider else entry.get("type"))
+    what = f"{'model_provider' if provider else 'type'} {short_repr(written)}"
     raise values.error(f"{ref.key}.{'model_provider' if provider else 'type'}",
                        f"{what} is not an OpenAI-compatible endpoint; graphroute calls OpenAI and Azure OpenAI "
                        "APIs (give api_base of an OpenAI-compatible server, or configure [models] in graphroute.toml)")
@@ -416,10 +451,10 @@ def _endpoint(ref: _ModelRef, values: _Values, settings: ProjectSettings, kind: 
 
 def _number(values: _Values, key: str, value: object, kind: type[int] | type[float]) -> int | float:
     if isinstance(value, bool) or not isinstance(value, int | float | str):
-        raise values.error(key, f"must be a number (got {value!r})")
+        raise values.error(key, f"must be a number (got {short_repr(value)})")
     try:
         number = kind(float(value)) if kind is int else kind(value)
-    except ValueError:
-        raise values.error(key, f"must be a number (got {value!r})") from None
+    except (ValueError, OverflowError):
+        raise values.error(key, f"must be a number (got {short_repr(value)})") from None
     return number
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -20,6 +21,8 @@ from engines.run import QueryRun
 
 if TYPE_CHECKING:
     from engines.plan import QueryPlan
+    from engines.prompts import PromptTemplate
+    from engines.steps import LocalContextSource, PromptFormatter
     from shared_context.index import Index
     from shared_context.local_context import LocalContext, LocalContextBuilder
 
@@ -59,26 +62,47 @@ async def link_vector(
     return None if vectors is None else vectors[0]
 
 
+@dataclass(frozen=True)
+class LocalPrompt:
+    """Local search's default `PromptFormatter`: its template (the configured one, else the built-in) filled with the
+    tables; data in the system message, the question as the last user message (as every built-in prompt)."""
+
+    template: PromptTemplate | None = None
+    response_type: str = "multiple paragraphs"
+
+    def render(self, context: LocalContext, question: str) -> list[Message]:
+        system = prompts.template(self.template, "local").fill(
+            citation_rules=prompts.CITATION_RULES, response_type=self.response_type, context_data=context.text)
+        return [{"role": "system", "content": system}, {"role": "user", "content": question}]
+
+
 class LocalSearch(BaseEngine):
+    """Three steps: `context = builder.build(...)`, `messages = formatter.render(context, question)`, then
+    the answer generated from `messages`."""
+
     name = "local"
     config: LocalSearchConfig
-    builder: LocalContextBuilder
+    builder: LocalContextSource
     section_name = "local"
     section_type = LocalSearchConfig
 
     def __init__(self, index: Index, model: ModelLike = None, *, embedder: Embedder | None = None,
-                 config: ConfigLike = None,
-                 builder: LocalContextBuilder | None = None) -> None:
-        """`builder`: the context builder to use (default: `LocalContextBuilder` from the config)."""
+                 config: ConfigLike = None, builder: LocalContextSource | None = None,
+                 formatter: PromptFormatter[LocalContext] | None = None) -> None:
+        """`builder`: the context builder (default: `LocalContextBuilder` from the config); `formatter`: the
+        prompt it is rendered into (default: the configured or built-in local prompt)."""
         super().__init__(index, model, embedder=embedder, config=config)
         self.builder = builder if builder is not None else local_builder(index, self.config)
+        self.formatter = formatter if formatter is not None else LocalPrompt(self.config.prompt,
+                                                                             self.config.response_type)
 
     def estimate(self, question: str, plan: QueryPlan | None = None) -> CostEstimate:
         """No model call; with a `plan`, the context built here is kept for the answer."""
         return estimate_local(self, question, plan)
 
     def _context(self, run: QueryRun, link_text: str, history: list[Message], qv: np.ndarray | None) -> LocalContext:
-        """The local context, reusing what the plan already computed when it is exactly this context."""
+        """Step 1, the context: the one the plan already holds when it is exactly this context, else built,
+        linking on the plan's lexical pass."""
         plan = run.plan
         if plan is None or history or link_text != plan.link_text:
             return self.builder.build(link_text, history or None, query_vector=qv)
@@ -86,13 +110,8 @@ class LocalSearch(BaseEngine):
         if kept is not None:
             run.details["context_reused"] = True
             return kept
-        from shared_context.local_context import LocalContextBuilder
-
-        params = getattr(self.builder, "params", None)
-        if not isinstance(self.builder, LocalContextBuilder) or params is None:  # a custom builder links itself
-            return self.builder.build(link_text, None, query_vector=qv)
-        link = plan.link(self.index, params.top_k_mapped_entities, qv)  # on the classifier's lexical pass
-        return self.builder.build(link_text, None, query_vector=qv, link=link)
+        return self.builder.build(link_text, None, query_vector=qv,
+                                  linker=lambda k: plan.link(self.index, k, qv))
 
     def _embed_and_build(self, run: QueryRun, link_text: str, history: list[Message]) -> LocalContext:
         """The question's vector (a `LocalEmbedder`'s, computed here) and the context, in one thread hop."""
@@ -104,47 +123,42 @@ class LocalSearch(BaseEngine):
         with run.timed("build_context"):
             return self._context(run, link_text, history, qv)
 
-    async def _run(self, run: QueryRun, question: str, history: list[Message]) -> SearchResult:
+    async def _build(self, run: QueryRun, history: list[Message]) -> LocalContext:
         link_text = run.link_text
         # Off the loop: embedding here, linking and building are CPU work; other questions' model waits go on
         # meanwhile. With an embedder that computes here, both steps share one worker-thread hop.
         if run.embeds_locally:
-            ctx = await asyncio.to_thread(self._embed_and_build, run, link_text, history)
-        else:
-            qv = await link_vector(run, self.index, link_text)
-            with run.timed("build_context"):
-                ctx = await asyncio.to_thread(self._context, run, link_text, history, qv)
+            return await asyncio.to_thread(self._embed_and_build, run, link_text, history)
+        qv = await link_vector(run, self.index, link_text)
+        with run.timed("build_context"):
+            return await asyncio.to_thread(self._context, run, link_text, history, qv)
+
+    async def _run(self, run: QueryRun, question: str, history: list[Message]) -> SearchResult:
+        ctx = await self._build(run, history)
         await run.emit(ContextReady("build_context", ctx.tokens))
         run.details["linked_entities"] = [
             {"id": e.entity.short_id, "title": e.entity.title, "score": round(float(e.score), 4)} for e in ctx.entities
         ]
-        link = getattr(ctx, "link", None)
-        if link is not None:
-            run.details["link_mode"] = getattr(link, "mode", "")
-            run.details["link_notes"] = list(getattr(link, "notes", []))
-        system = prompts.template(self.config.prompt, "local").fill(
-            citation_rules=prompts.CITATION_RULES,
-            response_type=self.config.response_type,
-            context_data=ctx.text,
-        )
-        messages: list[Message] = [{"role": "system", "content": system}, {"role": "user", "content": question}]
+        run.details["link_mode"] = ctx.link.mode
+        run.details["link_notes"] = list(ctx.link.notes)
+        messages = self.formatter.render(ctx, question)
         with run.timed("answer"):
             completion = await run.stream_answer(
-                "answer",
-                "local_answer",
-                messages,
-                max_tokens=self.config.max_answer_tokens,
-                temperature=self.config.temperature,
+                "answer", "local_answer", messages,
+                max_tokens=self.config.max_answer_tokens, temperature=self.config.temperature,
                 context=TaskContext(question, ctx.tables, response_type=self.config.response_type),
             )
         # "Found nothing": no entity matched by name or words. Embeddings always return *some* nearest
         # entities (gibberish scores ~0.4 cosine with the offline embedder), so they do not count here.
-        matched = [e for e in ctx.entities if getattr(e, "exact", False) or getattr(e, "lexical", 0.0) > 0]
+        matched = [e for e in ctx.entities if e.exact or e.lexical > 0]
         run.details["matched_entities"] = len(matched)
+        empty = not matched or not ctx.text.strip()
         return run.finish(
             self.index,
             response=completion.text,
             context_text=ctx.text,
             context_records=context_records(ctx),
-            empty=not matched or not ctx.text.strip(),
+            empty=empty,
+            empty_reason=("no entity of the index matches the question by name or words" if not matched
+                          else "the context is empty") if empty else "",
         )

@@ -30,6 +30,7 @@ from typing import Annotated
 from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError, ValidationInfo, model_validator
 
 from engines.models.sufficiency import INSUFFICIENT_INSTRUCTION
+from engines.prompt_files import PromptFileError, inside, read_prompt_file
 
 # A prompt file larger than this is a mistake (a context dump, a binary), not a prompt.
 MAX_PROMPT_CHARS = 200_000
@@ -163,14 +164,10 @@ class PromptTemplate(BaseModel):
     @classmethod
     def from_file(cls, stage: str, path: str | Path) -> PromptTemplate:
         file = Path(path)
-        try:
-            raw = file.read_bytes()
-        except FileNotFoundError:
-            raise PromptError(f"{file}: prompt file not found") from None
-        except OSError as exc:
-            raise PromptError(f"{file}: cannot read the prompt file ({exc.strerror or exc})") from None
-        if len(raw) > 4 * MAX_PROMPT_CHARS:
-            raise PromptError(f"{file}: {len(raw):,} bytes; a prompt holds at most {MAX_PROMPT_CHARS:,} characters")
+        try:  # a regular file, read no further than the limit (prompt_files)
+            raw = read_prompt_file(file, 4 * MAX_PROMPT_CHARS)
+        except PromptFileError as exc:
+            raise PromptError(str(exc)) from None
         try:
             text = raw.decode("utf-8-sig")
         except UnicodeDecodeError as exc:
@@ -210,12 +207,17 @@ def coerce_prompt(stage: str, value: object, info: ValidationInfo) -> PromptTemp
         return value
     context = info.context if isinstance(info.context, Mapping) else {}
     base = Path(context.get("base_dir") or ".")
-    if isinstance(value, str):
-        return PromptTemplate.from_file(stage, base / Path(value).expanduser())
+    outside = bool(context.get("allow_prompt_outside"))
+    if isinstance(value, Mapping) and set(value) == {"file"} and isinstance(value["file"], str):
+        value = value["file"]
+    if isinstance(value, str):  # a relative path stays in the configuration's folder; an absolute one is explicit
+        try:
+            file = inside(base, value, allow_outside=outside or Path(value).expanduser().is_absolute())
+        except PromptFileError as exc:
+            raise PromptError(str(exc)) from None
+        return PromptTemplate.from_file(stage, file)
     if isinstance(value, Mapping):
         keys = set(value)
-        if keys == {"file"} and isinstance(value["file"], str):
-            return PromptTemplate.from_file(stage, base / Path(value["file"]).expanduser())
         if keys == {"text"} and isinstance(value["text"], str):
             return PromptTemplate.checked(stage, value["text"], "inline text")
     raise PromptError('a prompt is a file path, {file = "path"} or {text = "the prompt"}')

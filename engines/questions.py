@@ -191,9 +191,10 @@ class QuestionGenerator:
                     decision = label(text)
                 except Exception as err:  # labels are optional: a classifier that cannot load must not fail this
                     label, note = None, f"router classifier unavailable: {err}"
-            out.append(GeneratedQuestion(text, getattr(decision, "engine", None), getattr(decision, "confidence", None)))
+            out.append(GeneratedQuestion(text, decision.engine if decision is not None else None,
+                                         decision.confidence if decision is not None else None))
         answer_model = self.models.chat("answer")
 
         return QuestionResult(out, run.usage, ctx.text, context_records(ctx), answer_model.name,
-                              bool(getattr(answer_model, "offline", False)), time.perf_counter() - run.started,
+                              answer_model.offline, time.perf_counter() - run.started,
                               [note] if note else [])

@@ -36,11 +36,14 @@ class SearchResult:
     usage: Usage = field(default_factory=Usage)
     degraded: list[Degradation] = field(default_factory=list)
     empty: bool = False  # nothing relevant was found (the router escalates on it)
+    empty_reason: str = ""  # why, when `empty` (the router reports it when it escalates)
     # the model marked its context as not answering the question (`engines.models.sufficiency`)
     insufficient: bool = False
     model: str = ""
     offline: bool = False
     seconds: float = 0.0
+    # engine-specific diagnostics shown to users as JSON (linked entities, map batches, the DRIFT tree); no
+    # other package reads them: what a caller decides on is a typed field above
     details: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -61,6 +64,7 @@ class SearchResult:
             "usage": self.usage.to_dict(),
             "degraded": [d.to_dict() for d in self.degraded],
             "empty": self.empty,
+            "empty_reason": self.empty_reason,
             "insufficient": self.insufficient,
             "model": self.model,
             "offline": self.offline,

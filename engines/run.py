@@ -323,13 +323,15 @@ class QueryRun:
         context_text: str = "",
         context_records: dict[str, list[dict[str, object]]] | None = None,
         empty: bool = False,
+        empty_reason: str = "",
         cite_text: str | None = None,
     ) -> SearchResult:
-        """Assemble the result; citations are resolved from `cite_text` (default: the response)."""
+        """Assemble the result; citations are resolved from `cite_text` (default: the response). `empty_reason`
+        says why nothing relevant was found (`empty`)."""
         response, insufficient = split_marker(strip_reasoning(response))
         if not response.strip():  # never a silent empty answer: say so, and let the router escalate
             self.degrade(self.stage_now, "the model returned an empty answer")
-            empty = True
+            empty, empty_reason = True, empty_reason or "the model returned an empty answer"
         citations = resolve_citations(index, response if cite_text is None else cite_text, set(self.shown))
         units, docs = union_ids(citations)
         answer_model = self.models.chat("answer")
@@ -346,9 +348,10 @@ class QueryRun:
             usage=self.usage,
             degraded=list(self.degraded),
             empty=empty,
+            empty_reason=empty_reason if empty else "",
             insufficient=insufficient,
             model=answer_model.name,
-            offline=bool(getattr(answer_model, "offline", False)),
+            offline=answer_model.offline,
             seconds=time.perf_counter() - self.started,
             details=self.details,
         )

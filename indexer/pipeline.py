@@ -3,10 +3,11 @@
 `build_index` is the public entry point (`graphroute index` calls it through `indexer.cli`). It is
 synchronous; when called from inside a running event loop it runs the build in a worker thread.
 
-Every stage reports on stderr when it starts and when it ends, with its counts and elapsed time (bars
-within the long ones), so no part of a build is silent. Updates cost what changed: stored extractions
-are reused per chunk, the index keeps one embedder (refitted only with `refit_embedder`), and vectors
-whose text did not change are copied from the previous index instead of being embedded again.
+`_Builder` orchestrates the stages. Every stage reports on stderr when it starts and when it ends, with its
+counts and elapsed time, and is timed into the report (`indexer.progress`), so no part of a build is silent.
+Updates cost what changed (`indexer.previous_build` reads what the previous build left): stored extractions are
+reused per chunk, the index keeps one embedder (refitted only with `refit_embedder`), and vectors whose text did
+not change are copied from the previous index instead of being embedded again.
 """
 
 from __future__ import annotations
@@ -15,8 +16,6 @@ import asyncio
 import concurrent.futures
 import gc
 import hashlib
-import resource
-import sys
 import time
 from collections.abc import Iterable, Iterator
 from collections.abc import Set as AbstractSet
@@ -26,11 +25,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from tqdm.auto import tqdm
 
 from engines.models.base import ChatModel, Embedder
 from indexer.chunking import Chunk, chunk_documents
-from indexer.communities import CommunityRow, PreviousEdges, cluster_graph
+from indexer.communities import cluster_graph
 from indexer.config import EXTRACTOR_VERSION, IndexBuildReport, IndexerConfig, IndexerError
 from indexer.embed import (
     EmbeddingJob,
@@ -43,7 +41,7 @@ from indexer.embed import (
     write_lancedb,
 )
 from indexer.extract_offline import ChunkExtraction, OfflineExtractor
-from indexer.graph import ExtractionPasses, Graph, entity_uuid, finalise_graph, merge_offline
+from indexer.graph import ExtractionPasses, Graph, finalise_graph, merge_offline
 from indexer.jsoncodec import CodecError
 from indexer.outdir import Staging, check_target
 from indexer.output import (
@@ -56,6 +54,8 @@ from indexer.output import (
     today,
     write_table,
 )
+from indexer.previous_build import OUTPUT_TABLES, PreviousBuild
+from indexer.progress import BuildProgress
 from indexer.reader import Inputs, SourceDocument, read_input, sha512_hex
 from indexer.reports import offline_reports
 from indexer.signals import interruptible, signals_ignored
@@ -77,7 +77,6 @@ from indexer.state import (
     package_versions,
     read_extractions,
     read_manifest,
-    read_members,
     read_reusable,
     table_digests,
     write_extractions,
@@ -92,7 +91,6 @@ from shared_context.tokens import TokenizerError
 # merge's three passes read extractions from memory; larger builds stream them from the extractions file
 # on each pass, so memory stays flat.
 IN_MEMORY_EXTRACTIONS = 2000
-OUTPUT_TABLES = ("entities", "relationships", "communities", "community_reports", "text_units", "documents")
 
 
 def build_index(
@@ -180,6 +178,8 @@ def build_index_from_documents(
 
 
 class _Builder:
+    """One build: the stages in order, from the documents to the tables swapped into `out_dir`."""
+
     def __init__(
         self,
         documents: list[SourceDocument],
@@ -194,41 +194,17 @@ class _Builder:
         self.config = config
         self.model = model
         self.embedder = embedder
-        self.progress = progress
         self.report = IndexBuildReport(out_dir=str(out_dir))
         if model is not None:
             self.mode = f"model:{model.name}:gleanings={config.max_gleanings}:claims={config.claims}"
         else:
             self.mode = f"offline:{EXTRACTOR_VERSION}"
         self.report.extraction = self.mode
+        self.progress = BuildProgress(self.report, progress)  # stage times, memory and stderr lines
         self._extractor: Any = None
         self.force = False
         self.refit_embedder = False
         self.dest = out_dir  # where this run writes: the staging folder while `run` is building
-
-    @contextmanager
-    def _step(self, name: str, doing: str = "") -> Iterator[dict[str, str]]:
-        """Time one stage and say on stderr when it starts and what it made (the yielded dict's "done")."""
-        t0, c0 = time.perf_counter(), time.process_time()
-        note = {"done": ""}
-        if doing:
-            self._say(f"{name}: {doing} ...")
-        try:
-            yield note
-        finally:
-            seconds = time.perf_counter() - t0
-            self.report.step_seconds[name] = self.report.step_seconds.get(name, 0.0) + seconds
-            cpu = time.process_time() - c0
-            self.report.step_cpu_seconds[name] = self.report.step_cpu_seconds.get(name, 0.0) + cpu
-            self.report.step_peak_rss_mb[name] = _peak_rss_mb()
-            self._say(f"{name}: {note['done'] or 'done'} ({seconds:.1f} s)")
-
-    def _say(self, line: str) -> None:
-        if self.progress:
-            tqdm.write(f"[index] {line}", file=sys.stderr)
-
-    def _bar(self, total: int, desc: str) -> Any:
-        return tqdm(total=total, desc=desc, unit="it", disable=not self.progress, leave=False)
 
     async def run(self) -> IndexBuildReport:
         if self.out.is_symlink():  # swap the real folder, not the link to it
@@ -253,15 +229,17 @@ class _Builder:
             f"ignored {name}: an older state file in a format that can run code is never loaded; delete it"
             for name in legacy_code_files(self.out)
         )
-        reason = self._rebuild_reason(previous)
+        reason = PreviousBuild(self.out, previous, cfg, self.mode).rebuild_reason()
         if reason:
             rep.full_rebuild_reason = reason
             previous = None
+        old = PreviousBuild(self.out, previous, cfg, self.mode)
+        step = self.progress.step
 
-        self._say(f"read: {len(self.documents)} documents ({self.report.step_seconds.get('read', 0.0):.1f} s)")
-        with self._step("chunk", f"{len(self.documents)} documents") as note:
-            documents = self._ordered_documents(previous)
-            spans = self._previous_spans(previous)
+        self.progress.say(f"read: {len(self.documents)} documents ({self.report.step_seconds.get('read', 0.0):.1f} s)")
+        with step("chunk", f"{len(self.documents)} documents") as note:
+            documents = old.ordered_documents(self.documents)
+            spans = old.spans()
             try:
                 chunks = chunk_documents(
                     documents, chunk_size=cfg.chunk_size, overlap=cfg.chunk_overlap, encoding_name=cfg.encoding,
@@ -269,13 +247,13 @@ class _Builder:
                 )
             except TokenizerError as exc:
                 raise IndexerError(f"--encoding {cfg.encoding}: {exc}") from exc
-            chunks = self._ordered_chunks(chunks, previous)
+            chunks = old.ordered_chunks(chunks)
             marks = mark_units(documents, chunks)
             rep.boilerplate_units = sum(m.share >= MARKED_SHARE for m in marks.values())
             note["done"] = f"{len(chunks)} chunks, {rep.boilerplate_units} of them licence or front/back matter"
         rep.documents, rep.chunks = len(documents), len(chunks)
         embedder_name = self.embedder.name if self.embedder is not None else "offline"
-        if previous is not None and self._unchanged(previous, documents, chunks, embedder_name):
+        if previous is not None and old.unchanged(documents, chunks, embedder_name):
             rep.noop = True
             rep.new_chunks = 0
             rep.entities = previous.counts.get("entities", 0)
@@ -293,7 +271,7 @@ class _Builder:
         chunk_ids = [c.id for c in chunks]
         rep.removed_chunks = len(set(previous.chunk_ids) - set(chunk_ids)) if previous is not None else 0
         if self.model is None:
-            passes = self._extract_offline_streamed(chunks, previous, marks)
+            passes = self._extract_offline_streamed(chunks, old, marks)
             extractions: dict[str, Any] = {}
         else:
             from indexer.extract_model import ModelChunkResult
@@ -302,12 +280,12 @@ class _Builder:
             new_chunks = [c for c in chunks if c.id not in stored]
             rep.new_chunks = len(new_chunks)
             extractions = {cid: stored[cid] for cid in chunk_ids if cid in stored}
-            with self._step("extract", f"{len(new_chunks)} new of {len(chunks)} chunks") as note:
+            with step("extract", f"{len(new_chunks)} new of {len(chunks)} chunks") as note:
                 await self._extract_model(new_chunks, extractions, marks)
                 note["done"] = f"{len(new_chunks)} chunks extracted, {len(chunks) - len(new_chunks)} reused"
 
-        prev_titles, prev_pairs = self._previous_order(previous)
-        with self._step("graph", f"merging {len(chunk_ids)} chunk extractions") as note:
+        prev_titles, prev_pairs = old.order()
+        with step("graph", f"merging {len(chunk_ids)} chunk extractions") as note:
             if self.model is None:
                 ents, rels = merge_offline(
                     chunk_ids,
@@ -323,33 +301,33 @@ class _Builder:
             note["done"] = f"{len(graph.entities)} entities, {len(graph.relationships)} relationships"
         rep.entities, rep.relationships, rep.claims = len(graph.entities), len(graph.relationships), len(claims)
 
-        with self._step("communities", f"clustering {len(graph.entities)} entities") as note:
+        with step("communities", f"clustering {len(graph.entities)} entities") as note:
             communities, rep.communities_reused = cluster_graph(
-                graph, max_cluster_size=cfg.max_cluster_size, seed=cfg.seed, previous=self._previous_communities(previous),
-                previous_edges=self._previous_edges(previous),
+                graph, max_cluster_size=cfg.max_cluster_size, seed=cfg.seed, previous=old.communities(),
+                previous_edges=old.edges(),
             )
             kept = f", {rep.communities_reused} kept (graph unchanged there)" if previous is not None else ""
             note["done"] = f"{len(communities)} communities{kept}"
         rep.communities = len(communities)
 
-        with self._step("reports", f"{len(communities)} communities") as note:
+        with step("reports", f"{len(communities)} communities") as note:
             if self.model is None:
                 reports = offline_reports(communities, graph)
-                rep.reports_reused = len(self._previous_ids(previous, "community_reports").keys() & {r.id for r in reports})
+                rep.reports_reused = len(old.ids("community_reports").keys() & {r.id for r in reports})
             else:
                 reports = await self._model_reports(communities, graph, previous)
             reused = f", {rep.reports_reused} unchanged" if previous is not None else ""
             note["done"] = f"{len(reports)} reports{reused}"
         rep.reports = len(reports)
 
-        with self._step("embed", "entity descriptions, reports and text units") as note:
+        with step("embed", "entity descriptions, reports and text units") as note:
             embedder_info = await self._embed(chunks, graph, reports, previous)
             note["done"] = (
                 f"{sum(rep.embedded.values())} texts embedded, {rep.vectors_reused} vectors reused"
                 f" ({embedder_info['name']}{', refitted' if embedder_info.get('fitted') else ''})"
             )
 
-        with self._step("write", "tables, vectors and state") as note:
+        with step("write", "tables, vectors and state") as note:
             period = today()
             claims_by_unit: dict[str, list[str]] = {}
             for c in claims:
@@ -361,10 +339,10 @@ class _Builder:
             write_table(out, "community_reports", report_rows(reports, period))
             write_table(
                 out, "text_units",
-                text_unit_rows(chunks, graph, claims_by_unit, self._previous_ids(previous, "text_units"),
+                text_unit_rows(chunks, graph, claims_by_unit, old.ids("text_units"),
                                {cid: m.share for cid, m in marks.items()}),
             )
-            write_table(out, "documents", document_rows(documents, chunks, self._previous_ids(previous, "documents")))
+            write_table(out, "documents", document_rows(documents, chunks, old.ids("documents")))
             if claims:
                 write_table(out, "covariates", claims)
             current = {sha512_hex(d.text) if d.explicit_id else d.id for d in documents}
@@ -400,116 +378,9 @@ class _Builder:
         rep.message = f"{kind} index at {self.out}{why}."
         return rep
 
-    # ------------------------------------------------------------------ incremental bookkeeping
-    def _rebuild_reason(self, previous: Manifest | None) -> str:
-        if previous is None:
-            return ""
-        old = {k: previous.settings.get(k) for k in self.config.chunking_settings()}
-        if old != self.config.chunking_settings():
-            return f"chunking settings changed from {old} to {self.config.chunking_settings()}"
-        if previous.extraction != self.mode:
-            return f"extraction changed from {previous.extraction} to {self.mode}"
-        missing = [t for t in OUTPUT_TABLES if not (self.out / f"{t}.parquet").exists()]
-        if missing:
-            return f"previous output is incomplete (missing {', '.join(missing)})"
-        return ""
-
-    def _ordered_documents(self, previous: Manifest | None) -> list[SourceDocument]:
-        """Documents of the previous build keep their order (and human_readable_id); new ones follow."""
-        if previous is None:
-            return list(self.documents)
-        rank = {d["id"]: i for i, d in enumerate(previous.documents)}
-        return sorted(self.documents, key=lambda d: (0, rank[d.id]) if d.id in rank else (1, 0))
-
-    @staticmethod
-    def _ordered_chunks(chunks: list[Chunk], previous: Manifest | None) -> list[Chunk]:
-        if previous is None:
-            return chunks
-        rank = {cid: i for i, cid in enumerate(previous.chunk_ids)}
-        return sorted(chunks, key=lambda c: (0, rank[c.id]) if c.id in rank else (1, 0))
-
-    def _unchanged(self, previous: Manifest, documents: list[SourceDocument], chunks: list[Chunk], embedder: str) -> bool:
-        return (
-            [d["id"] for d in previous.documents] == [d.id for d in documents]
-            and [d["title"] for d in previous.documents] == [d.title for d in documents]
-            and previous.chunk_ids == [c.id for c in chunks]
-            and previous.embedder.get("requested") == embedder
-            and previous.settings == self.config.to_dict()
-            and (self.out / "lancedb").is_dir()
-        )
-
-    def _previous_spans(self, previous: Manifest | None) -> dict[str, list[tuple[int, int, int]]]:
-        """Where the previous build cut each document, when it chunked with the same settings."""
-        stored = read_reusable(self.out, CHUNK_SPANS, StoredSpans) if previous is not None else None
-        if stored is None or stored.settings != self.config.chunking_settings():
-            return {}
-        return dict(stored.spans)
-
-    def _previous_order(self, previous: Manifest | None) -> tuple[dict[str, int], dict[tuple[str, str], int]]:
-        """The previous build's human_readable_id per entity title and per relationship (source, target)."""
-        if previous is None:
-            return {}, {}
-        import pyarrow.parquet as pq
-
-        try:
-            ents = pq.read_table(self.out / "entities.parquet", columns=["title", "human_readable_id"])
-            rels = pq.read_table(self.out / "relationships.parquet", columns=["source", "target", "human_readable_id"])
-        except (OSError, KeyError, ValueError) as exc:
-            raise IndexerError(f"{self.out}: cannot read the previous tables ({exc}); delete the folder to rebuild") from exc
-        titles = ents.column("title").to_pylist()
-        pairs = zip(rels.column("source").to_pylist(), rels.column("target").to_pylist(), strict=True)
-        return (
-            {str(t): int(h) for t, h in zip(titles, ents.column("human_readable_id").to_pylist(), strict=True)},
-            {(str(a), str(b)): int(h) for (a, b), h in zip(pairs, rels.column("human_readable_id").to_pylist(), strict=True)},
-        )
-
-    def _previous_communities(self, previous: Manifest | None) -> list[CommunityRow] | None:
-        """The previous build's communities (structure only), so an update re-clusters only what changed."""
-        if previous is None:
-            return None
-        import pyarrow.parquet as pq
-
-        try:
-            t = pq.read_table(self.out / "communities.parquet",
-                              columns=["community", "level", "parent", "entity_ids", "relationship_ids"])
-        except (OSError, KeyError, ValueError) as exc:
-            raise IndexerError(f"{self.out}: cannot read the previous communities ({exc}); delete the folder to rebuild") from exc
-        return [
-            CommunityRow(community=int(c), level=int(lv), parent=int(p), entity_ids=list(e), relationship_ids=list(r))
-            for c, lv, p, e, r in zip(*(t.column(n).to_pylist() for n in t.column_names), strict=True)
-        ]
-
-    def _previous_edges(self, previous: Manifest | None) -> PreviousEdges | None:
-        """The previous build's relationships (id -> source id, target id, weight): what the update changed."""
-        if previous is None:
-            return None
-        import pyarrow.parquet as pq
-
-        try:
-            t = pq.read_table(self.out / "relationships.parquet", columns=["id", "source", "target", "weight"])
-        except (OSError, KeyError, ValueError) as exc:
-            raise IndexerError(f"{self.out}: cannot read the previous relationships ({exc}); delete the folder to rebuild") from exc
-        ids = {title: entity_uuid(title) for title in set(t.column("source").to_pylist()) | set(t.column("target").to_pylist())}
-        return {
-            str(rid): (ids[a], ids[b], float(w))
-            for rid, a, b, w in zip(*(t.column(n).to_pylist() for n in ("id", "source", "target", "weight")), strict=True)
-        }
-
-    def _previous_ids(self, previous: Manifest | None, table: str) -> dict[str, int]:
-        """id -> human_readable_id of the previous build's `table` (kept for rows that survive)."""
-        if previous is None:
-            return {}
-        import pyarrow.parquet as pq
-
-        try:
-            t = pq.read_table(self.out / f"{table}.parquet", columns=["id", "human_readable_id"])
-        except (OSError, KeyError, ValueError) as exc:
-            raise IndexerError(f"{self.out}: cannot read the previous {table} ({exc}); delete the folder to rebuild") from exc
-        return {str(i): int(h) for i, h in zip(t.column("id").to_pylist(), t.column("human_readable_id").to_pylist(), strict=True)}
-
     # ------------------------------------------------------------------ steps
     def _extract_offline_streamed(
-        self, chunks: list[Chunk], previous: Manifest | None, marks: dict[str, UnitMark]
+        self, chunks: list[Chunk], old: PreviousBuild, marks: dict[str, UnitMark]
     ) -> ExtractionPasses:
         """Extract new chunks offline (each without its boilerplate, `marks`), streaming every chunk's result
         (the previous build's lines copied as they are for unchanged chunks) into the staging folder's
@@ -524,14 +395,14 @@ class _Builder:
         reused: set[str] = set()
         writer = ExtractionWriter(self.dest, self.mode)
         try:
-            if previous is not None:
+            if old.manifest is not None:
                 with _gc_paused():  # (see `merge_offline`: decoding builds ~millions of acyclic objects)
-                    self._copy_extractions(writer, current, reused, order, cache if keep_in_memory else None)
+                    old.copy_extractions(writer, current, reused, order, cache if keep_in_memory else None)
             new_chunks = [c for c in chunks if c.id not in reused]
             rep.new_chunks = len(new_chunks)
-            with self._step("extract", f"{len(new_chunks)} new of {len(chunks)} chunks") as note:
+            with self.progress.step("extract", f"{len(new_chunks)} new of {len(chunks)} chunks") as note:
                 extractor = OfflineExtractor(max_entities_per_sentence=self.config.max_entities_per_sentence)
-                with self._bar(len(new_chunks), "extract (offline)") as bar:
+                with self.progress.bar(len(new_chunks), "extract (offline)") as bar:
                     document = None
                     for c in new_chunks:
                         if c.document_id != document:  # members end at document boundaries
@@ -564,43 +435,6 @@ class _Builder:
 
         return stream
 
-    def _copy_extractions(
-        self, writer: ExtractionWriter, current: set[str], reused: set[str], order: list[str],
-        cache: dict[str, ChunkExtraction] | None,
-    ) -> None:
-        """Copy the previous build's extractions of chunks in `current` into `writer`, in their stored order: whole
-        gzip members (compressed bytes, not re-encoded) where every chunk of one is kept, else line by line.
-        Fills `reused`, `order` and (when given) `cache` with the decoded results."""
-        old = self.out / STATE_DIR / EXTRACTIONS
-        members = read_members(old, self.mode)
-        if members is None:  # an older file without its member list
-            for cid, line in iter_extraction_lines(old, self.mode):
-                if cid in current and cid not in reused:
-                    writer.write_line(line, cid)
-                    self._reuse(cid, line, reused, order, cache)
-            return
-        for member in members:
-            ids = member.chunk_ids
-            if len(set(ids)) == len(ids) and all(cid in current and cid not in reused for cid in ids):
-                writer.copy_member(member)  # an unchanged document: its bytes as they are
-                for cid, line in zip(member.chunk_ids, member.lines, strict=True):
-                    self._reuse(cid, line, reused, order, cache)
-                continue
-            for cid, line in zip(member.chunk_ids, member.lines, strict=True):
-                if cid in current and cid not in reused:
-                    writer.write_line(line, cid)
-                    self._reuse(cid, line, reused, order, cache)
-            writer.boundary()
-
-    def _reuse(self, cid: str, line: str, reused: set[str], order: list[str], cache: dict[str, ChunkExtraction] | None) -> None:
-        reused.add(cid)
-        order.append(cid)
-        if cache is not None:  # decoded once here, instead of reading the new file back
-            try:
-                cache[cid] = decode_extraction_line(line, ChunkExtraction)
-            except CodecError as exc:
-                raise IndexerError(f"{self.out / STATE_DIR / EXTRACTIONS}: {exc}; delete it to re-extract") from exc
-
     def _model_extractor(self) -> Any:
         from indexer.extract_model import ModelExtractor
 
@@ -619,7 +453,7 @@ class _Builder:
                 extractions[c.id] = ModelChunkResult()
         chunks = [c for c in chunks if c.id not in extractions]
         texts = [marks[c.id].text if c.id in marks else c.text for c in chunks]
-        with self._bar(len(chunks), f"extract ({extractor.model.name})") as bar:
+        with self.progress.bar(len(chunks), f"extract ({extractor.model.name})") as bar:
             results = await extractor.extract_many(texts, on_done=lambda: bar.update(1))
         for c, r in zip(chunks, results, strict=True):
             if r is not None:  # failed chunks are not stored, so the next run retries them
@@ -631,7 +465,7 @@ class _Builder:
         from indexer.extract_model import merge_model_results
 
         extractor = self._model_extractor()
-        with self._bar(0, "summarise descriptions") as bar:
+        with self.progress.bar(0, "summarise descriptions") as bar:
             merged = await merge_model_results(chunk_ids, extractions, extractor, on_progress=bar)
         self.report.warnings.extend(extractor.warnings)
         extractor.warnings.clear()
@@ -643,7 +477,7 @@ class _Builder:
         assert self.model is not None
         stored = read_reusable(self.out, MODEL_REPORTS, StoredReports) if previous is not None else None
         written = StoredReports()
-        with self._bar(len(communities), f"reports ({self.model.name})") as bar:
+        with self.progress.bar(len(communities), f"reports ({self.model.name})") as bar:
             reports = await model_reports(
                 communities,
                 graph,
@@ -687,7 +521,7 @@ class _Builder:
             todo.append(EmbeddingJob(j.name, [i for i, _t in missing], [t for _i, t in missing]))
         rep.embedded = {j.name: len(j.ids) for j in todo}
         rep.vectors_reused = sum(len(v) for v in kept.values())
-        with self._bar(sum(len(j.texts) for j in todo), f"embed ({embedder.name})") as bar:
+        with self.progress.bar(sum(len(j.texts) for j in todo), f"embed ({embedder.name})") as bar:
             fresh = await embed_jobs(embedder, todo, batch_size=cfg.embed_batch_size, usage=rep.usage, on_batch=bar.update)
         vectors = {}
         for j, t in zip(jobs, todo, strict=True):
@@ -733,12 +567,6 @@ def _gc_paused() -> Iterator[None]:
     finally:
         if was_enabled:
             gc.enable()
-
-
-def _peak_rss_mb() -> float:
-    """Peak resident memory of this process so far (ru_maxrss is KiB on Linux, bytes on macOS)."""
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return round(peak / (1024.0 * 1024.0 if sys.platform == "darwin" else 1024.0), 1)
 
 
 def _text_digest(text: str) -> str:

@@ -39,6 +39,10 @@ def _settings_args(parser: argparse.ArgumentParser) -> None:
                        help="the GraphRAG project's settings.yaml or settings.json (default: the one in the folder "
                             "that holds the index folder, if any)")
     group.add_argument("--no-settings", action="store_true", help="ignore the GraphRAG project's settings")
+    parser.add_argument("--allow-prompt-outside", action="store_true",
+                        help="read prompt files that the settings (or graphroute.toml) name by a relative path "
+                             "leading outside their folder (refused by default: a downloaded project's settings "
+                             "must not read your other files)")
 
 
 def _settings_choice(args: argparse.Namespace) -> str | bool | None:
@@ -96,10 +100,21 @@ def _parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
                     help="require this API key (repeatable; also $GRAPHROUTE_API_KEYS, comma-separated)")
     sv.add_argument("--cors-origin", action="append", default=[], metavar="ORIGIN",
                     help="allow browser calls from this origin (CORS is off by default)")
+    sv.add_argument("--allowed-host", action="append", default=[], metavar="NAME[:PORT]",
+                    help="without an API key, answer requests to this host name too (default: loopback only)")
     sv.add_argument("--workers", type=int, metavar="N",
                     help="worker processes sharing the port (default: [serve] workers, 1); each loads the indexes, "
                          "and the model concurrency limits are divided among them")
     _settings_args(sv)
+
+    pr = sub.add_parser("prepare", help="build an index's derived store once, so replicas open it in seconds "
+                                        "([serve] require_prepared makes them refuse an index not prepared)")
+    pr.add_argument("index", metavar="PATH", help="the index folder or URI (s3://...), as the replicas name it")
+    pr.add_argument("--cache-dir", metavar="DIR",
+                    help="where the store goes (default: $GRAPHROUTE_CACHE_DIR or ~/.cache/graphroute); replicas "
+                         "read it with GRAPHROUTE_CACHE_DIR=DIR")
+    pr.add_argument("--config", help="graphroute.toml (default: ./graphroute.toml if present)")
+    _settings_args(pr)
 
     mc = sub.add_parser("mcp", help="serve indexes to agents over the Model Context Protocol (stdio, or --http)")
     mc.add_argument("--index", action="append", required=True, metavar="[NAME=]PATH",
@@ -108,6 +123,8 @@ def _parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
                     help="serve streamable HTTP at http://HOST:PORT/mcp instead of stdio")
     mc.add_argument("--host", default="127.0.0.1", help="--http: address to bind (default 127.0.0.1)")
     mc.add_argument("--port", type=int, default=8001, help="--http: port (default 8001)")
+    mc.add_argument("--allowed-host", action="append", default=[], metavar="NAME[:PORT]",
+                    help="--http: answer requests to this host name too (default: loopback only)")
     mc.add_argument("--config", help="graphroute.toml (default: ./graphroute.toml if present)")
     _settings_args(mc)
 
@@ -121,7 +138,7 @@ def _parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
 
 
 def _load_router(index: str, config_path: str | None, length: str | None = None,
-                 settings: str | bool | None = None) -> Router:
+                 settings: str | bool | None = None, allow_prompt_outside: bool = False) -> Router:
     from engines.answer_length import apply_length
     from engines.config_layers import resolve_config
     from router.router import Router
@@ -131,7 +148,7 @@ def _load_router(index: str, config_path: str | None, length: str | None = None,
         raise CliError(f"index folder not found: {index}")
     cfg_path = config_path or ("graphroute.toml" if Path("graphroute.toml").exists() else None)
     try:
-        resolved = resolve_config(cfg_path, index=index, settings=settings)
+        resolved = resolve_config(cfg_path, index=index, settings=settings, allow_prompt_outside=allow_prompt_outside)
         _note_settings(resolved)
         config = resolved.config
         if length is not None:
@@ -246,7 +263,8 @@ def _cmd_ask(args: argparse.Namespace, console: Console) -> int:
         return _ask_server(args, console)
     if not args.index:
         raise CliError("ask needs --index PATH (or --server URL)")
-    router = _load_router(args.index, args.config, args.length or "medium", _settings_choice(args))
+    router = _load_router(args.index, args.config, args.length or "medium", _settings_choice(args),
+                          args.allow_prompt_outside)
     mode = args.mode or router.config.router.default_mode
     history = None
     if args.history:
@@ -329,7 +347,8 @@ def _ask_server(args: argparse.Namespace, console: Console) -> int:
 def _cmd_questions(args: argparse.Namespace, console: Console) -> int:
     from engines import QuestionGenerator
 
-    router = _load_router(args.index, args.config, settings=_settings_choice(args))
+    router = _load_router(args.index, args.config, settings=_settings_choice(args),
+                          allow_prompt_outside=args.allow_prompt_outside)
     if args.n < 1 or args.n > 50:
         raise CliError("--n must be between 1 and 50")
     from router.classifier import classify
@@ -381,7 +400,7 @@ def _cmd_serve(args: argparse.Namespace, console: Console) -> int:
     specs = _parse_index_specs(args.index)
     cfg_path = args.config or ("graphroute.toml" if Path("graphroute.toml").exists() else None)
     try:
-        config = load_config(cfg_path)
+        config = load_config(cfg_path, allow_prompt_outside=args.allow_prompt_outside)
     except ValueError as exc:
         raise CliError(str(exc)) from exc
     serve_cfg = config.serve
@@ -392,6 +411,8 @@ def _cmd_serve(args: argparse.Namespace, console: Console) -> int:
         updates["port"] = args.port
     if args.cors_origin:
         updates["cors_origins"] = list(args.cors_origin)
+    if args.allowed_host:
+        updates["allowed_hosts"] = list(args.allowed_host)
     if args.workers is not None:
         updates["workers"] = args.workers
     try:
@@ -402,10 +423,11 @@ def _cmd_serve(args: argparse.Namespace, console: Console) -> int:
     keys = [*serve_cfg.api_keys, *env_keys, *args.api_key]
     access = "API key required" if keys else "no API key: loopback use only"
     if serve_cfg.host not in ("127.0.0.1", "localhost", "::1") and not keys:
-        console.print("[yellow]warning:[/yellow] listening beyond loopback without an API key")
+        console.print("[yellow]warning:[/yellow] listening beyond loopback without an API key; only requests to a "
+                      "loopback name or an --allowed-host are answered")
     if serve_cfg.workers > 1:
         _serve_workers(specs, config.model_copy(update={"serve": serve_cfg}), keys, access, console,
-                       _settings_choice(args), cfg_path)
+                       _settings_choice(args), cfg_path, args.allow_prompt_outside)
         return 0
     from router.service.listeners import ListenError, listen
 
@@ -414,9 +436,18 @@ def _cmd_serve(args: argparse.Namespace, console: Console) -> int:
     except ListenError as exc:
         raise CliError(exc.strerror) from None
     try:
-        routers = {name: _load_router(path, args.config, settings=_settings_choice(args))
+        from router.prepare import split_prepared
+
+        try:
+            specs, unready = split_prepared(specs, serve_cfg.require_prepared)
+        except ValueError as exc:
+            raise CliError(str(exc)) from None
+        for name, why in unready.items():
+            console.print(f"[yellow]warning:[/yellow] not serving {name}: {why}", highlight=False, soft_wrap=True)
+        routers = {name: _load_router(path, args.config, settings=_settings_choice(args),
+                                      allow_prompt_outside=args.allow_prompt_outside)
                    for name, path in specs.items()}
-        service = Service(routers, serve_cfg, api_keys=keys)
+        service = Service(routers, serve_cfg, api_keys=keys, unready=unready)
         console.print(f"graphroute serve: warming up {', '.join(routers)} and checking the model endpoints",
                       highlight=False, soft_wrap=True)
         service.prepare()
@@ -433,7 +464,8 @@ def _cmd_serve(args: argparse.Namespace, console: Console) -> int:
 
 
 def _serve_workers(specs: dict[str, str], config: GraphrouteConfig, keys: list[str], access: str, console: Console,
-                   settings: str | bool | None = None, config_path: str | None = None) -> None:
+                   settings: str | bool | None = None, config_path: str | None = None,
+                   allow_prompt_outside: bool = False) -> None:
     """`serve --workers N`: the supervisor binds and watches; each worker loads the indexes itself."""
     from engines.config_layers import resolve_config
     from router.service.supervisor import WorkerError, serve_workers
@@ -446,7 +478,8 @@ def _serve_workers(specs: dict[str, str], config: GraphrouteConfig, keys: list[s
         if settings is False:
             continue
         try:
-            resolved = resolve_config(config_path, index=path, settings=settings)
+            resolved = resolve_config(config_path, index=path, settings=settings,
+                                      allow_prompt_outside=allow_prompt_outside)
         except ValueError as exc:
             raise CliError(str(exc)) from exc
         if resolved.settings is not None:
@@ -469,6 +502,28 @@ def _serve_workers(specs: dict[str, str], config: GraphrouteConfig, keys: list[s
         raise CliError(str(exc)) from None
 
 
+def _cmd_prepare(args: argparse.Namespace, console: Console) -> int:
+    import os
+
+    from engines import load_config
+    from router.prepare import prepare
+
+    if args.cache_dir:
+        os.environ["GRAPHROUTE_CACHE_DIR"] = str(Path(args.cache_dir).expanduser().resolve())
+    cfg_path = args.config or ("graphroute.toml" if Path("graphroute.toml").exists() else None)
+    try:
+        warm_rows = load_config(cfg_path).serve.warm_rows
+    except ValueError as exc:
+        raise CliError(str(exc)) from exc
+    console.print(f"graphroute prepare: opening {args.index} and building its derived store", highlight=False,
+                  soft_wrap=True)
+    marker, seconds, peak = prepare(args.index, lambda path: _load_router(path, args.config,
+                                                                          settings=_settings_choice(args)), warm_rows)
+    console.print(f"graphroute prepare: done in {seconds:.1f} s, peak memory {peak / 2**30:.2f} GB; {marker}",
+                  highlight=False, soft_wrap=True)
+    return 0
+
+
 def _cmd_mcp(args: argparse.Namespace) -> int:
     """`graphroute mcp`: stdout is the protocol channel over stdio, so everything else goes to stderr."""
     import asyncio
@@ -479,13 +534,14 @@ def _cmd_mcp(args: argparse.Namespace) -> int:
     specs = _parse_index_specs(args.index)
     if args.http and not 0 < args.port < 65536:
         raise CliError(f"--port {args.port}: must be between 1 and 65535")
-    routers = {name: _load_router(path, args.config, settings=_settings_choice(args)) for name, path in specs.items()}
+    routers = {name: _load_router(path, args.config, settings=_settings_choice(args),
+                                  allow_prompt_outside=args.allow_prompt_outside) for name, path in specs.items()}
     server = build_server(routers)
     if args.http:
         if args.host not in ("127.0.0.1", "localhost", "::1"):
             err.print("[yellow]warning:[/yellow] the MCP endpoint has no authentication; listening beyond loopback")
         err.print(f"graphroute mcp: {', '.join(routers)} on http://{args.host}:{args.port}/mcp", highlight=False)
-        asyncio.run(serve_http(server, args.host, args.port))
+        asyncio.run(serve_http(server, args.host, args.port, args.allowed_host))
     else:
         asyncio.run(serve_stdio(server))
     return 0
@@ -498,6 +554,15 @@ def _spent(usage: Usage | None) -> str:
         return ""
     return (f" (spent: {total.llm_calls} model calls, {total.prompt_tokens:,} prompt tokens, "
             f"{total.output_tokens:,} output tokens, ${total.cost:.4f})")
+
+
+def _shown(exc: BaseException) -> str:
+    """An error as the user sees it: no secret in it, and cut when it quotes a huge input."""
+    from rich.markup import escape
+
+    from engines.models.redaction import capped, redact
+
+    return escape(capped(redact(str(exc))))
 
 
 def _cmd_index(args: argparse.Namespace) -> int:
@@ -521,6 +586,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _cmd_serve(args, console)
         if args.command == "mcp":
             return _cmd_mcp(args)
+        if args.command == "prepare":
+            return _cmd_prepare(args, console)
         if args.command == "config":
             from engines.models.errors import ModelConfigError
             from router.config_show import show_config
@@ -530,7 +597,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             except ModelConfigError as exc:
                 raise CliError(str(exc)) from exc
     except CliError as exc:
-        err.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)  # one line, however narrow
+        err.print(f"[red]error:[/red] {_shown(exc)}", highlight=False, soft_wrap=True)  # one line, however narrow
         return 2
     except Exception as exc:  # model and engine failures name their stage and cause; no traceback
         from engines.errors import EngineError
@@ -538,7 +605,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         if not isinstance(exc, EngineError | ModelError):
             raise
-        err.print(f"[red]error:[/red] {exc}{_spent(getattr(exc, 'usage', None))}", highlight=False,
+        err.print(f"[red]error:[/red] {_shown(exc)}{_spent(getattr(exc, 'usage', None))}", highlight=False,
                   soft_wrap=True)  # one line, however narrow the terminal
         return 1
     except KeyboardInterrupt:

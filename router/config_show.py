@@ -1,6 +1,7 @@
 """`graphroute config --show`: every setting in effect and where it came from (graphroute.toml, the
 environment, the GraphRAG project's settings, or the default), then the project's settings graphroute does
-not use. Keys are never printed: a set key shows as "(set)"."""
+not use. Keys are never printed: a set key shows as "(set)"; passwords and tokens in URLs and values taken
+from a `${VAR}` are masked (`engines.models.redaction`)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, SecretStr
 from rich.console import Console
+
+from engines.models.redaction import redact
 
 if TYPE_CHECKING:
     from engines.config_layers import ResolvedConfig
@@ -38,10 +41,12 @@ def flatten(value: object, prefix: str = "") -> Iterator[tuple[str, object]]:
             yield from flatten(item, f"{prefix}.{key}")
     elif isinstance(value, SecretStr):
         yield prefix, HIDDEN if value.get_secret_value() else ""
-    elif isinstance(value, Path):
-        yield prefix, str(value)
+    elif prefix.endswith("api_keys") and isinstance(value, list):  # [serve] api_keys: plain strings
+        yield prefix, [HIDDEN] * len(value)
+    elif isinstance(value, str | Path):  # a URL's password or token, a value from a ${VAR}: masked
+        yield prefix, redact(str(value))
     elif isinstance(value, tuple | list | set | frozenset):
-        yield prefix, list(value)
+        yield prefix, [redact(v) if isinstance(v, str) else v for v in value]
     else:
         yield prefix, value
 
@@ -75,7 +80,8 @@ def show_config(args: argparse.Namespace, console: Console, settings: str | bool
 
     if args.index is None and settings is None:
         settings = False  # no index and no settings file named: nothing to look for
-    resolved = resolve_config(args.config, index=args.index, settings=settings)
+    resolved = resolve_config(args.config, index=args.index, settings=settings,
+                              allow_prompt_outside=getattr(args, "allow_prompt_outside", False))
     rows = effective(resolved)
     project = resolved.settings
     if args.json:

@@ -362,8 +362,19 @@ async def serve_stdio(server: MCPServer) -> None:
     await server.run_stdio_async()
 
 
-async def serve_http(server: MCPServer, host: str, port: int) -> None:
-    await server.run_streamable_http_async(host=host, port=port)
+async def serve_http(server: MCPServer, host: str, port: int, allowed_hosts: list[str] | None = None) -> None:
+    """Streamable HTTP at /mcp. The endpoint has no authentication, so it answers only this machine's programs
+    (`router.host_policy`, the keyless service's policy); the SDK's own copy of the check is off."""
+    import uvicorn
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    from router.host_policy import HostGuard, HostPolicy
+
+    app = server.streamable_http_app(
+        transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False), host=host)
+    config = uvicorn.Config(HostGuard(app, HostPolicy.of(allowed_hosts or ())), host=host, port=port,
+                            log_level="warning", lifespan="on")
+    await uvicorn.Server(config).serve()
 
 
 # ---- results as structured content and text ------------------------------------------------------------

@@ -16,7 +16,7 @@ import asyncio
 import threading
 import time
 import weakref
-from collections.abc import AsyncGenerator, AsyncIterator, Coroutine
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Coroutine
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar, cast
@@ -52,6 +52,8 @@ if TYPE_CHECKING:
     from shared_context.index import Index
 
 T = TypeVar("T")
+# What `astream` awaits with the chosen engine's estimate before answering (the service's spending limits).
+Admit = Callable[[PlanStep], Awaitable[None]]
 ENGINES = ("local", "global", "drift", "basic")
 MODES = ("auto", *ENGINES)
 # Seconds the router waits past the deadline for an engine to hand back its partial result.
@@ -397,9 +399,12 @@ class Router:
         history: HistoryLike = None,
         mode: str | None = None,
         budget: Budget | None = None,
+        *,
+        admit: Admit | None = None,
     ) -> Answer:
         answer: Answer | None = None
-        async for event in self.astream(question, history=history, mode=mode, budget=budget, deltas=False):
+        async for event in self.astream(question, history=history, mode=mode, budget=budget, deltas=False,
+                                        admit=admit):
             if isinstance(event, Done):
                 answer = event.answer
         assert answer is not None  # astream always ends with Done or raises
@@ -424,12 +429,15 @@ class Router:
         *,
         deltas: bool = True,
         classify_forced: bool = False,
+        admit: Admit | None = None,
     ) -> AsyncIterator[RouterEvent]:
         """Yield `RouteDecided`, engine progress/answer deltas (`EngineEvent`), `Escalated`, then `Done`.
 
         `mode=None` takes `[router] default_mode` from the configuration ("auto" unless set). A forced mode
         (not "auto") runs no classifier: the route says it was forced by the caller. `classify_forced=True`
         still asks the classifier, so the route also carries its own opinion (the CLI shows it).
+        `admit` is awaited with the chosen engine's estimate before its first model call (the service's daily
+        spending limits); what it raises ends the question before anything is spent on answering it.
         """
         from engines.events import AnswerDelta, Final
 
@@ -463,6 +471,12 @@ class Router:
         except BudgetError as err:
             err.usage = usage  # a rewrite may already have been paid for
             raise
+        if admit is not None:
+            step = next((s for s in plan.steps if s.engine == plan.chosen), None)
+            if step is None:  # no budget: nothing was estimated yet
+                est = await asyncio.to_thread(eng.estimate, standalone, query_plan)
+                step = PlanStep(plan.chosen, est.llm_calls, est.cost, est.seconds_guess, True)
+            await admit(step)
         yield RouteDecided(decision, plan.chosen, plan.describe())
 
         escalations: list[Escalation] = []
@@ -507,10 +521,10 @@ class Router:
             if over:
                 degraded.append(f"escalation to {public_name(nxt)} skipped: {over}")
                 break
-            step = usage.total
-            esc = Escalation(public_name(current), public_name(nxt), reason, calls=step.llm_calls - spent_before[0],
-                             cost=step.cost - spent_before[1])
-            spent_before = (step.llm_calls, step.cost)
+            so_far = usage.total
+            esc = Escalation(public_name(current), public_name(nxt), reason,
+                             calls=so_far.llm_calls - spent_before[0], cost=so_far.cost - spent_before[1])
+            spent_before = (so_far.llm_calls, so_far.cost)
             escalations.append(esc)
             yield Escalated(esc)
             current, eng = nxt, await asyncio.to_thread(self._routed_engine, nxt, budget)
@@ -568,7 +582,7 @@ class Router:
         if not evidence and not any(n.startswith("not escalated") for n in notes):
             notes.append(f"not escalated beyond {'basic' if options else public_name(current)} search: {why}")
         if empty:
-            return options, str(result.details.get("empty_reason") or "found nothing")
+            return options, result.empty_reason or "found nothing"
         return options, (f"the {public_name(current)} answer says its context does not answer the question; {why}")
 
     def _over_remaining_budget(self, engine: str, question: str, budget: Budget | None, usage: Usage) -> str:

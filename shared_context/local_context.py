@@ -16,7 +16,7 @@ really found (bug 7); text units are cited by `short_id` (bug 23).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
@@ -109,16 +109,19 @@ class LocalContextBuilder:
         query_vector: np.ndarray | None = None,
         include_entity_names: Sequence[str] = (),
         exclude_entity_names: Sequence[str] = (),
-        link: LinkResult | None = None,
+        linker: Callable[[int], LinkResult] | None = None,
         **overrides: Any,
     ) -> LocalContext:
-        """`link`: entities already linked for exactly this query, history, vector and `k` (the caller's
-        QueryPlan), so they are not linked twice; None links here."""
+        """`linker(k)`: links exactly this query and vector (no history, no include/exclude names) to `k`
+        entities on a lexical pass the caller already made (its QueryPlan), so the text is not analysed twice;
+        None links here."""
         p = self._params(overrides)
         index = self.index
         tok = index.tokenizer
         turns = recent_user_turns(history, p.conversation_history_max_turns)
-        if link is None:
+        if linker is not None and not turns and not include_entity_names and not exclude_entity_names:
+            link = linker(p.top_k_mapped_entities)
+        else:
             link = link_entities(
                 index,
                 query,

@@ -4,11 +4,9 @@ Counting is most of a first load's CPU (100k entities: ~10 s of ~16 s). The fiel
 of about equal text volume and the chunks of *every* field go to a few worker threads, so both cores
 stay busy until the last chunk while the main thread derives the graph.
 
-Two counters: tiktoken encodes with the GIL released, so its threads run in parallel with each other
-and with the main thread; bpe-openai's Rust count (`tokens.native_counter`, the same counts) costs
-~30 % less CPU but holds the GIL. So one worker counts the plain fields natively and the others take
-the anchored fields first (they need tiktoken's token ids anyway) and then whatever plain chunks are
-left, with tiktoken; with the binding absent every worker uses tiktoken.
+tiktoken encodes with the GIL released, so its threads run in parallel with each other and with the
+main thread. Workers take the anchored fields first (they need the token ids, not only their count),
+then the plain ones.
 
 One text at a time: tiktoken's threaded batch API costs a future per text and was 3-4x slower on many
 short descriptions (463k relationship descriptions, 25 s vs 6.8 s).
@@ -194,10 +192,9 @@ class _Queue:
         self._plain = deque(c for c in chunks if not c.anchored)
         self._anchored = deque(c for c in chunks if c.anchored)
 
-    def take(self, plain_first: bool) -> _Chunk | None:
+    def take(self) -> _Chunk | None:
         with self._lock:
-            first, second = (self._plain, self._anchored) if plain_first else (self._anchored, self._plain)
-            queue = first or second
+            queue = self._anchored or self._plain
             return queue.popleft() if queue else None
 
     def drop(self) -> None:
@@ -209,15 +206,15 @@ class _Queue:
             chunk.future.cancel()
 
 
-def _work(tokenizer: Tokenizer, queue: _Queue, native: Callable[[str], int] | None) -> None:
-    """One worker: chunks until none is left; `native` (the GIL-holding count) takes plain ones first."""
-    while (chunk := queue.take(plain_first=native is not None)) is not None:
+def _work(tokenizer: Tokenizer, queue: _Queue) -> None:
+    """One worker: chunks until none is left."""
+    while (chunk := queue.take()) is not None:
         if not chunk.future.set_running_or_notify_cancel():
             continue
         try:
             texts = chunk.read(chunk.start, chunk.stop)
             result: Counted = (_count_anchored(tokenizer, texts) if chunk.anchored
-                               else _count_chunk(native or tokenizer.count, texts))  # fmt: skip
+                               else _count_chunk(tokenizer.count, texts))  # fmt: skip
         except BaseException as exc:  # the waiting `result()` raises it
             chunk.future.set_exception(exc)
         else:
@@ -268,12 +265,8 @@ def count_texts(
         return TokenCounts(None, futures, [])
     queue = _Queue(chunks)
     n_workers = min(len(chunks), os.cpu_count() or 1, _MAX_WORKERS)
-    native = tokenizer.native_counter() if any(not c.anchored for c in chunks) else None
-    threads = [
-        threading.Thread(target=_work, args=(tokenizer, queue, native if i == 0 else None),
-                         name=f"graphroute-tokens-{i}", daemon=True)
-        for i in range(n_workers)
-    ]  # fmt: skip
+    threads = [threading.Thread(target=_work, args=(tokenizer, queue), name=f"graphroute-tokens-{i}", daemon=True)
+               for i in range(n_workers)]
     for thread in threads:
         thread.start()
     return TokenCounts(queue, futures, threads)

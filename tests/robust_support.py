@@ -4,15 +4,11 @@ offline model unless a test scripts faults for a task."""
 from __future__ import annotations
 
 import functools
-from pathlib import Path
 from typing import Any
 
-import pytest
+from fixture_paths import CAROL
 
 from engines.prompts import TASK_MARKERS
-
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
-CAROL = DATA / "christmas_carol_graphrag_index"
 
 # System-message markers of every model task, the router's own two included.
 MARKERS = {**TASK_MARKERS, "rewrite": r"You rewrite the user's latest message", "route": r"Engines: local, global, drift"}
@@ -20,8 +16,6 @@ MARKERS = {**TASK_MARKERS, "rewrite": r"You rewrite the user's latest message", 
 
 @functools.cache
 def carol() -> Any:
-    if not CAROL.exists():
-        pytest.skip(f"shared data {CAROL.name} is absent")
     from shared_context import load_index
 
     return load_index(CAROL)

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from test_engines_support import CAROL, load
+from fixture_paths import CAROL
+from test_engines_support import load
 
 from engines import DriftSearch, GlobalSearch
 from engines.answer_length import LENGTHS, apply_length

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
+from fixture_paths import CAROL
 
 from engines.basic import BasicSearch
 from engines.config import BasicSearchConfig, ConfigError, config_from_mapping
@@ -14,8 +13,6 @@ from shared_context.basic_context import question_basic_context
 from shared_context.index import Index
 from shared_context.linking import lexical_top
 from shared_context.search_backend import vector_table
-
-CAROL = Path(__file__).resolve().parents[2] / "shared" / "data" / "christmas_carol_graphrag_index"
 
 
 @pytest.fixture(scope="module")

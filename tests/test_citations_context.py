@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from test_engines_support import CAROL, load, loopback_model, script, srv
+from fixture_paths import CAROL
+from test_engines_support import load, loopback_model, script, srv
 
 from engines import BasicSearch, GlobalSearch
 from engines.citations import context_ids, resolve_citations

@@ -238,12 +238,11 @@ def test_something_that_is_not_an_index_is_a_clear_error() -> None:
 
 
 def test_a_real_index_links_names(tmp_path: Path) -> None:
-    path = REPO.parent / "shared" / "data" / "christmas_carol_graphrag_index"
-    if not path.exists():
-        pytest.skip("shared data absent")
+    from fixture_paths import CAROL
+
     from shared_context import load_index
 
-    index = load_index(path)
+    index = load_index(CAROL)
     d = classify("Who is Bob Cratchit?", index)
     assert d.engine == "local" and d.signals["linked_entities"] == 1 and d.signals["specific_entities"] == 1
     assert any("BOB CRATCHIT" in r for r in d.reasons)

@@ -4,9 +4,9 @@ counted, and the ids the typed tables show are those a reader of the rendered te
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 
 import pytest
+from fixture_paths import FIXTURES
 
 from engines.citations import context_id_list, tables_context_ids
 from shared_context.community_context import CommunityContextBuilder
@@ -22,16 +22,13 @@ from shared_context.tables import (
     columns,
 )
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 HISTORY = [{"role": "user", "content": 'Who is "the | one"?\nSecond line'}, {"role": "assistant", "content": "x"}]
 PARAMS = [{}, {"excerpt_tokens": 0}, {"max_context_tokens": 600},
           {"include_community_rank": True, "use_community_summary": True, "include_entity_rank": False}]
 
 
 def _load(name: str) -> Index:
-    path = DATA / name
-    if not path.exists():
-        pytest.skip("shared data absent")
+    path = FIXTURES / name
     from shared_context import load_index
 
     return load_index(path)

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
+from fixture_paths import CAROL, DULCE
 from test_engines_support import (
-    CAROL,
-    DULCE,
-    MEDICAL,
     last_user,
     load,
     loopback_model,
@@ -136,11 +135,13 @@ async def test_offline_drift_on_christmas_carol_is_cited_and_bounded() -> None:
     assert not result.empty and not result.degraded
 
 
-async def test_index_without_reports_starts_followups_from_the_question(srv: Any) -> None:
+async def test_index_without_reports_starts_followups_from_the_question(
+    srv: Any, graph_only_path: Path
+) -> None:
     script(srv, "drift_followup", followup)
     script(srv, "drift_reduce", "done")
-    result = await DriftSearch(load(MEDICAL), loopback_model(srv)).search("What treats hypertension?")
-    assert [last_user(r) for r in requests_for(srv, "drift_followup")] == ["What treats hypertension?"]
+    result = await DriftSearch(load(graph_only_path), loopback_model(srv)).search("Who is Bob Cratchit?")
+    assert [last_user(r) for r in requests_for(srv, "drift_followup")] == ["Who is Bob Cratchit?"]
     assert any("no community reports" in d.reason for d in result.degraded) and result.response == "done"
 
 

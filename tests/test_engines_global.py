@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
+from fixture_paths import CAROL, DULCE
 from test_engines_support import (
-    CAROL,
-    DULCE,
-    MEDICAL,
     last_user,
     load,
     loopback_model,
@@ -128,8 +127,8 @@ async def test_all_zero_scores_give_no_data_answer_without_reduce(srv: Any) -> N
     assert requests_for(srv, "global_reduce") == [] and "reduce" not in result.usage.stages
 
 
-async def test_index_without_reports_says_so_without_model_calls(srv: Any) -> None:
-    result = await GlobalSearch(load(MEDICAL), loopback_model(srv)).search(Q)
+async def test_index_without_reports_says_so_without_model_calls(srv: Any, graph_only_path: Path) -> None:
+    result = await GlobalSearch(load(graph_only_path), loopback_model(srv)).search(Q)
     assert "no community reports" in result.response.lower() or "has none" in result.response
     assert result.empty and srv.chat_requests == []
     assert any("no community reports" in d.reason for d in result.degraded)

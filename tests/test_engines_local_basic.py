@@ -7,9 +7,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from fixture_paths import CAROL, DULCE
 from test_engines_support import (
-    CAROL,
-    DULCE,
     last_user,
     load,
     loopback_model,

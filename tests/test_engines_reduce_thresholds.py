@@ -7,7 +7,8 @@ import json
 import re
 from typing import Any
 
-from test_engines_support import DULCE, load, loopback_model, map_reply, requests_for, script, srv, system_of
+from fixture_paths import DULCE
+from test_engines_support import load, loopback_model, map_reply, requests_for, script, srv, system_of
 
 from engines import DriftSearch, GlobalSearch
 from engines.config import DriftSearchConfig, GlobalSearchConfig

@@ -1,4 +1,4 @@
-"""Shared helpers for the engine tests (loopback model, scripted task replies, data paths), plus
+"""Shared helpers for the engine tests (loopback model, scripted task replies, the index fixtures), plus
 tests of the pure pieces: citation parsing/resolution, config loading, input checks, result JSON."""
 
 from __future__ import annotations
@@ -11,21 +11,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fixture_paths import DULCE
 
 from engines.prompts import TASK_MARKERS
-
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
-CAROL = DATA / "christmas_carol_graphrag_index"
-DULCE = DATA / "operation_dulce"
-MEDICAL = DATA / "graphrag_bench_medical_lightrag_kg"
 
 MARKERS = TASK_MARKERS
 
 
 @functools.cache
 def load(path: Path) -> Any:
-    if not path.exists():
-        pytest.skip(f"shared data {path.name} is absent")
     from shared_context import load_index
 
     return load_index(path)

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pandas as pd
 import pytest
+from fixture_paths import CAROL
 
 from benchmarks.evidence_recall import (
     PlainBM25,
@@ -19,8 +18,6 @@ from benchmarks.evidence_recall import (
 from shared_context import load_index
 from shared_context.basic_context import basic_context, question_basic_context
 from shared_context.index import Index
-
-CAROL = Path(__file__).resolve().parents[2] / "shared" / "data" / "christmas_carol_graphrag_index"
 
 
 @pytest.fixture(scope="module")

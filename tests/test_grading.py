@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_engines_support import CAROL, load, loopback_model, requests_for, script, srv
+from fixture_paths import CAROL
+from test_engines_support import load, loopback_model, requests_for, script, srv
 
 from benchmarks import route_bench
 from benchmarks.grading import (

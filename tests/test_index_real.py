@@ -1,4 +1,4 @@
-"""load_index on the three real indexes: row counts, versions, adjacency, token counts, vectors."""
+"""load_index on the two real GraphRAG indexes and a LightRAG-shaped graph made from one: row counts, versions, adjacency, token counts, vectors."""
 
 from __future__ import annotations
 
@@ -23,8 +23,8 @@ def carol(carol_path: Path) -> Index:
 
 
 @pytest.fixture(scope="module")
-def medical(medical_kg_path: Path) -> Index:
-    return load_index(medical_kg_path)
+def graph_only(graph_only_path: Path) -> Index:
+    return load_index(graph_only_path)
 
 
 @pytest.mark.parametrize(
@@ -32,7 +32,7 @@ def medical(medical_kg_path: Path) -> Index:
     [
         ("dulce", (39, 107, 10, 5), "v3"),
         ("carol", (529, 978, 122, 42), "v3"),
-        ("medical", (1764, 1904, 0, 199), "v3-partial"),
+        ("graph_only", (529, 978, 0, 42), "v3-partial"),
     ],
 )
 def test_row_counts_and_version(
@@ -206,27 +206,27 @@ def test_dimension_mismatch_names_the_table(dulce_path: Path, dulce: Index) -> N
         dulce.check_embedding_dim(384, model="offline-tfidf")
 
 
-def test_medical_kg_loads_without_communities(medical: Index, medical_kg_path: Path) -> None:
-    assert medical.community_reports == [] and medical.communities == []
-    assert medical.levels == [] and medical.reports_by_level == {}
-    assert any("no community reports" in w for w in medical.warnings)
+def test_a_graph_without_communities_loads(graph_only: Index, graph_only_path: Path) -> None:
+    assert graph_only.community_reports == [] and graph_only.communities == []
+    assert graph_only.levels == [] and graph_only.reports_by_level == {}
+    assert any("no community reports" in w for w in graph_only.warnings)
     # LightRAG text units carry no entity_ids: they are derived by inverting entities.text_unit_ids
-    assert sum(len(x) for x in medical.text_unit_entities) == sum(
-        len(e.text_unit_ids) for e in medical.entities
+    assert sum(len(x) for x in graph_only.text_unit_entities) == sum(
+        len(e.text_unit_ids) for e in graph_only.entities
     )
-    unit = max(range(199), key=lambda j: len(medical.text_unit_entities[j]))
-    assert medical.text_units[unit].entity_ids == [
-        medical.entities[i].id for i in medical.text_unit_entities[unit]
+    unit = max(range(42), key=lambda j: len(graph_only.text_unit_entities[j]))
+    assert graph_only.text_units[unit].entity_ids == [
+        graph_only.entities[i].id for i in graph_only.text_unit_entities[unit]
     ]
     assert all(
-        medical.entities[i].id in medical.text_units[unit].entity_ids
-        for i in medical.text_unit_entities[unit]
+        graph_only.entities[i].id in graph_only.text_units[unit].entity_ids
+        for i in graph_only.text_unit_entities[unit]
     )
-    vec = medical.vectors["text_unit_text"]
-    assert (vec.dim, len(vec), vec.model) == (1024, 199, "bge-large-en-v1.5")
-    assert load_index(medical_kg_path, embedding_dim=1024).vectors["text_unit_text"].dim == 1024
+    vec = graph_only.vectors["text_unit_text"]
+    assert (vec.dim, len(vec), vec.model) == (1024, 42, "bge-large-en-v1.5")
+    assert load_index(graph_only_path, embedding_dim=1024).vectors["text_unit_text"].dim == 1024
     with pytest.raises(IndexFormatError) as err:
-        load_index(medical_kg_path, embedding_dim=384)
+        load_index(graph_only_path, embedding_dim=384)
     assert "embeddings.text_unit_text.bge-large-en-v1.5.parquet: column 'embedding'" in str(err.value)
     assert "bge-large-en-v1.5" in str(err.value)
 

@@ -1,20 +1,21 @@
-"""Every engine answers on indexes graphroute built itself: the sample corpus and a slice of a novel."""
+"""Every engine answers on indexes graphroute built itself: the sample corpus and a slice of a novel (the book of
+the Christmas Carol index fixture)."""
 
 from __future__ import annotations
 
 import asyncio
 import re
-from pathlib import Path
 
 import pandas as pd
 import pytest
+from fixture_paths import CAROL
+from fixture_paths import SAMPLE_CORPUS as SAMPLE
 
 from engines import BasicSearch, DriftSearch, GlobalSearch, LocalSearch, QuestionGenerator
 from engines.models.offline import OfflineChatModel
 from indexer import IndexerConfig, SourceDocument, build_index, build_index_from_documents
 from shared_context import load_index
 
-SAMPLE = Path(__file__).resolve().parents[1] / "indexer" / "sample_corpus"
 CITATION = re.compile(r"\[Data: [^\]]+\]")
 
 
@@ -26,9 +27,9 @@ def sample_index(tmp_path_factory: pytest.TempPathFactory) -> object:
 
 
 @pytest.fixture(scope="module")
-def novel_index(tmp_path_factory: pytest.TempPathFactory, data_dir: Path) -> object:
-    books = pd.read_parquet(data_dir / "graphrag_bench" / "corpus" / "novel.parquet")
-    doc = SourceDocument(title=str(books.iloc[0]["corpus_name"]), text=str(books.iloc[0]["context"])[:40_000])
+def novel_index(tmp_path_factory: pytest.TempPathFactory) -> object:
+    book = pd.read_parquet(CAROL / "documents.parquet").iloc[0]
+    doc = SourceDocument(title=str(book["title"]), text=str(book["text"])[:40_000])
     out = tmp_path_factory.mktemp("novel") / "index"
     build_index_from_documents([doc], out, config=IndexerConfig(chunk_size=600, chunk_overlap=50), progress=False)
     return load_index(out)

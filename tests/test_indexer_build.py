@@ -10,16 +10,14 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
+from fixture_paths import CAROL
+from fixture_paths import SAMPLE_CORPUS as SAMPLE
 
 from indexer import IndexBuildReport, IndexerConfig, IndexerError, SourceDocument, build_index, cli_main
 from indexer.output import EXTRA_COLUMNS
 from indexer.pipeline import build_index_from_documents
 from shared_context import load_index
 
-SAMPLE = Path(__file__).resolve().parents[1] / "indexer" / "sample_corpus"
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
-CAROL = DATA / "christmas_carol_graphrag_index"
-NOVELS = DATA / "graphrag_bench" / "corpus" / "novel.parquet"
 TABLES = ("entities", "relationships", "communities", "community_reports", "text_units", "documents")
 
 
@@ -45,7 +43,6 @@ def test_report_counts_match_tables(sample_index: tuple[Path, IndexBuildReport])
     assert not report.noop and report.message.startswith("Built index")
 
 
-@pytest.mark.skipif(not CAROL.exists(), reason="shared data not present")
 @pytest.mark.parametrize("table", TABLES)
 def test_schema_matches_microsoft_graphrag_index(sample_index: tuple[Path, IndexBuildReport], table: str) -> None:
     out, _ = sample_index
@@ -212,11 +209,10 @@ def test_bad_input_gives_clear_errors(tmp_path: Path) -> None:
     assert cli_main([str(SAMPLE), "--out", str(tmp_path / "o"), "--encoding", "nope", "--no-progress"]) == 2
 
 
-@pytest.mark.skipif(not NOVELS.exists(), reason="shared data not present")
 def test_novel_slice_builds_and_loads(tmp_path: Path) -> None:
-    books = pd.read_parquet(NOVELS)
-    text = str(books.iloc[1]["context"])[:30_000]
-    doc = SourceDocument(title=str(books.iloc[1]["corpus_name"]), text=text)
+    book = pd.read_parquet(CAROL / "documents.parquet").iloc[0]  # the book of the Christmas Carol index
+    text = str(book["text"])[40_000:70_000]
+    doc = SourceDocument(title=str(book["title"]), text=text)
     out = tmp_path / "novel"
     report = build_index_from_documents([doc], out, config=IndexerConfig(chunk_size=600, chunk_overlap=50), progress=False)
     assert report.chunks >= 10 and report.entities > 20 and report.communities > 0

@@ -12,6 +12,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from fixture_paths import CAROL
 
 from indexer import IndexerError, build_index
 from indexer.decode import NotText, decode_text
@@ -19,8 +20,6 @@ from indexer.reader import read_input
 from indexer.tabular import ColumnOptions
 from shared_context import load_index
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
-EARNINGS = DATA / "msft_graphrag_benchmarks" / "corpus" / "msft_earnings_call_transcripts.parquet"
 LATIN = "Café au lait à Zürich: naïve façade, Müller und Søren trafen Ångström."
 CHINESE = "张伟在宁波主持了海星合作项目的启动仪式，并与李娜讨论了电池研究。"
 
@@ -158,15 +157,15 @@ def test_table_inputs_use_the_column_options_and_keep_other_columns(tmp_path: Pa
     assert {d.title: d.metadata.get("year") for d in index.documents}["Second"] == 1837
 
 
-@pytest.mark.skipif(not EARNINGS.exists(), reason="shared data not present")
 def test_real_parquet_corpus_reads_with_title_column(tmp_path: Path) -> None:
     docs = tmp_path / "docs"
     docs.mkdir()
-    shutil.copy(EARNINGS, docs / EARNINGS.name)  # a link would lead outside the input folder
-    result = read_input(docs, ColumnOptions(text="text", title="file"))
-    assert len(result.documents) == 41
-    assert all(d.title.endswith(".txt") or d.title for d in result.documents)
-    assert result.encodings == {EARNINGS.name: "parquet"}
+    units = CAROL / "text_units.parquet"  # a GraphRAG writer's parquet: 42 rows, list columns beside the text
+    shutil.copy(units, docs / units.name)  # a link would lead outside the input folder
+    result = read_input(docs, ColumnOptions(text="text", title="id"))
+    assert len(result.documents) == 42
+    assert all(d.title and d.text for d in result.documents)
+    assert result.encodings == {units.name: "parquet"}
 
 
 def test_a_single_parquet_file_is_indexed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -341,19 +341,19 @@ def test_reclustering_above_an_untouched_community_keeps_it_whole() -> None:
 def test_copying_stored_extractions_pauses_and_restores_the_collector(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     import gc
 
-    from indexer.pipeline import _Builder
+    from indexer.previous_build import PreviousBuild
 
     docs = [_doc(i) for i in range(3)]
     out = tmp_path / "index"
     build_index_from_documents(docs, out, progress=False)
     states: list[bool] = []
-    real = _Builder._copy_extractions
+    real = PreviousBuild.copy_extractions
 
     def spy(self, *args):  # type: ignore[no-untyped-def]
         states.append(gc.isenabled())
         return real(self, *args)
 
-    monkeypatch.setattr(_Builder, "_copy_extractions", spy)
+    monkeypatch.setattr(PreviousBuild, "copy_extractions", spy)
     assert gc.isenabled()
     build_index_from_documents([*docs, _doc(3)], out, progress=False)
     assert states == [False] and gc.isenabled()

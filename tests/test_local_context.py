@@ -5,9 +5,9 @@ from __future__ import annotations
 import csv
 import io
 import re
-from pathlib import Path
 
 import pytest
+from fixture_paths import FIXTURES
 from pydantic import ValidationError
 
 from shared_context.index import Index
@@ -16,7 +16,6 @@ from shared_context.local_context import LocalContextBuilder, LocalContextParams
 from shared_context.local_warmup import warm_local_rows
 from shared_context.records import Claim, Community, CommunityReport, Entity, Relationship, TextUnit
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 ORDER = ["Conversation History", "Reports", "Entities", "Relationships", "Claims", "Sources"]
 QUERIES = {
     "operation_dulce": [
@@ -34,9 +33,7 @@ QUERIES = {
 
 
 def _load(name: str) -> Index:
-    path = DATA / name
-    if not path.exists():
-        pytest.skip("shared data absent")
+    path = FIXTURES / name
     from shared_context import load_index
 
     return load_index(path)

@@ -5,16 +5,13 @@ contexts are the same as when every row is encoded whole."""
 from __future__ import annotations
 
 import random
-from pathlib import Path
 
 import pytest
+from fixture_paths import CAROL
 
 from shared_context.local_rows import excerpt_row_tokens, join_spans
 from shared_context.tables import render_row
 from shared_context.tokens import get_tokenizer
-
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
-CAROL = DATA / "christmas_carol_graphrag_index"
 
 AWKWARD = [
     'He said, "No!" | and then\n/ went home.  Two  spaces\tand a tab.\n\n"Quoted" start of a line.',
@@ -68,7 +65,6 @@ def test_counts_equal_counting_the_row_for_any_blocks_and_spans(encoding: str) -
     assert counted > 150
 
 
-@pytest.mark.skipif(not CAROL.exists(), reason="shared data not present")
 def test_counts_equal_counting_the_row_on_every_carol_unit() -> None:
     from shared_context import load_index
     from shared_context.passages import block_table
@@ -83,7 +79,6 @@ def test_counts_equal_counting_the_row_on_every_carol_unit() -> None:
             _check(index, unit, unit_id, text, starts, _random_spans(rng, len(text), starts))  # type: ignore[arg-type]
 
 
-@pytest.mark.skipif(not CAROL.exists(), reason="shared data not present")
 def test_contexts_are_those_of_encoding_every_row(monkeypatch: pytest.MonkeyPatch) -> None:
     """Same text, counts and records as a builder that encodes each excerpt row whole."""
     import shared_context.local_context as lc

@@ -13,13 +13,9 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
+from fixture_paths import CAROL, DULCE
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
-CAROL = DATA / "christmas_carol_graphrag_index"
-DULCE = DATA / "operation_dulce"
-
-pytestmark = [pytest.mark.skipif(not (CAROL.exists() and DULCE.exists()), reason="shared data not present"),
-              pytest.mark.asyncio(loop_scope="module")]
+pytestmark = [pytest.mark.asyncio(loop_scope="module")]
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
@@ -188,6 +184,17 @@ async def test_streamable_http(tmp_path: Path) -> None:
             assert "ask" in names and "route" in names
             result = await http_client.call_tool("ask", {"question": "Who is Alex Mercer?"})
         assert result.structured_content["index"] == "dulce" and "Mercer" in result.structured_content["answer"]
+        # no authentication, so only this machine's programs: the policy `graphroute serve` keeps without keys
+        import httpx
+
+        hello = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=30) as raw:
+            rebound = await raw.post("/mcp", json=hello, headers={"Host": "attacker.example"})
+            assert rebound.status_code == 421 and rebound.json()["error"]["code"] == "invalid_host"
+            cross = await raw.post("/mcp", json=hello, headers={"Origin": "https://attacker.example"})
+            assert cross.status_code == 403
+            form = await raw.post("/mcp", content=b"x=1", headers={"Content-Type": "text/plain"})
+            assert form.status_code == 415
     finally:
         proc.terminate()
         proc.wait(timeout=30)

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
+from fixture_paths import FIXTURES
 
 from engines.models.config import load_models_config
 from engines.models.embedding_offline import (
@@ -18,7 +17,6 @@ from engines.models.errors import ModelConfigError
 from engines.models.factory import Models, build_embedder
 from shared_context.search_backend import vector_table
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 CORPUS = [
     "Ebenezer Scrooge is a cold, miserly old man who hates Christmas.",
     "Bob Cratchit is Scrooge's underpaid clerk with a large family.",
@@ -145,9 +143,7 @@ def test_sentence_embedder_without_extra_says_how_to_install():
 
 @pytest.fixture(scope="module")
 def dulce():
-    path = DATA / "operation_dulce"
-    if not path.exists():
-        pytest.skip("shared data not present")
+    path = FIXTURES / "operation_dulce"
     from shared_context import load_index
 
     return load_index(path)
@@ -176,9 +172,7 @@ def test_embedder_for_index_fits_caches_and_attaches(dulce, tmp_path):
 def test_indexes_in_one_cache_get_their_own_embedders(dulce, tmp_path):
     """The cache key of an index read from files names its tables' fingerprints: another index's fit in the
     same cache is never reused (it once was, so a question's vectors came from another corpus)."""
-    path = DATA / "christmas_carol_graphrag_index"
-    if not path.exists():
-        pytest.skip("shared data not present")
+    path = FIXTURES / "christmas_carol_graphrag_index"
     from shared_context import load_index
 
     carol = load_index(path)

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fixture_paths import CAROL
 
 from engines import prompts
 from engines.models.base import Completion, Message
@@ -40,8 +41,6 @@ from shared_context.tables import (
 )
 from shared_context.tokens import get_tokenizer
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
-CAROL = DATA / "christmas_carol_graphrag_index"
 REPO = Path(__file__).resolve().parents[1]
 
 CITATION = re.compile(r"\[Data:\s*([^\]]*)\]")
@@ -106,8 +105,6 @@ async def run(ctx: LocalContext, question: str, task: str, **fields: Any) -> str
 
 @pytest.fixture(scope="module")
 def builder() -> LocalContextBuilder:
-    if not CAROL.exists():
-        pytest.skip("shared Christmas Carol index is absent")
     from shared_context import load_index
 
     return LocalContextBuilder(load_index(CAROL))

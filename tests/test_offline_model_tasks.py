@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 from typing import Any
 
 import pytest
+from fixture_paths import CAROL
 from pydantic import BaseModel, Field
 
 from engines.models.base import Message
@@ -42,8 +42,6 @@ from shared_context.tables import (
     columns,
 )
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
-CAROL = DATA / "christmas_carol_graphrag_index"
 CITATION = re.compile(r"\[Data:\s*([^\]]*)\]")
 
 
@@ -72,8 +70,6 @@ async def run(context: TaskContext, task: str, **kw: Any) -> str:
 
 @pytest.fixture(scope="module")
 def index() -> Index:
-    if not CAROL.exists():
-        pytest.skip("shared Christmas Carol index is absent")
     from shared_context import load_index
 
     return load_index(CAROL)

@@ -60,14 +60,12 @@ def test_batched_blocks_equal_the_per_unit_definition(block_tokens: int) -> None
 
 
 def test_blocks_round_trip_through_the_derived_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from fixture_paths import CAROL
+
     import shared_context.passages as passages
 
-    data = Path(__file__).resolve().parents[2] / "shared" / "data"
-    folders = sorted(p.parent for p in data.rglob("text_units.parquet")) if data.exists() else []
-    if not folders:
-        pytest.skip("no GraphRAG index under shared/data")
     monkeypatch.setenv("GRAPHROUTE_CACHE_DIR", str(tmp_path / "cache"))
-    first = load_index(folders[0])
+    first = load_index(CAROL)
     assert first.derived_store is not None
     calls: list[int] = []
     real = passages.build_block_table
@@ -75,7 +73,7 @@ def test_blocks_round_trip_through_the_derived_store(tmp_path: Path, monkeypatch
     built = block_table(first, 100)
     assert calls == [1]  # computed in this process (then mapped back from the store)
     calls.clear()
-    second = load_index(folders[0])
+    second = load_index(CAROL)
     mapped = block_table(second, 100)
     assert not calls and not isinstance(mapped.vocab, dict)  # read back, not recomputed
     for u, unit in enumerate(second.text_units):  # stored blocks == computed blocks

@@ -10,7 +10,8 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from test_engines_support import CAROL, load
+from fixture_paths import CAROL
+from test_engines_support import load
 
 from engines import QuestionGenerator
 from engines.models.offline_questions import generate_questions, is_fragment

@@ -107,8 +107,6 @@ def test_cli_deadline_is_one_line_and_non_zero(capsys: pytest.CaptureFixture[str
 
     from router.cli import main
 
-    if not CAROL.exists():
-        pytest.skip("shared data absent")
     with LoopbackServer(default_reply=responder()) as server:
         script_fault(server, "local_answer", Fault("hang", hang_s=10))
         monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)

@@ -4,15 +4,15 @@ of any engine, a corrupted index — each case ends in an answer, a degraded ans
 type, never another exception, and never past its deadline.
 
 Bounded in `make test` (a few examples per property, derandomised so CI is repeatable); set
-GRAPHROUTE_HYPOTHESIS_PROFILE=long for the full stage x fault and corruption matrices and many more examples;
-a normal run takes a seeded sample of each matrix (`matrix_sample.py`; the seed is in pytest's header).
+GRAPHROUTE_HYPOTHESIS_PROFILE=long (`make test-long`) for the full stage x fault and corruption matrices and many
+more examples; a normal run takes a sample of each matrix with a fixed seed (`matrix_sample.py`; the seed is in
+pytest's header).
 """
 
 from __future__ import annotations
 
 import asyncio
 import math
-import os
 import shutil
 import time
 from collections.abc import Iterator
@@ -22,7 +22,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 from matrix_sample import sample
 from robust_support import CAROL, carol, loopback_router, responder
@@ -31,18 +31,6 @@ from engines.errors import EngineError
 from engines.models.errors import ModelError
 from router import Budget, BudgetError, Router
 from testing.model_server import Fault, LoopbackServer, Reply
-
-settings.register_profile(
-    "default", max_examples=5, deadline=None, derandomize=True, database=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
-settings.register_profile(
-    "long", max_examples=120, deadline=None, database=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
-PROFILE = os.environ.get("GRAPHROUTE_HYPOTHESIS_PROFILE", "default")
-settings.load_profile(PROFILE)
-LONG = PROFILE == "long"
 
 # The documented outcomes besides an answer: bad input or budget (ValueError, incl. BudgetError and
 # IndexFormatError), a failed engine or a passed deadline (EngineError, incl. DeadlineExceeded), a model
@@ -263,8 +251,6 @@ INDEX_MATRIX = [(f, c, k) for f, cols in TABLE_COLUMNS.items() for c in cols for
 
 @pytest.fixture(scope="module")
 def scratch(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    if not CAROL.exists():
-        pytest.skip("shared data absent")
     return tmp_path_factory.mktemp("corrupt")
 
 

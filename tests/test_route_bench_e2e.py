@@ -178,15 +178,17 @@ def test_console_script_runs_as_a_subprocess(index_path: Path, queries_file: Pat
     exe = Path(sys.executable).with_name("route-bench")
     if not exe.exists():
         pytest.skip("console script not installed in this environment")
+    # the simulated model (`mock:`) ships with route-bench: the command runs it from outside the checkout
     proc = subprocess.run(
         [str(exe), "--index", str(index_path), "--queries", str(queries_file), "--engines", "local",
-         "--limit", "1", "--out", str(tmp_path), "--config", str(small_config), "--no-progress"],
-        capture_output=True, text=True, timeout=120, env=os.environ | {"COLUMNS": "160"},
+         "--limit", "1", "--out", str(tmp_path), "--config", str(small_config), "--no-progress", "--model", "mock:0"],
+        capture_output=True, text=True, timeout=120, env=os.environ | {"COLUMNS": "160"}, cwd=tmp_path,
     )
     assert proc.returncode == 0, proc.stderr
     assert "route-bench" in proc.stdout and "local" in proc.stdout  # the terminal table
     report = json.loads((tmp_path / "report.json").read_text(encoding="utf-8"))
     assert [(r["engine"], r["ok"]) for r in report["rows"]] == [("local", True)]
+    assert report["model"]["mock_server"]["chat_requests"] >= 1
     bad = subprocess.run([str(exe), "--index", str(tmp_path / "missing"), "--queries", str(queries_file)],
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2

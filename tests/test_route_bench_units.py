@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+from fixture_paths import CAROL
 
 from benchmarks import route_bench
 from benchmarks.bench_mock import TASK_SCHEMAS, detect_task, parse_model_spec
@@ -14,10 +15,6 @@ from benchmarks.bench_queries import BenchInputError, load_queries
 from benchmarks.bench_runner import check_router_rows, check_row
 from benchmarks.bench_stats import percentile, router_savings, routing_quality, summarize_engine
 from engines import prompts
-
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
-CAROL = DATA / "christmas_carol_graphrag_index"
-
 
 # ---- queries --------------------------------------------------------------------------------------
 

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from fixture_paths import bench_data
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / "tools" / "routing" / "data"
-BENCH = Path(__file__).resolve().parents[2] / "shared" / "data" / "graphrag_bench" / "questions"
 OWN_SETS = ("questions.jsonl", "handwritten.jsonl", "new_styles.jsonl", "new_styles_2.jsonl", "index_dev.jsonl",
             "index_eval.jsonl", "index_eval_2.jsonl", "new_styles_3.jsonl", "index_eval_3.jsonl")
 SIMILAR = 0.45  # TF-IDF cosine (word 1-2 grams, English stopwords out) at which two questions are one reworded
@@ -38,10 +38,9 @@ def _own() -> list[str]:
 def _bench() -> list[str]:
     import pandas as pd
 
-    if not BENCH.is_dir():
-        pytest.skip(f"shared data not found at {BENCH}")
+    bench = bench_data("graphrag_bench/questions")
     return [str(q) for s in ("novel", "medical")
-            for q in pd.read_parquet(BENCH / f"{s}_questions_dev.parquet", columns=["question"])["question"]]
+            for q in pd.read_parquet(bench / f"{s}_questions_dev.parquet", columns=["question"])["question"]]
 
 
 def _content_words(text: str, stop: frozenset[str]) -> set[str]:
@@ -79,11 +78,13 @@ def near_duplicates(own: list[str], bench: list[str]) -> list[tuple[str, str, fl
     return found
 
 
+@pytest.mark.bench_data
 def test_no_own_question_rewords_a_graphrag_bench_development_question() -> None:
     found = near_duplicates(_own(), _bench())
     assert not found, "\n".join(f"{s:.2f}  {a}  ||  {b}" for a, b, s in found)
 
 
+@pytest.mark.bench_data
 def test_the_check_finds_a_reworded_question() -> None:
     """The check itself: a reworded development question and one sharing its rare names are caught."""
     bench = _bench()

@@ -1,7 +1,7 @@
 """The router on question styles it was not built around, on small offline indexes of real corpora.
 
-Indexes are built once per session from a few documents of the podcast and earnings-call corpora in
-`../shared/data/msft_graphrag_benchmarks/corpus` (read with pandas into temporary .txt files).
+Indexes are built once per session from excerpts of Microsoft's podcast and earnings-call corpora
+(`tests/fixtures/msft_transcripts`: four podcast episodes, four calls).
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from fixture_paths import FIXTURES
 
 from router.classifier import NOT_COVERED_CEILING, Classifier, RouteDecision, classify
 from router.index_probe import PROBE_NAMES
@@ -19,45 +20,26 @@ from router.router import Router
 from tools.routing import train
 from tools.routing.examples import CLASSES, NEW_STYLES, NEW_STYLES_2, NEW_STYLES_3, HeldOutDataError, load_own
 
-CORPUS = Path(__file__).resolve().parents[2] / "shared" / "data" / "msft_graphrag_benchmarks" / "corpus"
+TRANSCRIPTS = FIXTURES / "msft_transcripts"
 THRESHOLD = 0.55  # the router's default confidence threshold (`[router] llm_classifier_threshold`)
 
 
-def _build(folder: Path, docs: list[tuple[str, str]]) -> Any:
+def _build(documents: Path, out: Path) -> Any:
     from indexer import build_index
     from shared_context import load_index
 
-    src = folder / "docs"
-    src.mkdir(parents=True)
-    for name, text in docs:
-        (src / name).write_text(text, encoding="utf-8")
-    build_index(src, folder / "index", progress=False)
-    return load_index(folder / "index")
+    build_index(documents, out, progress=False)
+    return load_index(out)
 
 
 @pytest.fixture(scope="session")
 def podcast_index(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    if not CORPUS.is_dir():
-        pytest.skip("shared podcast corpus absent")
-    import pandas as pd
-
-    parts = pd.read_parquet(CORPUS / "kevin_scott_podcast_parts.parquet")
-    docs = []
-    for episode in sorted(parts["episode"].unique())[:4]:  # episodes 29-32
-        first = parts[parts["episode"] == episode].sort_values("part").head(1)
-        docs.append((episode.replace(" ", "_") + ".txt", "\n".join(first["text"])))
-    return _build(tmp_path_factory.mktemp("podcast"), docs)
+    return _build(TRANSCRIPTS / "podcast", tmp_path_factory.mktemp("podcast") / "index")  # episodes 29-32
 
 
 @pytest.fixture(scope="session")
 def calls_index(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    if not CORPUS.is_dir():
-        pytest.skip("shared earnings-call corpus absent")
-    import pandas as pd
-
-    calls = pd.read_parquet(CORPUS / "msft_earnings_call_transcripts.parquet").sort_values("file").head(4)
-    docs = [(f, t[:5000]) for f, t in zip(calls["file"], calls["text"], strict=True)]
-    return _build(tmp_path_factory.mktemp("calls"), docs)
+    return _build(TRANSCRIPTS / "earnings_calls", tmp_path_factory.mktemp("calls") / "index")
 
 
 POPULATION = [

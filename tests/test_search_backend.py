@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
+from fixture_paths import FIXTURES
 
 from shared_context.bm25 import BM25
 from shared_context.index import Index
@@ -28,7 +29,6 @@ from shared_context.search_backend import (
 from shared_context.search_store import field_folder
 from shared_context.text_unit_selection import question_units
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 WORDS = ["river", "harbour", "archive", "mission", "treaty", "signal", "winter", "market", "bridge", "valley", "council", "ledger", "lantern", "merchant", "orchard", "quarry", "beacon", "garrison", "tunnel"]
 CHINESE = ["林黛玉葬花", "贾宝玉读书", "薛宝钗进京", "王熙凤理家"]
 N_ENT, N_UNITS, DIM = 400, 300, 16
@@ -148,9 +148,7 @@ def test_linking_and_unit_search_agree_across_backends(pair: tuple[Index, Index]
 
 
 def _carol_copy(tmp_path: Path) -> Path:
-    source = DATA / "christmas_carol_graphrag_index"
-    if not source.exists():
-        pytest.skip("shared data absent")
+    source = FIXTURES / "christmas_carol_graphrag_index"
     target = tmp_path / "carol"
     shutil.copytree(source, target)
     return target

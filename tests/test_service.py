@@ -127,8 +127,12 @@ def test_indexes_records_models_and_metrics(http: httpx.Client, routers: dict[st
     assert "graphroute-drift@dulce" in {m["id"] for m in http.get("/v1/models").json()["data"]}
     http.post("/v1/ask", json={"question": "Who is Bob Cratchit?"})
     text = http.get("/metrics").text
-    assert 'graphroute_http_requests_total{method="POST",path="/v1/ask",status="200"}' in text
-    assert 'graphroute_questions_total{index="carol",engine="local",route="local"}' in text
+    from prometheus_client.parser import text_string_to_metric_families
+
+    samples = {(s.name, tuple(sorted(s.labels.items()))) for f in text_string_to_metric_families(text)
+               for s in f.samples}
+    assert ("graphroute_http_requests_total", (("method", "POST"), ("path", "/v1/ask"), ("status", "200"))) in samples
+    assert ("graphroute_questions_total", (("engine", "local"), ("index", "carol"), ("route", "local"))) in samples
     assert "graphroute_http_request_seconds_bucket" in text and "graphroute_cost_usd_total" in text
 
 

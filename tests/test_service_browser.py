@@ -222,3 +222,43 @@ def test_narrow_screen_has_no_horizontal_scroll(browser: Any, page_url: str) -> 
         assert width <= inner
     finally:
         browser.set_window_size(1400, 1000)
+
+
+@pytest.fixture(scope="module")
+def clobbering_url(carol_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A copy of the Christmas Carol index whose BOB CRATCHIT description holds markup with the ids and names of
+    the page's own elements (what a downloaded index, or a model that wrote its descriptions, can hold)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    folder = tmp_path_factory.mktemp("clobbering") / "index"
+    shutil.copytree(carol_path, folder)
+    table = pq.read_table(folder / "entities.parquet")
+    marked = [d + ' <pre id="record-text"></pre><p name="record-title" id="record">taken</p>'
+              if t == "BOB CRATCHIT" else d
+              for t, d in zip(table["title"].to_pylist(), table["description"].to_pylist(), strict=True)]
+    column = table.schema.get_field_index("description")
+    pq.write_table(table.set_column(column, "description", pa.array(marked, pa.string())), folder / "entities.parquet")
+    with Router.from_index(folder) as router, ServiceThread(Service({"clob": router})) as svc:
+        yield svc.url + "/"
+
+
+def test_index_text_cannot_take_over_the_pages_elements(browser: Any, clobbering_url: str) -> None:
+    from selenium.webdriver.common.by import By
+
+    browser.get_log("browser")  # the earlier tests' entries
+    browser.get(clobbering_url)
+    _wait(browser, 30).until(lambda d: d.execute_script("return typeof openEntity === 'function'"))
+    browser.execute_script("openEntity('clob', 'BOB CRATCHIT')")
+    _wait(browser, 30).until(lambda d: d.find_element(By.ID, "entity-title").text == "BOB CRATCHIT")
+    injected = browser.execute_script(
+        "return [...document.querySelectorAll('#entity-description [id], #entity-description [name]')]"
+        ".map(e => e.id || e.getAttribute('name'))")
+    assert injected and all(name.startswith("user-content-") for name in injected), injected
+    browser.find_element(By.CSS_SELECTOR, "#entity-sources li button").click()
+    _wait(browser, 30).until(lambda d: d.find_element(By.ID, "record-title").text.startswith("Passage"))
+    # the passage went into the dialog's own element, which the page found by its id
+    assert browser.execute_script("return document.querySelectorAll('#record-text').length") == 1
+    assert browser.execute_script("return document.getElementById('record-text').closest('dialog').id") == "record"
+    assert browser.find_element(By.CSS_SELECTOR, "dialog#record #record-text").text.strip()
+    assert not _page_errors(browser)

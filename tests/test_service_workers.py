@@ -82,10 +82,15 @@ def _ask_in_thread(client: httpx.Client, results: list[Any]) -> threading.Thread
     return t
 
 
-def _metric(text: str, line_start: str) -> float:
-    for line in text.splitlines():
-        if line.startswith(line_start + " "):
-            return float(line.rsplit(" ", 1)[1])
+def _metric(text: str, series: str) -> float:
+    """The value of `series` ('name{label="value",...}', labels in any order) in a /metrics text, 0 if absent."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    wanted = next(iter(next(iter(text_string_to_metric_families(series + " 0\n"))).samples))
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == wanted.name and sample.labels == wanted.labels:
+                return float(sample.value)
     return 0.0
 
 

@@ -1,25 +1,24 @@
 """Column-at-a-time lexical terms (`text.lexical_term_ids`) and the BM25 built from them
 (`BM25.from_term_ids`, `linking.lexical_index`) are exactly `lexical_terms` text by text and `BM25` over
-those term lists: on the real indexes and corpora in ../shared/data and on edge cases (punctuation,
+those term lists: on the index fixtures (tests/fixtures) and on edge cases (punctuation,
 Unicode case mappings, final sigma, CJK runs, NUL characters, missing texts, chunk boundaries)."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from fixture_paths import FIXTURES
 
 from shared_context import text
 from shared_context.bm25 import BM25
 from shared_context.linking import lexical_index
 from shared_context.text import lexical_term_ids, lexical_terms
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
-COLUMNS = [  # (file under DATA, text column)
+COLUMNS = [  # (index fixture file, text column)
     ("christmas_carol_graphrag_index/entities.parquet", "title"),
     ("christmas_carol_graphrag_index/entities.parquet", "description"),
     ("christmas_carol_graphrag_index/relationships.parquet", "description"),
@@ -27,10 +26,9 @@ COLUMNS = [  # (file under DATA, text column)
     ("christmas_carol_graphrag_index/community_reports.parquet", "full_content"),
     ("operation_dulce/entities.parquet", "description"),
     ("operation_dulce/text_units.parquet", "text"),
-    ("graphrag_bench/corpus/novel.parquet", "context"),
-    ("graphrag_bench/corpus/medical.parquet", "context"),
-    ("msft_graphrag_benchmarks/corpus/kevin_scott_podcast_parts.parquet", "text"),
-    ("graphrag_bench_medical_lightrag_kg/entities.parquet", "description"),
+    ("christmas_carol_graphrag_index/documents.parquet", "text"),
+    ("christmas_carol_graphrag_index/covariates.parquet", "description"),
+    ("operation_dulce/community_reports.parquet", "full_content"),
 ]
 
 EDGE = [
@@ -71,14 +69,8 @@ def _expected(texts: list[Any]) -> list[list[str]]:
 
 
 def _real_columns() -> list[tuple[str, pa.ChunkedArray]]:
-    out = []
-    for file, column in COLUMNS:
-        path = DATA / file
-        if path.exists():
-            out.append((f"{file}:{column}", pq.read_table(path, columns=[column]).column(column)))
-    if not out:
-        pytest.skip("shared data not available")
-    return out
+    return [(f"{file}:{column}", pq.read_table(FIXTURES / file, columns=[column]).column(column))
+            for file, column in COLUMNS]
 
 
 def test_terms_equal_lexical_terms_on_real_corpora() -> None:

@@ -11,13 +11,13 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
+from fixture_paths import FIXTURES
 
 from shared_context import load_index
 from shared_context.passages import build_block_table
 from shared_context.token_counts import count_texts
 from shared_context.tokens import get_tokenizer
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 PIECES = [
     *"abcdeXYZ  \n\t.,'!?-/0123456789", "'s", "'t", "'LL", " the", "  ", "\n\n", "https://x.y/z", "...", "A", "I'm", "é", "中文", "—", " \n ",
 ]  # fmt: skip
@@ -32,17 +32,14 @@ def _corpus_texts() -> list[str]:
     out = []
     for file, column in (("christmas_carol_graphrag_index/text_units.parquet", "text"),
                          ("operation_dulce/text_units.parquet", "text"),
-                         ("graphrag_bench/corpus/novel.parquet", "context")):  # fmt: skip
-        if (DATA / file).exists():
-            out += [t for t in pq.read_table(DATA / file, columns=[column]).column(column).to_pylist()[:40] if t]
+                         ("christmas_carol_graphrag_index/documents.parquet", "text")):  # fmt: skip
+        out += [t for t in pq.read_table(FIXTURES / file, columns=[column]).column(column).to_pylist()[:40] if t]
     return out
 
 
 @pytest.mark.parametrize("source", ["stress", "corpora"])
 def test_span_counts_equal_the_encoder(source: str) -> None:
     texts = _stress_texts(400, 5) if source == "stress" else _corpus_texts()
-    if not texts:
-        pytest.skip("shared data not available")
     tokenizer = get_tokenizer()
     counting = count_texts(tokenizer, [([_Row(t) for t in texts], "text")], anchored=[0])
     (counts,) = counting.result()
@@ -71,9 +68,7 @@ class _Row:
 @pytest.mark.parametrize("block_tokens", [20, 150])
 def test_blocks_counted_from_anchors_equal_blocks_counted_whole(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                                 block_tokens: int) -> None:
-    path = DATA / "christmas_carol_graphrag_index"
-    if not path.exists():
-        pytest.skip("shared data not available")
+    path = FIXTURES / "christmas_carol_graphrag_index"
     monkeypatch.setenv("GRAPHROUTE_CACHE_DIR", str(tmp_path))
     index = load_index(path)
     assert len(index.text_unit_token_anchors.ptr) == len(index.text_units) + 1

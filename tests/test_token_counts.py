@@ -60,9 +60,6 @@ def test_cancel_drops_the_chunks_not_started(monkeypatch) -> None:
     class Slow:
         encoding_name = tok.encoding_name
 
-        def native_counter(self) -> None:
-            return None
-
         def count(self, text: str) -> int:
             started.append(text)
             release.wait(10)

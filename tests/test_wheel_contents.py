@@ -1,5 +1,5 @@
-"""The wheel ships the product and route-bench, never the loopback model server of tests and benchmarks nor
-the router's training code: the wheel is built from a copy of the source tree and its file list checked."""
+"""The wheel ships the product and route-bench (with its simulated model), never the tests' loopback model server
+nor the router's training code: the wheel is built from a copy of the source tree and its file list checked."""
 
 from __future__ import annotations
 
@@ -35,6 +35,7 @@ def test_the_wheel_holds_no_test_server_or_training_code(tmp_path: Path, monkeyp
     assert not names & {"model_server.py", "testserver.py", "train.py", "question_bank.py", "scope_fit.py"}
     assert "router/data/router_model.npz" in files  # what the trained classifier needs at run time is shipped
     assert "benchmarks/route_bench.py" in files and "benchmarks/grading.py" in files  # route-bench and --grade
+    assert "benchmarks/simulated_model.py" in files  # route-bench's `--model mock:...`
     # the web page with its vendored libraries and their licences: `graphroute serve` fetches nothing at run time
     static = "router/service/static/"
     for name in ("index.html", "app.js", "markdown.js", "graph.js", "style.css", "vendor/README.md",

@@ -17,7 +17,7 @@ import sqlite3
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -58,6 +58,28 @@ def embedding_key(model: str, dim: int | None, text: str) -> str:
     return hashlib.sha256(json.dumps([model, dim, text], ensure_ascii=False).encode()).hexdigest()
 
 
+class CallCache(Protocol):
+    """What the model backends read and write: this sqlite file, or the replicas' shared Redis
+    (`engines.models.redis_cache.RedisCallCache`)."""
+
+    @property
+    def label(self) -> str: ...
+
+    def get(self, key: str) -> Completion | None: ...
+
+    def put(self, key: str, completion: Completion) -> None: ...
+
+    def get_vectors(self, keys: list[str]) -> dict[str, tuple[np.ndarray, int]]: ...
+
+    def put_vectors(self, model: str, items: list[tuple[str, np.ndarray, int]]) -> None: ...
+
+
+def cached_completion(model: str, text: str, prompt_tokens: int, output_tokens: int, estimated: bool) -> Completion:
+    """A hit as every cache returns it: the original token counts, no time, nothing paid again."""
+    return Completion(text=text, prompt_tokens=prompt_tokens, output_tokens=output_tokens, model=model, seconds=0.0,
+                      usage_estimated=estimated, cached=True, cost=0.0)
+
+
 class ModelCallCache:
     """sqlite-backed store of completions and embedding vectors."""
 
@@ -74,6 +96,10 @@ class ModelCallCache:
         self.hits = 0
         self.misses = 0
         self._connect()  # fail early, with a clear message, on an unusable path
+
+    @property
+    def label(self) -> str:
+        return str(self.path)
 
     def _connect(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
@@ -101,16 +127,7 @@ class ModelCallCache:
             return None
         self.hits += 1
         model, text, prompt_tokens, output_tokens, estimated = row
-        return Completion(
-            text=text,
-            prompt_tokens=int(prompt_tokens),
-            output_tokens=int(output_tokens),
-            model=model,
-            seconds=0.0,
-            usage_estimated=bool(estimated),
-            cached=True,
-            cost=0.0,
-        )
+        return cached_completion(model, text, int(prompt_tokens), int(output_tokens), bool(estimated))
 
     def put(self, key: str, completion: Completion) -> None:
         self._connect().execute(

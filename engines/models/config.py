@@ -20,10 +20,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
 from engines.models.base import STAGES
 from engines.models.errors import ModelConfigError
+from engines.models.redaction import redact, remember_secret, short_repr
 
 if TYPE_CHECKING:
     from pydantic_core import ErrorDetails
@@ -97,6 +98,14 @@ class ModelEndpoint(BaseModel):
         "each endpoint's check when `graphroute serve` starts. An endpoint that does not answer within it "
         "is reported; questions go on without it where they can."))
 
+    @field_validator("api_key")
+    @classmethod
+    def _hidden_everywhere(cls, key: SecretStr | None) -> SecretStr | None:
+        """A configured key is masked in every message and log line this process writes."""
+        if key is not None and key.get_secret_value() != PLACEHOLDER_API_KEY:
+            remember_secret(key.get_secret_value())
+        return key
+
     @property
     def offline(self) -> bool:
         return self.provider == "offline"
@@ -132,6 +141,14 @@ class EndpointOverride(BaseModel):
     # the SDK's HTTP transport: auto (aiohttp when installed), httpx or aiohttp
     http_client: HttpClient | None = None
     probe_timeout_s: float | None = Field(default=None, gt=0)
+
+    @field_validator("api_key")
+    @classmethod
+    def _hidden_everywhere(cls, key: SecretStr | None) -> SecretStr | None:
+        """A configured key is masked in every message and log line this process writes."""
+        if key is not None and key.get_secret_value() != PLACEHOLDER_API_KEY:
+            remember_secret(key.get_secret_value())
+        return key
 
 
 class ModelPrice(BaseModel):
@@ -267,8 +284,8 @@ def format_validation_error(err: ValidationError | list[ErrorDetails], source: s
         else:
             msg = e["msg"][0].lower() + e["msg"][1:]
         got = e.get("input")
-        shown = "" if kind == "extra_forbidden" or isinstance(got, dict) else f" (got {got!r})"
-        line = f"{source}: {loc}: {msg}{shown}"
+        shown = "" if kind == "extra_forbidden" or isinstance(got, dict) else f" (got {short_repr(got)})"
+        line = redact(f"{source}: {loc}: {msg}{shown}")
         if line not in lines:
             lines.append(line)
     return "; ".join(lines)

@@ -22,7 +22,7 @@ from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from engines.models.base import ChatModel, Embedder, HoldsClients
-from engines.models.cache import ModelCallCache
+from engines.models.cache import CallCache, ModelCallCache
 from engines.models.config import SENTENCE_EMBEDDING_MODEL, ModelEndpoint, ModelsConfig, PriceTable
 from engines.models.errors import ModelConfigError
 from engines.models.limiter import LimiterRegistry
@@ -47,7 +47,7 @@ def build_chat_model(
     stage: str | None = None,
     *,
     limiter_registry: LimiterRegistry | None = None,
-    cache: ModelCallCache | None = None,
+    cache: CallCache | None = None,
 ) -> ChatModel:
     """The chat model for `stage` (None: the default `models.chat`)."""
     endpoint = config.endpoint_for(stage)
@@ -63,7 +63,7 @@ def build_embedder(
     index: Index | None = None,
     *,
     limiter_registry: LimiterRegistry | None = None,
-    cache: ModelCallCache | None = None,
+    cache: CallCache | None = None,
     cache_dir: str | None = None,
 ) -> Embedder:
     """The embedder. Offline embedders need `index`: they are fitted on it and its vectors are attached."""
@@ -109,7 +109,8 @@ class Models:
         self.index = index
         self._registry = limiter_registry
         self._cache_dir = cache_dir
-        self.cache = ModelCallCache(config.cache.path) if config.cache.enabled and config.cache.path else None
+        self.cache: CallCache | None = (ModelCallCache(config.cache.path) if config.cache.enabled and config.cache.path
+                                        else None)
         self._chat: dict[str, ChatModel] = {}  # by endpoint settings: stages with the same endpoint share one
         self._chat_by_stage: dict[str | None, ChatModel] = {}
         self._embedder = embedder
@@ -143,6 +144,16 @@ class Models:
             self._chat_by_stage[stage] = model
             return model
 
+    def share_cache(self, cache: CallCache) -> None:
+        """Use `cache` (the replicas' shared one) for every call from now on, models already built included."""
+        from engines.models.openai_backend import OpenAIChatModel, OpenAIEmbedder
+
+        with self._lock:
+            self.cache = cache
+            for model in (*self._chat.values(), self._embedder):
+                if isinstance(model, OpenAIChatModel | OpenAIEmbedder):  # the offline models keep no cache
+                    model.cache = cache
+
     @property
     def embedder(self) -> Embedder:
         """Built on first use (fitting the offline embedder can take seconds on a large index)."""
@@ -173,7 +184,7 @@ class Models:
         else:
             text += f"; embeddings: {emb.model}"
         if self.cache is not None:
-            text += f"; model-call cache: {self.cache.path}"
+            text += f"; model-call cache: {self.cache.label}"
         return text
 
     async def aopen(self) -> None:

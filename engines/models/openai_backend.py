@@ -14,15 +14,15 @@ import threading
 import time
 import weakref
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
-from typing import TYPE_CHECKING, Any, ClassVar, TypeAlias, TypeVar
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, cast
 
 import numpy as np
 import openai
-import orjson
 from pydantic import BaseModel
 
 from engines.models.base import Completion, EmbeddingResult, Message
-from engines.models.cache import ModelCallCache, completion_key, embedding_key
+from engines.models.cache import CallCache, completion_key, embedding_key
 from engines.models.config import ModelEndpoint, PriceTable
 from engines.models.errors import ModelConfigError, ModelError, ModelResponseError, ModelTimeoutError
 from engines.models.limiter import DEFAULT_LIMITERS, ConcurrencyLimiter, LimiterRegistry
@@ -31,7 +31,8 @@ from engines.models.retry import RetryPolicy, call_with_retries, classify
 from shared_context.tokens import get_tokenizer
 
 if TYPE_CHECKING:
-    from openai.types import CreateEmbeddingResponse
+    from openai.types import CompletionUsage, CreateEmbeddingResponse
+    from openai.types.chat import ChatCompletion, ChatCompletionMessageParam
 
     from engines.models.task_context import TaskContext
 
@@ -41,8 +42,6 @@ _NO_STREAM_OPTIONS: set[tuple[str, str]] = set()
 _flags_lock = threading.Lock()
 EMBEDDING_MAX_TOKENS = 8191  # OpenAI's per-input limit; longer inputs are truncated (counted as sent)
 T = TypeVar("T")
-# A chat-completions request body: model, messages and sampling fields, serialised by orjson.
-ChatBody: TypeAlias = dict[str, object]
 
 
 def _estimate_prompt_tokens(messages: list[Message]) -> int:
@@ -56,50 +55,75 @@ def _uses_max_completion_tokens(model: str) -> bool:
     return name.startswith(("o1", "o3", "o4", "gpt-5"))
 
 
-_CHAT_PATH = "/chat/completions"
-_HAS_SECURITY_OPTION = "security" in getattr(openai.RequestOptions, "__annotations__", {})
+@dataclass(frozen=True)
+class _Sampling:
+    """A request's length and sampling fields; unset ones are left out of the request body."""
+
+    max_tokens: int | None = None
+    max_tokens_field: str = "max_tokens"  # reasoning models take `max_completion_tokens` instead
+    temperature: float | None = None
+    extra: dict[str, float | int] = field(default_factory=dict)  # a caller's own (`AnswerOptions.sampling`)
+
+    def typed_max_tokens(self) -> int | openai.Omit:
+        return self.max_tokens if self.max_tokens is not None and self.max_tokens_field == "max_tokens" else openai.omit
+
+    def typed_temperature(self) -> float | openai.Omit:
+        return openai.omit if self.temperature is None else self.temperature
+
+    def fields(self) -> dict[str, float | int]:
+        """The fields the SDK's typed parameters do not cover, for its `extra_body`."""
+        out = dict(self.extra)
+        if self.max_tokens is not None and self.max_tokens_field != "max_tokens":
+            out[self.max_tokens_field] = self.max_tokens
+        return out
+
+    def body_fields(self) -> dict[str, float | int]:
+        """Every field that is set, as request-body fields."""
+        out = self.fields()
+        if self.max_tokens is not None and self.max_tokens_field == "max_tokens":
+            out["max_tokens"] = self.max_tokens
+        if self.temperature is not None:
+            out["temperature"] = self.temperature
+        return out
 
 
-def _chat_request(client: openai.AsyncOpenAI, body: ChatBody,
-                  timeout: float) -> tuple[openai.RequestOptions, ChatBody | None, bytes | None]:
-    """The SDK request options and the body of a POST /chat/completions: as a mapping, or as JSON bytes."""
-    options: openai.RequestOptions = {"timeout": timeout}
-    if _HAS_SECURITY_OPTION:  # SDKs that choose auth per operation; older ones always send the key
-        options["security"] = {"bearer_auth": True}
-    # The body serialised by orjson (~20x faster than the SDK's encoder on a 40 kB prompt); Azure's client reads
-    # the model from the JSON body to pick the deployment URL, so it gets the body as a mapping.
-    if isinstance(client, openai.AsyncAzureOpenAI):
-        return options, body, None
-    return options, None, orjson.dumps(body)
+async def _create_chat(client: openai.AsyncOpenAI, model: str, messages: list[Message], sampling: _Sampling,
+                       timeout: float, *, json_mode: bool = False) -> ChatCompletion:
+    """One chat completion through the SDK's public `chat.completions.create`."""
+    return await client.chat.completions.create(
+        model=model, messages=_sdk_messages(messages), timeout=timeout,
+        max_tokens=sampling.typed_max_tokens(), temperature=sampling.typed_temperature(),
+        response_format={"type": "json_object"} if json_mode else openai.omit,
+        extra_body=sampling.fields() or None,
+    )
 
 
-async def _post_chat(client: openai.AsyncOpenAI, body: ChatBody, timeout: float) -> object:
-    """POST /chat/completions through the SDK's own request path (auth, Azure deployment URL, typed errors),
-    returning the plain parsed JSON body (a dict from a conforming endpoint).
+async def _open_raw_chat_stream(client: openai.AsyncOpenAI, model: str, messages: list[Message],
+                                sampling: _Sampling, timeout: float, *, with_usage: bool) -> openai.AsyncStream[object]:
+    """The same request streamed, its server-sent events decoded by the SDK into plain dicts.
 
-    This is the SDK's documented way to call an endpoint (`client.post`) rather than `chat.completions.create`,
-    which re-walks the parameters against their TypedDicts and builds a pydantic model per response and per
-    streamed chunk: together the largest CPU cost of a local question in the service.
+    The one request that leaves the SDK's typed API: it goes through the SDK's request path for custom requests
+    (`client.post`: auth, Azure deployment URLs, typed errors and SSE decoding stay the SDK's) because typed
+    `create(stream=True)` builds a pydantic model per streamed chunk, which costs a streamed answer several times
+    the client CPU (`python -m benchmarks.model_client`, `benchmarks/results/model_client/model_client.json`).
     """
-    options, mapping, content = _chat_request(client, body, timeout)
-    return await client.post(_CHAT_PATH, cast_to=object, options=options, body=mapping, content=content)
-
-
-async def _open_chat_stream(client: openai.AsyncOpenAI, body: ChatBody, timeout: float) -> openai.AsyncStream[object]:
-    """The same POST with `stream` set: the SDK decodes the SSE events into plain dicts."""
-    options, mapping, content = _chat_request(client, body, timeout)
-    return await client.post(_CHAT_PATH, cast_to=object, options=options, body=mapping, content=content,
+    body: dict[str, object] = {"model": model, "messages": messages, "stream": True, **sampling.body_fields()}
+    if with_usage:
+        body["stream_options"] = {"include_usage": True}
+    return await client.post("/chat/completions", cast_to=object, body=body, options={"timeout": timeout},
                              stream=True, stream_cls=openai.AsyncStream[object])
 
 
-def _message_text(response: object) -> str | None:
-    """The first choice's content of a chat completion body; None when the body has no choices."""
-    choices = response.get("choices") if isinstance(response, dict) else None
-    if not choices or not isinstance(choices, list) or not isinstance(choices[0], dict):
+def _sdk_messages(messages: list[Message]) -> list[ChatCompletionMessageParam]:
+    """Our messages as the SDK's message params (role + content: the same JSON)."""
+    return cast("list[ChatCompletionMessageParam]", messages)
+
+
+def _message_text(response: ChatCompletion) -> str | None:
+    """The first choice's content; None when the response has no choices."""
+    if not response.choices:
         return None
-    message = choices[0].get("message")
-    content = message.get("content") if isinstance(message, dict) else None
-    return content if isinstance(content, str) else ""
+    return response.choices[0].message.content or ""
 
 
 def _delta_texts(chunk: object) -> list[str]:
@@ -111,6 +135,19 @@ def _delta_texts(chunk: object) -> list[str]:
         if content and isinstance(content, str):
             out.append(content)
     return out
+
+
+def _chunk_usage(chunk: object) -> CompletionUsage | None:
+    """The usage a streamed chunk (a dict) reports, None when it has none or it is malformed."""
+    usage = chunk.get("usage") if isinstance(chunk, dict) else None
+    if not isinstance(usage, dict):
+        return None
+    from openai.types import CompletionUsage
+
+    try:
+        return CompletionUsage.model_validate(usage)
+    except ValueError:
+        return None
 
 
 def _with_options(max_tokens: int | None, temperature: float | None,
@@ -281,24 +318,18 @@ class OpenAIChatModel(_EndpointUser):
         prices: PriceTable | None = None,
         *,
         limiter_registry: LimiterRegistry | None = None,
-        cache: ModelCallCache | None = None,
+        cache: CallCache | None = None,
     ) -> None:
         super().__init__(endpoint, prices, limiter_registry)
         self.cache = cache
 
     # ----------------------------------------------------------------- helpers
     def _params(self, max_tokens: int | None, temperature: float | None,
-                options: AnswerOptions | None = None) -> ChatBody:
-        """The request's model and sampling fields; `options` are the caller's for the final answer (`capped`
-        and `with_options` already applied to `max_tokens` and `temperature`)."""
-        params: ChatBody = {"model": self.api_model}
-        if max_tokens is not None:
-            params["max_completion_tokens" if _uses_max_completion_tokens(self.name) else "max_tokens"] = max_tokens
-        if temperature is not None:
-            params["temperature"] = temperature
-        if options is not None:
-            params.update(options.sampling())
-        return params
+                options: AnswerOptions | None = None) -> _Sampling:
+        """The request's sampling fields; `options` are the caller's for the final answer (`capped` and
+        `with_options` already applied to `max_tokens` and `temperature`)."""
+        field_name = "max_completion_tokens" if _uses_max_completion_tokens(self.name) else "max_tokens"
+        return _Sampling(max_tokens, field_name, temperature, options.sampling() if options is not None else {})
 
     def _json_mode(self, json_schema: type[BaseModel] | None) -> bool:
         if json_schema is None or self.endpoint.json_mode == "off":
@@ -308,9 +339,9 @@ class OpenAIChatModel(_EndpointUser):
         with _flags_lock:
             return self.endpoint.limiter_key not in _NO_JSON_MODE
 
-    def _finish(self, messages: list[Message], text: str, usage: object, started: float) -> Completion:
-        if isinstance(usage, dict) and isinstance(usage.get("prompt_tokens"), int):
-            prompt, output, estimated = usage["prompt_tokens"], int(usage.get("completion_tokens") or 0), False
+    def _finish(self, messages: list[Message], text: str, usage: CompletionUsage | None, started: float) -> Completion:
+        if usage is not None and isinstance(usage.prompt_tokens, int):
+            prompt, output, estimated = usage.prompt_tokens, int(usage.completion_tokens or 0), False
         else:
             prompt, output, estimated = _estimate_prompt_tokens(messages), get_tokenizer().count(text), True
         return Completion(
@@ -336,17 +367,16 @@ class OpenAIChatModel(_EndpointUser):
         lists none), else a note that it does not list it. Typed model errors when it cannot be reached or
         refuses the key."""
 
-        async def attempt(timeout: float) -> object:
-            return await self._clients.get().get("/models", cast_to=object, options={"timeout": timeout})
+        async def attempt(timeout: float) -> set[str]:
+            page = await self._clients.get().models.list(timeout=timeout)
+            return {model.id for model in page.data if isinstance(model.id, str)}
 
         try:
-            listing = await self._once(attempt, timeout_s)
+            ids = await self._once(attempt, timeout_s)
         except ModelResponseError as err:
             if err.status_code in (404, 405):  # reachable, key accepted or not needed; no model list there
                 return "the endpoint answers; it has no model list to check the model against"
             raise
-        data = listing.get("data") if isinstance(listing, dict) else None
-        ids = {m.get("id") for m in data if isinstance(m, dict)} if isinstance(data, list) else set()
         if not ids or self.api_model in ids:
             return ""
         return f"the endpoint does not list {self.api_model!r} among its {len(ids)} models"
@@ -389,23 +419,19 @@ class OpenAIChatModel(_EndpointUser):
         text = _message_text(response)
         if text is None:
             raise ModelResponseError(f"model {self.name!r} at {self.base_url} returned no choices", task=task)
-        completion = self._finish(messages, text, response.get("usage") if isinstance(response, dict) else None,
-                                  started)
+        completion = self._finish(messages, text, response.usage, started)
         if key is not None and self.cache is not None and text:
             self.cache.put(key, completion)
         return completion
 
     async def _create(self, messages: list[Message], max_tokens: int | None, temperature: float | None,
-                      use_json: bool, options: AnswerOptions | None = None) -> object:
-        body = self._params(max_tokens, temperature, options)
-        body["messages"] = messages
-        if use_json:
-            body["response_format"] = {"type": "json_object"}
+                      use_json: bool, options: AnswerOptions | None = None) -> ChatCompletion:
+        sampling = self._params(max_tokens, temperature, options)
 
-        async def attempt(timeout: float) -> object:
-            client = self._clients.get()
+        async def attempt(timeout: float) -> ChatCompletion:
             try:
-                return await _post_chat(client, body, timeout)
+                return await _create_chat(self._clients.get(), self.api_model, messages, sampling, timeout,
+                                          json_mode=use_json)
             except ValueError as err:  # the SDK could not parse the body (not JSON)
                 raise ModelResponseError(
                     f"model {self.name!r} at {self.base_url} sent a body that is not valid JSON: {err}", retryable=True
@@ -443,13 +469,11 @@ class OpenAIChatModel(_EndpointUser):
         with _flags_lock:
             want_usage = self.endpoint.limiter_key not in _NO_STREAM_OPTIONS
         parts: list[str] = []
-        usage: object = None
+        usage: CompletionUsage | None = None
         async with self.limiter.slot():
             async def open_stream(timeout: float) -> openai.AsyncStream[object]:
-                body: ChatBody = dict(params, messages=messages, stream=True)
-                if want_usage:
-                    body["stream_options"] = {"include_usage": True}
-                return await _open_chat_stream(self._clients.get(), body, timeout)
+                return await _open_raw_chat_stream(self._clients.get(), self.api_model, messages, params, timeout,
+                                                   with_usage=want_usage)
 
             try:
                 stream = await call_with_retries(open_stream, self.policy, base_url=self.base_url, model=self.name)
@@ -476,8 +500,7 @@ class OpenAIChatModel(_EndpointUser):
                         chunk = await asyncio.wait_for(iterator.__anext__(), min(self.policy.timeout_s, remaining))
                     except StopAsyncIteration:
                         break
-                    if isinstance(chunk, dict) and chunk.get("usage") is not None:
-                        usage = chunk["usage"]
+                    usage = _chunk_usage(chunk) or usage
                     for delta in _delta_texts(chunk):
                         parts.append(delta)
                         yield delta
@@ -505,7 +528,7 @@ class OpenAIEmbedder(_EndpointUser):
         prices: PriceTable | None = None,
         *,
         limiter_registry: LimiterRegistry | None = None,
-        cache: ModelCallCache | None = None,
+        cache: CallCache | None = None,
     ) -> None:
         super().__init__(endpoint, prices, limiter_registry)
         self.dim = endpoint.dimensions or 0  # learned from the first reply when not configured
@@ -559,8 +582,8 @@ class OpenAIEmbedder(_EndpointUser):
         tok = get_tokenizer()
         # The API rejects empty strings and inputs over its token limit.
         prepared = [tok.truncate(t, EMBEDDING_MAX_TOKENS) if t.strip() else " " for t in texts]
-        keys = [embedding_key(self.name, self.endpoint.dimensions, t) for t in prepared] if self.cache else []
-        cached = self.cache.get_vectors(keys) if self.cache else {}
+        keys = [embedding_key(self.name, self.endpoint.dimensions, t) for t in prepared] if self.cache is not None else []
+        cached = self.cache.get_vectors(keys) if self.cache is not None else {}
         todo = [i for i in range(len(prepared)) if not keys or keys[i] not in cached]
         size = self.endpoint.batch_size
         batches = [todo[s : s + size] for s in range(0, len(todo), size)]

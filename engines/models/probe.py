@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
 
 from engines.models.config import ModelEndpoint
 from engines.models.errors import ModelError, ModelTimeoutError, ModelUnavailableError
+from engines.models.redaction import capped, redact
 
 if TYPE_CHECKING:
     from engines.models.base import JSONObject
@@ -53,15 +54,12 @@ class EndpointCheck:
         where = f" at {self.endpoint}" if self.endpoint else ""
         detail = f": {self.detail}" if self.detail else ""
         timing = f" ({self.seconds:.2f} s)" if self.status != "offline" else ""
-        return f"{self.role} {self.model}{where}: {self.status}{timing}{detail}"
+        return redact(f"{self.role} {self.model}{where}: {self.status}{timing}{detail}")
 
-    def to_dict(self, *, with_endpoint: bool = True) -> JSONObject:
-        """JSON for `/healthz`; the endpoint address only for callers allowed to see the configuration."""
-        out: JSONObject = {"role": self.role, "model": self.model, "status": self.status,
-                               "detail": self.detail, "seconds": round(self.seconds, 3)}
-        if with_endpoint:
-            out["endpoint"] = self.endpoint
-        return out
+    def to_dict(self) -> JSONObject:
+        """JSON for `/healthz` and `/v1/indexes` (no credentials: the address and detail are redacted)."""
+        return {"role": self.role, "model": self.model, "status": self.status, "detail": redact(self.detail),
+                "seconds": round(self.seconds, 3), "endpoint": redact(self.endpoint)}
 
 
 def offline_check(role: str, model: str) -> EndpointCheck:
@@ -82,4 +80,7 @@ async def check_endpoint(role: str, model: Probed, timeout_s: float | None = Non
         status, detail = "unreachable", str(err)
     except ModelError as err:
         status, detail = "error", str(err)
+    except Exception as err:  # any other failure (a URL the client refuses, a malformed reply): reported, the
+        # service starts degraded rather than not at all
+        status, detail = "error", capped(" ".join(f"{type(err).__name__}: {err}".split()), 300)
     return EndpointCheck(role, model.name, model.base_url, status, detail, time.perf_counter() - started)

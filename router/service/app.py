@@ -11,6 +11,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import ClassVar, ParamSpec, TypeVar
 
+import orjson
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
@@ -23,13 +24,14 @@ from starlette.staticfiles import StaticFiles
 from engines.config import ServeConfig
 from engines.models.base import JSON, JSONObject
 from engines.models.probe import EndpointCheck
+from engines.models.redaction import redact_logs, remember_secret
 from engines.models.request_options import use_answer_options
 from router.budget import Budget, BudgetError
 from router.router import MODES, Done, EngineEvent, Escalated, RouteDecided, Router, RouterEvent
 from router.service.admission import Admission, LocalAdmission, callers_for, per_key_limit
 from router.service.errors import RequestError, error_body, error_object
 from router.service.graph_view import cited_graph, entity_record, named_citations, parse_graph_request
-from router.service.guard import AUTHORIZED, LOGGED, REQUEST_ID, Guard
+from router.service.guard import AUTHORIZED, CALLER, LOGGED, REQUEST_ID, Guard
 from router.service.metrics import Metrics
 from router.service.openai_compat import (
     ChatRequest,
@@ -46,6 +48,9 @@ from router.service.openai_compat import (
     sse,
     stage_event,
 )
+from router.service.redis_admission import caller_ids
+from router.service.shared_state import SharedState
+from router.service.spending import SpendGate, Spending, SpendingLimitExceeded
 from router.service.warmup import warm_for_service
 
 log = logging.getLogger("graphroute.serve")
@@ -60,7 +65,7 @@ class Service:
     def __init__(self, routers: Mapping[str, Router], config: ServeConfig | None = None,
                  api_keys: list[str] | None = None, paths: Mapping[str, str] | None = None, *,
                  admission: Admission | None = None, metrics: Metrics | None = None,
-                 worker: int | None = None) -> None:
+                 worker: int | None = None, unready: Mapping[str, str] | None = None) -> None:
         """`admission`, `metrics` and `worker` are a multi-worker server's (`router.service.workers`): counts
         shared with the other workers, and this worker's number; by default both count in this process."""
         if not routers:
@@ -69,13 +74,22 @@ class Service:
         self.default_index = next(iter(self.routers))
         self.config = config or ServeConfig()
         self.api_keys = [k for k in (api_keys if api_keys is not None else self.config.api_keys) if k]
+        for key in self.api_keys:
+            remember_secret(key)
+        redact_logs(log)
         self.paths = dict(paths or {})
+        self.unready = dict(unready or {})  # index name -> why this replica does not serve it (not prepared)
         self.callers = callers_for(self.api_keys)
-        self.admission: Admission = admission or LocalAdmission(
-            self.config.max_concurrency,
-            per_key_limit(self.config.max_concurrency, self.config.max_concurrency_per_key, self.callers),
-            self.callers)
+        own_limit = per_key_limit(self.config.max_concurrency, self.config.max_concurrency_per_key, self.callers)
+        # Replicas behind a load balancer share admission, spending and the model-call cache through Redis.
+        self.shared = None if self.config.redis_url is None else SharedState.connect(
+            self.config, self.api_keys, own_limit, [r.models for r in self.routers.values()])
+        self.admission: Admission = (self.shared.admission if self.shared is not None else
+                                     admission or LocalAdmission(self.config.max_concurrency, own_limit, self.callers))
+        self.spending = self.shared.spending if self.shared is not None else Spending(
+            self.config.max_cost_per_day, self.config.max_calls_per_day, caller_ids(self.api_keys))
         self.metrics = metrics or Metrics()
+        self.warm = False  # every index warmed up (`warm_up`): `/readyz` says ready from then on
         self.worker = worker
         self.endpoint_checks: dict[str, list[EndpointCheck]] = {}  # by index: `check_endpoints`, at start-up
         self.draining = False
@@ -96,12 +110,29 @@ class Service:
         """
         import gc
 
-        for router in self.routers.values():
-            warm_for_service(router, self.config.warm_rows)
-        self.check_endpoints()
+        self.warm_up()
         gc.collect()
         gc.freeze()
         gc.set_threshold(10_000, *gc.get_threshold()[1:])
+
+    def warm_up(self) -> None:
+        """Warm every router up and check the model endpoints; `/readyz` says ready from then on."""
+        for router in self.routers.values():
+            warm_for_service(router, self.config.warm_rows)
+        self.check_endpoints()
+        self.warm = True
+
+    def readiness(self) -> list[str]:
+        """Why this replica should not get traffic yet (empty: ready)."""
+        if self.draining:
+            return ["the server is shutting down"]
+        reasons = [f"index {name!r} is not served: {why}" for name, why in self.unready.items()]
+        return reasons if self.warm else ["the indexes are not warmed up yet", *reasons]
+
+    def close_shared(self) -> None:
+        """Stop renewing this replica's Redis leases and leave the replica set (its slots come back at once)."""
+        if self.shared is not None:
+            self.shared.stop()
 
     def check_endpoints(self) -> list[str]:
         """Check every index's model endpoints once, concurrently, each within its `probe_timeout_s`
@@ -161,6 +192,9 @@ class Service:
         if name is not None and not isinstance(name, str):
             raise RequestError("'index' must be an index name", param="index")
         key = name or self.default_index
+        if key in self.unready:
+            raise RequestError(f"index {key!r} is not served by this server: {self.unready[key]}", 503, "unavailable",
+                               "index")
         if key not in self.routers:
             raise RequestError(f"unknown index {key!r}; known: {', '.join(self.routers)}", 404, "not_found", "index")
         return key, self.routers[key]
@@ -184,6 +218,12 @@ class Service:
             return Budget(max_cost, max_llm_calls, deadline_s)
         except (BudgetError, TypeError, ValueError) as exc:
             raise RequestError(f"budget: {exc}", param="budget") from None
+
+    def spend_gate(self, request: Request) -> SpendGate | None:
+        """The request's hold on its key's daily limits; None when no daily limit is set."""
+        if not self.spending.enabled:
+            return None
+        return SpendGate(self.spending, int(request.scope.get(CALLER, 0)))
 
     def check_question(self, question: JSON) -> str:
         if not isinstance(question, str):
@@ -216,22 +256,34 @@ class CpuExecutor(ThreadPoolExecutor):
         super().shutdown(wait, cancel_futures=cancel_futures)
 
 
+# Beyond any budget anyone sets, and small enough for every later step (a float, a comparison, a log line).
+MAX_BUDGET = 1e9
+
+
 def _budget_number(raw: JSONObject, name: str, default: float | None) -> float | None:
     """A budget field as a number (the [serve] default when absent), or a RequestError naming it."""
     value = raw.get(name, default)
-    if value is None or (isinstance(value, int | float) and not isinstance(value, bool)):
-        return value
-    raise RequestError(f"budget: budget {name} must be a number or None, got {value!r} ({type(value).__name__})",
+    if value is None:
+        return None
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        if abs(value) <= MAX_BUDGET:
+            return value
+        raise RequestError(f"budget: budget {name} must be at most {MAX_BUDGET:,.0f}", param="budget")
+    raise RequestError(f"budget: budget {name} must be a number or None, got {type(value).__name__}",
                        param="budget")
 
 
 def _budget_whole(raw: JSONObject, name: str, default: int | None) -> int | None:
     """A budget field as a whole number (the [serve] default when absent), or a RequestError naming it."""
     value = raw.get(name, default)
-    if value is None or (isinstance(value, int) and not isinstance(value, bool)):
-        return value
-    raise RequestError(f"budget: budget {name} must be a whole number or None, got {value!r} "
-                       f"({type(value).__name__})", param="budget")
+    if value is None:
+        return None
+    if isinstance(value, int) and not isinstance(value, bool):
+        if abs(value) <= MAX_BUDGET:
+            return value
+        raise RequestError(f"budget: budget {name} must be at most {MAX_BUDGET:,.0f}", param="budget")
+    raise RequestError(f"budget: budget {name} must be a whole number or None, got {type(value).__name__}",
+                       param="budget")
 
 
 def _error(status: int, message: str, code: str | None, param: str | None = None,
@@ -241,10 +293,12 @@ def _error(status: int, message: str, code: str | None, param: str | None = None
 
 
 async def _json(request: Request) -> JSONObject:
+    """The body as a JSON object. orjson refuses what no client means to send: nesting deeper than 1,024
+    levels (the standard library would recurse until it fails), NaN and Infinity, lone surrogates."""
     try:
-        body = await request.json()
-    except ValueError:
-        raise RequestError("the request body must be JSON", code="invalid_json") from None
+        body = orjson.loads(await request.body())
+    except orjson.JSONDecodeError as exc:
+        raise RequestError(f"the request body must be JSON ({exc})", code="invalid_json") from None
     if not isinstance(body, dict):
         raise RequestError("the request body must be a JSON object", code="invalid_json")
     return body
@@ -254,7 +308,8 @@ def _failure(exc: Exception) -> Response:
     """Known failures as clean JSON errors; anything else goes up to the app's 500 handler (JSON, logged
     with the request id, no trace)."""
     status, body = _failure_body(exc)
-    return JSONResponse({"error": body}, status_code=status)
+    headers = {"Retry-After": str(exc.retry_after_s)} if isinstance(exc, SpendingLimitExceeded) else None
+    return JSONResponse({"error": body}, status_code=status, headers=headers)
 
 
 def _failure_body(exc: Exception) -> tuple[int, JSONObject]:
@@ -263,6 +318,8 @@ def _failure_body(exc: Exception) -> tuple[int, JSONObject]:
     from engines.models.errors import ModelError
     from shared_context.errors import IndexFormatError
 
+    if isinstance(exc, SpendingLimitExceeded):
+        return 429, error_object(429, str(exc), exc.code, resets_at=exc.resets_at.strftime("%Y-%m-%dT%H:%M:%SZ"))
     if isinstance(exc, RequestError):
         return exc.status, error_object(exc.status, str(exc), exc.code, exc.param)
     if isinstance(exc, BudgetError):
@@ -306,24 +363,46 @@ def _mode(raw: JSON) -> str | None:
     return str(raw)
 
 
+def add_redis_health(service: Service, body: JSONObject) -> None:
+    """`/healthz`'s `redis` object (with `[serve] redis_url`): up or down, since when, the last error; while
+    it is down the status is "degraded" (each replica counts its own limits, no shared cache)."""
+    if service.shared is None:
+        return
+    body["redis"] = service.shared.health()
+    if not service.shared.link.up:
+        body["status"] = "degraded"
+
+
 def create_app(service: Service) -> Guard:
     """The ASGI app (Guard around Starlette)."""
 
-    def endpoints(request: Request, name: str) -> list[JSON]:
-        """An index's endpoint checks; their addresses only for a caller with a key (or when none is needed)."""
-        shown = bool(request.scope.get(AUTHORIZED))
-        return [c.to_dict(with_endpoint=shown) for c in service.endpoint_checks.get(name, [])]
+    def endpoints(name: str) -> list[JSON]:
+        """An index's endpoint checks (addresses without credentials)."""
+        return [c.to_dict() for c in service.endpoint_checks.get(name, [])]
 
     async def healthz(request: Request) -> Response:
+        """Up or degraded for anyone (a load balancer sends no key); the indexes, endpoints and worker only
+        to a caller with a key (or when none is configured)."""
         if service.draining:
             return JSONResponse({"status": "draining"}, status_code=503)
-        body: JSONObject = {"status": "ok" if service.endpoints_ok else "degraded",
-                                "indexes": list(service.routers)}
+        body: JSONObject = {"status": "ok" if service.endpoints_ok else "degraded"}
+        if not request.scope.get(AUTHORIZED):
+            if service.shared is not None and not service.shared.link.up:
+                body["status"] = "degraded"
+            return JSONResponse(body)
+        body["indexes"] = list(service.routers)
         if service.endpoint_checks:
-            body["endpoints"] = {name: endpoints(request, name) for name in service.routers}
+            body["endpoints"] = {name: endpoints(name) for name in service.routers}
         if service.worker is not None:
             body["worker"] = service.worker
+        add_redis_health(service, body)
         return JSONResponse(body)
+
+    async def readyz(request: Request) -> Response:
+        """For a load balancer: 200 once every index is loaded and warm, 503 (with the reasons) before that
+        and while draining."""
+        reasons = service.readiness()
+        return JSONResponse({"ready": not reasons, "reasons": reasons}, status_code=503 if reasons else 200)
 
     async def metrics(request: Request) -> Response:
         return PlainTextResponse(service.metrics.render(), media_type="text/plain; version=0.0.4")
@@ -339,7 +418,7 @@ def create_app(service: Service) -> Guard:
                         "entities": len(ix.entities), "relationships": len(ix.relationships),
                         "text_units": len(ix.text_units), "community_reports": len(ix.community_reports),
                         "documents": len(ix.documents), "models": r.models.describe(),
-                        "endpoints": endpoints(request, name)})
+                        "endpoints": endpoints(name)})
         return JSONResponse({"indexes": out, "modes": list(MODES)})
 
     async def models(request: Request) -> Response:
@@ -415,14 +494,20 @@ def create_app(service: Service) -> Guard:
                              "plan": plan.describe(), "chosen": plan.chosen})
 
     async def ask(request: Request) -> Response:
+        spend = service.spend_gate(request)
         try:
             body = await _json(request)
             name, router = service.router(body.get("index"))
             question = service.check_question(body.get("question"))
             answer = await router.aask(question, history=_history(body.get("history")), mode=_mode(body.get("mode")),
-                                       budget=service.budget(body.get("budget")))
+                                       budget=service.budget(body.get("budget")),
+                                       admit=None if spend is None else spend.admit)
         except Exception as exc:
+            if spend is not None:
+                spend.settle(getattr(exc, "usage", None))
             return _failure(exc)
+        if spend is not None:
+            spend.settle(answer.usage)
         service.metrics.observe_answer(name, answer)
         return JSONResponse({**answer.to_dict(), "index": name, "cost": answer.usage.total.cost})
 
@@ -439,21 +524,30 @@ def create_app(service: Service) -> Guard:
         use_answer_options(req.options)
         completion = Completion(req.model)
         cap = TokenCap(req.max_tokens, router.index.tokenizer)
+        spend = service.spend_gate(request)
+        admit = None if spend is None else spend.admit
         if not req.stream:
             try:
-                answer = await router.aask(req.question, history=req.history or None, mode=req.mode, budget=budget)
+                answer = await router.aask(req.question, history=req.history or None, mode=req.mode, budget=budget,
+                                           admit=admit)
             except Exception as exc:
+                if spend is not None:
+                    spend.settle(getattr(exc, "usage", None))
                 return _failure(exc)
+            if spend is not None:
+                spend.settle(answer.usage)
             service.metrics.observe_answer(name, answer)
             return JSONResponse(completion.response(name, answer, cap.take(answer.text), cap.finish_reason()))
         # Start the stream before answering, so a bad question is still a plain HTTP error.
         events = router.astream(req.question, history=req.history or None, mode=req.mode,
-                                budget=budget).__aiter__()
+                                budget=budget, admit=admit).__aiter__()
         try:
             first = await events.__anext__()
         except Exception as exc:
+            if spend is not None:
+                spend.settle(getattr(exc, "usage", None))
             return _failure(exc)
-        return StreamingResponse(_chat_stream(service, name, req, completion, cap, first, events),
+        return StreamingResponse(_chat_stream(service, name, req, completion, cap, first, events, spend),
                                  media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
 
     async def http_error(request: Request, exc: Exception) -> Response:
@@ -475,6 +569,7 @@ def create_app(service: Service) -> Guard:
     routes = [
         Route("/", page),
         Route("/healthz", healthz),
+        Route("/readyz", readyz),
         Route("/metrics", metrics),
         Route("/v1/indexes", indexes),
         Route("/v1/models", models),
@@ -498,7 +593,10 @@ def create_app(service: Service) -> Guard:
         asyncio.get_running_loop().set_default_executor(CpuExecutor(service.config.cpu_threads))
         for router in service.routers.values():  # before uvicorn listens: the first request makes no client
             await router.models.aopen()
+        if service.shared is not None:
+            service.shared.start()  # this replica's Redis leases, renewed while it serves
         yield
+        service.close_shared()
         for router in service.routers.values():  # the HTTP clients this loop opened
             await router.aclose()
 
@@ -508,7 +606,8 @@ def create_app(service: Service) -> Guard:
 
 
 async def _chat_stream(service: Service, name: str, req: ChatRequest, completion: Completion, cap: TokenCap,
-                       first: RouterEvent, events: AsyncIterator[RouterEvent]) -> AsyncIterator[str]:
+                       first: RouterEvent, events: AsyncIterator[RouterEvent],
+                       spend: SpendGate | None = None) -> AsyncIterator[str]:
     """SSE in OpenAI's chunk schema: every chunk has one choice. The first carries the role and, in its
     `graphroute_event` field, the route and plan; then the answer's deltas (cut at `max_tokens`); an
     escalation is a chunk with its `graphroute_event` (and, after answer text, a separator line as content,
@@ -547,6 +646,8 @@ async def _chat_stream(service: Service, name: str, req: ChatRequest, completion
                 streamed = False
             elif isinstance(ev, Done):
                 answer = ev.answer
+                if spend is not None:
+                    spend.settle(answer.usage)
                 service.metrics.observe_answer(name, answer)
                 yield completion.chunk({}, cap.finish_reason(), graphroute=graphroute_object(name, answer))
                 if req.include_usage:
@@ -554,6 +655,8 @@ async def _chat_stream(service: Service, name: str, req: ChatRequest, completion
                 break
             pending = await events.__anext__()
     except Exception as exc:  # mid-stream: an error event (the client raises it), never a trace
+        if spend is not None:
+            spend.settle(getattr(exc, "usage", None))
         try:
             body = _failure_body(exc)[1]
         except Exception:
@@ -561,6 +664,8 @@ async def _chat_stream(service: Service, name: str, req: ChatRequest, completion
             body = error_object(500, "internal error (the server log has the details)", "internal_error")
         yield sse({"error": body})
     finally:
+        if spend is not None:
+            spend.settle(None)  # the client left mid-answer: its estimate counts (settled once; a no-op after Done)
         close = getattr(events, "aclose", None)
         if close is not None:
             await close()

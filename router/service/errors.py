@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING
 
 import orjson
 
+from engines.models.redaction import redact
+
 if TYPE_CHECKING:
     from engines.models.base import JSON, JSONObject
 
@@ -26,8 +28,19 @@ def error_type(status: int) -> str:
 
 def error_object(status: int, message: str, code: str | None = None, param: str | None = None,
                  **extra: JSON) -> JSONObject:
-    """The `error` object (without its envelope)."""
-    return {"message": message, "type": error_type(status), "param": param, "code": code, **extra}
+    """The `error` object (without its envelope); no secret in its message (`redaction.redact`), and every
+    text encodable (a lone surrogate the request held is written as its escape)."""
+    return {"message": encodable(redact(message)), "type": error_type(status),
+            "param": None if param is None else encodable(param), "code": code, **extra}
+
+
+def encodable(text: str) -> str:
+    """`text` as UTF-8 can encode it: a lone surrogate (from a percent-encoded path, say) becomes '\\udxxx'."""
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode()
+    return text
 
 
 def error_body(status: int, message: str, code: str | None = None, param: str | None = None, **extra: JSON) -> bytes:

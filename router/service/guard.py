@@ -1,4 +1,5 @@
-"""The layer in front of every route: drain (503), API keys (401), body size (413), concurrency (429),
+"""The layer in front of every route: drain (503), the keyless Host/Origin policy (421/403/415,
+`router.host_policy`), API keys (401), body size (413), concurrency (429),
 no stack trace in any response (a JSON 500 naming a request id the log also has), and request metrics.
 
 A plain ASGI middleware, not Starlette's `BaseHTTPMiddleware`: it wraps streamed responses too, so a
@@ -17,6 +18,7 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from router.host_policy import HostPolicy
 from router.service.admission import refusal_message
 from router.service.errors import error_body
 
@@ -36,15 +38,16 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 # Paths that need no key: the health probe, and the web page's static shell (it holds no data; the page
 # sends the key it is given with every API call).
-PUBLIC_PATHS = ("/healthz", "/", "/favicon.ico")
+PUBLIC_PATHS = ("/healthz", "/readyz", "/", "/favicon.ico")
 PUBLIC_PREFIXES = ("/static/",)
 # Paths that do not take a concurrency slot (cheap, and needed to watch an overloaded server).
-UNLIMITED_PATHS = ("/healthz", "/metrics", "/", "/favicon.ico")
+UNLIMITED_PATHS = ("/healthz", "/readyz", "/metrics", "/", "/favicon.ico")
 
 
 AUTHORIZED = "graphroute.authorized"  # scope key: the request carried a valid key (or none is needed)
 REQUEST_ID = "graphroute.request_id"  # scope key: the id a response's `x-request-id` and the log share
 LOGGED = "graphroute.logged"  # scope key: this request's failure is already in the log
+CALLER = "graphroute.caller"  # scope key: the caller number the limits count this request under
 
 
 def new_request_id() -> str:
@@ -60,14 +63,26 @@ async def send_error(send: Send, status: int, message: str, code: str | None, he
     await send({"type": "http.response.body", "body": body})
 
 
+RECORD_KINDS = ("text_units", "documents", "entities")
+KNOWN_PATHS = frozenset({"/", "/healthz", "/readyz", "/metrics", "/favicon.ico", "/v1/ask", "/v1/route",
+                         "/v1/indexes", "/v1/models", "/v1/chat/completions"})
+
+
 def path_template(path: str) -> str:
-    """A bounded label for metrics: record ids and unknown paths never become label values."""
-    if path.startswith("/v1/indexes/") and path.count("/") >= 5:
-        return "/v1/indexes/{name}/" + path.split("/")[4] + "/{id}"
+    """A bounded label for metrics: the route's template, never a caller's text (index names, record ids and
+    kinds, model ids); every path no route serves is "other"."""
+    if path in KNOWN_PATHS:
+        return path
+    parts = path.split("/")
+    if path.startswith("/v1/indexes/") and len(parts) == 5 and parts[4] == "graph":
+        return "/v1/indexes/{name}/graph"
+    if path.startswith("/v1/indexes/") and len(parts) >= 6 and parts[4] in RECORD_KINDS:
+        return "/v1/indexes/{name}/" + parts[4] + "/{id}"
+    if path.startswith("/v1/models/"):
+        return "/v1/models/{id}"
     if path.startswith("/static/"):
         return "/static"
-    known = ("/", "/healthz", "/metrics", "/v1/ask", "/v1/route", "/v1/indexes", "/v1/models", "/v1/chat/completions")
-    return path if path in known else "other"
+    return "other"
 
 
 # On every response. The page loads its scripts and styles from /static only (no inline script or style, no
@@ -110,6 +125,10 @@ class Guard:
         self.app = app
         self.service = service
         self._keys = [k.encode() for k in service.api_keys]
+        # Without keys, only this machine's programs are answered (the MCP server's policy): no other site's
+        # page, through the user's browser, reads the indexes or spends the model budget.
+        cfg = service.config
+        self._keyless = None if self._keys else HostPolicy.of(cfg.allowed_hosts, cfg.cors_origins)
         self.admission = service.admission  # server-wide and per-key counts (across workers when shared)
         # Which worker answered, on every response of a multi-worker server (operators and tests tell them apart).
         self._worker_header = None if service.worker is None else (b"x-graphroute-worker", str(service.worker).encode())
@@ -158,13 +177,19 @@ class Guard:
 
     async def _guarded(self, scope: Scope, receive: Receive, send: Send, path: str, state: _ResponseState) -> None:
         svc = self.service
-        if svc.draining and path != "/healthz":
+        if svc.draining and path not in ("/healthz", "/readyz"):
             await send_error(send, 503, "the server is shutting down; retry on another instance", "unavailable",
                              {"Retry-After": "5", "Connection": "close"})
             return
+        if self._keyless is not None:
+            off_policy = self._keyless.refusal(scope.get("method", ""), scope.get("headers") or ())
+            if off_policy is not None:
+                await send_error(send, off_policy.status, off_policy.message, off_policy.code)
+                return
         public = path in PUBLIC_PATHS or path.startswith(PUBLIC_PREFIXES)
         allowed, caller = self._key_of(scope)
         scope[AUTHORIZED] = allowed
+        scope[CALLER] = caller
         if not public and not allowed:
             await send_error(send, 401, "missing or wrong API key (send 'Authorization: Bearer <key>')",
                              "invalid_api_key", {"WWW-Authenticate": "Bearer"})

@@ -109,19 +109,23 @@ def _number(low: float, high: float) -> Callable[[JSON], bool]:
     return lambda v: isinstance(v, int | float) and not isinstance(v, bool) and low <= v <= high
 
 
-def _whole(low: int) -> Callable[[JSON], bool]:
-    return lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= low
+def _whole(low: int, high: int) -> Callable[[JSON], bool]:
+    return lambda v: isinstance(v, int) and not isinstance(v, bool) and low <= v <= high
+
+
+INT32_MAX = 2**31 - 1  # a token count; bounded so no later step meets a number it cannot encode
+INT64 = 2**63
 
 
 # Honoured fields: the check a given (non-null) value must pass, and what it must be.
 _HONOURED: dict[str, tuple[Callable[[JSON], bool], str]] = {
-    "max_tokens": (_whole(1), "a whole number >= 1"),
-    "max_completion_tokens": (_whole(1), "a whole number >= 1"),
+    "max_tokens": (_whole(1, INT32_MAX), f"a whole number from 1 to {INT32_MAX}"),
+    "max_completion_tokens": (_whole(1, INT32_MAX), f"a whole number from 1 to {INT32_MAX}"),
     "temperature": (_number(0, 2), "a number from 0 to 2"),
     "top_p": (_number(0, 1), "a number from 0 to 1"),
     "presence_penalty": (_number(-2, 2), "a number from -2 to 2"),
     "frequency_penalty": (_number(-2, 2), "a number from -2 to 2"),
-    "seed": (lambda v: isinstance(v, int) and not isinstance(v, bool), "a whole number"),
+    "seed": (_whole(-INT64, INT64 - 1), "a 64-bit whole number"),
     "stream": (lambda v: isinstance(v, bool), "true or false"),
     "stream_options": (lambda v: isinstance(v, dict) and set(v) <= {"include_usage", "include_obfuscation"}
                        and all(isinstance(x, bool) for x in v.values()),

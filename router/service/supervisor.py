@@ -4,8 +4,8 @@ Why processes: each question costs the service tens of milliseconds of Python un
 process tops out at one core however many the machine has. The supervisor (this module, in the parent)
 loads no index: it binds the port (so the address is taken, and refused, before any worker starts; each
 worker listens on a socket of its own, `listeners.py`, or on the supervisor's where there is no SO_REUSEPORT),
-makes a private run directory (mode 0700) holding the shared admission counters and the workers' metrics
-snapshots, and spawns the workers (spawn, not fork: a fork would copy the parent's threads' locks mid-state,
+makes a private run directory (mode 0700, `run_dir.py`) holding the shared admission counters and the workers'
+metrics files, and spawns the workers (spawn, not fork: a fork would copy the parent's threads' locks mid-state,
 and each worker builds everything itself anyway). It reports "serving" only when every worker has warmed
 up and listens.
 
@@ -26,7 +26,6 @@ import os
 import shutil
 import signal
 import socket
-import tempfile
 import threading
 import time
 from collections import deque
@@ -34,11 +33,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
-from pathlib import Path
 from types import FrameType
 
 from router.service.admission import SharedAdmission, callers_for, create_admission_file, per_key_limit
 from router.service.listeners import Listener, ListenError
+from router.service.run_dir import make_run_dir
 from router.service.worker import WorkerSpec, check_model_shares, worker_main
 
 log = logging.getLogger("graphroute.serve")
@@ -91,7 +90,7 @@ class WorkerPool:
         self._sock: socket.socket | None = sock
         self.host, self.port = serve.host, self.listener.port
         try:
-            self._run_dir = Path(tempfile.mkdtemp(prefix="graphroute-serve-"))  # 0700: this user's only
+            self._run_dir = make_run_dir()
             callers = callers_for(spec.api_keys)
             create_admission_file(self._run_dir / "admission", spec.workers, callers)
             self._admission = SharedAdmission(

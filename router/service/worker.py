@@ -33,7 +33,7 @@ from engines.models.config import ModelsConfig
 from router.service.app import Service
 from router.service.listeners import Listener
 from router.service.server import DrainingServer, uvicorn_config
-from router.service.shared_metrics import SharedMetrics
+from router.service.shared_metrics import SharedMetrics, use_metrics_dir
 
 log = logging.getLogger("graphroute.serve")
 
@@ -100,6 +100,7 @@ def worker_models(models: ModelsConfig, worker: int, workers: int) -> ModelsConf
 
 def build_service(spec: WorkerSpec, worker: int, run_dir: Path) -> Service:
     """This worker's Routers and Service, with the counts it shares with the other workers."""
+    from router.prepare import split_prepared
     from router.router import Router
     from router.service.admission import SharedAdmission, callers_for, per_key_limit
     from shared_context import load_index
@@ -107,8 +108,11 @@ def build_service(spec: WorkerSpec, worker: int, run_dir: Path) -> Service:
     config = spec.config.model_copy(update={"models": worker_models(spec.config.models, worker, spec.workers)})
     serve = config.serve
     routers: dict[str, Router] = {}
+    indexes, unready = split_prepared(spec.indexes, serve.require_prepared)
+    for name, why in unready.items():
+        log.warning("not serving %s: %s", name, why)
     try:
-        for name, path in spec.indexes.items():
+        for name, path in indexes.items():
             own = spec.index_configs.get(name)
             if own is not None:
                 own = own.model_copy(update={"models": worker_models(own.models, worker, spec.workers),
@@ -119,10 +123,13 @@ def build_service(spec: WorkerSpec, worker: int, run_dir: Path) -> Service:
             router.close()
         raise
     callers = callers_for(spec.api_keys)
-    admission = SharedAdmission(run_dir / "admission", worker, spec.workers, callers, serve.max_concurrency,
-                                per_key_limit(serve.max_concurrency, serve.max_concurrency_per_key, callers))
-    metrics = SharedMetrics(run_dir, worker, spec.workers, admission)
-    return Service(routers, serve, api_keys=spec.api_keys, admission=admission, metrics=metrics, worker=worker)
+    # with [serve] redis_url every worker is a replica of its own in Redis (the Service sets that up)
+    admission = None if serve.redis_url else SharedAdmission(
+        run_dir / "admission", worker, spec.workers, callers, serve.max_concurrency,
+        per_key_limit(serve.max_concurrency, serve.max_concurrency_per_key, callers))
+    service = Service(routers, serve, api_keys=spec.api_keys, admission=admission, worker=worker, unready=unready)
+    service.metrics = SharedMetrics(run_dir, service.admission)
+    return service
 
 
 def describe_failure(exc: BaseException) -> str:
@@ -175,6 +182,7 @@ class WorkerServer(DrainingServer):
 def worker_main(spec: WorkerSpec, worker: int, listener: Listener, conn: Connection, run_dir: str) -> None:
     """The spawned process's entry point (module-level, so spawn can import it)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    use_metrics_dir(Path(run_dir))  # before anything imports prometheus_client
     logging.basicConfig(level=spec.log_level.upper(), format=f"%(levelname)s: [worker {worker}] %(message)s")
     try:
         service = build_service(spec, worker, Path(run_dir))
@@ -197,6 +205,4 @@ def worker_main(spec: WorkerSpec, worker: int, listener: Listener, conn: Connect
     try:
         server.run(sockets=[sock])
     finally:
-        if isinstance(service.metrics, SharedMetrics):
-            service.metrics.publish()  # the last counts, for a worker that replaces this one or a last scrape
         conn.close()

@@ -337,6 +337,37 @@ def serve_load(r: Json) -> tuple[list[str], list[Headline]]:
                             cells[0], "service-load")]
 
 
+def serve_replicas(r: Json) -> tuple[list[str], list[Headline]]:
+    """One against two replicas behind HAProxy with one Redis, and the cost the shared cache saves."""
+    lines = [f"`graphroute serve` replicas behind HAProxy with one Redis (deployed from `docs/deploy`), "
+             f"{r['clients']} concurrent clients, {r['requests']} forced-local chat completions per run, each its "
+             f"own question; a loopback model answering after {r['latency_ms']:g} ms with at most "
+             f"{r['model_concurrency_per_replica']} calls in flight per replica, so the model bounds each replica. "
+             "Every process shares the machine's cores. Median (range) over the runs.", "",
+             "| replicas | requests/s | p50 s | p95 s | errors |", "|---|---|---|---|---|"]
+    rps: dict[str, str] = {}
+    for label, figures in r["throughput"].items():
+        runs = figures["runs"]
+        cells = [_median_range([run[k] for run in runs], d) for k, d in
+                 (("throughput_rps", 1), ("p50_s", 2), ("p95_s", 2), ("errors", 0))]
+        rps[label] = cells[0]
+        lines.append(f"| {label.split('_')[0]} | " + " | ".join(cells) + " |")
+    work = r["cost_workload"]
+    lines += ["", f"Cost of {work['distinct_questions']} distinct questions asked {work['repeats']} times each "
+              f"through the load balancer to two replicas (priced as {work['priced_as']}):", "",
+              "| model-call cache | model calls | cached calls | cost $ |", "|---|---|---|---|"]
+    for label, c in work["by_cache"].items():
+        lines.append(f"| {label} | {c['model_calls']} | {c['cached_calls']} | {c['cost_usd']:.4f} |")
+    lines.append("")
+    costs = work["by_cache"]
+    saved = 1 - costs["shared Redis cache"]["cost_usd"] / costs["no cache"]["cost_usd"]
+    heads = [Headline("Two replicas against one, model-bound: requests/s", f"{rps['2_replicas']} against "
+                      f"{rps['1_replica']}", "service-replicas"),
+             Headline(f"Shared cache, each question asked {work['repeats']} times over two replicas: cost saved",
+                      f"{100 * saved:.0f} %", "service-replicas")]
+    return lines, heads
+
+
 # ---- evidence (benchmarks/evidence_recall.py) -----------------------------------------------------------
 
 def evidence(r: Json) -> tuple[list[str], list[Headline]]:
@@ -433,6 +464,7 @@ SECTIONS = (
     Section("scale-at-1m-entities-unique-titles", "Scale at 1M entities, unique titles", "scale_1m_unique/scale.json",
             scale),
     Section("service-load", "Service load", "serve/serve_load.json", serve_load),
+    Section("service-replicas", "Service replicas", "serve/serve_replicas.json", serve_replicas),
 )
 
 INTRO = """# Benchmarks

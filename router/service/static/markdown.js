@@ -1,5 +1,5 @@
-// Answers are Markdown written by a model: rendered with marked, then cleaned by DOMPurify before the page
-// shows them (a model can be made to write <script> or onerror= attributes). The "[Data: Entities (8, 12)]"
+// Answers and index text are Markdown written by a model: rendered with marked, then cleaned by DOMPurify
+// before the page shows them (a model can be made to write <script>, onerror= attributes or ids). The "[Data: Entities (8, 12)]"
 // references are turned into small numbered buttons that point at the answer's named citations.
 "use strict";
 
@@ -9,8 +9,11 @@ const Markdown = (() => {
   const KINDS = { sources: "Sources", source: "Sources", entities: "Entities", entity: "Entities",
     relationships: "Relationships", relationship: "Relationships", claims: "Claims", claim: "Claims",
     covariates: "Claims", reports: "Reports", report: "Reports" };
+  // SANITIZE_DOM + SANITIZE_NAMED_PROPS: an id or name in the text (an entity description holding
+  // <pre id="record-text">) is prefixed "user-content-", so it can never stand in for one of the page's own
+  // elements (DOM clobbering).
   const PURIFY = { USE_PROFILES: { html: true }, FORBID_TAGS: ["style", "form", "input", "img"],
-    FORBID_ATTR: ["style"] };
+    FORBID_ATTR: ["style"], SANITIZE_DOM: true, SANITIZE_NAMED_PROPS: true };
 
   // (kind, id) pairs of one "[Data: ...]" block, as the server's citation parser reads them.
   function references(block) {
