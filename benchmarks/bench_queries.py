@@ -3,7 +3,9 @@
 A query has an `id`, the `question`, an optional `label` (the engine that should answer it) and, for
 grading, an optional gold `answer`, gold `evidence` (a list, or one string of claims separated by "; " as
 GraphRAG-Bench writes them) and a `question_type`. A label map (`--label-map`, JSON
-`{"field": "question_type", "map": {"Fact Retrieval": "local", ...}}`) derives labels from another column.
+`{"field": "question_type", "map": {"Fact Retrieval": "local", ...}}`) derives labels from another column; an
+`alt` column (or the label map's `alt` object) names a second engine that is also right, so the router choosing
+it is no routing error.
 Every problem with the input becomes a `BenchInputError` naming the file and line, never a traceback.
 """
 
@@ -40,6 +42,7 @@ class Query:
     answer: str | None = None  # gold answer (grading)
     evidence: tuple[str, ...] = field(default_factory=tuple)  # gold evidence claims (grading)
     question_type: str | None = None
+    alt: str | None = None  # a second engine that is also right (an `alt` column, or the label map's `alt`)
 
 
 @dataclass(frozen=True)
@@ -48,6 +51,7 @@ class LabelMap:
 
     field: str
     mapping: dict[str, str]
+    alt: dict[str, str] = field(default_factory=dict)  # value -> an engine that is also right
 
     @classmethod
     def load(cls, path: str) -> LabelMap:
@@ -64,7 +68,8 @@ class LabelMap:
         if bad:
             raise BenchInputError(f"label map {path}: {bad[0]!r} is not an engine (use {', '.join(VALID_LABELS)} "
                                   "or exclude)")
-        return cls(field=data["field"].strip().lower(), mapping=mapping)
+        alt = {str(k): str(v).strip().lower() for k, v in (data.get("alt") or {}).items()}
+        return cls(field=data["field"].strip().lower(), mapping=mapping, alt=alt)
 
 
 def builtin_names() -> list[str]:
@@ -230,10 +235,11 @@ def _make_query(row: Mapping[str, Any], path: Path, lineno: int, label_map: Labe
     question = next((t for c in QUESTION_COLUMNS if (t := _text(row.get(c)))), "")
     if not question:
         raise BenchInputError(f"{path}:{lineno}: missing 'question'")
-    label_raw = _text(row.get("label"))
+    label_raw, alt = _text(row.get("label")), _text(row.get("alt"))
     if label_raw is None and label_map is not None:
         value = _text(row.get(label_map.field))
         label_raw = label_map.mapping.get(value) if value is not None else None
+        alt = label_map.alt.get(value) if value is not None else None
     label = label_raw.lower() if label_raw else None
     if label is not None and label not in (*VALID_LABELS, "exclude"):
         raise BenchInputError(
@@ -241,8 +247,10 @@ def _make_query(row: Mapping[str, Any], path: Path, lineno: int, label_map: Labe
         )
     qid = _text(row.get("id")) or f"q{lineno}"
     qtype = _text(row.get("question_type")) or _text(row.get("type"))
+    if alt is not None and alt.lower() not in VALID_LABELS:
+        raise BenchInputError(f"{path}:{lineno}: alt {alt!r} is not an engine (use one of {', '.join(VALID_LABELS)})")
     return Query(id=qid, question=question, label=label, answer=_text(row.get("answer")),
-                 evidence=_evidence(row.get("evidence")), question_type=qtype)
+                 evidence=_evidence(row.get("evidence")), question_type=qtype, alt=alt.lower() if alt else None)
 
 
 def _dedupe_ids(queries: list[Query]) -> list[Query]:
@@ -254,7 +262,7 @@ def _dedupe_ids(queries: list[Query]) -> list[Query]:
         n = seen.get(q.id, 0)
         seen[q.id] = n + 1
         out.append(q if n == 0 else Query(q.id + f"#{n + 1}", q.question, q.label, q.answer, q.evidence,
-                                          q.question_type))
+                                          q.question_type, q.alt))
     return out
 
 

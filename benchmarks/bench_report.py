@@ -151,6 +151,10 @@ def router_lines(router: dict[str, Any]) -> list[str]:
         + "; engine used: " + ", ".join(f"{k} {v}" for k, v in router["engine_used_mix"].items())
         + f"; escalations: {router['escalations']}",
     ]
+    calls = router.get("expected_calls")
+    if calls:
+        lines.append("model calls per question: " + ", ".join(
+            f"{k.replace('_', ' ')} {_num(v, 2)}" for k, v in calls.items() if v is not None))
     q = router.get("quality")
     if q and q.get("n"):
         lines.append(f"routing accuracy {_num(q['accuracy'], 3)} ({q['correct']}/{q['n']}), "

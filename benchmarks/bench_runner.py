@@ -189,6 +189,7 @@ def result_row(engine: str, query: Query, repeat: int, seconds: float, result: A
         "query_id": query.id,
         "question": query.question,
         "label": query.label,
+        "alt": query.alt,
         "question_type": query.question_type,
         "repeat": repeat,
         "ok": True,
@@ -211,7 +212,7 @@ def result_row(engine: str, query: Query, repeat: int, seconds: float, result: A
             "route_confidence": float(route.confidence),
             "route_probabilities": {str(k): float(v) for k, v in dict(route.probabilities).items()},
             "route_reasons": [str(r) for r in route.reasons],
-            "engine_used": result.engine,
+            "engine_used": _tried_engines(result)[-1],
             "stepped_down_from": result.stepped_down_from,
             "escalations": [
                 {"from": e.from_engine, "to": e.to_engine, "reason": e.reason} for e in result.escalations
@@ -230,8 +231,13 @@ def result_row(engine: str, query: Query, repeat: int, seconds: float, result: A
 
 
 def _tried_engines(answer: Any) -> list[str]:
+    """The engines a router answer ran, as route-bench names its own runs: the trained router's global step is
+    global search pre-ranked (`router.escalation`), route-bench's global-prerank."""
     first = answer.escalations[0].from_engine if answer.escalations else answer.engine
-    return [first, *(e.to_engine for e in answer.escalations)]
+    tried = [first, *(e.to_engine for e in answer.escalations)]
+    if isinstance(answer, KeywordRouted):
+        return tried
+    return [PRERANKED_GLOBAL if e == "global" else e for e in tried]
 
 
 def failure_row(engine: str, query: Query, repeat: int, seconds: float, exc: BaseException) -> dict[str, Any]:

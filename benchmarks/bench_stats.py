@@ -138,7 +138,9 @@ def router_section(rows: Sequence[dict[str, Any]], target: str = "router") -> di
         used[r["engine_used"]] = used.get(r["engine_used"], 0) + 1
     # The decision is a pure function of the question, so quality is scored once per query (repeat 0).
     labelled = [r for r in ok if r["label"] and r["repeat"] == 0]
-    quality = routing_quality([(r["label"], r["route"]) for r in labelled]) if labelled else None
+    # a route the query's `alt` reading also accepts is scored as that label: never the cheaper right route as an error
+    quality = routing_quality([(r["route"] if r.get("alt") == r["route"] else r["label"], r["route"])
+                               for r in labelled]) if labelled else None
     section: dict[str, Any] = {
         "route_mix": dict(sorted(mix.items())),
         "engine_used_mix": dict(sorted(used.items())),
@@ -146,6 +148,7 @@ def router_section(rows: Sequence[dict[str, Any]], target: str = "router") -> di
         "quality": quality,
         "savings": {b: router_savings(rows, b, target) for b in ("global", "global-prerank", "drift")},
     }
+    section["expected_calls"] = expected_calls(rows, target)
     if quality and quality["n"]:
         labelled_ids = {r["query_id"] for r in labelled}
         labelled_rows = [r for r in ok if r["query_id"] in labelled_ids]
@@ -154,6 +157,33 @@ def router_section(rows: Sequence[dict[str, Any]], target: str = "router") -> di
         section["cost_per_correct_route"] = cost / quality["correct"] if quality["correct"] else None
         section["labelled_cost_per_repeat"] = cost
     return section
+
+
+def expected_calls(rows: Sequence[dict[str, Any]], target: str = "router") -> dict[str, float | None]:
+    """Mean model calls per question: the router as run (after confirmation and escalation), what its first engine
+    alone cost (the same question run by that engine on its own), its second-opinion calls, every fixed engine,
+    and an oracle that runs the cheapest right engine, the label or its `alt` (None where a run is missing)."""
+    ok = [r for r in rows if r["ok"]]
+    alone = {(r["engine"], r["query_id"], r["repeat"]): r["llm_calls"] for r in ok if r["engine"] not in ROUTERS}
+    routed = [r for r in ok if r["engine"] == target]
+    out: dict[str, float | None] = {"router_after_escalation": _mean(r["llm_calls"] for r in routed)}
+    first = [alone.get((r["tried"][0], r["query_id"], r["repeat"])) for r in routed if r.get("tried")]
+    out["router_first_engine"] = _mean(first) if first and None not in first else None
+    out["router_second_opinion"] = _mean(r["usage"]["stages"].get("classify", {}).get("llm_calls", 0) for r in routed)
+    for engine in sorted({r["engine"] for r in ok if r["engine"] not in ROUTERS}):
+        out[f"always_{engine}"] = _mean(r["llm_calls"] for r in ok if r["engine"] == engine)
+    oracle = [_cheapest([alone.get((e, r["query_id"], r["repeat"])) for e in (r["label"], r.get("alt")) if e])
+              for r in routed if r["label"]]
+    out["oracle"] = _mean(oracle) if oracle and None not in oracle else None
+    return out
+
+
+ROUTERS = ("router", "keyword-router")
+
+
+def _cheapest(calls: list[int | None]) -> int | None:
+    """The fewest calls of the right engines' runs (None when one is missing)."""
+    return None if not calls or None in calls else min(c for c in calls if c is not None)
 
 
 # ---- answer quality (route-bench --grade) ----------------------------------------------------------

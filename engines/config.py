@@ -270,9 +270,17 @@ class RouterConfig(_Section):
     max_cost: float | None = Field(default=None, ge=0)
     max_llm_calls: int | None = Field(default=None, ge=1)
     deadline_s: float | None = Field(default=None, gt=0)
+    # the lowest confidence at which the router commits to DRIFT or global search without a second look
     llm_classifier_threshold: float = Field(default=0.55, ge=0, le=1)
+    # An engine costing r times local search on this index is committed to only at confidence >= 1 - slack / r
+    # (never below llm_classifier_threshold, never above commit_ceiling); below it the chat model is asked once,
+    # or offline the question starts with local search and escalates (`router.commitment`).
+    commit_cost_slack: float = Field(default=2.0, gt=0)
+    commit_ceiling: float = Field(default=0.9, ge=0, le=1)
     # when an engine finds nothing, try the next engine (global -> local -> basic)
     escalate_on_empty: bool = True
+    # when local or basic search marks its context as not answering the question, try DRIFT or global search
+    escalate_on_insufficient: bool = True
     # rewrite a follow-up question into a standalone one, using the conversation
     rewrite_followups: bool = True
     rewrite_prompt: RewritePrompt = Field(

@@ -262,8 +262,9 @@ class DriftSearch(BaseEngine):
             else:
                 ok.append((i, r))
         if not ok and n:
-            raise EngineError(f"all {n} primer folds failed; first error: {results[0]}", stage="primer",
-                              engine=run.engine)
+            first = results[0]  # the router tells a down endpoint by the chained cause
+            raise EngineError(f"all {n} primer folds failed; first error: {first}", stage="primer",
+                              engine=run.engine) from (first if isinstance(first, BaseException) else None)
         run.details["primer"] = [{"fold": i + 1, "score": r.score, "follow_ups": list(r.follow_up_queries)}
                                  for i, r in ok]
         # Follow-ups of better-scored folds first; within a fold, in the model's order.

@@ -193,7 +193,8 @@ class GlobalSearch(BaseEngine):
         for i, err in failures:
             run.degrade("map", f"batch {i + 1}/{n}: {err}")
         if len(failures) == n:
-            raise EngineError(f"all {n} map batches failed; first error: {failures[0][1]}", stage="map", engine=run.engine)
+            raise EngineError(f"all {n} map batches failed; first error: {failures[0][1]}", stage="map",
+                              engine=run.engine) from failures[0][1]  # the router tells a down endpoint by it
         points: list[Point] = []
         below_min = 0
         points_total = 0

@@ -29,6 +29,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError, ValidationInfo, model_validator
 
+from engines.models.sufficiency import INSUFFICIENT_INSTRUCTION
 from engines.prompt_files import PromptFileError, inside, read_prompt_file
 
 # A prompt file larger than this is a mistake (a context dump, a binary), not a prompt.
@@ -257,7 +258,7 @@ CITATION_RULES = """Citations:
 LOCAL_ANSWER = """You are a careful research assistant answering a question about the data tables below.
 
 Goal: answer the user's question using only the information in the data tables, at the length and in the format given by the response type. Summarise what the tables say that is relevant, and combine facts from different tables where they agree.
-If the tables do not contain the answer, say plainly that the provided data does not answer the question, and say what the data does cover that is closest. Do not make anything up and do not add knowledge from outside the tables.
+If the tables do not contain the answer, say plainly that the provided data does not answer the question, and say what the data does cover that is closest. """ + INSUFFICIENT_INSTRUCTION + """ Do not make anything up and do not add knowledge from outside the tables.
 
 {citation_rules}
 
@@ -272,7 +273,7 @@ Data tables:
 
 BASIC_ANSWER = """You are a careful research assistant answering a question from the text passages below.
 
-Goal: answer the user's question using only the passages, at the length and in the format given by the response type. If the passages do not contain the answer, say plainly that the provided data does not answer the question. Do not add knowledge from outside the passages.
+Goal: answer the user's question using only the passages, at the length and in the format given by the response type. If the passages do not contain the answer, say plainly that the provided data does not answer the question. """ + INSUFFICIENT_INSTRUCTION + """ Do not add knowledge from outside the passages.
 
 Citations: support every statement with [Data: Sources (ids)], using the values of the id column, at most 5 ids per reference then "+more". Leave out any statement the passages do not support.
 

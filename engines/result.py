@@ -37,6 +37,8 @@ class SearchResult:
     degraded: list[Degradation] = field(default_factory=list)
     empty: bool = False  # nothing relevant was found (the router escalates on it)
     empty_reason: str = ""  # why, when `empty` (the router reports it when it escalates)
+    # the model marked its context as not answering the question (`engines.models.sufficiency`)
+    insufficient: bool = False
     model: str = ""
     offline: bool = False
     seconds: float = 0.0
@@ -63,6 +65,7 @@ class SearchResult:
             "degraded": [d.to_dict() for d in self.degraded],
             "empty": self.empty,
             "empty_reason": self.empty_reason,
+            "insufficient": self.insufficient,
             "model": self.model,
             "offline": self.offline,
             "seconds": self.seconds,

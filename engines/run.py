@@ -34,6 +34,7 @@ from engines.models.base import (
 )
 from engines.models.errors import ModelError, StructuredOutputError
 from engines.models.factory import ModelSet
+from engines.models.sufficiency import MarkerFilter, split_marker
 from engines.models.task_context import TaskContext
 from engines.plan import QueryPlan
 from engines.result import Degradation, SearchResult
@@ -211,15 +212,15 @@ class QueryRun:
                                              context=context)
             else:
                 final = await self._stream_pieces(model, messages, task, max_tokens, temperature, context)
-        except ModelError as err:
-            raise EngineError(f"the model failed while writing the answer: {err}", stage=stage, engine=self.engine) from None
+        except ModelError as err:  # chained: the router tells an endpoint that is down from a bad reply
+            raise EngineError(f"the model failed while writing the answer: {err}", stage=stage, engine=self.engine) from err
         if final is None:
             raise EngineError("the model stream ended without a final completion", stage=stage, engine=self.engine)
         self.open_stream = None
         self._record(stage, [final])
         final = _without_reasoning(final)
         if whole and final.text:
-            await self._emit(AnswerDelta(final.text))
+            await self._emit(AnswerDelta(split_marker(final.text)[0]))
         return final
 
     async def _stream_pieces(
@@ -230,19 +231,23 @@ class QueryRun:
         return the stream's final completion (None if it sent none)."""
         final: Completion | None = None
         held, reasoning_done = "", False
+        marks = MarkerFilter()  # the insufficient-context mark is for the router, never shown
         async for piece in model.stream(messages, task=task, max_tokens=max_tokens, temperature=temperature,
                                         context=context):
             if isinstance(piece, Completion):
                 final = piece
-            elif piece and reasoning_done:
-                self.streamed.append(piece)
-                await self._emit(AnswerDelta(piece))
-            elif piece:
+                continue
+            if piece and not reasoning_done:
                 held += piece
-                visible, reasoning_done = leading_reasoning_done(held)
-                if visible:
-                    self.streamed.append(visible)
-                    await self._emit(AnswerDelta(visible))
+                piece, reasoning_done = leading_reasoning_done(held)
+            shown = marks.feed(piece) if piece else ""
+            if shown:
+                self.streamed.append(shown)
+                await self._emit(AnswerDelta(shown))
+        rest = marks.flush()
+        if rest:
+            self.streamed.append(rest)
+            await self._emit(AnswerDelta(rest))
         return final
 
     def cut_at_deadline(self, index: Index, deadline_s: float) -> SearchResult:
@@ -323,7 +328,7 @@ class QueryRun:
     ) -> SearchResult:
         """Assemble the result; citations are resolved from `cite_text` (default: the response). `empty_reason`
         says why nothing relevant was found (`empty`)."""
-        response = strip_reasoning(response)
+        response, insufficient = split_marker(strip_reasoning(response))
         if not response.strip():  # never a silent empty answer: say so, and let the router escalate
             self.degrade(self.stage_now, "the model returned an empty answer")
             empty, empty_reason = True, empty_reason or "the model returned an empty answer"
@@ -344,6 +349,7 @@ class QueryRun:
             degraded=list(self.degraded),
             empty=empty,
             empty_reason=empty_reason if empty else "",
+            insufficient=insufficient,
             model=answer_model.name,
             offline=answer_model.offline,
             seconds=time.perf_counter() - self.started,

@@ -19,6 +19,8 @@ class Escalation:
     from_engine: str
     to_engine: str
     reason: str
+    calls: int = 0  # model calls the step it left made (`from_engine`'s)
+    cost: float = 0.0  # and their cost, US dollars
 
 
 @dataclass

@@ -93,6 +93,7 @@ class Plan:
 LADDER: dict[str, tuple[str, ...]] = {
     "drift": ("drift", "global_prerank", "local"),
     "global": ("global", "global_prerank", "local"),
+    "global_prerank": ("global_prerank", "local"),
     "local": ("local",),
     "basic": ("basic",),
 }

@@ -1,4 +1,6 @@
-"""`Router`: classify each question, plan within the budget, answer with the right engine, escalate when empty.
+"""`Router`: classify each question, commit by expected cost (`router.commitment`), plan within the budget, answer
+with the right engine, and escalate on an empty or insufficient answer where the index has evidence
+(`router.escalation`).
 
 One Router holds one immutable index and engines built once; it keeps no per-question state, so many
 callers can `aask` concurrently. The sync API (`ask`, `run`) runs every question on one long-lived event loop
@@ -21,11 +23,20 @@ from typing import TYPE_CHECKING, TypeVar, cast
 
 from engines.errors import DeadlineExceeded, EngineError
 from engines.models.base import Message, Usage
-from engines.models.errors import ModelConfigError, ModelError, ModelResponseError, StructuredOutputError
+from engines.models.errors import ModelError, StructuredOutputError
 from engines.plan import HistoryLike, QueryPlan, limit_history, normalise_history, plan_question
 from router.answer import Answer, Escalation
 from router.budget import LADDER, Budget, BudgetError, Plan, PlanStep, check_fit
 from router.classifier import NAMES_NOTHING, NOT_COVERED
+from router.commitment import Verdict, after_second_opinion, commit
+from router.escalation import (
+    FALLBACK,
+    endpoint_failure,
+    has_evidence,
+    next_engines,
+    term_coverage,
+    worth_falling_back,
+)
 from router.events import Admit as Admit
 
 # the events live in their own module (`router.fanout` streams them too); re-exported where callers import them
@@ -43,6 +54,7 @@ if TYPE_CHECKING:
     from engines.events import Event
     from engines.models.factory import Models
     from engines.models.probe import EndpointCheck
+    from engines.result import SearchResult
     from router.classifier import Engine as RoutedEngine
     from router.classifier import RouteDecision
     from router.fanout import MultiRouter
@@ -52,36 +64,6 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 ENGINES = ("local", "global", "drift", "basic")
 MODES = ("auto", *ENGINES)
-CLOSE_CALL = 0.25  # below the threshold, two engines this close in probability are decided by cost
-# Where to go when an engine finds nothing (no linked entities, every map score 0, empty context).
-ESCALATION: dict[str, tuple[str, ...]] = {
-    "local": ("global", "basic"),
-    "global": ("local", "basic"),
-    "drift": ("global", "basic"),
-    "global_prerank": ("local", "basic"),
-    "basic": (),
-}
-# Where to go when an engine fails (e.g. a small model that cannot write JSON): engines needing no JSON.
-# What the index probe must find for a corpus-wide escalation to be worth its calls: with no entity linked, no
-# document named and no passage sharing a content word with the question, global search and DRIFT have
-# nothing to start from either, so a question that found nothing stops at basic search.
-_EVIDENCE_SIGNALS = ("linked_entities", "named_documents", "unit_hits")
-
-
-def _escalation_chain(engine: str, decision: RouteDecision) -> tuple[str, ...]:
-    chain = ESCALATION.get(engine, ())
-    if engine != "global" and all(decision.signals.get(k, 1.0) == 0.0 for k in _EVIDENCE_SIGNALS):
-        return tuple(e for e in chain if e == "basic")
-    return chain
-
-
-FALLBACK: dict[str, tuple[str, ...]] = {
-    "drift": ("local", "basic"),
-    "global": ("local", "basic"),
-    "global_prerank": ("local", "basic"),
-    "local": ("basic",),
-    "basic": (),
-}
 # Seconds the router waits past the deadline for an engine to hand back its partial result.
 DEADLINE_GRACE_S = 1.0
 
@@ -233,6 +215,10 @@ class Router:
             return BasicSearch(self.index, self.models, config=cfg.basic)
         raise ValueError(f"unknown engine {name!r}; choose one of {', '.join(ENGINES)}")
 
+    def _routed_engine(self, name: str, budget: Budget | None) -> Engine:
+        """The engine a route to `name` runs: global search pre-ranked (the cheaper configuration), else `name`."""
+        return self._prerank_engine(budget) if name in ("global", "global_prerank") else self.engine(name)
+
     def _prerank_engine(self, budget: Budget | None) -> Engine:
         """Global search with pre-ranking: the configured share of report tokens, and no more map calls
         than the call budget leaves room for (one reduce and a possible escalation aside). Built once per
@@ -260,6 +246,7 @@ class Router:
         degraded: list[str] | None = None,
         query_plan: QueryPlan | None = None,
         classify_forced: bool = False,
+        budget: Budget | None = None,
     ) -> tuple[str, list[Message], RouteDecision]:
         from router.classifier import classify
 
@@ -279,16 +266,8 @@ class Router:
         # the classifier links through the plan, so the engine can reuse that linking
         linker = query_plan.linker(self.index) if query_plan is not None and standalone == query_plan.question else None
         decision = await asyncio.to_thread(classify, standalone, self.index, history=user_turns(turns), linker=linker)
-        if (
-            mode == "auto"
-            and not self.models.offline
-            and decision.confidence < self.config.router.llm_classifier_threshold
-            # nothing named in the index for DRIFT to start from: no vote can make it DRIFT
-            and decision.method not in (NOT_COVERED, NAMES_NOTHING)
-        ):
-            decision = await self._llm_second_opinion(standalone, decision, usage, deadline)
-        if mode == "auto" and decision.confidence < self.config.router.llm_classifier_threshold:
-            decision = self._cost_aware_default(standalone, decision)
+        if mode == "auto":
+            decision = await self._commit(standalone, decision, usage, deadline, budget)
         usage.add_seconds("classify", time.perf_counter() - t0)
         if mode != "auto":
             forced = _route_engine(mode) if mode != "basic" else decision.engine  # basic is not a routed class
@@ -296,6 +275,25 @@ class Router:
                 decision, engine=forced, reasons=[f"mode '{mode}' requested by the caller", *decision.reasons]
             )
         return standalone, turns, decision
+
+    def _commitment(self, question: str, decision: RouteDecision, budget: Budget | None, *, can_ask: bool
+                    ) -> tuple[Verdict, RouteDecision]:
+        """The commitment rule (`router.commitment`) on this index's estimates; no model call."""
+        engines = ("local", decision.engine) if decision.engine != "local" else ()
+        estimates = {e: self._routed_engine(e, budget).estimate(question) for e in engines}
+        # nothing named in the index for DRIFT to start from: no vote can make it DRIFT, so none is asked
+        can_ask = can_ask and decision.method not in (NOT_COVERED, NAMES_NOTHING)
+        made = commit(decision, estimates, self.config.router, can_ask=can_ask, budget=budget)
+        return made.verdict, made.decision
+
+    async def _commit(self, question: str, decision: RouteDecision, usage: Usage, deadline: float | None,
+                      budget: Budget | None) -> RouteDecision:
+        """Commit, ask the chat model once where the rule says it pays, or start local (`router.commitment`)."""
+        verdict, decision = await asyncio.to_thread(self._commitment, question, decision, budget,
+                                                    can_ask=not self.models.offline)
+        if verdict is not Verdict.ASK:
+            return decision
+        return after_second_opinion(decision, await self._llm_second_opinion(question, decision, usage, deadline))
 
     async def _rewrite(
         self, question: str, turns: list[Message], usage: Usage, deadline: float | None, notes: list[str]
@@ -331,7 +329,7 @@ class Router:
 
         try:
             new_decision, completions = await _within(deadline, classify_with_llm(
-                question, self.models.chat("classify"), decision, self.config.router.llm_classifier_threshold
+                question, self.models.chat("classify"), decision, threshold=1.0  # the commitment rule asked
             ))
         except TimeoutError:
             return replace(decision, reasons=[*decision.reasons, "model classifier skipped: the deadline was near"])
@@ -343,42 +341,12 @@ class Router:
             usage.add_completion("classify", c)
         return new_decision
 
-    def _cost_aware_default(self, question: str, decision: RouteDecision) -> RouteDecision:
-        """Below the confidence threshold, decide between the two closest engines by what they cost here:
-        global vs DRIFT -> global when the question links to no entity or document of the index (DRIFT would
-        start from its primer alone), else the one with the lower `estimate()` on this index (cost, then calls);
-        local vs DRIFT -> local first, escalating to DRIFT if local finds nothing. Otherwise the decision stands."""
-        p = decision.probabilities
-        first, second = sorted(p, key=lambda e: -p[e])[:2]
-        if p[first] - p[second] > CLOSE_CALL:
-            return decision
-        pair = {first, second}
-        unsure = f"unsure between {first} ({p[first]:.2f}) and {second} ({p[second]:.2f})"
-        if pair == {"global", "drift"} and _names_nothing(decision):
-            why = (f"{unsure}: chose global, since the question links to no entity or document of this index that "
-                   "DRIFT could start from")
-            return replace(decision, engine="global", reasons=[*decision.reasons, why],
-                           method=f"{decision.method}+cost-default")
-        if pair == {"global", "drift"}:
-            pair_engines: tuple[RoutedEngine, RoutedEngine] = ("global", "drift")
-            est = {e: self.engine(e).estimate(question) for e in pair_engines}
-            cheaper = min(pair_engines, key=lambda e: (est[e].cost, est[e].llm_calls, e))
-            why = (f"{unsure}: chose {cheaper}, the cheaper on this index (estimated global {est['global'].llm_calls}"
-                   f" calls ${est['global'].cost:.4f}, drift {est['drift'].llm_calls} calls ${est['drift'].cost:.4f})")
-            return replace(decision, engine=cheaper, reasons=[*decision.reasons, why],
-                           method=f"{decision.method}+cost-default")
-        if pair == {"local", "drift"}:
-            why = f"{unsure}: local first (cheaper), escalating to drift if it finds nothing"
-            return replace(decision, engine="local", fallbacks=("drift",), reasons=[*decision.reasons, why],
-                           method=f"{decision.method}+cost-default")
-        return decision
-
     async def aroute(
         self, question: str, history: HistoryLike = None, budget: Budget | None = None
     ) -> tuple[RouteDecision, Plan]:
         """The decision and plan `aask` starts from, with no model call: the question and history get the same
-        checks and limits, but a follow-up is not rewritten and no model second opinion is asked; below the
-        confidence threshold the same cost-aware default applies."""
+        checks and limits, but a follow-up is not rewritten and no model second opinion is asked: an expensive route
+        below its commitment threshold starts with local search, as offline (`router.commitment`)."""
         from router.classifier import classify
 
         query_plan = plan_question(question, self.index)
@@ -387,8 +355,7 @@ class Router:
         def decide() -> tuple[RouteDecision, Plan]:
             decision = classify(query_plan.question, self.index, history=user_turns(turns),
                                 linker=query_plan.linker(self.index))
-            if decision.confidence < self.config.router.llm_classifier_threshold:
-                decision = self._cost_aware_default(query_plan.question, decision)
+            _, decision = self._commitment(query_plan.question, decision, budget, can_ask=False)
             plan, _ = self.plan(query_plan.question, decision.engine, budget, query_plan)
             return decision, plan
 
@@ -486,11 +453,13 @@ class Router:
 
         degraded: list[str] = []
         standalone, turns, decision = await self._prepare(q, history, mode, usage, deadline, degraded, query_plan,
-                                                          classify_forced)
+                                                          classify_forced, budget)
         await self._vectors.ensure(deadline, degraded)  # a remote embedder's first use: its size, bounded
         if standalone != q:  # a rewritten follow-up is its own question
             query_plan = plan_question(standalone, self.index)
-        target = "basic" if mode == "basic" else decision.engine
+        target: str = "basic" if mode == "basic" else decision.engine
+        if mode == "auto" and target == "global":
+            target = "global_prerank"  # the router's global step is the cheaper configuration
         try:
             if (budget is None or budget.unlimited) and target in self._engines:
                 plan, eng = Plan(chosen=target), self._engines[target]  # nothing to estimate or build
@@ -513,6 +482,9 @@ class Router:
         result = None
         best = None  # the last result any engine produced (an empty one still beats none)
         failure: EngineError | ModelError | None = None
+        notes = list(self.notes)
+        fell_back = False
+        spent_before = (usage.total.llm_calls, usage.total.cost)  # what the steps before the engines cost
         while True:
             result, failure = None, None
             try:
@@ -526,6 +498,8 @@ class Router:
                 spent = getattr(err, "usage", None)  # a ModelError carries it once attached
                 if spent is not None:
                     usage.merge(spent)
+                if isinstance(err, ModelError) and endpoint_failure(err):
+                    err.message = f"{public_name(current)} search: {err.message}"  # the engine that met it
                 failure = err
                 degraded.append(f"{public_name(current)} search failed: {err}")
             if result is not None:
@@ -534,26 +508,23 @@ class Router:
                 degraded.extend(f"{d.stage}: {d.reason}" for d in result.degraded)
             if deadline is not None and time.perf_counter() >= deadline:
                 break  # whatever the deadline left is the answer
-            if failure is not None:
-                options, reason = FALLBACK.get(current, ()) if _worth_falling_back(failure) else (), "failed"
-                if isinstance(failure, EngineError) and failure.stage:
-                    reason = f"failed at stage {failure.stage}; falling back to an engine that needs no JSON"
-            elif (result.empty if result is not None else False) and self.config.router.escalate_on_empty:
-                options = (*decision.fallbacks, *_escalation_chain(current, decision))  # a default's own first
-                reason = (result.empty_reason or "found nothing") if result is not None else ""
-            else:
-                break
+            options, reason = await self._next_step(current, decision, result, failure, standalone, notes,
+                                                    may_escalate=mode == "auto" and not fell_back)
+            fell_back = fell_back or failure is not None
             nxt = next((e for e in options if e not in tried), None)
             if nxt is None:
                 break
             over = await asyncio.to_thread(self._over_remaining_budget, nxt, standalone, budget, usage)
             if over:
-                degraded.append(f"escalation to {nxt} skipped: {over}")
+                degraded.append(f"escalation to {public_name(nxt)} skipped: {over}")
                 break
-            esc = Escalation(public_name(current), nxt, reason)
+            so_far = usage.total
+            esc = Escalation(public_name(current), public_name(nxt), reason,
+                             calls=so_far.llm_calls - spent_before[0], cost=so_far.cost - spent_before[1])
+            spent_before = (so_far.llm_calls, so_far.cost)
             escalations.append(esc)
             yield Escalated(esc)
-            current, eng = nxt, await asyncio.to_thread(self.engine, nxt)
+            current, eng = nxt, await asyncio.to_thread(self._routed_engine, nxt, budget)
             tried.append(nxt)
 
         if result is None and best is not None:
@@ -578,9 +549,38 @@ class Router:
             stepped_down_from=target if plan.chosen != target else None,
             escalations=escalations,
             degraded=degraded,
-            notes=list(self.notes),
+            notes=notes,
         )
         yield Done(answer)
+
+    async def _next_step(self, current: str, decision: RouteDecision, result: SearchResult | None,
+                         failure: BaseException | None, question: str, notes: list[str], *, may_escalate: bool
+                         ) -> tuple[tuple[str, ...], str]:
+        """Where to go after `current` (`router.escalation`), and why; nothing when its answer stands."""
+        if failure is not None:
+            if endpoint_failure(failure):
+                return (), ""  # the same endpoint would fail every engine: fail fast, naming this one
+            if not worth_falling_back(failure):
+                return (), ""
+            reason = "failed"
+            if isinstance(failure, EngineError) and failure.stage:
+                reason = f"failed at stage {failure.stage}; falling back to an engine that needs no JSON"
+            return FALLBACK.get(current, ()), reason
+        if result is None:
+            return (), ""
+        empty = result.empty and self.config.router.escalate_on_empty
+        # a forced engine, or one a failure fell back to, is the caller's or the last resort: not escalated past
+        insufficient = result.insufficient and self.config.router.escalate_on_insufficient and may_escalate
+        if not (empty or insufficient):
+            return (), ""
+        coverage = await asyncio.to_thread(term_coverage, self.index, question)
+        evidence, why = has_evidence(decision, coverage)
+        options = next_engines(current, decision, empty=empty, insufficient=insufficient, evidence=evidence)
+        if not evidence and not any(n.startswith("not escalated") for n in notes):
+            notes.append(f"not escalated beyond {'basic' if options else public_name(current)} search: {why}")
+        if empty:
+            return options, result.empty_reason or "found nothing"
+        return options, (f"the {public_name(current)} answer says its context does not answer the question; {why}")
 
     def _over_remaining_budget(self, engine: str, question: str, budget: Budget | None, usage: Usage) -> str:
         """Why escalating to `engine` would break the budget ('' when it fits)."""
@@ -625,25 +625,11 @@ class Router:
             await stream.aclose()
 
 
-def _names_nothing(decision: RouteDecision) -> bool:
-    """The index probe linked no entity title and no document: DRIFT would start from its primer alone."""
-    found = decision.signals
-    return "linked_entities" in found and not found["linked_entities"] and not found.get("named_documents")
-
-
 async def _within(deadline: float | None, coro: Coroutine[object, object, T]) -> T:
     """Await `coro`, cut at the deadline (TimeoutError) when there is one."""
     if deadline is None:
         return await coro
     return await asyncio.wait_for(coro, timeout=max(0.0, deadline - time.perf_counter()))
-
-
-def _worth_falling_back(err: BaseException) -> bool:
-    """Another engine can succeed where this one failed, unless the model is unusable for every engine
-    (bad configuration, rejected key, unknown model)."""
-    if isinstance(err, ModelConfigError):
-        return False
-    return not (isinstance(err, ModelResponseError) and err.status_code in (401, 403, 404))
 
 
 class _VectorCheck:

@@ -97,6 +97,24 @@ def test_router_savings_against_a_baseline() -> None:
     assert router_savings(rows, "drift") is None
 
 
+def test_expected_calls_compare_the_router_with_fixed_engines_and_the_oracle() -> None:
+    from benchmarks.bench_stats import expected_calls
+
+    rows = [_row("local", q, 0.0, 1.0, 1, label="") for q in "ab"]
+    rows += [_row("drift", q, 0.0, 1.0, 21, label="") for q in "ab"]
+    rows += [_row("router", "a", 0.0, 1.0, 1, label="local", tried=["local"], usage=_usage({"answer": 1})),
+             _row("router", "b", 0.0, 1.0, 23, label="drift", tried=["local", "drift"],
+                  usage=_usage({"classify": 1, "answer": 1, "followups": 21}))]
+    for r in rows:
+        r["label"] = {"a": "local", "b": "drift"}[r["query_id"]]
+    calls = expected_calls(rows)
+    assert calls["router_after_escalation"] == 12 and calls["router_first_engine"] == 1
+    assert calls["router_second_opinion"] == 0.5
+    assert calls["always_local"] == 1 and calls["always_drift"] == 21 and calls["oracle"] == 11
+    rows[-1]["alt"] = "local"  # local is also right for b: the oracle takes the cheaper right engine
+    assert expected_calls(rows)["oracle"] == 1
+
+
 def test_each_repeat_keeps_its_own_latency_median() -> None:
     fields = {"degraded": False, "prompt_tokens": 0, "output_tokens": 0, "cached_calls": 0}
     rows = [dict(_row("local", q, 0.0, s, 1, **fields), repeat=k)
@@ -292,6 +310,24 @@ def test_parquet_gold_file_with_a_label_map(tmp_path: Path) -> None:
     (tmp_path / "bad.json").write_text(json.dumps({"field": "t", "map": {"a": "fast"}}), encoding="utf-8")
     with pytest.raises(BenchInputError, match="'fast' is not an engine"):
         LabelMap.load(str(tmp_path / "bad.json"))
+
+
+def test_the_alt_reading_is_no_routing_error(tmp_path: Path) -> None:
+    from benchmarks.bench_queries import LabelMap
+    from benchmarks.bench_stats import router_section
+
+    (tmp_path / "map.json").write_text(json.dumps({"field": "question_type", "map": {"Reasoning": "drift"},
+                                                   "alt": {"Reasoning": "local"}}), encoding="utf-8")
+    (tmp_path / "q.jsonl").write_text(json.dumps({"question": "Why did A leave?", "question_type": "Reasoning"})
+                                      + "\n", encoding="utf-8")
+    [query] = load_queries(str(tmp_path / "q.jsonl"), label_map=LabelMap.load(str(tmp_path / "map.json")))
+    assert (query.label, query.alt) == ("drift", "local")
+    rows = [_row("router", "a", 0.0, 1.0, 1, label="drift", alt=alt, route=route, engine_used=route, tried=[route],
+                 usage=_usage({"answer": 1})) for alt, route in (("local", "local"),)]
+    rows += [_row("router", "b", 0.0, 1.0, 21, label="drift", alt=None, route="local", engine_used="local",
+                  tried=["local"], usage=_usage({"answer": 1}))]
+    section = router_section(rows)
+    assert section is not None and section["quality"]["correct"] == 1 and section["quality"]["n"] == 2
 
 
 def test_grade_without_gold_answers_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

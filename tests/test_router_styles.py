@@ -7,7 +7,6 @@ Indexes are built once per session from excerpts of Microsoft's podcast and earn
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -175,34 +174,6 @@ def test_case_statistics_tell_common_nouns_from_names() -> None:
 def _decision(**p: float) -> RouteDecision:
     best = max(p, key=lambda e: p[e])
     return RouteDecision(engine=best, confidence=p[best], probabilities=p, reasons=["test"])  # type: ignore[arg-type]
-
-
-def test_cost_aware_default_below_the_threshold(calls_index: Any) -> None:
-    router = Router(calls_index)
-    question = "Anything on Windows?"
-    close = _decision(drift=0.40, **{"global": 0.38}, local=0.22)
-    chosen = router._cost_aware_default(question, close)
-    est = {e: router.engine(e).estimate(question) for e in ("global", "drift")}
-    cheaper = min(est, key=lambda e: (est[e].cost, est[e].llm_calls, e))
-    assert chosen.engine == cheaper and "cheaper on this index" in chosen.reasons[-1]
-    local_first = router._cost_aware_default(question, _decision(drift=0.41, local=0.39, **{"global": 0.20}))
-    assert local_first.engine == "local" and local_first.fallbacks == ("drift",)
-    clear = _decision(drift=0.70, local=0.20, **{"global": 0.10})
-    assert router._cost_aware_default(question, clear) is clear
-
-
-def test_unsure_between_global_and_drift_goes_global_when_the_index_links_nothing(calls_index: Any) -> None:
-    router = Router(calls_index)
-    question = "How is the mood of the calls usually described?"
-    close = _decision(drift=0.40, **{"global": 0.38}, local=0.22)
-    unlinked = router._cost_aware_default(question, replace(close, signals={"linked_entities": 0.0,
-                                                                             "named_documents": 0.0}))
-    assert unlinked.engine == "global" and "no entity or document" in unlinked.reasons[-1]
-    est = {e: router.engine(e).estimate(question) for e in ("global", "drift")}
-    cheaper = min(est, key=lambda e: (est[e].cost, est[e].llm_calls, e))
-    for linked in ({"linked_entities": 1.0, "named_documents": 0.0}, {"linked_entities": 0.0, "named_documents": 1.0}):
-        chosen = router._cost_aware_default(question, replace(close, signals=linked))
-        assert chosen.engine == cheaper and "cheaper on this index" in chosen.reasons[-1]
 
 
 # Compound questions about one entity stay local; when a later part needs another part of the corpus they do not.

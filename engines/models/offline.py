@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal, get_args, get_origin
 from pydantic import BaseModel, ValidationError
 
 from engines.models.base import Completion, Message
-from engines.models.offline_answer import compose_answer, no_answer_text
+from engines.models.offline_answer import compose_answer, covers_question, no_answer_text
 from engines.models.offline_questions import generate_questions, rewrite, route
 from engines.models.offline_reduce import compose_reduce
 from engines.models.offline_tasks import drift_followup, drift_hyde, drift_primer, global_map, rate
@@ -32,6 +32,7 @@ from engines.models.schemas import (
     RewriteResponse,
     RouteResponse,
 )
+from engines.models.sufficiency import INSUFFICIENT_MARKER, asks_for_marker
 from engines.models.task_context import TaskContext
 from shared_context.tokens import get_tokenizer
 
@@ -123,6 +124,9 @@ class OfflineChatModel:
                 obj = _fill_schema(json_schema, self._text(context, "answer", max_tokens))
             return json.dumps(obj.model_dump(), ensure_ascii=False)
         text = self._text(context, task, max_tokens)
+        if task in _ANSWER_TASKS and json_schema is None and _asked_for_marker(messages) and \
+                not covers_question(context.tables, context.question, _answer_datasets(task)):
+            text = f"{text}\n\n{INSUFFICIENT_MARKER}"
         if json_schema is not None:
             return json.dumps(_fill_schema(json_schema, text).model_dump(), ensure_ascii=False)
         return text
@@ -140,11 +144,7 @@ class OfflineChatModel:
             return compose_reduce(context, self._tokenizer, max_tokens)
         if task == "drift_hyde":
             return drift_hyde(context.template, question)
-        datasets = (
-            ("Sources",)
-            if task == "basic_answer"
-            else ("Entities", "Relationships", "Claims", "Sources", "Reports")
-        )
+        datasets = _answer_datasets(task)
         if not question.strip():
             return no_answer_text(question, "No question was given.")
         text, _chosen = compose_answer(
@@ -193,6 +193,17 @@ class OfflineChatModel:
             cached=False,
             cost=0.0,
         )
+
+
+def _answer_datasets(task: str) -> tuple[str, ...]:
+    return ("Sources",) if task == "basic_answer" else ("Entities", "Relationships", "Claims", "Sources", "Reports")
+
+
+def _asked_for_marker(messages: Sequence[Message]) -> bool:
+    """The prompt asks for the insufficient-context mark (a custom prompt may not: then, like a real model, the
+    offline model does not write it)."""
+    return any(isinstance(m, Mapping) and m.get("role") == "system" and asks_for_marker(str(m.get("content") or ""))
+               for m in messages)
 
 
 def _last_user_message(messages: Sequence[Message]) -> str:

@@ -325,6 +325,23 @@ def _missing_words(question: str, pool: list[Candidate]) -> tuple[list[str], flo
     return list(dict.fromkeys(missing)), coverage(query, found)
 
 
+# Share of the question's content terms the supplied records must hold for the offline model to call its context
+# sufficient (`covers_question`): half, as `answerable` asks before quoting anything. Each insufficient answer
+# costs an escalation, so the offline model asks no more than it asks before quoting.
+MIN_COVERAGE = 0.5
+
+
+def covers_question(tables: ContextTables, question: str, datasets: tuple[str, ...] = ANSWER_DATASETS) -> bool:
+    """Whether the records hold enough of the question's content to answer it: at least `MIN_COVERAGE` of its
+    content terms. A question of broad words only ("the main themes") asks about the whole collection, which a
+    context of a few records does not cover."""
+    query, broad = question_terms(question)
+    if broad or not query:
+        return False
+    found = {t for c in gather_candidates(tables, datasets) for t in c.terms}
+    return coverage(query, found) >= MIN_COVERAGE
+
+
 def fit_tokens(
     chosen_in: list[Candidate],
     render: Callable[[list[Candidate]], str],
