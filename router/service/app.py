@@ -206,7 +206,7 @@ class Service:
         key = name or (shown[0] if shown else None)
         if key is None:
             raise RequestError("no index is available with this API key", 404, "not_found", "index")
-        if key in self.unready and key in shown:
+        if key in self.unready and not self.tenants.bound:  # with keys bound to indexes: unknown, as any other
             raise RequestError(f"index {key!r} is not served by this server: {self.unready[key]}", 503, "unavailable",
                                "index")
         if key not in shown:
