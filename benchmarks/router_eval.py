@@ -142,7 +142,7 @@ def engine_calls() -> dict[str, float]:
                  if line.strip()]
     router = Router(load_index(CAROL_INDEX), config=GraphrouteConfig())
     try:
-        return {e: float(np.mean([router._routed_engine(e, None).estimate(q).llm_calls for q in questions]))
+        return {e: float(np.mean([router.lifecycle.routed_engine(e, None).estimate(q).llm_calls for q in questions]))
                 for e in LABELS}
     finally:
         router.close()

@@ -1,5 +1,9 @@
-"""`BaseEngine`: construction (index, models, config section), input checks, and `search()` = consume
+"""`BaseEngine`: construction (index, models, config section), the deadline, and `search()` = consume
 `stream()`, so both run the very same pipeline and return the very same result.
+
+An engine takes a question string (checked here by `engines.plan.prepare_question`, the one validation) or a
+`Question` checked before (the router's `RoutedQuestion`), which it reads and never fills. The engine owns the
+deadline: it stops the run when the question's deadline passes and returns its best partial result.
 
 Subclasses implement `_run(run, question, history)`; a `QueryRun` (`engines.run`) holds what one query
 changes. The `Engine` protocol (`engines.engine`) is what the router is typed against.
@@ -20,7 +24,7 @@ from engines.events import Event, Final
 from engines.models.base import Embedder, Message
 from engines.models.errors import ModelError
 from engines.models.factory import ModelLike, ModelSet
-from engines.plan import HistoryLike, QueryPlan, limit_history, normalise_history, plan_question
+from engines.plan import HistoryLike, Question, prepare_question
 from engines.result import SearchResult
 from engines.run import QueryRun
 
@@ -85,22 +89,27 @@ class BaseEngine:
         raise NotImplementedError
 
     async def search(
-        self, question: str, history: HistoryLike = None, *, deadline_s: float | None = None,
-        plan: QueryPlan | None = None,
+        self, question: str | Question, history: HistoryLike = None, *, deadline_s: float | None = None,
     ) -> SearchResult:
-        async for event in self.stream(question, history, deadline_s=deadline_s, plan=plan):
+        async for event in self.stream(question, history, deadline_s=deadline_s):
             if isinstance(event, Final):
                 return event.result
         raise EngineError("the pipeline ended without a result", stage="answer", engine=self.name)
 
+    def _question(self, question: str | Question, history: HistoryLike, deadline_s: float | None) -> Question:
+        """`question` as a checked `Question`: the router's as it is, a string checked here."""
+        if not isinstance(question, Question):
+            return prepare_question(question, self.index, history, deadline_s=deadline_s)
+        if history is not None or deadline_s is not None:
+            raise ValueError("a checked Question carries its own history and deadline; pass neither beside it")
+        return question
+
     async def stream(
         self,
-        question: str,
+        question: str | Question,
         history: HistoryLike = None,
         *,
         deadline_s: float | None = None,
-        deadline: float | None = None,
-        plan: QueryPlan | None = None,
         deltas: bool = True,
     ) -> AsyncGenerator[Event, None]:
         """Progress events, then the answer's deltas, then `Final(result)`; errors are raised here.
@@ -108,36 +117,28 @@ class BaseEngine:
         `deltas=False`: the caller only wants the result, so without a deadline the answer is not streamed
         from the model (one `AnswerDelta` with the whole text); with one it is, so a cut keeps what was written.
 
-        A deadline (`deadline_s` seconds from now, or the `time.perf_counter()` instant `deadline`, then
-        `deadline_s` only names it) stops the run when it passes: the result is then the best partial
-        answer, marked degraded, or the stream raises `DeadlineExceeded`. Every error raised here carries
-        the usage spent (`.usage`). `plan`: the router's `QueryPlan` for this question (checked once, its
-        linking and an estimate's context reused); made here when absent.
+        A deadline (`deadline_s` seconds from now for a question string; a `Question` carries its own) stops
+        the run when it passes: the result is then the best partial answer, marked degraded, or the stream
+        raises `DeadlineExceeded`. Every error raised here carries the usage spent (`.usage`).
         """
-        if plan is None or plan.question != question.strip():
-            plan = plan_question(question, self.index)
-        link_text, note = plan.link_text, plan.note
-        messages, history_note = limit_history(normalise_history(history), self.index.tokenizer)
-        if deadline is None and deadline_s is not None:
-            deadline = time.perf_counter() + deadline_s
-        total_s = deadline_s if deadline_s is not None else (
-            None if deadline is None else deadline - time.perf_counter())
+        asked = self._question(question, history, deadline_s)
+        deadline = asked.deadline
+        total_s = asked.deadline_s or 0.0
         queue: asyncio.Queue[Event | BaseException | None] = asyncio.Queue()
 
         async def emit(event: Event) -> None:
             await queue.put(event)
 
-        run = QueryRun(self.name, question.strip(), self.models, emit, link_text, deadline=deadline)
-        run.plan = plan
+        run = QueryRun(self.name, asked, self.models, emit)
         run.deltas = deltas
-        if note:
-            run.degrade("entity_link", note)
-        if history_note:
-            run.degrade("history", history_note)
+        if asked.link_note:
+            run.degrade("entity_link", asked.link_note)
+        if asked.history_note:
+            run.degrade("history", asked.history_note)
 
         async def drive() -> None:
             try:
-                result = await self._run(run, question.strip(), messages)
+                result = await self._run(run, asked.text, list(asked.history))
                 await queue.put(Final(result))
                 await queue.put(None)
             except BaseException as err:  # handed to the consumer, which re-raises it
@@ -151,7 +152,7 @@ class BaseEngine:
                     task.cancel()
                     with contextlib.suppress(BaseException):
                         await task
-                    yield Final(run.cut_at_deadline(self.index, total_s or 0.0))
+                    yield Final(run.cut_at_deadline(self.index, total_s))
                     break
                 if item is None:
                     break

@@ -11,7 +11,7 @@ import numpy as np
 from engines import prompts
 from engines.base import BaseEngine, ConfigLike
 from engines.config import BasicSearchConfig
-from engines.estimate import CostEstimate, estimate_basic
+from engines.estimate import CostEstimate, estimate_basic, question_text
 from engines.events import ContextReady
 from engines.models.base import Embedder, Message
 from engines.models.factory import ModelLike, vector_for
@@ -21,7 +21,7 @@ from engines.run import QueryRun
 from shared_context.basic_context import BasicContext, question_basic_context, top_text_units
 
 if TYPE_CHECKING:
-    from engines.plan import QueryPlan
+    from engines.plan import Question
     from engines.prompts import PromptTemplate
     from engines.steps import PromptFormatter
     from shared_context.index import Index
@@ -56,8 +56,8 @@ class BasicSearch(BaseEngine):
         self.formatter = formatter if formatter is not None else BasicPrompt(self.config.prompt,
                                                                              self.config.response_type)
 
-    def estimate(self, question: str, plan: QueryPlan | None = None) -> CostEstimate:
-        return estimate_basic(self, question, self.context(question).tokens)
+    def estimate(self, question: str | Question) -> CostEstimate:
+        return estimate_basic(self, question, self.context(question_text(question)).tokens)
 
     def context(self, question: str, query_vector: np.ndarray | None = None) -> BasicContext:
         c = self.config

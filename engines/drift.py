@@ -47,7 +47,7 @@ from shared_context.search_backend import vector_table
 
 if TYPE_CHECKING:
     from engines.models.base import Completion
-    from engines.plan import QueryPlan
+    from engines.plan import Question
     from engines.steps import LocalContextSource
     from shared_context.index import Index
 
@@ -131,7 +131,7 @@ class DriftSearch(BaseEngine):
         # stateless; shared by all follow-ups
         self.builder = builder if builder is not None else local_builder(index, self.config.local_context())
 
-    def estimate(self, question: str, plan: QueryPlan | None = None) -> CostEstimate:
+    def estimate(self, question: str | Question) -> CostEstimate:
         return estimate_drift(self, question)
 
     # ------------------------------------------------------------------ pipeline

@@ -3,14 +3,14 @@
 The built-in engines (local, global, DRIFT, basic) are `engines.base.BaseEngine`s; a third-party engine
 satisfies this protocol structurally (no base class needed) and is typed against the same seam:
 
-- `estimate(question, plan)`: the `CostEstimate` of answering, with no model call (the router's budget
-  ladder); it may keep what it built in the `QueryPlan` for the answer to reuse;
+- `estimate(question)`: the `CostEstimate` of answering, with no model call (the router's budget ladder); it
+  may return what it built (`CostEstimate.prebuilt`) for the answer to reuse;
 - `stream(question, history, ...)`: `Progress` / `ContextReady` / `AnswerDelta` events, then exactly one
   `Final(SearchResult)`; `search(...)` returns that result;
 - `builder`: the context builder it answers from (None when it builds no context of its own).
 
-`plan` is the router's `QueryPlan` for this question (checked once, its linking and an estimate's context
-reused); an engine makes its own when it gets none.
+`question` is a string (the engine checks it) or the router's `engines.plan.Question`, checked once, with
+its history, deadline, linking and an estimate's context, which the engine reads and never fills.
 
 An engine answers in three steps, each a seam of its own: `context = builder.build(...)` (pure, no model
 call: a `LocalContextSource` or `CommunityContextSource`), `messages = formatter.render(context, question)`
@@ -28,7 +28,7 @@ from engines.steps import CommunityContextSource, ContextBuilder, LocalContextSo
 if TYPE_CHECKING:
     from engines.estimate import CostEstimate
     from engines.events import Event
-    from engines.plan import HistoryLike, QueryPlan
+    from engines.plan import HistoryLike, Question
     from engines.result import SearchResult
     from shared_context.index import Index
 
@@ -47,20 +47,17 @@ class Engine(Protocol):
     @property
     def builder(self) -> ContextBuilder | None: ...
 
-    def estimate(self, question: str, plan: QueryPlan | None = None) -> CostEstimate: ...
+    def estimate(self, question: str | Question) -> CostEstimate: ...
 
     async def search(
-        self, question: str, history: HistoryLike = None, *, deadline_s: float | None = None,
-        plan: QueryPlan | None = None,
+        self, question: str | Question, history: HistoryLike = None, *, deadline_s: float | None = None,
     ) -> SearchResult: ...
 
     def stream(
         self,
-        question: str,
+        question: str | Question,
         history: HistoryLike = None,
         *,
         deadline_s: float | None = None,
-        deadline: float | None = None,
-        plan: QueryPlan | None = None,
         deltas: bool = True,
     ) -> AsyncGenerator[Event, None]: ...

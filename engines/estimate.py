@@ -8,20 +8,21 @@ bound for DRIFT; output tokens are typical lengths, not measurements.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Protocol
 
 from engines import prompts
 from engines.latency import LATENCY, latency_key
+from engines.plan import Prebuilt, Question
 
 if TYPE_CHECKING:
     from engines.config import BasicSearchConfig, DriftSearchConfig, GlobalSearchConfig, LocalSearchConfig
     from engines.models.base import JSONObject
     from engines.models.factory import ModelSet
-    from engines.plan import QueryPlan
     from engines.prompts import PromptTemplate
     from engines.steps import CommunityContextSource, LocalContextSource
     from shared_context.index import Index
+    from shared_context.local_context import LocalContext
 
 
 class EstimatedEngine(Protocol):
@@ -86,16 +87,23 @@ class CostEstimate:
     cost: float
     seconds_guess: float
     latency_known: bool = True  # False: seconds_guess uses default latencies, no call was observed yet
+    # the context this estimate built, for the answer to reuse (`Question.with_context`); not a figure
+    prebuilt: Prebuilt | None = field(default=None, compare=False, repr=False)
 
     def to_dict(self) -> JSONObject:
-        return asdict(self)
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "prebuilt"}
+
+
+def question_text(question: str | Question) -> str:
+    """The text an estimate prices: a checked question's (a follow-up's standalone form), else the string."""
+    return question.text if isinstance(question, Question) else question
 
 
 class _Tally:
-    def __init__(self, engine: EstimatedEngine, question: str) -> None:
+    def __init__(self, engine: EstimatedEngine, question: str | Question) -> None:
         self.engine = engine
         self.tok = engine.index.tokenizer
-        self.q_tokens = self.tok.count(question) + 10  # + message framing
+        self.q_tokens = self.tok.count(question_text(question)) + 10  # + message framing
         self.calls = 0
         self.prompt = 0
         self.output = 0
@@ -126,9 +134,9 @@ class _Tally:
         self.latency_known = False
         return CALL_LATENCY_S + output_tokens / OUTPUT_TOKENS_PER_S
 
-    def result(self) -> CostEstimate:
+    def result(self, prebuilt: Prebuilt | None = None) -> CostEstimate:
         return CostEstimate(self.calls, self.prompt, self.output, round(self.cost, 6), round(self.seconds, 3),
-                            self.latency_known)
+                            self.latency_known, prebuilt)
 
 
 def _template_tokens(engine: EstimatedEngine, configured: PromptTemplate | None, stage: str) -> int:
@@ -136,28 +144,35 @@ def _template_tokens(engine: EstimatedEngine, configured: PromptTemplate | None,
     return int(engine.index.tokenizer.count(prompts.template(configured, stage).literal_text))
 
 
-def estimate_local(engine: LocalEstimated, question: str, plan: QueryPlan | None = None) -> CostEstimate:
-    """Builds the context the engine would (no history, no query vector); kept in `plan` for the answer."""
+def estimate_local(engine: LocalEstimated, question: str | Question) -> CostEstimate:
+    """Builds the context the engine would (no history, no query vector) on the question's linking, and
+    returns it with the estimate (`CostEstimate.prebuilt`) for the answer to reuse."""
     t = _Tally(engine, question)
-    ctx = plan.context_for(engine.name, question) if plan is not None else None
-    if ctx is None:
+    if not isinstance(question, Question):
         ctx = engine.builder.build(question)
-        if plan is not None:
-            plan.keep_context(engine.name, question, ctx)
+        return _local_calls(engine, t, ctx).result()
+    asked = question
+    kept = asked.context_for(engine.name, asked.link_text)
+    ctx = kept if kept is not None else engine.builder.build(asked.link_text,
+                                                             linker=lambda k: asked.linked(engine.index, k))
+    return _local_calls(engine, t, ctx).result(Prebuilt(engine.name, question.link_text, ctx))
+
+
+def _local_calls(engine: LocalEstimated, t: _Tally, ctx: LocalContext) -> _Tally:
     t.calls_of("answer", "local_answer", ctx.tokens + _template_tokens(engine, engine.config.prompt, "local")
                + int(engine.index.tokenizer.count(prompts.CITATION_RULES)),
                output=engine.config.max_answer_tokens or OUTPUT_GUESS["local_answer"])
-    return t.result()
+    return t
 
 
-def estimate_basic(engine: BasicEstimated, question: str, section_tokens: int) -> CostEstimate:
+def estimate_basic(engine: BasicEstimated, question: str | Question, section_tokens: int) -> CostEstimate:
     """`section_tokens`: size of the Sources section the engine would send (it builds it, not this module)."""
     t = _Tally(engine, question)
     t.calls_of("answer", "basic_answer", section_tokens + _template_tokens(engine, engine.config.prompt, "basic"))
     return t.result()
 
 
-def estimate_global(engine: GlobalEstimated, question: str) -> CostEstimate:
+def estimate_global(engine: GlobalEstimated, question: str | Question) -> CostEstimate:
     t = _Tally(engine, question)
     cfg = engine.config
     if not engine.index.community_reports:
@@ -168,7 +183,7 @@ def estimate_global(engine: GlobalEstimated, question: str) -> CostEstimate:
         rated = sum(len(engine.index.reports_by_level[lv]) for lv in levels[:2])
         t.calls_of("rate", "rate", 800, rated * cfg.dynamic_num_repeats,
                    waves=math.ceil(rated / cfg.concurrency) * cfg.dynamic_num_repeats)
-    batches = list(engine.builder.build(question))
+    batches = list(engine.builder.build(question_text(question)))
     if cfg.max_map_calls is not None:
         batches = batches[: cfg.max_map_calls]
     if cfg.dynamic_community_selection:
@@ -190,7 +205,7 @@ def estimate_global(engine: GlobalEstimated, question: str) -> CostEstimate:
     return t.result()
 
 
-def estimate_drift(engine: DriftEstimated, question: str) -> CostEstimate:
+def estimate_drift(engine: DriftEstimated, question: str | Question) -> CostEstimate:
     """Upper bound: every fold and every follow-up slot is used."""
     t = _Tally(engine, question)
     cfg = engine.config

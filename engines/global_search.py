@@ -28,7 +28,7 @@ from engines.schemas import MapResponse
 
 if TYPE_CHECKING:
     from engines.models.base import JSONObject
-    from engines.plan import QueryPlan
+    from engines.plan import Question
     from engines.steps import CommunityContextSource
     from shared_context.community_context import CommunityContext
     from shared_context.index import Index
@@ -75,7 +75,7 @@ class GlobalSearch(BaseEngine):
             CommunityContextParams, community_params(self.config, int(index.report_tokens.sum()))
         ))
 
-    def estimate(self, question: str, plan: QueryPlan | None = None) -> CostEstimate:
+    def estimate(self, question: str | Question) -> CostEstimate:
         return estimate_global(self, question)
 
     async def build_batches(self, run: QueryRun | None, question: str, history: list[Message]) -> list[ReportBatch]:

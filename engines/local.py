@@ -20,7 +20,7 @@ from engines.result import SearchResult
 from engines.run import QueryRun
 
 if TYPE_CHECKING:
-    from engines.plan import QueryPlan
+    from engines.plan import Question
     from engines.prompts import PromptTemplate
     from engines.steps import LocalContextSource, PromptFormatter
     from shared_context.index import Index
@@ -96,22 +96,22 @@ class LocalSearch(BaseEngine):
         self.formatter = formatter if formatter is not None else LocalPrompt(self.config.prompt,
                                                                              self.config.response_type)
 
-    def estimate(self, question: str, plan: QueryPlan | None = None) -> CostEstimate:
-        """No model call; with a `plan`, the context built here is kept for the answer."""
-        return estimate_local(self, question, plan)
+    def estimate(self, question: str | Question) -> CostEstimate:
+        """No model call; for a checked `Question`, the context built here comes back with the estimate
+        (`CostEstimate.prebuilt`), for the router to hand on to the answer."""
+        return estimate_local(self, question)
 
     def _context(self, run: QueryRun, link_text: str, history: list[Message], qv: np.ndarray | None) -> LocalContext:
-        """Step 1, the context: the one the plan already holds when it is exactly this context, else built,
-        linking on the plan's lexical pass."""
-        plan = run.plan
-        if plan is None or history or link_text != plan.link_text:
+        """Step 1, the context: the question's prebuilt one when it is exactly this context, else built,
+        linking on the question's lexical pass."""
+        asked = run.asked
+        if history or link_text != asked.link_text:
             return self.builder.build(link_text, history or None, query_vector=qv)
-        kept: LocalContext | None = plan.context_for(self.name, link_text) if qv is None else None
+        kept = asked.context_for(self.name, link_text) if qv is None else None
         if kept is not None:
             run.details["context_reused"] = True
             return kept
-        return self.builder.build(link_text, None, query_vector=qv,
-                                  linker=lambda k: plan.link(self.index, k, qv))
+        return self.builder.build(link_text, None, query_vector=qv, linker=lambda k: asked.linked(self.index, k, qv))
 
     def _embed_and_build(self, run: QueryRun, link_text: str, history: list[Message]) -> LocalContext:
         """The question's vector (a `LocalEmbedder`'s, computed here) and the context, in one thread hop."""

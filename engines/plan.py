@@ -1,25 +1,27 @@
 """What a question becomes before any linking or model call: the checks it and its history pass once, and
-the `QueryPlan` it is handed on as.
+the frozen `Question` it is handed on as.
 
 A question must be a visible, valid Unicode string within `MAX_QUESTION_TOKENS`; only its first
 `LINK_TOKENS` are used for entity linking. History is a list of earlier questions or role/content messages,
 bounded per message (`MAX_TURN_TOKENS`) and in total (the oldest dropped, with a note). Bad input is a
 `ValueError` naming the problem.
 
-The router makes the plan (`plan_question`: the question is checked once), the classifier links entities
-through it, an estimate keeps the context it built in it, and the engine that answers takes it instead of
-checking, linking and building again. Linking and a built context are reused only where the engine would
-compute exactly the same thing: lexical linking of the same text with the same `k` (no query vector, no
-history), and a context built for the same text with no history and no query vector. With a query vector
-the engine links again, but on the plan's `LexicalPass` (the vector-independent half: exact names, lexical
-terms and BM25), so the text is analysed once and only the vector's scores are added.
+`prepare_question` is the one place these checks run: the router calls it once per question (its
+`RoutedQuestion` is a `Question`), an engine used on its own calls it for a question string. A `Question` is
+immutable: what is shared per question is computed once by its owner and handed on as a new value, never
+filled in. The router links the question once before classifying (`with_linking`: the lexical pass, the
+vector-independent half of linking, and the lexical linking itself); an estimate returns the context it built
+(`CostEstimate.prebuilt`) and the router hands it on (`with_context`). An engine reuses them only where it
+would compute exactly the same thing: the lexical linking for the same `k` with no query vector and no
+history, a prebuilt context for the same engine and text with no history and no query vector; with a query
+vector it links on the question's lexical pass, so the text is analysed once.
 """
 
 from __future__ import annotations
 
 import unicodedata
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from engines.models.base import Message
@@ -39,11 +41,12 @@ __all__ = [
     "MAX_QUESTION_TOKENS",
     "MAX_TURN_TOKENS",
     "HistoryLike",
-    "QueryPlan",
+    "Prebuilt",
+    "Question",
     "check_question",
     "limit_history",
     "normalise_history",
-    "plan_question",
+    "prepare_question",
 ]
 
 # Questions longer than this are refused; longer than LINK_TOKENS are cut for entity linking only.
@@ -130,12 +133,6 @@ def _has_visible(text: str) -> bool:
     return any(unicodedata.category(ch) not in _INVISIBLE for ch in text)
 
 
-def plan_question(question: str, index: Index) -> QueryPlan:
-    """The question checked once (ValueError on bad input), as the `QueryPlan` the pipeline hands on."""
-    link_text, note = check_question(question, index)
-    return QueryPlan(question.strip(), link_text, note)
-
-
 def check_question(question: str, index: Index) -> tuple[str, str | None]:
     """(question to use for linking, degradation note or None); raises ValueError on bad input."""
     if not isinstance(question, str):
@@ -158,47 +155,83 @@ def check_question(question: str, index: Index) -> tuple[str, str | None]:
     return question.strip(), None
 
 
-@dataclass
-class QueryPlan:
-    question: str  # stripped
-    link_text: str  # the question as used for linking (cut to the linking limit)
-    note: str | None = None  # why the linking text differs from the question, if it does
-    links: dict[int, LinkResult] = field(default_factory=dict)  # k -> lexical linking of link_text
-    contexts: dict[str, tuple[str, LocalContext]] = field(default_factory=dict)  # engine -> (text, context built for it)
-    analysed: LexicalPass | None = None  # the vector-independent half of linking link_text
+@dataclass(frozen=True)
+class Prebuilt:
+    """A context an estimate built for `engine` from `text` (no history, no query vector)."""
 
-    def lexical(self, index: Index) -> LexicalPass:
-        """Exact names, lexical terms and BM25 strengths of `link_text`, computed once."""
-        if self.analysed is None:
-            from shared_context.linking import lexical_pass
+    engine: str
+    text: str
+    context: LocalContext
 
-            self.analysed = lexical_pass(index, self.link_text)
-        return self.analysed
 
-    def link(self, index: Index, k: int = 10, query_vector: np.ndarray | None = None) -> LinkResult:
-        """Linking of `link_text` (no history): without a vector computed once per `k`; with one, the
-        vector's scores merged into this plan's lexical pass."""
+@dataclass(frozen=True, kw_only=True)
+class Question:
+    """A question checked once, with its bounded history and deadline; what the estimate and the engine read.
+
+    `text` is what the engines answer (a follow-up's standalone form when the router rewrote it); `link_text`
+    is `text` as used for linking (cut to `LINK_TOKENS`, `link_note` says so). `deadline` is a
+    `time.perf_counter()` instant, `deadline_s` the seconds it was set to (named when it passes)."""
+
+    text: str
+    link_text: str
+    link_note: str | None = None
+    history: tuple[Message, ...] = ()
+    history_note: str | None = None
+    deadline: float | None = None
+    deadline_s: float | None = None
+    lexical: LexicalPass | None = None  # the vector-independent half of linking `link_text`
+    link: LinkResult | None = None  # the lexical linking of `link_text` to `link_k` entities
+    link_k: int = 0
+    prebuilt: Prebuilt | None = None
+
+    def with_linking(self, index: Index, k: int = 10) -> Question:
+        """This question with its lexical pass and its lexical linking to `k` entities, computed now."""
+        from shared_context.linking import lexical_pass, link_entities
+
+        lexical = self.lexical if self.lexical is not None else lexical_pass(index, self.link_text)
+        link = link_entities(index, self.link_text, k=k, analysed=lexical)
+        return replace(self, lexical=lexical, link=link, link_k=k)
+
+    def with_context(self, prebuilt: Prebuilt | None) -> Question:
+        """This question with a context an estimate built for it (unchanged when there is none)."""
+        return self if prebuilt is None or prebuilt.text != self.link_text else replace(self, prebuilt=prebuilt)
+
+    def linked(self, index: Index, k: int = 10, query_vector: np.ndarray | None = None) -> LinkResult:
+        """Linking of `link_text` (no history): the kept linking when it is exactly this one, else computed on
+        the kept lexical pass (nothing is stored)."""
         from shared_context.linking import link_entities
 
-        if query_vector is not None:
-            return link_entities(index, self.link_text, query_vector=query_vector, k=k, analysed=self.lexical(index))
-        if k not in self.links:
-            self.links[k] = link_entities(index, self.link_text, k=k, analysed=self.lexical(index))
-        return self.links[k]
+        if query_vector is None and self.link is not None and k == self.link_k:
+            return self.link
+        return link_entities(index, self.link_text, query_vector=query_vector, k=k, analysed=self.lexical)
 
     def linker(self, index: Index) -> Callable[[str], LinkResult]:
-        """`text -> LinkResult` that reuses this plan's linking when `text` is the plan's own."""
+        """`text -> LinkResult` that reuses this question's linking when `text` is its own."""
         from shared_context.linking import link_entities
 
         def link(text: str) -> LinkResult:
-            return self.link(index) if text == self.link_text else link_entities(index, text)
+            return self.linked(index) if text == self.link_text else link_entities(index, text)
 
         return link
 
-    def keep_context(self, engine: str, text: str, context: LocalContext) -> None:
-        self.contexts[engine] = (text, context)
-
     def context_for(self, engine: str, text: str) -> LocalContext | None:
-        """The context an estimate built for `engine` from the same `text`, else None."""
-        kept = self.contexts.get(engine)
-        return kept[1] if kept is not None and kept[0] == text else None
+        """The context an estimate built for `engine` from the same `text` with no history, else None."""
+        kept = self.prebuilt
+        if kept is None or self.history or kept.engine != engine or kept.text != text:
+            return None
+        return kept.context
+
+
+def prepare_question(question: str, index: Index, history: HistoryLike = None, *,
+                     deadline_s: float | None = None, started: float | None = None) -> Question:
+    """The question and its history checked once (ValueError on bad input), with the deadline `deadline_s`
+    seconds after `started` (a `time.perf_counter()` instant, default now)."""
+    import time
+
+    link_text, note = check_question(question, index)
+    turns, history_note = limit_history(normalise_history(history), index.tokenizer)
+    deadline = None
+    if deadline_s is not None:
+        deadline = (time.perf_counter() if started is None else started) + deadline_s
+    return Question(text=question.strip(), link_text=link_text, link_note=note, history=tuple(turns),
+                    history_note=history_note, deadline=deadline, deadline_s=deadline_s)

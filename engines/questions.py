@@ -27,7 +27,7 @@ from engines.models.base import Embedder, Message, Usage
 from engines.models.factory import ModelLike, ModelSet
 from engines.models.offline_text import is_cjk_text
 from engines.models.task_context import TaskContext
-from engines.plan import normalise_history
+from engines.plan import Question, normalise_history
 from engines.run import QueryRun
 from engines.schemas import QuestionList
 from shared_context.boilerplate_marks import boilerplate_weights
@@ -167,7 +167,8 @@ class QuestionGenerator:
 
         wide = corpus_wide_count(count, bool(user_turns))
         count -= wide
-        run = QueryRun("questions", question, self.models, ignore)
+        # the last user turn as it is (it may be empty: the index's own overview questions are then asked for)
+        run = QueryRun("questions", Question(text=question, link_text=question), self.models, ignore)
         qv = await link_vector(run, self.index, question) if question else None
         with run.timed("build_context"):
             ctx = await asyncio.to_thread(self.builder.build, question, earlier or None, query_vector=qv)

@@ -36,7 +36,7 @@ from engines.models.errors import ModelError, StructuredOutputError
 from engines.models.factory import ModelSet
 from engines.models.sufficiency import MarkerFilter, split_marker
 from engines.models.task_context import TaskContext
-from engines.plan import QueryPlan
+from engines.plan import Question
 from engines.result import Degradation, SearchResult
 
 if TYPE_CHECKING:
@@ -58,16 +58,14 @@ class QueryRun:
     def __init__(
         self,
         engine: str,
-        question: str,
+        asked: Question,
         models: ModelSet,
         emit: Callable[[Event], Awaitable[None]],
-        link_text: str | None = None,
-        deadline: float | None = None,
     ):
         self.engine = engine
-        self.question = question
-        self.link_text = question if link_text is None else link_text  # the question as used for linking
-        self.plan: QueryPlan | None = None  # what the router already computed for this question
+        self.asked = asked  # the checked question, read only: its linking and a prebuilt context are reused
+        self.question = asked.text
+        self.link_text = asked.link_text  # the question as used for linking
         self.models = models
         self.usage = Usage()
         self.degraded: list[Degradation] = []
@@ -76,7 +74,7 @@ class QueryRun:
         self.started = time.perf_counter()
         # The question's deadline (a time.perf_counter() instant) and what is kept for it: findings as they
         # arrive and the answer text streamed so far, so a cut-off run still has something to return.
-        self.deadline = deadline
+        self.deadline = asked.deadline
         self.findings: list[tuple[float, str]] = []
         self.streamed: list[str] = []
         self.open_stream: tuple[str, list[Message], str] | None = None  # (stage, messages, model) being streamed

@@ -25,7 +25,7 @@ class LocalContextSource(Protocol):
     """Builds the local (entity-centred) context of a question: pure and deterministic, no model call.
 
     `linker(k)` links `query` to its `k` best entities on a lexical pass the caller already made (the
-    router's `QueryPlan`); a builder that links by other means may ignore it."""
+    router's checked `Question`); a builder that links by other means may ignore it."""
 
     def build(
         self, query: str, history: Turns = None, /, *, query_vector: np.ndarray | None = None,

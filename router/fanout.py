@@ -126,13 +126,13 @@ class MultiRouter:
     def choose(self, question: str, history: HistoryLike = None, indexes: Sequence[str] | None = None) -> IndexChoice:
         """Which index(es) cover the question (no model call). A follow-up is probed with the caller's
         previous question, which names what it refers to."""
-        from engines.plan import normalise_history, plan_question
+        from engines.plan import check_question, normalise_history
 
         allowed = self.allowed(indexes)
         if not allowed:
             raise UnknownIndexError(None)
         first = next(iter(allowed.values()))
-        text = plan_question(question, first.index).link_text  # the engines' own checks: empty, too long
+        text, _ = check_question(question, first.index)  # the engines' own checks: empty, too long
         earlier = [m["content"] for m in normalise_history(history) if m["role"] == "user"]
         if earlier:
             text = f"{earlier[-1]}\n{text}"

@@ -627,7 +627,7 @@ def _decided(universe: np.ndarray, score: np.ndarray, taken: set[int], room: int
 class LexicalPass:
     """The part of linking one text that does not depend on a query vector: exact-name strengths, the
     lexical terms, BM25 strengths when every description is in memory, and the unknown names. A
-    `QueryPlan` keeps it, so a question linked by text (classifier) and then with its vector (engine)
+    checked `Question` keeps it, so a question linked by text (classifier) and then with its vector (engine)
     is analysed once."""
 
     text: str

@@ -113,8 +113,8 @@ class LocalContextBuilder:
         **overrides: Any,
     ) -> LocalContext:
         """`linker(k)`: links exactly this query and vector (no history, no include/exclude names) to `k`
-        entities on a lexical pass the caller already made (its QueryPlan), so the text is not analysed twice;
-        None links here."""
+        entities on a lexical pass the caller already made (the router's checked `Question`), so the text is
+        not analysed twice; None links here."""
         p = self._params(overrides)
         index = self.index
         tok = index.tokenizer

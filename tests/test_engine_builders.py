@@ -48,5 +48,6 @@ def test_drift_and_global_take_builders_too(dulce) -> None:
 def test_the_pre_ranking_engine_is_built_once_per_call_cap(dulce) -> None:
     router = Router(dulce)
     budget = Budget(max_llm_calls=6)
-    assert router._prerank_engine(budget) is router._prerank_engine(budget)
-    assert router._prerank_engine(Budget(max_llm_calls=9)) is not router._prerank_engine(budget)
+    engines = router.lifecycle
+    assert engines.prerank_engine(budget) is engines.prerank_engine(budget)
+    assert engines.prerank_engine(Budget(max_llm_calls=9)) is not engines.prerank_engine(budget)

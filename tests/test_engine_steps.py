@@ -15,7 +15,7 @@ from engines.models.config import ModelEndpoint, PriceTable
 from engines.models.limiter import LimiterRegistry
 from engines.models.offline import OfflineChatModel
 from engines.models.openai_backend import OpenAIChatModel
-from engines.plan import plan_question
+from engines.plan import prepare_question
 from router.classifier import classify
 from shared_context.basic_context import BasicContext
 from shared_context.index import Index
@@ -52,14 +52,14 @@ class TablesLast:
         return [{"role": "system", "content": f"Answer: {question}"}, {"role": "user", "content": context.text}]
 
 
-def test_a_builder_without_a_base_class_links_on_the_routers_plan(carol: Index) -> None:
-    plan = plan_question(QUESTION, carol)
-    classify(plan.question, carol, linker=plan.linker(carol))
+def test_a_builder_without_a_base_class_links_on_the_routers_question(carol: Index) -> None:
+    asked = prepare_question(QUESTION, carol).with_linking(carol, k=10)
+    classify(asked.text, carol, linker=asked.linker(carol))
     builder = WrappingBuilder(carol)
-    result = asyncio.run(LocalSearch(carol, OfflineChatModel(), builder=builder).search(QUESTION, plan=plan))
-    assert len(builder.links) == 1 and builder.links[0] is plan.link(carol, 3)  # linked once, through the plan
+    result = asyncio.run(LocalSearch(carol, OfflineChatModel(), builder=builder).search(asked))
+    assert len(builder.links) == 1  # linked once, on the question's lexical pass
+    assert builder.links[0].titles == asked.linked(carol, 3).titles
     assert "SCROOGE" in builder.links[0].titles
-    assert builder.inner.params.top_k_mapped_entities in plan.links  # the inner builder's linking too
     assert carol.tokenizer.count(result.context_text) <= 1200  # the injected builder's budget
     assert result.details["link_mode"] == builder.links[0].mode
 

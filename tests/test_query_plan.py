@@ -1,8 +1,9 @@
-"""One QueryPlan per question: checked once, linked once, a context built for the estimate reused."""
+"""One checked, immutable question: checked once, linked once, a context built for the estimate handed on."""
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,7 @@ import shared_context.linking as linking
 import shared_context.local_context as local_context
 from engines import LocalSearch
 from engines.models.offline import OfflineChatModel
-from engines.plan import plan_question
+from engines.plan import prepare_question
 from router.classifier import classify
 from shared_context import load_index
 
@@ -37,67 +38,65 @@ def link_calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return calls
 
 
-def test_plan_checks_the_question_once_and_rejects_bad_input(dulce) -> None:
-    plan = plan_question(f"  {QUESTION}  ", dulce)
-    assert plan.question == QUESTION and plan.link_text == QUESTION and plan.note is None
+def test_a_question_is_checked_once_and_rejects_bad_input(dulce) -> None:
+    asked = prepare_question(f"  {QUESTION}  ", dulce, ["Who runs Dulce base?"], deadline_s=5.0)
+    assert asked.text == QUESTION and asked.link_text == QUESTION and asked.link_note is None
+    assert asked.history == ({"role": "user", "content": "Who runs Dulce base?"},)
+    assert asked.deadline is not None and asked.deadline_s == 5.0
     with pytest.raises(ValueError, match="question is empty"):
-        plan_question("   ", dulce)
+        prepare_question("   ", dulce)
+    with pytest.raises(ValueError, match="history item 0"):
+        prepare_question(QUESTION, dulce, [{"role": "robot", "content": "hi"}])
 
 
-def test_classifier_and_engine_link_once_through_the_plan(dulce, link_calls: list[str]) -> None:
-    plan = plan_question(QUESTION, dulce)
-    decision = classify(QUESTION, dulce, linker=plan.linker(dulce))
-    assert decision.signals["linked_entities"] >= 1
+def test_a_question_is_never_filled_in(dulce) -> None:
+    asked = prepare_question(QUESTION, dulce)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        asked.link = None  # type: ignore[misc]
+    linked = asked.with_linking(dulce)
+    assert asked.link is None and asked.lexical is None  # a new value; the first one is as it was
+    assert linked.link is not None and linked.lexical is not None and linked.link_k == 10
+
+
+def test_classifier_and_engine_link_once_through_the_question(dulce, link_calls: list[str]) -> None:
+    asked = prepare_question(QUESTION, dulce).with_linking(dulce)
     assert link_calls == [QUESTION]
+    decision = classify(QUESTION, dulce, linker=asked.linker(dulce))
+    assert decision.signals["linked_entities"] >= 1
+    assert link_calls == [QUESTION]  # the classifier read the question's linking
     engine = LocalSearch(dulce, OfflineChatModel())  # no embedder: lexical linking, as the classifier's
-    result = asyncio.run(engine.search(QUESTION, plan=plan))
-    assert link_calls == [QUESTION]  # the engine reused the classifier's linking
+    result = asyncio.run(engine.search(asked))
+    assert link_calls == [QUESTION]  # the engine reused it too
     assert "ALEX MERCER" in result.context_text
-    without_plan = asyncio.run(LocalSearch(dulce, OfflineChatModel()).search(QUESTION))
-    assert without_plan.context_text == result.context_text  # same context either way
+    without = asyncio.run(LocalSearch(dulce, OfflineChatModel()).search(QUESTION))
+    assert without.context_text == result.context_text  # same context either way
     assert link_calls == [QUESTION, QUESTION]
 
 
 def test_the_estimate_context_is_the_answer_context(dulce, link_calls: list[str]) -> None:
-    plan = plan_question(QUESTION, dulce)
+    asked = prepare_question(QUESTION, dulce).with_linking(dulce)
     engine = LocalSearch(dulce, OfflineChatModel())
-    estimate = engine.estimate(QUESTION, plan)
-    assert estimate.llm_calls == 1 and len(link_calls) == 1
-    result = asyncio.run(engine.search(QUESTION, plan=plan))
+    estimate = engine.estimate(asked)
+    assert estimate.llm_calls == 1 and len(link_calls) == 1 and estimate.prebuilt is not None
+    assert "prebuilt" not in estimate.to_dict()
+    result = asyncio.run(engine.search(asked.with_context(estimate.prebuilt)))
     assert len(link_calls) == 1 and result.details.get("context_reused") is True
-    assert plan.context_for("local", QUESTION).text == result.context_text
+    assert estimate.prebuilt.context.text == result.context_text
+    # the question the estimate read was not changed: answering it alone builds the context again
+    again = asyncio.run(engine.search(asked))
+    assert "context_reused" not in again.details and again.context_text == result.context_text
 
 
-def test_history_or_a_query_vector_means_a_fresh_context(dulce, link_calls: list[str]) -> None:
-    plan = plan_question(QUESTION, dulce)
+def test_history_means_a_fresh_context(dulce, link_calls: list[str]) -> None:
     engine = LocalSearch(dulce, OfflineChatModel())
-    engine.estimate(QUESTION, plan)
-    result = asyncio.run(engine.search(QUESTION, ["Tell me about Dulce base."], plan=plan))
+    plain = prepare_question(QUESTION, dulce).with_linking(dulce)
+    prebuilt = engine.estimate(plain).prebuilt
+    with_history = prepare_question(QUESTION, dulce, ["Tell me about Dulce base."]).with_context(prebuilt)
+    result = asyncio.run(engine.search(with_history))
     assert "context_reused" not in result.details and len(link_calls) == 2
 
 
-
-def test_the_default_offline_router_analyses_a_question_for_linking_once(carol_path: Path,
-                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
-    """Offline default: the classifier links by text, the engine by text and query vector; the text's
-    lexical pass (exact names, terms, BM25) runs once and the engine only adds the vector's scores."""
-    from router import Router
-
-    passes: list[str] = []
-    real = linking.lexical_pass
-
-    def counting(index, text):
-        passes.append(text)
-        return real(index, text)
-
-    monkeypatch.setattr(linking, "lexical_pass", counting)
-    question = "Who is Bob Cratchit?"
-    with Router.from_index(carol_path) as router:
-        answer = router.ask(question)
-        assert answer.engine == "local" and answer.result is not None
-        assert answer.result.details["link_mode"] == "exact+lexical+embedding"  # the engine used the vector
-        assert passes == [question]
-        # the same entities and scores as the engine linking everything itself, without a plan
-        alone = router.run(router.engine("local").search(question))
-        assert alone.details["linked_entities"] == answer.result.details["linked_entities"]
-        assert passes == [question, question]
+def test_a_checked_question_carries_its_own_history_and_deadline(dulce) -> None:
+    engine = LocalSearch(dulce, OfflineChatModel())
+    with pytest.raises(ValueError, match="carries its own history and deadline"):
+        asyncio.run(engine.search(prepare_question(QUESTION, dulce), ["earlier"]))

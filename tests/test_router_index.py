@@ -178,21 +178,22 @@ def test_no_second_opinion_can_send_a_question_that_names_nothing_to_drift(metho
     from engines.models.base import Usage
     from router.classifier import RouteDecision
     from router.router import Router
+    from router.routing import RoutingPolicy
 
     unsure = RouteDecision(engine="global", confidence=0.45, probabilities={"global": 0.45, "local": 0.4, "drift": 0.15},
                            reasons=["test"], signals={"linked_entities": 0.0}, method=method)
     monkeypatch.setattr(classifier_module, "classify", lambda *_a, **_k: unsure)
     calls: list[str] = []
 
-    async def second_opinion(self: Any, question: str, decision: RouteDecision, *_: Any) -> RouteDecision:
-        calls.append(question)
+    async def second_opinion(self: Any, asked: Any, decision: RouteDecision, *_: Any) -> RouteDecision:
+        calls.append(asked.text)
         return decision
 
-    monkeypatch.setattr(Router, "_llm_second_opinion", second_opinion)
+    monkeypatch.setattr(RoutingPolicy, "_second_opinion", second_opinion)
     router = Router(carol)
     try:
         monkeypatch.setattr(type(router.models), "offline", property(lambda _self: False))
-        router.run(router._prepare("What do they say about it?", None, "auto", Usage()))
+        router.run(router.routing.route("What do they say about it?", None, "auto", None, Usage(), [], started=0.0))
     finally:
         router.close()
     assert bool(calls) is asked

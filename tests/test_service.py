@@ -255,7 +255,7 @@ def test_prepare_warms_up_and_keeps_the_collector_off_what_is_loaded(carol_path:
             record = router.index.entities[0]
             assert gc.is_tracked(record) and any(o is record for o in gc.get_objects())
             Service({"carol": router}, ServeConfig(warm_rows=100)).prepare()
-            assert {"local", "global", "drift", "basic"} <= set(router._engines)
+            assert {"local", "global", "drift", "basic"} <= set(router.lifecycle.engines)
             assert router.models._chat  # the chat model (and the SDK's import) before the first request
             # local-context rows of the highest-degree entities, up to [serve] warm_rows
             assert 100 <= len(per_index_cache(router.index, "local.rows", dict)) < len(router.index.relationships)
