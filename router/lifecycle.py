@@ -2,8 +2,8 @@
 checks of the model endpoints and of a remote embedder's vectors against the index's stored ones.
 
 It keeps no per-question state. The sync API (`Router.ask`, `run`) runs every question on one long-lived event
-loop in a background thread (`router.loop_thread`), so HTTP clients and their connections are reused;
-`close()` shuts them. Async callers close with `await aclose()` on their own loop.
+loop in a background thread (`sync`, a `router.loop_thread.SyncLoop`), so HTTP clients and their connections
+are reused; `close()` shuts them. Async callers close with `await aclose()` on their own loop.
 """
 
 from __future__ import annotations
@@ -12,9 +12,8 @@ import asyncio
 import threading
 import time
 import weakref
-from collections.abc import Coroutine
 from dataclasses import replace
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING
 
 from router.loop_thread import SyncLoop
 
@@ -26,7 +25,6 @@ if TYPE_CHECKING:
     from router.budget import Budget
     from shared_context.index import Index
 
-T = TypeVar("T")
 ENGINES = ("local", "global", "drift", "basic")
 
 
@@ -46,23 +44,17 @@ class RouterLifecycle:
         self.models = models if models is not None else _build_models(self.config, index)
         self.notes: list[str] = _foreign_vector_notes(stored, self.models)
         self.engines: dict[str, Engine] = {}
+        # fixed by the configuration: whether a chat model other than the offline one can be asked
+        self.offline = self.models.offline
         self._lock = threading.Lock()
-        self._sync = SyncLoop()  # the sync API's event loop, started on first use
+        self.sync = SyncLoop()  # the sync API's event loop, started on first use; it refuses to run once closed
         # Closes the sync loop (and so its HTTP clients) when this lifecycle is collected or the interpreter
         # exits without `close()`; holds no reference to it.
-        self._finalizer = weakref.finalize(self, self._sync.close)
+        self._finalizer = weakref.finalize(self, self.sync.close)
         self._closed = False
         self.vectors = _VectorCheck(self.index, self.models)
 
     # ---- the event loop of the synchronous API, and closing -------------------------------------
-
-    def run(self, coro: Coroutine[object, object, T]) -> T:
-        """Run a coroutine on the long-lived loop (from sync code; also inside Jupyter's loop)."""
-        with self._lock:
-            if self._closed:
-                coro.close()
-                raise RuntimeError("this Router is closed")
-        return self._sync.run(coro)
 
     def close(self) -> None:
         """Close the HTTP clients of the sync loop and stop it. Idempotent; unusable after."""
@@ -70,14 +62,16 @@ class RouterLifecycle:
             if self._closed:
                 return
             self._closed = True
-        self._sync.close(self.models.aclose())
+        self.sync.close(self.models.aclose())
         self._finalizer.detach()
 
     async def aclose(self) -> None:
         """Close the HTTP clients this (the caller's) event loop opened, and the sync loop if one ran."""
         await self.models.aclose()
-        if self._sync.started:
+        if self.sync.started:
             await asyncio.to_thread(self.close)
+        else:
+            self.sync.close()  # never started: nothing to stop, but it must not start after this
         self._closed = True
 
     async def acheck_endpoints(self) -> list[EndpointCheck]:

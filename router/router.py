@@ -93,7 +93,7 @@ class Router:
 
     def run(self, coro: Coroutine[object, object, T]) -> T:
         """Run a coroutine on this Router's long-lived loop (from sync code; also inside Jupyter's loop)."""
-        return self.lifecycle.run(coro)
+        return self.lifecycle.sync.run(coro)
 
     def close(self) -> None:
         """Close the HTTP clients of the sync loop and stop it. Idempotent; the Router is unusable after."""

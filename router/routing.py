@@ -120,7 +120,7 @@ class RoutingPolicy:
                       ) -> tuple[RouteDecision, Estimates]:
         """Commit, ask the chat model once where the rule says it pays, or start local (`router.commitment`)."""
         verdict, decision, estimates = await asyncio.to_thread(self.commitment, asked, decision, budget,
-                                                               can_ask=not self.life.models.offline)
+                                                               can_ask=not self.life.offline)
         if verdict is Verdict.ASK:
             decision = after_second_opinion(decision, await self._second_opinion(asked, decision, usage))
         return decision, estimates

@@ -118,7 +118,7 @@ class LocalContextBuilder:
         p = self._params(overrides)
         index = self.index
         tok = index.tokenizer
-        turns = recent_user_turns(history, p.conversation_history_max_turns)
+        turns = recent_user_turns(history, p.conversation_history_max_turns) if history else []
         if linker is not None and not turns and not include_entity_names and not exclude_entity_names:
             link = linker(p.top_k_mapped_entities)
         else:

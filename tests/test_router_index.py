@@ -190,9 +190,11 @@ def test_no_second_opinion_can_send_a_question_that_names_nothing_to_drift(metho
         return decision
 
     monkeypatch.setattr(RoutingPolicy, "_second_opinion", second_opinion)
+    from engines.models.factory import Models
+
+    monkeypatch.setattr(Models, "offline", property(lambda _self: False))  # read once, when the Router is made
     router = Router(carol)
     try:
-        monkeypatch.setattr(type(router.models), "offline", property(lambda _self: False))
         router.run(router.routing.route("What do they say about it?", None, "auto", None, Usage(), [], started=0.0))
     finally:
         router.close()

@@ -20,9 +20,6 @@ from pydantic import BaseModel, ValidationError
 
 from engines.models.base import Completion, Message
 from engines.models.offline_answer import compose_answer, covers_question, no_answer_text
-from engines.models.offline_questions import generate_questions, rewrite, route
-from engines.models.offline_reduce import compose_reduce
-from engines.models.offline_tasks import drift_followup, drift_hyde, drift_primer, global_map, rate
 from engines.models.schemas import (
     FollowupResponse,
     MapResponse,
@@ -139,10 +136,15 @@ class OfflineChatModel:
         return task if task in _ANSWER_TASKS else "answer"
 
     def _text(self, context: TaskContext, task: str, max_tokens: int | None) -> str:
+        # each task's module is imported for its first request only: an answer loads none of the others
         question = context.question
         if task in _REDUCE_TASKS:
+            from engines.models.offline_reduce import compose_reduce
+
             return compose_reduce(context, self._tokenizer, max_tokens)
         if task == "drift_hyde":
+            from engines.models.offline_tasks import drift_hyde
+
             return drift_hyde(context.template, question)
         datasets = _answer_datasets(task)
         if not question.strip():
@@ -160,23 +162,27 @@ class OfflineChatModel:
 
     def _structured(self, task: str, context: TaskContext, max_tokens: int | None) -> BaseModel:
         question, tables = context.question, context.tables
+        if task in ("questions", "rewrite", "route"):
+            from engines.models import offline_questions
+
+            if task == "questions":
+                return offline_questions.generate_questions(tables, question, context.question_count)
+            if task == "rewrite":
+                return offline_questions.rewrite(tables, question)
+            return offline_questions.route(question)
+        from engines.models import offline_tasks
+
         if task == "global_map":
-            return global_map(tables, question)
+            return offline_tasks.global_map(tables, question)
         if task == "rate":
-            return rate(tables, question)
+            return offline_tasks.rate(tables, question)
         if task == "drift_primer":
-            return drift_primer(tables, question)
+            return offline_tasks.drift_primer(tables, question)
         if task == "drift_followup":
-            return drift_followup(
-                context,
-                self._tokenizer,
-                max_sentences=self.followup_sentences,
-                max_tokens=max_tokens,
-            )
-        if task == "questions":
-            return generate_questions(tables, question, context.question_count)
-        if task == "rewrite":
-            return rewrite(tables, question)
+            return offline_tasks.drift_followup(context, self._tokenizer, max_sentences=self.followup_sentences,
+                                                max_tokens=max_tokens)
+        from engines.models.offline_questions import route
+
         return route(question)
 
     def _completion(self, messages: Sequence[Message], text: str, seconds: float) -> Completion:
