@@ -34,6 +34,10 @@ from benchmarks.common import CAROL_INDEX, run_facts
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("shared_context", "engines", "router")
 OUT = ROOT / "benchmarks" / "results" / "question_path" / "question_path.json"
+COUNTED = ("project files (shared_context, engines, router) in which at least one Python function ran (a module "
+           "body counts: a module imported while the question runs) between the question's start and its answer, in "
+           "the calling thread, the Router's loop thread and the worker threads; functions are (file, first line, "
+           "name) with at least one call")
 # (file, first line, function name) of one project function
 Function = tuple[str, int, str]
 
@@ -112,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
         fill_store(args.index, args.first, cache_dir)
         os.environ["GRAPHROUTE_CACHE_DIR"] = str(cache_dir)
         (first, first_engine), (second, second_engine) = trace_questions(args.index, [args.first, args.second])
-    report = {**run_facts(), "mode": "auto (routed by the classifier)",
+    report = {**run_facts(), "mode": "auto (routed by the classifier)", "counted": COUNTED,
               "first": summary(args.first, first_engine, first), "second": summary(args.second, second_engine, second)}
     for phase in ("first", "second"):
         facts = report[phase]

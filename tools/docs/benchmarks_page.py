@@ -284,6 +284,36 @@ def cli_latency(r: Json) -> tuple[list[str], list[Headline]]:
     return lines, heads
 
 
+# ---- before and after (benchmarks/before_after.py) ----------------------------------------------------
+
+def _figure(f: Json) -> str:
+    if "missing" in f:
+        return f"not measured ({f['missing']})"
+    unit, runs = f["unit"], f["runs"]
+    digits = 0 if unit == "files" else 2
+    if len(runs) == 1:
+        return f"{runs[0]:.{digits}f} {unit}"
+    return f"{f['median']:.{digits}f} ({f['range'][0]:.{digits}f}–{f['range'][1]:.{digits}f}) {unit}"
+
+
+def before_after(r: Json) -> tuple[list[str], list[Headline]]:
+    before, after = r["before"], r["after"]
+    lines = ["One immutable routed question, the Router split into lifecycle, routing policy and answer loop, and a "
+             f"shorter question path: commit `{before['commit'] or '?'}` (before) against `{after['commit'] or '?'}` "
+             "(after), each measured by the scripts named in the result files beside this one "
+             "(`benchmarks/results/architecture/`), median (range) over their runs. The question path counts the "
+             "project files (`router`, `engines`, `shared_context`) in which at least one Python function (module "
+             "bodies included) ran while an auto-routed question was answered, in every thread.", "",
+             "| figure | before | after |", "|---|---|---|"]
+    for name in r["figures"]:
+        lines.append(f"| {name} | {_figure(before['figures'][name])} | {_figure(after['figures'][name])} |")
+    loads = sorted({str(s.get("load_avg_start", ["?"])[0]) for side in (before, after)
+                    for s in side["sources"].values() if s.get("load_avg_start")})
+    lines += ["", f"The 2-core machine was shared while these ran (1-minute load averages at the starts: "
+              f"{', '.join(f'{float(x):.1f}' for x in loads)}); the ranges show how much that moved the timings.", ""]
+    return lines, []
+
+
 # ---- scale (benchmarks/scale.py) -----------------------------------------------------------------------
 
 def _cell(row: Json, key: str, digits: int) -> str:
@@ -463,6 +493,8 @@ SECTIONS = (
     Section("scale-at-1m-entities", "Scale at 1M entities", "scale_1m/scale.json", scale),
     Section("scale-at-1m-entities-unique-titles", "Scale at 1M entities, unique titles", "scale_1m_unique/scale.json",
             scale),
+    Section("before-and-after-the-routed-question", "Before and after the routed question",
+            "architecture/before_after.json", before_after),
     Section("service-load", "Service load", "serve/serve_load.json", serve_load),
     Section("service-replicas", "Service replicas", "serve/serve_replicas.json", serve_replicas),
 )

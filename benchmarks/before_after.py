@@ -1,0 +1,101 @@
+"""Before and after one change, side by side: `python -m benchmarks.before_after --before DIR --after DIR`.
+
+Each DIR holds the result files of one checkout, written by the scripts themselves, run with that checkout's
+code first on `PYTHONPATH` (the editable install would otherwise load this one):
+
+    PYTHONPATH=$CODE python -m benchmarks.question_path --out DIR/question_path.json
+    PYTHONPATH=$CODE python -m benchmarks.router_eval --parts latency --runs 3 --json DIR/router_eval.json
+    PYTHONPATH=$CODE python -m benchmarks.cli_latency --runs 3 --code $CODE --out DIR/cli_latency
+    PYTHONPATH=$CODE python -m benchmarks.scale --sizes 10000,100000 --titles type-word --runs 3 --out DIR/scale
+    PYTHONPATH=$CODE python -m benchmarks.scale --sizes 1000000 --titles type-word --runs 3 --out DIR/scale_1m
+
+Figures: the local context p50 at 10k entities and the second process's cold start (import + load + first
+context) at 100k and 1M entities (`benchmarks.scale`, type-word titles), `graphroute ask` wall time on the
+Christmas Carol index (`benchmarks.cli_latency`), the classifier's p50 per question with linking and the index
+probe on a 10k-entity index (`benchmarks.router_eval`, latency part), and the files an auto-routed question runs
+through (`benchmarks.question_path`). Timings are the median and the range over each script's runs; a figure
+whose file is missing is reported as missing. Writes `benchmarks/results/architecture/before_after.json` (the
+per-run values, each source file's command, date and load averages) and copies the source files beside it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from benchmarks.common import run_facts
+
+OUT = Path(__file__).resolve().parent / "results" / "architecture"
+Json = dict[str, Any]
+# figure name -> (source file inside a DIR, unit, reader of its per-run values)
+Reader = Callable[[Json], list[float]]
+
+
+def _scale(size: str, key: str) -> Reader:
+    return lambda r: [float(run[key]) for run in r["results"]["type-word"][size]["second_runs"] if key in run]
+
+
+FIGURES: dict[str, tuple[str, str, Reader]] = {
+    "local context p50, 10k entities": ("scale/scale.json", "ms", _scale("10000", "local_p50_ms")),
+    "cold start (second process), 100k entities": ("scale/scale.json", "s", _scale("100000", "cold_s")),
+    "cold start (second process), 1M entities": ("scale_1m/scale.json", "s", _scale("1000000", "cold_s")),
+    "`graphroute ask` wall time, Christmas Carol": (
+        "cli_latency/cli_latency.json", "s", lambda r: [float(x["wall_s"]) for x in r["results"]["carol"]["runs"]]),
+    "routing p50 per question, with linking and the index probe (10k entities)": (
+        "router_eval.json", "ms", lambda r: [float(x) for x in r["latency"]["with_index_p50_ms"]]),
+    "routing p50 per question, no index": (
+        "router_eval.json", "ms", lambda r: [float(x) for x in r["latency"]["no_index_p50_ms"]]),
+    "question path, first question of a process (files)": (
+        "question_path.json", "files", lambda r: [float(r["first"]["files"])]),
+    "question path, second question (files)": ("question_path.json", "files", lambda r: [float(r["second"]["files"])]),
+}
+
+
+def side(folder: Path) -> tuple[dict[str, Json], dict[str, Json]]:
+    """Per figure: its runs, median and range (or why it is missing); and each source file's provenance."""
+    figures: dict[str, Json] = {}
+    sources: dict[str, Json] = {}
+    for name, (rel, unit, read) in FIGURES.items():
+        path = folder / rel
+        if not path.exists():
+            figures[name] = {"unit": unit, "missing": f"{rel} was not measured"}
+            continue
+        report = json.loads(path.read_text(encoding="utf-8"))
+        runs = read(report)
+        figures[name] = {"unit": unit, "runs": runs, "median": statistics.median(runs), "range": [min(runs), max(runs)]}
+        sources[rel] = {k: report.get(k) for k in ("command", "date", "load_avg_start", "load_avg_end")}
+    return figures, sources
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser.add_argument("--before", type=Path, required=True, help="result files of the starting checkout")
+    parser.add_argument("--after", type=Path, required=True, help="result files of the changed checkout")
+    parser.add_argument("--before-commit", default="", help="the starting commit, as recorded")
+    parser.add_argument("--after-commit", default="", help="the changed commit, as recorded")
+    parser.add_argument("--out", type=Path, default=OUT)
+    args = parser.parse_args(argv)
+    report: Json = {**run_facts(), "figures": list(FIGURES)}
+    for label, folder, commit in (("before", args.before, args.before_commit), ("after", args.after, args.after_commit)):
+        figures, sources = side(folder)
+        report[label] = {"commit": commit, "figures": figures, "sources": sources}
+        for rel in sources:  # the source files themselves, beside the summary
+            target = args.out / label / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(folder / rel, target)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "before_after.json").write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
+    for name in FIGURES:
+        b, a = report["before"]["figures"][name], report["after"]["figures"][name]
+        print(f"{name}: before {b.get('median', b.get('missing'))} after {a.get('median', a.get('missing'))}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
