@@ -67,14 +67,15 @@ FIGURES: dict[str, tuple[str, str, Reader]] = {
 }
 
 
-def side(folder: Path) -> tuple[dict[str, Json], dict[str, Json]]:
-    """Per figure: its runs, median and range (or why it is missing); and each source file's provenance."""
+def side(folder: Path, skipped: dict[str, str]) -> tuple[dict[str, Json], dict[str, Json]]:
+    """Per figure: its runs, median and range (or why it is missing); and each source file's provenance.
+    `skipped`: source file -> why it was not measured."""
     figures: dict[str, Json] = {}
     sources: dict[str, Json] = {}
     for name, (rel, unit, read) in FIGURES.items():
         path = folder / rel
         if not path.exists():
-            figures[name] = {"unit": unit, "missing": f"{rel} was not measured"}
+            figures[name] = {"unit": unit, "missing": skipped.get(rel, f"no {rel}")}
             continue
         report = json.loads(path.read_text(encoding="utf-8"))
         runs = read(report)
@@ -89,11 +90,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--after", type=Path, required=True, help="result files of the changed checkout")
     parser.add_argument("--before-commit", default="", help="the starting commit, as recorded")
     parser.add_argument("--after-commit", default="", help="the changed commit, as recorded")
+    parser.add_argument("--skipped", action="append", default=[], metavar="FILE=WHY",
+                        help="a source file not measured on either side, and why")
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args(argv)
+    skipped = dict(item.split("=", 1) for item in args.skipped)
     report: Json = {**run_facts(), "figures": list(FIGURES)}
     for label, folder, commit in (("before", args.before, args.before_commit), ("after", args.after, args.after_commit)):
-        figures, sources = side(folder)
+        figures, sources = side(folder, skipped)
         report[label] = {"commit": commit, "figures": figures, "sources": sources}
         for rel in sources:  # the source files themselves, beside the summary
             target = args.out / label / rel

@@ -288,7 +288,7 @@ def cli_latency(r: Json) -> tuple[list[str], list[Headline]]:
 
 def _figure(f: Json) -> str:
     if "missing" in f:
-        return f"not measured ({f['missing']})"
+        return f"not measured: {f['missing']}"
     unit, runs = f["unit"], f["runs"]
     digits = 0 if unit == "files" else 2
     if len(runs) == 1:
