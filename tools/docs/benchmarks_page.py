@@ -303,7 +303,8 @@ def before_after(r: Json) -> tuple[list[str], list[Headline]]:
              "(after), each measured by the scripts named in the result files beside this one "
              "(`benchmarks/results/architecture/`), median (range) over their runs. The question path counts the "
              "project files (`router`, `engines`, `shared_context`) in which at least one Python function (module "
-             "bodies included) ran while an auto-routed question was answered, in every thread.", "",
+             "bodies included) ran while an auto-routed question was answered, in every thread. Each timing script ran "
+             "for the before and the after checkout one after the other, so both met about the same load.", "",
              "| figure | before | after |", "|---|---|---|"]
     for name in r["figures"]:
         lines.append(f"| {name} | {_figure(before['figures'][name])} | {_figure(after['figures'][name])} |")
