@@ -15,21 +15,22 @@ Christmas Carol index (`benchmarks.cli_latency`), the classifier's p50 per quest
 probe on a 10k-entity index (`benchmarks.router_eval`, latency part), and the files an auto-routed question runs
 through (`benchmarks.question_path`). Timings are the median and the range over each script's runs; a figure
 whose file is missing is reported as missing. Writes `benchmarks/results/architecture/before_after.json` (the
-per-run values, each source file's command, date and load averages) and copies the source files beside it.
+per-run values, each source file's command, date and load averages) and copies the source files beside it
+(absolute paths into the shared data folder shown as `../shared/data`, as `benchmarks.redact_report` does).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import statistics
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import run_facts
+from benchmarks.common import SHARED_DATA, run_facts
+from benchmarks.redact_report import relativise
 
 OUT = Path(__file__).resolve().parent / "results" / "architecture"
 Json = dict[str, Any]
@@ -92,18 +93,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--after-commit", default="", help="the changed commit, as recorded")
     parser.add_argument("--skipped", action="append", default=[], metavar="FILE=WHY",
                         help="a source file not measured on either side, and why")
+    parser.add_argument("--data-root", action="append", default=[],
+                        help="a spelling of the shared data folder the source files use (shown as ../shared/data)")
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args(argv)
+    roots = [SHARED_DATA, *args.data_root]
     skipped = dict(item.split("=", 1) for item in args.skipped)
     report: Json = {**run_facts(), "figures": list(FIGURES)}
     for label, folder, commit in (("before", args.before, args.before_commit), ("after", args.after, args.after_commit)):
         figures, sources = side(folder, skipped)
         report[label] = {"commit": commit, "figures": figures, "sources": sources}
-        for rel in sources:  # the source files themselves, beside the summary
+        for rel in sources:  # the source files themselves, beside the summary, data paths shown relative
             target = args.out / label / rel
             target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(folder / rel, target)
+            copied = json.loads((folder / rel).read_text(encoding="utf-8"))
+            for root in roots:
+                copied = relativise(copied, root)
+            target.write_text(json.dumps(copied, indent=1) + "\n", encoding="utf-8")
     args.out.mkdir(parents=True, exist_ok=True)
+    for root in roots:
+        report = relativise(report, root)
     (args.out / "before_after.json").write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
     for name in FIGURES:
         b, a = report["before"]["figures"][name], report["after"]["figures"][name]
