@@ -4,7 +4,8 @@ batched reduce, instead of a whole global search (maps and a reduce) per index.
 Each index's own pre-ranking engine builds its map batches (its most relevant reports first, within its share of
 report tokens); the batches are interleaved (every index's best batch, then every index's second, ...) so a cap on
 map calls keeps each index's best reports, and every report id shown is qualified with its index (`carol:5`), so
-the points the map writes and the answer the reduce writes cite reports by index. The map and the reduce are
+the points the map writes and the answer the reduce writes cite reports by index. Each index's last batch, when not full, is
+packed together with the others' (one map call where a search per index would make one each), after the full ones. The map and the reduce are
 `GlobalSearch`'s own steps (this is a `GlobalSearch` whose batches come from several indexes);
 `cited_by_index` resolves the answer's qualified citations against the index each one names.
 """
@@ -84,10 +85,36 @@ class _InterleavedBatches:
                                        history=history)
             notes.extend(f"index {name}: {note}" for note in built.notes)
             per_index.append([_qualified(name, b, part.index.tokenizer, self.max_tokens) for b in built])
+        partial = [batches.pop() for batches in per_index if batches and batches[-1].tokens < self.max_tokens]
         batches = [b for rank in zip_longest(*per_index) for b in rank if b is not None]
+        batches.extend(_merged(partial, self.parts, self.max_tokens))
         for number, batch in enumerate(batches, 1):
             batch.number = number
         return CommunityContext(batches, notes=notes)
+
+
+def _merged(partial: list[ReportBatch], parts: Mapping[str, GlobalSearch], max_tokens: int) -> list[ReportBatch]:
+    """The indexes' partly filled last batches packed into as few batches as fit `max_tokens` (first fit, in
+    index order; all indexes share one tokenizer here: the first index's counts the packed text)."""
+    from shared_context.report_batches import ReportBatch
+    from shared_context.tables import ContextTables, Section
+
+    tokenizer = next(iter(parts.values())).index.tokenizer
+    out: list[ReportBatch] = []
+    for batch in partial:
+        for i, held in enumerate(out):
+            mine, theirs = batch.tables.reports, held.tables.reports
+            if mine is None or theirs is None:
+                continue
+            section = Section(theirs.name, theirs.columns, [*theirs.rows, *mine.rows])
+            tables = ContextTables(history=held.tables.history, reports=section)
+            tokens = tokenizer.count(tables.render())
+            if tokens <= max_tokens:
+                out[i] = ReportBatch(tables, tokens, [*held.communities, *batch.communities], held.number)
+                break
+        else:
+            out.append(batch)
+    return out
 
 
 def qualified_id(index: str, ident: str) -> str:
