@@ -111,3 +111,25 @@ def test_choose_rules() -> None:
     assert (none.outcome, none.names) == ("none", ("a",))
     with pytest.raises(ValueError):
         choose([])
+
+
+def test_a_lower_case_one_word_title_is_a_name_only_with_the_question_s_words() -> None:
+    """"mass" names MASS in a novel, but a question most of whose words that index lacks is not about it."""
+    weak = Coverage("a", ("MASS",), (), 5, 0.2, 0.2, weak=("MASS",))
+    assert not weak.strong and choose([weak, Coverage("b", terms=5)]).outcome == "none"
+    supported = Coverage("a", ("MASS",), (), 5, 0.8, 0.6, weak=("MASS",))
+    assert supported.strong and choose([supported, Coverage("b", terms=5)]).names == ("a",)
+    written = Coverage("a", ("DELVE",), (), 2, 0.5, 0.5)  # written capitalised: not weak
+    assert written.strong
+
+
+def test_rare_words_missing_keep_common_ones_from_covering() -> None:
+    """Most words present but the rare ones (weighted by rarity over all indexes) absent: no cover."""
+    common = Coverage("a", (), (), 5, 0.6, 0.6, unit_shares=(0.5, 0.4, 0.0, 0.0, 0.3), passage_terms=(True, True,
+                                                                                                     False, False, True))
+    other = Coverage("b", (), (), 5, 0.2, 0.2, unit_shares=(0.3, 0.0, 0.0, 0.0, 0.0), passage_terms=(True,) + (False,) * 4)
+    choice = choose([common, other])
+    assert choice.outcome == "none" and choice.coverages[0].weighted_share < 0.5
+    rare_there = Coverage("a", (), (), 5, 0.6, 0.6, unit_shares=(0.0, 0.0, 0.02, 0.05, 0.01),
+                          passage_terms=(False, False, True, True, True))
+    assert choose([rare_there, other]).names == ("a",)
