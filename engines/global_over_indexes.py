@@ -44,9 +44,10 @@ class GlobalOverIndexes(GlobalSearch):
         self.parts = dict(parts)
         self.index = lead.index
         self.models = lead.models
-        # Ratings would rate one index's reports only: the parts pre-rank instead, which costs no call.
-        self.config = lead.config.model_copy(update={"dynamic_community_selection": False, "prerank": True,
-                                                      "max_map_calls": max_map_calls})
+        # Ratings would rate one index's reports only: each part selects its own reports (pre-ranked when routed).
+        caps = [c for c in (lead.config.max_map_calls, max_map_calls) if c is not None]
+        self.config = lead.config.model_copy(update={"dynamic_community_selection": False,
+                                                      "max_map_calls": min(caps) if caps else None})
         self.builder = _InterleavedBatches(self.parts, self.config.max_context_tokens)
 
     def cited_by_index(self, result: SearchResult) -> list[tuple[str, Citation]]:
