@@ -3,7 +3,8 @@ per-index `Router` picks the engine as it does for one index.
 
 One index covers the question: that index's Router answers it and the route names the index. Several do: each
 answers within its share of the budget (calls and cost divided among them, the same deadline, all at once) and
-the answers are merged into one whose citations name their index (`IndexCitation`). None does: the answer says
+the answers are merged into one whose citations name their index (`IndexCitation`); routed to global search, they
+are instead one global search over all their reports with one reduce (`router.global_fanout`). None does: the answer says
 so and comes from the closest index with local search and at most one model call. A named index (`index=`)
 skips index routing; `indexes=` limits routing to some indexes (an API key's, in the service).
 """
