@@ -99,3 +99,13 @@ def test_fewer_calls_than_a_global_search_on_each_index(multi: MultiRouter, serv
     per_index = sum(a.usage.total.llm_calls for a in each)
     assert one.usage.total.llm_calls < per_index
     assert sum(a.usage.stages["reduce"].llm_calls for a in each) == 2 and one.usage.stages["reduce"].llm_calls == 1
+
+
+def test_a_routed_themes_question_takes_the_same_path(multi: MultiRouter, server: LoopbackServer) -> None:
+    """No mode: the best covering index routes the question to global search, so the fan-out is one global search
+    over both indexes' pre-ranked reports, with one reduce, within the call budget."""
+    question = "Summarise the overall themes across Scrooge and the Harrowmere Energy Cooperative."
+    answer = multi.ask(question, budget=Budget(max_llm_calls=6))
+    assert answer.engine == "global" and sorted(answer.route.index or []) == ["carol", "coop"], answer.route.reasons
+    assert _calls(server, "global_reduce") == 1 and answer.usage.total.llm_calls <= 6
+    assert any(r.startswith("one global search over the reports of") for r in answer.route.reasons)
