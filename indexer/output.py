@@ -107,21 +107,12 @@ def metadata_type(rows: list[dict[str, Any]]) -> pa.DataType:
     """The Arrow type of the documents' `metadata` column, each row's value made to fit it.
 
     GraphRAG v3 keeps a document's metadata as a dict, which it writes as a struct (null-typed when no document
-    has any): so do we, with every key any document has (a key a document lacks is null there). A key whose
-    values differ in type between documents (a year that is 2024 in front matter and "2023" in a CSV column) is
-    written as text in every document; `where=` compares values as text too. Metadata a struct still cannot
-    hold is written as JSON text, which the loader reads alike."""
+    has any): so do we, with every key any document has (a key a document lacks is null there). When a struct
+    cannot hold it (a key that is 2024 in one document's front matter and "2023" in a CSV row), the column is
+    JSON text instead, so each document keeps its values as they were; the loader reads both."""
     metas = [r.get("metadata") or None for r in rows]
     if all(m is None for m in metas):
         return pa.null()
-    for key in dict.fromkeys(k for m in metas if m for k in m):
-        values = [m[key] for m in metas if m and m.get(key) is not None]
-        try:
-            pa.array(values)
-        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
-            for m in metas:
-                if m and m.get(key) is not None:
-                    m[key] = _as_text(m[key])
     try:
         kind = pa.array(metas).type
     except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
@@ -130,10 +121,6 @@ def metadata_type(rows: list[dict[str, Any]]) -> pa.DataType:
     for r, m in zip(rows, metas, strict=True):
         r["metadata"] = m
     return kind
-
-
-def _as_text(value: object) -> str:
-    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
 
 
 def _batches(rows: Iterable[dict[str, Any]], n: int) -> Iterator[list[dict[str, Any]]]:

@@ -57,14 +57,14 @@ def test_metadata_is_graphrag_v3s_metadata_column(tmp_path: Path) -> None:
     docs.mkdir()
     (docs / "memo.md").write_text("---\nyear: 2024\ncustomer: acme\n---\nAcme Rockets ordered nine valves from Pellow "
                                   "Foundry in March.\n", encoding="utf-8")
-    (docs / "orders.csv").write_text("title,text,region,year\nnorth-order,Pellow Foundry cast two bells for Zenith Mills.,north,2023\n"
-                                     "south-order,Zenith Mills bought a kiln from Pellow Foundry.,south,2024\n", encoding="utf-8")
+    (docs / "orders.csv").write_text("title,text,region\nnorth-order,Pellow Foundry cast two bells for Zenith Mills.,north\n"
+                                     "south-order,Zenith Mills bought a kiln from Pellow Foundry.,south\n", encoding="utf-8")
     (docs / "calls.jsonl").write_text(json.dumps({"title": "call-1", "text": "Ida Brenn of Zenith Mills phoned Pellow Foundry.",
                                                   "customer": "zenith"}) + "\n", encoding="utf-8")
     build_index(docs, tmp_path / "index", progress=False)
     table = _documents_table(tmp_path / "index")
     assert table.schema.names == pq.read_schema(DULCE / "documents.parquet").names
-    assert "raw_data" not in table.schema.names
+    assert "raw_data" not in table.schema.names and pa.types.is_struct(table.schema.field("metadata").type)
     written = {r["title"]: {k: v for k, v in (r["metadata"] or {}).items() if v is not None}
                for r in table.select(["title", "metadata"]).to_pylist()}
     assert written["memo.md"]["customer"] == "acme" and written["memo.md"]["suffix"] == ".md"  # front matter, file
@@ -74,7 +74,7 @@ def test_metadata_is_graphrag_v3s_metadata_column(tmp_path: Path) -> None:
     titled = lambda s: sorted(ix.documents[d].title for d in in_scope_documents(ix, s))  # noqa: E731
     assert titled(Scope(where={"customer": "zenith"})) == ["call-1"]
     assert titled(Scope(where={"region": "north"})) == ["north-order"]
-    assert titled(Scope(where={"year": 2024})) == ["memo.md", "south-order"]
+    assert titled(Scope(where={"year": 2024})) == ["memo.md"]
 
 
 def test_where_still_works_on_an_index_with_raw_data(tmp_path: Path) -> None:
@@ -97,11 +97,13 @@ def test_where_still_works_on_an_index_with_raw_data(tmp_path: Path) -> None:
     assert [ix.documents[d].title for d in in_scope_documents(ix, Scope(where={"customer": "zenith"}))] == ["zenith.md"]
 
 
-def test_a_key_of_mixed_types_is_written_as_text() -> None:
+def test_metadata_a_struct_cannot_hold_is_json_text_keeping_each_value() -> None:
     rows = [{"metadata": {"year": 2024, "tags": ["a"]}}, {"metadata": {"year": "2024-25"}}, {"metadata": None},
             {"metadata": {}}]
-    kind = metadata_type(rows)
-    assert pa.types.is_struct(kind) and kind.field("year").type == pa.string()
-    assert kind.field("tags").type == pa.list_(pa.string())
-    assert [r["metadata"] for r in rows] == [{"year": "2024", "tags": ["a"]}, {"year": "2024-25"}, None, None]
+    assert metadata_type(rows) == pa.string()
+    assert [r["metadata"] and json.loads(r["metadata"]) for r in rows] == [
+        {"year": 2024, "tags": ["a"]}, {"year": "2024-25"}, None, None]
+    same = [{"metadata": {"year": 2024, "tags": ["a"]}}, {"metadata": {"year": 2023, "region": "north"}}]
+    kind = metadata_type(same)
+    assert pa.types.is_struct(kind) and kind.field("year").type == pa.int64()
     assert metadata_type([{"metadata": None}]) == pa.null()
