@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from engines.global_over_indexes import SEPARATOR
 from router.answer import Answer
 from router.budget import Budget, PlanStep, check_fit
 from router.index_citations import indexed
@@ -57,10 +58,16 @@ async def global_over_indexes(question: str, history: HistoryLike, budget: Budge
     citations = [indexed(c, name) for name, c in engine.cited_by_index(result)]
     units = list(dict.fromkeys(u for c in citations for u in c.text_unit_ids))
     docs = list(dict.fromkeys(d for c in citations for d in c.document_ids))
-    names = list(engines)
+    # the indexes whose reports a map call read: a tight call budget may leave the later ones out
+    read = {ident.rpartition(SEPARATOR)[0] for kind, ident in result.context_ids if kind == "Reports"}
+    names = [n for n in engines if n in read] or list(engines)
+    unread = [n for n in engines if n not in names]
     batches = result.details.get("batches", [])
     result = replace(result, citations=list(citations), text_unit_ids=units, document_ids=docs,
                      details={**result.details, "indexes": names})
+    degraded = [f"{d.stage}: {d.reason}" for d in result.degraded]
+    if unread:
+        degraded.append(f"not read, the call budget left no room: {', '.join(unread)}")
     how = (f"one global search over the reports of {', '.join(names)}: {len(batches)} map call(s) over their "
            f"pre-ranked reports, one reduce")
     route = replace(decision, index=names, reasons=[*choice.reasons, how, *decision.reasons],
@@ -70,7 +77,7 @@ async def global_over_indexes(question: str, history: HistoryLike, budget: Budge
                   seconds=time.perf_counter() - started, result=result,
                   plan=[f"global over {', '.join(names)}: ~{est.llm_calls} calls, ~${est.cost:.4f}, "
                         f"~{est.seconds_guess:.1f}s"],
-                  degraded=[f"{d.stage}: {d.reason}" for d in result.degraded], notes=notes)
+                  degraded=degraded, notes=notes)
 
 
 def _parts(routers: Mapping[str, ScopableRouter], scope: Scope | None, engine_name: str

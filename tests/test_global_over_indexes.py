@@ -109,3 +109,10 @@ def test_a_routed_themes_question_takes_the_same_path(multi: MultiRouter, server
     assert answer.engine == "global" and sorted(answer.route.index or []) == ["carol", "coop"], answer.route.reasons
     assert _calls(server, "global_reduce") == 1 and answer.usage.total.llm_calls <= 6
     assert any(r.startswith("one global search over the reports of") for r in answer.route.reasons)
+
+
+def test_an_index_the_budget_leaves_unread_is_named(multi: MultiRouter, server: LoopbackServer) -> None:
+    answer = multi.ask(QUESTION, mode="global", budget=Budget(max_llm_calls=2))  # one map call, one reduce
+    assert answer.usage.total.llm_calls == 2 and answer.engine == "global"
+    assert isinstance(answer.route.index, list) and len(answer.route.index) == 1
+    assert any(d.startswith("not read, the call budget left no room: ") for d in answer.degraded)
