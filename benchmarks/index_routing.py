@@ -38,9 +38,20 @@ from pathlib import Path
 from typing import Any
 
 QUESTIONS = Path(__file__).resolve().parent / "data" / "index_routing_questions.jsonl"
-# Written after the router's rules were tuned and frozen before its first run; nothing was tuned on it.
+# Written after the router's rules were tuned and frozen before its first run (77.4 % on its first two runs); the
+# router was then changed while looking at its misses, so it is a dev set now.
 HELDOUT = Path(__file__).resolve().parent / "data" / "index_routing_heldout.jsonl"
-SETS = {"dev": QUESTIONS, "heldout": HELDOUT}
+# Written after those changes from reading the corpora, committed before its one run; nothing was tuned on it.
+HELDOUT2 = Path(__file__).resolve().parent / "data" / "index_routing_heldout2.jsonl"
+SETS = {"dev": QUESTIONS, "heldout": HELDOUT, "heldout2": HELDOUT2}
+TUNING = {
+    "dev": "the index router's rules were tuned on these questions: not an independent figure",
+    "heldout": ("written as a held-out set and first measured at 77.4 %; the router was then changed while looking "
+                "at its misses, so this is a dev set now: not an independent figure"),
+    "heldout2": ("written after the last change to the router, committed before its one run; nothing was tuned on "
+                 "it. Written by the router's authors (from the corpora, not the router's code): not the "
+                 "independent check on other people's questions"),
+}
 RESULTS = Path(__file__).resolve().parent / "results" / "index_routing"
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 SAMPLE = Path(__file__).resolve().parents[1] / "indexer" / "sample_corpus"
@@ -116,10 +127,8 @@ def run(data: Path, root: Path, runs: int, answer: bool, question_set: str = "de
         "slices": {"podcast_episodes": PODCAST_EPISODES, "earnings_calls": EARNINGS_CALLS, "novels": NOVELS,
                    "novel_chars": NOVEL_CHARS, "medical_chars": MEDICAL_CHARS},
         "question_set": question_set, "question_file": str(SETS[question_set].relative_to(Path(__file__).parents[1])),
-        "held_out": question_set == "heldout",
-        "tuning": ("nothing was tuned on this set: each run is reported as it came out"
-                   if question_set == "heldout" else
-                   "the index router's rules were tuned on these questions: not an independent figure"),
+        "held_out": question_set == "heldout2",
+        "tuning": TUNING[question_set],
         "questions": len(questions)}
     with Router.from_indexes({n: str(p) for n, p in paths.items()}, settings=False) as multi:
         report["indexes"] = {n: {"documents": len(r.index.documents), "text_units": len(r.index.text_units),
@@ -221,7 +230,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--no-answers", action="store_true", help="skip answering (calls and cost)")
     parser.add_argument("--out", default="index_routing.json", help="result file name under the results folder")
     parser.add_argument("--questions", choices=sorted(SETS), default="dev",
-                        help="dev: the questions the rules were tuned on; heldout: written after, never tuned on")
+                        help="dev: the questions the rules were tuned on; heldout: the first held-out set, since "
+                             "tuned on; heldout2: written after the last change, never tuned on")
     parser.add_argument("--global-fanout", action="store_true",
                         help="also compare one global search over fanned-out indexes with a global search on each")
     args = parser.parse_args(argv)
