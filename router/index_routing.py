@@ -65,7 +65,7 @@ MIN_WEIGHTED_SHARE = 0.5
 # A one-word title the question writes in lower case is a name only with this share of the question's words
 WEAK_NAME_SHARE = 0.5
 # Without names, another covering index is asked too only when its best passage holds at least this weighted
-# share of the question's words that the lead index's text lacks: a second index with the same words adds nothing
+# share of the question's words that the best index's text lacks: a second index with the same words adds nothing
 MIN_ADDED_SHARE = 0.1
 # A name no index knows does not veto an index whose best passage holds this weighted share of the question
 # (the unknown name included, at its full weight): the rest of the question is plainly about that index
@@ -129,7 +129,7 @@ class Coverage:
 
     def adds_to(self, lead: Coverage) -> float:
         """The weighted share of the question's words that `lead`'s text lacks and this index's best passage holds:
-        what asking this index too would add (an index sharing only the lead's words adds nothing)."""
+        what asking this index too would add (an index sharing only the best index's words adds nothing)."""
         if not self.weights or len(lead.unit_shares) != len(self.passage_terms):
             return 0.0
         return sum(w for w, mine, theirs in zip(self.weights, self.passage_terms, lead.unit_shares, strict=True)
@@ -253,7 +253,7 @@ def choose(coverages: Sequence[Coverage], corpus_wide: bool = False) -> IndexCho
     lead = covering[0]
     margin = NAMED_MARGIN if strong else FANOUT_MARGIN
     # names of several words and documents are asked whatever their scores ("Jacob Collier" in one index and
-    # "Elsie Inglis" in another); without names a second index must add words the lead lacks
+    # "Elsie Inglis" in another); without names a second index must add words the best one lacks
     close = [c for c in covering if c is lead or (c.full_names and lead.full_names) or (
         c.score >= lead.score - margin and (strong or c.adds_to(lead) >= MIN_ADDED_SHARE))]
     chosen, left_out = close[:MAX_FANOUT], [c.name for c in close[MAX_FANOUT:]]
