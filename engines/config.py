@@ -135,7 +135,10 @@ class GlobalSearchConfig(_Section):
     # pre-rank the reports by the question (no model call) and map only the most relevant share
     prerank: bool = False
     # With prerank and no explicit budget: read the most relevant share of all report tokens (>= one batch).
+    # Over several indexes, each index reads its own share; their batches are mapped together, with one reduce.
     prerank_share: float | None = Field(default=0.1, gt=0, le=1)
+    # At most this many map calls per question; a question's call budget caps them too. A question that fans out
+    # over several indexes with global search maps the best batches of every index, in turn, within the cap.
     max_map_calls: int | None = Field(default=None, ge=1)
     max_context_tokens_total: int | None = Field(default=None, ge=100)
     # shuffle the reports before they are cut into map batches, as GraphRAG does

@@ -386,6 +386,8 @@ def _internal_relationships(
             community[np.fromiter(nodes.keys(), dtype=np.int64)] = np.fromiter(nodes.values(), dtype=np.int64)
         cs = community[source]
         inside = np.flatnonzero((cs >= 0) & (cs == community[target]))
+        if not len(inside):  # no relationship inside any community of this level (a tiny or sparse graph)
+            continue
         order = inside[np.argsort(cs[inside], kind="stable")]  # by community, ascending position within one
         groups, starts = np.unique(cs[order], return_index=True)
         for cluster, part in zip(groups.tolist(), np.split(order, starts[1:]), strict=True):

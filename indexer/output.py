@@ -58,7 +58,7 @@ SCHEMAS: dict[str, pa.Schema] = {
     ),
     "documents": pa.schema(
         [("id", pa.string()), ("human_readable_id", pa.int64()), ("title", pa.string()), ("text", pa.string()),
-         ("text_unit_ids", _STR_LIST), ("creation_date", pa.string()), ("raw_data", pa.null())]
+         ("text_unit_ids", _STR_LIST), ("creation_date", pa.string()), ("metadata", pa.null())]
     ),
     "covariates": pa.schema(
         [("id", pa.string()), ("human_readable_id", pa.int64()), ("covariate_type", pa.string()), ("type", pa.string()),
@@ -85,9 +85,7 @@ def write_table(out_dir: Path, name: str, rows: Iterable[dict[str, Any]]) -> Pat
     schema = SCHEMAS[name]
     if name == "documents":
         rows = list(rows)
-        if any(r.get("raw_data") is not None for r in rows):
-            # table inputs' other columns, as JSON text (GraphRAG leaves the column null for text files)
-            schema = schema.set(schema.get_field_index("raw_data"), pa.field("raw_data", pa.string()))
+        schema = schema.set(schema.get_field_index("metadata"), pa.field("metadata", metadata_type(rows)))
     path = out_dir / f"{name}.parquet"
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
@@ -103,6 +101,26 @@ def write_table(out_dir: Path, name: str, rows: Iterable[dict[str, Any]]) -> Pat
         raise
     os.replace(tmp, path)
     return path
+
+
+def metadata_type(rows: list[dict[str, Any]]) -> pa.DataType:
+    """The Arrow type of the documents' `metadata` column, each row's value made to fit it.
+
+    GraphRAG v3 keeps a document's metadata as a dict, which it writes as a struct (null-typed when no document
+    has any): so do we, with every key any document has (a key a document lacks is null there). When a struct
+    cannot hold it (a key that is 2024 in one document's front matter and "2023" in a CSV row), the column is
+    JSON text instead, so each document keeps its values as they were; the loader reads both."""
+    metas = [r.get("metadata") or None for r in rows]
+    if all(m is None for m in metas):
+        return pa.null()
+    try:
+        kind = pa.array(metas).type
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+        kind = pa.string()
+        metas = [None if m is None else json.dumps(m, ensure_ascii=False, sort_keys=True, default=str) for m in metas]
+    for r, m in zip(rows, metas, strict=True):
+        r["metadata"] = m
+    return kind
 
 
 def _batches(rows: Iterable[dict[str, Any]], n: int) -> Iterator[list[dict[str, Any]]]:
@@ -199,6 +217,6 @@ def document_rows(
     return [
         {"id": d.id, "human_readable_id": i, "title": d.title, "text": d.text, "text_unit_ids": by_doc[d.id],
          "creation_date": d.creation_date,
-         "raw_data": json.dumps(d.metadata, ensure_ascii=False, sort_keys=True) if d.metadata else None}
+         "metadata": dict(d.metadata) if d.metadata else None}
         for i, d in zip(stable_ids([d.id for d in documents], previous_ids), documents, strict=True)
     ]

@@ -2,7 +2,7 @@
 
 `text_column` (default "text") holds the document text; `title_column` (default "title" when present,
 else `<file>#<row>`) its title; `id_column` (optional) a stable document id kept as the `id` attribute;
-every other column is kept as a document attribute (written to `documents.raw_data` as JSON).
+every other column is kept as a document attribute (written to `documents.metadata`, GraphRAG's column).
 
 A malformed row (a line that is not JSON, a CSV line with the wrong number of fields, a Parquet row group that
 cannot be decoded, a text cell that is not text) is skipped and named with its file and line in the build

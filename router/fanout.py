@@ -3,7 +3,8 @@ per-index `Router` picks the engine as it does for one index.
 
 One index covers the question: that index's Router answers it and the route names the index. Several do: each
 answers within its share of the budget (calls and cost divided among them, the same deadline, all at once) and
-the answers are merged into one whose citations name their index (`IndexCitation`). None does: the answer says
+the answers are merged into one whose citations name their index (`IndexCitation`); routed to global search, they
+are instead one global search over all their reports with one reduce (`router.global_fanout`). None does: the answer says
 so and comes from the closest index with local search and at most one model call. A named index (`index=`)
 skips index routing; `indexes=` limits routing to some indexes (an API key's, in the service).
 """
@@ -13,24 +14,26 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from functools import partial
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from engines.citations import Citation
 from engines.models.base import Usage
 from router.answer import Answer
-from router.budget import Budget
+from router.budget import Budget, Plan
 from router.events import Admit, Done, RouteDecided, RouterEvent
+from router.index_citations import IndexCitation as IndexCitation  # re-exported: fanned-out citations
+from router.index_citations import indexed
 from router.index_routing import IndexChoice, route_indexes
 from router.loop_thread import SyncLoop
 from router.scoped import empty_scope_answer
 
 if TYPE_CHECKING:
-    from engines.models.base import JSONObject
+    from engines.config import GraphrouteConfig
+    from engines.engine import Engine
     from engines.models.factory import Models
     from engines.plan import HistoryLike
-    from router.budget import Plan
     from router.classifier import RouteDecision
     from shared_context.index import Index
     from shared_context.scope import Scope
@@ -38,16 +41,6 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 NONE_COVERS_CALLS = 1  # what a question no index covers may spend
 ONE_CALL_REASON = "local search with one model call, since no index covers the question"
-
-
-@dataclass(frozen=True)
-class IndexCitation(Citation):
-    """A citation of a fanned-out answer: the record ids are those of `index`."""
-
-    index: str = ""
-
-    def to_dict(self) -> JSONObject:
-        return {**super().to_dict(), "index": self.index}
 
 
 class IndexRouter(Protocol):
@@ -59,6 +52,9 @@ class IndexRouter(Protocol):
     @property
     def models(self) -> Models: ...
 
+    @property
+    def config(self) -> GraphrouteConfig: ...
+
     async def aroute(self, question: str, history: HistoryLike = None, budget: Budget | None = None
                      ) -> tuple[RouteDecision, Plan]: ...
 
@@ -69,6 +65,8 @@ class IndexRouter(Protocol):
     async def aask(self, question: str, history: HistoryLike = None, mode: str | None = None,
                    budget: Budget | None = None, *, admit: Admit | None = None,
                    scope: Scope | None = None) -> Answer: ...
+
+    def engine(self, name: str) -> Engine: ...
 
     def close(self) -> None: ...
 
@@ -139,17 +137,23 @@ class MultiRouter:
         return route_indexes({n: r.index for n, r in allowed.items()}, text)
 
     async def aroute(self, question: str, history: HistoryLike = None, budget: Budget | None = None, *,
-                     index: str | None = None, indexes: Sequence[str] | None = None
+                     index: str | None = None, indexes: Sequence[str] | None = None, scope: Scope | None = None
                      ) -> tuple[RouteDecision, Plan]:
-        """The decision (naming the index) and the budget plan of the first chosen index, with no model call."""
+        """The decision (naming the index) and the budget plan of the first chosen index, with no model call.
+        With a `scope`, as `astream` answers it: only the indexes holding documents in it are considered, the
+        engine is routed on the chosen index cut to the scope, and the reasons say what the scope held."""
+        if index is None and scope is not None:
+            indexes = await asyncio.to_thread(self._holding, scope, indexes)
+            if not indexes:
+                return _empty_scope_route(question, scope), Plan(chosen="none")
         if index is not None or len(self.allowed(indexes)) == 1:
             name, router = self.pick(index or self.names_of(indexes)[0], indexes)
-            decision, plan = await router.aroute(question, history, budget)
+            decision, plan = await _route_in_scope(router, question, history, budget, scope)
             return _named(decision, name, index is not None), plan
         choice = await asyncio.to_thread(self.choose, question, history, indexes)
         none = choice.outcome == "none"  # the plan an ask would follow: within one call
         limit = _closest_only(None, budget)[1] if none else _share(budget, choice)
-        decision, plan = await self.routers[choice.names[0]].aroute(question, history, limit)
+        decision, plan = await _route_in_scope(self.routers[choice.names[0]], question, history, limit, scope)
         return _with_choice(decision, choice), plan
 
     # ---- answering --------------------------------------------------------------------------------
@@ -218,6 +222,15 @@ class MultiRouter:
 
     async def _fan_out(self, question: str, history: HistoryLike, mode: str | None, budget: Budget | None,
                        choice: IndexChoice, scope: Scope | None, admit: Admit | None = None) -> Answer:
+        decision = await self._routed_global(question, history, mode, budget, choice)
+        if decision is not None:
+            from router.global_fanout import global_over_indexes
+
+            routers = {n: self.routers[n] for n in choice.names}
+            answer = await global_over_indexes(question, history, budget, choice, decision, routers, scope, admit,
+                                               "global" if mode == "global" else "global_prerank")
+            if answer is not None:
+                return answer
         started = time.perf_counter()
         names = _affordable(choice.names, budget)
         share = _share(budget, replace(choice, names=names))
@@ -249,6 +262,19 @@ class MultiRouter:
             degraded.append(f"not asked, the call budget left no room: {', '.join(skipped)}")
         return merge_answers(question, answers, choice, usage, degraded, time.perf_counter() - started)
 
+    async def _routed_global(self, question: str, history: HistoryLike, mode: str | None, budget: Budget | None,
+                             choice: IndexChoice) -> RouteDecision | None:
+        """The route decision when global search answers a fanned-out question (else None): forced by the
+        caller, or the engine the best covering index routes it to (its classifier and commitment policy, no
+        model call)."""
+        if mode not in (None, "auto", "global", "global_prerank"):
+            return None
+        decision, _ = await self.routers[choice.names[0]].aroute(question, history, _share(budget, choice))
+        if mode in ("global", "global_prerank"):
+            return replace(decision, engine="global", reasons=[f"mode '{mode}' forced by the caller",
+                                                               *decision.reasons])
+        return decision if decision.engine in ("global", "global_prerank") else None
+
     # ---- the sync loop and closing ----------------------------------------------------------------
 
     def run(self, coro: Coroutine[object, None, T]) -> T:
@@ -279,6 +305,24 @@ class MultiRouter:
         self.close()
 
 
+async def _route_in_scope(router: IndexRouter, question: str, history: HistoryLike, budget: Budget | None,
+                          scope: Scope | None) -> tuple[RouteDecision, Plan]:
+    """`router.aroute`, over its index cut to `scope` when there is one (the reasons start with what it held)."""
+    if scope is None:
+        return await router.aroute(question, history, budget)
+    from router.scoped import scoped_router
+
+    inner, note = await asyncio.to_thread(scoped_router, router, scope)
+    if inner is None:
+        return empty_scope_answer(question, note).route, Plan(chosen="none")
+    decision, plan = await inner.aroute(question, history, budget)
+    return replace(decision, reasons=[note, *decision.reasons]), plan
+
+
+def _empty_scope_route(question: str, scope: Scope) -> RouteDecision:
+    return empty_scope_answer(question, f"scope ({scope.describe()}): no index holds a document in it").route
+
+
 def merge_answers(question: str, answers: Mapping[str, Answer], choice: IndexChoice, usage: Usage,
                   degraded: list[str], seconds: float) -> Answer:
     """One answer from the answers of several indexes: a section per index, citations naming their index."""
@@ -289,7 +333,7 @@ def merge_answers(question: str, answers: Mapping[str, Answer], choice: IndexCho
     engines = list(dict.fromkeys(a.engine for a in answers.values()))
     engine = engines[0] if len(engines) == 1 else "+".join(engines)
     text = "\n\n".join(f"**From index {n}** ({a.engine} search):\n\n{a.text}" for n, a in answers.items())
-    citations: list[Citation] = [_indexed(c, n) for n, a in answers.items() for c in a.citations]
+    citations: list[Citation] = [indexed(c, n) for n, a in answers.items() for c in a.citations]
     result = SearchResult(
         engine=engine, question=question, response=text, citations=citations,
         text_unit_ids=list(dict.fromkeys(u for a in answers.values() for u in a.text_unit_ids)),
@@ -309,11 +353,6 @@ def merge_answers(question: str, answers: Mapping[str, Answer], choice: IndexCho
         escalations=[e for a in answers.values() for e in a.escalations],
         degraded=[*degraded, *(f"index {n}: {d}" for n, a in answers.items() for d in a.degraded)],
         notes=list(dict.fromkeys(note for a in answers.values() for note in a.notes)))
-
-
-def _indexed(c: Citation, index: str) -> IndexCitation:
-    return IndexCitation(c.kind, c.id, list(c.text_unit_ids), list(c.document_ids), list(c.document_titles),
-                         c.resolved, c.exists, c.in_context, index=index)
 
 
 def _affordable(names: Sequence[str], budget: Budget | None) -> tuple[str, ...]:

@@ -245,7 +245,8 @@ class GraphrouteTools:
 
     async def route(self, question: str, index: str | None, *, max_cost: float | None = None,
                     max_calls: int | None = None, deadline_s: float | None = None,
-                    history: list[str] | None = None, ctx: Context | None = None) -> CallToolResult:
+                    history: list[str] | None = None, scope: Scope | None = None,
+                    ctx: Context | None = None) -> CallToolResult:
         from router.budget import Budget, BudgetError
         from router.router import public_name
 
@@ -256,7 +257,7 @@ class GraphrouteTools:
             raise ToolError("no index is available with this API key")
         try:
             decision, plan = await self.multi.aroute(question, history, Budget(max_cost, max_calls, deadline_s),
-                                                     index=index, indexes=visible)
+                                                     index=index, indexes=visible, scope=scope)
         except (BudgetError, ValueError) as exc:
             raise ToolError(str(exc)) from None
         steps = [PlanStepInfo(engine=public_name(s.engine), prerank=s.engine == "global_prerank", llm_calls=s.llm_calls,
@@ -348,12 +349,7 @@ def build_server(routers: Mapping[str, Router], *, close_routers: bool = True,
                   history: list[str] | None = None, scope_documents: list[str] | None = None,
                   scope_globs: list[str] | None = None, scope_where: dict[str, str | int | float | bool] | None = None,
                   ctx: Context | None = None) -> Annotated[CallToolResult, AskResult]:
-        scope = None
-        if scope_documents or scope_globs or scope_where:
-            try:
-                scope = Scope(tuple(scope_documents or ()), tuple(scope_globs or ()), dict(scope_where or {}))
-            except ValueError as exc:
-                raise ToolError(str(exc)) from None
+        scope = _scope(scope_documents, scope_globs, scope_where)
         return await tools.ask(question, index, mode, ctx, max_cost=max_cost, max_calls=max_calls,
                                deadline_s=deadline_s, history=history, scope=scope)
 
@@ -361,10 +357,11 @@ def build_server(routers: Mapping[str, Router], *, close_routers: bool = True,
                  "without calling a model.", annotations=read_only)
     async def route(question: str, index: str | None = None, max_cost: float | None = None,
                     max_calls: int | None = None, deadline_s: float | None = None,
-                    history: list[str] | None = None,
+                    history: list[str] | None = None, scope_documents: list[str] | None = None,
+                    scope_globs: list[str] | None = None, scope_where: dict[str, str | int | float | bool] | None = None,
                     ctx: Context | None = None) -> Annotated[CallToolResult, RouteResult]:
         return await tools.route(question, index, max_cost=max_cost, max_calls=max_calls, deadline_s=deadline_s,
-                                 history=history, ctx=ctx)
+                                 history=history, scope=_scope(scope_documents, scope_globs, scope_where), ctx=ctx)
 
     @server.tool(description="Local search: answer from the entities the question names, their relationships, "
                  "claims, reports and source passages.", annotations=read_only)
@@ -428,6 +425,17 @@ async def serve_http(server: MCPServer, host: str, port: int, allowed_hosts: lis
 
 
 # ---- results as structured content and text ------------------------------------------------------------
+
+
+def _scope(documents: list[str] | None, globs: list[str] | None,
+           where: dict[str, str | int | float | bool] | None) -> Scope | None:
+    """The `scope_*` arguments of `ask` and `route` (as `/v1/ask` and `/v1/route` take `scope`); none given: no scope."""
+    if not (documents or globs or where):
+        return None
+    try:
+        return Scope(tuple(documents or ()), tuple(globs or ()), dict(where or {}))
+    except ValueError as exc:
+        raise ToolError(str(exc)) from None
 
 
 def route_info(decision: RouteDecision) -> RouteInfo:

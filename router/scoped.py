@@ -22,12 +22,15 @@ from shared_context.scope import Scope, in_scope_documents, scoped_index
 
 if TYPE_CHECKING:
     from engines.config import GraphrouteConfig
+    from engines.engine import Engine
     from engines.models.factory import Models
     from engines.plan import HistoryLike
-    from router.budget import Budget
+    from router.budget import Budget, Plan
+    from router.classifier import RouteDecision
     from shared_context.index import Index
 
 CACHED = 8
+NOTE_PREFIX = "scope ("  # what every note on a scope starts with: "scope (where year = 2024): ..."
 
 
 class ScopableRouter(Protocol):
@@ -41,6 +44,11 @@ class ScopableRouter(Protocol):
 
     @property
     def models(self) -> Models: ...
+
+    def engine(self, name: str) -> Engine: ...
+
+    async def aroute(self, question: str, history: HistoryLike = None, budget: Budget | None = None
+                     ) -> tuple[RouteDecision, Plan]: ...
 
     def astream(self, question: str, history: HistoryLike = None, mode: str | None = None,
                 budget: Budget | None = None, *, deltas: bool = True, classify_forced: bool = False,
@@ -106,3 +114,8 @@ def empty_scope_answer(question: str, note: str) -> Answer:
     text = f"Nothing was searched: the {note[0].lower()}{note[1:]}."
     return Answer(question=question, standalone_question=question, text=text, route=decision, engine="none",
                   usage=Usage(), model="", offline=True, seconds=0.0, notes=[note])
+
+
+def scope_note(reasons: list[str]) -> str | None:
+    """What a scope held, from a route's reasons (None when they say nothing of a scope)."""
+    return next((r for r in reasons if r.startswith(NOTE_PREFIX)), None)

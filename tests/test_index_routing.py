@@ -111,3 +111,87 @@ def test_choose_rules() -> None:
     assert (none.outcome, none.names) == ("none", ("a",))
     with pytest.raises(ValueError):
         choose([])
+
+
+def test_a_lower_case_one_word_title_is_a_name_only_with_the_question_s_words() -> None:
+    """"mass" names MASS in a novel, but a question most of whose words that index lacks is not about it."""
+    weak = Coverage("a", ("MASS",), (), 5, 0.2, 0.2, weak=("MASS",))
+    assert not weak.strong and choose([weak, Coverage("b", terms=5)]).outcome == "none"
+    supported = Coverage("a", ("MASS",), (), 5, 0.8, 0.6, weak=("MASS",))
+    assert supported.strong and choose([supported, Coverage("b", terms=5)]).names == ("a",)
+    written = Coverage("a", ("DELVE",), (), 2, 0.5, 0.5)  # written capitalised: not weak
+    assert written.strong
+
+
+def test_rare_words_missing_keep_common_ones_from_covering() -> None:
+    """Most words present but the rare ones (weighted by rarity over all indexes) absent: no cover."""
+    common = Coverage("a", (), (), 5, 0.6, 0.6, unit_shares=(0.5, 0.4, 0.0, 0.0, 0.3), passage_terms=(True, True,
+                                                                                                     False, False, True))
+    other = Coverage("b", (), (), 5, 0.2, 0.2, unit_shares=(0.3, 0.0, 0.0, 0.0, 0.0), passage_terms=(True,) + (False,) * 4)
+    choice = choose([common, other])
+    assert choice.outcome == "none" and choice.coverages[0].weighted_share < 0.5
+    rare_there = Coverage("a", (), (), 5, 0.6, 0.6, unit_shares=(0.0, 0.0, 0.02, 0.05, 0.01),
+                          passage_terms=(False, False, True, True, True))
+    assert choose([rare_there, other]).names == ("a",)
+
+
+def test_a_name_the_index_s_text_holds_is_known_to_it(multi: MultiRouter) -> None:
+    """"Ebenezer" is no entity title of the Carol index (SCROOGE is), but its text writes it: the question is
+    about that index, not about a name no index knows."""
+    choice = multi.choose("Where did the boy Ebenezer spend his lonely holidays as a schoolboy?")
+    assert (choice.outcome, choice.names) == ("one", ("carol",)), choice.reasons
+
+
+def test_a_lower_case_title_whose_index_holds_little_else_is_no_name(multi: MultiRouter) -> None:
+    """"chapel" is a title of the Carol index, but its passages hold almost nothing else of the question."""
+    choice = multi.choose("who painted the ceiling of the sistine chapel")
+    assert choice.outcome == "none", choice.reasons
+
+
+def _words_cov(name: str, shares: tuple[float, ...], passage: tuple[bool, ...], *, specific: tuple[str, ...] = (),
+               words: tuple[str, ...] = ("jacob", "mother", "music", "shape")) -> Coverage:
+    found = sum(s > 0 for s in shares) / len(shares)
+    return Coverage(name, specific, (), len(shares), found, sum(passage) / len(shares), unit_shares=shares,
+                    passage_terms=passage, words=words)
+
+
+def test_a_one_word_name_another_index_also_writes_counts_only_for_the_index_leading_on_the_words() -> None:
+    """"Jacob" is a title in one index (Jacob Marley) and a word of the other's text (Jacob Collier): the
+    question's other words decide."""
+    marley = _words_cov("a", (0.01, 0.02, 0.01, 0.01), (True, True, False, True), specific=("JACOB",))
+    collier = _words_cov("b", (0.2, 0.05, 0.3, 0.02), (True, True, True, True))
+    choice = choose([marley, collier])
+    assert (choice.outcome, choice.names) == ("one", ("b",)), choice.reasons
+    assert next(c for c in choice.coverages if c.name == "a").shared == ("JACOB",)
+    # the same name in an index no other index's text shares it with is a name
+    alone = _words_cov("b", (0.0, 0.05, 0.3, 0.02), (False, True, True, True))
+    assert choose([marley, alone]).names == ("a",)
+
+
+def test_full_names_in_two_indexes_fan_out_whatever_their_scores() -> None:
+    two = Coverage("a", ("ELSIE INGLIS", "EDINBURGH"), (), 4, 0.5, 0.5)
+    one = Coverage("b", ("JACOB COLLIER",), (), 4, 0.25, 0.25)
+    assert two.score - one.score > 0.3  # further apart than named indexes may be when a name is one word
+    choice = choose([two, one])
+    assert choice.outcome == "several" and set(choice.names) == {"a", "b"}
+
+
+def test_without_names_a_second_index_is_asked_only_when_it_adds_words() -> None:
+    lead = _words_cov("a", (0.2, 0.1, 0.3, 0.05), (True, True, True, True))
+    same = _words_cov("b", (0.15, 0.1, 0.25, 0.05), (True, True, True, True))
+    assert choose([lead, same]).outcome == "one"
+    lead = _words_cov("a", (0.2, 0.1, 0.3, 0.0), (True, True, True, False))
+    adds = _words_cov("b", (0.1, 0.0, 0.2, 0.3), (True, False, True, True))
+    choice = choose([lead, adds])
+    assert choice.outcome == "several" and set(choice.names) == {"a", "b"}, choice.reasons
+
+
+def test_a_name_no_index_knows_does_not_veto_an_index_whose_passage_holds_the_rest() -> None:
+    held = Coverage("a", (), (), 5, 0.8, 0.8, unit_shares=(0.0, 0.3, 0.2, 0.4, 0.1),
+                    passage_terms=(False, True, True, True, True), unknown_names=("cfo",))
+    other = Coverage("b", (), (), 5, 0.2, 0.2, unit_shares=(0.0, 0.01, 0.0, 0.0, 0.0),
+                     passage_terms=(False, True, False, False, False), unknown_names=("cfo",))
+    assert choose([held, other]).names == ("a",)
+    thin = Coverage("a", (), (), 5, 0.6, 0.4, unit_shares=(0.0, 0.3, 0.2, 0.0, 0.1),
+                    passage_terms=(False, True, True, False, False), unknown_names=("douro",))
+    assert choose([thin, other]).outcome == "none"

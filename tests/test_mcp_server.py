@@ -100,6 +100,20 @@ async def test_route_decides_without_a_model_call(client: Any) -> None:
     assert result.content[0].text.startswith("engine: local (route: global")
 
 
+async def test_route_takes_a_scope_as_ask_does(client: Any) -> None:
+    """The route tool's scope: routing considers only the indexes holding documents in it, and says what it held."""
+    tools = {t.name: t for t in (await client.list_tools()).tools}
+    assert {"scope_documents", "scope_globs", "scope_where"} <= set(tools["route"].input_schema["properties"])
+    held = (await client.call_tool("route", {"question": "Who is the main character?",
+                                             "scope_globs": ["a-christmas-carol*"]})).structured_content
+    assert held["index"] == "carol"
+    assert any(r.startswith("scope (matching a-christmas-carol*)") and "1 of 1 documents" in r
+               for r in held["route"]["reasons"]), held["route"]["reasons"]
+    empty = (await client.call_tool("route", {"question": "Who is the main character?",
+                                              "scope_where": {"year": 1999}})).structured_content
+    assert "scope (where year = 1999): no index holds a document in it" in empty["route"]["reasons"]
+
+
 async def test_entity_with_relationships_and_sources(client: Any) -> None:
     result = await client.call_tool("entity", {"name": "Bob Cratchit"})
     data = result.structured_content

@@ -29,6 +29,7 @@ from engines.models.request_options import use_answer_options
 from router.budget import Budget, BudgetError
 from router.fanout import MultiRouter, UnknownIndexError
 from router.router import MODES, Done, EngineEvent, Escalated, RouteDecided, Router, RouterEvent
+from router.scoped import scope_note
 from router.service.admission import Admission, LocalAdmission, callers_for, per_key_limit
 from router.service.errors import RequestError, error_body, error_object
 from router.service.graph_view import cited_graph, entity_record, named_citations, parse_graph_request
@@ -548,13 +549,16 @@ def create_app(service: Service) -> Guard:
             budget = service.budget(body.get("budget"))
             history = _history(body.get("history"))
             named = service.named(body.get("index"), visible)
-            decision, plan = await service.multi.aroute(question, history, budget, index=named, indexes=visible)
+            scope = _scope(body.get("scope"))
+            decision, plan = await service.multi.aroute(question, history, budget, index=named, indexes=visible,
+                                                        scope=scope)
         except Exception as exc:
             return _failure(exc)
         index: JSON = [*decision.index] if isinstance(decision.index, list) else decision.index
         return JSONResponse({"index": index, "engine": decision.engine, "confidence": decision.confidence,
                              "probabilities": dict(decision.probabilities), "reasons": list(decision.reasons),
-                             "plan": plan.describe(), "chosen": plan.chosen})
+                             "plan": plan.describe(), "chosen": plan.chosen,
+                             "scope": None if scope is None else scope_note(decision.reasons)})
 
     async def ask(request: Request) -> Response:
         spend = service.spend_gate(request)

@@ -300,7 +300,8 @@ class TableData:
                     value = json.loads(value)
                 except ValueError:
                     value = {}
-            out.append(dict(value) if isinstance(value, dict) else {})
+            # a struct column holds every key of every row: a key this row lacks reads as None
+            out.append({k: v for k, v in value.items() if v is not None} if isinstance(value, dict) else {})
         return out
 
 

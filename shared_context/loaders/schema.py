@@ -312,7 +312,8 @@ def build_documents(t: TableData | None) -> list[Document]:
         return []
     t.require("id")
     text_col = t.first_present("text", "raw_content")
-    meta_col = t.first_present("metadata", "raw_data", "attributes")
+    # GraphRAG v3 and our indexer write `metadata`; our older builds and some GraphRAG versions `raw_data`
+    metas = _first_mappings(t, ("metadata", "raw_data", "attributes"))
     return [
         Document(id=i, short_id=s, title=title, text=text, text_unit_ids=tus, metadata=meta)
         for i, s, title, text, tus, meta in zip(
@@ -321,7 +322,18 @@ def build_documents(t: TableData | None) -> list[Document]:
             t.strings("title", required=False),
             t.strings(text_col, required=False) if text_col else [""] * len(t),
             t.str_lists("text_unit_ids"),
-            t.mappings(meta_col) if meta_col else [{} for _ in range(len(t))],
+            metas,
             strict=True,
         )
     ]
+
+
+def _first_mappings(t: TableData, columns: Sequence[str]) -> list[dict[str, object]]:
+    """Per row, the first of `columns` holding a non-empty mapping (an index may carry an empty `metadata`
+    beside a filled `raw_data`)."""
+    out: list[dict[str, object]] = [{} for _ in range(len(t))]
+    for column in (c for c in columns if t.has(c)):
+        for row, mapping in enumerate(t.mappings(column)):
+            if not out[row]:
+                out[row] = mapping
+    return out
