@@ -58,6 +58,7 @@ from typing import TYPE_CHECKING, Literal, cast
 
 import numpy as np
 
+from router.evidence_spread import ONE_SOURCE_CEILING, one_source, one_source_reason
 from router.features import (
     DENSE_NAMES,
     FEATURE_NAMES,
@@ -93,11 +94,6 @@ NOT_COVERED = "model+not-covered"  # the method of a decision `_covers_nothing` 
 NAMES_NOTHING = "model+names-nothing"  # ... moved from DRIFT to global: found across the collection, names nothing
 ONE_DOCUMENT = "model+one-document"  # a global decision about a question naming one document, moved off global
 ONE_SOURCE = "model+one-source"  # a DRIFT decision whose evidence sits in one document, moved to local
-# DRIFT is for evidence spread over several documents: in a one-document index, or when at least this share of the
-# best passages' weight is in one document, a DRIFT decision goes local (`_one_source`); local is right for such
-# questions at a sixteenth of DRIFT's cost, so the moved decision is at most ONE_SOURCE_CEILING sure (it is wrong
-# only when the question was corpus-wide after all)
-CONCENTRATED_SHARE, ONE_SOURCE_CEILING = 0.6, 0.95
 # how sure such a move may claim to be: it overrides the model, whose own view was DRIFT, by a rule (set by design
 # like `UNFAMILIAR_CEILING`; just above the default second-opinion threshold, so a close call stays visible)
 NOT_COVERED_CEILING = 0.6
@@ -332,9 +328,10 @@ class Classifier:
             if capped:
                 reasons.append(f"unsure: the model pointed to DRIFT; {engine} search is the cautious choice here, "
                                f"so its confidence is at most {NOT_COVERED_CEILING:.2f}")
-        if scored.probe is not None and engine == "drift" and _one_source(scored.probe):
+        wide = bool(CORPUS_WIDE_CUES & set(feats.cues))
+        if scored.probe is not None and engine == "drift" and one_source(scored.probe, corpus_wide=wide):
             engine, method = "local", ONE_SOURCE
-            reasons.insert(0, _one_source_reason(scored.probe))
+            reasons.insert(0, one_source_reason(scored.probe))
             proba, _ = _share_moved(proba, self.classes.index("drift"), self.classes.index("local"),
                                     ONE_SOURCE_CEILING)
         probabilities: dict[str, float] = {c: float(proba[self.classes.index(c)]) for c in ENGINES}
@@ -459,23 +456,6 @@ def _covers_nothing(found: Probe, feats: QuestionFeatures) -> bool:
     look."""
     named = found.specific or found.collection_wide
     return found.readable and not named and not found.documents and not (CORPUS_WIDE_CUES & set(feats.cues))
-
-
-def _one_source(found: Probe) -> bool:
-    """The question's evidence sits in one document: the index has one (always), or the question names at most one
-    document and at least `CONCENTRATED_SHARE` of its best passages' weight is in one. DRIFT explores evidence
-    spread over several documents; here local search reads the same passages for one call."""
-    if found.groups == 1:
-        return True
-    return (found.groups_measured and found.unit_hits > 0 and len(found.documents) <= 1
-            and found.unit_best_group_share >= CONCENTRATED_SHARE)
-
-
-def _one_source_reason(found: Probe) -> str:
-    where = ("the index holds one document" if found.groups == 1 else
-             f"{found.unit_best_group_share:.0%} of its best passages' weight is in one of {found.groups} documents")
-    return (f"its evidence sits in one document ({where}): local search reads those passages for one call, so "
-            "local rather than DRIFT")
 
 
 def _check_index(index: object) -> None:
