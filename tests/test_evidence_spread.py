@@ -1,0 +1,78 @@
+"""Where a question's evidence sits decides DRIFT against local (`router.evidence_spread`), and where an index holds
+no evidence for a question, escalation spends nothing (`router.escalation.term_coverage` / `has_evidence`).
+
+Measured on a small offline index built here from five news articles written for the tests
+(`tests/data/routing_corpus/harbour`); the questions were written for these tests too.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from router.classifier import ONE_SOURCE, classify
+from router.escalation import has_evidence, term_coverage
+from router.evidence_spread import CONCENTRATED_SHARE, one_source
+from router.index_probe import Probe, probe, summarise_links
+from shared_context.index import Index
+
+CORPUS = Path(__file__).resolve().parent / "data" / "routing_corpus" / "harbour"
+# Rosa Lindqvist appears in one article only; Alice Moreau and Bruno Tanaka in different ones.
+ONE_PERSON = "How is Rosa Lindqvist connected to Bluewake Lines and to the detour that raised its fuel costs?"
+TWO_ARTICLES = "How did Alice Moreau's strike lead to Bruno Tanaka's hiring freeze at Osterfeld Steelworks?"
+NAMES_ONE_ARTICLE = "How does the port strike article connect Alice Moreau with Henrik Solberg?"
+NONSENSE = ("Purple giraffes compute the velocity of Tuesday's melodies?",
+            "Which marmalade taught the lighthouse to juggle pianos?")
+
+
+@pytest.fixture(scope="module")
+def harbour(tmp_path_factory: pytest.TempPathFactory) -> Index:
+    from indexer import build_index
+    from shared_context import load_index
+
+    out = tmp_path_factory.mktemp("harbour") / "index"
+    build_index(CORPUS, out, progress=False)
+    return load_index(out)
+
+
+def _probe(index: Index, question: str) -> Probe:
+    from shared_context.linking import link_entities
+
+    entities = index.entities
+    return probe(index, question, summarise_links(link_entities(index, question), lambda p: str(entities[p].title)))
+
+
+def test_the_named_things_tell_where_the_evidence_sits(harbour: Index) -> None:
+    one, two = _probe(harbour, ONE_PERSON), _probe(harbour, TWO_ARTICLES)
+    assert one.groups == 5 and one.named_best_group_share >= CONCENTRATED_SHARE
+    assert two.named_best_group_share < CONCENTRATED_SHARE
+    # passages spread by general words, but what the question names lives in one document: local
+    spread = replace(one, unit_best_group_share=0.3)
+    assert one_source(spread)
+    assert not one_source(replace(spread, named_best_group_share=0.5))
+    assert not one_source(replace(two, unit_best_group_share=0.3))
+
+
+def test_a_question_naming_one_document_stays_local_unless_it_asks_about_the_collection(harbour: Index) -> None:
+    found = _probe(harbour, NAMES_ONE_ARTICLE)
+    assert found.documents == ("port_strike",) and found.unit_best_group_share < CONCENTRATED_SHARE
+    assert one_source(found) and not one_source(found, corpus_wide=True)
+    decision = classify(NAMES_ONE_ARTICLE, harbour)
+    assert decision.engine == "local" and decision.method == ONE_SOURCE
+    assert "names one document, port_strike" in decision.reasons[0]
+
+
+def test_a_question_spanning_articles_still_gets_drift(harbour: Index) -> None:
+    decision = classify(TWO_ARTICLES, harbour)
+    assert decision.engine == "drift", decision.reasons
+
+
+@pytest.mark.parametrize("question", NONSENSE)
+def test_words_found_anywhere_are_no_evidence_unless_they_meet_in_a_passage(harbour: Index, question: str) -> None:
+    coverage = term_coverage(harbour, question)
+    found, why = has_evidence(classify(question, harbour), coverage)
+    assert coverage < 1.0 and not found and "holds no evidence" in why
+    assert term_coverage(harbour, ONE_PERSON) == 1.0
+    assert has_evidence(classify(ONE_PERSON, harbour), 1.0)[0]
