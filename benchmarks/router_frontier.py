@@ -20,7 +20,9 @@ Suites:
 * `earnings-one`: our 20 questions about one call (`benchmarks/data/router_frontier/`), on the one-call index;
   `earnings-one-doc` the same on the index of all calls; `earnings-cross-call` questions about how commentary
   evolved across the calls; `earnings-corpus-wide` and `podcast-corpus-wide` corpus-wide questions;
-  `nonsense-<index>` made-up sentences of real words on every index. Router and local only (routing and calls).
+  `nonsense-<index>` made-up sentences of real words on every index (`nonsense-mock-<index>`: the same through the
+  real OpenAI client against the loopback model server, `--model mock:0`). Router and local only (routing and
+  calls).
 
 The offline model is deterministic, so one run per suite is the measurement (every figure would repeat exactly);
 `--repeat` is passed through for the latency columns only.
@@ -56,6 +58,7 @@ class Suite:
     queries: str  # a file of benchmarks/data/router_frontier, or "novel:<half>"
     engines: str
     graded: bool = False
+    model: str = "offline"  # route-bench --model; mock:0 drives the real client against the loopback server
 
 
 SUITES = (
@@ -67,6 +70,8 @@ SUITES = (
     Suite("earnings-corpus-wide", "earnings", "earnings_corpus_wide_questions.jsonl", ROUTING_ENGINES),
     Suite("podcast-corpus-wide", "podcast", "podcast_corpus_wide_questions.jsonl", ROUTING_ENGINES),
     *(Suite(f"nonsense-{name}", name, "nonsense_questions.jsonl", "router")
+      for name in ("novel", "earnings_one", "earnings", "podcast")),
+    *(Suite(f"nonsense-mock-{name}", name, "nonsense_questions.jsonl", "router", model="mock:0")
       for name in ("novel", "earnings_one", "earnings", "podcast")),
 )
 
@@ -110,7 +115,7 @@ def run_suite(suite: Suite, indexes: Path, queries: Path, work: Path, seed: int,
 
     out = work / suite.name
     argv = ["--index", str(indexes / suite.index), "--queries", str(queries), "--engines", suite.engines,
-            "--model", "offline", "--seed", str(seed), "--repeat", str(repeat), "--out", str(out),
+            "--model", suite.model, "--seed", str(seed), "--repeat", str(repeat), "--out", str(out),
             "--no-progress", "--quiet"]
     if suite.graded:
         argv += ["--grade", "--no-judge", "--label-map", str(LABEL_MAP)]
@@ -216,7 +221,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "command": "python -m benchmarks.router_frontier " + " ".join(argv if argv is not None else sys.argv[1:]),
                 "date": started.isoformat(timespec="seconds"),
                 "machine": report.get("machine", {}) | {"processor": platform.processor() or platform.machine()},
-                "model": "offline (deterministic: one run is the measurement)",
+                "model": "offline (deterministic: one run is the measurement)" if suite.model == "offline"
+                else f"{suite.model}: the real OpenAI client against the loopback server answering with the offline "
+                     "model",
                 "held_out": ("novel-report: the half of the sample no mechanism was tuned on" if name == "novel-report"
                              else "novel-tune: the half mechanisms were tuned on" if name == "novel-tune"
                              else "questions written by us after the mechanism; see benchmarks/data/router_frontier"),
