@@ -30,7 +30,7 @@ numpy only at prediction, no pickle, independent of the scikit-learn version):
    fall to the router's model second opinion or its cost-aware default instead of being routed at 0.99.
    `probabilities` are rescaled so that the chosen engine's is `confidence` (the others keep their ratio).
 
-With an index, a question that names nothing in it (no entity title, no document) and asks nothing corpus-wide
+With an index, a question that names nothing in it (no entity title, no document; `evidence_spread.names_nothing`)
 is never sent to DRIFT, which would have only its primer to start from. When the index has something on it
 anyway (its words reach a full set of best passages and the top-level reports, `Probe.found_across_collection`)
 and the probe's evidence is for global rather than local, it goes global: passages spread over the collection
@@ -58,7 +58,7 @@ from typing import TYPE_CHECKING, Literal, cast
 
 import numpy as np
 
-from router.evidence_spread import ONE_SOURCE_CEILING, one_source, one_source_reason
+from router.evidence_spread import ONE_SOURCE_CEILING, names_nothing, one_source, one_source_reason
 from router.features import (
     DENSE_NAMES,
     FEATURE_NAMES,
@@ -319,7 +319,7 @@ class Classifier:
             engine, proba, why = self._one_document(scored, proba, scored.probe.documents[0])
             method = ONE_DOCUMENT
             reasons.insert(0, why)
-        if scored.probe is not None and engine == "drift" and _covers_nothing(scored.probe, feats):
+        if scored.probe is not None and engine == "drift" and names_nothing(scored.probe):
             engine, method, why = self._no_start(scored.probe)
             reasons.insert(0, why)
             # DRIFT's share goes to the engine chosen; overriding the model is no evidence of being right
@@ -366,8 +366,8 @@ class Classifier:
             return "global", NAMES_NOTHING, (
                 "links to nothing in this index by name, so DRIFT would have nothing to start from; its best passages "
                 f"spread over the collection ({found.unit_groups} of {found.groups} documents): global search")
-        return "local", NOT_COVERED, ("links to nothing in this index by name and asks nothing corpus-wide: local "
-                                      "search, the cheapest engine that can say the index does not cover it")
+        return "local", NOT_COVERED, ("links to nothing in this index by name, and its passages do not spread over "
+                                      "the collection: local search, the cheapest engine that can say the index does not cover it")
 
     def index_evidence(self, found: Probe) -> np.ndarray:
         """What the probe alone adds to each class's log-odds in the index stage (class order of the model)."""
@@ -447,15 +447,6 @@ def _share_moved(proba: np.ndarray, source: int, target: int, ceiling: float) ->
     if out[target] <= ceiling:
         return out, False
     return _rescaled(out, target, ceiling), True
-
-
-def _covers_nothing(found: Probe, feats: QuestionFeatures) -> bool:
-    """No entity of the index named by title (a common noun of the text is no name: "River Tane" linking
-    RIVER), no document named, and no corpus-wide cue: DRIFT would have nothing to start from but its whole
-    primer. Never for a question the index cannot read (`Probe.readable`): it found nothing because it could not
-    look."""
-    named = found.specific or found.collection_wide
-    return found.readable and not named and not found.documents and not (CORPUS_WIDE_CUES & set(feats.cues))
 
 
 def _check_index(index: object) -> None:

@@ -12,6 +12,12 @@ whose evidence sits in one document goes local:
   about one book of a library of novels, one guest of a podcast, whose general words - "relationship",
   "motifs", "storyline" - reach passages of every book while the names it asks about occur in one).
 
+DRIFT connects named things: a question that names nothing of the index (no entity by title, no document) gives it
+nothing to start from but its primer, whatever its wording (`names_nothing`; "throughout the body" reads as a
+corpus-wide scope, but a question about the heart and the blood names nothing DRIFT could start from). The
+classifier then sends it where the index has it: global search when its passages spread over the collection, else
+local search, the cheapest engine that can say the index does not cover it.
+
 Local is right for such questions at a sixteenth of DRIFT's cost, so the moved decision is at most
 `ONE_SOURCE_CEILING` sure (it is wrong only when the question was corpus-wide after all). This reads only the
 index probe (`router.index_probe`); the classifier calls `one_source` and keeps its own model.
@@ -54,3 +60,11 @@ def one_source_reason(found: Probe) -> str:
                  "documents")
     return (f"its evidence sits in one document ({where}): local search reads those passages for one call, so "
             "local rather than DRIFT")
+
+
+def names_nothing(found: Probe) -> bool:
+    """No entity of the index named by title (a common noun of the text is no name: "River Tane" linking RIVER), no
+    document named: DRIFT would have nothing to start from but its whole primer. Never for a question the index
+    cannot read (`Probe.readable`): it found nothing because it could not look."""
+    named = found.specific or found.collection_wide
+    return found.readable and not named and not found.documents

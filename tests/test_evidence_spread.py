@@ -76,3 +76,18 @@ def test_words_found_anywhere_are_no_evidence_unless_they_meet_in_a_passage(harb
     assert coverage < 1.0 and not found and "holds no evidence" in why
     assert term_coverage(harbour, ONE_PERSON) == 1.0
     assert has_evidence(classify(ONE_PERSON, harbour), 1.0)[0]
+
+
+# A DRIFT wording with a corpus-wide scope word ("throughout") that names nothing of the harbour articles.
+NAMES_NOTHING_SCOPED = ("In the GARDEN MANUAL, what is the relationship between the roots and water in carrying "
+                        "minerals throughout the plant?")
+
+
+def test_a_question_naming_nothing_never_goes_to_drift_whatever_its_scope_words(harbour: Index) -> None:
+    from router.classifier import NAMES_NOTHING, NOT_COVERED
+    from router.features import extract
+
+    assert classify(NAMES_NOTHING_SCOPED).engine == "drift" and "scope" in extract(NAMES_NOTHING_SCOPED).cues
+    decision = classify(NAMES_NOTHING_SCOPED, harbour)
+    assert decision.engine != "drift" and decision.method in (NOT_COVERED, NAMES_NOTHING), decision.reasons
+    assert decision.probabilities["drift"] == 0.0
