@@ -3,9 +3,17 @@
     python -m benchmarks.router_frontier --indexes DIR [--suites NAME,...] [--novel-sample 80] [--seed 0]
                                          [--out benchmarks/results/router_frontier] [--work DIR]
 
-`DIR` holds indexes built once with `graphroute index --model offline` (see `docs/guides/routing.md`):
-`novel` (the 20 GraphRAG-Bench novels, one document per novel), `earnings_one` (one quarterly earnings call,
-FY24 Q2), `earnings` (all 41 calls) and `podcast` (the Behind the Tech transcript parts). Each suite runs
+`DIR` holds indexes built once with `graphroute index --model offline` (SHARED = the shared data folder):
+
+    graphroute index --model offline --out DIR/novel --text-column context --title-column corpus_name \
+        SHARED/graphrag_bench/corpus/novel.parquet                      # 20 novels, one document each
+    graphroute index --model offline --out DIR/earnings --text-column text --title-column file \
+        SHARED/msft_graphrag_benchmarks/corpus/msft_earnings_call_transcripts.parquet   # all 41 calls
+    graphroute index --model offline --out DIR/earnings_one FOLDER    # FOLDER: TranscriptFY24Q2.txt alone
+    graphroute index --model offline --out DIR/podcast --text-column text --title-column file \
+        SHARED/msft_graphrag_benchmarks/corpus/kevin_scott_podcast_parts.parquet        # 1669 parts, 60 episodes
+
+(`TranscriptFY24Q2.txt` is the `text` of that `file` row of the earnings parquet, written out as it is.) Each suite runs
 route-bench (`benchmarks/route_bench.py`) with the offline model and writes `OUT/<suite>.json`: command, date,
 machine, per engine the model calls and cost per question, evidence recall and answer F1 (graded suites), and for
 the router its route counts at the first decision (the classifier), after confirmation (the commitment rule:
