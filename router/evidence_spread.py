@@ -25,7 +25,10 @@ index probe (`router.index_probe`); the classifier calls `one_source` and keeps 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
+
+from router.index_profile import MIN_GROUPS
 
 if TYPE_CHECKING:
     from router.index_probe import Probe
@@ -68,3 +71,24 @@ def names_nothing(found: Probe) -> bool:
     cannot read (`Probe.readable`): it found nothing because it could not look."""
     named = found.specific or found.collection_wide
     return found.readable and not named and not found.documents
+
+
+def drift_ruled_out(signals: Mapping[str, float]) -> str:
+    """Why the index rules DRIFT out for a question, from its decision's `signals` (the probe's measurements), or
+    '' when it does not: the rules above, for a route the classifier did not make itself (the chat model's second
+    opinion must not send a question to DRIFT that names nothing in the index, or whose evidence is in one
+    document). No index probed, or a question the index cannot read: ''."""
+    if "document_groups" not in signals or signals.get("question_script_in_index", 1.0) == 0.0:
+        return ""
+    documents = signals.get("named_documents", 0.0)
+    if not (signals.get("specific_entities", 0.0) or signals.get("collection_wide_entities", 0.0) or documents):
+        return "it names nothing in the index for DRIFT to start from"
+    if signals["document_groups"] == 1:
+        return "the index holds one document"
+    if documents == 1:
+        return "it names one document of the collection"
+    measured = signals["document_groups"] >= MIN_GROUPS and documents <= 1
+    if measured and (signals.get("unit_best_group_share", 0.0) >= CONCENTRATED_SHARE
+                     or signals.get("named_best_group_share", 0.0) >= CONCENTRATED_SHARE):
+        return "its evidence sits in one document"
+    return ""

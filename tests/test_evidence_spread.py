@@ -91,3 +91,20 @@ def test_a_question_naming_nothing_never_goes_to_drift_whatever_its_scope_words(
     decision = classify(NAMES_NOTHING_SCOPED, harbour)
     assert decision.engine != "drift" and decision.method in (NOT_COVERED, NAMES_NOTHING), decision.reasons
     assert decision.probabilities["drift"] == 0.0
+
+
+def test_a_second_opinion_cannot_send_to_drift_what_the_index_rules_out() -> None:
+    from router.classifier import RouteDecision
+    from router.commitment import after_second_opinion
+
+    spread = {"document_groups": 5.0, "specific_entities": 2.0, "named_documents": 0.0,
+              "unit_best_group_share": 0.3, "named_best_group_share": 0.5}
+    asked = RouteDecision("local", 0.5, {"local": 0.5, "global": 0.2, "drift": 0.3}, [], signals=spread)
+    voted = replace(asked, engine="drift", method="model+llm")
+    assert after_second_opinion(asked, voted).engine == "drift"  # two names in different documents: DRIFT's case
+    for ruled_out, why in (({"specific_entities": 0.0}, "names nothing in the index"),
+                           ({"named_best_group_share": 0.8}, "evidence sits in one document"),
+                           ({"document_groups": 1.0}, "holds one document")):
+        measured = replace(asked, signals=spread | ruled_out)
+        kept = after_second_opinion(measured, replace(voted, signals=measured.signals))
+        assert kept.engine == "local" and why in kept.reasons[-1], kept.reasons
