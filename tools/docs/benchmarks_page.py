@@ -331,11 +331,7 @@ def router_frontier(r: Json) -> tuple[list[str], list[Headline]]:
                      f"{_routes(ro['after_confirmation'])} | {ro['confident_expensive']} | "
                      f"{s['engines']['router']['calls_per_question']:.2f} ({ro['max_calls']}) |")
     lines.append("")
-    heads = [Headline("Router cost against always-local on held-out novel questions, evidence recall router / local "
-                      "(offline index and model)",
-                      f"{router.get('cost_over_local', 0):.2f}x, {_f(r['engines']['router']['evidence_recall'])} / "
-                      f"{_f(r['engines']['local']['evidence_recall'])}", "router-frontier")]
-    return lines, heads
+    return lines, []  # on the page only: the README keeps its figures table short
 
 
 # ---- start-up (benchmarks/cli_latency.py) --------------------------------------------------------------
