@@ -210,6 +210,9 @@ def result_row(engine: str, query: Query, repeat: int, seconds: float, result: A
         row |= {
             "route": route.engine,
             "route_confidence": float(route.confidence),
+            # which rule decided (e.g. "model+one-source", "+local-first") and what the route held back
+            "route_method": str(route.method),
+            "route_fallbacks": [str(e) for e in route.fallbacks],
             "route_probabilities": {str(k): float(v) for k, v in dict(route.probabilities).items()},
             "route_reasons": [str(r) for r in route.reasons],
             "engine_used": _tried_engines(result)[-1],

@@ -30,7 +30,7 @@ numpy only at prediction, no pickle, independent of the scikit-learn version):
    fall to the router's model second opinion or its cost-aware default instead of being routed at 0.99.
    `probabilities` are rescaled so that the chosen engine's is `confidence` (the others keep their ratio).
 
-With an index, a question that names nothing in it (no entity title, no document) and asks nothing corpus-wide
+With an index, a question that names nothing in it (no entity title, no document; `evidence_spread.names_nothing`)
 is never sent to DRIFT, which would have only its primer to start from. When the index has something on it
 anyway (its words reach a full set of best passages and the top-level reports, `Probe.found_across_collection`)
 and the probe's evidence is for global rather than local, it goes global: passages spread over the collection
@@ -58,6 +58,7 @@ from typing import TYPE_CHECKING, Literal, cast
 
 import numpy as np
 
+from router.evidence_spread import ONE_SOURCE_CEILING, names_nothing, one_source, one_source_reason
 from router.features import (
     DENSE_NAMES,
     FEATURE_NAMES,
@@ -93,11 +94,6 @@ NOT_COVERED = "model+not-covered"  # the method of a decision `_covers_nothing` 
 NAMES_NOTHING = "model+names-nothing"  # ... moved from DRIFT to global: found across the collection, names nothing
 ONE_DOCUMENT = "model+one-document"  # a global decision about a question naming one document, moved off global
 ONE_SOURCE = "model+one-source"  # a DRIFT decision whose evidence sits in one document, moved to local
-# DRIFT is for evidence spread over several documents: in a one-document index, or when at least this share of the
-# best passages' weight is in one document, a DRIFT decision goes local (`_one_source`); local is right for such
-# questions at a sixteenth of DRIFT's cost, so the moved decision is at most ONE_SOURCE_CEILING sure (it is wrong
-# only when the question was corpus-wide after all)
-CONCENTRATED_SHARE, ONE_SOURCE_CEILING = 0.6, 0.95
 # how sure such a move may claim to be: it overrides the model, whose own view was DRIFT, by a rule (set by design
 # like `UNFAMILIAR_CEILING`; just above the default second-opinion threshold, so a close call stays visible)
 NOT_COVERED_CEILING = 0.6
@@ -323,7 +319,7 @@ class Classifier:
             engine, proba, why = self._one_document(scored, proba, scored.probe.documents[0])
             method = ONE_DOCUMENT
             reasons.insert(0, why)
-        if scored.probe is not None and engine == "drift" and _covers_nothing(scored.probe, feats):
+        if scored.probe is not None and engine == "drift" and names_nothing(scored.probe):
             engine, method, why = self._no_start(scored.probe)
             reasons.insert(0, why)
             # DRIFT's share goes to the engine chosen; overriding the model is no evidence of being right
@@ -332,9 +328,10 @@ class Classifier:
             if capped:
                 reasons.append(f"unsure: the model pointed to DRIFT; {engine} search is the cautious choice here, "
                                f"so its confidence is at most {NOT_COVERED_CEILING:.2f}")
-        if scored.probe is not None and engine == "drift" and _one_source(scored.probe):
+        wide = bool(CORPUS_WIDE_CUES & set(feats.cues))
+        if scored.probe is not None and engine == "drift" and one_source(scored.probe, corpus_wide=wide):
             engine, method = "local", ONE_SOURCE
-            reasons.insert(0, _one_source_reason(scored.probe))
+            reasons.insert(0, one_source_reason(scored.probe))
             proba, _ = _share_moved(proba, self.classes.index("drift"), self.classes.index("local"),
                                     ONE_SOURCE_CEILING)
         probabilities: dict[str, float] = {c: float(proba[self.classes.index(c)]) for c in ENGINES}
@@ -369,8 +366,8 @@ class Classifier:
             return "global", NAMES_NOTHING, (
                 "links to nothing in this index by name, so DRIFT would have nothing to start from; its best passages "
                 f"spread over the collection ({found.unit_groups} of {found.groups} documents): global search")
-        return "local", NOT_COVERED, ("links to nothing in this index by name and asks nothing corpus-wide: local "
-                                      "search, the cheapest engine that can say the index does not cover it")
+        return "local", NOT_COVERED, ("links to nothing in this index by name, and its passages do not spread over "
+                                      "the collection: local search, the cheapest engine that can say the index does not cover it")
 
     def index_evidence(self, found: Probe) -> np.ndarray:
         """What the probe alone adds to each class's log-odds in the index stage (class order of the model)."""
@@ -450,32 +447,6 @@ def _share_moved(proba: np.ndarray, source: int, target: int, ceiling: float) ->
     if out[target] <= ceiling:
         return out, False
     return _rescaled(out, target, ceiling), True
-
-
-def _covers_nothing(found: Probe, feats: QuestionFeatures) -> bool:
-    """No entity of the index named by title (a common noun of the text is no name: "River Tane" linking
-    RIVER), no document named, and no corpus-wide cue: DRIFT would have nothing to start from but its whole
-    primer. Never for a question the index cannot read (`Probe.readable`): it found nothing because it could not
-    look."""
-    named = found.specific or found.collection_wide
-    return found.readable and not named and not found.documents and not (CORPUS_WIDE_CUES & set(feats.cues))
-
-
-def _one_source(found: Probe) -> bool:
-    """The question's evidence sits in one document: the index has one (always), or the question names at most one
-    document and at least `CONCENTRATED_SHARE` of its best passages' weight is in one. DRIFT explores evidence
-    spread over several documents; here local search reads the same passages for one call."""
-    if found.groups == 1:
-        return True
-    return (found.groups_measured and found.unit_hits > 0 and len(found.documents) <= 1
-            and found.unit_best_group_share >= CONCENTRATED_SHARE)
-
-
-def _one_source_reason(found: Probe) -> str:
-    where = ("the index holds one document" if found.groups == 1 else
-             f"{found.unit_best_group_share:.0%} of its best passages' weight is in one of {found.groups} documents")
-    return (f"its evidence sits in one document ({where}): local search reads those passages for one call, so "
-            "local rather than DRIFT")
 
 
 def _check_index(index: object) -> None:

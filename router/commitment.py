@@ -103,6 +103,12 @@ def after_second_opinion(asked: RouteDecision, answered: RouteDecision) -> Route
     """The decision the chat model's vote left, saying whether it confirmed or corrected the routed engine."""
     if answered.method == asked.method:  # the call failed: the decision was kept, the reason says why
         return answered
+    if answered.engine == "drift" and asked.engine != "drift":
+        from router.evidence_spread import drift_ruled_out
+
+        ruled_out = drift_ruled_out(asked.signals)
+        if ruled_out:  # a vote from the wording alone does not override where the index has the evidence
+            return _noted(asked, f"second opinion said drift, but {ruled_out}: kept {asked.engine}", "")
     verb = "confirmed" if answered.engine == asked.engine else f"corrected {asked.engine} to"
     return _noted(answered, f"second opinion {verb} {answered.engine}", "")
 

@@ -3,7 +3,8 @@
 * **An empty or insufficient answer** (nothing found, or the model marked its context as not answering:
   `SearchResult.insufficient`) escalates, within the budget, to the engine the route held back (`fallbacks`),
   else to pre-ranked global search (the cheaper configuration) - but only when the
-  index holds evidence the next engine can reach (`has_evidence`). A question the index has nothing on costs
+  index holds evidence the next engine can reach (`has_evidence`: a named document, or the question's words
+  meeting in one passage). A question the index has nothing on costs
   at most one more call (basic search, for an empty answer) and the answer says so.
 * **A failed engine** falls back to engines that need no JSON when its structured output failed. A model
   endpoint that is down, silent or answering 5xx (`endpoint_failure`) is not retried through another engine:
@@ -39,35 +40,46 @@ CHEAP = frozenset(("local", "basic"))
 # Where an insufficient local or basic answer goes when the route held nothing back (the classifier chose local):
 # the cheapest step that reads beyond local's context. DRIFT's twenty calls only when the route held DRIFT back.
 INSUFFICIENT_NEXT = "global_prerank"
-# Share of the question's content terms that must occur in the index's text for an expensive escalation to
-# have something to find (the named-entity and named-document signals count on their own).
-MIN_TERM_COVERAGE = 0.5
+# How many of the question's content terms must meet in one passage of the index for an expensive escalation to
+# have something to find (all of them when the question has fewer). Words that occur somewhere in a large index are
+# no evidence: most English words do ("Purple giraffes compute the velocity of Tuesday's melodies?" finds each of
+# its words in a library of novels, but never more than two in one passage); a question the index covers has
+# several of its words together in some passage.
+MIN_MEETING_TERMS = 3
+UNIT_DEPTH = 10  # best passages (BM25) looked at
+MIN_NAMED = 2  # specific names of the index that are evidence on their own
 
 
 def term_coverage(index: Index, question: str) -> float:
-    """Share of the question's lexical terms that occur in at least one text unit of the index."""
-    from shared_context.linking import lexical_search
+    """How far the question's content terms meet in one passage: the most of them any of its best passages holds,
+    over `MIN_MEETING_TERMS` (or over all its terms when it has fewer), at most 1. 1 means evidence."""
+    from shared_context.linking import lexical_top
+    from shared_context.records import field_of
     from shared_context.text import lexical_terms
 
-    terms = list(dict.fromkeys(lexical_terms(question)))
+    terms = set(lexical_terms(question))
     if not terms or not len(index.text_units):
         return 0.0
-    search = lexical_search(index, "text_units")
-    found = sum(1 for t in terms if len(search.top_k([t], 1)[0]))
-    return found / len(terms)
+    positions, _ = lexical_top(index, "text_units", question, UNIT_DEPTH)
+    text = field_of(index.text_units, "text")
+    met = max((len(terms & set(lexical_terms(str(text(int(p)) or "")))) for p in positions), default=0)
+    return min(1.0, met / min(MIN_MEETING_TERMS, len(terms)))
 
 
 def has_evidence(decision: RouteDecision, coverage: float) -> tuple[bool, str]:
-    """Whether the index holds evidence an expensive engine could reach for the question, and what it is."""
+    """Whether the index holds evidence an expensive engine could reach for the question, and what it is:
+    a document of the index named, or its words meeting in one passage (`term_coverage`). A name alone is not
+    enough: a made-up sentence can link a common word that is an entity title ("lighthouse"); two are (how two
+    things of the index connect is what a wider search can find, even when no passage holds both)."""
     found = decision.signals
-    if found.get("specific_entities", found.get("linked_entities", 0.0)) > 0:
-        return True, "it names something in the index"
     if found.get("named_documents", 0.0) > 0:
         return True, "it names a document of the index"
-    if coverage >= MIN_TERM_COVERAGE:
-        return True, f"{coverage:.0%} of its words occur in the index's text"
-    return False, (f"the index holds no evidence for it (no name or document of the index, and only {coverage:.0%} "
-                   "of its words occur in its text)")
+    if found.get("specific_entities", 0.0) >= MIN_NAMED:
+        return True, "it names several things of the index"
+    if coverage >= 1.0:
+        return True, "its words meet in passages of the index"
+    return False, ("the index holds no evidence for it (it names no document and at most one thing of the index, "
+                   f"and no passage holds more than {coverage * MIN_MEETING_TERMS:.0f} of its words together)")
 
 
 def next_engines(current: str, decision: RouteDecision, *, empty: bool, insufficient: bool,

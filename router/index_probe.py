@@ -130,6 +130,9 @@ class Probe:
     report_spread: float = 0.0
     readable: bool = True  # the question has words in a script the index's text uses (or that is unknown)
     extra: dict[str, float] = field(default_factory=dict)
+    # share of the specific names' text units in the one document group holding most of them (each name weighs
+    # the same): where the things the question names live, whatever other words it shares with other documents
+    named_best_group_share: float = 0.0
 
     @property
     def found_across_collection(self) -> bool:
@@ -162,6 +165,7 @@ class Probe:
             "unit_community_spread": round(self.unit_community_spread, 3), "unit_peak": round(self.unit_peak, 3),
             "top_level_communities": float(self.top_level), "report_touched": float(self.report_touched),
             "report_spread": round(self.report_spread, 3), "question_script_in_index": float(self.readable),
+            "named_best_group_share": round(self.named_best_group_share, 3),
         })
         return found
 
@@ -240,8 +244,31 @@ def probe(index: Index, text: str, links: LinkSummary) -> Probe:
     asked_in = question_scripts(text)
     # a question that names a document or links a title was read, whatever script the rest of it is in
     readable = not prof.scripts or not asked_in or bool(asked_in & prof.scripts) or bool(links.positions or documents)
+    named = [pos for pos, title in zip(links.positions, links.titles, strict=True) if title in specific]
     return Probe(links, tuple(specific), tuple(wide), tuple(common), documents, prof.groups, prof.measures_spread,
-                 *units, prof.top_level, touched, spread, readable)
+                 *units, prof.top_level, touched, spread, readable,
+                 named_best_group_share=_named_group_share(index, prof, named))
+
+
+def _named_group_share(index: Index, prof: IndexProfile, positions: Sequence[int]) -> float:
+    """Share of the named entities' text units in their most common document group, each entity weighing the same
+    (0 when the index has too few groups to tell, or nothing is named)."""
+    if not prof.measures_spread or not positions:
+        return 0.0
+    mass = np.zeros(prof.groups, dtype=np.float64)
+    adjacency = index.entity_text_units
+    counted = 0
+    for pos in positions:
+        if not 0 <= pos < len(adjacency):
+            continue
+        units = np.asarray(adjacency[pos], dtype=np.int64)
+        units = units[(units >= 0) & (units < len(prof.unit_group))]
+        groups = prof.unit_group[units]
+        groups = groups[(groups >= 0) & (groups < prof.groups)]
+        if len(groups):
+            mass += np.bincount(groups, minlength=prof.groups) / len(groups)
+            counted += 1
+    return float(mass.max()) / counted if counted else 0.0
 
 
 def _common_word_of_another_name(index: Index, pos: int, title: str, unknown_spans: Sequence[str]) -> bool:

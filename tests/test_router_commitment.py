@@ -310,9 +310,11 @@ def test_next_engines_spend_only_where_the_index_has_evidence() -> None:
 
     named = replace(_decision("local", 0.9), signals={"specific_entities": 1.0})
     nothing = replace(_decision("local", 0.9), signals={"specific_entities": 0.0, "named_documents": 0.0})
-    assert has_evidence(named, 0.0)[0] and has_evidence(nothing, 0.5)[0]
-    found, why = has_evidence(nothing, 0.2)
+    document = replace(nothing, signals={"named_documents": 1.0})
+    assert has_evidence(document, 0.0)[0] and has_evidence(nothing, 1.0)[0]
+    found, why = has_evidence(named, 0.67)  # one linked name whose words meet nothing else in one passage
     assert not found and "holds no evidence" in why
+    assert has_evidence(replace(named, signals={"specific_entities": 2.0}), 0.0)[0]  # how two named things connect
     assert next_engines("local", named, empty=False, insufficient=True, evidence=True) == ("global_prerank",)
     held = replace(named, fallbacks=("drift",))
     assert next_engines("local", held, empty=False, insufficient=True, evidence=True) == ("drift",)

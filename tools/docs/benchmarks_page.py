@@ -268,6 +268,72 @@ def route_bench(r: Json) -> tuple[list[str], list[Headline]]:
     return lines, heads
 
 
+# ---- router frontier (benchmarks/router_frontier.py) --------------------------------------------------
+
+FRONTIER_SUITES = (("earnings-one", "one-call questions, index of that call"),
+                   ("earnings-one-doc", "the same questions, index of all 41 calls"),
+                   ("earnings-cross-call", "how commentary evolved across the calls, all calls"),
+                   ("earnings-corpus-wide", "corpus-wide questions, all calls"),
+                   ("podcast-corpus-wide", "corpus-wide questions, podcast"),
+                   ("nonsense-novel", "nonsense, novels"), ("nonsense-earnings_one", "nonsense, one call"),
+                   ("nonsense-earnings", "nonsense, all calls"), ("nonsense-podcast", "nonsense, podcast"),
+                   *((f"nonsense-mock-{i}", f"nonsense, {w}, real client against the loopback server")
+                     for i, w in (("novel", "novels"), ("earnings_one", "one call"), ("earnings", "all calls"),
+                                  ("podcast", "podcast"))))
+
+
+def _routes(counts: Json) -> str:
+    return ", ".join(f"{e} {n}" for e, n in counts.items()) or "-"
+
+
+def router_frontier(r: Json) -> tuple[list[str], list[Headline]]:
+    """The held-out novel sample's frontier table, the other novel samples, then the routing suites (read beside
+    it)."""
+    lines = [f"{r['queries']['count']} GraphRAG-Bench novel development questions held out from every change (a "
+             "stratified sample disjoint from the tune and report halves below), on an offline index of all 20 novels "
+             f"({r['index_facts']['text_units']} text units), offline model (deterministic: one run is the "
+             "measurement). Evidence recall: share of the gold evidence claims found in the context the engine read; "
+             "answer F1: token F1 of the extractive answer.", "",
+             "| engine | model calls per question | cost per question | evidence recall | answer F1 |",
+             "|---|---|---|---|---|"]
+    for engine, s in r["engines"].items():
+        lines.append(f"| {engine} | {s['calls_per_question']:.2f} | ${s['cost_per_question']:.4f} | "
+                     f"{_f(s['evidence_recall'])} | {_f(s['answer_f1'])} |")
+    router = r["router"]
+    lines += ["", f"- Router routes: first decision {_routes(router['first_decision'])}; after confirmation "
+              f"{_routes(router['after_confirmation'])}; after escalation {_routes(router['after_escalation'])}.", "",
+              "Every novel sample (tune: the rules were tuned on it; report: seen once before the last rule change; "
+              "held out: no change was looked at on it):", "",
+              "| sample | questions | router cost / always-local | evidence recall router / local | on the frontier |",
+              "|---|---|---|---|---|"]
+    for name in ("novel-holdout", "novel-report", "novel-tune"):
+        path = RESULTS / "router_frontier" / f"{name}.json"
+        if not path.exists():
+            continue
+        s = json.loads(path.read_text(encoding="utf-8"))
+        front = s["router"].get("frontier", {})
+        lines.append(f"| {name.removeprefix('novel-')} | {s['queries']['count']} | "
+                     f"{s['router'].get('cost_over_local', 0):.2f}x | {_f(s['engines']['router']['evidence_recall'])} / "
+                     f"{_f(s['engines']['local']['evidence_recall'])} | "
+                     + ("yes" if front.get("on_frontier") else f"no: {', '.join(front.get('dominated_by', []))} "
+                        "is cheaper and at least as good") + " |")
+    lines += ["", "Routing on the other indexes (router and always-local; questions written by us, "
+              "`benchmarks/data/router_frontier/`):", "",
+              "| suite | questions | routes (first decision) | routes (after confirmation) | DRIFT/global at ≥ 0.8 | "
+              "calls per question (max) |", "|---|---|---|---|---|---|"]
+    for name, what in FRONTIER_SUITES:
+        path = RESULTS / "router_frontier" / f"{name}.json"
+        if not path.exists():
+            continue
+        s = json.loads(path.read_text(encoding="utf-8"))
+        ro = s["router"]
+        lines.append(f"| {what} | {s['queries']['count']} | {_routes(ro['first_decision'])} | "
+                     f"{_routes(ro['after_confirmation'])} | {ro['confident_expensive']} | "
+                     f"{s['engines']['router']['calls_per_question']:.2f} ({ro['max_calls']}) |")
+    lines.append("")
+    return lines, []  # on the page only: the README keeps its figures table short
+
+
 # ---- start-up (benchmarks/cli_latency.py) --------------------------------------------------------------
 
 def cli_latency(r: Json) -> tuple[list[str], list[Headline]]:
@@ -538,6 +604,7 @@ SECTIONS = (
     Section("routing-cost-and-calibration", "Routing cost and calibration", "router_eval/router_cost.json",
             routing_cost),
     Section("route-bench", "route-bench", "route_bench/christmas_carol/report.json", route_bench),
+    Section("router-frontier", "Router frontier", "router_frontier/novel-holdout.json", router_frontier),
     Section("evidence", "Evidence", "evidence_recall/evidence_recall.json", evidence),
     Section("boilerplate", "Boilerplate", "boilerplate/boilerplate_quality.json", boilerplate),
     Section("offline-graph-top-20", "Offline graph, top 20", "extraction_quality/top20.json", graph_top20),
