@@ -596,8 +596,8 @@ def main(argv: Sequence[str] | None = None) -> None:
                         help="leave-one-source-out with the cue lexicons (with_cues), without them, or both")
     parser.add_argument("--alt-share", type=float, default=train.ALT_SHARE,
                         help="cv/loso training: share of a two-route question's weight on its alt route")
-    parser.add_argument("--per-engine-calibration", action="store_true",
-                        help="cv/loso training: fit one confidence calibration map per engine")
+    parser.add_argument("--no-per-engine-calibration", dest="per_engine_calibration", action="store_false",
+                        help="cv/loso training: identity confidence maps instead of one fitted per engine")
     parser.add_argument("--json", type=Path, help="also write every figure to this JSON file")
     args = parser.parse_args(argv)
     parts = set(args.parts.split(","))

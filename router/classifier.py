@@ -26,8 +26,9 @@ numpy only at prediction, no pickle, independent of the scikit-learn version):
    logistic model fitted on held-out predictions, capped by how often held-out decisions about questions as far
    from their training questions were right (`Classifier.distance_ceiling`: questions in a style no training
    source has are never routed at 0.99 on the strength of the cues alone), then mapped per engine by a monotone
-   calibration map (`Classifier.calibrated`; the identity unless the model was trained with
-   `--per-engine-calibration`).
+   calibration map (`Classifier.calibrated`), fitted on held-out decisions: one confidence model for all engines
+   was too sure of DRIFT decisions about wording unlike its training questions (the identity for a model file
+   without maps, such as one trained before them).
    Unfamiliar or contested questions come out unsure, so they
    fall to the router's model second opinion or its cost-aware default instead of being routed at 0.99.
    `probabilities` are rescaled so that the chosen engine's is `confidence` (the others keep their ratio).
@@ -255,13 +256,15 @@ class Classifier:
         return confidence_inputs(scored.proba, scored.dense_view, scored.ngram_view, scored.familiarity,
                                  bool(scored.feats.cues) and self.uses_cues, scored.probe is not None, scored.nearest)
 
-    def confidence(self, scored: Scored) -> float:
+    def confidence(self, scored: Scored, *, calibrate: bool = True) -> float:
         """The confidence model's probability of being right, never above the ceiling of unfamiliar wording nor
         above how often held-out decisions this far from their training questions were right, mapped by the chosen
         engine's calibration map (and still never above the ceiling of unfamiliar wording, set by design)."""
         z = float(self._conf_w @ self.confidence_inputs(scored)) + self._conf_b
         ceiling = 1.0 if scored.feats.cues and self.uses_cues else familiarity_ceiling(scored.familiarity)
         raw = min(float(1.0 / (1.0 + np.exp(-z))), ceiling, self.distance_ceiling(scored.nearest))
+        if not calibrate:
+            return raw
         engine = self.classes[int(np.argmax(scored.proba))]
         return min(self.calibrated(engine, raw), ceiling)
 
@@ -318,7 +321,10 @@ class Classifier:
         confidence = self.confidence(scored)
         gate: list[str] = []
         if scored.probe is not None:
-            text_confidence = self.confidence(replace(scored, proba=scored.text_proba, probe=None))
+            # the gate weighs the wording's confidence before the per-engine maps: `TEXT_SURE` was set on that
+            # scale, and the local map (local decisions are right more often than the shared model says) would
+            # otherwise stop the index from moving unsure local wording to global
+            text_confidence = self.confidence(replace(scored, proba=scored.text_proba, probe=None), calibrate=False)
             scored, best, confidence, gate = self._gate(scored, best, confidence, text_confidence)
         engine = cast(Engine, self.classes[best])
         reasons = scored.probe.reasons() if scored.probe is not None else []

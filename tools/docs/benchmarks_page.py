@@ -214,6 +214,16 @@ def routing_cost(r: Json) -> tuple[list[str], list[Headline]]:
                              for _, k in _BAND_HEADS]
                     lines.append(f"| {source} | {'kept' if cues == 'with_cues' else 'off'} | {engine} | "
                                  + " | ".join(cells) + " |")
+    lines += ["", "Routing per held-out source (wrong: the share of all its questions routed wrongly at that "
+              "confidence or above):", "",
+              "| held out | cue lexicons | n | macro-F1 | global recall | local recall | DRIFT recall | wrong at ≥ 0.8 "
+              "| wrong at ≥ 0.9 |", "|---|---|---|---|---|---|---|---|---|"]
+    for cues, per in r["loso"].items():
+        for source, m in per.items():
+            recall = m.get("recall", {})
+            lines.append(f"| {source} | {'kept' if cues == 'with_cues' else 'off'} | {m['n']} | {_f(m['macro_f1'])} | "
+                         f"{_f(recall.get('global'))} | {_f(recall.get('local'))} | {_f(recall.get('drift'))} | "
+                         f"{_pct(m.get('confident_errors_at_0.8'))} | {_pct(m.get('confident_errors'))} |")
     for cues, m in r.get("loso_pooled", {}).items():
         kept = "cue lexicons kept" if cues == "with_cues" else "no cue lexicons"
         lines += ["", f"Every held-out source together ({kept}; n={m['n']}): macro-F1 {_f(m['macro_f1'])}, global recall "
