@@ -26,9 +26,10 @@ numpy only at prediction, no pickle, independent of the scikit-learn version):
    logistic model fitted on held-out predictions, capped by how often held-out decisions about questions as far
    from their training questions were right (`Classifier.distance_ceiling`: questions in a style no training
    source has are never routed at 0.99 on the strength of the cues alone), then mapped per engine by a monotone
-   calibration map (`Classifier.calibrated`), fitted on held-out decisions: one confidence model for all engines
-   was too sure of DRIFT decisions about wording unlike its training questions (the identity for a model file
-   without maps, such as one trained before them).
+   calibration map (`Classifier.calibrated`) to the probability that the engine is the cheapest right one, fitted
+   on held-out decisions: a DRIFT decision on a question local search also answers is right but not worth its
+   cost, which is what the commitment rule weighs (the identity for a model file without maps, such as one trained
+   before them).
    Unfamiliar or contested questions come out unsure, so they
    fall to the router's model second opinion or its cost-aware default instead of being routed at 0.99.
    `probabilities` are rescaled so that the chosen engine's is `confidence` (the others keep their ratio).

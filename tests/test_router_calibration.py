@@ -120,3 +120,14 @@ def test_the_confidence_stage_counts_the_also_right_route_as_right() -> None:
     held.add(local_proba, 2, 2, 1.0, True, False, CLASSES.index("drift"), 1.0, 0.5, CLASSES.index("local"))
     held.add(local_proba, 2, 2, 1.0, True, False, CLASSES.index("drift"), 1.0, 0.5)
     assert held.correct().tolist() == [True, False]
+
+
+def test_an_expensive_route_where_local_was_also_right_is_not_counted_worth_its_cost() -> None:
+    drift, local = CLASSES.index("drift"), CLASSES.index("local")
+    held = train.Held.empty()
+    drift_proba = np.array([0.8, 0.1, 0.1])  # chooses DRIFT
+    held.add(drift_proba, 0, 0, 1.0, True, False, drift, 1.0, 0.5, local)  # DRIFT right, local also right
+    held.add(drift_proba, 0, 0, 1.0, True, False, drift, 1.0, 0.5)  # DRIFT the only right route
+    held.add(np.array([0.1, 0.1, 0.8]), 2, 2, 1.0, True, False, drift, 1.0, 0.5, local)  # local, also right
+    assert held.correct().tolist() == [True, True, True]
+    assert held.cheapest_right().tolist() == [False, True, True]
