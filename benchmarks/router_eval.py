@@ -114,14 +114,17 @@ def metrics(rows: Sequence[Routed], threshold: float = 0.55) -> dict[str, Any]:
         "confusion": cm.tolist(),
         "ece": expected_calibration_error(rows),
         "confident_errors": sum(r.confidence >= CONFIDENT for r in wrong) / max(1, len(rows)),
+        "confident_errors_at_0.8": sum(r.confidence >= COMMITTED for r in wrong) / max(1, len(rows)),
         "errors_below_threshold": float(np.mean([r.confidence < threshold for r in wrong])) if wrong else 0.0,
         "reliability": reliability(rows),
         "expensive_reliability": reliability([r for r in rows if r.engine in EXPENSIVE], EXPENSIVE_BANDS),
+        "reliability_by_engine": {e: reliability([r for r in rows if r.engine == e], EXPENSIVE_BANDS) for e in LABELS},
         "expected_calls": expected_calls(rows),
     }
 
 
 EXPENSIVE = ("drift", "global")
+COMMITTED = 0.8  # the confidence from which a DRIFT or global decision must be right at least 0.9 of the time
 EXPENSIVE_BANDS = ((0.0, 0.55), (0.55, 0.7), (0.7, 0.8), (0.8, 0.9), (0.9, 1.01))
 # Model calls per engine for expected-cost figures: `Router`'s estimates on the Christmas Carol offline index (local
 # search and basic 1, global search pre-ranked as the router runs it, DRIFT with its default follow-ups), measured
@@ -220,6 +223,9 @@ def print_block(title: str, m: dict[str, Any]) -> None:
                                          f"{b['accuracy']:.2f}" for b in m["reliability"]))
     print("  DRIFT/global decisions: " + ("; ".join(
         f"{b['band']}: n={b['n']} acc {b['accuracy']:.2f}" for b in m["expensive_reliability"]) or "none"))
+    for engine in EXPENSIVE:
+        print(f"  {engine} decisions: " + ("; ".join(f"{b['band']}: n={b['n']} acc {b['accuracy']:.2f}"
+                                                     for b in m["reliability_by_engine"][engine]) or "none"))
     print("  expected calls per question (accuracy): " + "; ".join(
         f"{k.replace('_', ' ')} {v['calls']:.2f} ({v['accuracy']:.2f})" for k, v in m["expected_calls"].items()))
 
@@ -239,9 +245,12 @@ def subsets(rows: Sequence[Routed], keys: Sequence[str]) -> dict[str, dict[str, 
 # ------------------------------------------------------------------------------------------ cv / loso
 
 
+TRAINING: dict[str, Any] = {"alt_share": train.ALT_SHARE, "per_engine": train.PER_ENGINE_CALIBRATION}  # `main` sets
+
+
 def _fit(train_rows: Sequence[Example], *, cues: bool, inner_folds: int) -> Classifier:
-    wf = train.fit_wording_stage(train_rows, cues=cues, folds=inner_folds)
-    return Classifier(train.assemble(wf, None))
+    wf = train.fit_wording_stage(train_rows, cues=cues, folds=inner_folds, alt_share=TRAINING["alt_share"])
+    return Classifier(train.assemble(wf, None, per_engine=TRAINING["per_engine"]))
 
 
 def grouped_cv(examples: Sequence[Example], folds: int, inner_folds: int, report: dict[str, Any]) -> None:
@@ -268,17 +277,29 @@ def grouped_cv(examples: Sequence[Example], folds: int, inner_folds: int, report
         print_block(name, m)
 
 
+CUE_VARIANTS = {"with_cues": True, "without_cues": False}
+
+
 def leave_one_source_out(examples: Sequence[Example], inner_folds: int, report: dict[str, Any],
-                         sources: Sequence[str]) -> None:
+                         sources: Sequence[str], variants: Sequence[str] = tuple(CUE_VARIANTS),
+                         checkpoint: Callable[[], None] = lambda: None) -> None:
+    """Each source held out of the whole fit (wording, confidence and its per-engine calibration maps, which are
+    fitted inside the fold on the remaining sources only); `pooled` is every held-out source's decisions together."""
     print("\n=== leave-one-source-out (the test source is entirely held out), with and without cue lexicons ===")
-    report["loso"] = {"with_cues": {}, "without_cues": {}}
-    for source in sources:
-        test_set = [e for e in examples if e.source == source]
-        rest = [e for e in examples if e.source != source]
-        for key, cues in (("with_cues", True), ("without_cues", False)):
-            m = metrics(route_all(_fit(rest, cues=cues, inner_folds=inner_folds), test_set))
+    report["loso"] = {key: {} for key in variants}
+    for key in variants:
+        pooled: list[Routed] = []
+        for source in sources:
+            test_set = [e for e in examples if e.source == source]
+            rest = [e for e in examples if e.source != source]
+            routed = route_all(_fit(rest, cues=CUE_VARIANTS[key], inner_folds=inner_folds), test_set)
+            pooled += routed
+            m = metrics(routed)
             report["loso"][key][source] = m
             print_block(f"held out: {source} ({key.replace('_', ' ')})", m)
+            checkpoint()  # each source takes minutes: what is done is kept
+        report.setdefault("loso_pooled", {})[key] = metrics(pooled)
+        print_block(f"every held-out source together ({key.replace('_', ' ')})", report["loso_pooled"][key])
 
 
 # ------------------------------------------------------------------------------------------ new styles
@@ -499,6 +520,13 @@ def latency(questions: Sequence[str], index_entities: int, runs: int, report: di
               f"{_summary(result['with_index_p50_ms'])}")
 
 
+def _at_least(bands: Sequence[dict[str, Any]], low: float = COMMITTED) -> str:
+    """n and accuracy of the decisions in the bands from `low` up."""
+    kept = [b for b in bands if float(b["band"][:4]) >= low]
+    n = sum(int(b["n"]) for b in kept)
+    return f"n={n}, accuracy {sum(b['n'] * b['accuracy'] for b in kept) / n:.3f}" if n else "n=0"
+
+
 def _summary(values: Sequence[float]) -> str:
     return f"median {statistics.median(values):.3f} ms (range {min(values):.3f}-{max(values):.3f})"
 
@@ -516,10 +544,16 @@ def summary(report: dict[str, Any]) -> None:
         for key, per in report["loso"].items():
             print(f"  leave-one-source-out macro-F1 ({key.replace('_', ' ')}): " + ", ".join(
                 f"{s} {m['macro_f1']:.3f}" for s, m in per.items()))
-            confident = [b for m in per.values() for b in m["expensive_reliability"] if float(b["band"][:4]) >= 0.8]
-            n = sum(b["n"] for b in confident)
-            acc = sum(b["n"] * b["accuracy"] for b in confident) / n if n else 0.0
-            print(f"    DRIFT/global decisions at confidence >= 0.8: n={n}, accuracy {acc:.3f}")
+            for source, m in per.items():
+                print(f"    held out {source}: " + "; ".join(
+                    f"{engine} at confidence >= {COMMITTED}: {_at_least(m['reliability_by_engine'][engine])}"
+                    for engine in EXPENSIVE) + f"; confident errors (>= {COMMITTED}) "
+                    f"{m['confident_errors_at_0.8']:.1%}")
+    for key, m in report.get("loso_pooled", {}).items():
+        print(f"  every held-out source together ({key.replace('_', ' ')}): macro-F1 {m['macro_f1']:.3f}, global "
+              f"recall {m['recall'].get('global', 0):.3f}, confident errors (>= {COMMITTED}) "
+              f"{m['confident_errors_at_0.8']:.1%}; " + "; ".join(
+                  f"{e} at >= {COMMITTED}: {_at_least(m['reliability_by_engine'][e])}" for e in EXPENSIVE))
     for key, (path, _) in NEW_STYLE_SETS.items():
         if key in report:
             m = report[key]["all"]
@@ -558,9 +592,16 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--runs", type=int, default=3, help="latency runs")
     parser.add_argument("--parts", default="cv,loso,new,index,carol,baselines,latency")
     parser.add_argument("--sources", default=",".join(data.SOURCES), help="sources to hold out in leave-one-source-out")
+    parser.add_argument("--cue-variants", default=",".join(CUE_VARIANTS),
+                        help="leave-one-source-out with the cue lexicons (with_cues), without them, or both")
+    parser.add_argument("--alt-share", type=float, default=train.ALT_SHARE,
+                        help="cv/loso training: share of a two-route question's weight on its alt route")
+    parser.add_argument("--no-per-engine-calibration", dest="per_engine_calibration", action="store_false",
+                        help="cv/loso training: identity confidence maps instead of one fitted per engine")
     parser.add_argument("--json", type=Path, help="also write every figure to this JSON file")
     args = parser.parse_args(argv)
     parts = set(args.parts.split(","))
+    TRAINING.update(alt_share=args.alt_share, per_engine=args.per_engine_calibration)
     if not (args.data_dir / "graphrag_bench").is_dir():
         parser.error(f"{args.data_dir} has no graphrag_bench/ folder; pass --data-dir")
     examples = data.load_all(args.data_dir)
@@ -578,7 +619,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     if "cv" in parts:
         grouped_cv(examples, args.folds, args.inner_folds, report)
     if "loso" in parts:
-        leave_one_source_out(examples, args.inner_folds, report, args.sources.split(","))
+        leave_one_source_out(examples, args.inner_folds, report, args.sources.split(","),
+                             args.cue_variants.split(","), checkpoint=lambda: _write(report, args.json))
     if "new" in parts:
         new_styles(Classifier.load(), report)
     if "index" in parts:
@@ -590,9 +632,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     if "latency" in parts:
         latency([e.question for e in examples[::8]], args.index_entities, args.runs, report)
     summary(report)
+    _write(report, args.json)
     if args.json:
-        args.json.write_text(json.dumps(report, indent=1, ensure_ascii=False))
         print(f"  wrote {args.json}")
+
+
+def _write(report: dict[str, Any], path: Path | None) -> None:
+    if path is not None:
+        path.write_text(json.dumps(report, indent=1, ensure_ascii=False))
 
 
 if __name__ == "__main__":

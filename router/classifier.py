@@ -25,8 +25,12 @@ numpy only at prediction, no pickle, independent of the scikit-learn version):
    of the whole question to its nearest training question, `router.neighbours`) and whether a cue fired; a
    logistic model fitted on held-out predictions, capped by how often held-out decisions about questions as far
    from their training questions were right (`Classifier.distance_ceiling`: questions in a style no training
-   source has are never routed at 0.99 on the strength of the cues alone). Unfamiliar or contested questions
-   come out unsure, so they
+   source has are never routed at 0.99 on the strength of the cues alone), then mapped per engine by a monotone
+   calibration map (`Classifier.calibrated`) to the probability that the engine is the cheapest right one, fitted
+   on held-out decisions: a DRIFT decision on a question local search also answers is right but not worth its
+   cost, which is what the commitment rule weighs (the identity for a model file without maps, such as one trained
+   before them).
+   Unfamiliar or contested questions come out unsure, so they
    fall to the router's model second opinion or its cost-aware default instead of being routed at 0.99.
    `probabilities` are rescaled so that the chosen engine's is `confidence` (the others keep their ratio).
 
@@ -191,6 +195,7 @@ class Classifier:
             if len(self._near_ceiling) != len(self._near_edges) + 1:
                 raise ModelFileError(f"{source}: nearest_ceiling needs one value more than nearest_edges")
             self.uses_cues = bool(payload.get("uses_cues", True))
+            self._confidence_maps: dict[str, np.ndarray] = {e: _confidence_map(payload, e, source) for e in ENGINES}
             shapes = {"coef_dense": (3, len(DENSE_NAMES)), "calib_w": (3, 3), "view_dense": (3, len(DENSE_NAMES)),
                       "probe_w": (3, 3 + len(PROBE_NAMES)), "confidence_w": (len(CONFIDENCE_NAMES),)}
             for name, shape in shapes.items():
@@ -248,12 +253,23 @@ class Classifier:
         return confidence_inputs(scored.proba, scored.dense_view, scored.ngram_view, scored.familiarity,
                                  bool(scored.feats.cues) and self.uses_cues, scored.probe is not None, scored.nearest)
 
-    def confidence(self, scored: Scored) -> float:
+    def confidence(self, scored: Scored, *, calibrate: bool = True) -> float:
         """The confidence model's probability of being right, never above the ceiling of unfamiliar wording nor
-        above how often held-out decisions this far from their training questions were right."""
+        above how often held-out decisions this far from their training questions were right, mapped by the chosen
+        engine's calibration map (and still never above the ceiling of unfamiliar wording, set by design)."""
         z = float(self._conf_w @ self.confidence_inputs(scored)) + self._conf_b
         ceiling = 1.0 if scored.feats.cues and self.uses_cues else familiarity_ceiling(scored.familiarity)
-        return min(float(1.0 / (1.0 + np.exp(-z))), ceiling, self.distance_ceiling(scored.nearest))
+        raw = min(float(1.0 / (1.0 + np.exp(-z))), ceiling, self.distance_ceiling(scored.nearest))
+        if not calibrate:
+            return raw
+        engine = self.classes[int(np.argmax(scored.proba))]
+        return min(self.calibrated(engine, raw), ceiling)
+
+    def calibrated(self, engine: str, raw: float) -> float:
+        """`raw` confidence in an `engine` decision through that engine's calibration map: a non-decreasing
+        piecewise-linear map fitted on held-out decisions about sources the model was trained without."""
+        knots = self._confidence_maps[engine]
+        return float(np.interp(raw, knots[0], knots[1]))
 
     def distance_ceiling(self, nearest: float) -> float:
         """The held-out accuracy of decisions about questions whose nearest training question is this similar
@@ -302,7 +318,10 @@ class Classifier:
         confidence = self.confidence(scored)
         gate: list[str] = []
         if scored.probe is not None:
-            text_confidence = self.confidence(replace(scored, proba=scored.text_proba, probe=None))
+            # the gate weighs the wording's confidence before the per-engine maps: `TEXT_SURE` was set on that
+            # scale, and the local map (local decisions are right more often than the shared model says) would
+            # otherwise stop the index from moving unsure local wording to global
+            text_confidence = self.confidence(replace(scored, proba=scored.text_proba, probe=None), calibrate=False)
             scored, best, confidence, gate = self._gate(scored, best, confidence, text_confidence)
         engine = cast(Engine, self.classes[best])
         reasons = scored.probe.reasons() if scored.probe is not None else []
@@ -409,6 +428,18 @@ class Classifier:
         if not why:
             why.append("two engines are close")
         return "unsure: " + "; ".join(why)
+
+
+def _confidence_map(payload: ModelArrays, engine: str, source: str) -> np.ndarray:
+    """The (2, K) knots (raw confidence, calibrated confidence) of one engine's calibration map, checked monotone;
+    the identity for a model file without one (trained before the maps existed)."""
+    stored = payload.get(f"confidence_map_{engine}")
+    knots = np.asarray(stored if stored is not None else [[0.0, 1.0], [0.0, 1.0]], dtype=np.float64)
+    if knots.ndim != 2 or knots.shape[0] != 2 or knots.shape[1] < 1:
+        raise ModelFileError(f"{source}: confidence_map_{engine} has shape {knots.shape}, expected (2, K)")
+    if (np.diff(knots[0]) < 0).any() or (np.diff(knots[1]) < 0).any() or knots.min() < 0 or knots.max() > 1:
+        raise ModelFileError(f"{source}: confidence_map_{engine} is not a non-decreasing map of [0, 1]")
+    return knots
 
 
 def familiarity_ceiling(familiarity: float) -> float:

@@ -109,13 +109,15 @@ def routing(r: Json) -> tuple[list[str], list[Headline]]:
         "| set | what was held out | n | macro-F1 | global recall | local recall | DRIFT recall | confident errors |",
         "|---|---|---|---|---|---|---|---|",
     ]
-    cv = r["grouped_cv"]["all"]
-    lines.append(_eval_row("all labelled sets, 5-fold grouped CV", "each fold (a template's questions stay together)", cv))
+    cv = r.get("grouped_cv", {}).get("all")
+    if cv:
+        lines.append(_eval_row("all labelled sets, 5-fold grouped CV", "each fold (a template's questions stay "
+                               "together)", cv))
     for cues in ("with_cues", "without_cues"):
         for source, m in r.get("loso", {}).get(cues, {}).items():
             label = "cue lexicons kept" if cues == "with_cues" else "no cue lexicons"
             lines.append(_eval_row(f"{source}, leave one source out ({label})", f"all of {source}", m))
-    heads = [Headline("Routing macro-F1, grouped cross-validation", _f(cv["macro_f1"]), "routing")]
+    heads = [Headline("Routing macro-F1, grouped cross-validation", _f(cv["macro_f1"]), "routing")] if cv else []
     loso = r.get("loso", {}).get("with_cues", {})
     if loso:
         worst = min(loso, key=lambda s: loso[s]["macro_f1"])
@@ -198,6 +200,35 @@ def routing_cost(r: Json) -> tuple[list[str], list[Headline]]:
                     if float(b["band"].split("-")[0]) >= 0.8:
                         confident["n"] += b["n"]
                         confident["right"] += b["n"] * b["accuracy"]
+    by_engine = [(cues, source, m) for cues, per in r["loso"].items() for source, m in per.items()
+                 if "reliability_by_engine" in m]
+    if by_engine:
+        lines += ["", "The same per engine (the calibration maps are fitted inside each fold, on the other sources "
+                  "only):", "", "| held out | cue lexicons | engine | " + " | ".join(b for b, _ in _BAND_HEADS) + " |",
+                  "|---|---|---|" + "---|" * len(_BAND_HEADS)]
+        for cues, source, m in by_engine:
+            for engine in ("drift", "global"):
+                bands = {b["band"]: b for b in m["reliability_by_engine"].get(engine, [])}
+                if bands:
+                    cells = [f"{bands[k]['accuracy']:.2f} (n={bands[k]['n']})" if k in bands else "-"
+                             for _, k in _BAND_HEADS]
+                    lines.append(f"| {source} | {'kept' if cues == 'with_cues' else 'off'} | {engine} | "
+                                 + " | ".join(cells) + " |")
+    lines += ["", "Routing per held-out source (wrong: the share of all its questions routed wrongly at that "
+              "confidence or above):", "",
+              "| held out | cue lexicons | n | macro-F1 | global recall | local recall | DRIFT recall | wrong at ≥ 0.8 "
+              "| wrong at ≥ 0.9 |", "|---|---|---|---|---|---|---|---|---|"]
+    for cues, per in r["loso"].items():
+        for source, m in per.items():
+            recall = m.get("recall", {})
+            lines.append(f"| {source} | {'kept' if cues == 'with_cues' else 'off'} | {m['n']} | {_f(m['macro_f1'])} | "
+                         f"{_f(recall.get('global'))} | {_f(recall.get('local'))} | {_f(recall.get('drift'))} | "
+                         f"{_pct(m.get('confident_errors_at_0.8'))} | {_pct(m.get('confident_errors'))} |")
+    for cues, m in r.get("loso_pooled", {}).items():
+        kept = "cue lexicons kept" if cues == "with_cues" else "no cue lexicons"
+        lines += ["", f"Every held-out source together ({kept}; n={m['n']}): macro-F1 {_f(m['macro_f1'])}, global recall "
+                  f"{_f(m['recall'].get('global'))}, wrong at confidence ≥ 0.8 {_pct(m.get('confident_errors_at_0.8'))}"
+                  f" of all questions, wrong at ≥ 0.9 {_pct(m.get('confident_errors'))}."]
     lines += ["", f"Expected model calls per question and accuracy, by policy, from the decisions alone "
               f"(calls per engine: {', '.join(f'{e} {c:.1f}' for e, c in calls.items())}; "
               f"{r['engine_calls']['how']}). After the commitment rule, an expensive route below its threshold "

@@ -47,6 +47,7 @@ class IndexQuestion:
     source: str  # index_dev | graphrag_bench | collections | index_eval | index_eval_2 | index_eval_3
     kind: str = ""  # global | one_document | one_entity | drift ("" when not annotated)
     lang: str = "en"
+    alt: str = ""  # a second route that is also right (the label map's `alt` reading), "" when none
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,30 @@ the index stage, on labelled questions measured on real offline indexes (`tools.
    and, with an index, the index stage's leave-one-index-out decisions. Each held-out question's similarity to
    its nearest question in the fold it was held out of (`router.neighbours`) is one input, and the same held-out
    decisions give the distance ceiling: per band of similarity, the share of them that were right
-   (`distance_ceiling`).
+   (`distance_ceiling`). Last, one monotone calibration map per engine (`tools.routing.calibration`), fitted on
+   the decisions about sources (and indexes) the model was trained without, so confidence means the same on
+   unfamiliar wording.
+
+**Two right routes.** The label maps of GraphRAG-Bench and MultiHop-RAG give some question types an `alt`
+reading that is also right (local for questions scoped to one book or a few named articles: the same evidence at
+a fraction of DRIFT's cost). A decision counts as right for the confidence stage (and its calibration maps) when it
+is either reading. With `--alt-share S` such a question also enters the wording and index fits twice, a share S of
+its weight labelled with its `alt` route and the rest with its label. The default is 0 (the label only): these
+questions are local because of where their evidence is (one book, a few articles), which the index stage sees,
+not because of how they are worded, and moving weight to the `alt` route cost DRIFT recall on the project's own
+questions held out (0.80 with S = 0; 0.65 with S = 0.25; 0.27 with 0.75 on the cheaper route). The cost of a
+DRIFT decision is weighed after the classifier, by the commitment rule.
+
+**Per-engine calibration** (on by default; `--no-per-engine-calibration` writes identity maps): one monotone map
+per engine from the confidence stage's output to how often the engine's held-out decisions chose the cheapest
+right route (`tools.routing.calibration`, `confidence_maps`). Leave-one-source-out (`benchmarks/router_eval.py`,
+every source held out in turn) the maps bring the calls per question after the commitment rule from 7.03, 4.37,
+2.44 and 1.35 (own set, collections, GraphRAG-Bench, MultiHop-RAG) to 6.80, 4.37, 1.06 and 1.01 at equal or
+better accuracy; no DRIFT decision is then 0.8 sure (DRIFT is rarely the only right route in these sets), and
+global decisions at >= 0.8 are right 0.84 of the time with the own set held out (0.98 with collections).
+Rebuild with the offline indexes (`--indexes`): rebuilt without them (`--index-stage-from`), the confidence stage
+has no with-index decisions to learn from, and with an index a local wording decision came out sure enough that
+the index no longer moved "what does <the podcast's host> usually ask the guests?" to global.
 
 Every solver is deterministic and the folds are seeded, so rebuilding gives the same model file. Nothing here
 is imported by the product; the model file holds plain arrays and JSON (no pickle).
@@ -30,7 +53,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import sklearn
@@ -39,6 +62,7 @@ from router.classifier import CONFIDENCE_NAMES, MODEL_FORMAT, MODEL_PATH, confid
 from router.features import FEATURE_NAMES, N_DENSE, N_HASH_FEATURES, N_WORD_BUCKETS, extract, wording_buckets
 from router.index_probe import PROBE_NAMES
 from router.neighbours import Neighbours
+from tools.routing import calibration
 from tools.routing.examples import CLASSES, DEFAULT_DATA_DIR, Example, load_all
 from tools.routing.index_fit import DEFAULT_INDEXES, Measured, stage_inputs
 from tools.routing.matrix import dense_block, hashed_ngrams
@@ -57,6 +81,10 @@ C_CALIBRATION = 10.0
 PENALTY_INDEX = 0.003  # L2 on the probe weights of the index stage
 C_CONFIDENCE = 1.0
 FOLDS = 5
+# Of a question with two right routes, the share of its weight on its `alt` route (see the module docstring)
+ALT_SHARE = 0.0
+COST_ORDER = ("local", "global", "drift")  # cheapest first: model calls per question (1, about 2, about 21)
+PER_ENGINE_CALIBRATION = True  # see the module docstring
 Progress = Callable[[str], None]
 
 
@@ -94,11 +122,34 @@ def _three(coef: np.ndarray, intercept: np.ndarray, classes: Sequence[int]) -> t
     return full, bias
 
 
-def fit_wording(dense: np.ndarray, hashed: sp.csr_matrix, y: np.ndarray, w: np.ndarray) -> Wording:
+def alt_index(examples: Sequence[Example]) -> np.ndarray:
+    """Per question, the class index of its also-right `alt` route, -1 when it has none."""
+    return np.array([CLASSES.index(e.alt) if e.alt in CLASSES and e.alt != e.label else -1 for e in examples])
+
+
+def with_alt_rows(y: np.ndarray, w: np.ndarray, alt: np.ndarray | None, share: float
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(row of the original data per training row, label, weight): a question with two right routes becomes two
+    rows, `share` of its weight on its `alt` route and the rest on its label."""
+    rows = np.arange(len(y))
+    if alt is None or share <= 0.0 or not (alt >= 0).any():
+        return rows, y, w
+    two = np.flatnonzero(alt >= 0)
+    share_alt = np.full(len(two), share)
+    w_main = w.astype(np.float64).copy()
+    w_main[two] *= 1.0 - share_alt
+    return (np.concatenate([rows, two]), np.concatenate([y, alt[two]]),
+            np.concatenate([w_main, w[two] * share_alt]))
+
+
+def fit_wording(dense: np.ndarray, hashed: sp.csr_matrix, y: np.ndarray, w: np.ndarray,
+                alt: np.ndarray | None = None, alt_share: float = ALT_SHARE) -> Wording:
     import scipy.sparse as sp
     from sklearn.linear_model import LogisticRegression
     from sklearn.svm import LinearSVC
 
+    rows, y, w = with_alt_rows(y, w, alt, alt_share)
+    dense, hashed = dense[rows], hashed[rows]
     classes = sorted(set(y.tolist()))
     full = sp.hstack([sp.csr_matrix(dense * DENSE_SCALE), hashed], format="csr")
     svc = LinearSVC(C=C_WORDING, random_state=0, max_iter=MAX_ITER).fit(full, y, sample_weight=w)
@@ -163,13 +214,14 @@ class Held:
     label: list[int]
     weight: list[float]
     nearest: list[float]
+    alt: list[int]  # the also-right route's class index, -1 when none
 
     @classmethod
     def empty(cls) -> Held:
-        return cls([], [], [], [], [], [], [], [], [])
+        return cls([], [], [], [], [], [], [], [], [], [])
 
     def add(self, proba: np.ndarray, dense_view: int, ngram_view: int, familiarity: float, has_cue: bool,
-            with_index: bool, label: int, weight: float, nearest: float) -> None:
+            with_index: bool, label: int, weight: float, nearest: float, alt: int = -1) -> None:
         self.proba.append(proba)
         self.dense_view.append(dense_view)
         self.ngram_view.append(ngram_view)
@@ -179,6 +231,22 @@ class Held:
         self.label.append(label)
         self.weight.append(weight)
         self.nearest.append(nearest)
+        self.alt.append(alt)
+
+    def correct(self) -> np.ndarray:
+        """Per decision, whether it chose the label or the also-right `alt` route."""
+        chosen = np.array([int(np.argmax(p)) for p in self.proba], dtype=int)
+        return (chosen == np.asarray(self.label)) | (chosen == np.asarray(self.alt))
+
+    def cheapest_right(self) -> np.ndarray:
+        """Per decision, whether it chose the cheapest right route (`COST_ORDER`): a DRIFT decision where local
+        search was also right is right, but not worth its cost, which is what an expensive route's confidence
+        decides (the commitment rule)."""
+        rank = {CLASSES.index(c): k for k, c in enumerate(COST_ORDER)}
+        chosen = [int(np.argmax(p)) for p in self.proba]
+        cheapest = [min((r for r in (y, a) if r >= 0), key=rank.__getitem__) for y, a in zip(self.label, self.alt,
+                                                                                          strict=True)]
+        return np.array([c == best for c, best in zip(chosen, cheapest, strict=True)])
 
     def extend(self, other: Held) -> None:
         for mine, theirs in zip(vars(self).values(), vars(other).values(), strict=True):
@@ -188,8 +256,7 @@ class Held:
         x = np.vstack([confidence_inputs(p, d, n, f, c, i, s) for p, d, n, f, c, i, s in zip(
             self.proba, self.dense_view, self.ngram_view, self.familiarity, self.has_cue, self.with_index,
             self.nearest, strict=True)])
-        correct = np.array([int(np.argmax(p)) == y for p, y in zip(self.proba, self.label, strict=True)], dtype=int)
-        return x, correct, np.asarray(self.weight)
+        return x, self.correct().astype(int), np.asarray(self.weight)
 
 
 @dataclass
@@ -203,6 +270,7 @@ class WordingFit:
     calib_b: np.ndarray
     seen: np.ndarray
     y: np.ndarray
+    alt: np.ndarray
     weights: np.ndarray
     has_cue: list[bool]
     oof_proba: np.ndarray
@@ -211,7 +279,8 @@ class WordingFit:
     oof_familiarity: np.ndarray
     oof_nearest: np.ndarray
     neighbours: Neighbours
-    source_out: Held | None = None  # decisions on each source by a model trained without it
+    source_out: Held | None = None
+    alt_share: float = ALT_SHARE  # decisions on each source by a model trained without it
 
     def held_out(self) -> Held:
         """Cross-validated decisions (half the weight) and, when fitted, leave-one-source-out ones (the other
@@ -221,7 +290,7 @@ class WordingFit:
         for i in range(len(self.examples)):
             held.add(self.oof_proba[i], int(self.oof_dense_view[i]), int(self.oof_ngram_view[i]),
                      float(self.oof_familiarity[i]), self.has_cue[i], False, int(self.y[i]), float(share[i]),
-                     float(self.oof_nearest[i]))
+                     float(self.oof_nearest[i]), int(self.alt[i]))
         if self.source_out is not None:
             held.extend(self.source_out)
         return held
@@ -246,6 +315,7 @@ class WordingFit:
 
 
 def fit_wording_stage(examples: Sequence[Example], *, cues: bool = True, folds: int = FOLDS,
+                      alt_share: float = ALT_SHARE,
                       by_source: bool = True, progress: Progress = _quiet) -> WordingFit:
     """Cross-validated decisions (folds grouped by template) for the calibrator and the later stages, then the
     full fit; with `by_source`, also each source's decisions by a model trained on the others."""
@@ -255,6 +325,7 @@ def fit_wording_stage(examples: Sequence[Example], *, cues: bool = True, folds: 
     dense = dense_block(feats, cues=cues)
     hashed = hashed_ngrams([f.text for f in feats])
     y = np.array([CLASSES.index(e.label) for e in examples])
+    alt = alt_index(examples)
     w = sample_weights(examples)
     buckets = [wording_buckets(f.text, f.names) for f in feats]
     n = len(examples)
@@ -266,16 +337,17 @@ def fit_wording_stage(examples: Sequence[Example], *, cues: bool = True, folds: 
     strata = [f"{e.subset}:{e.label}" for e in examples]
     splitter = StratifiedGroupKFold(n_splits=folds, shuffle=True, random_state=0)
     for k, (tr, te) in enumerate(splitter.split(np.zeros(n), strata, [e.cv_group for e in examples]), 1):
-        model = fit_wording(dense[tr], hashed[tr], y[tr], w[tr])
+        model = fit_wording(dense[tr], hashed[tr], y[tr], w[tr], alt[tr], alt_share)
         oof_decision[te], oof_dense_view[te], oof_ngram_view[te] = model.decide(dense[te], hashed[te])
         seen = _seen([buckets[i] for i in tr])
         oof_familiarity[te] = [_familiarity(buckets[i], seen) for i in te]
         table = Neighbours.build([buckets[i] for i in tr])
         oof_nearest[te] = [table.nearest(buckets[i]) for i in te]
         progress(f"  wording fold {k}/{folds}")
-    calib_w, calib_b = _multinomial(oof_decision, y, w, C_CALIBRATION)
+    rows, y_rows, w_rows = with_alt_rows(y, w, alt, alt_share)
+    calib_w, calib_b = _multinomial(oof_decision[rows], y_rows, w_rows, C_CALIBRATION)
     oof_proba = _softmax_rows(oof_decision @ calib_w.T + calib_b)
-    wording = fit_wording(dense, hashed, y, w)
+    wording = fit_wording(dense, hashed, y, w, alt, alt_share)
     has_cue = [bool(f.cues) and cues for f in feats]
     source_out: Held | None = None
     sources = sorted({e.source for e in examples})
@@ -284,7 +356,7 @@ def fit_wording_stage(examples: Sequence[Example], *, cues: bool = True, folds: 
         for source in sources:
             out = np.array([e.source == source for e in examples])
             tr, te = np.flatnonzero(~out), np.flatnonzero(out)
-            model = fit_wording(dense[tr], hashed[tr], y[tr], w[tr])
+            model = fit_wording(dense[tr], hashed[tr], y[tr], w[tr], alt[tr], alt_share)
             decision, dense_view, ngram_view = model.decide(dense[te], hashed[te])
             proba = _softmax_rows(decision @ calib_w.T + calib_b)
             seen = _seen([buckets[i] for i in tr])
@@ -292,11 +364,11 @@ def fit_wording_stage(examples: Sequence[Example], *, cues: bool = True, folds: 
             share = 0.5 / len(sources) / len(te)  # each held-out source weighs the same
             for j, i in enumerate(te):
                 source_out.add(proba[j], int(dense_view[j]), int(ngram_view[j]), _familiarity(buckets[i], seen),
-                               has_cue[i], False, int(y[i]), share, table.nearest(buckets[i]))
+                               has_cue[i], False, int(y[i]), share, table.nearest(buckets[i]), int(alt[i]))
             progress(f"  wording without {source}")
-    return WordingFit(examples, cues, wording, calib_w, calib_b, _seen(buckets), y, w, has_cue, oof_proba,
+    return WordingFit(examples, cues, wording, calib_w, calib_b, _seen(buckets), y, alt, w, has_cue, oof_proba,
                       oof_dense_view, oof_ngram_view, oof_familiarity, oof_nearest, Neighbours.build(buckets),
-                      source_out)
+                      source_out, alt_share)
 
 
 @dataclass
@@ -377,20 +449,24 @@ def fit_index_stage(wf: WordingFit, measured: Sequence[Measured], *, c: float = 
     proba = np.vstack([v[0] for v in views])
     x = stage_inputs(proba, measured)
     y = np.array([CLASSES.index(m.item.label) for m in measured])
+    alt = np.array([CLASSES.index(m.item.alt) if m.item.alt in CLASSES and m.item.alt != m.item.label else -1
+                    for m in measured])
     w = index_weights(measured)
-    probe_w, probe_b = fit_offset_stage(x, y, w, c)
+    rows, y_rows, w_rows = with_alt_rows(y, w, alt, wf.alt_share)
+    probe_w, probe_b = fit_offset_stage(x[rows], y_rows, w_rows, c)
     loio = np.zeros((len(measured), 3))
     for name in sorted({m.item.index for m in measured}):
         out = np.array([m.item.index == name for m in measured])
         if len(set(y[~out].tolist())) < 2:
             loio[out] = proba[out]
             continue
-        wo, bo = fit_offset_stage(x[~out], y[~out], w[~out], c)
+        keep = ~out[rows]
+        wo, bo = fit_offset_stage(x[rows][keep], y_rows[keep], w_rows[keep], c)
         loio[out] = _softmax_rows(x[out] @ wo.T + bo)
     held = Held.empty()
     share = 0.5 / w.sum()
     for j, (_, dv, nv, fam, cue, near) in enumerate(views):
-        held.add(loio[j], dv, nv, fam, cue, True, int(y[j]), float(w[j] * share), near)
+        held.add(loio[j], dv, nv, fam, cue, True, int(y[j]), float(w[j] * share), near, int(alt[j]))
     report = {"questions": len(measured), "by_index": dict(Counter(m.item.index for m in measured)),
               "leave_one_index_out": _accuracy_by(measured, y, loio), "wording_only": _accuracy_by(measured, y, proba)}
     progress(f"  index stage: {report}")
@@ -409,7 +485,7 @@ def distance_ceiling(held: Held) -> np.ndarray:
     out, without an index) that were right, made non-decreasing with similarity (a closer band is never capped
     lower) and 1.0 from the closest band that reaches it."""
     near = np.asarray(held.nearest)
-    correct = np.array([int(np.argmax(p)) == y for p, y in zip(held.proba, held.label, strict=True)], dtype=float)
+    correct = held.correct().astype(float)
     w = np.asarray(held.weight) * ~np.asarray(held.with_index, dtype=bool)
     band = np.searchsorted(np.asarray(NEAREST_EDGES), near, side="right")
     total = w.sum() or 1.0
@@ -425,6 +501,21 @@ def distance_ceiling(held: Held) -> np.ndarray:
     return out
 
 
+def confidence_maps(held: Held, conf_w: np.ndarray, conf_b: float, ceiling: np.ndarray) -> dict[str, np.ndarray]:
+    """Per-engine calibration maps (`tools.routing.calibration`) fitted on the held-out decisions the confidence
+    model is fitted on (cross-validated, leave-one-source-out and leave-one-index-out, with their weights), a
+    decision counting as right when it chose the cheapest right route: counted right whenever the `alt` reading
+    allowed it, DRIFT decisions on questions local search also answers raised DRIFT's confidence, and the router
+    committed to DRIFT's calls where one local call would do (leave-one-source-out, MultiHop-RAG held out: 1.35 calls
+    per question after the commitment rule without the maps, 7.18 with them)."""
+    x, _, w = held.inputs()
+    correct = held.cheapest_right()
+    raw = calibration.raw_confidence(x, conf_w, conf_b, np.asarray(held.has_cue), np.asarray(held.familiarity),
+                                     np.asarray(held.nearest), np.asarray(NEAREST_EDGES), ceiling)
+    chosen = np.array([int(np.argmax(p)) for p in held.proba])
+    return calibration.engine_maps(chosen, raw, correct, w, CLASSES)
+
+
 def fit_confidence(held: Held) -> tuple[np.ndarray, float]:
     from sklearn.linear_model import LogisticRegression
 
@@ -434,13 +525,15 @@ def fit_confidence(held: Held) -> tuple[np.ndarray, float]:
 
 
 def fit(examples: Sequence[Example], measured: Sequence[Measured] = (), *, cues: bool = True, folds: int = FOLDS,
+        alt_share: float = ALT_SHARE, per_engine: bool = PER_ENGINE_CALIBRATION,
         progress: Progress = _quiet) -> dict[str, Any]:
     """Fit all three stages; return the payload `router.classifier.Classifier` loads."""
-    wf = fit_wording_stage(examples, cues=cues, folds=folds, progress=progress)
-    return assemble(wf, fit_index_stage(wf, measured, progress=progress) if measured else None)
+    wf = fit_wording_stage(examples, cues=cues, folds=folds, alt_share=alt_share, progress=progress)
+    return assemble(wf, fit_index_stage(wf, measured, progress=progress) if measured else None, per_engine=per_engine)
 
 
-def assemble(wf: WordingFit, index: IndexFit | None) -> dict[str, Any]:
+def assemble(wf: WordingFit, index: IndexFit | None, *, per_engine: bool = PER_ENGINE_CALIBRATION
+             ) -> dict[str, Any]:
     held = wf.held_out()
     probe_w, probe_b = identity_index_stage()
     if index is not None:
@@ -451,6 +544,9 @@ def assemble(wf: WordingFit, index: IndexFit | None) -> dict[str, Any]:
     payload.update(wf.neighbours.arrays())
     payload["nearest_edges"] = np.asarray(NEAREST_EDGES, dtype=np.float64)
     payload["nearest_ceiling"] = distance_ceiling(held)
+    maps = confidence_maps(held, conf_w, conf_b, payload["nearest_ceiling"]) if per_engine else {}
+    for engine in CLASSES:
+        payload[f"confidence_map_{engine}"] = maps.get(engine, calibration.IDENTITY)
     payload["trained_on"] = {"subsets": dict(sorted(Counter(e.subset for e in wf.examples).items())),
                              "labels": dict(sorted(Counter(e.label for e in wf.examples).items())),
                              "index_stage": index.report if index is not None else {}}
@@ -513,6 +609,23 @@ def save(payload: dict[str, Any], path: Path = MODEL_PATH) -> None:
         np.savez_compressed(fh, meta=np.array(json.dumps(meta, sort_keys=True)), **arrays)  # type: ignore[arg-type]
 
 
+INDEXES_NEEDED = ("podcast", "earnings", "novel", "medical")  # the offline indexes the index stage is fitted on
+
+
+def kept_index_stage(path: Path) -> IndexFit:
+    """The index stage of an existing model file, for a rebuild without the offline indexes. Its weights were
+    fitted on another wording model's probabilities, which the report records; the confidence stage then has
+    no with-index decisions to learn from and treats a decision with an index like one without."""
+    with np.load(path, allow_pickle=False) as stored:  # any model format: only these entries are read
+        probe_w, probe_b = np.asarray(stored["probe_w"]), np.asarray(stored["probe_b"])
+        meta = json.loads(str(stored["meta"]))
+    if probe_w.shape != (3, 3 + len(PROBE_NAMES)) or list(meta.get("probe_names", [])) != list(PROBE_NAMES):
+        raise SystemExit(f"{path}: its index stage was fitted on other probe features; refit it with --indexes")
+    report = dict(cast(dict[str, Any], meta.get("trained_on", {}).get("index_stage", {})))
+    report["kept_from"] = f"{path.name} (offline indexes not at hand; not refitted)"
+    return IndexFit(probe_w, probe_b, Held.empty(), report)
+
+
 def measured_rows(examples: Sequence[Example], data_dir: Path, indexes: Path, progress: Progress = _quiet
                   ) -> list[Measured]:
     """Every labelled question with an index to measure it on (see `tools.routing.index_fit`)."""
@@ -523,7 +636,7 @@ def measured_rows(examples: Sequence[Example], data_dir: Path, indexes: Path, pr
         return []
     loaded = index_fit.load_indexes(paths)
     rows = index_fit.load_questions()
-    rows += [index_fit.IndexQuestion(e.question, e.label, e.subset, "graphrag_bench")
+    rows += [index_fit.IndexQuestion(e.question, e.label, e.subset, "graphrag_bench", alt=e.alt)
              for e in examples if e.source == "graphrag_bench"]
     rows += [index_fit.IndexQuestion(e.question, e.label, index_fit.COLLECTION_INDEX[e.domain], "collections")
              for e in examples if e.source == "collections" and e.domain in index_fit.COLLECTION_INDEX]
@@ -538,14 +651,34 @@ def main(argv: Sequence[str] | None = None) -> None:
                         help="folder with the offline indexes podcast/, earnings/, novel/, medical/")
     parser.add_argument("--own-only", action="store_true", help="train on the project's question set only")
     parser.add_argument("--no-index-stage", action="store_true", help="do not fit the index stage")
+    parser.add_argument("--index-stage-from", type=Path, metavar="MODEL",
+                        help="where the offline indexes are not at hand: keep the index stage (probe weights and "
+                             "its training report) of this model file instead of refitting it")
+    parser.add_argument("--folds", type=int, default=FOLDS, help="cross-validation folds of the wording stage")
+    parser.add_argument("--alt-share", type=float, default=ALT_SHARE,
+                        help="share of a two-route question's weight on its alt route (default %(default)s)")
+    parser.add_argument("--no-per-engine-calibration", dest="per_engine_calibration", action="store_false",
+                        help="write identity confidence maps instead of fitting one per engine")
     parser.add_argument("--out", type=Path, default=MODEL_PATH)
     args = parser.parse_args(argv)
     data_dir = None if args.own_only else args.data_dir
     if data_dir is not None and not (data_dir / "graphrag_bench").is_dir():
         parser.error(f"{data_dir} has no graphrag_bench/ folder; pass --data-dir or --own-only")
     examples = load_all(data_dir)
-    measured = [] if args.no_index_stage or data_dir is None else measured_rows(examples, data_dir, args.indexes, print)
-    payload = fit(examples, measured, progress=print)
+    index: IndexFit | None = None
+    if args.index_stage_from is not None:
+        index = kept_index_stage(args.index_stage_from)
+    elif not args.no_index_stage and data_dir is not None:
+        missing = [name for name in INDEXES_NEEDED if not (args.indexes / name / "entities.parquet").is_file()]
+        if missing:
+            parser.error(f"no offline index for {', '.join(missing)} under {args.indexes}: pass --indexes, or "
+                         "--index-stage-from MODEL to keep a model file's index stage, or --no-index-stage")
+        wf = fit_wording_stage(examples, folds=args.folds, alt_share=args.alt_share, progress=print)
+        index = fit_index_stage(wf, measured_rows(examples, data_dir, args.indexes, print), progress=print)
+        payload = assemble(wf, index, per_engine=args.per_engine_calibration)
+    if index is None or args.index_stage_from is not None:
+        wf = fit_wording_stage(examples, folds=args.folds, alt_share=args.alt_share, progress=print)
+        payload = assemble(wf, index, per_engine=args.per_engine_calibration)
     save(payload, args.out)
     size = args.out.stat().st_size / 1e6
     print(f"trained on {len(examples)} questions {payload['trained_on']}; wrote {args.out} ({size:.2f} MB)")
