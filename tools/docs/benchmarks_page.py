@@ -321,6 +321,31 @@ def scale(r: Json) -> tuple[list[str], list[Headline]]:
     return lines, heads
 
 
+def prepare_scale(r: Json) -> tuple[list[str], list[Headline]]:
+    """`graphroute prepare` at scale, then fresh processes opening the prepared store (benchmarks/prepare_scale.py)."""
+    lines = ["`graphroute prepare` on synthetic indexes in GraphRAG's layout (a type word in every title, LanceDB "
+             "vectors; offline models, so prepare also embeds every text with the offline embedder), then fresh "
+             f"processes opening the prepared store: the check a replica makes, `load_index` and the first local "
+             f"context (linking included, no model call). Prepare runs once per size; the opens are the median "
+             f"(range) over {r.get('runs', 1)} processes.", "",
+             "| entities | prepare (s) | prepare peak RSS (MiB) | store (MiB) | open (s) | first local context (s) | "
+             "process age at the end (s) | open peak RSS (MiB) |", "|---|---|---|---|---|---|---|---|"]
+    heads = []
+    for n, row in sorted(r["results"].items(), key=lambda kv: int(kv[0])):
+        prep, opened = row.get("prepare", {}), row.get("open", {})
+        if "error" in prep or not opened.get("runs_ok"):
+            lines.append(f"| {int(n):,} | failed: {prep.get('error') or 'no open succeeded'} |||||||")
+            continue
+        lines.append(f"| {int(n):,} | {prep['wall_s']:.0f} | {prep['peak_rss_mb']:.0f} | {row.get('store_mb', 0):.0f} | "
+                     f"{_cell(opened, 'open_s', 2)} | {_cell(opened, 'first_context_s', 2)} | "
+                     f"{_cell(opened, 'cold_s', 2)} | {_cell(opened, 'peak_rss_mb', 0)} |")
+        heads.append(Headline(f"Prepared store, {int(n):,} entities: prepare peak RSS; a fresh process's open + "
+                              "first local context", f"{prep['peak_rss_mb']:.0f} MiB; {_cell(opened, 'cold_s', 2)} s",
+                              ""))
+    lines += ["", *(f"Target at {v}" for v in r.get("verdicts", [])), ""]
+    return lines, heads
+
+
 # ---- service (benchmarks/serve_load.py) ----------------------------------------------------------------
 
 def serve_load(r: Json) -> tuple[list[str], list[Headline]]:
@@ -463,6 +488,7 @@ SECTIONS = (
     Section("scale-at-1m-entities", "Scale at 1M entities", "scale_1m/scale.json", scale),
     Section("scale-at-1m-entities-unique-titles", "Scale at 1M entities, unique titles", "scale_1m_unique/scale.json",
             scale),
+    Section("prepared-store", "Prepared store", "prepare_scale/prepare_scale.json", prepare_scale),
     Section("service-load", "Service load", "serve/serve_load.json", serve_load),
     Section("service-replicas", "Service replicas", "serve/serve_replicas.json", serve_replicas),
 )
