@@ -165,16 +165,29 @@ class OfflineEmbedder:
         # (gigabytes of per-row arrays) are never held together; only the output is.
         for start in range(0, len(texts), TRANSFORM_CHUNK):
             chunk = texts[start : start + TRANSFORM_CHUNK]
-            rows = self._tfidf(chunk)
             part = out[start : start + len(chunk)]
-            # `tfidf @ basis` as SciPy's CSR product computes it: per row, each entry's float32 product with
-            # its basis row added in entry order (a running sum, bit for bit the same)
-            for row in range(len(chunk)):
-                lo, hi = int(rows.indptr[row]), int(rows.indptr[row + 1])
-                if hi > lo:
-                    part[row] = np.cumsum(rows.data[lo:hi, None] * self._basis[rows.indices[lo:hi]], axis=0)[-1]
+            self._project(self._tfidf(chunk), part)
             part[:] = _normalise(part)
         return out
+
+    def _project(self, rows: TfidfRows, out: np.ndarray) -> None:
+        """`out[i] = tfidf[i] @ basis` as SciPy's CSR product computes it: per row, each entry's float32 product
+        with its basis row added in entry order (a running float32 sum, bit for bit the same). Done for every
+        row at once, entry by entry: the rows sorted longest first, so the rows with a k-th entry are a prefix."""
+        counts = np.diff(rows.indptr)
+        order = np.argsort(-counts, kind="stable")
+        longest_first = counts[order]
+        starts = rows.indptr[:-1][order]
+        acc = np.zeros((len(order), out.shape[1]), dtype=np.float32)
+        for k in range(int(longest_first[0]) if len(order) else 0):
+            m = int(np.searchsorted(-longest_first, -k, side="left"))  # rows with more than k entries
+            entries = starts[:m] + k
+            term = rows.data[entries, None] * self._basis[rows.indices[entries]]
+            if k == 0:
+                acc[:m] = term  # the sum starts at its first term (as a running sum does, -0.0 included)
+            else:
+                acc[:m] += term
+        out[order] = acc
 
     def _tfidf(self, texts: list[str]) -> TfidfRows:
         """The vectorizer's TF-IDF rows for `texts`, exactly as `TfidfVectorizer.transform` computes them.
