@@ -487,6 +487,8 @@ SECTIONS = (
     Section("scale-at-1m-entities-unique-titles", "Scale at 1M entities, unique titles", "scale_1m_unique/scale.json",
             scale),
     Section("prepared-store", "Prepared store", "prepare_scale/prepare_scale.json", prepare_scale),
+    Section("prepared-store-at-1m-entities", "Prepared store at 1M entities", "prepare_scale_1m/prepare_scale.json",
+            prepare_scale),
     Section("service-load", "Service load", "serve/serve_load.json", serve_load),
     Section("service-replicas", "Service replicas", "serve/serve_replicas.json", serve_replicas),
 )
