@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +27,7 @@ if TYPE_CHECKING:  # imported where used at run time: `graphroute --help` stays 
     from engines.config_layers import ResolvedConfig
     from engines.models.base import StageUsage
     from router.fanout import MultiRouter
+    from router.mcp_limits import McpLimits
     from router.router import Router
     from router.service.supervisor import WorkerPool
     from router.service.tenants import Tenants
@@ -620,8 +621,8 @@ def _cmd_mcp(args: argparse.Namespace) -> int:
     routers = {name: _load_router(path, args.config, settings=_settings_choice(args),
                                   allow_prompt_outside=args.allow_prompt_outside)
                for name, path in specs.items()}
-    tenants = _mcp_tenants(args.config, list(routers)) if args.http else None
-    server = build_server(routers, tenants=tenants)
+    tenants, limits = _mcp_keys(args.config, routers) if args.http else (None, None)
+    server = build_server(routers, tenants=tenants, limits=limits)
     if args.http:
         if tenants is None and args.host not in ("127.0.0.1", "localhost", "::1"):
             err.print("[yellow]warning:[/yellow] the MCP endpoint has no authentication; listening beyond loopback")
@@ -632,19 +633,22 @@ def _cmd_mcp(args: argparse.Namespace) -> int:
     return 0
 
 
-def _mcp_tenants(config_path: str | None, names: list[str]) -> Tenants | None:
-    """`[serve] key_indexes` / `keys_file` for the MCP server over HTTP (None when no key is bound)."""
+def _mcp_keys(config_path: str | None, routers: Mapping[str, Router]) -> tuple[Tenants | None, McpLimits | None]:
+    """For the MCP server over HTTP: `[serve] key_indexes` / `keys_file` (None when no key is bound) and the
+    keys' daily spending limits, `[serve] max_cost_per_day` / `max_calls_per_day` (None when unset), shared with
+    the service's replicas through `[serve] redis_url`."""
     from engines import load_config
+    from router.mcp_limits import McpLimits, mcp_keys
     from router.service.tenants import Tenants
 
     cfg_path = config_path or ("graphroute.toml" if Path("graphroute.toml").exists() else None)
     try:
         serve_cfg = load_config(cfg_path).serve
-        if not (serve_cfg.key_indexes or serve_cfg.keys_file):
-            return None
-        return Tenants.from_config([], serve_cfg, names)[0]
+        tenants, keys = Tenants.from_config(mcp_keys(serve_cfg), serve_cfg, list(routers))
     except ValueError as exc:  # pydantic validation, a bad keys file, a binding naming no served index
         raise CliError(str(exc)) from exc
+    limits = McpLimits.from_config(serve_cfg, keys, [r.models for r in routers.values()])
+    return (tenants if tenants.bound else None), limits
 
 
 def _spent(usage: Usage | None) -> str:

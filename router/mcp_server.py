@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from engines.models.base import Usage
     from router.answer import Answer
     from router.classifier import RouteDecision
+    from router.mcp_limits import McpLimits
     from router.service.tenants import Tenants
 
 Mode = Literal["auto", "local", "global", "drift", "basic"]
@@ -162,25 +163,27 @@ class IndexList(BaseModel):
 class GraphrouteTools:
     """The tools and resources over named Routers (the first is the default index)."""
 
-    def __init__(self, routers: Mapping[str, Router], tenants: Tenants | None = None) -> None:
-        """`tenants`: API keys bound to indexes, for the server over HTTP (a call's key comes in its headers)."""
+    def __init__(self, routers: Mapping[str, Router], tenants: Tenants | None = None,
+                 limits: McpLimits | None = None) -> None:
+        """`tenants`: API keys bound to indexes, for the server over HTTP (a call's key comes in its headers);
+        `limits`: the keys' daily spending limits (`router.mcp_limits`)."""
         if not routers:
             raise ValueError("the MCP server needs at least one index")
         self.routers = dict(routers)
         self.default = next(iter(self.routers))
         self.multi = MultiRouter(self.routers, owns_routers=False)  # index routing, for questions naming none
         self.tenants = tenants
+        self.limits = limits
 
     def visible(self, ctx: Context | None) -> list[str]:
         """The indexes this call may read: all over stdio (the local user's own process) or without key
         bindings; over HTTP with bindings, those of the key in its Authorization or X-API-Key header."""
+        from router.mcp_limits import key_of
+
         headers = ctx.headers if ctx is not None else None
         if self.tenants is None or headers is None:
             return list(self.routers)
-        lowered = {k.lower(): v for k, v in headers.items()}
-        given = lowered.get("authorization", "")
-        key = given[7:].strip() if given[:7].lower() == "bearer " else lowered.get("x-api-key", "").strip()
-        return self.tenants.for_key(key)
+        return self.tenants.for_key(key_of(headers))
 
     def router(self, index: str | None, visible: list[str] | None = None) -> tuple[str, Router]:
         """The named index (the first visible one when None); any other name is unknown, and only the
@@ -200,6 +203,7 @@ class GraphrouteTools:
         from engines.events import ContextReady, Progress
         from engines.models.errors import ModelError
         from router.budget import Budget, BudgetError
+        from router.mcp_limits import UnknownKey
         from router.router import Done, EngineEvent, Escalated, RouteDecided
 
         visible = self.visible(ctx)
@@ -207,6 +211,10 @@ class GraphrouteTools:
             self.router(index, visible)  # an unknown name is refused before anything runs
         elif not visible:
             raise ToolError("no index is available with this API key")
+        try:  # the key's day: held from the chosen engine's estimate before its first model call
+            spend = None if self.limits is None else self.limits.gate(ctx.headers if ctx is not None else None)
+        except UnknownKey as exc:
+            raise ToolError(str(exc)) from None
         step = 0
 
         async def progress(message: str) -> None:
@@ -216,10 +224,12 @@ class GraphrouteTools:
                 await ctx.report_progress(step, None, message)
 
         answer = None
+        failure: Exception | None = None
         try:
             budget = Budget(max_cost, max_calls, deadline_s)
             async for event in self.multi.astream(question, history, mode, budget, index=index, indexes=visible,
-                                                  deltas=False, scope=scope):
+                                                  deltas=False, scope=scope,
+                                                  admit=None if spend is None else spend.admit):
                 if isinstance(event, RouteDecided):
                     where = _index_text(event.decision.index).rstrip("; ")
                     await progress(f"route: {event.decision.engine}; running {event.engine}"
@@ -233,10 +243,15 @@ class GraphrouteTools:
                     await progress(f"escalating {esc.from_engine} -> {esc.to_engine}: {esc.reason}")
                 elif isinstance(event, Done):
                     answer = event.answer
-        except (BudgetError, ValueError) as exc:
+        except (BudgetError, ValueError) as exc:  # a spending limit's refusal says when it resets
+            failure = exc
             raise ToolError(str(exc)) from None
         except (EngineError, ModelError) as exc:
+            failure = exc
             raise ToolError(f"{exc}{_spent(getattr(exc, 'usage', None))}") from None
+        finally:  # what the question cost replaces its hold (its estimate when unknown; once)
+            if spend is not None:
+                spend.settle(answer.usage if answer is not None else getattr(failure, "usage", None))
         if answer is None:  # astream always ends with Done or raises
             raise ToolError("the question ended without an answer")
         result = ask_result(answer.route.index or "", answer)
@@ -314,17 +329,22 @@ class GraphrouteTools:
 
 
 def build_server(routers: Mapping[str, Router], *, close_routers: bool = True,
-                 tenants: Tenants | None = None) -> MCPServer:
+                 tenants: Tenants | None = None, limits: McpLimits | None = None) -> MCPServer:
     """The MCP server over `routers` (name -> Router; the first is the default index). With `close_routers`,
     the Routers' model clients are closed when the server stops. `tenants`: API keys bound to indexes (over
-    HTTP): then neither the instructions nor the resource list name the indexes."""
-    tools = GraphrouteTools(routers, tenants)
+    HTTP): then neither the instructions nor the resource list name the indexes. `limits`: the keys' daily
+    spending limits, whose Redis heartbeat runs while the server does."""
+    tools = GraphrouteTools(routers, tenants, limits)
 
     @asynccontextmanager
     async def lifespan(_: MCPServer) -> AsyncIterator[None]:
+        if limits is not None:
+            limits.start()
         try:
             yield
         finally:
+            if limits is not None:
+                limits.stop()
             if close_routers:
                 for router in tools.routers.values():
                     await router.aclose()

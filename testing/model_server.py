@@ -12,6 +12,7 @@ see that module for the endpoints and the deterministic usage counts.
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from benchmarks.simulated_model import (
@@ -26,7 +27,7 @@ from benchmarks.simulated_model import (
 )
 from benchmarks.simulated_model import LoopbackServer as SimulatedModelServer
 
-__all__ = ["Fault", "FaultKind", "LoopbackServer", "RecordedRequest", "Reply", "ReplySpec", "Rule", "hash_vector",
+__all__ = ["Fault", "FaultKind", "Gate", "LoopbackServer", "RecordedRequest", "Reply", "ReplySpec", "Rule", "hash_vector",
            "prompt_token_count"]
 
 
@@ -50,3 +51,25 @@ class LoopbackServer(SimulatedModelServer):
 
     def _queued_fault(self) -> Fault | None:
         return self._next_faults.pop(0) if self._next_faults else None
+
+
+class Gate:
+    """Holds the replies of the calls it answers until `release`, so a test knows what is in flight:
+    `server.add_rule("HOLD", reply=gate.reply)`, then `waiting` counts the held calls."""
+
+    def __init__(self, reply: str) -> None:
+        self.open = threading.Event()
+        self.waiting = 0
+        self._reply = reply
+        self._lock = threading.Lock()
+
+    def reply(self, body: dict[str, Any]) -> str:
+        with self._lock:
+            self.waiting += 1
+        self.open.wait(30)
+        with self._lock:
+            self.waiting -= 1
+        return self._reply
+
+    def release(self) -> None:
+        self.open.set()

@@ -71,6 +71,21 @@ def test_tfidf_rows_are_exactly_scikit_learns(tmp_path):
         assert np.array_equal(emb.transform(texts), _normalise(np.asarray(product @ emb._basis, dtype=np.float32)))
 
 
+def test_transform_in_chunks_is_bit_for_bit_one_pass(monkeypatch):
+    """`transform` embeds a chunk of texts at a time (bounded memory on a million texts); every row is the
+    one a single pass computes, whatever chunk it falls in."""
+    import engines.models.embedding_offline as offline
+
+    emb = OfflineEmbedder.fit(CORPUS)
+    texts = [*CORPUS, "", "zzzz qqqq", *reversed(CORPUS)]
+    one_pass = emb.transform(texts)
+    monkeypatch.setattr(offline, "TRANSFORM_CHUNK", 3)
+    chunked = emb.transform(texts)
+    assert chunked.shape == (len(texts), emb.dim) and np.array_equal(chunked, one_pass)
+    assert [np.array_equal(chunked[i], emb.transform([t])[0]) for i, t in enumerate(texts)] == [True] * len(texts)
+    assert emb.transform([]).shape == (0, emb.dim)
+
+
 def test_dimension_is_bounded_by_corpus_and_request():
     assert OfflineEmbedder.fit(CORPUS, dim=256).dim == len(CORPUS)  # small corpus: fewer components
     assert OfflineEmbedder.fit(CORPUS, dim=3).dim == 3

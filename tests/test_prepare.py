@@ -92,3 +92,34 @@ def test_serve_stops_with_the_reason_when_no_index_is_prepared(small_index: Path
     assert main(["serve", "--index", str(small_index), "--port", "0", "--config", str(toml), "--no-settings"]) == 2
     err = capsys.readouterr().err
     assert "require_prepared: no index is prepared" in err and "graphroute prepare" in err
+
+
+def _contexts(path: Path, questions: list[str]) -> list[str]:
+    """Every context a question's engines read, rendered: local, global batches, basic Sources."""
+    from shared_context import CommunityContextBuilder, LocalContextBuilder
+    from shared_context.basic_context import basic_context, top_text_units
+
+    index = load_index(path)
+    local, community = LocalContextBuilder(index), CommunityContextBuilder(index)
+    out = []
+    for q in questions:
+        out.append(local.build(q).text)
+        out.extend(batch.text for batch in community.build(q))
+        out.append(basic_context(index, top_text_units(index, q, 10)[0], 4_000).text)
+    return out
+
+
+def test_a_prepared_store_gives_the_contexts_a_first_open_builds(carol_path: Path, tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    questions = ["Who is Bob Cratchit?", "What does Scrooge learn from the three spirits?",
+                 "How are Tiny Tim and Fred related to Scrooge?"]
+    monkeypatch.setenv("GRAPHROUTE_CACHE_DIR", str(tmp_path / "prepared"))
+    assert main(["prepare", str(carol_path), "--no-settings"]) == 0
+    assert prepared_problem(carol_path) == ""
+    from_prepared = _contexts(carol_path, questions)
+    monkeypatch.setenv("GRAPHROUTE_CACHE_DIR", str(tmp_path / "first-open"))  # nothing stored: built on open
+    built_on_open = _contexts(carol_path, questions)
+    assert len(from_prepared) == len(built_on_open) > len(questions) * 2
+    assert all(text for text in from_prepared)
+    for prepared_text, first_open_text in zip(from_prepared, built_on_open, strict=True):
+        assert prepared_text == first_open_text  # byte for byte

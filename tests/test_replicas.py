@@ -18,7 +18,6 @@ import re
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -29,7 +28,7 @@ from typing import Any
 import httpx
 import pytest
 
-from testing.model_server import LoopbackServer
+from testing.model_server import Gate, LoopbackServer
 from testing.processes import HAProxy, RedisServer, Replica, free_port, missing_binaries, unit_command
 
 REPO = Path(__file__).resolve().parents[1]
@@ -44,26 +43,6 @@ if _missing:
     print(f"test_replicas: skipped on this platform: {', '.join(_missing)} not installed "
           "(Debian: apt-get install redis-server haproxy)")
 pytestmark = pytest.mark.skipif(bool(_missing), reason=f"{', '.join(_missing)} not installed")
-
-
-class Gate:
-    """Holds the model's replies to HOLD questions until `release`."""
-
-    def __init__(self) -> None:
-        self.open = threading.Event()
-        self.waiting = 0
-        self._lock = threading.Lock()
-
-    def reply(self, body: dict[str, Any]) -> str:
-        with self._lock:
-            self.waiting += 1
-        self.open.wait(30)
-        with self._lock:
-            self.waiting -= 1
-        return REPLY
-
-    def release(self) -> None:
-        self.open.set()
 
 
 @dataclass
@@ -102,7 +81,7 @@ require_prepared = true
 
 @pytest.fixture(scope="module")
 def deployment(carol_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
-    gate = Gate()
+    gate = Gate(REPLY)
     tmp = tmp_path_factory.mktemp("replicas")
     with LoopbackServer(latency_ms=300, default_reply=REPLY) as model, RedisServer() as redis:
         model.add_rule("HOLD", reply=gate.reply)

@@ -40,6 +40,7 @@ MAX_FEATURES = 200_000  # caps memory on large corpora; the rarest n-grams go fi
 MAX_FIT_TEXTS = 3000  # larger corpora are fitted on an evenly spaced sample of this many texts
 MAX_FIT_CHARS = 6000  # per text when fitting (idf and directions need a sample, not whole chapters)
 NGRAM_MIN, NGRAM_MAX = 2, 4
+TRANSFORM_CHUNK = 8192  # texts embedded together (`transform`): bounds the TF-IDF rows held at once
 MAX_CACHED_WORDS = 500_000  # distinct words whose n-gram columns are kept (tens of MB at most)
 _NO_COLUMNS = np.zeros(0, dtype=np.int64)
 _VECTORIZER_ARGS: dict[str, Any] = {
@@ -159,17 +160,34 @@ class OfflineEmbedder:
     # ------------------------------------------------------------------ embedding
     def transform(self, texts: list[str]) -> np.ndarray:
         """Synchronous embedding: float32 (n, dim), unit rows (all-zero for text with no known n-gram)."""
-        if not texts:
-            return np.zeros((0, self.dim), dtype=np.float32)
-        rows = self._tfidf(texts)
-        # `tfidf @ basis` as SciPy's CSR product computes it: per row, each entry's float32 product with its
-        # basis row added in entry order (a running sum, bit for bit the same)
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        for row in range(len(texts)):
-            lo, hi = int(rows.indptr[row]), int(rows.indptr[row + 1])
-            if hi > lo:
-                out[row] = np.cumsum(rows.data[lo:hi, None] * self._basis[rows.indices[lo:hi]], axis=0)[-1]
-        return _normalise(out)
+        # A chunk of texts at a time: every row is computed on its own, so the TF-IDF rows of a million texts
+        # (gigabytes of per-row arrays) are never held together; only the output is.
+        for start in range(0, len(texts), TRANSFORM_CHUNK):
+            chunk = texts[start : start + TRANSFORM_CHUNK]
+            part = out[start : start + len(chunk)]
+            self._project(self._tfidf(chunk), part)
+            part[:] = _normalise(part)
+        return out
+
+    def _project(self, rows: TfidfRows, out: np.ndarray) -> None:
+        """`out[i] = tfidf[i] @ basis` as SciPy's CSR product computes it: per row, each entry's float32 product
+        with its basis row added in entry order (a running float32 sum, bit for bit the same). Done for every
+        row at once, entry by entry: the rows sorted longest first, so the rows with a k-th entry are a prefix."""
+        counts = np.diff(rows.indptr)
+        order = np.argsort(-counts, kind="stable")
+        longest_first = counts[order]
+        starts = rows.indptr[:-1][order]
+        acc = np.zeros((len(order), out.shape[1]), dtype=np.float32)
+        for k in range(int(longest_first[0]) if len(order) else 0):
+            m = int(np.searchsorted(-longest_first, -k, side="left"))  # rows with more than k entries
+            entries = starts[:m] + k
+            term = rows.data[entries, None] * self._basis[rows.indices[entries]]
+            if k == 0:
+                acc[:m] = term  # the sum starts at its first term (as a running sum does, -0.0 included)
+            else:
+                acc[:m] += term
+        out[order] = acc
 
     def _tfidf(self, texts: list[str]) -> TfidfRows:
         """The vectorizer's TF-IDF rows for `texts`, exactly as `TfidfVectorizer.transform` computes them.

@@ -449,6 +449,29 @@ def scale(r: Json) -> tuple[list[str], list[Headline]]:
     return lines, heads
 
 
+def prepare_scale(r: Json) -> tuple[list[str], list[Headline]]:
+    """`graphroute prepare` at scale, then fresh processes opening the prepared store (benchmarks/prepare_scale.py);
+    on this page only (the README's table is full)."""
+    lines = ["`graphroute prepare` on synthetic indexes in GraphRAG's layout (a type word in every title, LanceDB "
+             "vectors; offline models, so prepare also embeds every text with the offline embedder), then fresh "
+             f"processes opening the prepared store: the check a replica makes, `load_index` and the first local "
+             f"context (linking included, no model call). Prepare runs once per size; the opens are the median "
+             f"(range) over {r.get('runs', 1)} processes.", "",
+             "| entities | prepare wall (CPU) s | prepare peak RSS (MiB) | store (MiB) | open (s) | first local context (s) | "
+             "process age at the end (s) | open peak RSS (MiB) |", "|---|---|---|---|---|---|---|---|"]
+    for n, row in sorted(r["results"].items(), key=lambda kv: int(kv[0])):
+        prep, opened = row.get("prepare", {}), row.get("open", {})
+        if "error" in prep or not opened.get("runs_ok"):
+            lines.append(f"| {int(n):,} | failed: {prep.get('error') or 'no open succeeded'} |||||||")
+            continue
+        lines.append(f"| {int(n):,} | {prep['wall_s']:.0f} ({prep['cpu_s']:.0f}) | {prep['peak_rss_mb']:.0f} | {row.get('store_mb', 0):.0f} | "
+                     f"{_cell(opened, 'open_s', 2)} | {_cell(opened, 'first_context_s', 2)} | "
+                     f"{_cell(opened, 'cold_s', 2)} | {_cell(opened, 'peak_rss_mb', 0)} |")
+    verdicts = [f"Target at {v}" for v in r.get("verdicts", [])]
+    lines += ["", *verdicts, *([""] if verdicts else [])]
+    return lines, []
+
+
 # ---- service (benchmarks/serve_load.py) ----------------------------------------------------------------
 
 def serve_load(r: Json) -> tuple[list[str], list[Headline]]:
@@ -647,6 +670,9 @@ SECTIONS = (
             scale),
     Section("before-and-after-the-routed-question", "Before and after the routed question",
             "architecture/before_after.json", before_after),
+    Section("prepared-store", "Prepared store", "prepare_scale/prepare_scale.json", prepare_scale),
+    Section("prepared-store-at-1m-entities", "Prepared store at 1M entities", "prepare_scale_1m/prepare_scale.json",
+            prepare_scale),
     Section("service-load", "Service load", "serve/serve_load.json", serve_load),
     Section("service-replicas", "Service replicas", "serve/serve_replicas.json", serve_replicas),
 )
