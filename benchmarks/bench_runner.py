@@ -78,6 +78,8 @@ class KeywordRoute:
     confidence: float = 1.0
     probabilities: tuple[tuple[str, float], ...] = ()
     reasons: tuple[str, ...] = ("keyword rule of the enterprise GraphRAG guide",)
+    method: str = "keyword-rules"  # which rule decided, as the router's route says
+    fallbacks: tuple[str, ...] = ()  # the keyword rules hold nothing back for escalation
 
 
 @dataclass
