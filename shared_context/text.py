@@ -74,14 +74,15 @@ class LazyPattern:
             self._compiled = re.compile(self.pattern, self._flags)
         return self._compiled
 
-    def __getattr__(self, name: str) -> Any:
+    def __getattr__(self, name: str) -> Callable[..., object]:
         # Only reached while a method slot is still unset, i.e. at the first use of that method.
         if name not in LazyPattern._METHODS:
             raise AttributeError(name)
         compiled = self.compiled
-        for method in LazyPattern._METHODS:
-            setattr(self, method, getattr(compiled, method))
-        return getattr(compiled, name)
+        for slot in LazyPattern._METHODS:
+            setattr(self, slot, getattr(compiled, slot))
+        method: Callable[..., object] = getattr(compiled, name)
+        return method
 
 
 # Ideographs, kana and hangul are written without spaces; consumers index them as characters or bigrams.
