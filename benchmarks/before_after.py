@@ -70,7 +70,7 @@ FIGURES: dict[str, tuple[str, str, Reader]] = {
 
 def side(folder: Path, skipped: dict[str, str]) -> tuple[dict[str, Json], dict[str, Json]]:
     """Per figure: its runs, median and range (or why it is missing); and each source file's provenance.
-    `skipped`: source file -> why it was not measured."""
+    `skipped`: source file or figure name -> why it was not measured."""
     figures: dict[str, Json] = {}
     sources: dict[str, Json] = {}
     for name, (rel, unit, read) in FIGURES.items():
@@ -79,8 +79,15 @@ def side(folder: Path, skipped: dict[str, str]) -> tuple[dict[str, Json], dict[s
             figures[name] = {"unit": unit, "missing": skipped.get(rel, f"no {rel}")}
             continue
         report = json.loads(path.read_text(encoding="utf-8"))
-        runs = read(report)
-        figures[name] = {"unit": unit, "runs": runs, "median": statistics.median(runs), "range": [min(runs), max(runs)]}
+        try:
+            runs = read(report)
+        except KeyError:  # the file was written without this figure (a scale run at other sizes)
+            runs = []
+        if not runs:
+            figures[name] = {"unit": unit, "missing": skipped.get(name, f"not in {rel}")}
+        else:
+            figures[name] = {"unit": unit, "runs": runs, "median": statistics.median(runs),
+                             "range": [min(runs), max(runs)]}
         sources[rel] = {k: report.get(k) for k in ("command", "date", "load_avg_start", "load_avg_end")}
     return figures, sources
 
@@ -92,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--before-commit", default="", help="the starting commit, as recorded")
     parser.add_argument("--after-commit", default="", help="the changed commit, as recorded")
     parser.add_argument("--skipped", action="append", default=[], metavar="FILE=WHY",
-                        help="a source file not measured on either side, and why")
+                        help="a source file, or a figure, not measured on either side, and why")
     parser.add_argument("--data-root", action="append", default=[],
                         help="a spelling of the shared data folder the source files use (shown as ../shared/data)")
     parser.add_argument("--out", type=Path, default=OUT)

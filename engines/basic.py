@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -33,10 +33,15 @@ class BasicPrompt:
 
     template: PromptTemplate | None = None
     response_type: str = "multiple paragraphs"
+    # the system prompt around its context slot, filled once (only the context differs per question)
+    _around: tuple[str, ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        around = prompts.template(self.template, "basic").around("context_data", response_type=self.response_type)
+        object.__setattr__(self, "_around", around)
 
     def render(self, context: BasicContext, question: str) -> list[Message]:
-        system = prompts.template(self.template, "basic").fill(response_type=self.response_type,
-                                                                 context_data=context.text)
+        system = context.text.join(self._around)
         return [{"role": "system", "content": system}, {"role": "user", "content": question}]
 
 

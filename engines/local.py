@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -69,10 +69,16 @@ class LocalPrompt:
 
     template: PromptTemplate | None = None
     response_type: str = "multiple paragraphs"
+    # the system prompt around its context slot, filled once (only the context differs per question)
+    _around: tuple[str, ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        around = prompts.template(self.template, "local").around(
+            "context_data", citation_rules=prompts.CITATION_RULES, response_type=self.response_type)
+        object.__setattr__(self, "_around", around)
 
     def render(self, context: LocalContext, question: str) -> list[Message]:
-        system = prompts.template(self.template, "local").fill(
-            citation_rules=prompts.CITATION_RULES, response_type=self.response_type, context_data=context.text)
+        system = context.text.join(self._around)
         return [{"role": "system", "content": system}, {"role": "user", "content": question}]
 
 
@@ -95,6 +101,13 @@ class LocalSearch(BaseEngine):
         self.builder = builder if builder is not None else local_builder(index, self.config)
         self.formatter = formatter if formatter is not None else LocalPrompt(self.config.prompt,
                                                                              self.config.response_type)
+        # whether the index has vectors this engine's embedder can query: neither changes, so asked once
+        self._wants_vector: bool | None = None
+
+    def _link_vector_wanted(self, run: QueryRun) -> bool:
+        if self._wants_vector is None:
+            self._wants_vector = wants_link_vector(run, self.index)
+        return self._wants_vector
 
     def estimate(self, question: str | Question) -> CostEstimate:
         """No model call; for a checked `Question`, the context built here comes back with the estimate
@@ -116,7 +129,7 @@ class LocalSearch(BaseEngine):
     def _embed_and_build(self, run: QueryRun, link_text: str, history: list[Message]) -> LocalContext:
         """The question's vector (a `LocalEmbedder`'s, computed here) and the context, in one thread hop."""
         qv = None
-        if wants_link_vector(run, self.index):
+        if self._link_vector_wanted(run):
             with run.timed("entity_link"):
                 vectors = run.embed_sync("entity_link", [link_text])
             qv = None if vectors is None else vectors[0]
@@ -129,7 +142,7 @@ class LocalSearch(BaseEngine):
         # meanwhile. With an embedder that computes here, both steps share one worker-thread hop.
         if run.embeds_locally:
             return await asyncio.to_thread(self._embed_and_build, run, link_text, history)
-        qv = await link_vector(run, self.index, link_text)
+        qv = await link_vector(run, self.index, link_text) if self._link_vector_wanted(run) else None
         with run.timed("build_context"):
             return await asyncio.to_thread(self._context, run, link_text, history, qv)
 

@@ -191,6 +191,19 @@ class PromptTemplate(BaseModel):
             out.append(piece)
         return "".join(out)
 
+    def around(self, slot: str, **values: str) -> tuple[str, ...]:
+        """The prompt with every slot but `slot` filled: the text between its occurrences, so that
+        `value.join(pieces)` equals `fill(slot=value, **values)`. Why: an engine's prompt differs per question
+        only in its context, so the rest is filled once, when the engine is built, not for every question."""
+        pieces, slots = parse(self.text, self.source)
+        out = [pieces[0]]
+        for name, piece in zip(slots, pieces[1:], strict=True):
+            if name == slot:
+                out.append(piece)
+            else:
+                out[-1] += str(values[name]) + piece
+        return tuple(out)
+
     @property
     def literal_text(self) -> str:
         """The text without its slots (what a cost estimate counts before the context is known)."""

@@ -136,8 +136,8 @@ def _points(segment: str, lex: _Lexicon) -> float:
     found = {" ".join(m.group(0).split()) for m in lex.phrases.finditer(folded)}
     # distinct phrases, a plural with its singular: "licences ... licence" is one point
     total = sum(lex.points[p] for p in found if not (p.endswith("s") and p[:-1] in found))
-    total += len(set(_URL.compiled.findall(segment)))
-    for m in _FIELD_LINE.compiled.finditer(segment):
+    total += len(set(_URL.findall(segment)))
+    for m in _FIELD_LINE.finditer(segment):
         if " ".join(m.group(1).lower().split()) in lex.fields:
             total += 1.0
     return total
@@ -161,7 +161,7 @@ def _list_shaped(segment: str, words: list[str]) -> bool:
     capitals = sum(1 for w in words if len(w) > 1 and w.isupper())
     if enumerations * 8 >= len(tokens) and capitals * 2 >= len(words):
         return True
-    references = len(_PAGE_REFERENCE.compiled.findall(segment))  # an index: "Assembly, the language question, 8-12;"
+    references = len(_PAGE_REFERENCE.findall(segment))  # an index: "Assembly, the language question, 8-12;"
     return references >= 2 and references * 8 >= len(words)
 
 
@@ -173,7 +173,7 @@ def _kind(text: str, a: int, b: int, lex: _Lexicon, tail: bool) -> int:
             return _START
         if lex.end_marker.search(folded):
             return _END
-    words = _WORD.compiled.findall(segment)
+    words = _WORD.findall(segment)
     n = len(words)
     turn = _SPEAKER_TURN.match(segment)
     if turn and " ".join(turn.group(1).lower().split()) not in lex.fields:
@@ -215,7 +215,7 @@ def _segments(text: str, start: int, end: int) -> Iterator[tuple[int, int]]:
     """(start, end) of each segment of text[start:end], in order: paragraphs, long ones cut into sentences,
     framed marker lines and closing formulas on their own."""
     a = start
-    for m in _PARAGRAPH.compiled.finditer(text, start, end):
+    for m in _PARAGRAPH.finditer(text, start, end):
         yield from _pieces(text, a, m.start())
         a = m.end()
     yield from _pieces(text, a, end)
@@ -229,11 +229,11 @@ def _pieces(text: str, a: int, b: int) -> Iterator[tuple[int, int]]:
     if a >= b:
         return
     cuts = {a, b}
-    for m in _FRAMED.compiled.finditer(text, a, b):
+    for m in _FRAMED.finditer(text, a, b):
         cuts.update((m.start(), m.end()))
     if b - a > _LONG_PARAGRAPH:
         cuts.update(
-            m.end() for m in _SENTENCE_END.compiled.finditer(text, a, b)
+            m.end() for m in _SENTENCE_END.finditer(text, a, b)
             if not _ABBREVIATED.search(text, max(a, m.start() - 5), m.start() + 1)
         )
     if len(text) - b < _CLOSING_TAIL:
@@ -338,7 +338,7 @@ def is_boilerplate_sentence(sentence: str) -> bool:
     and dense (one point per `SEED_WORDS_PER_POINT` words). For lines taken out of context (an answer's
     findings), where the document-end scan of `boilerplate_spans` cannot apply."""
     lex = _lexicon()
-    words = _WORD.compiled.findall(sentence)
+    words = _WORD.findall(sentence)
     points = _points(sentence, lex)
     if words and len(words) <= _HEADING_WORDS and _heading(words, lex):
         points += 2.0

@@ -9,7 +9,6 @@ where the order can reach the output. The stopword list is data (`shared_context
 from __future__ import annotations
 
 import re
-import sys
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, cast
@@ -44,11 +43,25 @@ class LazyPattern:
 
     Why: compiling at import made `import router` pay for every pattern of every module, used or not; a
     character class over the CJK ranges alone costs about 2 ms (the compiler walks its ~40,000 code points),
-    and the cue lexicons are a few hundred alternatives each. Two threads racing to the first use both
-    compile the same pattern, which is harmless.
+    and the cue lexicons are a few hundred alternatives each. The first use of a method compiles the pattern
+    and binds every method to the compiled pattern's own, so later calls go straight to `re` with no Python
+    call in between (hot loops search the same patterns tens of thousands of times per question). Two threads
+    racing to the first use both compile the same pattern, which is harmless.
     """
 
-    __slots__ = ("_compiled", "_flags", "pattern")
+    __slots__ = ("_compiled", "_flags", "findall", "finditer", "fullmatch", "match", "pattern", "search",
+                 "split", "sub", "subn")
+    _METHODS = frozenset({"findall", "finditer", "fullmatch", "match", "search", "split", "sub", "subn"})
+
+    # Bound to the compiled pattern's methods on first use (`__getattr__`); same signatures as `re.Pattern`'s.
+    search: Callable[..., re.Match[str] | None]
+    match: Callable[..., re.Match[str] | None]
+    fullmatch: Callable[..., re.Match[str] | None]
+    findall: Callable[..., list[Any]]
+    finditer: Callable[..., Iterator[re.Match[str]]]
+    split: Callable[..., list[str | Any]]
+    sub: Callable[..., str]
+    subn: Callable[..., tuple[str, int]]
 
     def __init__(self, pattern: str, flags: int = 0) -> None:
         self.pattern = pattern
@@ -61,29 +74,15 @@ class LazyPattern:
             self._compiled = re.compile(self.pattern, self._flags)
         return self._compiled
 
-    def search(self, string: str, pos: int = 0, endpos: int = sys.maxsize) -> re.Match[str] | None:
-        return self.compiled.search(string, pos, endpos)
-
-    def match(self, string: str, pos: int = 0, endpos: int = sys.maxsize) -> re.Match[str] | None:
-        return self.compiled.match(string, pos, endpos)
-
-    def fullmatch(self, string: str, pos: int = 0, endpos: int = sys.maxsize) -> re.Match[str] | None:
-        return self.compiled.fullmatch(string, pos, endpos)
-
-    def findall(self, string: str, pos: int = 0, endpos: int = sys.maxsize) -> list[Any]:
-        return self.compiled.findall(string, pos, endpos)
-
-    def finditer(self, string: str, pos: int = 0, endpos: int = sys.maxsize) -> Iterator[re.Match[str]]:
-        return self.compiled.finditer(string, pos, endpos)
-
-    def split(self, string: str, maxsplit: int = 0) -> list[str | Any]:
-        return self.compiled.split(string, maxsplit)
-
-    def sub(self, repl: str | Callable[[re.Match[str]], str], string: str, count: int = 0) -> str:
-        return self.compiled.sub(repl, string, count)
-
-    def subn(self, repl: str | Callable[[re.Match[str]], str], string: str, count: int = 0) -> tuple[str, int]:
-        return self.compiled.subn(repl, string, count)
+    def __getattr__(self, name: str) -> Callable[..., object]:
+        # Only reached while a method slot is still unset, i.e. at the first use of that method.
+        if name not in LazyPattern._METHODS:
+            raise AttributeError(name)
+        compiled = self.compiled
+        for slot in LazyPattern._METHODS:
+            setattr(self, slot, getattr(compiled, slot))
+        method: Callable[..., object] = getattr(compiled, name)
+        return method
 
 
 # Ideographs, kana and hangul are written without spaces; consumers index them as characters or bigrams.

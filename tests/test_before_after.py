@@ -37,3 +37,17 @@ def test_each_side_is_summarised_from_its_own_runs(tmp_path: Path) -> None:
     assert report["after"]["figures"]["local context p50, 10k entities (CPU)"]["missing"] == "no scale/scale.json"
     assert (out / "before" / "cli_latency" / "cli_latency.json").exists()
     assert report["before"]["sources"]["cli_latency/cli_latency.json"]["command"] == "python -m benchmarks.cli_latency"
+
+
+def test_a_figure_the_file_was_written_without_is_missing_with_its_reason(tmp_path: Path) -> None:
+    for folder in (tmp_path / "b", tmp_path / "a"):
+        _side(folder, [1.0])
+        runs = [{"local_p50_ms": 10.0, "local_cpu_p50_ms": 5.0, "cold_s": 1.0, "cold_cpu_s": 0.5}]
+        _write(folder, "scale/scale.json", {"results": {"type-word": {"10000": {"second_runs": runs}}}})
+    out = tmp_path / "out"
+    before_after.main(["--before", str(tmp_path / "b"), "--after", str(tmp_path / "a"), "--out", str(out),
+                       "--skipped", "cold start (second process), 100k entities (wall)=measured at 10k only"])
+    figures = json.loads((out / "before_after.json").read_text(encoding="utf-8"))["after"]["figures"]
+    assert figures["local context p50, 10k entities (wall)"]["median"] == 10.0
+    assert figures["cold start (second process), 100k entities (wall)"]["missing"] == "measured at 10k only"
+    assert figures["cold start (second process), 100k entities (CPU)"]["missing"] == "not in scale/scale.json"

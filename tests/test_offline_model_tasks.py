@@ -427,3 +427,22 @@ async def test_known_schema_selects_its_task_even_under_the_default_task(index: 
                      json_schema=RateResponse)
     assert RateResponse.model_validate_json(text).rating >= 3
     assert json.loads(text).keys() == {"reason", "rating"}
+
+
+def test_a_records_sentences_are_read_once_and_cited_with_each_row() -> None:
+    # a record's sentences depend only on its table, subjects and text: the answer and its sufficiency check,
+    # and a later question showing the record again, read them once; each row still cites its own id
+    from engines.models.offline_answer import gather_candidates, record_sentences
+
+    description = "Fred is Scrooge's cheerful nephew. He invites Scrooge to Christmas dinner every year."
+    tables = ContextTables(entities=Section(
+        "Entities", (Column("id", "id"), Column("entity", "title"), Column("description", "description")),
+        [EntityRecord("7", "FRED", description), EntityRecord("8", "FRED", description)]))
+    record_sentences.cache_clear()
+    first = gather_candidates(tables)
+    again = gather_candidates(tables)
+    info = record_sentences.cache_info()
+    assert info.misses == 1 and info.hits == 3
+    assert [(c.text, c.refs, c.order, c.position) for c in first] == [(c.text, c.refs, c.order, c.position) for c in again]
+    assert [c.refs for c in first] == [{"Entities": ["7"]}, {"Entities": ["7"]}, {"Entities": ["8"]}, {"Entities": ["8"]}]
+    assert first[0].terms is not first[2].terms  # each candidate owns its terms list

@@ -35,6 +35,18 @@ def test_builtin_prompts_fill_exactly_as_str_format_did(stage: str) -> None:
     assert template.fill(**values) == text.format(**values)
 
 
+@pytest.mark.parametrize("stage", sorted(prompts.BUILTIN))
+def test_a_prompt_filled_around_its_context_once_is_the_prompt_filled_whole(stage: str) -> None:
+    # engines fill everything but the context when they are built; each question only joins its context in
+    template = prompts.builtin(stage)
+    values = {k: VALUES[k] for k in template.slots}
+    for slot in template.slots:
+        rest = {k: v for k, v in values.items() if k != slot}
+        assert values[slot].join(template.around(slot, **rest)) == template.fill(**values)
+    twice = PromptTemplate(stage="basic", text="{context_data} and again {context_data}, {response_type}")
+    assert "X".join(twice.around("context_data", response_type="r")) == "X and again X, r"
+
+
 def test_a_value_is_inserted_as_plain_text_never_parsed_again() -> None:
     filled = prompts.builtin("basic").fill(response_type="a list", context_data=VALUES["context_data"])
     assert "{response_type} {x.__class__}" in filled  # the context's braces stay as they were

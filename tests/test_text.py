@@ -109,3 +109,12 @@ def test_lazy_pattern_compiles_on_first_use_and_answers_like_re() -> None:
     assert lazy.split(text, 1) == eager.split(text, 1)
     assert lazy.sub(r"\2", text) == eager.sub(r"\2", text)
     assert lazy.subn(lambda m: m.group(1).upper(), text, 1) == ("ANN, bob@y and 中文", 1)
+
+
+def test_lazy_pattern_calls_go_straight_to_re_after_the_first() -> None:
+    # hot loops search the same patterns tens of thousands of times per question: no wrapper call in between
+    lazy = LazyPattern(r"b+")
+    assert lazy.search("abba") is not None
+    assert lazy.search == lazy.compiled.search and lazy.sub == lazy.compiled.sub
+    with pytest.raises(AttributeError):
+        lazy.no_such_method  # noqa: B018 - only the methods of re.Pattern are bound

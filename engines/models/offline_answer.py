@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from engines.models.offline_text import (
     BM25,
@@ -150,19 +151,31 @@ def gather_candidates(tables: ContextTables, datasets: tuple[str, ...] = ANSWER_
             if not row_id:
                 continue
             subjects = record_subjects(record)
-            for position, raw in enumerate(split_sentences(strip_citations(record_text(record)))):
-                if raw.lstrip().startswith("#"):
-                    continue  # report titles are not evidence
-                sentence = clean_sentence(raw)
-                if not is_informative(sentence) or _INLINE_HEADING_RE.search(sentence):
-                    continue  # a heading run into the text is markup, not a sentence a reader can use
-                if is_tautology(sentence, subjects) or is_boilerplate_sentence(sentence) or is_index_meta(sentence):
-                    continue
-                if name == "Sources" and _CONTENTS_ENTRY_RE.search(sentence):
-                    continue  # a contents or index line, not a sentence of the text
-                text = trim_sentence(_prefix(name, subjects, sentence))
-                out.append(Candidate(text, terms(text), {name: [row_id]}, name, len(out), position, subjects))
+            for position, text, words in record_sentences(name, subjects, record_text(record)):
+                out.append(Candidate(text, list(words), {name: [row_id]}, name, len(out), position, subjects))
     return out
+
+
+# A record's sentences depend only on its table, subjects and text, which an index never changes: kept per
+# record so a question reads them once (the answer and its sufficiency check share them) and a record shown
+# again by a later question is not split and filtered again. Bounded: a record is a few sentences.
+@lru_cache(maxsize=16384)
+def record_sentences(name: str, subjects: tuple[str, ...], text: str) -> tuple[tuple[int, str, tuple[str, ...]], ...]:
+    """The informative sentences of one record's text: (position in the text, shown text, its terms)."""
+    out: list[tuple[int, str, tuple[str, ...]]] = []
+    for position, raw in enumerate(split_sentences(strip_citations(text))):
+        if raw.lstrip().startswith("#"):
+            continue  # report titles are not evidence
+        sentence = clean_sentence(raw)
+        if not is_informative(sentence) or _INLINE_HEADING_RE.search(sentence):
+            continue  # a heading run into the text is markup, not a sentence a reader can use
+        if is_tautology(sentence, subjects) or is_boilerplate_sentence(sentence) or is_index_meta(sentence):
+            continue
+        if name == "Sources" and _CONTENTS_ENTRY_RE.search(sentence):
+            continue  # a contents or index line, not a sentence of the text
+        shown = trim_sentence(_prefix(name, subjects, sentence))
+        out.append((position, shown, tuple(terms(shown))))
+    return tuple(out)
 
 
 def known_names(tables: ContextTables) -> list[str]:
