@@ -9,6 +9,8 @@ that stops what it started.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 import shutil
 import signal
@@ -17,6 +19,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
@@ -186,3 +189,59 @@ def unit_command(unit: Path, variables: dict[str, str]) -> tuple[list[str], dict
     if not words or Path(words[0]).name != "graphroute":
         raise ValueError(f"{unit}: ExecStart does not run graphroute: {exec_start!r}")
     return [sys.executable, "-m", "router.cli", *words[1:]], env
+
+
+@contextlib.asynccontextmanager
+async def mcp_http_server(root: Path, *args: str) -> AsyncIterator[str]:
+    """`graphroute mcp --http` on a free loopback port with `args` (indexes, --config), run in `root` with its
+    own model cache and no model settings from this environment; yields the server's MCP URL."""
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "AZURE_OPENAI_", "GRAPHROUTE_"))}
+    env["GRAPHROUTE_CACHE_DIR"] = str(root / "cache")
+    proc = subprocess.Popen([sys.executable, "-m", "router.cli", "mcp", "--http", "--port", str(port), *args],
+                            env=env, cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stderr is not None
+        line = await asyncio.wait_for(asyncio.to_thread(proc.stderr.readline), 180)
+        assert line.startswith("graphroute mcp:"), line + proc.stderr.read()
+        for _ in range(100):
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=1):
+                    break
+            except OSError:
+                await asyncio.sleep(0.1)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        if proc.stderr is not None:
+            proc.stderr.close()
+
+
+def shared_state_config(path: Path, model_url: str, redis_url: str, keys: tuple[str, ...], *, calls_per_day: int,
+                        lease_s: float, warm_rows: int, extra: str = "") -> Path:
+    """A `graphroute.toml` for serves that share one Redis: the loopback chat model, offline embeddings, the
+    API keys, at most 4 questions in flight per key and `calls_per_day` model calls per key; `extra` adds lines
+    to `[serve]`."""
+    listed = ", ".join(f'"{key}"' for key in keys)
+    path.write_text(f"""
+[models.chat]
+base_url = "{model_url}"
+api_key = "x"
+model = "gpt-4.1"
+concurrency = 16
+
+[models.embedding]
+provider = "offline"
+
+[serve]
+api_keys = [{listed}]
+redis_url = "{redis_url}"
+redis_lease_s = {lease_s}
+max_concurrency = 32
+max_concurrency_per_key = 4
+max_calls_per_day = {calls_per_day}
+warm_rows = {warm_rows}
+shutdown_grace_s = 5.0
+{extra}""", encoding="utf-8")
+    return path

@@ -6,12 +6,7 @@ refused; with `[serve] redis_url` the ledger is the one the service's replicas k
 
 from __future__ import annotations
 
-import asyncio
-import os
 import re
-import socket
-import subprocess
-import sys
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,7 +20,7 @@ from engines.models.redis_link import RedisLink
 from router.service.redis_admission import caller_ids
 from router.service.spending import Spending
 from testing.model_server import LoopbackServer
-from testing.processes import RedisServer, free_port, missing_binaries
+from testing.processes import RedisServer, mcp_http_server, missing_binaries
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 KEY_A, KEY_B = "mcp-limit-key-a", "mcp-limit-key-b"
@@ -58,31 +53,6 @@ max_calls_per_day = {CALLS_PER_DAY}
     return path
 
 
-async def _start(carol_path: Path, root: Path, config: Path) -> AsyncIterator[str]:
-    port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "AZURE_OPENAI_", "GRAPHROUTE_"))}
-    env["GRAPHROUTE_CACHE_DIR"] = str(root / "cache")
-    proc = subprocess.Popen([sys.executable, "-m", "router.cli", "mcp", "--http", "--port", str(port), "--config",
-                             str(config), "--index", f"carol={carol_path}"], env=env, cwd=root,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    try:
-        assert proc.stderr is not None
-        line = await asyncio.wait_for(asyncio.to_thread(proc.stderr.readline), 180)
-        assert line.startswith("graphroute mcp:"), line + proc.stderr.read()
-        for _ in range(100):
-            try:
-                with socket.create_connection(("127.0.0.1", port), timeout=1):
-                    break
-            except OSError:
-                await asyncio.sleep(0.1)
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
-        if proc.stderr is not None:
-            proc.stderr.close()
-
-
 @pytest.fixture(scope="module")
 def model() -> Iterator[LoopbackServer]:
     with LoopbackServer(default_reply=REPLY) as server:
@@ -93,7 +63,8 @@ def model() -> Iterator[LoopbackServer]:
 async def local_server(carol_path: Path, model: LoopbackServer,
                        tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[McpServer]:
     root = tmp_path_factory.mktemp("mcp-limits-local")
-    async for url in _start(carol_path, root, _config(root / "graphroute.toml", model, None)):
+    config = _config(root / "graphroute.toml", model, None)
+    async with mcp_http_server(root, "--config", str(config), "--index", f"carol={carol_path}") as url:
         yield McpServer(url, None)
 
 
@@ -104,7 +75,8 @@ async def shared_server(carol_path: Path, model: LoopbackServer,
         pytest.skip("redis-server not installed (Debian: apt-get install redis-server)")
     root = tmp_path_factory.mktemp("mcp-limits-redis")
     with RedisServer() as redis:
-        async for url in _start(carol_path, root, _config(root / "graphroute.toml", model, redis.url)):
+        config = _config(root / "graphroute.toml", model, redis.url)
+        async with mcp_http_server(root, "--config", str(config), "--index", f"carol={carol_path}") as url:
             yield McpServer(url, redis.url)
 
 

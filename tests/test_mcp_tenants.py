@@ -4,11 +4,6 @@ with no index named, a question goes to the index that covers it."""
 
 from __future__ import annotations
 
-import asyncio
-import os
-import socket
-import subprocess
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -16,6 +11,8 @@ from typing import Any
 import pytest
 import pytest_asyncio
 from multi_index_support import build_garden
+
+from testing.processes import mcp_http_server
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 GARDEN_ONLY = "mcp-key-garden"
@@ -26,30 +23,8 @@ async def server_url(carol_path: Path, tmp_path_factory: pytest.TempPathFactory)
     root = tmp_path_factory.mktemp("mcp-tenants")
     garden = build_garden(root / "garden")
     (root / "graphroute.toml").write_text(f'[serve.key_indexes]\n"{GARDEN_ONLY}" = ["garden"]\n', encoding="utf-8")
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "AZURE_OPENAI_", "GRAPHROUTE_"))}
-    env["GRAPHROUTE_CACHE_DIR"] = str(root / "cache")
-    proc = subprocess.Popen([sys.executable, "-m", "router.cli", "mcp", "--http", "--port", str(port),
-                             "--index", f"carol={carol_path}", "--index", f"garden={garden}"], env=env, cwd=root,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    try:
-        assert proc.stderr is not None
-        line = await asyncio.wait_for(asyncio.to_thread(proc.stderr.readline), 180)
-        assert line.startswith("graphroute mcp:"), line
-        for _ in range(100):
-            try:
-                with socket.create_connection(("127.0.0.1", port), timeout=1):
-                    break
-            except OSError:
-                await asyncio.sleep(0.1)
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
-        if proc.stderr is not None:
-            proc.stderr.close()
+    async with mcp_http_server(root, "--index", f"carol={carol_path}", "--index", f"garden={garden}") as url:
+        yield url
 
 
 async def _with_key(url: str, key: str | None, calls: Any) -> Any:

@@ -29,7 +29,15 @@ import httpx
 import pytest
 
 from testing.model_server import Gate, LoopbackServer
-from testing.processes import HAProxy, RedisServer, Replica, free_port, missing_binaries, unit_command
+from testing.processes import (
+    HAProxy,
+    RedisServer,
+    Replica,
+    free_port,
+    missing_binaries,
+    shared_state_config,
+    unit_command,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 DEPLOY = REPO / "docs" / "deploy"
@@ -55,28 +63,8 @@ class Deployment:
 
 
 def _config(path: Path, model: LoopbackServer, redis_url: str) -> Path:
-    path.write_text(f"""
-[models.chat]
-base_url = "{model.base_url}"
-api_key = "x"
-model = "gpt-4.1"
-concurrency = 16
-
-[models.embedding]
-provider = "offline"
-
-[serve]
-api_keys = ["{KEY_A}", "{KEY_B}", "{KEY_C}"]
-redis_url = "{redis_url}"
-redis_lease_s = {LEASE_S}
-max_concurrency = 32
-max_concurrency_per_key = 4
-max_calls_per_day = {CALLS_PER_DAY}
-warm_rows = 200
-shutdown_grace_s = 5.0
-require_prepared = true
-""")
-    return path
+    return shared_state_config(path, model.base_url, redis_url, (KEY_A, KEY_B, KEY_C), calls_per_day=CALLS_PER_DAY,
+                               lease_s=LEASE_S, warm_rows=200, extra="require_prepared = true\n")
 
 
 @pytest.fixture(scope="module")

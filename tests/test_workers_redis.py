@@ -19,7 +19,7 @@ import httpx
 import pytest
 
 from testing.model_server import Gate, LoopbackServer
-from testing.processes import RedisServer, Replica, free_port, missing_binaries
+from testing.processes import RedisServer, Replica, free_port, missing_binaries, shared_state_config
 
 KEY_A, KEY_B, KEY_C = "workers-key-a", "workers-key-b", "workers-key-c"
 REPLY = "Bob Cratchit is Scrooge's clerk [Data: Sources (1)]."
@@ -39,27 +39,8 @@ class Serves:
 
 
 def _config(path: Path, model: LoopbackServer, redis_url: str) -> Path:
-    path.write_text(f"""
-[models.chat]
-base_url = "{model.base_url}"
-api_key = "x"
-model = "gpt-4.1"
-concurrency = 16
-
-[models.embedding]
-provider = "offline"
-
-[serve]
-api_keys = ["{KEY_A}", "{KEY_B}", "{KEY_C}"]
-redis_url = "{redis_url}"
-redis_lease_s = 4.0
-max_concurrency = 32
-max_concurrency_per_key = 4
-max_calls_per_day = {CALLS_PER_DAY}
-warm_rows = 0
-shutdown_grace_s = 5.0
-""", encoding="utf-8")
-    return path
+    return shared_state_config(path, model.base_url, redis_url, (KEY_A, KEY_B, KEY_C), calls_per_day=CALLS_PER_DAY,
+                               lease_s=4.0, warm_rows=0, extra="")
 
 
 @pytest.fixture(scope="module")
