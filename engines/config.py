@@ -280,6 +280,9 @@ class RouterConfig(_Section):
     # or offline the question starts with local search and escalates (`router.commitment`).
     commit_cost_slack: float = Field(default=2.0, gt=0)
     commit_ceiling: float = Field(default=0.9, ge=0, le=1)
+    # commit to DRIFT whatever its confidence when the index shows it is needed: the question names two or more
+    # things of the index and their evidence spreads over several documents (`router.evidence_spread.drift_needed`)
+    commit_drift_on_index_evidence: bool = True
     # when an engine finds nothing, try the next engine (global -> local -> basic)
     escalate_on_empty: bool = True
     # when local or basic search marks its context as not answering the question, try DRIFT or global search

@@ -32,7 +32,9 @@ numpy only at prediction, no pickle, independent of the scikit-learn version):
    before them).
    Unfamiliar or contested questions come out unsure, so they
    fall to the router's model second opinion or its cost-aware default instead of being routed at 0.99.
-   `probabilities` are rescaled so that the chosen engine's is `confidence` (the others keep their ratio).
+   `confidence` is that calibrated number; `probabilities` stay the model's own distribution over the engines
+   (after the index stage and the index rules below), whose top class is always the routed engine. The two differ:
+   a DRIFT decision can be the clear top class and still be under 0.5 likely to be the cheapest right route.
 
 With an index, a question that names nothing in it (no entity title, no document; `evidence_spread.names_nothing`)
 is never sent to DRIFT, which would have only its primer to start from. When the index has something on it
@@ -113,7 +115,9 @@ Linker = Callable[[str], "LinkResult"]
 
 @dataclass(frozen=True)
 class RouteDecision:
-    """Which engine to use and why. `confidence` is the estimated probability that `engine` is right."""
+    """Which engine to use and why. `confidence` is the estimated probability that `engine` is the cheapest right
+    route (calibrated on held-out decisions; what the commitment rule weighs); `probabilities` is the classifier's
+    distribution over the engines, whose top class is `engine`."""
 
     engine: Engine
     confidence: float
@@ -332,18 +336,24 @@ class Classifier:
             reasons.append(self._unsure_because(scored, best))
         if feats.truncated:
             reasons.append(f"the question is very long; only its first {MAX_CHARS} characters were used")
-        proba = _rescaled(scored.proba, best, confidence)
+        # two views of one decision, moved alike by the index rules below: `sure` holds the calibrated confidence
+        # for the chosen engine (the others keep their ratio), which the moves cap; `proba` stays the model's own
+        # distribution, whose top class is the routed engine (a calibrated DRIFT confidence can be below 0.5)
+        proba, sure = scored.proba, _rescaled(scored.proba, best, confidence)
         method = "model"
         if scored.probe is not None and engine == "global" and len(scored.probe.documents) == 1:
-            engine, proba, why = self._one_document(scored, proba, scored.probe.documents[0])
+            engine, moved, why = self._one_document(scored, scored.probe.documents[0])
             method = ONE_DOCUMENT
             reasons.insert(0, why)
+            proba, sure = _both_moved(proba, sure, self.classes.index("global"), moved, CONTESTED_CEILING)
         if scored.probe is not None and engine == "drift" and names_nothing(scored.probe):
             engine, method, why = self._no_start(scored.probe)
             reasons.insert(0, why)
             # DRIFT's share goes to the engine chosen; overriding the model is no evidence of being right
-            proba, capped = _share_moved(proba, self.classes.index("drift"), self.classes.index(engine),
-                                         NOT_COVERED_CEILING)
+            capped = _share_moved(sure, self.classes.index("drift"), self.classes.index(engine),
+                                  NOT_COVERED_CEILING)[1]
+            proba, sure = _both_moved(proba, sure, self.classes.index("drift"), self.classes.index(engine),
+                                      NOT_COVERED_CEILING)
             if capped:
                 reasons.append(f"unsure: the model pointed to DRIFT; {engine} search is the cautious choice here, "
                                f"so its confidence is at most {NOT_COVERED_CEILING:.2f}")
@@ -351,28 +361,28 @@ class Classifier:
         if scored.probe is not None and engine == "drift" and one_source(scored.probe, corpus_wide=wide):
             engine, method = "local", ONE_SOURCE
             reasons.insert(0, one_source_reason(scored.probe))
-            proba, _ = _share_moved(proba, self.classes.index("drift"), self.classes.index("local"),
-                                    ONE_SOURCE_CEILING)
+            proba, sure = _both_moved(proba, sure, self.classes.index("drift"), self.classes.index("local"),
+                                      ONE_SOURCE_CEILING)
         probabilities: dict[str, float] = {c: float(proba[self.classes.index(c)]) for c in ENGINES}
         signals: dict[str, float] = {"familiarity": round(scored.familiarity, 3),
                                      "nearest_training_question": round(scored.nearest, 3),
                                      "wording_confidence": round(float(scored.text_proba.max()), 3)}
         if scored.probe is not None:
             signals.update(scored.probe.as_dict())
-        return RouteDecision(engine=engine, confidence=probabilities[engine], probabilities=probabilities,
+        return RouteDecision(engine=engine, confidence=float(sure[self.classes.index(engine)]),
+                             probabilities=probabilities,
                              reasons=reasons, signals=signals, method=method,
                              fallbacks=("basic",) if method == NOT_COVERED else ())
 
-    def _one_document(self, scored: Scored, proba: np.ndarray, document: str) -> tuple[Engine, np.ndarray, str]:
+    def _one_document(self, scored: Scored, document: str) -> tuple[Engine, int, str]:
         """A question that names exactly one document of the collection is about that document, not about the whole
         collection, however corpus-wide its wording ("the main themes of episode 30"): global's share goes to the
         likelier of local and DRIFT (index stage), at most `CONTESTED_CEILING` sure since the wording said
         otherwise. However confident the wording, a named document is the index's strongest evidence."""
-        local, glob, drift = (self.classes.index(e) for e in ("local", "global", "drift"))
+        local, drift = self.classes.index("local"), self.classes.index("drift")
         moved = local if scored.proba[local] >= scored.proba[drift] else drift
         engine = cast(Engine, self.classes[moved])
-        out, _ = _share_moved(proba, glob, moved, CONTESTED_CEILING)
-        return engine, out, (f"asks about one document ({document}), not the whole collection: {engine} rather than "
+        return engine, moved, (f"asks about one document ({document}), not the whole collection: {engine} rather than "
                              f"global, at most {CONTESTED_CEILING:.2f} sure since the wording read it as corpus-wide")
 
     def _no_start(self, found: Probe) -> tuple[Engine, str, str]:
@@ -414,7 +424,9 @@ class Classifier:
             return scored, best, confidence, [
                 f"the index moved the decision from {kept} (the wording, {text_confidence:.2f}) to {moved}: {why} "
                 f"(index evidence {strength:+.1f} log-odds)"]
-        kept_conf = min(text_confidence, CONTESTED_CEILING)
+        # the kept decision's confidence is on the calibrated scale like every other (`text_confidence` is not)
+        wording_only = replace(scored, proba=scored.text_proba, probe=None)
+        kept_conf = min(self.confidence(wording_only), CONTESTED_CEILING)
         return replace(scored, proba=scored.text_proba), wording, kept_conf, [
             f"the index leaned to {moved} (evidence {strength:+.1f} log-odds), too weakly to override the wording's "
             f"{kept} ({text_confidence:.2f}); kept {kept}, at most {CONTESTED_CEILING:.2f} sure"]
@@ -478,6 +490,12 @@ def _share_moved(proba: np.ndarray, source: int, target: int, ceiling: float) ->
     if out[target] <= ceiling:
         return out, False
     return _rescaled(out, target, ceiling), True
+
+
+def _both_moved(proba: np.ndarray, sure: np.ndarray, source: int, target: int, ceiling: float
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """`_share_moved` on the distribution and on the confidence view alike (see `Classifier.predict`)."""
+    return _share_moved(proba, source, target, ceiling)[0], _share_moved(sure, source, target, ceiling)[0]
 
 
 def _check_index(index: object) -> None:

@@ -15,7 +15,13 @@ not); the ceiling keeps the most expensive routes reachable by confident questio
 Below its threshold an expensive route is confirmed or corrected by one classification call to the chat model
 (`Verdict.ASK`); offline, or when the budget leaves no room for that call, the question starts with local search
 and escalates to the routed engine if local's answer is insufficient (`Verdict.START_LOCAL`). A local route is
-never held back; below `llm_classifier_threshold` it is checked by the model as before. `reasons` says which
+never held back; below `llm_classifier_threshold` it is checked by the model as before.
+
+**The index decides DRIFT.** The wording alone is rarely sure a question needs DRIFT (local search also answers
+most questions worded like DRIFT ones, so a calibrated DRIFT confidence seldom reaches its threshold). What shows
+DRIFT is needed is where the evidence sits: a question that names two or more things of the index whose evidence
+spreads over several documents (`evidence_spread.drift_needed`) is committed to DRIFT below its threshold
+(`[router] commit_drift_on_index_evidence`, on by default). Without that evidence the rule above applies. `reasons` says which
 rule decided and what it saved.
 """
 
@@ -25,6 +31,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from enum import Enum
 from typing import TYPE_CHECKING
+
+from router.evidence_spread import drift_needed
 
 if TYPE_CHECKING:
     from engines.config import RouterConfig
@@ -84,6 +92,11 @@ def commit(decision: RouteDecision, estimates: Mapping[str, EstimateLike], confi
     if decision.confidence >= needed:
         why = f"committed to {engine}: confidence {decision.confidence:.2f} >= {needed:.2f}, the threshold of an " \
               f"engine at {cost}"
+        return Commitment(Verdict.COMMIT, _noted(decision, why, COMMITTED), needed, ratio)
+    spread = drift_needed(decision.signals) if engine == "drift" and config.commit_drift_on_index_evidence else ""
+    if spread:
+        why = f"committed to drift: {spread}, which the question's named things connect across (confidence " \
+              f"{decision.confidence:.2f}, below the {needed:.2f} of an engine at {cost}, is not needed then)"
         return Commitment(Verdict.COMMIT, _noted(decision, why, COMMITTED), needed, ratio)
     room = budget is None or budget.max_llm_calls is None or budget.max_llm_calls >= routed.llm_calls + 1
     if can_ask and room:

@@ -92,3 +92,26 @@ def drift_ruled_out(signals: Mapping[str, float]) -> str:
                      or signals.get("named_best_group_share", 0.0) >= CONCENTRATED_SHARE):
         return "its evidence sits in one document"
     return ""
+
+
+def drift_needed(signals: Mapping[str, float]) -> str:
+    """Why the index shows a DRIFT decision is needed, from its `signals`, or '' when it does not: the question
+    names two or more things of the index (entities by title, documents) and the best passages of its evidence
+    spread over several documents (or, in an index of too few documents to measure that, several top-level
+    communities), none holding `CONCENTRATED_SHARE` of it. Connecting named things whose evidence is told in
+    different places is what DRIFT does and local search's one context cannot; the commitment rule then commits
+    without the wording having to be sure enough for DRIFT's cost (`router.commitment`)."""
+    if "document_groups" not in signals or drift_ruled_out(signals):
+        return ""
+    named = signals.get("specific_entities", 0.0) + signals.get("named_documents", 0.0)
+    if named < 2:
+        return ""
+    concentrated = max(signals.get("unit_best_group_share", 0.0), signals.get("named_best_group_share", 0.0))
+    if signals["document_groups"] >= MIN_GROUPS:
+        spread, where = signals.get("unit_groups", 0.0), "documents"
+    else:
+        spread, where = signals.get("unit_communities", 0.0), "top-level communities"
+        concentrated = 0.0  # too few documents for their shares to say anything
+    if spread < 2 or concentrated >= CONCENTRATED_SHARE:
+        return ""
+    return f"the index shows evidence spread over {spread:.0f} {where}"

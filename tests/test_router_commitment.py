@@ -34,7 +34,8 @@ from testing.model_server import Fault, LoopbackServer
 CORPUS = Path(__file__).resolve().parent / "data" / "routing_corpus"
 ROUTE_MARKER = r"Engines: local, global, drift"
 # An expensive route is always below the threshold: the tests of what happens below it need no particular wording.
-ALWAYS_BELOW = {"commit_cost_slack": 0.001, "commit_ceiling": 0.999}
+# The index rule for DRIFT is off there: it would commit the spanning question whatever its threshold.
+ALWAYS_BELOW = {"commit_cost_slack": 0.001, "commit_ceiling": 0.999, "commit_drift_on_index_evidence": False}
 
 # Questions about one call, of the kinds that used to go to DRIFT: one speaker on a topic against an earlier
 # period, two speakers answering an analyst, one unit's course, one segment's revenue and outlook in two clauses,
@@ -187,6 +188,29 @@ async def test_a_question_whose_evidence_spans_documents_still_gets_drift(harbou
     assert answer.engine == "drift" and answer.route.method.endswith("+committed")
     assert "committed to drift" in answer.route.reasons[-1]
     assert answer.usage.total.llm_calls > 1 and not answer.escalations
+
+
+async def test_the_index_commits_drift_below_its_threshold_when_evidence_spreads(harbour: Index) -> None:
+    above_every_confidence = {k: v for k, v in ALWAYS_BELOW.items() if k != "commit_drift_on_index_evidence"}
+    router = _offline(harbour, **above_every_confidence)
+    router.config.drift.k_followups, router.config.drift.n_depth = 2, 1
+    answer = await _ask(router, SPANNING)
+    assert answer.engine == "drift" and answer.route.method.endswith("+committed") and not answer.escalations
+    why = answer.route.reasons[-1]
+    assert re.search(r"the index shows evidence spread over [2-9] documents", why), why
+    assert "below the 1.00 of an engine" in why  # the wording's confidence did not reach the threshold
+
+
+def test_the_index_rule_needs_two_named_things_and_spread_evidence(harbour: Index) -> None:
+    from router.evidence_spread import drift_needed
+
+    signals = classify(SPANNING, harbour).signals
+    assert signals["specific_entities"] >= 2 and drift_needed(signals)
+    assert not drift_needed({**signals, "specific_entities": 1.0, "named_documents": 0.0})
+    assert not drift_needed({**signals, "unit_best_group_share": 0.8})  # the evidence sits in one document
+    assert not drift_needed({**signals, "unit_groups": 1.0})
+    assert not drift_needed({**signals, "document_groups": 1.0})  # a one-document index
+    assert not drift_needed({k: v for k, v in signals.items() if k != "document_groups"})  # no index probed
 
 
 # ---- the second opinion, where it pays --------------------------------------------------------------------
