@@ -19,6 +19,12 @@ Measured, with no index named:
 
     python -m benchmarks.index_routing [--data-dir ../shared/data] [--indexes /tmp/index-routing] [--runs 5]
 
+Other people's questions over the full indexes (`benchmarks.other_questions`: GraphRAG-Bench novel and medical
+dev questions, MultiHop-RAG questions no index covers; a dev half and a report half by a hash of the id):
+
+    python -m benchmarks.index_routing --full-indexes /work/indexes --questions graphrag-bench --no-answers \
+        --runs 3 --out index_routing_graphrag_bench.json
+
 Writes `benchmarks/results/index_routing/index_routing.json` (`--out` names another file: the selection and
 probe figures alone, `--no-answers`, are `index_routing_probe.json`).
 """
@@ -44,6 +50,8 @@ HELDOUT = Path(__file__).resolve().parent / "data" / "index_routing_heldout.json
 # Written after those changes from reading the corpora, committed before its one run; nothing was tuned on it.
 HELDOUT2 = Path(__file__).resolve().parent / "data" / "index_routing_heldout2.jsonl"
 SETS = {"dev": QUESTIONS, "heldout": HELDOUT, "heldout2": HELDOUT2}
+# Other people's questions over the full indexes (`benchmarks.other_questions`): not a file of ours
+OTHER = "graphrag-bench"
 TUNING = {
     "dev": "the index router's rules were tuned on these questions: not an independent figure",
     "heldout": ("written as a held-out set and first measured at 77.4 %; the router was then changed while looking "
@@ -51,7 +59,12 @@ TUNING = {
     "heldout2": ("written after the last change to the router, committed before its one run; nothing was tuned on "
                  "it. Written by the router's authors (from the corpora, not the router's code): not the "
                  "independent check on other people's questions"),
+    OTHER: ("written by other people (GraphRAG-Bench novel and medical dev questions; MultiHop-RAG sample questions "
+            "about sports and entertainment news as questions no index covers), split by a hash of the question id "
+            "into a dev half (mechanism changes may look at it) and a report half (never looked at); the Microsoft "
+            "GraphRAG benchmark questions are held out for the independent check and not read"),
 }
+FULL_INDEXES = ("podcast", "earnings", "novel", "medical")  # folders under --full-indexes
 RESULTS = Path(__file__).resolve().parent / "results" / "index_routing"
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 SAMPLE = Path(__file__).resolve().parents[1] / "indexer" / "sample_corpus"
@@ -84,12 +97,21 @@ def _documents(name: str, data: Path) -> list[Any]:
     raise ValueError(name)
 
 
-def build_indexes(data: Path, root: Path) -> dict[str, Path]:
-    """The six index folders (built under `root` when missing)."""
+def build_indexes(data: Path, root: Path, full: Path | None = None) -> dict[str, Path]:
+    """The six index folders (built under `root` when missing). With `full`, the podcast, earnings, novel and
+    medical indexes are the whole corpora, built beforehand into `full/<name>` (only the sample is built here)."""
     from indexer import build_index, build_index_from_documents
 
     paths = {"carol": data / "christmas_carol_graphrag_index"}
+    if full is not None:
+        missing = [n for n in FULL_INDEXES if not (full / n / "entities.parquet").is_file()]
+        if missing:
+            raise SystemExit(f"{full} lacks the full indexes {', '.join(missing)} (one folder each)")
     for name in ("sample", "podcast", "earnings", "novels", "medical"):
+        if full is not None and name != "sample":
+            name = "novel" if name == "novels" else name
+            paths[name] = full / name
+            continue
         out = root / name
         if not (out / "entities.parquet").is_file():
             started = time.perf_counter()
@@ -115,19 +137,28 @@ def _right(expected: list[str], outcome: str, names: list[str]) -> bool:
 
 
 def run(data: Path, root: Path, runs: int, answer: bool, question_set: str = "dev",
-        global_fanout: bool = False) -> dict[str, Any]:
+        global_fanout: bool = False, full: Path | None = None, per_type: int = 20, seed: int = 0) -> dict[str, Any]:
     from router.router import Router
 
-    paths = build_indexes(data, root)
-    questions = load_questions(SETS[question_set])
+    paths = build_indexes(data, root, full)
+    if question_set == OTHER:
+        from benchmarks.other_questions import sample
+
+        questions = sample(data, per_type, seed)
+        source: dict[str, Any] = {"question_source": "benchmarks/other_questions.py", "per_type": per_type,
+                                  "seed": seed}
+    else:
+        questions = load_questions(SETS[question_set])
+        source = {"question_file": str(SETS[question_set].relative_to(Path(__file__).parents[1]))}
     report: dict[str, Any] = {
         "command": " ".join([Path(sys.executable).name, "-m", "benchmarks.index_routing", *sys.argv[1:]]),
         "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at start",
-        "slices": {"podcast_episodes": PODCAST_EPISODES, "earnings_calls": EARNINGS_CALLS, "novels": NOVELS,
-                   "novel_chars": NOVEL_CHARS, "medical_chars": MEDICAL_CHARS},
-        "question_set": question_set, "question_file": str(SETS[question_set].relative_to(Path(__file__).parents[1])),
-        "held_out": question_set == "heldout2",
+        "slices": ("none: full indexes of the whole corpora" if full is not None else
+                   {"podcast_episodes": PODCAST_EPISODES, "earnings_calls": EARNINGS_CALLS, "novels": NOVELS,
+                    "novel_chars": NOVEL_CHARS, "medical_chars": MEDICAL_CHARS}),
+        "question_set": question_set, **source,
+        "held_out": question_set in ("heldout2", OTHER),
         "tuning": TUNING[question_set],
         "questions": len(questions)}
     with Router.from_indexes({n: str(p) for n, p in paths.items()}, settings=False) as multi:
@@ -146,8 +177,12 @@ def run(data: Path, root: Path, runs: int, answer: bool, question_set: str = "de
             run_p50s.append(statistics.median(this_run))
         for q in questions:
             choice = multi.choose(q["question"])
-            row = {"question": q["question"], "expected": q["indexes"], "outcome": choice.outcome,
-                   "chosen": list(choice.names), "right": _right(q["indexes"], choice.outcome, list(choice.names))}
+            # other people's questions are named by id (their text stays in the shared data: the medical
+            # questions are drawn from a copyrighted text)
+            row = {"question": q["question"] if question_set != OTHER else None, "expected": q["indexes"],
+                   "outcome": choice.outcome,
+                   "chosen": list(choice.names), "right": _right(q["indexes"], choice.outcome, list(choice.names)),
+                   **{k: q[k] for k in ("id", "source", "type", "half") if k in q}}
             if answer:
                 routed = multi.ask(q["question"])
                 every = [multi.ask(q["question"], index=n) for n in multi.names]
@@ -165,6 +200,8 @@ def run(data: Path, root: Path, runs: int, answer: bool, question_set: str = "de
     report["rows"] = rows
     report["engine_agreement"] = _engine_agreement(rows)
     report["accuracy"] = _accuracy(rows)
+    if question_set == OTHER:
+        report["halves"] = {h: _by_source(r for r in rows if r["half"] == h) for h in ("dev", "report")}
     report["probe_ms"] = {"p50": statistics.median(latencies), "min": min(latencies), "max": max(latencies),
                           "p90": statistics.quantiles(latencies, n=10)[-1], "samples": len(latencies),
                           # each run asks every question once: the median and range of the runs' p50s
@@ -208,6 +245,26 @@ def _global_fanout(multi: Any, questions: list[dict[str, Any]]) -> dict[str, Any
     return {"questions": len(rows), "totals": totals, "rows": rows}
 
 
+def _by_source(rows: Any) -> dict[str, Any]:
+    """One half of other people's questions: accuracy per source and question type, fan-out and none rates."""
+    rows = list(rows)
+    if not rows:
+        return {"questions": 0}
+    cells: dict[str, dict[str, list[bool]]] = {}
+    for r in rows:
+        cells.setdefault(r["source"], {}).setdefault(r["type"], []).append(r["right"])
+    return {"questions": len(rows), "right": sum(r["right"] for r in rows),
+            "accuracy": sum(r["right"] for r in rows) / len(rows),
+            "fanout_rate": sum(r["outcome"] == "several" for r in rows) / len(rows),
+            "none_rate": sum(r["outcome"] == "none" for r in rows) / len(rows),
+            "by_source": {src: {"right": sum(sum(v) for v in types.values()),
+                                "of": sum(len(v) for v in types.values()),
+                                "by_type": {t: {"right": sum(v), "of": len(v)} for t, v in sorted(types.items())}}
+                          for src, types in sorted(cells.items())},
+            "errors": dict(Counter(f"{'+'.join(r['expected']) or 'none'} -> {r['outcome']}:{'+'.join(r['chosen'])}"
+                                   for r in rows if not r["right"]).most_common())}
+
+
 def _accuracy(rows: list[dict[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {"overall": sum(r["right"] for r in rows) / len(rows)}
     for kind, test in (("one_index", lambda r: len(r["expected"]) == 1), ("several", lambda r: len(r["expected"]) > 1),
@@ -229,19 +286,32 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--runs", type=int, default=5, help="probe latency runs over the questions")
     parser.add_argument("--no-answers", action="store_true", help="skip answering (calls and cost)")
     parser.add_argument("--out", default="index_routing.json", help="result file name under the results folder")
-    parser.add_argument("--questions", choices=sorted(SETS), default="dev",
+    parser.add_argument("--questions", choices=sorted([*SETS, OTHER]), default="dev",
                         help="dev: the questions the rules were tuned on; heldout: the first held-out set, since "
-                             "tuned on; heldout2: written after the last change, never tuned on")
+                             "tuned on; heldout2: written after the last change, never tuned on; graphrag-bench: "
+                             "other people's questions (use with --full-indexes)")
+    parser.add_argument("--full-indexes", type=Path, default=None,
+                        help="a folder holding full indexes podcast/, earnings/, novel/ and medical/ (else slices)")
+    parser.add_argument("--per-type", type=int, default=20,
+                        help="graphrag-bench: questions sampled per source and question type")
+    parser.add_argument("--seed", type=int, default=0, help="graphrag-bench: the sample's seed")
     parser.add_argument("--global-fanout", action="store_true",
                         help="also compare one global search over fanned-out indexes with a global search on each")
     args = parser.parse_args(argv)
     if not (args.data_dir / "graphrag_bench").is_dir():
         parser.error(f"{args.data_dir} has no graphrag_bench/ folder; pass --data-dir")
-    report = run(args.data_dir, args.indexes, args.runs, not args.no_answers, args.questions, args.global_fanout)
+    if args.questions == OTHER and args.full_indexes is None:
+        parser.error("--questions graphrag-bench needs --full-indexes (the novel and medical indexes must be whole)")
+    report = run(args.data_dir, args.indexes, args.runs, not args.no_answers, args.questions, args.global_fanout,
+                 args.full_indexes, args.per_type, args.seed)
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / args.out).write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n",
                                                 encoding="utf-8")
     acc, probe = report["accuracy"], report["probe_ms"]
+    for name, part in report.get("halves", {}).items():
+        print(f"{name} half: {part['right']}/{part['questions']} right; " + ", ".join(
+            f"{src} {v['right']}/{v['of']}" for src, v in part["by_source"].items()) +
+            f"; fan-out {part['fanout_rate']:.0%}, none {part['none_rate']:.0%}")
     print(f"index selection: {acc['overall']:.1%} right over {report['questions']} questions; " +
           ", ".join(f"{k} {v['right']}/{v['of']}" for k, v in acc.items() if isinstance(v, dict) and "of" in v))
     print(f"probe over six indexes: p50 {probe['p50']:.2f} ms (range {probe['min']:.2f}-{probe['max']:.2f}, "

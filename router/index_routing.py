@@ -28,7 +28,9 @@ index that leads on the words. Names of several words and named documents in dif
 their scores. A name no title covers but that the index's text holds is known to it. Without them the words decide:
 an index covers the question when most of its words are there, most of its rare words too, and one passage holds
 several of them together; the best such index wins unless another comes within `FANOUT_MARGIN` of its score *and*
-its best passage adds rare words the best one's text lacks (`MIN_ADDED_SHARE`). A name no index knows ("Douro")
+its best passage adds rare words the best one's text lacks (`MIN_ADDED_SHARE`). An index far ahead of the others
+on the rare words (`LEAD_RATIO`) covers a long question whose words no single passage holds half of. A name an
+index knows, written beside more names no index knows, is a bystander there (`Coverage.outnamed`). A name no index knows ("Douro")
 says the question is about none of them, unless one index's best passage holds most of the weighted question anyway
 (`UNKNOWN_NAME_PASSAGE`: "the CFO" in calls that never write the acronym). A question about a collection as a whole
 that names nothing ("what are the main themes?") is covered by every index sharing a word with it, so it goes to
@@ -73,6 +75,12 @@ UNKNOWN_NAME_PASSAGE = 0.6
 # ... and its best passage holds this weighted share of the question ("the ceiling of the sistine chapel" links
 # CHAPEL in a novel whose passages hold none of the rest)
 WEAK_NAME_PASSAGE = 0.35
+# An index that explains the question's rare words this much (posterior) and LEAD_RATIO times more than any other
+# covers it without one passage holding half of its words: a long question (a note to write, a scenario to
+# rewrite) spreads its words over many passages of the one collection that holds them
+LEAD_POSTERIOR = 0.45
+LEAD_RATIO = 2.5
+LEAD_PASSAGE_SHARE = 0.35  # ... as long as one passage still holds a good part of them ("the sistine chapel")
 # Words are weighted by their rarity over all indexes (IDF of the pooled per-unit frequency): a word no index
 # holds weighs as if one unit in UNSEEN_UNITS held it.
 UNSEEN_UNITS = 500
@@ -104,6 +112,7 @@ class Coverage:
     # weighted share of the question this index explains best (summed over the indexes: the share any holds)
     posterior: float = 0.0
     leads: bool = True  # no other index has a higher posterior
+    clear_lead: bool = False  # a posterior of LEAD_POSTERIOR or more, LEAD_RATIO times any other index's
     weights: tuple[float, ...] = ()  # per question word: its rarity weight over all indexes, summing to 1
     # the vocabulary and passage shares with each word weighted by its rarity over all indexes (`choose`)
     weighted_share: float = 1.0
@@ -142,9 +151,22 @@ class Coverage:
 
     @property
     def covers(self) -> bool:
-        return self.strong or (self.vocabulary_share >= MIN_VOCABULARY_SHARE
-                               and self.passage_share >= MIN_PASSAGE_SHARE
-                               and self.weighted_share >= MIN_WEIGHTED_SHARE)
+        return self.strong or self.covers_by_words
+
+    @property
+    def covers_by_words(self) -> bool:
+        """Most of the question's words and rare words are in this index, and one passage holds them together
+        or this index explains the rare words far better than any other (`clear_lead`)."""
+        return (self.vocabulary_share >= MIN_VOCABULARY_SHARE and self.weighted_share >= MIN_WEIGHTED_SHARE
+                and (self.passage_share >= MIN_PASSAGE_SHARE
+                     or (self.clear_lead and self.passage_share >= LEAD_PASSAGE_SHARE)))
+
+    def outnamed(self, unknown_everywhere: int) -> bool:
+        """The question writes more names that no index knows than it names of this index, and no passage here
+        holds most of it: what this index knows is a bystander ("New York" beside three names no index knows).
+        Names another index knows do not count: they make a question about two indexes."""
+        return (unknown_everywhere > len(self.names) + len(self.documents)
+                and self.weighted_passage < UNKNOWN_NAME_PASSAGE)
 
     @property
     def score(self) -> float:
@@ -237,11 +259,12 @@ def choose(coverages: Sequence[Coverage], corpus_wide: bool = False) -> IndexCho
     if not coverages:
         raise ValueError("index routing needs at least one index")
     scored = sorted(_with_distinctness(coverages), key=lambda c: (-c.score, c.name))
-    strong = [c for c in scored if c.strong]
     # a name the question writes that no index knows: what it asks about is in none of them, whatever its
-    # other words share with them ("grapes of the Douro valley")
+    # other words share with them ("grapes of the Douro valley"); more such names than an index's own names
+    # outweigh those
     unknown_everywhere = set.intersection(*(set(c.unknown_names) for c in scored))
-    covering = strong or [c for c in scored if c.covers
+    strong = [c for c in scored if c.strong and not c.outnamed(len(unknown_everywhere))]
+    covering = strong or [c for c in scored if c.covers_by_words
                           and (not unknown_everywhere or c.weighted_passage >= UNKNOWN_NAME_PASSAGE)]
     if not covering and corpus_wide:
         covering = [c for c in scored if c.vocabulary_share > 0]
@@ -308,8 +331,10 @@ def _with_distinctness(coverages: Sequence[Coverage]) -> list[Coverage]:
                            weighted_passage=float(weight @ held) / float(weight.sum()),
                            posterior=float(weight @ own) / float(weight.sum()),
                            shared=_shared_names(c, coverages), weights=normalised))
-    best = max(c.posterior for c in out)
-    return [replace(c, leads=c.posterior >= best) for c in out]
+    ranked = sorted((c.posterior for c in out), reverse=True)
+    best, second = ranked[0], (ranked[1] if len(ranked) > 1 else 0.0)
+    return [replace(c, leads=c.posterior >= best, clear_lead=c.posterior >= max(LEAD_POSTERIOR, LEAD_RATIO * second))
+            for c in out]
 
 
 def _shared_names(c: Coverage, coverages: Sequence[Coverage]) -> tuple[str, ...]:

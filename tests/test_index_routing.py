@@ -4,6 +4,7 @@ at most one call, a named index skips routing. Over the Christmas Carol index an
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -195,3 +196,45 @@ def test_a_name_no_index_knows_does_not_veto_an_index_whose_passage_holds_the_re
     thin = Coverage("a", (), (), 5, 0.6, 0.4, unit_shares=(0.0, 0.3, 0.2, 0.0, 0.1),
                     passage_terms=(False, True, True, False, False), unknown_names=("douro",))
     assert choose([thin, other]).outcome == "none"
+
+
+def test_an_index_far_ahead_on_the_rare_words_covers_a_long_question_spread_over_its_passages() -> None:
+    """A long question (a note to write from a scenario) holds most of its words in one index, but no passage holds
+    half of them: the index that explains its rare words far better than any other covers it while one passage
+    holds a good part of them; an index that leads only narrowly, or whose passages hold almost nothing together,
+    does not."""
+    words = ("w1", "w2", "w3", "w4", "w5")
+    shares = (0.02, 0.03, 0.01, 0.02, 0.04)
+    far = _words_cov("a", shares, (True, True, False, False, False), words=words)  # two words in one passage
+    faint = _words_cov("b", (0.001, 0.0, 0.0, 0.002, 0.0), (True, False, False, False, False), words=words)
+    choice = choose([far, faint])
+    assert (choice.outcome, choice.names) == ("one", ("a",)), choice.reasons
+    assert next(c for c in choice.coverages if c.name == "a").clear_lead
+    close = _words_cov("b", (0.02, 0.03, 0.0, 0.02, 0.04), (True, True, False, False, False), words=words)
+    assert choose([far, close]).outcome == "none"
+    scattered = _words_cov("a", shares, (True, False, False, False, False), words=words)
+    assert choose([scattered, faint]).outcome == "none"
+
+
+def test_a_name_beside_more_names_the_index_does_not_know_is_a_bystander() -> None:
+    """"New York" is a name in a novel, but a question that also names three things no index knows is not
+    about it: unless one of its passages holds most of the question, it is no name of that index."""
+    bystander = Coverage("a", ("NEW YORK",), (), 4, 0.75, 0.25, unit_shares=(0.01, 0.0, 0.2, 0.1),
+                         passage_terms=(True, False, False, True), words=("york", "verdugo", "league", "article"),
+                         unknown_names=("alex verdugo", "sporting news", "yardbarker"))
+    other = Coverage("b", (), (), 4, 0.5, 0.25, unit_shares=(0.0, 0.0, 0.2, 0.1), passage_terms=(False, False, True, False),
+                     words=("york", "verdugo", "league", "article"),
+                     unknown_names=("alex verdugo", "sporting news", "yardbarker", "new york"))
+    assert choose([bystander, other]).outcome == "none"
+    asked = replace(bystander, unknown_names=("yardbarker",))  # one name it lacks: its own name still counts
+    assert choose([asked, other]).names == ("a",)
+    # names the other index knows make a question about both indexes, however many there are
+    known = replace(other, specific=("ALEX VERDUGO", "SPORTING NEWS", "YARDBARKER"), unknown_names=("new york",))
+    both = choose([bystander, known])
+    assert both.outcome == "several" and set(both.names) == {"a", "b"}, both.reasons
+
+
+def test_a_title_among_names_no_index_knows_does_not_route_the_question(multi: MultiRouter) -> None:
+    """Built indexes: LONDON is a title of the Carol index, but the question is about three things none holds."""
+    choice = multi.choose("Did the Quixbyte Gazette report that Zorvan Kellitt and Marisol Quendry met in London?")
+    assert choice.outcome == "none", choice.reasons
