@@ -26,7 +26,7 @@ from router.events import Admit, Done, RouteDecided, RouterEvent
 from router.index_citations import IndexCitation as IndexCitation  # re-exported: fanned-out citations
 from router.index_citations import indexed
 from router.index_routing import IndexChoice, route_indexes
-from router.loop_thread import SyncLoop
+from router.lifecycle import SyncLoop
 from router.scoped import empty_scope_answer
 
 if TYPE_CHECKING:
