@@ -47,7 +47,7 @@ searched by its words: finding nothing is then no evidence that the index does n
 skipped.
 
 Reasons are built from the wording features that pushed the chosen class up the most and from what the index
-probe found, in words a user understands (`router.route_reasons`, `Probe.reasons`).
+probe found, in words a user understands (`router.features.wording_reasons`, `Probe.reasons`).
 
 This module imports only numpy and the router's own feature code, so `import router.classifier` stays fast;
 `shared_context` and `engines` are imported lazily when needed.
@@ -76,11 +76,11 @@ from router.features import (
     has_content_words,
     ngram_vector,
     wording_buckets,
+    wording_reasons,
 )
 from router.index_probe import PROBE_NAMES, Probe, probe, summarise_links
 from router.neighbours import FIELDS as NEIGHBOUR_FIELDS
 from router.neighbours import Neighbours
-from router.route_reasons import wording_reasons
 
 if TYPE_CHECKING:
     from engines.models.base import ChatModel, Completion, Message

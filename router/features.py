@@ -1,8 +1,9 @@
-"""Turn a question's wording into the classifier's features (what the index says is `router.index_probe`'s).
+"""Turn a question's wording into the classifier's features, and say in words which of them decided a route
+(what the index says is `router.index_probe`'s).
 
 Two blocks:
 
-1. **cue and form features** (dense, named): one count-based feature per cue group of `router.cues`, the
+1. **cue and form features** (dense, named): one count-based feature per cue group (below), the
    question form (first wh-word, yes/no, imperative), length and clause structure (tokens, commas,
    conjunctions), entity-looking spans (capitalised spans, quoted names, CJK bracketed titles and titled
    names, dates), and a few interactions of cue groups;
@@ -12,22 +13,107 @@ Everything here is pure and fast: the cue block is a dozen compiled regexes, the
 A question with no words at all (only punctuation or symbols) has nothing to route on and is refused with a
 `ValueError` naming the problem; so is one of only one or two function words ("who?", "and why?") unless an
 earlier turn says what it is about (`has_content_words`, checked by the classifier).
+
+**Cue lexicons** (English and Chinese) signal what kind of question is being asked. The lexicons are data
+(`router/data/cues.json`); each group compiles into one regular expression. English phrases match on word
+boundaries, Chinese phrases as substrings (Chinese has no spaces). The groups are deliberately about the *form*
+of a question, not about any dataset's topics, so they carry over to corpora the model has never seen:
+
+* scope, theme, summary, trend: the usual corpus-wide vocabulary;
+* population: collection nouns and generic plural subjects ("guests", "analysts", "episodes", 嘉宾, 大家);
+* frequency: how often or how generally something holds ("often", "typically", "any", 经常, 普遍, 有没有);
+* aggregation: gathering views, kinds or patterns from many places ("views on", "in common", 看法, 共同点);
+* overview: plain whole-collection overviews ("what is this book about", "in a few sentences", 讲的是什么);
+* unit: a reference to *one* document or meeting of a series ("episode 12", "the Q3 call", 第五章);
+* comparison, causal, relation, time, creative: reasoning across entities (DRIFT);
+* identify, fact: looking up one entity or fact (local).
+* multi_ask, interpret: several linked things asked at once ("what are the X and Y of...", "..., and why?",
+  两个问号) and what something means or why it matters ("what does X suggest", "what role does X play",
+  "rationale", 意味着): a scoped summary or reasoning, not one stated fact (DRIFT);
+* attribute: the usual or most common property of *one* thing ("the most common cause of X", "typical signs
+  of", 最常见的): "most"/"common" qualifying a fact, not quantifying over a population (local).
+* account: what one speaker or one document says in its own words ("according to X's remarks", "how does X
+  describe", 据…说): one source's account, which is local unless a population of speakers is asked about.
+
+A group may name groups it yields to (`not_inside`): its matches that lie inside a match of one of those are
+dropped. A document noun that is part of a reference to *one* document ("第二场访谈", "the first call") is not a
+population of documents.
+
+**Reasons** (`wording_reasons`): the user-facing reasons of a route are the wording features that pushed the
+chosen engine up the most, each described in words (`describe`).
 """
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import chain
+from pathlib import Path
+from typing import Any
 
 import mmh3
 import numpy as np
 
-from router.cues import CUE_NAMES, match_cues
 from shared_context.text import LazyPattern  # patterns compile on the first question, not at import
+
+CUES_PATH = Path(__file__).resolve().parent / "data" / "cues.json"
+
+
+@dataclass(frozen=True)
+class CueGroup:
+    name: str
+    reason: str  # how the group is described to a user; `{m}` is replaced by the matched phrases
+    pattern: LazyPattern  # compiled on the first question: the lexicons are hundreds of alternatives
+    not_inside: tuple[str, ...] = ()  # groups whose matches swallow this group's matches
+
+
+def _group(name: str, reason: str, english: list[str], chinese: list[str], not_inside: tuple[str, ...] = ()
+           ) -> CueGroup:
+    parts = []
+    if english:
+        parts.append(r"\b(?:" + "|".join(english) + r")\b")
+    if chinese:
+        parts.append("(?:" + "|".join(chinese) + ")")
+    return CueGroup(name, reason, LazyPattern("|".join(parts), re.IGNORECASE), not_inside)
+
+
+def load_groups(path: Path = CUES_PATH) -> tuple[CueGroup, ...]:
+    spec: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    groups = tuple(_group(g["name"], g["reason"], g.get("en", []), g.get("zh", []), tuple(g.get("not_inside", ())))
+                   for g in spec["groups"])
+    names = {g.name for g in groups}
+    unknown = {n for g in groups for n in g.not_inside} - names
+    if unknown:
+        raise ValueError(f"{path}: not_inside names unknown groups {sorted(unknown)}")
+    return groups
+
+
+CUE_GROUPS: tuple[CueGroup, ...] = load_groups()
+CUE_NAMES: tuple[str, ...] = tuple(group.name for group in CUE_GROUPS)
+
+
+def match_cues(text: str) -> dict[str, list[str]]:
+    """Return, for every cue group that fires, the phrases that matched (in order, deduplicated); a match inside
+    a match of a group it yields to (`CueGroup.not_inside`) does not count."""
+    spans: dict[str, list[tuple[int, int, str]]] = {}
+    for group in CUE_GROUPS:
+        hits = [(m.start(), m.end(), m.group(0).strip().lower()) for m in group.pattern.finditer(text)]
+        spans[group.name] = [h for h in hits if h[2]]
+    found: dict[str, list[str]] = {}
+    for group in CUE_GROUPS:
+        outer = [s for name in group.not_inside for s in spans[name]]
+        kept = [h for h in spans[group.name] if not any(o[0] <= h[0] and h[1] <= o[1] for o in outer)]
+        if kept:
+            found[group.name] = list(dict.fromkeys(h[2] for h in kept))
+    return found
+
+
+REASON_TEMPLATES: dict[str, str] = {group.name: group.reason for group in CUE_GROUPS}
+
 
 MAX_CHARS = 600  # longer questions are truncated before featurisation (and the decision says so)
 # Length saturates: beyond this many tokens a question is not "more DRIFT"; unbounded length let one data
@@ -287,3 +373,79 @@ def ngram_vector(text: str) -> tuple[np.ndarray, np.ndarray]:
     columns = np.fromiter(counts.keys(), dtype=np.int64, count=len(counts))
     values = np.fromiter(counts.values(), dtype=np.float64, count=len(counts))
     return columns, values / math.sqrt(float(values @ values))
+
+
+# ---------------------------------------------------------------------------------- reasons
+
+MIN_CONTRIBUTION = 0.15  # log-odds; weaker features are not worth telling the user about
+ENGINE_WORDS = {"local": "questions about specific entities", "global": "questions about the whole collection",
+                "drift": "questions that connect several entities"}
+_INTERACTIONS = {
+    "x_population_frequency": "asks what a group of speakers or documents generally does",
+    "x_population_aggregation": "gathers views or kinds from a group of speakers or documents",
+    "x_trend_without_collection": "asks for a most/least fact without pointing at the whole collection",
+    "x_reasoning_with_names": "connects named things by comparison, cause or time",
+    "x_identify_long": "asks for one entity, described at length",
+    "x_unit_without_population": "is about one document or meeting of the series",
+    "x_frequency_without_collection": "asks how something usually or commonly is",
+    "x_series_change": "asks how something changed across the documents of a series",
+    "x_compound_about_one": "asks several things about the one entity it opens with",
+}
+
+
+def _quote(phrases: Sequence[str], limit: int = 2) -> str:
+    return ", ".join(f"'{p[:40]}'" for p in phrases[:limit])
+
+
+def _names(names: Sequence[str], limit: int = 3) -> str:
+    return ", ".join(names[:limit]) + (", ..." if len(names) > limit else "")
+
+
+def describe(name: str, feats: QuestionFeatures) -> tuple[str, str]:
+    """(group, user-facing text) for one active wording feature; empty text when it is not worth saying."""
+    if name.startswith("cue_"):
+        cue = name[4:]
+        return cue, REASON_TEMPLATES[cue].format(m=_quote(feats.cues.get(cue, [])))
+    if name.startswith("wh_"):
+        return "form", f"is a '{name[3:]}' question"
+    if name == "form_yes_no":
+        return "form", "is a yes/no question"
+    if name == "form_imperative":
+        return "form", f"is an instruction ('{feats.text.split()[0].lower()}')"
+    if name == "names_0":
+        return "names", "contains no name-like words"
+    if name == "names_1":
+        return "names", f"names one entity ({_names(feats.names)})"
+    if name == "names_2plus":
+        return "names", f"names {len(feats.names)} entities ({_names(feats.names)})"
+    if name in ("log_tokens", "commas", "conjunctions", "clauses_long"):
+        words = len(feats.text.split()) if not feats.dense[DENSE_NAMES.index("lang_zh")] else len(feats.text) // 2
+        clauses = feats.dense[DENSE_NAMES.index("commas")] + feats.dense[DENSE_NAMES.index("conjunctions")]
+        if words >= 25 or (name != "log_tokens" and clauses > 0 and words >= 12):
+            return "shape", "is long, with several clauses"
+        return "shape", ""  # length always contributes a little; only worth saying for long questions
+    if name == "dates":
+        return "dates", "mentions dates"
+    if name == "quoted":
+        return "names", "quotes a name or title"
+    if name in _INTERACTIONS:
+        return name, _INTERACTIONS[name]
+    return name, ""
+
+
+def wording_reasons(coef_dense: np.ndarray, best: int, feats: QuestionFeatures, engine: str) -> list[str]:
+    """Up to three wording features that raised `best` over the other engines the most."""
+    others = [k for k in range(coef_dense.shape[0]) if k != best]
+    contribution = (coef_dense[best] - coef_dense[others].mean(axis=0)) * feats.dense
+    reasons: list[str] = []
+    used: set[str] = set()
+    for j in np.argsort(-contribution)[:8]:
+        if contribution[j] < MIN_CONTRIBUTION or len(reasons) >= 3:
+            break
+        group, text = describe(DENSE_NAMES[j], feats)
+        if text and group not in used:
+            used.add(group)
+            reasons.append(text)
+    if not reasons:
+        reasons.append(f"no explicit cue; the wording is closest to {ENGINE_WORDS[engine]} seen in training")
+    return reasons

@@ -254,7 +254,7 @@ def measure(name: str, index: Index, text: str) -> Coverage:
 
 def choose(coverages: Sequence[Coverage], corpus_wide: bool = False) -> IndexChoice:
     """The decision over every probed index (at least one). `corpus_wide`: the question asks about a collection
-    as a whole (themes, a summary: `router.cues`); naming nothing, it is about any index that shares a word with
+    as a whole (themes, a summary: `router.features`); naming nothing, it is about any index that shares a word with
     it, not about none."""
     if not coverages:
         raise ValueError("index routing needs at least one index")
@@ -296,7 +296,7 @@ def choose(coverages: Sequence[Coverage], corpus_wide: bool = False) -> IndexCho
 def route_indexes(indexes: Mapping[str, Index], text: str) -> IndexChoice:
     """Probe every index and decide."""
     from router.classifier import CORPUS_WIDE_CUES
-    from router.cues import match_cues
+    from router.features import match_cues
 
     corpus_wide = bool(CORPUS_WIDE_CUES & set(match_cues(text)))
     return choose([measure(name, index, text) for name, index in indexes.items()], corpus_wide)

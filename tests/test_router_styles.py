@@ -343,7 +343,7 @@ def test_multi_part_asks_plain_lookups_and_interviewed_groups(question: str, eng
     ("受访的教师怎么看新课程？", "population"),
 ])
 def test_cue_groups_for_asks_meanings_attributes_and_interviewed_groups(question: str, group: str) -> None:
-    from router.cues import match_cues
+    from router.features import match_cues
 
     assert group in match_cues(question), (question, match_cues(question))
 
@@ -366,13 +366,13 @@ def test_cue_groups_for_asks_meanings_attributes_and_interviewed_groups(question
     ("What are the main themes of the collection?", "account", False),
 ])
 def test_cue_groups_for_one_document_and_one_account(question: str, group: str, fires: bool) -> None:
-    from router.cues import match_cues
+    from router.features import match_cues
 
     assert (group in match_cues(question)) is fires, (question, match_cues(question))
 
 
 def test_a_group_yields_only_to_the_groups_it_names(tmp_path: Path) -> None:
-    from router.cues import load_groups
+    from router.features import load_groups
 
     spec = {"groups": [{"name": "a", "reason": "", "en": ["x"], "not_inside": ["b"]},
                        {"name": "b", "reason": "", "en": ["y"], "not_inside": ["nope"]}]}
