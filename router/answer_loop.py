@@ -2,6 +2,10 @@
 `RoutedQuestion`, and escalate or fall back where `router.escalation` says (an empty or insufficient answer
 where the index has evidence; a failed engine to one that needs no JSON), within what the budget has left.
 
+The step-down plan lives here too (`Plan`, `LADDER`, `check_fit`): from the routed engine towards cheaper ones,
+the first whose estimate fits the budget (`router.budget`) before any model call. `Admit` is what the loop awaits
+with the chosen engine's estimate before answering.
+
 The engine owns the deadline (it stops itself and returns its partial result); this loop only stops
 escalating once the deadline has passed.
 """
@@ -10,14 +14,15 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from engines.errors import DeadlineExceeded, EngineError
 from engines.events import AnswerDelta, Final
 from engines.models.errors import ModelError
 from router.answer import Answer, Escalation
-from router.budget import LADDER, Budget, BudgetError, Plan, PlanStep, check_fit
+from router.budget import Budget, BudgetError
 from router.escalation import (
     FALLBACK,
     endpoint_failure,
@@ -33,10 +38,67 @@ if TYPE_CHECKING:
     from engines.models.base import Usage
     from engines.plan import Prebuilt, Question
     from engines.result import SearchResult
+    from router.budget import EstimateLike
     from router.classifier import RouteDecision
-    from router.events import Admit, RouterEvent
+    from router.events import RouterEvent
     from router.lifecycle import RouterLifecycle
     from router.routing import Estimates, RoutedQuestion
+
+
+@dataclass
+class PlanStep:
+    engine: str  # "local" | "global" | "global_prerank" | "drift" | "basic"
+    llm_calls: int
+    cost: float
+    seconds_guess: float
+    fits: bool
+    why_not: str = ""
+
+
+@dataclass
+class Plan:
+    chosen: str
+    steps: list[PlanStep] = field(default_factory=list)
+
+    @property
+    def stepped_down(self) -> bool:
+        return bool(self.steps) and self.steps[0].engine != self.chosen
+
+    def describe(self) -> list[str]:
+        return [
+            f"{s.engine}: ~{s.llm_calls} calls, ~${s.cost:.4f}, ~{s.seconds_guess:.1f}s"
+            + ("" if s.fits else f" — over budget ({s.why_not})")
+            for s in self.steps
+        ]
+
+
+# The step-down ladder: from the routed engine towards cheaper ones.
+LADDER: dict[str, tuple[str, ...]] = {
+    "drift": ("drift", "global_prerank", "local"),
+    "global": ("global", "global_prerank", "local"),
+    "global_prerank": ("global_prerank", "local"),
+    "local": ("local",),
+    "basic": ("basic",),
+}
+
+
+def check_fit(estimate: EstimateLike, budget: Budget) -> str:
+    """Return '' when the estimate fits, else the reason it does not."""
+    reasons = []
+    if budget.max_llm_calls is not None and estimate.llm_calls > budget.max_llm_calls:
+        reasons.append(f"{estimate.llm_calls} calls > {budget.max_llm_calls}")
+    if budget.max_cost is not None and estimate.cost > budget.max_cost:
+        reasons.append(f"${estimate.cost:.4f} > ${budget.max_cost:.4f}")
+    # A deadline refuses only on observed latency: the default figures are a guess (~11 s for a local
+    # answer) that would refuse every question on a fast endpoint. The run itself stops at the deadline.
+    latency_known = getattr(estimate, "latency_known", True)
+    if budget.deadline_s is not None and latency_known and estimate.seconds_guess > budget.deadline_s:
+        reasons.append(f"~{estimate.seconds_guess:.1f}s > {budget.deadline_s:.1f}s deadline")
+    return "; ".join(reasons)
+
+
+# What `astream` awaits with the chosen engine's estimate before answering (the service's spending limits).
+Admit = Callable[[PlanStep], Awaitable[None]]
 
 
 class AnswerLoop:

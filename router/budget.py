@@ -1,9 +1,12 @@
-"""Per-query budgets and the step-down plan that keeps a question inside them before any model call."""
+"""Per-query budgets: a question's hard limits (checked when made), and what a budget check reads of an estimate.
+
+The step-down plan that keeps a question inside its budget before any model call is the answer loop's
+(`router.answer_loop`: `Plan`, `LADDER`, `check_fit`)."""
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from numbers import Integral, Real
 from typing import TYPE_CHECKING, Protocol
 
@@ -60,55 +63,3 @@ class EstimateLike(Protocol):
 
     @property
     def seconds_guess(self) -> float: ...
-
-
-@dataclass
-class PlanStep:
-    engine: str  # "local" | "global" | "global_prerank" | "drift" | "basic"
-    llm_calls: int
-    cost: float
-    seconds_guess: float
-    fits: bool
-    why_not: str = ""
-
-
-@dataclass
-class Plan:
-    chosen: str
-    steps: list[PlanStep] = field(default_factory=list)
-
-    @property
-    def stepped_down(self) -> bool:
-        return bool(self.steps) and self.steps[0].engine != self.chosen
-
-    def describe(self) -> list[str]:
-        return [
-            f"{s.engine}: ~{s.llm_calls} calls, ~${s.cost:.4f}, ~{s.seconds_guess:.1f}s"
-            + ("" if s.fits else f" — over budget ({s.why_not})")
-            for s in self.steps
-        ]
-
-
-# The step-down ladder: from the routed engine towards cheaper ones.
-LADDER: dict[str, tuple[str, ...]] = {
-    "drift": ("drift", "global_prerank", "local"),
-    "global": ("global", "global_prerank", "local"),
-    "global_prerank": ("global_prerank", "local"),
-    "local": ("local",),
-    "basic": ("basic",),
-}
-
-
-def check_fit(estimate: EstimateLike, budget: Budget) -> str:
-    """Return '' when the estimate fits, else the reason it does not."""
-    reasons = []
-    if budget.max_llm_calls is not None and estimate.llm_calls > budget.max_llm_calls:
-        reasons.append(f"{estimate.llm_calls} calls > {budget.max_llm_calls}")
-    if budget.max_cost is not None and estimate.cost > budget.max_cost:
-        reasons.append(f"${estimate.cost:.4f} > ${budget.max_cost:.4f}")
-    # A deadline refuses only on observed latency: the default figures are a guess (~11 s for a local
-    # answer) that would refuse every question on a fast endpoint. The run itself stops at the deadline.
-    latency_known = getattr(estimate, "latency_known", True)
-    if budget.deadline_s is not None and latency_known and estimate.seconds_guess > budget.deadline_s:
-        reasons.append(f"~{estimate.seconds_guess:.1f}s > {budget.deadline_s:.1f}s deadline")
-    return "; ".join(reasons)

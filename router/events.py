@@ -2,19 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
-
-from router.budget import PlanStep
 
 if TYPE_CHECKING:
     from engines.events import AnswerDelta, ContextReady, Progress
     from router.answer import Answer, Escalation
     from router.classifier import RouteDecision
-
-# What `astream` awaits with the chosen engine's estimate before answering (the service's spending limits).
-Admit = Callable[[PlanStep], Awaitable[None]]
 
 
 @dataclass

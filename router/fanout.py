@@ -21,8 +21,9 @@ from typing import TYPE_CHECKING, Protocol, TypeVar
 from engines.citations import Citation
 from engines.models.base import Usage
 from router.answer import Answer
-from router.budget import Budget, Plan
-from router.events import Admit, Done, RouteDecided, RouterEvent
+from router.answer_loop import Admit, Plan
+from router.budget import Budget
+from router.events import Done, RouteDecided, RouterEvent
 from router.index_citations import IndexCitation as IndexCitation  # re-exported: fanned-out citations
 from router.index_citations import indexed
 from router.index_routing import IndexChoice, route_indexes

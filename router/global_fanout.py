@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING
 
 from engines.global_over_indexes import SEPARATOR
 from router.answer import Answer
-from router.budget import Budget, PlanStep, check_fit
+from router.answer_loop import PlanStep, check_fit
+from router.budget import Budget
 from router.index_citations import indexed
 
 if TYPE_CHECKING:
@@ -26,8 +27,8 @@ if TYPE_CHECKING:
     from engines.global_over_indexes import GlobalOverIndexes
     from engines.global_search import GlobalSearch
     from engines.plan import HistoryLike
+    from router.answer_loop import Admit
     from router.classifier import RouteDecision
-    from router.events import Admit
     from router.index_routing import IndexChoice
     from router.scoped import ScopableRouter
     from shared_context.scope import Scope

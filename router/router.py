@@ -23,9 +23,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from engines.models.base import Usage
+from router.answer_loop import Admit as Admit
 from router.answer_loop import AnswerLoop
 from router.answer_loop import public_name as public_name
-from router.events import Admit as Admit
 
 # the events live in their own module (`router.fanout` streams them too); re-exported where callers import them
 from router.events import Done as Done
@@ -46,7 +46,8 @@ if TYPE_CHECKING:
     from engines.models.probe import EndpointCheck
     from engines.plan import HistoryLike, Question
     from router.answer import Answer
-    from router.budget import Budget, Plan
+    from router.answer_loop import Plan
+    from router.budget import Budget
     from router.classifier import RouteDecision
     from router.fanout import MultiRouter
     from shared_context.index import Index

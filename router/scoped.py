@@ -25,7 +25,8 @@ if TYPE_CHECKING:
     from engines.engine import Engine
     from engines.models.factory import Models
     from engines.plan import HistoryLike
-    from router.budget import Budget, Plan
+    from router.answer_loop import Plan
+    from router.budget import Budget
     from router.classifier import RouteDecision
     from shared_context.index import Index
 

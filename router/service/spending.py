@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     import redis
 
     from engines.models.redis_link import RedisLink
-    from router.budget import PlanStep
+    from router.answer_loop import PlanStep
 
 _DAY_TTL_S = 3 * 86400  # a day's ledger is kept a little past its day (a question settled after midnight)
 
