@@ -9,7 +9,7 @@ router probes the index (all cheap per question once `router.index_profile` has 
   GUESTS, TRENDS, BUSINESS UNITS; or a title that is only a word of a longer name the index does not know and
   that its own text units write in lower case: "River Tane" linking RIVER). Only specific ones narrow a
   question to one place;
-* **named documents** (`router.doc_names`): "episode 29", "the FY20 Q3 call";
+* **named documents** (`router.index_profile.DocumentNames`): "episode 29", "the FY20 Q3 call";
 * **where the best passages are**: the question's `UNIT_DEPTH` best text units by BM25, their score mass over
   document groups (effective number of groups as a share, the best group's share) and over top-level
   communities, and how peaked their scores are;

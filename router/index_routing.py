@@ -2,7 +2,7 @@
 
 Routing the index comes before routing the engine. Each index is probed with what it already precomputes (no
 model call): its entity titles (`router.index_probe.summarise_links`, split by `router.index_profile` into
-specific names and collection-wide or common-noun ones), its document names (`router.doc_names`) and the BM25
+specific names and collection-wide or common-noun ones), its document names (`router.index_profile.DocumentNames`) and the BM25
 postings of its text units. Per index the probe measures
 
 * **specific names**: entities the question names by title that are specific in this index;

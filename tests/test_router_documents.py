@@ -1,4 +1,4 @@
-"""Which documents of a collection a question names (`router.doc_names`): numbered units in English and Chinese,
+"""Which documents of a collection a question names (`router.index_profile.DocumentNames`): numbered units in English and Chinese,
 fiscal years and quarters in any order, documents stored in parts, distinctive title words, and families of
 documents that name none in particular. Titles here are written for this test."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from router.doc_names import DocumentNames, group_key
+from router.index_profile import DocumentNames, group_key
 
 CALLS = [f"TranscriptFY{y}Q{q}.txt" for y in range(14, 25) for q in range(1, 5)]
 EPISODES = [f"Show_Episode {n}_{guest}_Transcript-part{p}.txt" for n, guest in
