@@ -411,6 +411,29 @@ def before_after_engines(r: Json) -> tuple[list[str], list[Headline]]:
                          "whose only code on the context builder's path is the regular-expression wrapper.")
 
 
+def before_after_router(r: Json) -> tuple[list[str], list[Headline]]:
+    return _before_after(r, "The router's modules that always run together folded (the loop thread into the lifecycle, "
+                            "cue lexicons and wording reasons into the features, document names into the index "
+                            "profile, the step-down plan into the answer loop)", "question_path_router",
+                         "Each timing script ran for the before and the after checkout one after the other (before "
+                         "first); a second pair run the other way round (`second_pair/`) gave `graphroute ask` "
+                         f"{_pair('second_pair')}, so at this load the ask timings move more with the load than "
+                         "with this change. The routes, confidences, probabilities and reasons of 180 questions on "
+                         "the Christmas Carol index (its 30 route-bench questions and 150 labelled ones) are "
+                         "identical before and after, and so is the answer of every `graphroute ask` run.")
+
+
+def _pair(folder: str) -> str:
+    """The `graphroute ask` wall and CPU figures of another before/after pair kept beside this one."""
+    path = RESULTS / "question_path_router" / folder / "before_after.json"
+    other = json.loads(path.read_text(encoding="utf-8"))
+    cells = []
+    for name in ("`graphroute ask` wall time, Christmas Carol", "`graphroute ask` CPU (user + system), Christmas Carol"):
+        cells.append(f"{name.split(', ')[0].replace('`graphroute ask` ', '')} "
+                     f"{_figure(other['before']['figures'][name])} before, "
+                     f"{_figure(other['after']['figures'][name])} after")
+    return "; ".join(cells)
+
 def _before_after(r: Json, change: str, folder: str, how_run: str) -> tuple[list[str], list[Headline]]:
     before, after = r["before"], r["after"]
     lines = [f"{change}: commit `{before['commit'] or '?'}` (before) against `{after['commit'] or '?'}` "
@@ -732,6 +755,8 @@ SECTIONS = (
             "architecture/before_after.json", before_after),
     Section("before-and-after-the-engines-question-path", "Before and after: the engines' question path",
             "question_path_engines/before_after.json", before_after_engines),
+    Section("before-and-after-the-routers-question-path", "Before and after: the router's question path",
+            "question_path_router/before_after.json", before_after_router),
     Section("prepared-store", "Prepared store", "prepare_scale/prepare_scale.json", prepare_scale),
     Section("prepared-store-at-1m-entities", "Prepared store at 1M entities", "prepare_scale_1m/prepare_scale.json",
             prepare_scale),
