@@ -60,6 +60,8 @@ import numpy as np
 
 from shared_context.text import LazyPattern  # patterns compile on the first question, not at import
 
+# ---------------------------------------------------------------------------------- cue lexicons
+
 CUES_PATH = Path(__file__).resolve().parent / "data" / "cues.json"
 
 
@@ -114,6 +116,8 @@ def match_cues(text: str) -> dict[str, list[str]]:
 
 REASON_TEMPLATES: dict[str, str] = {group.name: group.reason for group in CUE_GROUPS}
 
+
+# ---------------------------------------------------------------------------------- features
 
 MAX_CHARS = 600  # longer questions are truncated before featurisation (and the decision says so)
 # Length saturates: beyond this many tokens a question is not "more DRIFT"; unbounded length let one data
