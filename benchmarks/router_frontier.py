@@ -25,8 +25,11 @@ Suites:
   the question type with the shared label map, local accepted for DRIFT types), split in two halves by a hash of
   the question id. The evidence-spread rules were tuned looking at `novel-tune` only; the report half was then
   measured once, and what it showed (a question naming nothing sent to DRIFT by a scope word) changed one rule,
-  so it is no longer untouched. `novel-holdout`: a second stratified sample of half the size, disjoint from
-  both, that no change was looked at on: the figure to quote. Engines router, local, pre-ranked global, DRIFT,
+  so it is no longer untouched. The local context's linked-unit order (`[local] hybrid_linked_order`) was chosen
+  looking at `novel-tune` only (question by question: which gold evidence basic search's context held and local
+  search's missed); `novel-report` and `novel-holdout` were then measured once. `novel-holdout`: a second
+  stratified sample of half the size, disjoint from both, that no change was looked at on (only its totals were
+  known, from the run before): the figure to quote. Engines router, local, pre-ranked global, DRIFT,
   basic; graded (evidence recall, token F1), no LLM judge.
 * `earnings-one`: our 20 questions about one call (`benchmarks/data/router_frontier/`), on the one-call index;
   `earnings-one-doc` the same on the index of all calls; `earnings-cross-call` questions about how commentary
@@ -89,9 +92,11 @@ SUITES = (
 
 
 HELD_OUT = {
-    "novel-holdout": "held out: a sample disjoint from the tune and report halves; no change was looked at on it",
-    "novel-report": "seen once before the last rule change (names-nothing), which it prompted: not untouched",
-    "novel-tune": "the half the evidence-spread rules were tuned on",
+    "novel-holdout": "held out: a sample disjoint from the tune and report halves; no change was looked at on it "
+                     "(only its totals from earlier runs were known)",
+    "novel-report": "seen once before the names-nothing rule change, which it prompted: not untouched; measured once "
+                    "after the linked-unit order was chosen on the tune half",
+    "novel-tune": "the half the evidence-spread rules and the local context's linked-unit order were tuned on",
 }
 
 

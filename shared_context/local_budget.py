@@ -38,7 +38,12 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from shared_context.history import HISTORY_SECTION
 from shared_context.linking import LinkResult
 from shared_context.text import TOKEN_RE, word_list
-from shared_context.text_unit_selection import DEFAULT_TEXT_UNIT_STRATEGY, TextUnitStrategy
+from shared_context.text_unit_selection import (
+    DEFAULT_LINKED_UNIT_ORDER,
+    DEFAULT_TEXT_UNIT_STRATEGY,
+    LinkedUnitOrder,
+    TextUnitStrategy,
+)
 from shared_context.tokens import Tokenizer
 
 __all__ = [
@@ -113,6 +118,10 @@ class LocalContextParams(BaseModel):
     # constant (see text_unit_selection.py for the formula)
     hybrid_question_weight: float = Field(default=1.0, ge=0.0)
     hybrid_rrf_k: int = Field(default=60, ge=0)
+    # hybrid strategy: how the linked entities' units are ordered before the fusion: "question" puts those the
+    # question's lexical ranking also holds first (in its order), "coverage" keeps the order by how many of the
+    # linked entities a unit mentions (text_unit_selection.py)
+    hybrid_linked_order: LinkedUnitOrder = DEFAULT_LINKED_UNIT_ORDER
     # hybrid strategy, excerpt mode (shared_context/passages.py): Sources show the question-relevant
     # windows (about this many tokens) of many units instead of a few whole units; 0 = whole units.
     # 200 reached the most evidence among 150/200/300/400 on the tuning half of the GraphRAG-Bench dev

@@ -98,6 +98,7 @@ def sources_section(
         vector=question.vector,
         question_weight=p.hybrid_question_weight,
         rrf_k=p.hybrid_rrf_k,
+        linked_order=p.hybrid_linked_order,
     )
     if hybrid and p.excerpt_tokens > 0 and budget > 0:
         return excerpt_sources(index, builder, candidates, link.query_text, p)

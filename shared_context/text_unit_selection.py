@@ -14,7 +14,9 @@ entity's relationships found in the unit (GraphRAG's rule), then by position.
   the guarantee degrades evenly when the budget is tight), then the rest compete in `graphrag` order.
 - `hybrid`: the linked units (ordered by coverage: the summed link scores of the selected entities each
   unit mentions, so a unit naming several of the question's entities comes first; ties in `graphrag`
-  order) AND the units most similar to the question (a BM25
+  order; with `linked_order = "question"`, the default, the linked units the question's lexical ranking also
+  holds come first, in that ranking's order, so a named entity's passages about other things do not take the
+  first places) AND the units most similar to the question (a BM25
   ranking and, when vectors are usable, a vector ranking; see `question_units` below) fused by reciprocal-rank
   fusion:  score(u) = 1/(k + r_entity(u)) + w * (1/(k + r_lexical(u)) + 1/(k + r_vector(u))),
   ranks 1-based, a list the unit is not in adding nothing; k = `rrf_k` (60, the usual RRF constant),
@@ -66,8 +68,10 @@ if TYPE_CHECKING:
     from shared_context.index import Index
 
 __all__ = [
+    "DEFAULT_LINKED_UNIT_ORDER",
     "NO_ENTITY",
     "STRATEGIES",
+    "LinkedUnitOrder",
     "QuestionUnits",
     "TextUnitStrategy",
     "UnitCandidate",
@@ -84,6 +88,11 @@ STRATEGIES: tuple[str, ...] = ("graphrag", "per_entity_cap", "round_robin", "wei
 # The default is the strategy that reached the most evidence in benchmarks/evidence_recall.py
 # (GraphRAG-Bench novel and medical development questions, equal token budgets; README): hybrid.
 DEFAULT_TEXT_UNIT_STRATEGY: TextUnitStrategy = "hybrid"
+# How `hybrid` orders the linked units before fusing (module docstring). "question" reached more of the gold
+# evidence than "coverage" for local search on the tuning half of route-bench's GraphRAG-Bench novel questions
+# (benchmarks/router_frontier.py, suite novel-tune); the other halves were measured once afterwards.
+LinkedUnitOrder = Literal["question", "coverage"]
+DEFAULT_LINKED_UNIT_ORDER: LinkedUnitOrder = "question"
 
 
 @dataclass(frozen=True)
@@ -184,15 +193,17 @@ def select_text_units(
     vector: Sequence[int] = (),
     question_weight: float = 1.0,
     rrf_k: int = 60,
+    linked_order: LinkedUnitOrder = DEFAULT_LINKED_UNIT_ORDER,
 ) -> list[UnitCandidate]:
     """Candidate text units for `entities` (positions, in link order), in the order to try them.
 
     `scores` (link scores) and `budget` / `unit_cost` (tokens of a unit's rendered row) are used by
     `weighted` only; `lexical` / `vector` (unit positions most similar to the question, best first),
-    `question_weight` and `rrf_k` by `hybrid` only.
+    `question_weight`, `rrf_k` and `linked_order` by `hybrid` only.
     """
     return _boilerplate_last(index, _select(index, entities, strategy, scores, budget, unit_cost, per_entity_cap,
-                                            min_units_per_entity, lexical, vector, question_weight, rrf_k))
+                                            min_units_per_entity, lexical, vector, question_weight, rrf_k,
+                                            linked_order))
 
 
 def _boilerplate_last(index: Index, candidates: list[UnitCandidate]) -> list[UnitCandidate]:
@@ -225,6 +236,7 @@ def _select(
     vector: Sequence[int],
     question_weight: float,
     rrf_k: int,
+    linked_order: LinkedUnitOrder = DEFAULT_LINKED_UNIT_ORDER,
 ) -> list[UnitCandidate]:
     per_entity = [entity_units(index, e) for e in entities]
     n = len(entities)
@@ -253,6 +265,8 @@ def _select(
         return _weighted(per_entity, entities, scores, budget, unit_cost)
     if strategy == "hybrid":
         linked = _by_coverage(index, _graphrag_order(per_entity, entities), entities, scores)
+        if linked_order == "question":
+            linked = _by_question(linked, lexical)
         return fuse_rankings(linked, lexical, vector, question_weight, rrf_k)
     raise ValueError(f"unknown text_unit_strategy {strategy!r}; expected one of {', '.join(STRATEGIES)}")
 
@@ -299,6 +313,15 @@ def _by_coverage(
     }
     rank = {c.unit: i for i, c in enumerate(linked)}
     return sorted(linked, key=lambda c: (-cover[c.unit], rank[c.unit]))
+
+
+def _by_question(linked: list[UnitCandidate], lexical: Sequence[int]) -> list[UnitCandidate]:
+    """Linked units the question's lexical ranking also holds first, in that ranking's order; the rest keep their
+    order. A named entity's units are mostly about other things than the question: ranked by coverage alone, its
+    unrelated units take the fused order's first places from passages about the question."""
+    rank = {unit: i for i, unit in enumerate(lexical)}
+    tail = len(rank)
+    return sorted(linked, key=lambda c: rank.get(c.unit, tail))  # stable: the rest keep the coverage order
 
 
 def fuse_rankings(

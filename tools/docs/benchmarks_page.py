@@ -333,25 +333,29 @@ def router_frontier(r: Json) -> tuple[list[str], list[Headline]]:
     router = r["router"]
     lines += ["", f"- Router routes: first decision {_routes(router['first_decision'])}; after confirmation "
               f"{_routes(router['after_confirmation'])}; after escalation {_routes(router['after_escalation'])}.", "",
-              "Every novel sample (tune: the rules were tuned on it; report: seen once before the last rule change; "
-              "held out: no change was looked at on it):", "",
-              "| sample | questions | router cost / always-local | evidence recall router / local | on the frontier |",
-              "|---|---|---|---|---|"]
+              "Every novel sample (tune: the rules and the local context's linked-unit order were tuned on it; "
+              "report: seen once before the last rule change, then measured once; held out: no change was looked "
+              "at on it), the router against each fixed engine:", "",
+              "| sample | questions | router cost / always-local | router on the frontier | engine | calls per "
+              "question | cost per question | evidence recall | answer F1 |",
+              "|---|---|---|---|---|---|---|---|---|"]
     for name in ("novel-holdout", "novel-report", "novel-tune"):
         path = RESULTS / "router_frontier" / f"{name}.json"
         if not path.exists():
             continue
         s = json.loads(path.read_text(encoding="utf-8"))
         front = s["router"].get("frontier", {})
-        lines.append(f"| {name.removeprefix('novel-')} | {s['queries']['count']} | "
-                     f"{s['router'].get('cost_over_local', 0):.2f}x | {_f(s['engines']['router']['evidence_recall'])} / "
-                     f"{_f(s['engines']['local']['evidence_recall'])} | "
-                     + ("yes" if front.get("on_frontier") else f"no: {', '.join(front.get('dominated_by', []))} "
-                        "is cheaper and at least as good") + " |")
+        verdict = "yes" if front.get("on_frontier") else \
+            f"no: {', '.join(front.get('dominated_by', []))} is cheaper and at least as good"
+        for i, (engine, e) in enumerate(s["engines"].items()):
+            head = (f"| {name.removeprefix('novel-')} | {s['queries']['count']} | "
+                    f"{s['router'].get('cost_over_local', 0):.2f}x | {verdict} |") if i == 0 else "| | | | |"
+            lines.append(f"{head} {engine} | {e['calls_per_question']:.2f} | ${e['cost_per_question']:.4f} | "
+                         f"{_f(e['evidence_recall'])} | {_f(e['answer_f1'])} |")
     lines += ["", "Routing on the other indexes (router and always-local; questions written by us, "
               "`benchmarks/data/router_frontier/`):", "",
               "| suite | questions | routes (first decision) | routes (after confirmation) | DRIFT/global at ≥ 0.8 | "
-              "calls per question (max) |", "|---|---|---|---|---|---|"]
+              "calls per question (max) | cost per question, router / always-local |", "|---|---|---|---|---|---|---|"]
     for name, what in FRONTIER_SUITES:
         path = RESULTS / "router_frontier" / f"{name}.json"
         if not path.exists():
@@ -360,7 +364,9 @@ def router_frontier(r: Json) -> tuple[list[str], list[Headline]]:
         ro = s["router"]
         lines.append(f"| {what} | {s['queries']['count']} | {_routes(ro['first_decision'])} | "
                      f"{_routes(ro['after_confirmation'])} | {ro['confident_expensive']} | "
-                     f"{s['engines']['router']['calls_per_question']:.2f} ({ro['max_calls']}) |")
+                     f"{s['engines']['router']['calls_per_question']:.2f} ({ro['max_calls']}) | "
+                     f"${s['engines']['router']['cost_per_question']:.4f} / "
+                     + (f"${s['engines']['local']['cost_per_question']:.4f} |" if "local" in s["engines"] else "- |"))
     lines.append("")
     return lines, []  # on the page only: the README keeps its figures table short
 
