@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from shared_context.index_cache import per_index_cache
 from shared_context.linking import LinkedEntity
 from shared_context.local_budget import LocalContextParams
 from shared_context.local_rows import (
@@ -42,6 +41,7 @@ from shared_context.tables import (
     Section,
     SectionBuilder,
     columns,
+    per_index_cache,
     render_row,
 )
 
