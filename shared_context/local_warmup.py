@@ -57,7 +57,7 @@ def warm_local_rows(builder: LocalContextBuilder, limit: int) -> int:
                 continue
             report = index.community_reports[pos]
             if report.rank is None or report.rank < p.min_community_rank:
-                continue  # never a candidate (`local_tables.reports_section`)
+                continue  # never a candidate (`local_context.reports_section`)
             for use_summary in report_variants:
                 if report.summary if use_summary else report.full_content:
                     report_line(index, pos, use_summary, p)
