@@ -27,16 +27,17 @@ from engines.models.base import (
     Completion,
     Embedder,
     EmbeddingResult,
+    MarkerFilter,
     Message,
     Usage,
     is_local_embedder,
     leading_reasoning_done,
+    split_marker,
     strip_reasoning,
 )
 from engines.models.config import ModelsConfig, PriceTable
 from engines.models.errors import ModelError, StructuredOutputError
 from engines.models.factory import ModelLike, Models
-from engines.models.sufficiency import MarkerFilter, split_marker
 from engines.models.task_context import TaskContext
 from engines.plan import Question
 from engines.result import Degradation, SearchResult
