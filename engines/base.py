@@ -23,10 +23,10 @@ from engines.errors import EngineError, attach_usage
 from engines.events import Event, Final
 from engines.models.base import Embedder, Message
 from engines.models.errors import ModelError
-from engines.models.factory import ModelLike, ModelSet
+from engines.models.factory import ModelLike
 from engines.plan import HistoryLike, Question, prepare_question
 from engines.result import SearchResult
-from engines.run import QueryRun
+from engines.run import ModelSet, QueryRun
 
 if TYPE_CHECKING:
     from engines.steps import ContextBuilder

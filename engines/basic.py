@@ -14,10 +14,10 @@ from engines.config import BasicSearchConfig
 from engines.estimate import CostEstimate, estimate_basic, question_text
 from engines.events import ContextReady
 from engines.models.base import Embedder, Message
-from engines.models.factory import ModelLike, vector_for
+from engines.models.factory import ModelLike
 from engines.models.task_context import TaskContext
 from engines.result import SearchResult
-from engines.run import QueryRun
+from engines.run import QueryRun, vector_for
 from shared_context.basic_context import BasicContext, question_basic_context, top_text_units
 
 if TYPE_CHECKING:

@@ -35,11 +35,11 @@ from engines.events import ContextReady
 from engines.local import link_vector, local_builder
 from engines.models.base import Embedder, Message
 from engines.models.errors import ModelError
-from engines.models.factory import ModelLike, vector_for
+from engines.models.factory import ModelLike
 from engines.models.task_context import TaskContext
 from engines.reduce import Point, ReduceSettings, batched_reduce, sort_points
 from engines.result import SearchResult
-from engines.run import QueryRun, gather_bounded, reraise_bugs
+from engines.run import QueryRun, gather_bounded, reraise_bugs, vector_for
 from engines.schemas import FollowupResponse, PrimerResponse
 from shared_context.boilerplate_marks import boilerplate_weights
 from shared_context.report_fold import reports_fold

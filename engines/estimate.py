@@ -18,8 +18,8 @@ from engines.plan import Prebuilt, Question
 if TYPE_CHECKING:
     from engines.config import BasicSearchConfig, DriftSearchConfig, GlobalSearchConfig, LocalSearchConfig
     from engines.models.base import JSONObject
-    from engines.models.factory import ModelSet
     from engines.prompts import PromptTemplate
+    from engines.run import ModelSet
     from engines.steps import CommunityContextSource, LocalContextSource
     from shared_context.index import Index
     from shared_context.local_context import LocalContext

@@ -19,11 +19,11 @@ from engines.errors import EngineError
 from engines.estimate import CostEstimate, estimate_global
 from engines.events import ContextReady
 from engines.models.base import Embedder, Message
-from engines.models.factory import ModelLike, vector_for
+from engines.models.factory import ModelLike
 from engines.models.task_context import TaskContext
 from engines.reduce import Point, ReduceSettings, batched_reduce
 from engines.result import SearchResult
-from engines.run import QueryRun, gather_bounded, reraise_bugs
+from engines.run import QueryRun, gather_bounded, reraise_bugs, vector_for
 from engines.schemas import MapResponse
 
 if TYPE_CHECKING:

@@ -29,7 +29,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError, ValidationInfo, model_validator
 
-from engines.models.sufficiency import INSUFFICIENT_INSTRUCTION
+from engines.models.base import INSUFFICIENT_INSTRUCTION
 from engines.prompt_files import PromptFileError, inside, read_prompt_file
 
 # A prompt file larger than this is a mistake (a context dump, a binary), not a prompt.

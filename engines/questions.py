@@ -24,11 +24,11 @@ from engines.base import ConfigLike
 from engines.config import GraphrouteConfig, QuestionGenConfig
 from engines.local import context_records, link_vector, local_builder
 from engines.models.base import Embedder, Message, Usage
-from engines.models.factory import ModelLike, ModelSet
+from engines.models.factory import ModelLike
 from engines.models.offline_text import is_cjk_text
 from engines.models.task_context import TaskContext
 from engines.plan import Question, normalise_history
-from engines.run import QueryRun
+from engines.run import ModelSet, QueryRun
 from engines.schemas import QuestionList
 from shared_context.boilerplate_marks import boilerplate_weights
 

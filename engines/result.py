@@ -37,7 +37,7 @@ class SearchResult:
     degraded: list[Degradation] = field(default_factory=list)
     empty: bool = False  # nothing relevant was found (the router escalates on it)
     empty_reason: str = ""  # why, when `empty` (the router reports it when it escalates)
-    # the model marked its context as not answering the question (`engines.models.sufficiency`)
+    # the model marked its context as not answering the question (`engines.models.base.INSUFFICIENT_MARKER`)
     insufficient: bool = False
     model: str = ""
     offline: bool = False

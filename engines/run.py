@@ -1,5 +1,5 @@
 """`QueryRun`: everything one query accumulates (usage per stage, degradations, details, the event stream,
-what the deadline keeps), and the model calls made through it.
+what the deadline keeps), and the model calls made through it; `ModelSet`: the models those calls go through.
 
 An engine keeps only immutable things (index, models, config); each query gets a fresh `QueryRun`, so one
 engine serves many concurrent queries.
@@ -25,16 +25,19 @@ from engines.latency import LATENCY, latency_key
 from engines.models.base import (
     ChatModel,
     Completion,
+    Embedder,
     EmbeddingResult,
+    MarkerFilter,
     Message,
     Usage,
     is_local_embedder,
     leading_reasoning_done,
+    split_marker,
     strip_reasoning,
 )
+from engines.models.config import ModelsConfig, PriceTable
 from engines.models.errors import ModelError, StructuredOutputError
-from engines.models.factory import ModelSet
-from engines.models.sufficiency import MarkerFilter, split_marker
+from engines.models.factory import ModelLike, Models
 from engines.models.task_context import TaskContext
 from engines.plan import Question
 from engines.result import Degradation, SearchResult
@@ -42,7 +45,7 @@ from engines.result import Degradation, SearchResult
 if TYPE_CHECKING:
     from shared_context.index import Index
 
-__all__ = ["QueryRun", "gather_bounded", "reraise_bugs"]
+__all__ = ["ModelSet", "QueryRun", "gather_bounded", "reraise_bugs", "vector_for"]
 
 S = TypeVar("S", bound=BaseModel)
 T = TypeVar("T")
@@ -50,6 +53,66 @@ R = TypeVar("R")
 
 # How many findings a run cut by its deadline shows instead of the final answer.
 _DEADLINE_FINDINGS = 8
+
+
+class ModelSet:
+    """The chat model per stage, the embedder and prices of one engine, whatever form the caller gave them in;
+    None is the bundle `config` describes (the default `ModelsConfig`: offline)."""
+
+    def __init__(
+        self,
+        index: Index,
+        model: ModelLike = None,
+        embedder: Embedder | None = None,
+        config: ModelsConfig | None = None,
+    ) -> None:
+        self._bundle: Models | None = None
+        self._by_stage: dict[str, ChatModel] = {}  # the bundle's model per stage, looked up once
+        self._single: ChatModel | None = None
+        self.prices: PriceTable | None = None
+        self.embedder: Embedder | None = embedder
+        if model is None:
+            model = Models.from_config(config or ModelsConfig(), index=index)
+        if isinstance(model, Models):
+            self._bundle = model
+            self.embedder = embedder if embedder is not None else model.embedder
+            self.prices = model.config.prices
+        elif isinstance(model, ChatModel):
+            self._single = model
+        else:
+            raise TypeError(
+                f"model must be a ChatModel, an engines.models.factory.Models bundle or None, got {type(model).__name__}"
+            )
+
+    def chat(self, stage: str) -> ChatModel:
+        if self._bundle is not None:
+            # Every model call asks; a bundle's model per stage never changes once built.
+            model = self._by_stage.get(stage)
+            if model is None:
+                model = self._by_stage[stage] = self._bundle.chat(stage)
+            return model
+        assert self._single is not None
+        return self._single
+
+    @property
+    def offline(self) -> bool:
+        return bool(self.chat("answer").offline)
+
+    def cost(self, stage: str, prompt_tokens: int, output_tokens: int) -> float:
+        """Price of a hypothetical call (for estimates); 0 for offline or unknown models."""
+        model = self.chat(stage)
+        if model.offline or self.prices is None:
+            return 0.0
+        return float(self.prices.cost(model.name, prompt_tokens, output_tokens))  # unknown model: 0, warned once
+
+
+def vector_for(index: Index, table: str, models: ModelSet) -> bool:
+    """True when the index has vectors for `table` that the configured embedder can query."""
+    from shared_context.search_backend import vector_table
+
+    vt = vector_table(index, table)
+    emb = models.embedder
+    return vt is not None and emb is not None and len(vt) > 0 and vt.dim == emb.dim
 
 
 class QueryRun:

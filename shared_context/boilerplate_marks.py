@@ -28,8 +28,8 @@ import numpy as np
 
 from shared_context.boilerplate import MARKED_SHARE, part_spans
 from shared_context.index import Adjacency
-from shared_context.index_cache import per_index_cache
 from shared_context.records import RowSequence, field_of
+from shared_context.tables import per_index_cache
 
 if TYPE_CHECKING:
     from shared_context.index import Index

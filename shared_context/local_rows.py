@@ -37,9 +37,16 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import numpy as np
 
-from shared_context.index_cache import per_index_cache
 from shared_context.records import field_of, text_lengths_at, text_lengths_of
-from shared_context.tables import ClaimRecord, Column, EntityRecord, RelationshipRecord, columns, render_row
+from shared_context.tables import (
+    ClaimRecord,
+    Column,
+    EntityRecord,
+    RelationshipRecord,
+    columns,
+    per_index_cache,
+    render_row,
+)
 
 if TYPE_CHECKING:
     from shared_context.index import Index

@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from shared_context import local_rows
-from shared_context.index_cache import per_index_cache
 from shared_context.local_rows import (
     cached_row,
     claim_line,
@@ -20,7 +19,7 @@ from shared_context.local_rows import (
     warm_unit_chunks,
 )
 from shared_context.passages import excerpt_blocks
-from shared_context.tables import render_row
+from shared_context.tables import per_index_cache, render_row
 
 if TYPE_CHECKING:
     from shared_context.local_context import LocalContextBuilder
@@ -58,7 +57,7 @@ def warm_local_rows(builder: LocalContextBuilder, limit: int) -> int:
                 continue
             report = index.community_reports[pos]
             if report.rank is None or report.rank < p.min_community_rank:
-                continue  # never a candidate (`local_tables.reports_section`)
+                continue  # never a candidate (`local_context.reports_section`)
             for use_summary in report_variants:
                 if report.summary if use_summary else report.full_content:
                     report_line(index, pos, use_summary, p)

@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING
 
 from shared_context.boilerplate_marks import shown_rank
 from shared_context.community_params import CommunityContextParams
-from shared_context.index_cache import per_index_cache
 from shared_context.tables import (
     Column,
     ContextTables,
@@ -25,6 +24,7 @@ from shared_context.tables import (
     SectionBuilder,
     columns,
     format_value,
+    per_index_cache,
     render_row,
     section_title,
 )

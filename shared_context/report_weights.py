@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from shared_context.index import Adjacency
-from shared_context.index_cache import per_index_cache
+from shared_context.tables import per_index_cache
 
 if TYPE_CHECKING:
     from shared_context.index import Index

@@ -19,8 +19,11 @@ rendering a built section renders nothing again (`tests/test_context_render.py` 
 text). Budgets are counted on the *rendered* rows, i.e. after CSV quoting (GraphRAG counts the unquoted row and
 then writes quoted text, so its sections overshoot — bug 18). `SectionBuilder.finish` re-counts the final text
 with the tokenizer and drops rows from the end until it fits, so a section never exceeds its budget. Exact
-counts of joined rows and sections are `tokens.joined_tokens` and its helpers; the per-index side caches
-`index_cache.py` (both re-exported here for existing callers).
+counts of joined rows and sections are `tokens.joined_tokens` and its helpers (re-exported here for existing
+callers).
+
+Per-index side caches (`per_index_cache`): what the builders derive from a read-only `Index` for queries (rendered
+rows and their counts, BM25 matrices) lives beside it in a weak table, never on it.
 
 `ContextTables`: the typed data of one prompt, one optional section per table, in the order the prompt shows
 them, and its rendering (the sections joined by one blank line, empty ones left out). Every builder's context
@@ -39,13 +42,14 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
-from collections.abc import Sequence
+import threading
+import weakref
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Generic, TypeVar, cast
+from typing import Any, Generic, TypeVar, cast
 
 import numpy as np
 
-from shared_context.index_cache import per_index_cache
 from shared_context.tokens import Tokenizer, head_tokens, joined_tokens, line_end_tokens
 
 __all__ = [
@@ -439,3 +443,27 @@ class ContextTables:
             if records:
                 out[s.name] = records
         return out
+
+
+# Per-index side caches: one weak table of named values per index (see the module docstring).
+T = TypeVar("T")
+_caches: weakref.WeakKeyDictionary[object, dict[str, Any]] = weakref.WeakKeyDictionary()
+_cache_lock = threading.Lock()
+
+
+def per_index_cache(index: object, name: str, build: Callable[[], T]) -> T:
+    """Return `build()` computed once per index (kept beside it, never stored on it).
+
+    The Index is read-only, so derived query structures (BM25 matrices, row token counts) live in a
+    weak side table and disappear with the index.
+    """
+    with _cache_lock:
+        slot = _caches.get(index)
+        if slot is None:
+            slot = {}
+            _caches[index] = slot
+        if name in slot:
+            return slot[name]  # type: ignore[no-any-return]
+    value = build()
+    with _cache_lock:
+        return slot.setdefault(name, value)  # type: ignore[no-any-return]

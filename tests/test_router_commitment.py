@@ -21,7 +21,7 @@ import pytest
 
 from engines.config import GraphrouteConfig, LocalSearchConfig, RouterConfig
 from engines.estimate import CostEstimate
-from engines.models.sufficiency import INSUFFICIENT_MARKER, MarkerFilter, split_marker
+from engines.models.base import INSUFFICIENT_MARKER, MarkerFilter, split_marker
 from engines.prompts import TASK_MARKERS, PromptTemplate
 from router import Router
 from router.budget import Budget

@@ -1,5 +1,4 @@
-"""Build the chat model (per stage) and the embedder from a `ModelsConfig`, and resolve what one engine was
-handed (`ModelSet`).
+"""Build the chat model (per stage) and the embedder from a `ModelsConfig`.
 
     models = Models.from_config(load_models_config(), index=index)
     models.chat("map")        # the model for the map stage (per-stage override, else models.chat)
@@ -10,9 +9,8 @@ Chat models are shared: stages whose endpoints are identical get the same instan
 OpenAI model of one (base_url, model) shares one concurrency limiter process-wide.
 
 An engine accepts one `ChatModel` for every stage, the configured `Models` bundle, or None (the bundle the
-configuration describes: offline by default); `ModelSet` gives it the chat model per stage, the embedder and
-the prices whichever form it was given, and `vector_for` says whether an index table's vectors can be
-queried with that embedder.
+configuration describes: offline by default), `ModelLike`; `engines.run.ModelSet` resolves what it was given,
+once per stage, so a model call runs nothing here.
 """
 
 from __future__ import annotations
@@ -23,7 +21,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 
 from engines.models.base import ChatModel, Embedder, HoldsClients
 from engines.models.cache import CallCache, ModelCallCache
-from engines.models.config import SENTENCE_EMBEDDING_MODEL, ModelEndpoint, ModelsConfig, PriceTable
+from engines.models.config import SENTENCE_EMBEDDING_MODEL, ModelEndpoint, ModelsConfig
 from engines.models.errors import ModelConfigError
 from engines.models.limiter import LimiterRegistry
 
@@ -237,58 +235,3 @@ def _where(endpoint: ModelEndpoint) -> str:
 
 # What engines accept as `model`: one chat model for every stage, the configured bundle, or None (from config).
 ModelLike: TypeAlias = "ChatModel | Models | None"
-
-
-class ModelSet:
-    """The chat model per stage, the embedder and prices of one engine, whatever form the caller gave them in;
-    None is the bundle `config` describes (the default `ModelsConfig`: offline)."""
-
-    def __init__(
-        self,
-        index: Index,
-        model: ModelLike = None,
-        embedder: Embedder | None = None,
-        config: ModelsConfig | None = None,
-    ) -> None:
-        self._bundle: Models | None = None
-        self._single: ChatModel | None = None
-        self.prices: PriceTable | None = None
-        self.embedder: Embedder | None = embedder
-        if model is None:
-            model = Models.from_config(config or ModelsConfig(), index=index)
-        if isinstance(model, Models):
-            self._bundle = model
-            self.embedder = embedder if embedder is not None else model.embedder
-            self.prices = model.config.prices
-        elif isinstance(model, ChatModel):
-            self._single = model
-        else:
-            raise TypeError(
-                f"model must be a ChatModel, an engines.models.factory.Models bundle or None, got {type(model).__name__}"
-            )
-
-    def chat(self, stage: str) -> ChatModel:
-        if self._bundle is not None:
-            return self._bundle.chat(stage)
-        assert self._single is not None
-        return self._single
-
-    @property
-    def offline(self) -> bool:
-        return bool(self.chat("answer").offline)
-
-    def cost(self, stage: str, prompt_tokens: int, output_tokens: int) -> float:
-        """Price of a hypothetical call (for estimates); 0 for offline or unknown models."""
-        model = self.chat(stage)
-        if model.offline or self.prices is None:
-            return 0.0
-        return float(self.prices.cost(model.name, prompt_tokens, output_tokens))  # unknown model: 0, warned once
-
-
-def vector_for(index: Index, table: str, models: ModelSet) -> bool:
-    """True when the index has vectors for `table` that the configured embedder can query."""
-    from shared_context.search_backend import vector_table
-
-    vt = vector_table(index, table)
-    emb = models.embedder
-    return vt is not None and emb is not None and len(vt) > 0 and vt.dim == emb.dim

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 
-from engines.models.base import Completion, Message
+from engines.models.base import INSUFFICIENT_MARKER, Completion, Message, asks_for_marker
 from engines.models.offline_answer import compose_answer, covers_question, no_answer_text
 from engines.models.schemas import (
     FollowupResponse,
@@ -29,7 +29,6 @@ from engines.models.schemas import (
     RewriteResponse,
     RouteResponse,
 )
-from engines.models.sufficiency import INSUFFICIENT_MARKER, asks_for_marker
 from engines.models.task_context import TaskContext
 from shared_context.tokens import get_tokenizer
 
