@@ -215,13 +215,16 @@ class Held:
     weight: list[float]
     nearest: list[float]
     alt: list[int]  # the also-right route's class index, -1 when none
+    # what the decision was held out of: "cv" (a fold of its own source), the source name (a model trained without
+    # that source) or "index:<name>" (an index stage fitted without that index)
+    group: list[str]
 
     @classmethod
     def empty(cls) -> Held:
-        return cls([], [], [], [], [], [], [], [], [], [])
+        return cls([], [], [], [], [], [], [], [], [], [], [])
 
     def add(self, proba: np.ndarray, dense_view: int, ngram_view: int, familiarity: float, has_cue: bool,
-            with_index: bool, label: int, weight: float, nearest: float, alt: int = -1) -> None:
+            with_index: bool, label: int, weight: float, nearest: float, alt: int = -1, group: str = "cv") -> None:
         self.proba.append(proba)
         self.dense_view.append(dense_view)
         self.ngram_view.append(ngram_view)
@@ -232,6 +235,7 @@ class Held:
         self.weight.append(weight)
         self.nearest.append(nearest)
         self.alt.append(alt)
+        self.group.append(group)
 
     def correct(self) -> np.ndarray:
         """Per decision, whether it chose the label or the also-right `alt` route."""
@@ -242,11 +246,14 @@ class Held:
         """Per decision, whether it chose the cheapest right route (`COST_ORDER`): a DRIFT decision where local
         search was also right is right, but not worth its cost, which is what an expensive route's confidence
         decides (the commitment rule)."""
+        chosen = np.array([int(np.argmax(p)) for p in self.proba], dtype=int)
+        return chosen == self.cheapest_route()
+
+    def cheapest_route(self) -> np.ndarray:
+        """Per decision, the class index of its question's cheapest right route (`COST_ORDER`)."""
         rank = {CLASSES.index(c): k for k, c in enumerate(COST_ORDER)}
-        chosen = [int(np.argmax(p)) for p in self.proba]
-        cheapest = [min((r for r in (y, a) if r >= 0), key=rank.__getitem__) for y, a in zip(self.label, self.alt,
-                                                                                          strict=True)]
-        return np.array([c == best for c, best in zip(chosen, cheapest, strict=True)])
+        return np.array([min((r for r in (y, a) if r >= 0), key=rank.__getitem__)
+                         for y, a in zip(self.label, self.alt, strict=True)], dtype=int)
 
     def extend(self, other: Held) -> None:
         for mine, theirs in zip(vars(self).values(), vars(other).values(), strict=True):
@@ -364,7 +371,7 @@ def fit_wording_stage(examples: Sequence[Example], *, cues: bool = True, folds: 
             share = 0.5 / len(sources) / len(te)  # each held-out source weighs the same
             for j, i in enumerate(te):
                 source_out.add(proba[j], int(dense_view[j]), int(ngram_view[j]), _familiarity(buckets[i], seen),
-                               has_cue[i], False, int(y[i]), share, table.nearest(buckets[i]), int(alt[i]))
+                               has_cue[i], False, int(y[i]), share, table.nearest(buckets[i]), int(alt[i]), source)
             progress(f"  wording without {source}")
     return WordingFit(examples, cues, wording, calib_w, calib_b, _seen(buckets), y, alt, w, has_cue, oof_proba,
                       oof_dense_view, oof_ngram_view, oof_familiarity, oof_nearest, Neighbours.build(buckets),
@@ -466,7 +473,8 @@ def fit_index_stage(wf: WordingFit, measured: Sequence[Measured], *, c: float = 
     held = Held.empty()
     share = 0.5 / w.sum()
     for j, (_, dv, nv, fam, cue, near) in enumerate(views):
-        held.add(loio[j], dv, nv, fam, cue, True, int(y[j]), float(w[j] * share), near, int(alt[j]))
+        held.add(loio[j], dv, nv, fam, cue, True, int(y[j]), float(w[j] * share), near, int(alt[j]),
+                 f"index:{measured[j].item.index}")
     report = {"questions": len(measured), "by_index": dict(Counter(m.item.index for m in measured)),
               "leave_one_index_out": _accuracy_by(measured, y, loio), "wording_only": _accuracy_by(measured, y, proba)}
     progress(f"  index stage: {report}")
@@ -507,13 +515,14 @@ def confidence_maps(held: Held, conf_w: np.ndarray, conf_b: float, ceiling: np.n
     decision counting as right when it chose the cheapest right route: counted right whenever the `alt` reading
     allowed it, DRIFT decisions on questions local search also answers raised DRIFT's confidence, and the router
     committed to DRIFT's calls where one local call would do (leave-one-source-out, MultiHop-RAG held out: 1.35 calls
-    per question after the commitment rule without the maps, 7.18 with them)."""
+    per question after the commitment rule without the maps, 7.18 with them). Each decision's group (what it was
+    held out of) lets a map follow the hardest unfamiliar source that tests its engine."""
     x, _, w = held.inputs()
     correct = held.cheapest_right()
     raw = calibration.raw_confidence(x, conf_w, conf_b, np.asarray(held.has_cue), np.asarray(held.familiarity),
                                      np.asarray(held.nearest), np.asarray(NEAREST_EDGES), ceiling)
     chosen = np.array([int(np.argmax(p)) for p in held.proba])
-    return calibration.engine_maps(chosen, raw, correct, w, CLASSES)
+    return calibration.engine_maps(chosen, raw, correct, w, np.asarray(held.group), held.cheapest_route(), CLASSES)
 
 
 def fit_confidence(held: Held) -> tuple[np.ndarray, float]:
