@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tools.routing.calibration import UNTESTED_CEILING
+
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "benchmarks" / "results"
 PAGE = ROOT / "docs" / "benchmarks.md"
@@ -214,6 +216,14 @@ def routing_cost(r: Json) -> tuple[list[str], list[Headline]]:
                              for _, k in _BAND_HEADS]
                     lines.append(f"| {source} | {'kept' if cues == 'with_cues' else 'off'} | {engine} | "
                                  + " | ".join(cells) + " |")
+    untested = [f"{source}: {', '.join(e for e, v in m['calibration_maps'].items() if not v['tested_by'])}"
+                for source, m in r["loso"].get("with_cues", {}).items()
+                if any(not v["tested_by"] for v in m.get("calibration_maps", {}).values())]
+    if untested:
+        lines += ["", "An engine whose map no source held out of the fold's wording model tested (none of them holds "
+                  "questions that engine is the cheapest right route for, or its model was trained without any) "
+                  f"claims at most {UNTESTED_CEILING} on it, so its bands from 0.8 up stay empty by construction there: "
+                  + "; ".join(untested) + "."]
     lines += ["", "Routing per held-out source (wrong: the share of all its questions routed wrongly at that "
               "confidence or above):", "",
               "| held out | cue lexicons | n | macro-F1 | global recall | local recall | DRIFT recall | wrong at ≥ 0.8 "
