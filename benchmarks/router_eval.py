@@ -251,7 +251,8 @@ TRAINING: dict[str, Any] = {"alt_share": train.ALT_SHARE, "per_engine": train.PE
 def _fit(train_rows: Sequence[Example], *, cues: bool, inner_folds: int,
          maps: dict[str, Any] | None = None) -> Classifier:
     """The whole model trained on `train_rows` (its calibration maps on their held-out decisions only); `maps`,
-    when given, receives per engine the sources that tested its map and the highest confidence it can give."""
+    when given, receives per engine the held-out sources that may test its map (those holding enough questions the
+    engine is the cheapest right route for, `calibration.testing_groups`) and the highest confidence it can give."""
     wf = train.fit_wording_stage(train_rows, cues=cues, folds=inner_folds, alt_share=TRAINING["alt_share"])
     payload = train.assemble(wf, None, per_engine=TRAINING["per_engine"])
     if maps is not None:
@@ -310,7 +311,7 @@ def leave_one_source_out(examples: Sequence[Example], inner_folds: int, report: 
             m["calibration_maps"] = maps
             report["loso"][key][source] = m
             print_block(f"held out: {source} ({key.replace('_', ' ')})", m)
-            print("  calibration maps (unfamiliar sources testing each engine; highest confidence): " + "; ".join(
+            print("  calibration maps (held-out sources with enough of each engine's questions; highest confidence): " + "; ".join(
                 f"{e} {', '.join(v['tested_by']) or 'none'} ({v['highest']:.2f})" for e, v in maps.items()))
             checkpoint()  # each source takes minutes: what is done is kept
         report.setdefault("loso_pooled", {})[key] = metrics(pooled)

@@ -216,14 +216,12 @@ def routing_cost(r: Json) -> tuple[list[str], list[Headline]]:
                              for _, k in _BAND_HEADS]
                     lines.append(f"| {source} | {'kept' if cues == 'with_cues' else 'off'} | {engine} | "
                                  + " | ".join(cells) + " |")
-    untested = [f"{source}: {', '.join(e for e, v in m['calibration_maps'].items() if not v['tested_by'])}"
-                for source, m in r["loso"].get("with_cues", {}).items()
-                if any(not v["tested_by"] for v in m.get("calibration_maps", {}).values())]
-    if untested:
-        lines += ["", "An engine whose map no source held out of the fold's wording model tested (none of them holds "
-                  "questions that engine is the cheapest right route for, or its model was trained without any) "
-                  f"claims at most {UNTESTED_CEILING} on it, so its bands from 0.8 up stay empty by construction there: "
-                  + "; ".join(untested) + "."]
+    highest = [f"{source}: " + ", ".join(f"{e} {v['highest']:.2f}" for e, v in m["calibration_maps"].items())
+               for source, m in r["loso"].get("with_cues", {}).items() if "calibration_maps" in m]
+    if highest:
+        lines += ["", "The highest confidence each engine's map can give, per held-out source (a range of confidence in "
+                  "which no source held out of the fold's wording model has decisions of that engine, and so none "
+                  f"tested it, claims at most {UNTESTED_CEILING}): " + "; ".join(highest) + "."]
     lines += ["", "Routing per held-out source (wrong: the share of all its questions routed wrongly at that "
               "confidence or above):", "",
               "| held out | cue lexicons | n | macro-F1 | global recall | local recall | DRIFT recall | wrong at ≥ 0.8 "
@@ -255,8 +253,9 @@ def routing_cost(r: Json) -> tuple[list[str], list[Headline]]:
         lines += [f"Christmas Carol, through `Router.aroute` with the index (local counts as right for a DRIFT "
                   f"label; DRIFT or global for a local label does not): {carol['right']}/{carol['n']}.", ""]
     acc = confident["right"] / confident["n"] if confident["n"] else None
+    total = sum(m["n"] for m in r["loso"].get("with_cues", {}).values())
     return lines, [Headline("DRIFT/global decisions at confidence ≥ 0.8 that were right, leave-one-source-out",
-                            f"{_f(acc)} (n={confident['n']})", "routing-cost-and-calibration")]
+                            f"{_f(acc)} (n={confident['n']} of {total:,} questions)", "routing-cost-and-calibration")]
 
 
 _BAND_HEADS = (("< 0.55", "0.00-0.55"), ("0.55–0.7", "0.55-0.70"), ("0.7–0.8", "0.70-0.80"),
