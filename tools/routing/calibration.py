@@ -25,6 +25,12 @@ fit (the decisions sharing one fitted value) is mapped to the lowest of:
   sources that hold global questions out, the other's held-out decisions have no global one: its model was
   trained without any global question.)
 
+One map serves decisions with and without an index. With an index (`Router.aroute`, offline), three of the 28
+global questions of the with-index set written last now start with local search, below the commitment threshold
+(global recall 0.821; 0.929 with the maps before). Separate maps for decisions with an index, fitted on the index
+stage's leave-one-index-out decisions, were tried and not kept: global recall 0.857 on that set, but 0.837 and 0.963
+on the two earlier ones (0.907 and 1.0 with one map).
+
 Blocks whose values break the order are merged and valued again until the map is non-decreasing, so a map is
 monotone and within [0, 1] by construction (the classifier refuses a model file whose map is not). Stored as
 knots: (2, K) arrays of floats.
