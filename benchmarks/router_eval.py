@@ -61,8 +61,8 @@ from sklearn.metrics import confusion_matrix, f1_score
 from benchmarks.common import CAROL_INDEX
 from router.classifier import Classifier
 from router.keyword_router import keyword_route
+from tools.routing import calibration, index_fit, train
 from tools.routing import examples as data
-from tools.routing import index_fit, train
 from tools.routing.examples import Example
 
 if TYPE_CHECKING:
@@ -248,9 +248,21 @@ def subsets(rows: Sequence[Routed], keys: Sequence[str]) -> dict[str, dict[str, 
 TRAINING: dict[str, Any] = {"alt_share": train.ALT_SHARE, "per_engine": train.PER_ENGINE_CALIBRATION}  # `main` sets
 
 
-def _fit(train_rows: Sequence[Example], *, cues: bool, inner_folds: int) -> Classifier:
+def _fit(train_rows: Sequence[Example], *, cues: bool, inner_folds: int,
+         maps: dict[str, Any] | None = None) -> Classifier:
+    """The whole model trained on `train_rows` (its calibration maps on their held-out decisions only); `maps`,
+    when given, receives per engine the held-out sources that may test its map (those holding enough questions the
+    engine is the cheapest right route for, `calibration.testing_groups`) and the highest confidence it can give."""
     wf = train.fit_wording_stage(train_rows, cues=cues, folds=inner_folds, alt_share=TRAINING["alt_share"])
-    return Classifier(train.assemble(wf, None, per_engine=TRAINING["per_engine"]))
+    payload = train.assemble(wf, None, per_engine=TRAINING["per_engine"])
+    if maps is not None:
+        held = wf.held_out()
+        groups, cheapest = np.asarray(held.group), held.cheapest_route()
+        maps.update({engine: {"tested_by": sorted(calibration.testing_groups(groups, cheapest,
+                                                                            data.CLASSES.index(engine))),
+                              "highest": round(float(payload[f"confidence_map_{engine}"][1].max()), 3)}
+                     for engine in LABELS})
+    return Classifier(payload)
 
 
 def grouped_cv(examples: Sequence[Example], folds: int, inner_folds: int, report: dict[str, Any]) -> None:
@@ -292,11 +304,15 @@ def leave_one_source_out(examples: Sequence[Example], inner_folds: int, report: 
         for source in sources:
             test_set = [e for e in examples if e.source == source]
             rest = [e for e in examples if e.source != source]
-            routed = route_all(_fit(rest, cues=CUE_VARIANTS[key], inner_folds=inner_folds), test_set)
+            maps: dict[str, Any] = {}
+            routed = route_all(_fit(rest, cues=CUE_VARIANTS[key], inner_folds=inner_folds, maps=maps), test_set)
             pooled += routed
             m = metrics(routed)
+            m["calibration_maps"] = maps
             report["loso"][key][source] = m
             print_block(f"held out: {source} ({key.replace('_', ' ')})", m)
+            print("  calibration maps (held-out sources with enough of each engine's questions; highest confidence): " + "; ".join(
+                f"{e} {', '.join(v['tested_by']) or 'none'} ({v['highest']:.2f})" for e, v in maps.items()))
             checkpoint()  # each source takes minutes: what is done is kept
         report.setdefault("loso_pooled", {})[key] = metrics(pooled)
         print_block(f"every held-out source together ({key.replace('_', ' ')})", report["loso_pooled"][key])

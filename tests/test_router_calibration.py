@@ -79,23 +79,73 @@ def test_a_model_file_with_a_decreasing_calibration_map_is_refused() -> None:
         Classifier(payload)  # type: ignore[arg-type]
 
 
+def _groups(n: int, name: str = "other_source") -> np.ndarray:
+    return np.array([name] * n)
+
+
 def test_a_fitted_map_is_non_decreasing_and_follows_held_out_accuracy() -> None:
     rng = np.random.default_rng(0)
     raw = rng.uniform(0.0, 1.0, 4000)
     correct = rng.uniform(0.0, 1.0, 4000) < 0.3 + 0.6 * raw  # true accuracy 0.3 .. 0.9
-    knots = calibration.fit_map(raw, correct, np.ones(len(raw)))
+    knots = calibration.fit_map(raw, correct, np.ones(len(raw)), _groups(4000), frozenset({"other_source"}))
     assert (np.diff(knots[0]) >= 0).all() and (np.diff(knots[1]) >= 0).all()
     for x in (0.1, 0.5, 0.9):
-        assert abs(float(np.interp(x, knots[0], knots[1])) - (0.3 + 0.6 * x)) < 0.1
+        mapped = float(np.interp(x, knots[0], knots[1]))
+        assert abs(mapped - (0.3 + 0.6 * x)) < 0.1
     # too few decisions: the raw confidence is kept
-    assert np.array_equal(calibration.fit_map(raw[:5], correct[:5], np.ones(5)), calibration.IDENTITY)
+    assert np.array_equal(calibration.fit_map(raw[:5], correct[:5], np.ones(5), _groups(5), frozenset()),
+                          calibration.IDENTITY)
 
 
 def test_an_overconfident_engine_is_mapped_down() -> None:
     raw = np.linspace(0.8, 1.0, 500)
     correct = np.arange(500) % 10 < 7  # right 70 % of the time however sure
-    knots = calibration.fit_map(raw, correct, np.ones(500))
-    assert float(np.interp(0.95, knots[0], knots[1])) == pytest.approx(0.7, abs=0.05)
+    knots = calibration.fit_map(raw, correct, np.ones(500), _groups(500), frozenset({"other_source"}))
+    assert 0.6 < float(np.interp(0.95, knots[0], knots[1])) <= 0.7
+
+
+def test_a_thin_block_claims_less_than_a_thick_one_right_as_often() -> None:
+    thin = calibration.lower_bound(np.arange(10) < 9, np.ones(10))
+    thick = calibration.lower_bound(np.arange(1000) < 900, np.ones(1000))
+    assert thin < thick < 0.9
+    # unequal weights count as fewer decisions
+    skewed = np.ones(1000)
+    skewed[:10] = 100.0
+    assert calibration.lower_bound(np.arange(1000) >= 10, skewed) < thick
+
+
+def test_the_hardest_unfamiliar_source_testing_the_engine_sets_the_map() -> None:
+    raw = np.tile(np.linspace(0.8, 1.0, 200), 2)
+    easy, hard = np.arange(200) % 20 != 0, np.arange(200) % 4 != 0  # right 95 % and 75 % of the time
+    groups = np.array(["easy"] * 200 + ["hard"] * 200)
+    knots = calibration.fit_map(raw, np.concatenate([easy, hard]), np.ones(400), groups, frozenset({"easy", "hard"}))
+    assert float(np.interp(0.95, knots[0], knots[1])) == pytest.approx(0.75, abs=0.03)
+
+
+def test_a_source_without_the_engines_questions_does_not_set_its_map() -> None:
+    raw = np.tile(np.linspace(0.8, 1.0, 200), 2)
+    right = np.arange(200) % 20 != 0  # right 95 % of the time
+    groups = np.array(["tests"] * 200 + ["none"] * 200)
+    correct = np.concatenate([right, np.zeros(200, dtype=bool)])  # every decision about "none" is wrong
+    weight = np.concatenate([np.ones(200), np.full(200, 0.05)])  # at its source's (small) weight
+    knots = calibration.fit_map(raw, correct, weight, groups, frozenset({"tests"}))
+    alone = calibration.fit_map(raw[:200], right, np.ones(200), groups[:200], frozenset({"tests"}))
+    top = float(np.interp(0.95, knots[0], knots[1]))
+    assert 0.5 < top < float(np.interp(0.95, alone[0], alone[1]))  # it still counts in the pooled bound
+
+
+def test_an_engine_no_unfamiliar_source_tests_never_claims_the_committed_band() -> None:
+    raw = np.linspace(0.8, 1.0, 500)
+    correct = np.ones(500, dtype=bool)  # right every time, but only on familiar (cross-validated) wording
+    knots = calibration.fit_map(raw, correct, np.ones(500), _groups(500, calibration.FAMILIAR_GROUP), frozenset())
+    assert float(knots[1].max()) == calibration.UNTESTED_CEILING
+
+
+def test_only_unfamiliar_sources_with_enough_of_the_engines_questions_test_it() -> None:
+    groups = np.array(["cv"] * 100 + ["many"] * 100 + ["few"] * 100)
+    cheapest = np.array([0] * 100 + [0] * calibration.MIN_GOLD + [1] * (100 - calibration.MIN_GOLD) + [1] * 100)
+    assert calibration.testing_groups(groups, cheapest, 0) == frozenset({"many"})
+    assert calibration.testing_groups(groups, cheapest, 1) == frozenset({"many", "few"})
 
 
 def test_a_question_with_two_right_routes_is_trained_on_both() -> None:
@@ -131,3 +181,19 @@ def test_an_expensive_route_where_local_was_also_right_is_not_counted_worth_its_
     held.add(np.array([0.1, 0.1, 0.8]), 2, 2, 1.0, True, False, drift, 1.0, 0.5, local)  # local, also right
     assert held.correct().tolist() == [True, True, True]
     assert held.cheapest_right().tolist() == [False, True, True]
+
+
+def test_held_out_decisions_record_what_they_were_held_out_of() -> None:
+    from tools.routing.examples import Example, load_own
+
+    own = load_own()
+    picked: list[Example] = []
+    for source in ("graphroute", "collections"):
+        for label in CLASSES:
+            picked += [e for e in own if e.source == source and e.label == label][:12]
+    wf = train.fit_wording_stage(picked, folds=2)
+    held = wf.held_out()
+    counts = {g: held.group.count(g) for g in set(held.group)}
+    # every question once cross-validated, and once decided by a model trained without its source
+    assert counts == {"cv": len(picked), "graphroute": 36, "collections": 36}
+    assert held.cheapest_route().tolist() == held.label  # no alt readings here: the label is the cheapest
