@@ -1,7 +1,8 @@
 """Before and after one change, side by side: `python -m benchmarks.before_after --before DIR --after DIR`.
 
-Each DIR holds the result files of one checkout, written by the scripts themselves, run with that checkout's
-code first on `PYTHONPATH` (the editable install would otherwise load this one):
+Each DIR holds the result files of one checkout, written by the scripts themselves, run from inside that
+checkout (`cd $CODE`: `python -m` puts the working directory first on the path) with its code first on
+`PYTHONPATH` (the editable install would otherwise load this one):
 
     PYTHONPATH=$CODE python -m benchmarks.question_path --out DIR/question_path.json
     PYTHONPATH=$CODE python -m benchmarks.router_eval --parts latency --runs 3 --json DIR/router_eval.json

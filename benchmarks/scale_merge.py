@@ -5,10 +5,12 @@ For a before/after comparison on a shared machine the two checkouts' runs are in
 run 1, before run 2, ...) so that both sides meet the same load; each run is then its own `--runs 1`
 invocation, and this merges one side's files into the `scale.json` that `benchmarks.before_after` reads. Every
 per-run record is kept as written (its own 1-minute load average included) and the medians and ranges are
-recomputed over all of them (`benchmarks.scale.summarise`). The merged file's `command` is the runs' own
-command (the output folder shown as `<run folder>`) with how often it ran, its `parts` keep each run's
-command, date and load averages, `commit` records which code ran (the code is picked by `PYTHONPATH`, which no
-command line shows) and `note` says how the runs were ordered.
+recomputed over all of them (`benchmarks.scale.summarise`). The runs are expected to run from inside the
+checkout, with it on `PYTHONPATH` (`python -m` puts the working directory first on the path, so run from
+another checkout it would load that one's code). The merged file's `command` is the runs' own command (the
+output folder shown as `<run folder>`) with how often it ran, its `parts` keep each run's command, date and
+load averages, `commit` records which code ran (no command line shows it) and `note` says how the runs were
+ordered.
 """
 
 from __future__ import annotations
@@ -59,7 +61,7 @@ def merge(parts: list[Json], commit: str, note: str) -> Json:
         for row in by_size.values():
             row["first"], row["second"] = summarise(row["first_runs"]), summarise(row["second_runs"])
     return {
-        "command": f"PYTHONPATH=<checkout of {commit}> {commands.pop()}, {len(parts)} times",
+        "command": f"cd <checkout of {commit}> && PYTHONPATH=. {commands.pop()}, {len(parts)} times",
         "commit": commit,
         "note": note,
         "date": parts[0].get("date"),
@@ -67,7 +69,8 @@ def merge(parts: list[Json], commit: str, note: str) -> Json:
         "load_avg_start": parts[0].get("load_avg_start"),
         "load_avg_end": parts[-1].get("load_avg_end"),
         "runs": sum(int(p.get("runs", 1)) for p in parts),
-        "parts": [{k: p.get(k) for k in ("command", "date", "load_avg_start", "load_avg_end")} for p in parts],
+        "parts": [{"command": _OUT_ARG.sub("--out <run folder>", str(p.get("command", "?"))),
+                   **{k: p.get(k) for k in ("date", "load_avg_start", "load_avg_end")}} for p in parts],
         "results": results,
     }
 

@@ -31,10 +31,11 @@ def test_every_run_is_kept_and_summarised_over_all_parts(tmp_path: Path) -> None
     assert [r["load_avg_1m"] for r in row["second_runs"]] == [4.0, 6.0, 5.0]
     assert row["second"]["cold_s"] == 2.0 and row["second"]["cold_s_range"] == [1.0, 3.0]
     assert row["first"]["runs"] == 3 and merged["runs"] == 3
-    assert merged["command"] == ("PYTHONPATH=<checkout of abc1234> python -m benchmarks.scale --sizes 1000000 "
+    assert merged["command"] == ("cd <checkout of abc1234> && PYTHONPATH=. python -m benchmarks.scale --sizes 1000000 "
                                  "--runs 1 --out <run folder>, 3 times")
     assert merged["commit"] == "abc1234" and merged["note"] == "interleaved"
     assert [p["load_avg_start"][0] for p in merged["parts"]] == [4.0, 6.0, 5.0]
+    assert all(p["command"].endswith("--out <run folder>") for p in merged["parts"])
     assert merged["load_avg_start"][0] == 4.0 and merged["load_avg_end"][0] == 6.0
 
 
