@@ -1,7 +1,8 @@
 """Before and after one change, side by side: `python -m benchmarks.before_after --before DIR --after DIR`.
 
-Each DIR holds the result files of one checkout, written by the scripts themselves, run with that checkout's
-code first on `PYTHONPATH` (the editable install would otherwise load this one):
+Each DIR holds the result files of one checkout, written by the scripts themselves, run from inside that
+checkout (`cd $CODE`: `python -m` puts the working directory first on the path) with its code first on
+`PYTHONPATH` (the editable install would otherwise load this one):
 
     PYTHONPATH=$CODE python -m benchmarks.question_path --out DIR/question_path.json
     PYTHONPATH=$CODE python -m benchmarks.router_eval --parts latency --runs 3 --json DIR/router_eval.json
@@ -9,14 +10,20 @@ code first on `PYTHONPATH` (the editable install would otherwise load this one):
     PYTHONPATH=$CODE python -m benchmarks.scale --sizes 10000,100000 --titles type-word --runs 3 --out DIR/scale
     PYTHONPATH=$CODE python -m benchmarks.scale --sizes 1000000 --titles type-word --runs 3 --out DIR/scale_1m
 
-Figures (wall time, and the CPU time of the same runs where the script records it): the local context p50 at
-10k entities and the second process's cold start (import + load + first context) at 100k and 1M entities (`benchmarks.scale`, type-word titles), `graphroute ask` wall time on the
-Christmas Carol index (`benchmarks.cli_latency`), the classifier's p50 per question with linking and the index
-probe on a 10k-entity index (`benchmarks.router_eval`, latency part), and the files an auto-routed question runs
-through (`benchmarks.question_path`). Timings are the median and the range over each script's runs; a figure
-whose file is missing is reported as missing. Writes `benchmarks/results/architecture/before_after.json` (the
-per-run values, each source file's command, date and load averages) and copies the source files beside it
-(absolute paths into the shared data folder shown as `../shared/data`, as `benchmarks.redact_report` does).
+or, to let both sides meet the same load, one `--runs 1` run per side in turn, each side's files then merged:
+`python -m benchmarks.scale_merge --commit C --note WHY --out DIR/scale_1m RUN1/scale.json RUN2/scale.json ...`.
+
+Figures (wall time, and the CPU time of the same runs where the script records it): the local context p50 at 10k
+entities and the second process's cold start (import + load + first context) at 100k and 1M entities
+(`benchmarks.scale`, type-word titles), `graphroute ask` wall time on the Christmas Carol index
+(`benchmarks.cli_latency`), the classifier's p50 per question with linking and the index probe on a 10k-entity
+index (`benchmarks.router_eval`, latency part), and the files an auto-routed question runs through
+(`benchmarks.question_path`). Timings are the median and the range over each script's runs; a figure whose file is
+missing is reported as missing. A source file that records its own `commit` (and `note`), such as one merged from
+interleaved runs by `benchmarks.scale_merge`, keeps them in its side's `sources`. Writes
+`benchmarks/results/architecture/before_after.json` (the per-run values, each source file's command, date and load
+averages) and copies the source files beside it (absolute paths into the shared data folder shown as
+`../shared/data`, as `benchmarks.redact_report` does).
 """
 
 from __future__ import annotations
@@ -89,6 +96,8 @@ def side(folder: Path, skipped: dict[str, str]) -> tuple[dict[str, Json], dict[s
             figures[name] = {"unit": unit, "runs": runs, "median": statistics.median(runs),
                              "range": [min(runs), max(runs)]}
         sources[rel] = {k: report.get(k) for k in ("command", "date", "load_avg_start", "load_avg_end")}
+        # a file measured at another commit than the side's (merged by benchmarks.scale_merge) says so
+        sources[rel] |= {k: report[k] for k in ("commit", "note") if report.get(k)}
     return figures, sources
 
 

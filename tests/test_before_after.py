@@ -51,3 +51,20 @@ def test_a_figure_the_file_was_written_without_is_missing_with_its_reason(tmp_pa
     assert figures["local context p50, 10k entities (wall)"]["median"] == 10.0
     assert figures["cold start (second process), 100k entities (wall)"]["missing"] == "measured at 10k only"
     assert figures["cold start (second process), 100k entities (CPU)"]["missing"] == "not in scale/scale.json"
+
+
+def test_a_source_measured_apart_keeps_its_commit_and_note(tmp_path: Path) -> None:
+    for folder in (tmp_path / "b", tmp_path / "a"):
+        _side(folder, [1.0])
+    runs = [{"cold_s": 9.0, "cold_cpu_s": 8.0}]
+    _write(tmp_path / "a", "scale_1m/scale.json", {"command": "c", "commit": "abc1234", "note": "interleaved",
+                                                   "results": {"type-word": {"1000000": {"second_runs": runs}}}})
+    out = tmp_path / "out"
+    before_after.main(["--before", str(tmp_path / "b"), "--after", str(tmp_path / "a"), "--out", str(out),
+                       "--after-commit", "def5678"])
+    after = json.loads((out / "before_after.json").read_text(encoding="utf-8"))["after"]
+    assert after["sources"]["scale_1m/scale.json"] == {"command": "c", "date": None, "load_avg_start": None,
+                                                           "load_avg_end": None, "commit": "abc1234",
+                                                           "note": "interleaved"}
+    assert "commit" not in after["sources"]["cli_latency/cli_latency.json"]
+    assert after["figures"]["cold start (second process), 1M entities (wall)"]["runs"] == [9.0]

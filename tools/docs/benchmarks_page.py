@@ -484,7 +484,21 @@ def _before_after(r: Json, change: str, folder: str, how_run: str) -> tuple[list
                     for s in side["sources"].values() if s.get("load_avg_start")})
     lines += ["", f"The 2-core machine was shared while these ran (1-minute load averages at the starts: "
               f"{', '.join(f'{float(x):.1f}' for x in loads)}); the ranges show how much that moved the timings.", ""]
+    lines += _own_commits(before, after)
     return lines, []
+
+
+def _own_commits(before: Json, after: Json) -> list[str]:
+    """A line for each source file that records its own commit (measured apart from the rest, e.g. later and
+    merged from interleaved runs by benchmarks.scale_merge): its commit, date, command and how it was run."""
+    out = []
+    for label, side in (("before", before), ("after", after)):
+        for rel, source in side["sources"].items():
+            if source.get("commit"):
+                note = f" {source['note'].rstrip('.')}." if source.get("note") else ""
+                out.append(f"- `{label}/{rel}`: commit `{source['commit']}`, {source.get('date', '?')}, "
+                           f"`{source.get('command', '?')}`.{note}")
+    return [*out, ""] if out else []
 
 
 # ---- scale (benchmarks/scale.py) -----------------------------------------------------------------------
